@@ -1,0 +1,45 @@
+// Package strategies holds the rate-limiting algorithms of ratestore as pure
+// decision functions: a configuration (TokenBucket, GCRA, LeakyBucket,
+// FixedWindow, SlidingWindow, Composite) decides a call against a per-key
+// State at a given instant, and encodes that State in a compact, versioned
+// text form.
+//
+// Nothing here does I/O or reads a clock: the instant of every call is passed
+// in as Unix nanoseconds. That is what lets package ratestore decide in memory
+// under a per-key lock and persist states in groups, and what lets tests drive
+// every strategy with a fake clock.
+//
+// The encodings, current and legacy, are specified in DATA_FORMAT.md.
+//
+// # Rules every strategy keeps
+//
+//   - A denied call, a call of n = 0 (Peek) and a DryRun change nothing.
+//     Record takes its n unconditionally, past the limit if need be; later
+//     calls are then denied until the excess has drained or expired.
+//   - Durations are rounded up to the nanosecond: a call made RetryAfter
+//     after a denied one is allowed (by the very arithmetic Apply uses), and
+//     one made a nanosecond earlier would not have been. Remaining is
+//     rounded down and never negative.
+//   - ResetAfter is 0 exactly when the state behaves like a fresh one for
+//     every later call: the engine deletes such states instead of storing
+//     them.
+//   - A clock that goes backwards gives no refill and no penalty: elapsed
+//     time is never negative, and stored instants do not move backwards
+//     while they still matter.
+//   - Arithmetic saturates: no n up to math.MaxInt64 and no stored number
+//     makes anything wrap around or panic. Durations that do not fit in
+//     int64 nanoseconds (292 years) are reported as math.MaxInt64.
+//   - Apply allocates nothing for a state of its own kind under an
+//     unchanged configuration.
+//
+// # Changed configurations
+//
+// A State belongs to a kind of strategy, not to one configuration: Apply
+// accepts a state made under an earlier configuration of the same kind and
+// reconciles it. A lowered Burst drops the tokens above it; a lowered
+// Capacity or Limit keeps the level or counts, which then drain or expire
+// like a Record's excess; a FixedWindow quota is matched by name, a new one
+// starting fresh and a removed one forgotten; a SlidingWindow whose Window
+// changed moves its window start forward to the next aligned instant. A
+// state of another kind is an error matching ErrMismatch.
+package strategies

@@ -1,0 +1,136 @@
+package strategies
+
+import (
+	"math"
+	"time"
+)
+
+// GCRA is the generic cell rate algorithm: a token bucket kept as one
+// instant. Calls are spaced by the emission interval T = 1/Rate, and up to
+// Burst of them may come at once. The state is the theoretical arrival time
+// TAT: the instant at which the key would be idle again. A TAT at or before
+// now means the key is idle, with the full burst available.
+//
+//	AllowN:     newTAT = max(TAT, now) + n*T; allowed iff newTAT - now <= Burst*T
+//	Remaining   floor((Burst*T - (TAT - now))/T) after the call, in [0, Burst]
+//	ResetAfter  max(0, TAT - now)
+//	RetryAfter  TAT - now + n*T - Burst*T; -1 when n > Burst
+//
+// Record sets TAT = max(TAT, now) + n*T unconditionally. Everything is
+// int64 nanoseconds, so results are exact: T is 1e9/Rate rounded to the
+// nearest nanosecond, which is why Rate must be at most 1e9 (T >= 1ns). The
+// time a full burst takes to drain, Burst*T, must be at most MaxWindow.
+// A Record that pushes TAT past the int64 range saturates there.
+//
+// With a single instant as state, a clock that goes backwards makes the key
+// look busier for as long as it is behind (TAT - now grows), but changes
+// nothing stored: no refill and no penalty once it has caught up. A
+// changed Rate or Burst applies to the stored TAT as it is.
+type GCRA struct {
+	Rate  float64 // calls per second, at most 1e9
+	Burst int64   // calls allowed at once
+}
+
+// MaxGCRARate is the highest GCRA rate: one call per nanosecond.
+const MaxGCRARate = 1e9
+
+// gcraState is the GCRA state: the theoretical arrival time.
+type gcraState struct {
+	tat int64 // Unix nanoseconds
+}
+
+// Validate implements Strategy.
+func (g GCRA) Validate() error {
+	if err := checkRate(kindGCRA, g.Rate); err != nil {
+		return err
+	}
+	if g.Rate > MaxGCRARate {
+		return invalid(kindGCRA, "rate must be at most %g (an emission interval of 1ns), got %v", float64(MaxGCRARate), g.Rate)
+	}
+	if err := checkAtLeastOne(kindGCRA, "burst", g.Burst); err != nil {
+		return err
+	}
+	if t := g.interval(); g.Burst > int64(MaxWindow)/t {
+		return invalid(kindGCRA, "burst/rate must be at most %v, got burst %d at rate %v", MaxWindow, g.Burst, g.Rate)
+	}
+	return nil
+}
+
+// interval is the emission interval T in nanoseconds, at least 1.
+func (g GCRA) interval() int64 {
+	t := math.Round(nanosPerSecond / g.Rate)
+	if !(t < 0x1p63) {
+		return math.MaxInt64
+	}
+	return max(int64(t), 1)
+}
+
+// NewState implements Strategy: idle since forever.
+func (g GCRA) NewState() State { return &gcraState{tat: math.MinInt64} }
+
+// Decode implements Strategy. It reads "42|tat" and the legacy
+// "v1|tat|interval|limit" and "v2|tat|".
+func (g GCRA) Decode(b []byte) (State, error) {
+	f, r, err := openState(b, kindGCRA)
+	if err != nil {
+		return nil, err
+	}
+	s := &gcraState{tat: r.int("tat", math.MinInt64, math.MaxInt64)}
+	switch f {
+	case formatV1:
+		r.int("interval", 0, math.MaxInt64)
+		r.int("limit", 0, math.MaxInt64)
+	case formatV2:
+		r.empty("end")
+	}
+	if err := r.done(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Apply implements Strategy.
+func (g GCRA) Apply(st State, c Call) (Result, error) {
+	s, ok := st.(*gcraState)
+	if !ok {
+		return Result{}, wrongState(kindGCRA, st)
+	}
+	t := g.interval()
+	tau := satMul(g.Burst, t) // the burst, as a span of time
+	tat := s.tat
+	next := satAdd(max(tat, c.Now), satMul(c.N, t))
+	allowed := satSub(next, c.Now) <= tau
+	if allowed || c.Record {
+		tat = next
+		if c.N > 0 && !c.DryRun {
+			s.tat = tat
+		}
+		if c.Record {
+			allowed = satSub(tat, c.Now) <= tau
+		}
+	}
+
+	ahead := nonNeg(satSub(tat, c.Now)) // how far the key is booked ahead of now
+	res := Result{
+		Allowed:    allowed,
+		Limit:      g.Burst,
+		Remaining:  nonNeg(tau-min(ahead, tau)) / t,
+		ResetAfter: time.Duration(ahead),
+	}
+	if !allowed {
+		switch {
+		case !c.Record && c.N > g.Burst:
+			res.RetryAfter = -1
+		case c.Record:
+			res.RetryAfter = until(ahead, tau)
+		default:
+			res.RetryAfter = until(satAdd(ahead, satMul(c.N, t)), tau)
+		}
+	}
+	return res, nil
+}
+
+// AppendEncode implements State: "42|tat".
+func (s *gcraState) AppendEncode(dst []byte) []byte {
+	return appendInt(kindGCRA.appendHeader(dst), s.tat)
+}

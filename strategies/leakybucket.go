@@ -1,0 +1,69 @@
+package strategies
+
+// LeakyBucket is a bucket that holds up to Capacity and leaks continuously
+// at Rate per second; AllowN pours n in if it fits: it is the token bucket
+// seen from the other side, counting what is in use instead of what is
+// left, and a new key starts empty.
+//
+// The state is the level as of the last call that poured some, and the
+// instant of that call:
+//
+//	level(now) = max(0, level - Rate*(now - last))
+//
+// With Record the level may rise above Capacity; every call is then denied
+// until it has leaked back. For a call of n:
+//
+//	Allowed    level(now) + n <= Capacity
+//	Remaining  floor(Capacity - level) after the call, never negative
+//	ResetAfter level/Rate, rounded up: until the bucket is empty
+//	RetryAfter (level + n - Capacity)/Rate, rounded up; -1 when n > Capacity
+//
+// Rates, precision and saturation are as for TokenBucket. When Capacity is
+// lowered under an existing state, the level is kept: a level above the new
+// Capacity leaks away like a Record's overflow.
+type LeakyBucket struct {
+	Rate     float64 // units leaked per second
+	Capacity int64
+}
+
+// leakyBucketState is a bucketState that only LeakyBucket accepts.
+type leakyBucketState struct{ bucketState }
+
+// Validate implements Strategy.
+func (lb LeakyBucket) Validate() error {
+	if err := checkRate(kindLeakyBucket, lb.Rate); err != nil {
+		return err
+	}
+	return checkAtLeastOne(kindLeakyBucket, "capacity", lb.Capacity)
+}
+
+// NewState implements Strategy: an empty bucket.
+func (lb LeakyBucket) NewState() State { return &leakyBucketState{} }
+
+// Decode implements Strategy. It reads "32|level|last" and the legacy
+// "v1|level|last|capacity|rate" and "v2|level|last|".
+func (lb LeakyBucket) Decode(b []byte) (State, error) {
+	s, err := decodeBucket(b, kindLeakyBucket, "level", 0)
+	if err != nil {
+		return nil, err
+	}
+	return &leakyBucketState{s}, nil
+}
+
+// Apply implements Strategy.
+func (lb LeakyBucket) Apply(st State, c Call) (Result, error) {
+	s, ok := st.(*leakyBucketState)
+	if !ok {
+		return Result{}, wrongState(kindLeakyBucket, st)
+	}
+	return lb.bucket().apply(&s.bucketState, c), nil
+}
+
+func (lb LeakyBucket) bucket() bucket {
+	return bucket{perNano: lb.Rate / nanosPerSecond, rest: 0, far: float64(lb.Capacity), sign: -1, limit: lb.Capacity}
+}
+
+// AppendEncode implements State: "32|level|last".
+func (s *leakyBucketState) AppendEncode(dst []byte) []byte {
+	return appendBucket(dst, kindLeakyBucket, s.bucketState)
+}

@@ -1,0 +1,112 @@
+package strategies
+
+import (
+	"math"
+	"math/bits"
+	"time"
+)
+
+// The arithmetic shared by the strategies.
+//
+// Instants, durations and counts are int64 nanoseconds or units. Every sum
+// or product that a stored number or a caller's n can push past the int64
+// range saturates at math.MaxInt64 (or math.MinInt64) instead of wrapping:
+// a Record of math.MaxInt64 units, or a stored instant near the end of the
+// int64 range, yields "practically never" (292 years), never a negative
+// duration or a panic.
+//
+// Amounts that drain continuously (token and leaky buckets) are float64;
+// bucket.go has their arithmetic.
+
+// satAdd returns a+b, saturated to the int64 range.
+func satAdd(a, b int64) int64 {
+	if b > 0 && a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	if b < 0 && a < math.MinInt64-b {
+		return math.MinInt64
+	}
+	return a + b
+}
+
+// satSub returns a-b, saturated to the int64 range.
+func satSub(a, b int64) int64 {
+	if b < 0 && a > math.MaxInt64+b {
+		return math.MaxInt64
+	}
+	if b > 0 && a < math.MinInt64+b {
+		return math.MinInt64
+	}
+	return a - b
+}
+
+// satMul returns a*b for a, b >= 0, saturated at math.MaxInt64. A negative
+// operand (never passed by a valid caller) gives 0 rather than a panic.
+func satMul(a, b int64) int64 {
+	if a <= 0 || b <= 0 {
+		return 0
+	}
+	if a > math.MaxInt64/b {
+		return math.MaxInt64
+	}
+	return a * b
+}
+
+// until returns the time from now to the instant t that something waits
+// for: at least 1ns, even when t saturated at the end of the int64 range,
+// since a wait of 0 would mean "nothing to wait for".
+func until(t, now int64) time.Duration { return time.Duration(max(satSub(t, now), 1)) }
+
+// nonNeg returns d, or 0 when d is negative.
+func nonNeg(d int64) int64 { return max(d, 0) }
+
+// alignDown returns the start of the w-long window, aligned to the Unix
+// epoch, that holds t: floor(t/w)*w for w > 0. It saturates at the bottom
+// of the int64 range instead of wrapping.
+func alignDown(t, w int64) int64 {
+	r := t % w
+	if r < 0 {
+		r += w
+	}
+	return satSub(t, r)
+}
+
+// alignUp returns the first epoch-aligned multiple of w at or after t,
+// saturated at the top of the int64 range.
+func alignUp(t, w int64) int64 {
+	r := t % w
+	if r < 0 {
+		r += w
+	}
+	if r == 0 {
+		return t
+	}
+	return satAdd(t, w-r)
+}
+
+// mulLE reports whether a*b <= c*d, computed exactly in 128 bits.
+func mulLE(a, b, c, d uint64) bool {
+	h1, l1 := bits.Mul64(a, b)
+	h2, l2 := bits.Mul64(c, d)
+	return h1 < h2 || (h1 == h2 && l1 <= l2)
+}
+
+// mulDiv returns floor(a*b/c) and whether a remainder was left, for a
+// product whose quotient is known to fit in 64 bits (a*b < c*2^64).
+func mulDiv(a, b, c uint64) (q uint64, inexact bool) {
+	hi, lo := bits.Mul64(a, b)
+	q, r := bits.Div64(hi, lo, c)
+	return q, r != 0
+}
+
+// floorCount returns floor(x) as a count: 0 for x <= 0 (and NaN), and
+// math.MaxInt64 for x at or beyond 2^63.
+func floorCount(x float64) int64 {
+	if !(x > 0) {
+		return 0
+	}
+	if x >= 0x1p63 {
+		return math.MaxInt64
+	}
+	return int64(x)
+}

@@ -1,0 +1,75 @@
+package strategies
+
+// TokenBucket is the classic token bucket: a new key starts full with Burst
+// tokens, tokens refill continuously at Rate per second up to Burst, and
+// AllowN takes n tokens if at least n are there.
+//
+// The state is the number of tokens as of the last call that took some, and
+// the instant of that call; the refill in between is computed when asked:
+//
+//	tokens(now) = min(Burst, tokens + Rate*(now - last))
+//
+// With Record the tokens may go negative: a debt that refills like any
+// deficit, and denies every call until paid off. For a call of n:
+//
+//	Allowed    tokens(now) >= n
+//	Remaining  floor(tokens) after the call, never negative
+//	ResetAfter (Burst - tokens)/Rate, rounded up: until the bucket is full
+//	RetryAfter (n - tokens)/Rate, rounded up; -1 when n > Burst
+//
+// Any positive finite Rate is accepted. Amounts are float64: integral
+// token counts are exact up to 2^53; beyond that, and for a debt past 2^63
+// tokens (where Record saturates), they are approximate. Durations beyond
+// 292 years saturate at math.MaxInt64.
+//
+// When Burst is lowered under an existing state, tokens above the new
+// Burst are dropped at the next call; when it is raised, the bucket refills
+// to the new Burst from where it was.
+type TokenBucket struct {
+	Rate  float64 // tokens per second
+	Burst int64   // capacity, and the tokens of a new key
+}
+
+// tokenBucketState is a bucketState that only TokenBucket accepts.
+type tokenBucketState struct{ bucketState }
+
+// Validate implements Strategy.
+func (tb TokenBucket) Validate() error {
+	if err := checkRate(kindTokenBucket, tb.Rate); err != nil {
+		return err
+	}
+	return checkAtLeastOne(kindTokenBucket, "burst", tb.Burst)
+}
+
+// NewState implements Strategy: a full bucket.
+func (tb TokenBucket) NewState() State {
+	return &tokenBucketState{bucketState{amount: float64(tb.Burst)}}
+}
+
+// Decode implements Strategy. It reads "12|tokens|last" and the legacy
+// "v1|tokens|last|capacity|rate" and "v2|tokens|last|".
+func (tb TokenBucket) Decode(b []byte) (State, error) {
+	s, err := decodeBucket(b, kindTokenBucket, "tokens", -maxAmount)
+	if err != nil {
+		return nil, err
+	}
+	return &tokenBucketState{s}, nil
+}
+
+// Apply implements Strategy.
+func (tb TokenBucket) Apply(st State, c Call) (Result, error) {
+	s, ok := st.(*tokenBucketState)
+	if !ok {
+		return Result{}, wrongState(kindTokenBucket, st)
+	}
+	return tb.bucket().apply(&s.bucketState, c), nil
+}
+
+func (tb TokenBucket) bucket() bucket {
+	return bucket{perNano: tb.Rate / nanosPerSecond, rest: float64(tb.Burst), far: 0, sign: 1, limit: tb.Burst}
+}
+
+// AppendEncode implements State: "12|tokens|last".
+func (s *tokenBucketState) AppendEncode(dst []byte) []byte {
+	return appendBucket(dst, kindTokenBucket, s.bucketState)
+}
