@@ -1,0 +1,177 @@
+package ratestore
+
+import (
+	"fmt"
+	"hash/maphash"
+	"math"
+	"sync"
+
+	"github.com/ratestore/ratestore/strategies"
+)
+
+// numShards splits the in-memory table so that calls on different keys
+// rarely contend for a lock. A power of two, so a hash picks one by masking.
+const numShards = 128
+
+// statePrefix namespaces limiter states in the store: a state lives at
+// statePrefix + limiter name + 0x00 + key. Limiter names cannot hold a zero
+// byte, so the split is unambiguous.
+const statePrefix = "s/"
+
+// stateKey identifies one key of one limiter in memory.
+type stateKey struct{ name, key string }
+
+// appendStoreKey appends the store key of k to dst.
+func appendStoreKey(dst []byte, k stateKey) []byte {
+	dst = append(dst, statePrefix...)
+	dst = append(dst, k.name...)
+	dst = append(dst, 0)
+	return append(dst, k.key...)
+}
+
+// entry is the in-memory state of one key. Its fields are guarded by the
+// lock of its shard.
+type entry struct {
+	k     stateKey
+	st    strategies.State // nil: the initial state, nothing stored
+	shard uint32
+	dirty bool   // changed since its last commit; listed in shard.dirty
+	ref   bool   // used since the eviction clock last passed it
+	gen   uint64 // the commit generation holding its latest change
+
+	// seen is the latest instant a call on this key has used (Unix ns). A
+	// call never uses an earlier one: while a key is in memory, a clock that
+	// goes backwards gives it no refill and no penalty, whatever its
+	// strategy stores (GCRA keeps a single instant and could not tell).
+	seen int64
+
+	// idleAt is when st returns to its initial value (Unix ns), as of the
+	// last call: the call's instant plus its ResetAfter. A state idle by
+	// then is deleted instead of kept on disk: see dropIfIdle.
+	idleAt int64
+}
+
+// dropIfIdle turns a state that is back at its initial value into a delete:
+// an idle key should cost nothing on disk. Taking calls never leave a state
+// idle, so this runs where time alone may have made it so: calls that take
+// nothing, eviction, and Close. It reports whether it marked e dirty. The
+// caller holds the lock of e's shard.
+func (sh *shard) dropIfIdle(e *entry, now int64, g uint64) bool {
+	if e.st == nil || e.idleAt > now {
+		return false
+	}
+	e.st = nil
+	sh.markDirty(e, g)
+	return true
+}
+
+type shard struct {
+	mu    sync.Mutex
+	m     map[stateKey]*entry
+	dirty []*entry
+	_     [64]byte // keep neighbouring shard locks off one cache line
+}
+
+// shardOf returns the index of the shard that holds k.
+func (db *DB) shardOf(nameHash uint64, key string) uint32 {
+	h := maphash.String(db.seed, key) ^ nameHash
+	h ^= h >> 29 // fold high bits, where maphash mixes best, into the mask
+	return uint32(h & (numShards - 1))
+}
+
+// lookup returns the entry of k in sh, loading it from the store on a miss.
+// With load false a missing key gets an empty entry without reading the
+// store (Reset, which needs no old state). The caller holds sh.mu.
+func (db *DB) lookup(sh *shard, idx uint32, k stateKey, s strategies.Strategy, now int64, load bool) (*entry, error) {
+	if e, ok := sh.m[k]; ok {
+		e.ref = true
+		return e, nil
+	}
+	e := &entry{k: k, shard: idx, ref: true}
+	if load {
+		raw, err := db.store.Get(appendStoreKey(nil, k))
+		if err != nil {
+			return nil, fmt.Errorf("ratestore: limiter %q: key %q: load: %w", k.name, k.key, err)
+		}
+		if raw != nil {
+			st, err := s.Decode(raw)
+			if err != nil {
+				return nil, fmt.Errorf("ratestore: limiter %q: key %q: %w", k.name, k.key, err)
+			}
+			e.st = st
+			e.idleAt = math.MaxInt64 // unknown until the first Apply
+		}
+	}
+	if len(sh.m) >= db.shardCap {
+		db.evict(sh, now)
+	}
+	sh.m[k] = e
+	return e, nil
+}
+
+// evictScan bounds the work of one eviction: at most this many entries are
+// examined per insertion into a full shard, which keeps lookups O(1).
+const evictScan = 32
+
+// evict frees room in a full shard with the CLOCK (second chance) policy:
+// an entry used since the clock last passed it loses its ref bit and stays;
+// one not used since goes. Map iteration starts at a random point, which
+// plays the clock hand. Only entries whose latest change is durable can go,
+// so a reload from the store never sees an older state than memory had; an
+// idle state is first turned into a delete, and goes once that is durable.
+// The caller holds sh.mu.
+func (db *DB) evict(sh *shard, now int64) {
+	durable := db.durable.Load()
+	var g uint64
+	n := 0
+	for k, e := range sh.m {
+		if n++; n > evictScan {
+			return
+		}
+		if e.dirty || e.gen > durable {
+			continue
+		}
+		if e.st != nil && e.idleAt <= now {
+			if g == 0 {
+				g = db.gen.Load().seq
+			}
+			sh.dropIfIdle(e, now, g)
+			continue
+		}
+		if e.ref {
+			e.ref = false
+			continue
+		}
+		delete(sh.m, k)
+		if len(sh.m) < db.shardCap {
+			return
+		}
+	}
+}
+
+// markDirty records that e changed in the generation g and must be written.
+// The caller holds the lock of e's shard.
+func (sh *shard) markDirty(e *entry, g uint64) {
+	e.gen = g
+	if !e.dirty {
+		e.dirty = true
+		sh.dirty = append(sh.dirty, e)
+	}
+}
+
+// CachedKeys reports how many key states are held in memory.
+func (db *DB) CachedKeys() int {
+	return db.sumShards(func(sh *shard) int { return len(sh.m) })
+}
+
+// sumShards adds up f over the shards, each under its lock.
+func (db *DB) sumShards(f func(*shard) int) int {
+	n := 0
+	for i := range db.shards {
+		sh := &db.shards[i]
+		sh.mu.Lock()
+		n += f(sh)
+		sh.mu.Unlock()
+	}
+	return n
+}

@@ -1,0 +1,194 @@
+package ratestore
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratestore/ratestore/internal/storage"
+)
+
+// generation is one commit, open while calls add changes to it and then
+// written by the committer. done is closed when it is on disk (or failed,
+// with err set before done is closed).
+type generation struct {
+	seq  uint64
+	done chan struct{}
+	err  error
+}
+
+// committer writes dirty states. It runs in one goroutine, so commits never
+// overlap and generations complete in order.
+type committer struct {
+	gen     atomic.Pointer[generation] // the open generation
+	durable atomic.Uint64              // the newest generation on disk
+
+	kick    chan struct{} // wakes the committer to commit now; buffered, 1
+	closing chan struct{} // closed by Close: commit what is left and exit
+	exited  chan struct{} // closed when the committer has exited
+	exitErr error         // the final commit's error, read after exited
+
+	// Buffers reused by every commit; touched only by the committer.
+	ops   []storage.Op
+	arena []byte
+	swept []*entry
+}
+
+// commitChunk bounds one backend transaction. badger refuses transactions
+// above a size derived from its memtable, and a commit after a long Async
+// interval can hold many keys; states are independent per key, so a group
+// may span several transactions as long as each key's write is atomic and
+// the whole group is synced before anyone is told it is durable.
+const commitChunk = 4096
+
+func (db *DB) startCommitter(interval time.Duration) {
+	db.gen.Store(&generation{seq: 1, done: make(chan struct{})})
+	db.kick = make(chan struct{}, 1)
+	db.closing = make(chan struct{})
+	db.exited = make(chan struct{})
+	go db.runCommitter(interval)
+}
+
+func (db *DB) runCommitter(interval time.Duration) {
+	defer close(db.exited)
+	var tick <-chan time.Time
+	if db.async {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-db.kick:
+		case <-tick:
+		case <-db.closing:
+			db.exitErr = db.commit()
+			// No change can join the generation opened by that commit (Close
+			// has passed its barrier), so it is complete as it is: release
+			// any Flush waiting on it.
+			last := db.gen.Load()
+			last.err = db.exitErr
+			close(last.done)
+			return
+		}
+		db.commit()
+	}
+}
+
+// stopCommitter makes the committer write what is left, waits for it to
+// exit, and returns the error of that last commit.
+func (db *DB) stopCommitter() error {
+	close(db.closing)
+	<-db.exited
+	return db.exitErr
+}
+
+// wake asks the committer to start a commit. It never blocks: one pending
+// wake-up is enough, as a commit takes every change made before it starts.
+func (db *DB) wake() {
+	select {
+	case db.kick <- struct{}{}:
+	default:
+	}
+}
+
+// commit closes the open generation, writes every dirty state, syncs, and
+// tells the waiters of that generation.
+//
+// Why a change made during a commit is never lost or reported early: a call
+// marks its entry dirty and reads the open generation under its shard lock.
+// The generation is swapped before any shard is swept, so a call that read
+// the old generation either marked its entry before that shard's sweep (and
+// is written now) or read the swap; one that read the new generation waits
+// for the next commit, which takes whatever this one did not.
+func (db *DB) commit() error {
+	old := db.gen.Load()
+	db.gen.Store(&generation{seq: old.seq + 1, done: make(chan struct{})})
+
+	ops, arena, swept := db.ops[:0], db.arena[:0], db.swept[:0]
+	for i := range db.shards {
+		sh := &db.shards[i]
+		sh.mu.Lock()
+		for j, e := range sh.dirty {
+			e.dirty = false
+			kstart := len(arena)
+			arena = appendStoreKey(arena, e.k)
+			key := arena[kstart:len(arena):len(arena)]
+			var val []byte
+			if e.st != nil {
+				vstart := len(arena)
+				arena = e.st.AppendEncode(arena)
+				val = arena[vstart:len(arena):len(arena)]
+			}
+			ops = append(ops, storage.Op{Key: key, Value: val})
+			swept = append(swept, e)
+			sh.dirty[j] = nil
+		}
+		sh.dirty = sh.dirty[:0]
+		sh.mu.Unlock()
+	}
+
+	var err error
+	if len(ops) > 0 {
+		for start := 0; start < len(ops) && err == nil; start += commitChunk {
+			err = db.store.Commit(ops[start:min(start+commitChunk, len(ops))])
+		}
+		if err == nil {
+			err = db.store.Sync()
+		}
+	}
+	if err != nil {
+		err = fmt.Errorf("ratestore: commit of %d states: %w", len(ops), err)
+		db.log.Error("ratestore: commit failed; changes stay in memory and will be retried", "err", err)
+		db.redirty(swept)
+	} else {
+		db.durable.Store(old.seq)
+	}
+	old.err = err
+	close(old.done)
+
+	// Keep the buffers for the next commit unless one huge commit grew them;
+	// drop the entry pointers so evicted entries can be collected.
+	clear(swept)
+	if cap(arena) <= 4<<20 {
+		db.ops, db.arena, db.swept = ops[:0], arena[:0], swept[:0]
+	} else {
+		db.ops, db.arena, db.swept = nil, nil, nil
+	}
+	return err
+}
+
+// redirty marks the entries of a failed commit dirty again, so that the next
+// commit retries them with their latest state.
+func (db *DB) redirty(entries []*entry) {
+	for _, e := range entries {
+		sh := &db.shards[e.shard]
+		sh.mu.Lock()
+		sh.markDirty(e, e.gen)
+		sh.mu.Unlock()
+	}
+}
+
+// Flush writes every change made so far and returns once it is on disk. In
+// Sync mode every call that changed a state already waited for that, so
+// Flush only matters after Async calls; it is safe in both.
+func (db *DB) Flush(ctx context.Context) error {
+	if db.closed.Load() {
+		return ErrClosed
+	}
+	g := db.gen.Load()
+	db.wake()
+	return db.wait(ctx, g)
+}
+
+// wait blocks until generation g is on disk, ctx is done, or the DB closes
+// (whose final commit completes g too).
+func (db *DB) wait(ctx context.Context, g *generation) error {
+	select {
+	case <-g.done:
+		return g.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,401 @@
+package ratestore_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/strategies"
+)
+
+// clock is a fake clock for Options.Now: time moves only when a test says.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: time.Date(2026, 1, 18, 9, 0, 0, 0, time.UTC)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// env is one of the four configurations every behaviour must hold in.
+type env struct {
+	backend    ratestore.Backend
+	durability ratestore.Durability
+}
+
+var envs = []env{
+	{ratestore.Bolt, ratestore.Sync},
+	{ratestore.Bolt, ratestore.Async},
+	{ratestore.Badger, ratestore.Sync},
+	{ratestore.Badger, ratestore.Async},
+}
+
+func (e env) String() string { return fmt.Sprintf("%s/%s", e.backend, e.durability) }
+
+// store is an open DB of one env with its clock, reopenable at its path.
+type store struct {
+	t     *testing.T
+	env   env
+	path  string
+	clock *clock
+	*ratestore.DB
+}
+
+func (e env) open(t *testing.T) *store {
+	s := &store{t: t, env: e, path: filepath.Join(t.TempDir(), "db"), clock: newClock()}
+	s.reopen()
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// reopen closes the DB (if open) and opens it again at the same path with
+// the same clock: a restart.
+func (s *store) reopen() {
+	if s.DB != nil {
+		require.NoError(s.t, s.Close())
+	}
+	db, err := ratestore.Open(s.path, ratestore.Options{
+		Backend:       s.env.backend,
+		Durability:    s.env.durability,
+		FlushInterval: time.Hour, // Async tests flush explicitly: no timing involved
+		Now:           s.clock.Now,
+	})
+	require.NoError(s.t, err)
+	s.DB = db
+}
+
+// raw returns the stored bytes of key under name, after a Flush.
+func (s *store) raw(name, key string) []byte {
+	require.NoError(s.t, s.Flush(context.Background()))
+	b, err := s.RawState(name, key)
+	require.NoError(s.t, err)
+	return b
+}
+
+// strategyCase is one configuration run through the suite. limit is how many
+// unit calls a fresh key allows at one instant; header is the two-character
+// id of its current encoding; legacy, if set, is an older encoding (with %d
+// for the clock's Unix ns, or the instant of a GCRA TAT two calls ahead)
+// that a limiter must read and rewrite, holding something in use.
+type strategyCase struct {
+	name   string
+	s      strategies.Strategy
+	limit  int64
+	header string
+	legacy string
+}
+
+var strategyCases = []strategyCase{
+	{"token-bucket", strategies.TokenBucket{Rate: 10, Burst: 5}, 5, "12", "v2|3|%d|"},
+	{"gcra", strategies.GCRA{Rate: 10, Burst: 5}, 5, "42", "v2|%d|"}, // TAT = now + 2T
+	{"leaky-bucket", strategies.LeakyBucket{Rate: 10, Capacity: 5}, 5, "32", "v2|2|%d|"},
+	{"fixed-window", strategies.FixedWindow{Quotas: []strategies.Quota{
+		{Name: "second", Limit: 5, Window: time.Second},
+		{Name: "minute", Limit: 50, Window: time.Minute},
+	}}, 5, "23", "v2|2|%d|"},
+	{"sliding-window", strategies.SlidingWindow{Limit: 5, Window: time.Second}, 5, "62", ""},
+	{"composite", strategies.Composite{
+		Primary:   strategies.GCRA{Rate: 10, Burst: 5},
+		Secondary: strategies.FixedWindow{Quotas: []strategies.Quota{{Name: "minute", Limit: 3, Window: time.Minute}}},
+	}, 3, "51", "cmp1|v2|%d|$v2|1|%d|"}, // TAT = now + 2T; one call in the minute
+}
+
+// forEach runs f for every env and strategy case, each on a fresh DB.
+func forEach(t *testing.T, f func(t *testing.T, s *store, c strategyCase, l *ratestore.Limiter)) {
+	for _, e := range envs {
+		t.Run(e.String(), func(t *testing.T) {
+			for _, c := range strategyCases {
+				t.Run(c.name, func(t *testing.T) {
+					s := e.open(t)
+					l, err := s.Limiter(c.name, c.s)
+					require.NoError(t, err)
+					f(t, s, c, l)
+				})
+			}
+		})
+	}
+}
+
+var ctx = context.Background()
+
+func TestExactlyLimitThenDenied(t *testing.T) {
+	forEach(t, func(t *testing.T, s *store, c strategyCase, l *ratestore.Limiter) {
+		for i := range c.limit {
+			r, err := l.Allow(ctx, "k")
+			require.NoError(t, err)
+			require.True(t, r.Allowed, "call %d", i+1)
+			require.Equal(t, c.limit-i-1, r.Remaining, "call %d", i+1)
+			require.Equal(t, c.limit, r.Limit)
+			require.Zero(t, r.RetryAfter)
+			require.Positive(t, r.ResetAfter)
+		}
+		r, err := l.Allow(ctx, "k")
+		require.NoError(t, err)
+		require.False(t, r.Allowed)
+		require.Zero(t, r.Remaining)
+		require.Positive(t, r.RetryAfter)
+
+		// Exactly RetryAfter later, the same call is allowed.
+		s.clock.Advance(r.RetryAfter)
+		r, err = l.Allow(ctx, "k")
+		require.NoError(t, err)
+		require.True(t, r.Allowed)
+	})
+}
+
+func TestDeniedAndPeekChangeNothing(t *testing.T) {
+	forEach(t, func(t *testing.T, s *store, c strategyCase, l *ratestore.Limiter) {
+		// A fresh key: Peek and AllowN(0) are allowed and store nothing.
+		r, err := l.Peek(ctx, "k")
+		require.NoError(t, err)
+		require.Equal(t, ratestore.Result{Allowed: true, Limit: c.limit, Remaining: c.limit}, r)
+		r, err = l.AllowN(ctx, "k", 0)
+		require.NoError(t, err)
+		require.True(t, r.Allowed)
+		require.Equal(t, c.limit, r.Remaining)
+		require.Nil(t, s.raw(c.name, "k"))
+
+		_, err = l.AllowN(ctx, "k", c.limit-1)
+		require.NoError(t, err)
+		before := s.raw(c.name, "k")
+		require.NotNil(t, before)
+		peek, err := l.Peek(ctx, "k")
+		require.NoError(t, err)
+		require.Equal(t, int64(1), peek.Remaining)
+
+		r, err = l.AllowN(ctx, "k", 2) // does not fit: takes nothing
+		require.NoError(t, err)
+		require.False(t, r.Allowed)
+		require.Equal(t, int64(1), r.Remaining)
+		require.Positive(t, r.RetryAfter)
+
+		r, err = l.AllowN(ctx, "k", c.limit+1) // can never fit
+		require.NoError(t, err)
+		require.False(t, r.Allowed)
+		require.Equal(t, time.Duration(-1), r.RetryAfter)
+
+		require.Equal(t, before, s.raw(c.name, "k"))
+		again, err := l.Peek(ctx, "k")
+		require.NoError(t, err)
+		require.Equal(t, peek, again)
+	})
+}
+
+func TestRecordPastLimitThenRecovery(t *testing.T) {
+	forEach(t, func(t *testing.T, s *store, c strategyCase, l *ratestore.Limiter) {
+		r, err := l.Record(ctx, "k", c.limit+3)
+		require.NoError(t, err)
+		require.False(t, r.Allowed, "past its limit after the Record")
+		require.Zero(t, r.Remaining)
+
+		p, err := l.Peek(ctx, "k")
+		require.NoError(t, err)
+		require.False(t, p.Allowed)
+		require.Positive(t, p.RetryAfter)
+		a, err := l.AllowN(ctx, "k", 0)
+		require.NoError(t, err)
+		require.False(t, a.Allowed, "AllowN(0) is denied while past the limit")
+
+		s.clock.Advance(p.RetryAfter)
+		p, err = l.Peek(ctx, "k")
+		require.NoError(t, err)
+		require.True(t, p.Allowed)
+
+		// Once fully reset, the key behaves as a fresh one again.
+		s.clock.Advance(p.ResetAfter)
+		p, err = l.Peek(ctx, "k")
+		require.NoError(t, err)
+		require.Equal(t, ratestore.Result{Allowed: true, Limit: c.limit, Remaining: c.limit}, p)
+	})
+}
+
+func TestResetForgets(t *testing.T) {
+	forEach(t, func(t *testing.T, s *store, c strategyCase, l *ratestore.Limiter) {
+		_, err := l.AllowN(ctx, "k", c.limit)
+		require.NoError(t, err)
+		require.NoError(t, l.Reset(ctx, "k"))
+		require.Nil(t, s.raw(c.name, "k"))
+		r, err := l.Allow(ctx, "k")
+		require.NoError(t, err)
+		require.True(t, r.Allowed)
+		require.Equal(t, c.limit-1, r.Remaining)
+		// Reset of a key never seen is fine too.
+		require.NoError(t, l.Reset(ctx, "never-seen"))
+	})
+}
+
+// TestIdleStateIsDeleted: a state that time has brought back to its initial
+// value is removed from disk rather than kept.
+func TestIdleStateIsDeleted(t *testing.T) {
+	forEach(t, func(t *testing.T, s *store, c strategyCase, l *ratestore.Limiter) {
+		r, err := l.Allow(ctx, "k")
+		require.NoError(t, err)
+		require.NotNil(t, s.raw(c.name, "k"))
+		s.clock.Advance(r.ResetAfter)
+		p, err := l.Peek(ctx, "k")
+		require.NoError(t, err)
+		require.Zero(t, p.ResetAfter)
+		require.Nil(t, s.raw(c.name, "k"))
+
+		// And on Close, for keys nobody touched again.
+		_, err = l.Allow(ctx, "k2")
+		require.NoError(t, err)
+		s.clock.Advance(time.Hour)
+		s.reopen()
+		b, err := s.RawState(c.name, "k2")
+		require.NoError(t, err)
+		require.Nil(t, b)
+	})
+}
+
+func TestRestartKeepsState(t *testing.T) {
+	forEach(t, func(t *testing.T, s *store, c strategyCase, l *ratestore.Limiter) {
+		_, err := l.AllowN(ctx, "k", 2)
+		require.NoError(t, err)
+		want, err := l.Peek(ctx, "k")
+		require.NoError(t, err)
+		s.reopen() // Close flushes, in Async mode too
+		l, err = s.Limiter(c.name, c.s)
+		require.NoError(t, err)
+		got, err := l.Peek(ctx, "k")
+		require.NoError(t, err)
+		require.Equal(t, want, got)
+		require.Equal(t, c.limit-2, got.Remaining)
+	})
+}
+
+func TestClockBackwards(t *testing.T) {
+	forEach(t, func(t *testing.T, s *store, c strategyCase, l *ratestore.Limiter) {
+		_, err := l.Allow(ctx, "k")
+		require.NoError(t, err)
+		s.clock.Advance(-time.Hour)
+		r, err := l.Allow(ctx, "k") // no penalty: still allowed
+		require.NoError(t, err)
+		require.True(t, r.Allowed)
+		require.Equal(t, c.limit-2, r.Remaining)
+		s.clock.Advance(time.Hour)
+		r, err = l.Peek(ctx, "k") // no refill was gained meanwhile
+		require.NoError(t, err)
+		require.Equal(t, c.limit-2, r.Remaining)
+	})
+}
+
+// TestConcurrentExactlyLimit: 64 goroutines race for one key at one instant;
+// exactly as many calls are allowed as a sequential run would allow.
+func TestConcurrentExactlyLimit(t *testing.T) {
+	forEach(t, func(t *testing.T, s *store, c strategyCase, l *ratestore.Limiter) {
+		var allowed atomic.Int64
+		var wg sync.WaitGroup
+		for range 64 {
+			wg.Go(func() {
+				for range 3 {
+					r, err := l.Allow(ctx, "hot")
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if r.Allowed {
+						allowed.Add(1)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		require.Equal(t, c.limit, allowed.Load())
+		s.reopen()
+		l, err := s.Limiter(c.name, c.s)
+		require.NoError(t, err)
+		r, err := l.Peek(ctx, "hot")
+		require.NoError(t, err)
+		require.Zero(t, r.Remaining, "every allowed call is durable")
+	})
+}
+
+func TestNamesIsolateState(t *testing.T) {
+	forEach(t, func(t *testing.T, s *store, c strategyCase, l *ratestore.Limiter) {
+		other, err := s.Limiter(c.name+"-other", c.s)
+		require.NoError(t, err)
+		_, err = l.AllowN(ctx, "k", c.limit)
+		require.NoError(t, err)
+		r, err := other.Peek(ctx, "k")
+		require.NoError(t, err)
+		require.Equal(t, c.limit, r.Remaining)
+	})
+}
+
+func TestCorruptStateNamesKey(t *testing.T) {
+	forEach(t, func(t *testing.T, s *store, c strategyCase, l *ratestore.Limiter) {
+		for i, raw := range []string{"", "zz|1", c.header + "|NaN|1", c.header + "|", "v2|x|", c.header + "|1|2|3|4|5|6|7|8"} {
+			key := fmt.Sprintf("bad-%d", i)
+			require.NoError(t, s.PutRawState(c.name, key, []byte(raw)))
+			for _, call := range []func() (ratestore.Result, error){
+				func() (ratestore.Result, error) { return l.Allow(ctx, key) },
+				func() (ratestore.Result, error) { return l.Peek(ctx, key) },
+				func() (ratestore.Result, error) { return l.Record(ctx, key, 1) },
+			} {
+				_, err := call()
+				require.ErrorIs(t, err, ratestore.ErrCorrupt, "stored %q", raw)
+				require.Contains(t, err.Error(), key)
+			}
+			b, err := s.RawState(c.name, key)
+			require.NoError(t, err)
+			require.Equal(t, raw, string(b), "corrupt bytes are never overwritten silently")
+
+			// Reset is the way out.
+			require.NoError(t, l.Reset(ctx, key))
+			r, err := l.Allow(ctx, key)
+			require.NoError(t, err)
+			require.True(t, r.Allowed)
+		}
+	})
+}
+
+func TestLegacyEncodingRewritten(t *testing.T) {
+	forEach(t, func(t *testing.T, s *store, c strategyCase, l *ratestore.Limiter) {
+		if c.legacy == "" {
+			t.Skip("no older encoding of this strategy exists")
+		}
+		now := s.clock.Now().UnixNano()
+		first := now // an instant for the buckets and windows
+		if strings.HasPrefix(c.name, "gcra") || c.name == "composite" {
+			first = now + int64(200*time.Millisecond) // a TAT: two calls of T = 100ms in use
+		}
+		raw := c.legacy
+		if n := strings.Count(raw, "%d"); n == 1 {
+			raw = fmt.Sprintf(raw, first)
+		} else {
+			raw = fmt.Sprintf(raw, first, now)
+		}
+		require.NoError(t, s.PutRawState(c.name, "old", []byte(raw)))
+		p, err := l.Peek(ctx, "old")
+		require.NoError(t, err)
+		require.Less(t, p.Remaining, c.limit, "the legacy state counts")
+		require.Equal(t, raw, string(s.raw(c.name, "old")), "reading rewrites nothing")
+
+		r, err := l.Allow(ctx, "old")
+		require.NoError(t, err)
+		require.True(t, r.Allowed)
+		require.Equal(t, p.Remaining-1, r.Remaining)
+		got := string(s.raw(c.name, "old"))
+		require.True(t, strings.HasPrefix(got, c.header+"|"), "rewritten in the current encoding: %q", got)
+	})
+}

@@ -1,0 +1,240 @@
+// Package ratestore is an embedded, persistent rate-limit store for
+// single-node programs: per-key limiter states that survive restarts, kept in
+// a bbolt file (the default) or a badger directory, with no server to run.
+//
+// # Design
+//
+// The slow part of a persistent limiter is not the decision, which is a few
+// floating-point operations, but making it durable: one fsync costs about as
+// much as ten thousand in-memory decisions. So a DB keeps the decoded state
+// of every key it has touched in a bounded, sharded in-memory table, which is
+// the source of truth while the DB is open, and decides each call under its
+// key's shard lock. A state that a call changed is marked dirty; a single
+// committer goroutine writes all dirty states in one transaction:
+//
+//   - Sync (the default): the committer starts a commit as soon as the
+//     previous one ends, and a call that changed a state returns only once the
+//     commit holding its change is on disk. Concurrent callers share one
+//     commit (group commit) without any fixed delay: an idle store commits at
+//     once, a busy one amortizes each fsync over everything that arrived
+//     during the previous one.
+//   - Async: calls return at once; the committer writes every FlushInterval.
+//     A crash loses at most the last interval. Close and Flush write at once.
+//
+// Calls that change nothing (Peek, a denied AllowN, AllowN with n = 0) never
+// wait for a commit. A state back at its initial value (a full bucket, an
+// expired window) is deleted rather than stored, so idle keys cost nothing on
+// disk. Keys not in memory are loaded on first touch; clean keys are evicted
+// when the table is over its bound.
+//
+// Only one process may open a database: both backends hold a file lock, and
+// Open fails with an error matching ErrLocked when it is taken.
+package ratestore
+
+import (
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratestore/ratestore/internal/storage"
+	"github.com/ratestore/ratestore/internal/storage/badgerstore"
+	"github.com/ratestore/ratestore/internal/storage/boltstore"
+	"github.com/ratestore/ratestore/strategies"
+)
+
+// Backend names the embedded store a DB keeps its data in.
+type Backend string
+
+const (
+	Bolt   Backend = "bolt"   // go.etcd.io/bbolt: one file at path. The default.
+	Badger Backend = "badger" // github.com/dgraph-io/badger/v4: a directory at path.
+)
+
+// Durability says when a call that changed a state returns.
+type Durability int
+
+const (
+	// Sync is the default: a call that changes state returns only after that
+	// change is on disk (fsynced); concurrent calls share one commit.
+	Sync Durability = iota
+	// Async: a call returns at once; changes reach disk in one transaction
+	// every FlushInterval. A crash loses at most the last interval. Close
+	// flushes.
+	Async
+)
+
+func (d Durability) String() string {
+	switch d {
+	case Sync:
+		return "sync"
+	case Async:
+		return "async"
+	}
+	return fmt.Sprintf("Durability(%d)", int(d))
+}
+
+// Defaults of Options.
+const (
+	DefaultFlushInterval = 100 * time.Millisecond
+	DefaultMaxCachedKeys = 1 << 18
+)
+
+// Options configures Open. The zero value is a bbolt file in Sync mode.
+type Options struct {
+	Backend       Backend          // "" means Bolt
+	Durability    Durability       // zero value means Sync
+	FlushInterval time.Duration    // Async only; 0 means DefaultFlushInterval
+	Now           func() time.Time // the clock; nil means time.Now. Tests and simulations inject a fake one.
+
+	// MaxCachedKeys bounds how many key states are kept in memory; 0 means
+	// DefaultMaxCachedKeys. It is a soft bound: states changed but not yet
+	// committed are never evicted, so in Async mode the table may exceed it
+	// by what changes in one FlushInterval.
+	MaxCachedKeys int
+
+	// Logger receives commit failures and the backend's warnings; nil
+	// discards them.
+	Logger *slog.Logger
+}
+
+var (
+	// ErrInvalid is matched by every error about a bad argument or
+	// configuration: key, limiter name, n, strategy.
+	ErrInvalid = strategies.ErrInvalid
+	// ErrClosed is returned by any call after Close.
+	ErrClosed = errors.New("ratestore: database closed")
+	// ErrCorrupt is matched by errors about a stored state or record that
+	// cannot be decoded; the message names the key.
+	ErrCorrupt = strategies.ErrCorrupt
+	// ErrLocked is matched when Open finds the database held by another
+	// process (or another open DB in this process).
+	ErrLocked = storage.ErrLocked
+)
+
+// DB is an open rate-limit store. It is safe for concurrent use.
+type DB struct {
+	store   storage.Store
+	backend Backend
+	path    string
+	now     func() time.Time
+	async   bool
+	log     *slog.Logger
+
+	seed     maphash.Seed
+	shards   [numShards]shard
+	shardCap int // entries per shard before eviction
+
+	committer
+	closed    atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open opens the database at path, creating it if needed: a file for Bolt, a
+// directory for Badger.
+func Open(path string, opts Options) (*DB, error) {
+	if path == "" {
+		return nil, fmt.Errorf("ratestore: open: empty path: %w", ErrInvalid)
+	}
+	if opts.Durability != Sync && opts.Durability != Async {
+		return nil, fmt.Errorf("ratestore: open: unknown durability %d: %w", opts.Durability, ErrInvalid)
+	}
+	if opts.FlushInterval < 0 {
+		return nil, fmt.Errorf("ratestore: open: negative flush interval %v: %w", opts.FlushInterval, ErrInvalid)
+	}
+	if opts.MaxCachedKeys < 0 {
+		return nil, fmt.Errorf("ratestore: open: negative MaxCachedKeys %d: %w", opts.MaxCachedKeys, ErrInvalid)
+	}
+	backend := opts.Backend
+	if backend == "" {
+		backend = Bolt
+	}
+	var (
+		store storage.Store
+		err   error
+	)
+	switch backend {
+	case Bolt:
+		store, err = boltstore.Open(path)
+	case Badger:
+		store, err = badgerstore.Open(path, opts.Logger)
+	default:
+		return nil, fmt.Errorf("ratestore: open: unknown backend %q (want %q or %q): %w", backend, Bolt, Badger, ErrInvalid)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ratestore: open: %w", err)
+	}
+
+	return newDB(store, backend, path, opts), nil
+}
+
+// newDB starts the engine over an open store; opts is already validated.
+func newDB(store storage.Store, backend Backend, path string, opts Options) *DB {
+	db := &DB{
+		store:   store,
+		backend: backend,
+		path:    path,
+		now:     opts.Now,
+		async:   opts.Durability == Async,
+		log:     opts.Logger,
+		seed:    maphash.MakeSeed(),
+	}
+	if db.now == nil {
+		db.now = time.Now
+	}
+	if db.log == nil {
+		db.log = slog.New(slog.DiscardHandler)
+	}
+	maxKeys := opts.MaxCachedKeys
+	if maxKeys == 0 {
+		maxKeys = DefaultMaxCachedKeys
+	}
+	db.shardCap = max(1, maxKeys/numShards)
+	for i := range db.shards {
+		db.shards[i].m = make(map[stateKey]*entry)
+	}
+	interval := opts.FlushInterval
+	if interval == 0 {
+		interval = DefaultFlushInterval
+	}
+	db.startCommitter(interval)
+	return db
+}
+
+// Backend reports which backend the DB was opened with.
+func (db *DB) Backend() Backend { return db.backend }
+
+// Path reports the path the DB was opened at.
+func (db *DB) Path() string { return db.path }
+
+// Close writes every pending change, waits for it to be on disk, and releases
+// the database. Calls made after Close returns ErrClosed. Close is
+// idempotent: later calls return what the first one did.
+func (db *DB) Close() error {
+	db.closeOnce.Do(func() {
+		db.closed.Store(true)
+		// A barrier: once every shard lock has been taken after closed was
+		// set, every call has either seen closed or finished changing its
+		// state, so the final commit holds every change ever made.
+		// Idle states are deleted on the way.
+		now, g := db.now().UnixNano(), db.gen.Load().seq
+		for i := range db.shards {
+			sh := &db.shards[i]
+			sh.mu.Lock()
+			for _, e := range sh.m {
+				sh.dropIfIdle(e, now, g)
+			}
+			sh.mu.Unlock()
+		}
+		err := db.stopCommitter()
+		db.closeErr = errors.Join(err, db.store.Close())
+		if db.closeErr != nil {
+			db.closeErr = fmt.Errorf("ratestore: close: %w", db.closeErr)
+		}
+	})
+	return db.closeErr
+}

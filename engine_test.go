@@ -1,0 +1,252 @@
+package ratestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratestore/ratestore/internal/storage"
+	"github.com/ratestore/ratestore/internal/storage/boltstore"
+	"github.com/ratestore/ratestore/strategies"
+)
+
+var bg = context.Background()
+
+var t0 = time.Date(2026, 1, 18, 9, 0, 0, 0, time.UTC)
+
+func fixedNow() time.Time { return t0 }
+
+// hookStore wraps a real store to count commits, fail them on demand, or
+// hold them until released.
+type hookStore struct {
+	storage.Store
+	commits atomic.Int64
+	fail    atomic.Pointer[error]
+	hold    chan struct{} // if non-nil, each Commit waits until the test sends on it
+}
+
+func (h *hookStore) Commit(ops []storage.Op) error {
+	if h.hold != nil {
+		<-h.hold
+	}
+	if p := h.fail.Load(); p != nil {
+		return *p
+	}
+	h.commits.Add(1)
+	return h.Store.Commit(ops)
+}
+
+func openHooked(t *testing.T, opts Options) (*DB, *hookStore, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "db")
+	bs, err := boltstore.Open(path)
+	require.NoError(t, err)
+	h := &hookStore{Store: bs}
+	if opts.Now == nil {
+		opts.Now = fixedNow
+	}
+	db := newDB(h, Bolt, path, opts)
+	t.Cleanup(func() { db.Close() })
+	return db, h, path
+}
+
+func reopen(t *testing.T, path string) *DB {
+	t.Helper()
+	db, err := Open(path, Options{Now: fixedNow})
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+var bucket = strategies.TokenBucket{Rate: 1e-3, Burst: 1_000_000}
+
+// TestEvictionBoundsMemory: the table stays near MaxCachedKeys however many
+// keys pass through it, and evicted keys reload their committed state.
+func TestEvictionBoundsMemory(t *testing.T) {
+	const maxKeys, keys = 256, 5000
+	db, _, _ := openHooked(t, Options{Durability: Async, FlushInterval: time.Hour, MaxCachedKeys: maxKeys})
+	l, err := db.Limiter("l", bucket)
+	require.NoError(t, err)
+	for i := range keys {
+		_, err := l.AllowN(bg, fmt.Sprint("k", i), 3)
+		require.NoError(t, err)
+		if i%100 == 99 {
+			require.NoError(t, db.Flush(bg))
+		}
+	}
+	require.NoError(t, db.Flush(bg))
+	for i := range keys {
+		r, err := l.Peek(bg, fmt.Sprint("k", i))
+		require.NoError(t, err)
+		require.Equal(t, bucket.Burst-3, r.Remaining, "key %d", i)
+	}
+	require.LessOrEqual(t, db.CachedKeys(), 2*maxKeys)
+}
+
+// TestDirtyStatesAreNotEvicted: states not yet committed stay in memory even
+// over the bound, so nothing is lost or read back stale.
+func TestDirtyStatesAreNotEvicted(t *testing.T) {
+	db, h, _ := openHooked(t, Options{Durability: Async, FlushInterval: time.Hour, MaxCachedKeys: 128})
+	l, err := db.Limiter("l", bucket)
+	require.NoError(t, err)
+	for i := range 1000 {
+		_, err := l.Allow(bg, fmt.Sprint("k", i))
+		require.NoError(t, err)
+	}
+	require.Equal(t, 1000, db.CachedKeys())
+	require.Zero(t, h.commits.Load())
+}
+
+// TestCommitFailureIsReportedAndRetried: a failed commit fails the calls
+// waiting on it, keeps the changes in memory, and the next commit writes them.
+func TestCommitFailureIsReportedAndRetried(t *testing.T) {
+	db, h, path := openHooked(t, Options{})
+	l, err := db.Limiter("l", bucket)
+	require.NoError(t, err)
+	diskFull := errors.New("disk full")
+	h.fail.Store(&diskFull)
+	r, err := l.AllowN(bg, "k", 5)
+	require.ErrorIs(t, err, diskFull)
+	require.True(t, r.Allowed, "the decision stands; only its durability failed")
+
+	h.fail.Store(nil)
+	require.NoError(t, db.Flush(bg))
+	require.NoError(t, db.Close())
+	r, err = mustLimiter(t, reopen(t, path), "l").Peek(bg, "k")
+	require.NoError(t, err)
+	require.Equal(t, bucket.Burst-5, r.Remaining)
+}
+
+func mustLimiter(t *testing.T, db *DB, name string) *Limiter {
+	l, err := db.Limiter(name, bucket)
+	require.NoError(t, err)
+	return l
+}
+
+// TestGroupCommit: while one commit is on disk, every change that arrives
+// joins the next one; 64 callers cost two commits, not 64.
+func TestGroupCommit(t *testing.T) {
+	db, h, _ := openHooked(t, Options{})
+	h.hold = make(chan struct{})
+	l := mustLimiter(t, db, "l")
+
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_, err := l.Allow(bg, "first")
+		require.NoError(t, err)
+	})
+	waitFor(t, func() bool { return db.pendingStates() == 0 && db.gen.Load().seq == 2 }) // first commit started
+	for i := range 63 {
+		wg.Go(func() {
+			_, err := l.Allow(bg, fmt.Sprint("k", i))
+			require.NoError(t, err)
+		})
+	}
+	waitFor(t, func() bool { return db.pendingStates() == 63 })
+	h.hold <- struct{}{} // first commit proceeds
+	h.hold <- struct{}{} // the second holds all 63
+	wg.Wait()
+	require.Equal(t, int64(2), h.commits.Load())
+}
+
+// pendingStates counts dirty entries.
+func (db *DB) pendingStates() int {
+	return db.sumShards(func(sh *shard) int { return len(sh.dirty) })
+}
+
+// waitFor yields until cond holds. The outcome never depends on speed: the
+// deadline only turns a hang (a bug) into a failure.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition never held")
+		}
+		runtime.Gosched()
+	}
+}
+
+// TestCloseRacingCalls: calls racing with Close either fail with ErrClosed
+// or are in the final commit; none is lost, none hangs.
+func TestCloseRacingCalls(t *testing.T) {
+	for _, d := range []Durability{Sync, Async} {
+		t.Run(d.String(), func(t *testing.T) {
+			db, _, path := openHooked(t, Options{Durability: d, FlushInterval: time.Hour})
+			l := mustLimiter(t, db, "l")
+			var taken [8]atomic.Int64
+			var wg, started sync.WaitGroup
+			started.Add(len(taken))
+			for g := range taken {
+				wg.Go(func() {
+					defer func() {
+						if taken[g].Load() == 0 {
+							started.Done()
+						}
+					}()
+					for {
+						r, err := l.Allow(bg, fmt.Sprint("k", g))
+						if errors.Is(err, ErrClosed) {
+							return
+						}
+						require.NoError(t, err)
+						require.True(t, r.Allowed)
+						if taken[g].Add(1) == 1 {
+							started.Done()
+						}
+					}
+				})
+			}
+			started.Wait() // every goroutine is calling when Close comes
+			require.NoError(t, db.Close())
+			wg.Wait()
+			require.ErrorIs(t, db.Flush(bg), ErrClosed)
+
+			l = mustLimiter(t, reopen(t, path), "l")
+			for g := range taken {
+				r, err := l.Peek(bg, fmt.Sprint("k", g))
+				require.NoError(t, err)
+				require.Equal(t, bucket.Burst-taken[g].Load(), r.Remaining, "goroutine %d", g)
+			}
+		})
+	}
+}
+
+// TestFlushWaitingAcrossClose: a Flush caught by Close returns, not hangs.
+func TestFlushWaitingAcrossClose(t *testing.T) {
+	db, h, _ := openHooked(t, Options{Durability: Async, FlushInterval: time.Hour})
+	h.hold = make(chan struct{})
+	l := mustLimiter(t, db, "l")
+	_, err := l.Allow(bg, "k")
+	require.NoError(t, err)
+	flushed, closed := make(chan error), make(chan error)
+	go func() { flushed <- db.Flush(bg) }()
+	waitFor(t, func() bool { return db.gen.Load().seq == 2 }) // the flush's commit is held
+	go func() { closed <- db.Close() }()
+	waitFor(t, db.closed.Load)
+	close(h.hold) // release every commit
+	require.NoError(t, <-flushed)
+	require.NoError(t, <-closed)
+}
+
+// TestHotDecisionDoesNotAllocate: a key in memory costs no allocation.
+func TestHotDecisionDoesNotAllocate(t *testing.T) {
+	db, _, _ := openHooked(t, Options{Durability: Async, FlushInterval: time.Hour})
+	l := mustLimiter(t, db, "l")
+	_, err := l.Allow(bg, "k")
+	require.NoError(t, err)
+	allocs := testing.AllocsPerRun(1000, func() {
+		if _, err := l.Allow(bg, "k"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	require.Zero(t, allocs)
+}

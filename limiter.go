@@ -1,0 +1,203 @@
+package ratestore
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"math"
+
+	"github.com/ratestore/ratestore/strategies"
+)
+
+// Result is the answer to one call; see strategies.Result.
+type Result = strategies.Result
+
+// MaxKeyLen is the longest key a Limiter accepts, in bytes.
+const MaxKeyLen = 1024
+
+// MaxNameLen is the longest limiter name, in bytes.
+const MaxNameLen = 64
+
+// Limiter applies one strategy to any number of keys under one name. It is a
+// cheap handle (no I/O): calling DB.Limiter per request with a per-key
+// configuration is a supported pattern. Limiters with the same name share
+// state; limiters with different names never do, even for the same key.
+//
+// When the configuration under a name changes (a new Limiter with the same
+// name and the same kind of strategy), existing states are reconciled by the
+// strategy on their next call: a lower burst or capacity clamps what is
+// stored, a quota added to a fixed window starts empty, a removed one is
+// dropped. A different kind of strategy under a name that has stored states
+// gives errors matching ErrInvalid (strategies.ErrMismatch) for those keys
+// until they are Reset.
+type Limiter struct {
+	db       *DB
+	name     string
+	s        strategies.Strategy
+	nameHash uint64
+}
+
+// Limiter returns a handle that applies s to keys under name. name is 1 to
+// MaxNameLen bytes of [A-Za-z0-9_.:@+-].
+func (db *DB) Limiter(name string, s strategies.Strategy) (*Limiter, error) {
+	if err := validName(name); err != nil {
+		return nil, err
+	}
+	if s == nil {
+		return nil, fmt.Errorf("ratestore: limiter %q: nil strategy: %w", name, ErrInvalid)
+	}
+	if err := s.Validate(); err != nil {
+		return nil, fmt.Errorf("ratestore: limiter %q: %w", name, err)
+	}
+	if db.closed.Load() {
+		return nil, ErrClosed
+	}
+	return &Limiter{db: db, name: name, s: s, nameHash: maphash.String(db.seed, name)}, nil
+}
+
+func validName(name string) error {
+	if !strategies.ValidName(name, MaxNameLen) {
+		return fmt.Errorf("ratestore: limiter name %q: want 1 to %d bytes of [A-Za-z0-9_.:@+-]: %w", name, MaxNameLen, ErrInvalid)
+	}
+	return nil
+}
+
+func validKey(key string) error {
+	if key == "" || len(key) > MaxKeyLen {
+		return fmt.Errorf("ratestore: key of %d bytes: want 1 to %d: %w", len(key), MaxKeyLen, ErrInvalid)
+	}
+	return nil
+}
+
+// Name reports the limiter's name.
+func (l *Limiter) Name() string { return l.name }
+
+// Strategy reports the limiter's strategy.
+func (l *Limiter) Strategy() strategies.Strategy { return l.s }
+
+// Allow is AllowN(ctx, key, 1).
+func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
+	return l.AllowN(ctx, key, 1)
+}
+
+// AllowN takes n from key's allowance if all of n fits, and otherwise takes
+// nothing. n = 0 asks without taking. In Sync mode an allowed call with
+// n > 0 returns once its change is on disk.
+func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Result, error) {
+	return l.do(ctx, key, strategies.Call{N: n})
+}
+
+// Peek reports what AllowN(ctx, key, 0) would: whether the key is within its
+// limit, and how much remains. It writes nothing.
+func (l *Limiter) Peek(ctx context.Context, key string) (Result, error) {
+	return l.do(ctx, key, strategies.Call{DryRun: true})
+}
+
+// Record takes n unconditionally, even past the limit: it is for usage known
+// only afterwards, such as LLM tokens counted from a response. Later calls are
+// denied until the excess has drained or expired. The Result says whether the
+// key is still within its limit after the call.
+func (l *Limiter) Record(ctx context.Context, key string, n int64) (Result, error) {
+	return l.do(ctx, key, strategies.Call{N: n, Record: true})
+}
+
+// Reset forgets key's state: the next call sees a fresh key. It works on a
+// key whose stored state is corrupt, and is the way to recover one.
+func (l *Limiter) Reset(ctx context.Context, key string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := validKey(key); err != nil {
+		return err
+	}
+	db := l.db
+	idx := db.shardOf(l.nameHash, key)
+	sh := &db.shards[idx]
+	sh.mu.Lock()
+	if db.closed.Load() {
+		sh.mu.Unlock()
+		return ErrClosed
+	}
+	e, _ := db.lookup(sh, idx, stateKey{l.name, key}, l.s, db.now().UnixNano(), false) // no load: cannot fail
+	e.st = nil
+	g := db.gen.Load()
+	sh.markDirty(e, g.seq)
+	sh.mu.Unlock()
+	return db.committed(ctx, g)
+}
+
+// do decides c for key under the key's shard lock.
+func (l *Limiter) do(ctx context.Context, key string, c strategies.Call) (Result, error) {
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	if err := validKey(key); err != nil {
+		return Result{}, err
+	}
+	if c.N < 0 {
+		return Result{}, fmt.Errorf("ratestore: limiter %q: key %q: negative n %d: %w", l.name, key, c.N, ErrInvalid)
+	}
+	db := l.db
+	c.Now = db.now().UnixNano()
+	idx := db.shardOf(l.nameHash, key)
+	sh := &db.shards[idx]
+
+	sh.mu.Lock()
+	if db.closed.Load() {
+		sh.mu.Unlock()
+		return Result{}, ErrClosed
+	}
+	e, err := db.lookup(sh, idx, stateKey{l.name, key}, l.s, c.Now, true)
+	if err != nil {
+		sh.mu.Unlock()
+		return Result{}, err
+	}
+	if c.Now < e.seen {
+		c.Now = e.seen
+	} else {
+		e.seen = c.Now
+	}
+	st := e.st
+	if st == nil {
+		st = l.s.NewState()
+	}
+	res, err := l.s.Apply(st, c)
+	if err != nil {
+		sh.mu.Unlock()
+		return Result{}, fmt.Errorf("ratestore: limiter %q: key %q: %w", l.name, key, err)
+	}
+	e.idleAt = satAdd(c.Now, int64(res.ResetAfter))
+	if !c.Taken(res) {
+		// Nothing taken, nothing to wait for; but a stored state that time
+		// has brought back to its initial value is deleted in passing.
+		sh.dropIfIdle(e, c.Now, db.gen.Load().seq)
+		sh.mu.Unlock()
+		return res, nil
+	}
+	if res.ResetAfter == 0 {
+		st = nil // back at its initial value: delete rather than store
+	}
+	e.st = st
+	g := db.gen.Load()
+	sh.markDirty(e, g.seq)
+	sh.mu.Unlock()
+	return res, db.committed(ctx, g)
+}
+
+// committed returns once a change made in generation g is as durable as the
+// DB's mode promises: on disk in Sync mode, at once in Async mode.
+func (db *DB) committed(ctx context.Context, g *generation) error {
+	if db.async {
+		return nil
+	}
+	db.wake()
+	return db.wait(ctx, g)
+}
+
+// satAdd returns a+b, saturating at math.MaxInt64 (b >= 0).
+func satAdd(a, b int64) int64 {
+	if s := a + b; s >= a {
+		return s
+	}
+	return math.MaxInt64
+}
