@@ -30,14 +30,11 @@ func appendStoreKey(dst []byte, k stateKey) []byte {
 }
 
 // entry is the in-memory state of one key. Its fields are guarded by the
-// lock of its shard.
+// lock of its shard. The first 64 bytes hold what every decision reads, so
+// that a decision on a key out of the CPU cache costs one line here.
 type entry struct {
-	k     stateKey
-	st    strategies.State // nil: the initial state, nothing stored
-	shard uint32
-	dirty bool   // changed since its last commit; listed in shard.dirty
-	ref   bool   // used since the eviction clock last passed it
-	gen   uint64 // the commit generation holding its latest change
+	k  stateKey
+	st strategies.State // nil: the initial state, nothing stored
 
 	// seen is the latest instant a call on this key has used (Unix ns). A
 	// call never uses an earlier one: while a key is in memory, a clock that
@@ -49,6 +46,12 @@ type entry struct {
 	// last call: the call's instant plus its ResetAfter. A state idle by
 	// then is deleted instead of kept on disk: see dropIfIdle.
 	idleAt int64
+
+	gen   uint64 // the commit generation holding its latest change
+	next  *entry // the next entry whose key hashes alike
+	shard uint32
+	dirty bool // changed since its last commit; listed in shard.dirty
+	ref   bool // used since the eviction clock last passed it
 }
 
 // dropIfIdle turns a state that is back at its initial value into a delete:
@@ -65,29 +68,71 @@ func (sh *shard) dropIfIdle(e *entry, now int64, g uint64) bool {
 	return true
 }
 
+// shard is one lock's share of the table. Entries are found by the 64-bit
+// hash of their key, computed once per call (it also picks the shard), so a
+// lookup hashes a uint64 rather than two strings; the rare keys whose hashes
+// collide are chained through entry.next and told apart by their strings.
 type shard struct {
 	mu    sync.Mutex
-	m     map[stateKey]*entry
+	m     map[uint64]*entry
+	n     int // entries, counting chained ones
 	dirty []*entry
 	_     [64]byte // keep neighbouring shard locks off one cache line
 }
 
-// shardOf returns the index of the shard that holds k.
-func (db *DB) shardOf(nameHash uint64, key string) uint32 {
-	h := maphash.String(db.seed, key) ^ nameHash
-	h ^= h >> 29 // fold high bits, where maphash mixes best, into the mask
-	return uint32(h & (numShards - 1))
+// slot is where a key lives: its hash and its shard.
+type slot struct {
+	h   uint64
+	idx uint32
 }
 
-// lookup returns the entry of k in sh, loading it from the store on a miss.
-// With load false a missing key gets an empty entry without reading the
-// store (Reset, which needs no old state). The caller holds sh.mu.
-func (db *DB) lookup(sh *shard, idx uint32, k stateKey, s strategies.Strategy, now int64, load bool) (*entry, error) {
-	if e, ok := sh.m[k]; ok {
-		e.ref = true
+// locate hashes key under a limiter whose name hashes to nameHash.
+func (db *DB) locate(nameHash uint64, key string) slot {
+	h := maphash.String(db.seed, key) ^ nameHash
+	f := h ^ h>>29 // fold high bits, where maphash mixes best, into the mask
+	return slot{h: h, idx: uint32(f & (numShards - 1))}
+}
+
+// find returns the entry of k in sh, or nil. The caller holds sh.mu.
+func (sh *shard) find(h uint64, k stateKey) *entry {
+	for e := sh.m[h]; e != nil; e = e.next {
+		if e.k.key == k.key && e.k.name == k.name {
+			return e
+		}
+	}
+	return nil
+}
+
+// remove unlinks e, found under hash h, from sh. The caller holds sh.mu.
+func (sh *shard) remove(h uint64, e *entry) {
+	head := sh.m[h]
+	switch {
+	case head == e && e.next == nil:
+		delete(sh.m, h)
+	case head == e:
+		sh.m[h] = e.next
+	default:
+		p := head
+		for p.next != e {
+			p = p.next
+		}
+		p.next = e.next
+	}
+	e.next = nil
+	sh.n--
+}
+
+// lookup returns the entry of k in its shard, loading it from the store on a
+// miss. With load false a missing key gets an empty entry without reading
+// the store (Reset, which needs no old state). The caller holds sh.mu.
+func (db *DB) lookup(sh *shard, at slot, k stateKey, s strategies.Strategy, now int64, load bool) (*entry, error) {
+	if e := sh.find(at.h, k); e != nil {
+		if !e.ref { // no store when unchanged: it would dirty the cache line
+			e.ref = true
+		}
 		return e, nil
 	}
-	e := &entry{k: k, shard: idx, ref: true}
+	e := &entry{k: k, shard: at.idx, ref: true}
 	if load {
 		raw, err := db.store.Get(appendStoreKey(nil, k))
 		if err != nil {
@@ -102,10 +147,12 @@ func (db *DB) lookup(sh *shard, idx uint32, k stateKey, s strategies.Strategy, n
 			e.idleAt = math.MaxInt64 // unknown until the first Apply
 		}
 	}
-	if len(sh.m) >= db.shardCap {
+	if sh.n >= db.shardCap {
 		db.evict(sh, now)
 	}
-	sh.m[k] = e
+	e.next = sh.m[at.h]
+	sh.m[at.h] = e
+	sh.n++
 	return e, nil
 }
 
@@ -124,9 +171,12 @@ func (db *DB) evict(sh *shard, now int64) {
 	durable := db.durable.Load()
 	var g uint64
 	n := 0
-	for k, e := range sh.m {
+	for h, e := range sh.m {
 		if n++; n > evictScan {
 			return
+		}
+		if e.next != nil {
+			continue // a collision chain: rare, left for a later pass
 		}
 		if e.dirty || e.gen > durable {
 			continue
@@ -142,8 +192,8 @@ func (db *DB) evict(sh *shard, now int64) {
 			e.ref = false
 			continue
 		}
-		delete(sh.m, k)
-		if len(sh.m) < db.shardCap {
+		sh.remove(h, e)
+		if sh.n < db.shardCap {
 			return
 		}
 	}
@@ -152,7 +202,9 @@ func (db *DB) evict(sh *shard, now int64) {
 // markDirty records that e changed in the generation g and must be written.
 // The caller holds the lock of e's shard.
 func (sh *shard) markDirty(e *entry, g uint64) {
-	e.gen = g
+	if e.gen != g {
+		e.gen = g
+	}
 	if !e.dirty {
 		e.dirty = true
 		sh.dirty = append(sh.dirty, e)
@@ -161,7 +213,7 @@ func (sh *shard) markDirty(e *entry, g uint64) {
 
 // CachedKeys reports how many key states are held in memory.
 func (db *DB) CachedKeys() int {
-	return db.sumShards(func(sh *shard) int { return len(sh.m) })
+	return db.sumShards(func(sh *shard) int { return sh.n })
 }
 
 // sumShards adds up f over the shards, each under its lock.

@@ -195,7 +195,7 @@ func newDB(store storage.Store, backend Backend, path string, opts Options) *DB 
 	}
 	db.shardCap = max(1, maxKeys/numShards)
 	for i := range db.shards {
-		db.shards[i].m = make(map[stateKey]*entry)
+		db.shards[i].m = make(map[uint64]*entry)
 	}
 	interval := opts.FlushInterval
 	if interval == 0 {
@@ -225,8 +225,10 @@ func (db *DB) Close() error {
 		for i := range db.shards {
 			sh := &db.shards[i]
 			sh.mu.Lock()
-			for _, e := range sh.m {
-				sh.dropIfIdle(e, now, g)
+			for _, head := range sh.m {
+				for e := head; e != nil; e = e.next {
+					sh.dropIfIdle(e, now, g)
+				}
 			}
 			sh.mu.Unlock()
 		}

@@ -250,3 +250,31 @@ func TestHotDecisionDoesNotAllocate(t *testing.T) {
 	})
 	require.Zero(t, allocs)
 }
+
+// TestHashCollisionsAreChained forces keys onto one hash: each keeps its own
+// entry, and removing any of them leaves the others.
+func TestHashCollisionsAreChained(t *testing.T) {
+	db, _, _ := openHooked(t, Options{})
+	sh, at := &db.shards[0], slot{h: 42, idx: 0}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	keys := []stateKey{{"a", "x"}, {"a", "y"}, {"b", "x"}}
+	var entries []*entry
+	for _, k := range keys {
+		e, err := db.lookup(sh, at, k, bucket, 0, false)
+		require.NoError(t, err)
+		entries = append(entries, e)
+	}
+	require.Equal(t, 3, sh.n)
+	for i, k := range keys {
+		require.Same(t, entries[i], sh.find(at.h, k))
+	}
+	sh.remove(at.h, entries[1]) // the middle of the chain
+	require.Nil(t, sh.find(at.h, keys[1]))
+	require.Same(t, entries[0], sh.find(at.h, keys[0]))
+	require.Same(t, entries[2], sh.find(at.h, keys[2]))
+	sh.remove(at.h, entries[2]) // the head
+	sh.remove(at.h, entries[0]) // the last one
+	require.Zero(t, sh.n)
+	require.NotContains(t, sh.m, at.h)
+}

@@ -111,14 +111,14 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 		return err
 	}
 	db := l.db
-	idx := db.shardOf(l.nameHash, key)
-	sh := &db.shards[idx]
+	at := db.locate(l.nameHash, key)
+	sh := &db.shards[at.idx]
 	sh.mu.Lock()
 	if db.closed.Load() {
 		sh.mu.Unlock()
 		return ErrClosed
 	}
-	e, _ := db.lookup(sh, idx, stateKey{l.name, key}, l.s, db.now().UnixNano(), false) // no load: cannot fail
+	e, _ := db.lookup(sh, at, stateKey{l.name, key}, l.s, db.now().UnixNano(), false) // no load: cannot fail
 	e.st = nil
 	g := db.gen.Load()
 	sh.markDirty(e, g.seq)
@@ -139,15 +139,15 @@ func (l *Limiter) do(ctx context.Context, key string, c strategies.Call) (Result
 	}
 	db := l.db
 	c.Now = db.now().UnixNano()
-	idx := db.shardOf(l.nameHash, key)
-	sh := &db.shards[idx]
+	at := db.locate(l.nameHash, key)
+	sh := &db.shards[at.idx]
 
 	sh.mu.Lock()
 	if db.closed.Load() {
 		sh.mu.Unlock()
 		return Result{}, ErrClosed
 	}
-	e, err := db.lookup(sh, idx, stateKey{l.name, key}, l.s, c.Now, true)
+	e, err := db.lookup(sh, at, stateKey{l.name, key}, l.s, c.Now, true)
 	if err != nil {
 		sh.mu.Unlock()
 		return Result{}, err
