@@ -278,3 +278,19 @@ func TestHashCollisionsAreChained(t *testing.T) {
 	require.Zero(t, sh.n)
 	require.NotContains(t, sh.m, at.h)
 }
+
+// BenchmarkDecide is the engine's own cost per decision: a fixed clock (no
+// time.Now), GCRA, one key in memory, Async.
+func BenchmarkDecide(b *testing.B) {
+	db, err := Open(filepath.Join(b.TempDir(), "db"), Options{Durability: Async, Now: fixedNow})
+	require.NoError(b, err)
+	defer db.Close()
+	l, err := db.Limiter("l", strategies.GCRA{Rate: 1e9, Burst: 1e9})
+	require.NoError(b, err)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := l.Allow(bg, "k"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
