@@ -199,3 +199,17 @@ func TestChangedConfiguration(t *testing.T) {
 	require.NotContains(t, raw, "minute")
 	require.Contains(t, raw, "hour")
 }
+
+// TestSystemClock: the default clock starts at the wall clock and never goes
+// backwards.
+func TestSystemClock(t *testing.T) {
+	now := ratestore.SystemClock()
+	first := now()
+	require.WithinDuration(t, time.Now(), first, time.Minute)
+	prev := first
+	for range 10_000 {
+		next := now()
+		require.False(t, next.Before(prev))
+		prev = next
+	}
+}

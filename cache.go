@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
+	"strings"
 	"sync"
 
 	"github.com/ratestore/ratestore/strategies"
@@ -132,6 +133,9 @@ func (db *DB) lookup(sh *shard, at slot, k stateKey, s strategies.Strategy, now 
 		}
 		return e, nil
 	}
+	// The entry outlives the call: copy the key, which may be a slice of a
+	// larger buffer (a request header) that must not stay alive with it.
+	k.key = strings.Clone(k.key)
 	e := &entry{k: k, shard: at.idx, ref: true}
 	if load {
 		raw, err := db.store.Get(appendStoreKey(nil, k))

@@ -1,8 +1,10 @@
 package ratestore
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -131,6 +133,9 @@ func (db *DB) commit() error {
 
 	var err error
 	if len(ops) > 0 {
+		// In key order, bbolt's cursor walks its tree forward instead of
+		// seeking from the root for every put, and pages fill in order.
+		slices.SortFunc(ops, func(a, b storage.Op) int { return bytes.Compare(a.Key, b.Key) })
 		for start := 0; start < len(ops) && err == nil; start += commitChunk {
 			err = db.store.Commit(ops[start:min(start+commitChunk, len(ops))])
 		}

@@ -88,7 +88,7 @@ type Options struct {
 	Backend       Backend          // "" means Bolt
 	Durability    Durability       // zero value means Sync
 	FlushInterval time.Duration    // Async only; 0 means DefaultFlushInterval
-	Now           func() time.Time // the clock; nil means time.Now. Tests and simulations inject a fake one.
+	Now           func() time.Time // the clock; nil means the system clock (see SystemClock). Tests and simulations inject a fake one.
 
 	// MaxCachedKeys bounds how many key states are kept in memory; 0 means
 	// DefaultMaxCachedKeys. It is a soft bound: states changed but not yet
@@ -184,7 +184,7 @@ func newDB(store storage.Store, backend Backend, path string, opts Options) *DB 
 		seed:    maphash.MakeSeed(),
 	}
 	if db.now == nil {
-		db.now = time.Now
+		db.now = SystemClock()
 	}
 	if db.log == nil {
 		db.log = slog.New(slog.DiscardHandler)
@@ -203,6 +203,17 @@ func newDB(store storage.Store, backend Backend, path string, opts Options) *DB 
 	}
 	db.startCommitter(interval)
 	return db
+}
+
+// SystemClock returns the default clock of a DB: the wall clock read once,
+// when SystemClock is called, and advanced by the monotonic clock from then
+// on. It costs one clock read per call instead of time.Now's two (wall and
+// monotonic), and a step of the wall clock while the program runs (an NTP
+// correction, a manual change) does not move it, so no key gets a refill or
+// a penalty from one. A new process starts from the wall clock again.
+func SystemClock() func() time.Time {
+	anchor := time.Now()
+	return func() time.Time { return anchor.Add(time.Since(anchor)) }
 }
 
 // Backend reports which backend the DB was opened with.
