@@ -1,0 +1,70 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/strategies"
+)
+
+// asyncKeys is the key count of DESIGN.md's Async target.
+const asyncKeys = 10_000
+
+// asyncFlushIntervals brackets the flush intervals DESIGN.md quotes: every
+// interval, the committer writes every key changed since the last one (here
+// all 10k) in one transaction, on the same cores as the callers.
+var asyncFlushIntervals = []time.Duration{10 * time.Millisecond, 100 * time.Millisecond}
+
+// BenchmarkAsync: decision throughput in Async mode with 10k hot keys, one
+// GCRA limiter, b.RunParallel over GOMAXPROCS goroutines (run it with -cpu to
+// vary that). Unlike BenchmarkHotParallel it runs on both backends and at two
+// flush intervals, since the cost of the periodic commits is part of what it
+// measures. Target (DESIGN.md): >= 5M decisions/s on 2 cores.
+func BenchmarkAsync(b *testing.B) {
+	keys := makeKeys(asyncKeys)
+	gcra := strategies.GCRA{Rate: hotRate, Burst: hotBurst} // as in BenchmarkHot
+	for _, backend := range []ratestore.Backend{ratestore.Bolt, ratestore.Badger} {
+		for _, flush := range asyncFlushIntervals {
+			f := newFixture(func() (*ratestore.Limiter, func() error, error) {
+				opts := ratestore.Options{Backend: backend, Durability: ratestore.Async, FlushInterval: flush}
+				db, l, err := openLimiter(b.TempDir(), "async-"+string(backend), opts, gcra)
+				if err != nil {
+					return nil, nil, err
+				}
+				return l, db.Close, preload(context.Background(), db, l, keys)
+			})
+			b.Run(fmt.Sprintf("backend=%s/flush=%v/keys=%d", backend, flush, asyncKeys), func(b *testing.B) {
+				b.ReportAllocs()
+				l := f.get(b)
+				var seq, allowed atomic.Int64
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					ctx := context.Background()
+					var ok int64
+					i := startOffset(&seq, len(keys))
+					for pb.Next() {
+						r, err := l.Allow(ctx, keys[i])
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						if r.Allowed {
+							ok++
+						}
+						if i++; i == len(keys) {
+							i = 0
+						}
+					}
+					allowed.Add(ok)
+				})
+				b.StopTimer()
+				reportThroughput(b, allowed.Load())
+			})
+			f.release(b)
+		}
+	}
+}

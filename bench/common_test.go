@@ -1,0 +1,123 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/strategies"
+)
+
+// makeKeys returns n distinct key strings, built once before any timed loop
+// so that the loops themselves allocate nothing.
+func makeKeys(n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("user:%06d", i)
+	}
+	return keys
+}
+
+// fixture is an expensive benchmark setup (a database with 10k keys) that is
+// built at most once per sub-benchmark and released as soon as that
+// sub-benchmark is over.
+//
+// The testing package calls the body of a benchmark that uses b.N (rather
+// than b.Loop) several times while it sizes b.N, each time with a fresh
+// cleanup scope, so setup cannot live in the body, nor be registered with the
+// body's b.Cleanup. Instead the body calls get, which builds the fixture on
+// the first call and hands back the same value afterwards, and the parent
+// calls release right after its b.Run: databases are closed (and their
+// background goroutines stopped) before the next sub-benchmark starts. A
+// sub-benchmark filtered out by -bench never calls get and costs nothing.
+type fixture[T any] struct {
+	setup   func() (T, func() error, error)
+	v       T
+	close   func() error
+	built   bool
+	errored bool
+}
+
+func newFixture[T any](setup func() (v T, close func() error, err error)) *fixture[T] {
+	return &fixture[T]{setup: setup}
+}
+
+func (f *fixture[T]) get(b *testing.B) T {
+	b.Helper()
+	if f.errored {
+		b.Fatal("fixture setup failed earlier")
+	}
+	if !f.built {
+		v, closeFn, err := f.setup()
+		if err != nil {
+			f.errored = true
+			if closeFn != nil {
+				closeFn()
+			}
+			b.Fatal(err)
+		}
+		f.v, f.close, f.built = v, closeFn, true
+	}
+	return f.v
+}
+
+// release closes what get built, if anything, reporting failures on parent.
+func (f *fixture[T]) release(parent *testing.B) {
+	if f.built && f.close != nil {
+		if err := f.close(); err != nil {
+			parent.Error(err)
+		}
+	}
+	var zero T
+	f.v, f.close, f.built = zero, nil, false
+}
+
+// openLimiter opens a ratestore database at dir/name with opts and returns a
+// limiter named "bench" applying s, and the database.
+func openLimiter(dir, name string, opts ratestore.Options, s strategies.Strategy) (*ratestore.DB, *ratestore.Limiter, error) {
+	db, err := ratestore.Open(filepath.Join(dir, name), opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := db.Limiter("bench", s)
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	return db, l, nil
+}
+
+// preload makes every key hot: one Allow each (which loads the key into the
+// in-memory table and gives it a state), then one Flush so that the timed
+// loop starts with nothing pending.
+func preload(ctx context.Context, db *ratestore.DB, l *ratestore.Limiter, keys []string) error {
+	for _, k := range keys {
+		if _, err := l.Allow(ctx, k); err != nil {
+			return err
+		}
+	}
+	return db.Flush(ctx)
+}
+
+// reportThroughput reports decisions per second over the timed part of the
+// run, and the share of decisions that were allowed (1 means every call
+// took from its key, the path that marks a state dirty).
+func reportThroughput(b *testing.B, allowed int64) {
+	if b.N == 0 {
+		return
+	}
+	if s := b.Elapsed().Seconds(); s > 0 {
+		b.ReportMetric(float64(b.N)/s, "decisions/s")
+	}
+	b.ReportMetric(float64(allowed)/float64(b.N), "allowed/op")
+}
+
+// nsPerOp is the ns/op of the run that just ended.
+func nsPerOp(b *testing.B) float64 {
+	if b.N == 0 {
+		return 0
+	}
+	return float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+}
