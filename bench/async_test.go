@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,29 +39,7 @@ func BenchmarkAsync(b *testing.B) {
 			b.Run(fmt.Sprintf("backend=%s/flush=%v/keys=%d", backend, flush, asyncKeys), func(b *testing.B) {
 				b.ReportAllocs()
 				l := f.get(b)
-				var seq, allowed atomic.Int64
-				b.ResetTimer()
-				b.RunParallel(func(pb *testing.PB) {
-					ctx := context.Background()
-					var ok int64
-					i := startOffset(&seq, len(keys))
-					for pb.Next() {
-						r, err := l.Allow(ctx, keys[i])
-						if err != nil {
-							b.Error(err)
-							return
-						}
-						if r.Allowed {
-							ok++
-						}
-						if i++; i == len(keys) {
-							i = 0
-						}
-					}
-					allowed.Add(ok)
-				})
-				b.StopTimer()
-				reportThroughput(b, allowed.Load())
+				runParallel(b, keys, allowFunc(l))
 			})
 			f.release(b)
 		}

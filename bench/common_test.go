@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 
 	"github.com/ratestore/ratestore"
@@ -120,4 +121,43 @@ func nsPerOp(b *testing.B) float64 {
 		return 0
 	}
 	return float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+}
+
+// runParallel makes b.N decisions under b.RunParallel, each goroutine
+// cycling through keys from its own offset, and reports the throughput.
+// decide reports whether the call on one key was allowed. Every benchmark,
+// baseline or ratestore, goes through this same loop and the same indirect
+// call, so their difference is the decision alone.
+func runParallel(b *testing.B, keys []string, decide func(key string) (bool, error)) {
+	var seq, allowed atomic.Int64
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		var ok int64
+		i := startOffset(&seq, len(keys))
+		for pb.Next() {
+			a, err := decide(keys[i])
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			if a {
+				ok++
+			}
+			if i++; i == len(keys) {
+				i = 0
+			}
+		}
+		allowed.Add(ok)
+	})
+	b.StopTimer()
+	reportThroughput(b, allowed.Load())
+}
+
+// allowFunc adapts a limiter to runParallel.
+func allowFunc(l *ratestore.Limiter) func(key string) (bool, error) {
+	ctx := context.Background()
+	return func(key string) (bool, error) {
+		r, err := l.Allow(ctx, key)
+		return r.Allowed, err
+	}
 }

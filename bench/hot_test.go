@@ -217,23 +217,7 @@ func BenchmarkHotParallel(b *testing.B) {
 				if x == nil {
 					x = bl.make(keys)
 				}
-				var seq, allowed atomic.Int64
-				b.ResetTimer()
-				b.RunParallel(func(pb *testing.PB) {
-					var ok int64
-					i := startOffset(&seq, len(keys))
-					for pb.Next() {
-						if x.allow(keys[i]) {
-							ok++
-						}
-						if i++; i == len(keys) {
-							i = 0
-						}
-					}
-					allowed.Add(ok)
-				})
-				b.StopTimer()
-				reportThroughput(b, allowed.Load())
+				runParallel(b, keys, func(key string) (bool, error) { return x.allow(key), nil })
 				if bl.name == "xrate" {
 					base = nsPerOp(b)
 				}
@@ -250,29 +234,7 @@ func BenchmarkHotParallel(b *testing.B) {
 			b.Run(fmt.Sprintf("strategy=%s/keys=%d", st.name, n), func(b *testing.B) {
 				b.ReportAllocs()
 				l := f.get(b)
-				var seq, allowed atomic.Int64
-				b.ResetTimer()
-				b.RunParallel(func(pb *testing.PB) {
-					ctx := context.Background()
-					var ok int64
-					i := startOffset(&seq, len(keys))
-					for pb.Next() {
-						r, err := l.Allow(ctx, keys[i])
-						if err != nil {
-							b.Error(err)
-							return
-						}
-						if r.Allowed {
-							ok++
-						}
-						if i++; i == len(keys) {
-							i = 0
-						}
-					}
-					allowed.Add(ok)
-				})
-				b.StopTimer()
-				reportThroughput(b, allowed.Load())
+				runParallel(b, keys, allowFunc(l))
 				reportRatio(b, base, "ratio-vs-xrate")
 			})
 			f.release(b)
