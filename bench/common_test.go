@@ -123,31 +123,36 @@ func nsPerOp(b *testing.B) float64 {
 	return float64(b.Elapsed().Nanoseconds()) / float64(b.N)
 }
 
+// walk is the loop every benchmark runs, baseline or ratestore alike, so
+// that their difference is the decision alone: while more says so, it calls
+// decide on the next of n keys, from index start and cycling, and returns
+// how many calls were allowed. It stops at the first error.
+func walk(b *testing.B, n, start int, more func() bool, decide func(i int) (bool, error)) (allowed int64) {
+	for i := start; more(); {
+		a, err := decide(i)
+		if err != nil {
+			b.Error(err)
+			return allowed
+		}
+		if a {
+			allowed++
+		}
+		if i++; i == n {
+			i = 0
+		}
+	}
+	return allowed
+}
+
 // runParallel makes b.N decisions under b.RunParallel, each goroutine
-// cycling through keys from its own offset, and reports the throughput.
-// decide reports whether the call on one key was allowed. Every benchmark,
-// baseline or ratestore, goes through this same loop and the same indirect
-// call, so their difference is the decision alone.
+// walking the keys from its own offset, and reports the throughput.
 func runParallel(b *testing.B, keys []string, decide func(key string) (bool, error)) {
 	var seq, allowed atomic.Int64
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
-		var ok int64
-		i := startOffset(&seq, len(keys))
-		for pb.Next() {
-			a, err := decide(keys[i])
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			if a {
-				ok++
-			}
-			if i++; i == len(keys) {
-				i = 0
-			}
-		}
-		allowed.Add(ok)
+		allowed.Add(walk(b, len(keys), startOffset(&seq, len(keys)), pb.Next, func(i int) (bool, error) {
+			return decide(keys[i])
+		}))
 	})
 	b.StopTimer()
 	reportThroughput(b, allowed.Load())

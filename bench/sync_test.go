@@ -45,22 +45,8 @@ func runCallers(b *testing.B, callers int, keys []string, decide func(key int) (
 	b.ResetTimer()
 	for g := range callers {
 		wg.Go(func() {
-			var ok int64
-			i := g * len(keys) / callers
-			for next.Add(1) <= int64(b.N) {
-				a, err := decide(i)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				if a {
-					ok++
-				}
-				if i++; i == len(keys) {
-					i = 0
-				}
-			}
-			allowed.Add(ok)
+			more := func() bool { return next.Add(1) <= int64(b.N) }
+			allowed.Add(walk(b, len(keys), g*len(keys)/callers, more, decide))
 		})
 	}
 	wg.Wait()
