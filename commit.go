@@ -194,6 +194,6 @@ func (db *DB) wait(ctx context.Context, g *generation) error {
 	case <-g.done:
 		return g.err
 	case <-ctx.Done():
-		return ctx.Err()
+		return ctx.Err() // the change stands; only the wait ends
 	}
 }

@@ -83,6 +83,13 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
 // AllowN takes n from key's allowance if all of n fits, and otherwise takes
 // nothing. n = 0 asks without taking. In Sync mode an allowed call with
 // n > 0 returns once its change is on disk.
+//
+// The decision is made at once; ctx bounds only the wait for the commit. If
+// ctx ends during that wait, AllowN returns the Result with ctx's error: the
+// change stands and is committed with its group, it is just not known to be
+// on disk yet. The same holds for Record and Reset. If the commit itself
+// fails, the error says so and the change stays in memory, to be retried by
+// the next commit.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Result, error) {
 	return l.do(ctx, key, strategies.Call{N: n})
 }
