@@ -294,3 +294,27 @@ func BenchmarkDecide(b *testing.B) {
 		}
 	}
 }
+
+// TestCancelledWaitKeepsTheChange: a Sync call whose context ends while its
+// commit is held returns the context's error, and the change still reaches
+// disk with its group.
+func TestCancelledWaitKeepsTheChange(t *testing.T) {
+	db, h, path := openHooked(t, Options{})
+	h.hold = make(chan struct{})
+	l := mustLimiter(t, db, "l")
+	ctx, cancel := context.WithCancel(bg)
+	done := make(chan error)
+	go func() {
+		r, err := l.AllowN(ctx, "k", 7)
+		require.True(t, r.Allowed)
+		done <- err
+	}()
+	waitFor(t, func() bool { return db.gen.Load().seq == 2 }) // its commit is held
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	close(h.hold)
+	require.NoError(t, db.Close())
+	r, err := mustLimiter(t, reopen(t, path), "l").Peek(bg, "k")
+	require.NoError(t, err)
+	require.Equal(t, bucket.Burst-7, r.Remaining)
+}
