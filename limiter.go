@@ -121,12 +121,9 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 		return err
 	}
 	db := l.db
-	at := db.locate(l.nameHash, key)
-	sh := &db.shards[at.idx]
-	sh.mu.Lock()
-	if db.closed.Load() {
-		sh.mu.Unlock()
-		return ErrClosed
+	sh, at, err := l.lock(key)
+	if err != nil {
+		return err
 	}
 	e, _ := db.lookup(sh, at, stateKey{l.name, key}, l.s, db.now().UnixNano(), false) // no load: cannot fail
 	e.st = nil
@@ -153,13 +150,9 @@ func (l *Limiter) do(ctx context.Context, key string, c strategies.Call, res *Re
 	}
 	db := l.db
 	c.Now = db.now().UnixNano()
-	at := db.locate(l.nameHash, key)
-	sh := &db.shards[at.idx]
-
-	sh.mu.Lock()
-	if db.closed.Load() {
-		sh.mu.Unlock()
-		return ErrClosed
+	sh, at, err := l.lock(key)
+	if err != nil {
+		return err
 	}
 	e, err := db.lookup(sh, at, stateKey{l.name, key}, l.s, c.Now, true)
 	if err != nil {
@@ -199,6 +192,20 @@ func (l *Limiter) do(ctx context.Context, key string, c strategies.Call, res *Re
 	sh.markDirty(e, g.seq)
 	sh.mu.Unlock()
 	return db.committed(ctx, g)
+}
+
+// lock locks the shard of key and returns it with the key's slot, or
+// ErrClosed (and nothing locked) once Close has begun: checked under the
+// lock, which is what Close's barrier relies on.
+func (l *Limiter) lock(key string) (*shard, slot, error) {
+	at := l.db.locate(l.nameHash, key)
+	sh := &l.db.shards[at.idx]
+	sh.mu.Lock()
+	if l.db.closed.Load() {
+		sh.mu.Unlock()
+		return nil, at, ErrClosed
+	}
+	return sh, at, nil
 }
 
 // committed returns once a change made in generation g is as durable as the
