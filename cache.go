@@ -172,8 +172,7 @@ const evictScan = 32
 // idle state is first turned into a delete, and goes once that is durable.
 // The caller holds sh.mu.
 func (db *DB) evict(sh *shard, now int64) {
-	durable := db.durable.Load()
-	var g uint64
+	durable, g := db.durable.Load(), db.gen.Load().seq
 	n := 0
 	for h, e := range sh.m {
 		if n++; n > evictScan {
@@ -185,12 +184,8 @@ func (db *DB) evict(sh *shard, now int64) {
 		if e.dirty || e.gen > durable {
 			continue
 		}
-		if e.st != nil && e.idleAt <= now {
-			if g == 0 {
-				g = db.gen.Load().seq
-			}
-			sh.dropIfIdle(e, now, g)
-			continue
+		if sh.dropIfIdle(e, now, g) {
+			continue // a delete now; evictable once that is durable
 		}
 		if e.ref {
 			e.ref = false
