@@ -35,43 +35,102 @@ var benchConfigs = []struct {
 	{"Composite", Composite{Primary: TokenBucket{Rate: 70, Burst: 10}, Secondary: FixedWindow{Quotas: []Quota{{"minute", 4000, time.Minute}}}}},
 }
 
+// The hot workload is the engine's hot benchmark (bench/hot_test.go): an
+// allowance of hotRate per second with a burst of hotBurst, far above what
+// calls hotStep apart ask for, so that every call is allowed and takes 1.
+const (
+	hotRate  = 1e8
+	hotBurst = 1_000_000
+	hotStep  = 200 * time.Nanosecond
+)
+
+// hotConfigs are the configurations of the engine's hot benchmark.
+var hotConfigs = []struct {
+	name string
+	s    Strategy
+}{
+	{"TokenBucket", TokenBucket{Rate: hotRate, Burst: hotBurst}},
+	{"GCRA", GCRA{Rate: hotRate, Burst: hotBurst}},
+	{"LeakyBucket", LeakyBucket{Rate: hotRate, Capacity: hotBurst}},
+	{"FixedWindow", FixedWindow{Quotas: []Quota{{"second", hotRate, time.Second}, {"minute", 60 * hotRate, time.Minute}}}},
+	{"SlidingWindow", SlidingWindow{Limit: hotRate, Window: time.Second}},
+	{"Composite", Composite{Primary: GCRA{Rate: hotRate, Burst: hotBurst}, Secondary: FixedWindow{Quotas: []Quota{{"minute", 60 * hotRate, time.Minute}}}}},
+}
+
+// forms are the two ways a configuration is applied: as the value the
+// caller wrote, and prepared, as the engine holds it.
+var forms = []struct {
+	name string
+	of   func(Strategy) Strategy
+}{
+	{"value", func(s Strategy) Strategy { return s }},
+	{"prepared", Prepare},
+}
+
 // TestApplyAllocs checks that Apply allocates nothing for a state of its
-// own kind under an unchanged configuration.
+// own kind under an unchanged configuration, in either form.
 func TestApplyAllocs(t *testing.T) {
-	for _, c := range append(configs, benchConfigs...) {
-		st := c.s.NewState()
-		i := 0
-		allocs := testing.AllocsPerRun(1000, func() {
-			if _, err := c.s.Apply(st, workload(i)); err != nil {
-				t.Fatal(err)
+	for _, c := range append(append(configs, benchConfigs...), hotConfigs...) {
+		for _, f := range forms {
+			s := f.of(c.s)
+			st := s.NewState()
+			i := 0
+			allocs := testing.AllocsPerRun(1000, func() {
+				if _, err := s.Apply(st, workload(i)); err != nil {
+					t.Fatal(err)
+				}
+				i++
+			})
+			if allocs != 0 {
+				t.Errorf("%s (%s): Apply allocates %v times per call", c.name, f.name, allocs)
 			}
-			i++
-		})
-		if allocs != 0 {
-			t.Errorf("%s: Apply allocates %v times per call", c.name, allocs)
 		}
 	}
 }
 
+// BenchmarkApply runs the mixed workload, with about half of the calls
+// allowed, on each configuration in each form.
 func BenchmarkApply(b *testing.B) {
 	for _, c := range benchConfigs {
-		b.Run(c.name, func(b *testing.B) {
-			st := c.s.NewState()
-			b.ReportAllocs()
-			i, allowed := 0, 0
-			for b.Loop() {
-				r, err := c.s.Apply(st, workload(i))
-				if err != nil {
-					b.Fatal(err)
-				}
-				if r.Allowed {
-					allowed++
-				}
-				i++
-			}
-			b.ReportMetric(float64(allowed)/float64(i), "allowed/op")
-		})
+		for _, f := range forms {
+			b.Run("kind="+c.name+"/form="+f.name, func(b *testing.B) {
+				benchApply(b, f.of(c.s), workload)
+			})
+		}
 	}
+}
+
+// BenchmarkApplyAllowed is the engine's hot path alone: every call is
+// allowed and takes 1, now advancing by hotStep per call.
+func BenchmarkApplyAllowed(b *testing.B) {
+	for _, c := range hotConfigs {
+		for _, f := range forms {
+			b.Run("kind="+c.name+"/form="+f.name, func(b *testing.B) {
+				benchApply(b, f.of(c.s), func(i int) Call {
+					return Call{Now: t0 + int64(i)*int64(hotStep), N: 1}
+				})
+			})
+		}
+	}
+}
+
+// benchApply applies the calls of workload, one per iteration, to one
+// state, and reports the share of them allowed.
+func benchApply(b *testing.B, s Strategy, workload func(int) Call) {
+	st := s.NewState()
+	b.ReportAllocs()
+	i, allowed := 0, 0
+	for b.Loop() {
+		r, err := s.Apply(st, workload(i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r.Allowed {
+			allowed++
+		}
+		i++
+	}
+	b.ReportMetric(float64(allowed)/float64(i), "allowed/op")
 }
 
 func BenchmarkAppendEncode(b *testing.B) {

@@ -31,10 +31,23 @@ import (
 // backwards: a clock going backwards gives no refill and no penalty.
 type bucket struct {
 	perNano float64 // the rate per nanosecond: Rate/1e9
+	perUnit float64 // 1/perNano, nanoseconds per unit: what wait multiplies by
+	slack   float64 // perUnit*2^-48: wait's margin, in nanoseconds per unit of magnitude
 	rest    float64 // where the amount settles: Burst tokens, level 0
 	far     float64 // the bound a call may not cross: 0 tokens, level Capacity
 	sign    float64 // +1 for tokens (rising to rest), -1 for a level (falling)
+	bound   float64 // max(|rest|, |far|) = |rest + far|, one being 0: its share of wait's magnitudes
 	limit   int64   // Burst or Capacity, for Result.Limit and RetryAfter -1
+}
+
+// newBucket computes the constants of a bucket from its configuration.
+// Apply needs them on every call, so Prepare computes them once per
+// limiter handle; a configuration that is not prepared computes them per
+// call, with the very same arithmetic, so both forms answer alike.
+func newBucket(rate, rest, far, sign float64, limit int64) bucket {
+	perNano := rate / nanosPerSecond
+	perUnit := 1 / perNano
+	return bucket{perNano, perUnit, perUnit * 0x1p-48, rest, far, sign, math.Abs(rest + far), limit}
 }
 
 // bucketState is the stored state of both buckets: the amount as of last.
@@ -45,11 +58,11 @@ type bucketState struct {
 	last   int64   // Unix nanoseconds
 }
 
-func (b bucket) room(amount float64) float64  { return b.sign * (amount - b.far) }
-func (b bucket) inUse(amount float64) float64 { return b.sign * (b.rest - amount) }
+func (b *bucket) room(amount float64) float64  { return b.sign * (amount - b.far) }
+func (b *bucket) inUse(amount float64) float64 { return b.sign * (b.rest - amount) }
 
 // at returns the state as of now.
-func (b bucket) at(s bucketState, now int64) bucketState {
+func (b *bucket) at(s bucketState, now int64) bucketState {
 	if now > s.last {
 		s.amount += b.sign * b.drained(s.last, now)
 		s.last = now
@@ -62,10 +75,37 @@ func (b bucket) at(s bucketState, now int64) bucketState {
 
 // fits reports whether a call of need leaves the room after it
 // non-negative: tokens - need >= 0, Capacity - (level + need) >= 0.
-func (b bucket) fits(amount, need float64) bool { return b.room(amount-b.sign*need) >= 0 }
+func (b *bucket) fits(amount, need float64) bool { return b.room(amount-b.sign*need) >= 0 }
 
-// apply decides c against *s; see Strategy.Apply.
-func (b bucket) apply(s *bucketState, c Call) Result {
+// decide is Apply of the bucket's strategy, writing the Result to *res:
+// a token bucket (sign +1) takes the states of TokenBucket, a leaky bucket
+// those of LeakyBucket.
+func (b *bucket) decide(st State, c Call, res *Result) error {
+	var s *bucketState
+	switch v := st.(type) {
+	case *tokenBucketState:
+		if b.sign > 0 {
+			s = &v.bucketState
+		}
+	case *leakyBucketState:
+		if b.sign < 0 {
+			s = &v.bucketState
+		}
+	}
+	if s == nil {
+		k := kindTokenBucket
+		if b.sign < 0 {
+			k = kindLeakyBucket
+		}
+		return wrongState(k, st)
+	}
+	b.apply(s, c, res)
+	return nil
+}
+
+// apply decides c against *s, writing the Result to *res; see
+// Strategy.Apply.
+func (b *bucket) apply(s *bucketState, c Call, res *Result) {
 	n := float64(c.N)
 	v := b.at(*s, c.Now)
 	allowed := b.fits(v.amount, n)
@@ -88,7 +128,7 @@ func (b bucket) apply(s *bucketState, c Call) Result {
 		}
 	}
 
-	res := Result{Allowed: allowed, Limit: b.limit, Remaining: floorCount(b.room(v.amount))}
+	*res = Result{Allowed: allowed, Limit: b.limit, Remaining: floorCount(b.room(v.amount))}
 	if short := b.inUse(v.amount); short > 0 {
 		res.ResetAfter = b.wait(base, c.Now, short, -1)
 	}
@@ -99,7 +139,6 @@ func (b bucket) apply(s *bucketState, c Call) Result {
 			res.RetryAfter = b.wait(base, c.Now, n-b.room(v.amount), n)
 		}
 	}
-	return res
 }
 
 // wait returns the time from now until base, as of then, fits a call of
@@ -115,8 +154,14 @@ func (b bucket) apply(s *bucketState, c Call) Result {
 // too when rounding the amounts moves their threshold by more than the
 // fraction of a nanosecond the rounding up added: rarely, and then, as when
 // the check fails, search finds the answer.
-func (b bucket) wait(base bucketState, now int64, short, need float64) time.Duration {
-	x := short / b.perNano // the wait in exact arithmetic, in nanoseconds
+//
+// This runs on nearly every call (every allowed one has a ResetAfter), so
+// what depends on the configuration alone is computed once, in b: x is
+// short times perUnit rather than short over perNano (one more rounding,
+// far inside the margin), and the margin's factor is slack. TestBucketWait
+// checks the answers against search alone.
+func (b *bucket) wait(base bucketState, now int64, short, need float64) time.Duration {
+	x := short * b.perUnit // the wait in exact arithmetic, in nanoseconds
 	if !(x < 0x1p62) {
 		return b.search(base, now, math.MaxInt64/2, need)
 	}
@@ -124,11 +169,12 @@ func (b bucket) wait(base bucketState, now int64, short, need float64) time.Dura
 	est := satAdd(nonNeg(satSub(base.last, now)), max(int64(up), 1))
 	// Each of the few operations that compute an amount of magnitude m is
 	// off by up to m*2^-53, which moves the instant it reaches the goal by
-	// that much over the rate (x/short nanoseconds per unit), and x itself
-	// is computed from such amounts: all told less than 2^-49*m*x/short.
-	// Twice that is the margin.
-	mag := max(math.Abs(base.amount), math.Abs(b.rest), math.Abs(b.far), need) + short
-	if (x-up+1)*short > x*mag*0x1p-48 && b.reached(base, now, est, need) {
+	// that much over the rate (perUnit nanoseconds per unit), and x itself
+	// is computed from such amounts: all told less than 2^-49*m*perUnit.
+	// Twice that is the margin by which est-1 must lie below x. (When up
+	// <= 1, est-1 is not after now or last anyway: never reached.)
+	mag := max(math.Abs(base.amount), b.bound, need) + short
+	if x-up+1 > mag*b.slack && b.reached(base, now, est, need) {
 		return time.Duration(est)
 	}
 	return b.search(base, now, est, need)
@@ -139,7 +185,7 @@ func (b bucket) wait(base bucketState, now int64, short, need float64) time.Dura
 // relies on reached being monotone in d, which at is: the amount only
 // moves towards rest as time goes by. When no int64 d works, the answer is
 // math.MaxInt64: practically never.
-func (b bucket) search(base bucketState, now, est int64, need float64) time.Duration {
+func (b *bucket) search(base bucketState, now, est int64, need float64) time.Duration {
 	est = max(est, 1)
 	lo, hi := est-1, est // until set up below: !reached(lo), reached(hi)
 	if b.reached(base, now, hi, need) {
@@ -166,7 +212,7 @@ func (b bucket) search(base bucketState, now, est int64, need float64) time.Dura
 
 // reached reports whether base, as of d after now, fits a call of need, or
 // is at rest for a need < 0.
-func (b bucket) reached(base bucketState, now, d int64, need float64) bool {
+func (b *bucket) reached(base bucketState, now, d int64, need float64) bool {
 	x := b.at(base, satAdd(now, d)).amount
 	if need < 0 {
 		return b.inUse(x) <= 0
@@ -178,7 +224,7 @@ func (b bucket) reached(base bucketState, now, d int64, need float64) bool {
 // to now; nothing when now is not after last (a clock going backwards gives
 // no refill). The difference is taken in uint64 so that no pair of instants
 // overflows; a result too large for float64 is +Inf, which at clamps.
-func (b bucket) drained(last, now int64) float64 {
+func (b *bucket) drained(last, now int64) float64 {
 	if now <= last {
 		return 0
 	}

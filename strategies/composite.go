@@ -31,7 +31,7 @@ func (cs Composite) Validate() error {
 		name string
 		s    Strategy
 	}{{"primary", cs.Primary}, {"secondary", cs.Secondary}} {
-		switch p.s.(type) {
+		switch Unprepare(p.s).(type) {
 		case nil:
 			return invalid(kindComposite, "%s must not be nil", p.name)
 		case Composite, *Composite:
@@ -82,45 +82,67 @@ func (cs Composite) Decode(b []byte) (State, error) {
 }
 
 // Apply implements Strategy.
-func (cs Composite) Apply(st State, c Call) (Result, error) {
+func (cs Composite) Apply(st State, c Call) (res Result, err error) {
+	err = cs.decide(st, c, &res)
+	return res, err
+}
+
+// decidePart is s.Apply for a part, writing the Result to *res. A part
+// that Prepare made is called by its decide, which spares the Result a
+// copy (see decide in prepare.go); the type assertion, unlike a call
+// through an interface, also lets res stay on the caller's stack.
+func decidePart(s Strategy, st State, c Call, res *Result) error {
+	if p, ok := s.(*prepared); ok {
+		return p.decide(st, c, res)
+	}
+	r, err := s.Apply(st, c)
+	*res = r
+	return err
+}
+
+// decide is Apply, writing the Result to *res. A Composite has nothing to
+// compute from its configuration ahead of the calls but what its parts
+// have: its prepared form (see Prepare) is a Composite of the prepared
+// parts.
+func (cs *Composite) decide(st State, c Call, res *Result) error {
 	s, ok := st.(*compositeState)
 	if !ok {
-		return Result{}, wrongState(kindComposite, st)
+		return wrongState(kindComposite, st)
 	}
 	if cs.Primary == nil || cs.Secondary == nil {
-		return Result{}, cs.Validate()
+		return cs.Validate()
 	}
 	// Ask both first: this also finds a mismatched part before either
 	// part has taken anything.
 	dry := c
 	dry.DryRun = true
-	rp, err := cs.Primary.Apply(s.primary, dry)
-	if err != nil {
-		return Result{}, fmt.Errorf("strategies: composite: primary: %w", err)
+	var rp, rs Result
+	if err := decidePart(cs.Primary, s.primary, dry, &rp); err != nil {
+		return fmt.Errorf("strategies: composite: primary: %w", err)
 	}
-	rs, err := cs.Secondary.Apply(s.secondary, dry)
-	if err != nil {
-		return Result{}, fmt.Errorf("strategies: composite: secondary: %w", err)
+	if err := decidePart(cs.Secondary, s.secondary, dry, &rs); err != nil {
+		return fmt.Errorf("strategies: composite: secondary: %w", err)
 	}
 	switch {
 	case c.Record || rp.Allowed && rs.Allowed:
 		if c.N > 0 && !c.DryRun {
 			// The same calls on the same states: they cannot fail now.
-			rp, _ = cs.Primary.Apply(s.primary, c)
-			rs, _ = cs.Secondary.Apply(s.secondary, c)
+			decidePart(cs.Primary, s.primary, c, &rp)
+			decidePart(cs.Secondary, s.secondary, c, &rs)
 		}
 	case c.N > 0:
 		// Denied: the part that would have allowed takes nothing, and
 		// reports its state as it is.
 		peek := Call{Now: c.Now, DryRun: true}
 		if rp.Allowed {
-			rp, _ = cs.Primary.Apply(s.primary, peek)
+			decidePart(cs.Primary, s.primary, peek, &rp)
 		}
 		if rs.Allowed {
-			rs, _ = cs.Secondary.Apply(s.secondary, peek)
+			decidePart(cs.Secondary, s.secondary, peek, &rs)
 		}
 	}
-	return merge(rp, rs), nil
+	merge(res, &rp, &rs)
+	return nil
 }
 
 // AppendEncode implements State: "51|<primary>$<secondary>".

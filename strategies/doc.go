@@ -11,6 +11,17 @@
 //
 // The encodings, current and legacy, are specified in DATA_FORMAT.md.
 //
+// # Prepared strategies
+//
+// A configuration is a plain value, and its Apply derives what it needs
+// from it on every call: a GCRA's emission interval (a division and a
+// rounding) and the integer divisions by it, a bucket's rate per
+// nanosecond and the constants of its ResetAfter. Prepare does that once
+// and returns a pointer that behaves identically in every method, states
+// included; an engine prepares a configuration once per limiter handle and
+// applies the prepared form to every call made through it. The value and
+// its prepared form run the same decision code, on the same constants.
+//
 // # Rules every strategy keeps
 //
 //   - A denied call, a call of n = 0 (Peek) and a DryRun change nothing.
@@ -30,7 +41,7 @@
 //     makes anything wrap around or panic. Durations that do not fit in
 //     int64 nanoseconds (292 years) are reported as math.MaxInt64.
 //   - Apply allocates nothing for a state of its own kind under an
-//     unchanged configuration.
+//     unchanged configuration, prepared or not.
 //
 // # Changed configurations
 //

@@ -108,10 +108,11 @@ func (q Quota) take(w windowCount, now, n int64) windowCount {
 }
 
 // result reports on one quota in state w, for a call that still needs
-// room for need: the call's n when it was denied, 0 once it was taken.
-func (q Quota) result(w windowCount, now, need int64) Result {
+// room for need: the call's n when it was denied, 0 once it was taken. It
+// writes the Result to *r.
+func (q Quota) result(w windowCount, now, need int64, r *Result) {
 	used := q.used(w, now)
-	r := Result{
+	*r = Result{
 		Allowed:   satAdd(used, need) <= q.Limit,
 		Limit:     q.Limit,
 		Remaining: nonNeg(q.Limit - used),
@@ -126,51 +127,81 @@ func (q Quota) result(w windowCount, now, need int64) Result {
 	default: // the window must end: a new one holds any need <= Limit
 		r.RetryAfter = r.ResetAfter
 	}
-	return r
 }
 
 // Apply implements Strategy.
-func (f FixedWindow) Apply(st State, c Call) (Result, error) {
+func (f FixedWindow) Apply(st State, c Call) (res Result, err error) {
+	err = f.decide(st, c, &res)
+	return res, err
+}
+
+// decide is Apply, writing the Result to *res. A fixed window has nothing
+// to compute from its configuration ahead of the calls: its prepared form
+// (see Prepare) only calls decide directly.
+func (f *FixedWindow) decide(st State, c Call, res *Result) error {
 	s, ok := st.(*fixedWindowState)
 	if !ok {
-		return Result{}, wrongState(kindFixedWindow, st)
+		return wrongState(kindFixedWindow, st)
 	}
+	laid := s.laidOut(f.Quotas)
 	fits := true
 	for i, q := range f.Quotas {
-		if satAdd(q.used(s.get(i, q.Name), c.Now), c.N) > q.Limit {
+		if satAdd(q.used(s.get(i, q.Name, laid), c.Now), c.N) > q.Limit {
 			fits = false
 		}
 	}
 	taken := (fits || c.Record) && c.N > 0
-	if taken && !c.DryRun {
+	if taken && !c.DryRun && !laid {
 		s.conform(f.Quotas)
+		laid = true
 	}
 	need := c.N
 	if fits || c.Record {
 		need = 0
 	}
-	var res Result
+	if len(f.Quotas) == 0 {
+		*res = Result{} // not a valid configuration, but decide sets all of *res
+	}
 	for i, q := range f.Quotas {
-		w := s.get(i, q.Name)
+		w := s.get(i, q.Name, laid)
 		if taken {
 			w = q.take(w, c.Now, c.N)
 			if !c.DryRun {
 				s.quotas[i] = w
 			}
 		}
-		if r := q.result(w, c.Now, need); i == 0 {
-			res = r
+		if i == 0 {
+			q.result(w, c.Now, need, res)
 		} else {
-			res = merge(res, r)
+			var r Result
+			q.result(w, c.Now, need, &r)
+			merge(res, res, &r)
 		}
 	}
-	return res, nil
+	return nil
+}
+
+// laidOut reports whether s holds the configured quotas qs and no other,
+// in their order: as on every call but the first after a change of the
+// configuration. Apply asks once per call, and looks the quotas up only
+// when they are not.
+func (s *fixedWindowState) laidOut(qs []Quota) bool {
+	if len(s.quotas) != len(qs) {
+		return false
+	}
+	for i, q := range qs {
+		if s.quotas[i].name != q.Name {
+			return false
+		}
+	}
+	return true
 }
 
 // get returns the window of the quota called name, configured at index i:
-// fresh if the state has none.
-func (s *fixedWindowState) get(i int, name string) windowCount {
-	if i < len(s.quotas) && s.quotas[i].name == name {
+// fresh if the state has none. laid tells that s is laid out like the
+// configuration (laidOut).
+func (s *fixedWindowState) get(i int, name string, laid bool) windowCount {
+	if laid || i < len(s.quotas) && s.quotas[i].name == name {
 		return s.quotas[i]
 	}
 	for _, w := range s.quotas {
@@ -181,23 +212,13 @@ func (s *fixedWindowState) get(i int, name string) windowCount {
 	return windowCount{name: name}
 }
 
-// conform lays s out like the configured quotas, before a write: a quota
-// the state lacks starts fresh, one the configuration dropped is forgotten.
-// When nothing changed, as on every call but the first after a change, it
-// neither copies nor allocates.
+// conform lays s out like the configured quotas, before a write, when it
+// is not (laidOut): a quota the state lacks starts fresh, one the
+// configuration dropped is forgotten.
 func (s *fixedWindowState) conform(qs []Quota) {
-	if len(s.quotas) == len(qs) {
-		same := true
-		for i, q := range qs {
-			same = same && s.quotas[i].name == q.Name
-		}
-		if same {
-			return
-		}
-	}
 	next := make([]windowCount, len(qs))
 	for i, q := range qs {
-		next[i] = s.get(i, q.Name)
+		next[i] = s.get(i, q.Name, false)
 	}
 	s.quotas = next
 }

@@ -11,7 +11,9 @@ import (
 // panic; it either fails with ErrCorrupt or ErrMismatch (and no state), or
 // returns a state whose encoding decodes to the same encoding again, and
 // on which calls at any instant, for any n, keep the results in range and
-// the state decodable. Plain `go test` runs the seeds below.
+// the state decodable. The prepared form of the strategy must answer
+// every decode and call exactly alike, on a twin state. Plain `go test`
+// runs the seeds below.
 
 // nasty are inputs every decoder gets as seeds.
 var nasty = []string{
@@ -29,8 +31,13 @@ func fuzzDecode(f *testing.F, s Strategy, seeds ...string) {
 	for _, b := range append(seeds, nasty...) {
 		f.Add([]byte(b))
 	}
+	p := Prepare(s)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		st, err := s.Decode(b)
+		twin, perr := p.Decode(b)
+		if !sameErr(err, perr) || (twin == nil) != (st == nil) {
+			t.Fatalf("Decode(%q): %v, prepared: %v", b, err, perr)
+		}
 		if err != nil {
 			if st != nil {
 				t.Fatalf("Decode(%q) returned a state with error %v", b, err)
@@ -55,6 +62,9 @@ func fuzzDecode(f *testing.F, s Strategy, seeds ...string) {
 			r, err := s.Apply(st, c)
 			if err != nil {
 				t.Fatalf("Decode(%q) then Apply(%+v): %v", b, c, err)
+			}
+			if pr, perr := p.Apply(twin, c); pr != r || perr != nil || enc(twin) != enc(st) {
+				t.Fatalf("Decode(%q) then Apply(%+v) = %+v, %s; prepared: %+v, %v, %s", b, c, r, enc(st), pr, perr, enc(twin))
 			}
 			if r.Remaining < 0 || r.Remaining > r.Limit || r.ResetAfter < 0 || r.RetryAfter < -1 || r.Allowed != (r.RetryAfter == 0) {
 				t.Fatalf("Decode(%q) then Apply(%+v) = %+v: out of range", b, c, r)

@@ -2,6 +2,7 @@ package strategies
 
 import (
 	"math"
+	"math/bits"
 	"time"
 )
 
@@ -89,16 +90,60 @@ func (g GCRA) Decode(b []byte) (State, error) {
 	return s, nil
 }
 
-// Apply implements Strategy.
-func (g GCRA) Apply(st State, c Call) (Result, error) {
+// Apply implements Strategy. It computes T and what follows from it (see
+// Prepare), then decides.
+func (g GCRA) Apply(st State, c Call) (res Result, err error) {
+	var p gcraPlan
+	p.init(g, false)
+	err = p.decide(st, c, &res)
+	return res, err
+}
+
+// gcraPlan is what Apply needs of a GCRA: its Burst, and what follows
+// from the configuration alone. Prepare computes it once per limiter
+// handle, which spares every call a floating-point division and rounding,
+// and an integer division.
+type gcraPlan struct {
+	burst int64
+	t     int64   // the emission interval T, in nanoseconds: g.interval(), at least 1
+	tau   int64   // the burst, as a span of time: Burst*T, saturated
+	perT  divisor // divides by T
+}
+
+// init computes the plan of g. many tells whether it will serve many calls:
+// only then is the divisor by T set up to multiply, which costs about as
+// much as the one division it saves per call.
+func (p *gcraPlan) init(g GCRA, many bool) {
+	t := g.interval()
+	p.burst, p.t, p.perT = g.Burst, t, divisor{d: uint64(t)}
+	p.tau = p.span(g.Burst)
+	if many {
+		p.perT = newDivisor(uint64(t))
+	}
+}
+
+// span returns n*T saturated at math.MaxInt64, and 0 for n <= 0: what
+// satMul(n, T) returns, by a 128-bit product instead of a division.
+func (p *gcraPlan) span(n int64) int64 {
+	if n <= 0 {
+		return 0
+	}
+	hi, lo := bits.Mul64(uint64(n), uint64(p.t))
+	if hi != 0 || lo > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(lo)
+}
+
+// decide is Apply, writing the Result to *res.
+func (p *gcraPlan) decide(st State, c Call, res *Result) error {
 	s, ok := st.(*gcraState)
 	if !ok {
-		return Result{}, wrongState(kindGCRA, st)
+		return wrongState(kindGCRA, st)
 	}
-	t := g.interval()
-	tau := satMul(g.Burst, t) // the burst, as a span of time
+	tau := p.tau
 	tat := s.tat
-	next := satAdd(max(tat, c.Now), satMul(c.N, t))
+	next := satAdd(max(tat, c.Now), p.span(c.N))
 	allowed := satSub(next, c.Now) <= tau
 	if allowed || c.Record {
 		tat = next
@@ -111,23 +156,23 @@ func (g GCRA) Apply(st State, c Call) (Result, error) {
 	}
 
 	ahead := nonNeg(satSub(tat, c.Now)) // how far the key is booked ahead of now
-	res := Result{
+	*res = Result{
 		Allowed:    allowed,
-		Limit:      g.Burst,
-		Remaining:  nonNeg(tau-min(ahead, tau)) / t,
+		Limit:      p.burst,
+		Remaining:  int64(p.perT.div(uint64(nonNeg(tau - min(ahead, tau))))),
 		ResetAfter: time.Duration(ahead),
 	}
 	if !allowed {
 		switch {
-		case !c.Record && c.N > g.Burst:
+		case !c.Record && c.N > p.burst:
 			res.RetryAfter = -1
 		case c.Record:
 			res.RetryAfter = until(ahead, tau)
 		default:
-			res.RetryAfter = until(satAdd(ahead, satMul(c.N, t)), tau)
+			res.RetryAfter = until(satAdd(ahead, p.span(c.N)), tau)
 		}
 	}
-	return res, nil
+	return nil
 }
 
 // AppendEncode implements State: "42|tat".

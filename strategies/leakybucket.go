@@ -50,17 +50,16 @@ func (lb LeakyBucket) Decode(b []byte) (State, error) {
 	return &leakyBucketState{s}, nil
 }
 
-// Apply implements Strategy.
-func (lb LeakyBucket) Apply(st State, c Call) (Result, error) {
-	s, ok := st.(*leakyBucketState)
-	if !ok {
-		return Result{}, wrongState(kindLeakyBucket, st)
-	}
-	return lb.bucket().apply(&s.bucketState, c), nil
+// Apply implements Strategy. It computes the bucket's constants (see
+// Prepare), then decides.
+func (lb LeakyBucket) Apply(st State, c Call) (res Result, err error) {
+	b := lb.bucket()
+	err = b.decide(st, c, &res)
+	return res, err
 }
 
 func (lb LeakyBucket) bucket() bucket {
-	return bucket{perNano: lb.Rate / nanosPerSecond, rest: 0, far: float64(lb.Capacity), sign: -1, limit: lb.Capacity}
+	return newBucket(lb.Rate, 0, float64(lb.Capacity), -1, lb.Capacity)
 }
 
 // AppendEncode implements State: "32|level|last".

@@ -110,3 +110,37 @@ func floorCount(x float64) int64 {
 	}
 	return int64(x)
 }
+
+// divisor divides by a number fixed in advance. A divisor made by
+// newDivisor divides by a multiplication and shifts instead of a division
+// instruction, which costs several times as much: the round-up method of
+// Granlund and Montgomery ("Division by invariant integers using
+// multiplication", 1994, figure 4.1), the one compilers use for constant
+// divisors. It is exact for every uint64 dividend, and worth its set-up
+// (itself a division) only when it divides many times: Prepare makes such
+// divisors once per limiter. divisor{d: d} divides by the instruction, for
+// a configuration used once.
+type divisor struct {
+	d        uint64 // the divisor, at least 1
+	m        uint64 // floor(2^64*(2^l - d)/d) + 1, with l = ceil(log2(d)); 0: not set up
+	sh1, sh2 uint8  // min(l, 1) and l - sh1
+}
+
+// newDivisor returns the divisor for d >= 1, set up to multiply.
+func newDivisor(d uint64) divisor {
+	l := uint8(bits.Len64(d - 1)) // ceil(log2(d)); 0 for d = 1
+	// 2^l - d < d, so the quotient fits in 64 bits; for l = 64 the shift
+	// gives 0, and 0 - d wraps to 2^64 - d as it should. m+1 < 2^64.
+	m, _ := bits.Div64((uint64(1)<<l)-d, 0, d)
+	sh1 := min(l, 1)
+	return divisor{d: d, m: m + 1, sh1: sh1, sh2: l - sh1}
+}
+
+// div returns floor(n/d).
+func (v *divisor) div(n uint64) uint64 {
+	if v.m == 0 {
+		return n / v.d
+	}
+	t, _ := bits.Mul64(v.m, n)
+	return (t + (n-t)>>v.sh1) >> v.sh2
+}

@@ -117,24 +117,33 @@ func TestProperties(t *testing.T) {
 		sequences = 30
 	}
 	for gi, g := range generators {
-		t.Run(g.name, func(t *testing.T) {
-			r := rand.New(rand.NewPCG(uint64(gi), 42))
-			for seq := range sequences {
-				s := g.gen(r)
-				if err := s.Validate(); err != nil {
-					t.Fatalf("generated an invalid config: %v", err)
-				}
-				st := s.NewState()
-				now := t0 + r.Int64N(int64(time.Hour))
-				for i := range steps {
-					now += randStep(r, true)
-					c := randCall(r, now)
-					checkCall(t, r, s, st, c, func() string {
-						return g.name + " sequence " + itoa(seq) + " step " + itoa(i)
-					})
-				}
-			}
-		})
+		for _, f := range forms {
+			t.Run(g.name+"/"+f.name, func(t *testing.T) {
+				testProperties(t, gi, f.of, sequences, steps)
+			})
+		}
+	}
+}
+
+// testProperties plays the sequences of generator gi, each configuration
+// in the form that form returns.
+func testProperties(t *testing.T, gi int, form func(Strategy) Strategy, sequences, steps int) {
+	g := generators[gi]
+	r := rand.New(rand.NewPCG(uint64(gi), 42))
+	for seq := range sequences {
+		s := form(g.gen(r))
+		if err := s.Validate(); err != nil {
+			t.Fatalf("generated an invalid config: %v", err)
+		}
+		st := s.NewState()
+		now := t0 + r.Int64N(int64(time.Hour))
+		for i := range steps {
+			now += randStep(r, true)
+			c := randCall(r, now)
+			checkCall(t, r, s, st, c, func() string {
+				return g.name + " sequence " + itoa(seq) + " step " + itoa(i)
+			})
+		}
 	}
 }
 
@@ -161,10 +170,10 @@ func checkCall(t *testing.T, r *rand.Rand, s Strategy, st State, c Call, where f
 	if res.RetryAfter == -1 && (c.Record || c.N <= res.Limit && !isComposite(s) && !isFixedWindow(s)) {
 		fail("RetryAfter -1 for a call that can fit")
 	}
-	if !c.Taken(res) && after != before {
+	if !c.Taken(res.Allowed) && after != before {
 		fail("took nothing, but the state changed to %s", after)
 	}
-	if c.Taken(res) && res.ResetAfter == 0 {
+	if c.Taken(res.Allowed) && res.ResetAfter == 0 {
 		fail("took something, yet ResetAfter is 0")
 	}
 	clone(t, s, st) // round-trips byte for byte
@@ -215,8 +224,8 @@ func checkCall(t *testing.T, r *rand.Rand, s Strategy, st State, c Call, where f
 	}
 }
 
-func isComposite(s Strategy) bool   { _, ok := s.(Composite); return ok }
-func isFixedWindow(s Strategy) bool { _, ok := s.(FixedWindow); return ok }
+func isComposite(s Strategy) bool   { _, ok := Unprepare(s).(Composite); return ok }
+func isFixedWindow(s Strategy) bool { _, ok := Unprepare(s).(FixedWindow); return ok }
 
 // TestPropertiesFarInThePast checks the same promises when calls come far
 // before the state's own instants (a clock gone back by up to an hour).
@@ -224,7 +233,7 @@ func TestPropertiesFarInThePast(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 7))
 	for gi, g := range generators {
 		for seq := range 40 {
-			s := g.gen(r)
+			s := forms[seq%len(forms)].of(g.gen(r))
 			st := s.NewState()
 			now := t0
 			for i := range 20 {

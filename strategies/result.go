@@ -8,17 +8,21 @@ package strategies
 // RetryAfter is the largest, since each limit only gains room while nothing
 // is taken, so the call fits both exactly when it fits the later one; and
 // -1 (never) from either is -1.
-func merge(a, b Result) Result {
-	r := a
-	r.Allowed = a.Allowed && b.Allowed
-	if b.Remaining < a.Remaining {
-		r.Remaining, r.Limit = b.Remaining, b.Limit
+//
+// It sets *r, which may be a or b: results pass by pointer here, and are
+// read and written field by field, because Go keeps a struct of more than
+// four fields in memory and copies it with wide moves, which stall when
+// they read back the narrower stores that just wrote it.
+func merge(r, a, b *Result) {
+	allowed := a.Allowed && b.Allowed
+	limit, remaining := a.Limit, a.Remaining
+	if b.Remaining < remaining {
+		limit, remaining = b.Limit, b.Remaining
 	}
-	r.ResetAfter = max(a.ResetAfter, b.ResetAfter)
+	reset := max(a.ResetAfter, b.ResetAfter)
+	retry := max(a.RetryAfter, b.RetryAfter)
 	if a.RetryAfter < 0 || b.RetryAfter < 0 {
-		r.RetryAfter = -1
-	} else {
-		r.RetryAfter = max(a.RetryAfter, b.RetryAfter)
+		retry = -1
 	}
-	return r
+	r.Allowed, r.Limit, r.Remaining, r.ResetAfter, r.RetryAfter = allowed, limit, remaining, reset, retry
 }

@@ -95,13 +95,21 @@ func (sw SlidingWindow) fits(s slidingWindowState, now, n int64) bool {
 }
 
 // Apply implements Strategy.
-func (sw SlidingWindow) Apply(st State, c Call) (Result, error) {
+func (sw SlidingWindow) Apply(st State, c Call) (res Result, err error) {
+	err = sw.decide(st, c, &res)
+	return res, err
+}
+
+// decide is Apply, writing the Result to *res. A sliding window has
+// nothing to compute from its configuration ahead of the calls: its
+// prepared form (see Prepare) only calls decide directly.
+func (sw *SlidingWindow) decide(st State, c Call, res *Result) error {
 	s, ok := st.(*slidingWindowState)
 	if !ok {
-		return Result{}, wrongState(kindSlidingWindow, st)
+		return wrongState(kindSlidingWindow, st)
 	}
 	if sw.Window <= 0 {
-		return Result{}, sw.Validate() // the arithmetic below divides by it
+		return sw.Validate() // the arithmetic below divides by it
 	}
 	v := sw.at(*s, c.Now)
 	allowed := sw.fits(v, c.Now, c.N)
@@ -124,7 +132,7 @@ func (sw SlidingWindow) Apply(st State, c Call) (Result, error) {
 	if inexact {
 		prevLeft++ // used rounds up, so Remaining rounds down
 	}
-	res := Result{
+	*res = Result{
 		Allowed:   allowed,
 		Limit:     sw.Limit,
 		Remaining: nonNeg(satSub(satSub(sw.Limit, v.curr), int64(prevLeft))),
@@ -142,7 +150,7 @@ func (sw SlidingWindow) Apply(st State, c Call) (Result, error) {
 			res.RetryAfter = until(sw.fitsAt(v, need), c.Now)
 		}
 	}
-	return res, nil
+	return nil
 }
 
 // fitsAt returns the first instant at which a call of need <= Limit fits

@@ -109,8 +109,8 @@ type State interface {
 	AppendEncode(dst []byte) []byte
 }
 
-// Taken reports whether a call with this result changed its state: it took
-// something. Engines mark a key dirty exactly then.
-func (c Call) Taken(r Result) bool {
-	return !c.DryRun && c.N > 0 && (r.Allowed || c.Record)
+// Taken reports whether the call changed its state, given whether it was
+// allowed: it took something. Engines mark a key dirty exactly then.
+func (c Call) Taken(allowed bool) bool {
+	return !c.DryRun && c.N > 0 && (allowed || c.Record)
 }

@@ -56,17 +56,16 @@ func (tb TokenBucket) Decode(b []byte) (State, error) {
 	return &tokenBucketState{s}, nil
 }
 
-// Apply implements Strategy.
-func (tb TokenBucket) Apply(st State, c Call) (Result, error) {
-	s, ok := st.(*tokenBucketState)
-	if !ok {
-		return Result{}, wrongState(kindTokenBucket, st)
-	}
-	return tb.bucket().apply(&s.bucketState, c), nil
+// Apply implements Strategy. It computes the bucket's constants (see
+// Prepare), then decides.
+func (tb TokenBucket) Apply(st State, c Call) (res Result, err error) {
+	b := tb.bucket()
+	err = b.decide(st, c, &res)
+	return res, err
 }
 
 func (tb TokenBucket) bucket() bucket {
-	return bucket{perNano: tb.Rate / nanosPerSecond, rest: float64(tb.Burst), far: 0, sign: 1, limit: tb.Burst}
+	return newBucket(tb.Rate, float64(tb.Burst), 0, 1, tb.Burst)
 }
 
 // AppendEncode implements State: "12|tokens|last".
