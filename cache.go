@@ -31,8 +31,7 @@ func appendStoreKey(dst []byte, k stateKey) []byte {
 }
 
 // entry is the in-memory state of one key. Its fields are guarded by the
-// lock of its shard. The first 64 bytes hold what every decision reads, so
-// that a decision on a key out of the CPU cache costs one line here.
+// lock of its shard.
 type entry struct {
 	k  stateKey
 	st strategies.State // nil: the initial state, nothing stored
@@ -49,10 +48,10 @@ type entry struct {
 	idleAt int64
 
 	gen   uint64 // the commit generation holding its latest change
+	h     uint64 // the hash of k: see DB.locate
 	next  *entry // the next entry whose key hashes alike
-	shard uint32
-	dirty bool // changed since its last commit; listed in shard.dirty
-	ref   bool // used since the eviction clock last passed it
+	dirty bool   // changed since its last commit; listed in shard.dirty
+	ref   bool   // used since the eviction clock last passed it
 }
 
 // dropIfIdle turns a state that is back at its initial value into a delete:
@@ -64,7 +63,7 @@ func (sh *shard) dropIfIdle(e *entry, now int64, g uint64) bool {
 	if e.st == nil || e.idleAt > now {
 		return false
 	}
-	e.st = nil
+	sh.setState(e, nil)
 	sh.markDirty(e, g)
 	return true
 }
@@ -75,10 +74,23 @@ func (sh *shard) dropIfIdle(e *entry, now int64, g uint64) bool {
 // collide are chained through entry.next and told apart by their strings.
 type shard struct {
 	mu    sync.Mutex
-	m     map[uint64]*entry
+	m     map[uint64]ref
 	n     int // entries, counting chained ones
 	dirty []*entry
 	_     [64]byte // keep neighbouring shard locks off one cache line
+}
+
+// ref is what the table holds for a hash: the first entry with that hash,
+// and copies of its key and state. A decision on a key reads all three
+// from the table, so that the loads of the key's bytes (to compare them),
+// of its state and of its entry go out together; following the entry to
+// its key and state made them one cache miss after another, and with 10k
+// keys in use each of those misses the CPU caches. setState keeps st equal
+// to the entry's.
+type ref struct {
+	e   *entry
+	key string
+	st  strategies.State
 }
 
 // slot is where a key lives: its hash and its shard.
@@ -90,28 +102,64 @@ type slot struct {
 // locate hashes key under a limiter whose name hashes to nameHash.
 func (db *DB) locate(nameHash uint64, key string) slot {
 	h := maphash.String(db.seed, key) ^ nameHash
-	f := h ^ h>>29 // fold high bits, where maphash mixes best, into the mask
-	return slot{h: h, idx: uint32(f & (numShards - 1))}
+	return slot{h: h, idx: shardIndex(h)}
 }
 
-// find returns the entry of k in sh, or nil. The caller holds sh.mu.
-func (sh *shard) find(h uint64, k stateKey) *entry {
-	for e := sh.m[h]; e != nil; e = e.next {
+// shardIndex picks the shard of hash h.
+func shardIndex(h uint64) uint32 {
+	f := h ^ h>>29 // fold high bits, where maphash mixes best, into the mask
+	return uint32(f & (numShards - 1))
+}
+
+// refTo returns the table's ref for e.
+func refTo(e *entry) ref { return ref{e: e, key: e.k.key, st: e.st} }
+
+// find returns the entry of k in sh and its state, or nil. The caller holds
+// sh.mu.
+func (sh *shard) find(h uint64, k stateKey) (*entry, strategies.State) {
+	r := sh.m[h]
+	if r.e == nil {
+		return nil, nil
+	}
+	if r.key == k.key && r.e.k.name == k.name {
+		return r.e, r.st
+	}
+	for e := r.e.next; e != nil; e = e.next {
 		if e.k.key == k.key && e.k.name == k.name {
-			return e
+			return e, e.st
 		}
 	}
-	return nil
+	return nil, nil
 }
 
-// remove unlinks e, found under hash h, from sh. The caller holds sh.mu.
-func (sh *shard) remove(h uint64, e *entry) {
-	head := sh.m[h]
+// setState sets the state of e, in e and in the table. The caller holds the
+// lock of e's shard.
+func (sh *shard) setState(e *entry, st strategies.State) {
+	if e.st == st {
+		return
+	}
+	e.st = st
+	if r := sh.m[e.h]; r.e == e {
+		r.st = st
+		sh.m[e.h] = r
+	}
+}
+
+// insert makes e the first entry of its hash in sh. The caller holds sh.mu.
+func (sh *shard) insert(e *entry) {
+	e.next = sh.m[e.h].e
+	sh.m[e.h] = refTo(e)
+	sh.n++
+}
+
+// remove unlinks e from sh. The caller holds sh.mu.
+func (sh *shard) remove(e *entry) {
+	head := sh.m[e.h].e
 	switch {
 	case head == e && e.next == nil:
-		delete(sh.m, h)
+		delete(sh.m, e.h)
 	case head == e:
-		sh.m[h] = e.next
+		sh.m[e.h] = refTo(e.next)
 	default:
 		p := head
 		for p.next != e {
@@ -123,29 +171,30 @@ func (sh *shard) remove(h uint64, e *entry) {
 	sh.n--
 }
 
-// lookup returns the entry of k in its shard, loading it from the store on a
-// miss. With load false a missing key gets an empty entry without reading
-// the store (Reset, which needs no old state). The caller holds sh.mu.
-func (db *DB) lookup(sh *shard, at slot, k stateKey, s strategies.Strategy, now int64, load bool) (*entry, error) {
-	if e := sh.find(at.h, k); e != nil {
+// lookup returns the entry of k in its shard and its state (nil: the
+// initial state), loading it from the store on a miss. With load false a
+// missing key gets an empty entry without reading the store (Reset, which
+// needs no old state). The caller holds sh.mu.
+func (db *DB) lookup(sh *shard, at slot, k stateKey, s strategies.Strategy, now int64, load bool) (*entry, strategies.State, error) {
+	if e, st := sh.find(at.h, k); e != nil {
 		if !e.ref { // no store when unchanged: it would dirty the cache line
 			e.ref = true
 		}
-		return e, nil
+		return e, st, nil
 	}
 	// The entry outlives the call: copy the key, which may be a slice of a
 	// larger buffer (a request header) that must not stay alive with it.
 	k.key = strings.Clone(k.key)
-	e := &entry{k: k, shard: at.idx, ref: true}
+	e := &entry{k: k, h: at.h, ref: true}
 	if load {
 		raw, err := db.store.Get(appendStoreKey(nil, k))
 		if err != nil {
-			return nil, fmt.Errorf("ratestore: limiter %q: key %q: load: %w", k.name, k.key, err)
+			return nil, nil, fmt.Errorf("ratestore: limiter %q: key %q: load: %w", k.name, k.key, err)
 		}
 		if raw != nil {
 			st, err := s.Decode(raw)
 			if err != nil {
-				return nil, fmt.Errorf("ratestore: limiter %q: key %q: %w", k.name, k.key, err)
+				return nil, nil, fmt.Errorf("ratestore: limiter %q: key %q: %w", k.name, k.key, err)
 			}
 			e.st = st
 			e.idleAt = math.MaxInt64 // unknown until the first Apply
@@ -154,10 +203,8 @@ func (db *DB) lookup(sh *shard, at slot, k stateKey, s strategies.Strategy, now 
 	if sh.n >= db.shardCap {
 		db.evict(sh, now)
 	}
-	e.next = sh.m[at.h]
-	sh.m[at.h] = e
-	sh.n++
-	return e, nil
+	sh.insert(e)
+	return e, e.st, nil
 }
 
 // evictScan bounds the work of one eviction: at most this many entries are
@@ -174,7 +221,8 @@ const evictScan = 32
 func (db *DB) evict(sh *shard, now int64) {
 	durable, g := db.durable.Load(), db.gen.Load().seq
 	n := 0
-	for h, e := range sh.m {
+	for _, r := range sh.m {
+		e := r.e
 		if n++; n > evictScan {
 			return
 		}
@@ -191,7 +239,7 @@ func (db *DB) evict(sh *shard, now int64) {
 			e.ref = false
 			continue
 		}
-		sh.remove(h, e)
+		sh.remove(e)
 		if sh.n < db.shardCap {
 			return
 		}

@@ -168,7 +168,7 @@ func (db *DB) commit() error {
 // commit retries them with their latest state.
 func (db *DB) redirty(entries []*entry) {
 	for _, e := range entries {
-		sh := &db.shards[e.shard]
+		sh := &db.shards[shardIndex(e.h)]
 		sh.mu.Lock()
 		sh.markDirty(e, e.gen)
 		sh.mu.Unlock()

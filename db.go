@@ -120,7 +120,7 @@ type DB struct {
 	store   storage.Store
 	backend Backend
 	path    string
-	now     func() time.Time
+	now     func() int64 // Unix nanoseconds: the engine never needs a time.Time
 	async   bool
 	log     *slog.Logger
 
@@ -178,13 +178,14 @@ func newDB(store storage.Store, backend Backend, path string, opts Options) *DB 
 		store:   store,
 		backend: backend,
 		path:    path,
-		now:     opts.Now,
 		async:   opts.Durability == Async,
 		log:     opts.Logger,
 		seed:    maphash.MakeSeed(),
 	}
-	if db.now == nil {
-		db.now = SystemClock()
+	if opts.Now == nil {
+		db.now = systemNanos()
+	} else {
+		db.now = func() int64 { return opts.Now().UnixNano() }
 	}
 	if db.log == nil {
 		db.log = slog.New(slog.DiscardHandler)
@@ -195,7 +196,7 @@ func newDB(store storage.Store, backend Backend, path string, opts Options) *DB 
 	}
 	db.shardCap = max(1, maxKeys/numShards)
 	for i := range db.shards {
-		db.shards[i].m = make(map[uint64]*entry)
+		db.shards[i].m = make(map[uint64]ref)
 	}
 	interval := opts.FlushInterval
 	if interval == 0 {
@@ -212,8 +213,17 @@ func newDB(store storage.Store, backend Backend, path string, opts Options) *DB 
 // correction, a manual change) does not move it, so no key gets a refill or
 // a penalty from one. A new process starts from the wall clock again.
 func SystemClock() func() time.Time {
+	nanos := systemNanos()
+	return func() time.Time { return time.Unix(0, nanos()) }
+}
+
+// systemNanos is SystemClock in Unix nanoseconds, the form the engine uses:
+// building a time.Time only to take its UnixNano again costs a few
+// nanoseconds a call.
+func systemNanos() func() int64 {
 	anchor := time.Now()
-	return func() time.Time { return anchor.Add(time.Since(anchor)) }
+	wall := anchor.UnixNano()
+	return func() int64 { return wall + int64(time.Since(anchor)) }
 }
 
 // Backend reports which backend the DB was opened with.
@@ -232,12 +242,12 @@ func (db *DB) Close() error {
 		// set, every call has either seen closed or finished changing its
 		// state, so the final commit holds every change ever made.
 		// Idle states are deleted on the way.
-		now, g := db.now().UnixNano(), db.gen.Load().seq
+		now, g := db.now(), db.gen.Load().seq
 		for i := range db.shards {
 			sh := &db.shards[i]
 			sh.mu.Lock()
-			for _, head := range sh.m {
-				for e := head; e != nil; e = e.next {
+			for _, r := range sh.m {
+				for e := r.e; e != nil; e = e.next {
 					sh.dropIfIdle(e, now, g)
 				}
 			}

@@ -252,7 +252,7 @@ func TestHotDecisionDoesNotAllocate(t *testing.T) {
 }
 
 // TestHashCollisionsAreChained forces keys onto one hash: each keeps its own
-// entry, and removing any of them leaves the others.
+// entry and state, and removing any of them leaves the others.
 func TestHashCollisionsAreChained(t *testing.T) {
 	db, _, _ := openHooked(t, Options{})
 	sh, at := &db.shards[0], slot{h: 42, idx: 0}
@@ -261,20 +261,34 @@ func TestHashCollisionsAreChained(t *testing.T) {
 	keys := []stateKey{{"a", "x"}, {"a", "y"}, {"b", "x"}}
 	var entries []*entry
 	for _, k := range keys {
-		e, err := db.lookup(sh, at, k, bucket, 0, false)
+		e, st, err := db.lookup(sh, at, k, bucket, 0, false)
 		require.NoError(t, err)
+		require.Nil(t, st)
 		entries = append(entries, e)
 	}
 	require.Equal(t, 3, sh.n)
-	for i, k := range keys {
-		require.Same(t, entries[i], sh.find(at.h, k))
+	// find returns each entry with its own state, wherever it is in the
+	// chain (the last one looked up is its head).
+	found := func(k stateKey) *entry {
+		e, st := sh.find(at.h, k)
+		if e != nil {
+			require.Equal(t, e.st, st, "state of %v", k)
+		}
+		return e
 	}
-	sh.remove(at.h, entries[1]) // the middle of the chain
-	require.Nil(t, sh.find(at.h, keys[1]))
-	require.Same(t, entries[0], sh.find(at.h, keys[0]))
-	require.Same(t, entries[2], sh.find(at.h, keys[2]))
-	sh.remove(at.h, entries[2]) // the head
-	sh.remove(at.h, entries[0]) // the last one
+	for i, e := range entries {
+		sh.setState(e, bucket.NewState())
+		require.Same(t, e, found(keys[i]))
+	}
+	sh.remove(entries[1]) // the middle of the chain
+	require.Nil(t, found(keys[1]))
+	require.Same(t, entries[0], found(keys[0]))
+	require.Same(t, entries[2], found(keys[2]))
+	sh.remove(entries[2]) // the head: the next one takes its place
+	require.Same(t, entries[0], found(keys[0]))
+	sh.setState(entries[0], nil)
+	require.Same(t, entries[0], found(keys[0]))
+	sh.remove(entries[0]) // the last one
 	require.Zero(t, sh.n)
 	require.NotContains(t, sh.m, at.h)
 }

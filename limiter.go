@@ -52,7 +52,9 @@ func (db *DB) Limiter(name string, s strategies.Strategy) (*Limiter, error) {
 	if db.closed.Load() {
 		return nil, ErrClosed
 	}
-	return &Limiter{db: db, name: name, s: s, nameHash: maphash.String(db.seed, name)}, nil
+	// Prepared once here rather than on every decision: see
+	// strategies.Prepare.
+	return &Limiter{db: db, name: name, s: strategies.Prepare(s), nameHash: maphash.String(db.seed, name)}, nil
 }
 
 func validName(name string) error {
@@ -73,11 +75,13 @@ func validKey(key string) error {
 func (l *Limiter) Name() string { return l.name }
 
 // Strategy reports the limiter's strategy.
-func (l *Limiter) Strategy() strategies.Strategy { return l.s }
+func (l *Limiter) Strategy() strategies.Strategy { return strategies.Unprepare(l.s) }
 
 // Allow is AllowN(ctx, key, 1).
-func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
-	return l.AllowN(ctx, key, 1)
+func (l *Limiter) Allow(ctx context.Context, key string) (r Result, err error) {
+	// Not "return l.AllowN(ctx, key, 1)": see do on copies of a Result.
+	err = l.do(ctx, key, strategies.Call{N: 1}, &r)
+	return r, err
 }
 
 // AllowN takes n from key's allowance if all of n fits, and otherwise takes
@@ -125,8 +129,8 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	e, _ := db.lookup(sh, at, stateKey{l.name, key}, l.s, db.now().UnixNano(), false) // no load: cannot fail
-	e.st = nil
+	e, _, _ := db.lookup(sh, at, stateKey{l.name, key}, l.s, db.now(), false) // no load: cannot fail
+	sh.setState(e, nil)
 	g := db.gen.Load()
 	sh.markDirty(e, g.seq)
 	sh.mu.Unlock()
@@ -134,10 +138,12 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 }
 
 // do decides c for key under the key's shard lock and writes the answer to
-// *res. The Result goes through a pointer, not up the call chain by value:
-// copying it between stack slots right after Apply wrote it made the CPU
-// stall on store-to-load forwarding (a one-byte store of Allowed read back
-// by a 16-byte copy), which cost more than the decision itself.
+// *res, where strategies.Decide writes it in the first place. The Result
+// goes through pointers, never up a call chain by value: Go keeps a struct
+// of more than four fields in memory, and copying it between stack slots
+// right after it was written made the CPU stall on store-to-load forwarding
+// (a one-byte store of Allowed read back by a 16-byte move), which cost
+// more than the decision itself.
 func (l *Limiter) do(ctx context.Context, key string, c strategies.Call, res *Result) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -149,12 +155,12 @@ func (l *Limiter) do(ctx context.Context, key string, c strategies.Call, res *Re
 		return fmt.Errorf("ratestore: limiter %q: key %q: negative n %d: %w", l.name, key, c.N, ErrInvalid)
 	}
 	db := l.db
-	c.Now = db.now().UnixNano()
+	c.Now = db.now()
 	sh, at, err := l.lock(key)
 	if err != nil {
 		return err
 	}
-	e, err := db.lookup(sh, at, stateKey{l.name, key}, l.s, c.Now, true)
+	e, st, err := db.lookup(sh, at, stateKey{l.name, key}, l.s, c.Now, true)
 	if err != nil {
 		sh.mu.Unlock()
 		return err
@@ -164,30 +170,25 @@ func (l *Limiter) do(ctx context.Context, key string, c strategies.Call, res *Re
 	} else {
 		e.seen = c.Now
 	}
-	st := e.st
 	if st == nil {
 		st = l.s.NewState()
 	}
-	r, err := l.s.Apply(st, c)
-	if err != nil {
+	if err := strategies.Decide(l.s, st, c, res); err != nil {
 		sh.mu.Unlock()
 		return fmt.Errorf("ratestore: limiter %q: key %q: %w", l.name, key, err)
 	}
-	// Field by field, so that no wide copy reads back narrower stores.
-	res.Allowed, res.Limit, res.Remaining = r.Allowed, r.Limit, r.Remaining
-	res.ResetAfter, res.RetryAfter = r.ResetAfter, r.RetryAfter
-	e.idleAt = satAdd(c.Now, int64(r.ResetAfter))
-	if !c.Taken(r) {
+	e.idleAt = satAdd(c.Now, int64(res.ResetAfter))
+	if !c.Taken(res.Allowed) {
 		// Nothing taken, nothing to wait for; but a stored state that time
 		// has brought back to its initial value is deleted in passing.
 		sh.dropIfIdle(e, c.Now, db.gen.Load().seq)
 		sh.mu.Unlock()
 		return nil
 	}
-	if r.ResetAfter == 0 {
+	if res.ResetAfter == 0 {
 		st = nil // back at its initial value: delete rather than store
 	}
-	e.st = st
+	sh.setState(e, st)
 	g := db.gen.Load()
 	sh.markDirty(e, g.seq)
 	sh.mu.Unlock()
