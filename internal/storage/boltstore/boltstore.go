@@ -1,38 +1,142 @@
-// Package boltstore implements storage.Store on go.etcd.io/bbolt: one file,
-// a single bucket, every Commit one fsynced read-write transaction.
+// Package boltstore implements storage.Store on go.etcd.io/bbolt, with a
+// write-ahead log in front of it.
 //
-// bbolt writes data pages, fsyncs, then writes the meta page and fsyncs
-// again, so a crash mid-commit leaves the previous transaction readable.
-// That ordering is why this backend never runs with bbolt's NoSync: a Commit
-// is already durable when it returns and Sync has nothing left to do.
+// # Files
+//
+// A database at path is two files, both mode 0600, that belong together
+// (copy or move them as a pair, and only while the database is closed):
+//
+//   - path, the bbolt file: bucket "ratestore" holds every key; bucket
+//     "ratestore-meta" holds "wal-seq", the sequence number of the last log
+//     record applied to it (big-endian uint64).
+//   - path+"-wal", the log (format: package wal), opened only once bbolt's
+//     file lock is held, so that lock guards both. After a clean Close it
+//     holds just its header.
+//
+// # Writes
+//
+// A bbolt transaction writes tens of scattered B+tree pages and fsyncs
+// twice, so one per group commit caps the engine at a few tens of thousands
+// of decisions per second. Instead, Commit appends one checksummed record
+// to the log (one write, no fsync) and applies the ops to an in-memory
+// overlay (key -> newest value, nil for a delete); Sync is one fdatasync of
+// the log. Get reads the overlay first, then bbolt; Scan merges the two.
+//
+// A checkpoint writes the whole overlay into bbolt in one ordinary (fsynced)
+// transaction that also stores the sequence number of the last record, then
+// empties the overlay and resets the log (synced). It runs inside Sync,
+// after the log's fdatasync, so the callers' changes are already durable.
+// The cost is latency: the Sync that runs it returns one bbolt transaction
+// later, and the next commit waits for it (BenchmarkCheckpoint on this
+// 2-vCPU virtio machine: ~20 ms for 10k keys, ~110 ms for 16k keys spread
+// over a 200k-key file), once per checkpoint.
+//
+// A checkpoint runs when the overlay holds checkpointKeys keys or the log
+// checkpointLogBytes bytes, but not within checkpointEvery of the previous
+// one: a checkpoint costs about the same page writes and two fsyncs however
+// many writes of a key it folds together, so under a burst of new keys the
+// interval keeps checkpoints from running back to back and taking the store
+// back to bbolt's speed. At hardLimitFactor times either threshold it runs
+// regardless (also from Commit), which bounds the overlay's memory and the
+// replay at Open. bbolt keeps its own fsyncs (no NoSync): a checkpoint is
+// crash safe on its own.
+//
+// # Crash safety
+//
+// The last acknowledged state (every Commit before a Sync that returned
+// nil) is readable after a crash at any point:
+//
+//   - During an append, or between an append and its fdatasync: the record
+//     may be missing, torn or whole. It was not acknowledged; a torn one
+//     fails its CRC, and replay stops there. Every acknowledged record is
+//     before it and was synced by an earlier Sync (the log file itself was
+//     created by a synced rename, its directory synced).
+//   - During a checkpoint: bbolt's transaction is all or nothing; if it did
+//     not commit, bbolt holds the previous checkpoint and the log, untouched,
+//     holds every acknowledged record since, which replay applies.
+//   - Between a checkpoint and the log's reset: bbolt holds everything,
+//     with the new sequence number; replay skips the log's records as
+//     already applied, so an old log never rolls state back.
+//   - During or after the reset: the log's first record header is zero
+//     (nothing to replay) or still the old records (skipped as above); a
+//     new record is written only after the reset was synced.
+//
+// Open replays records above bbolt's sequence number into the overlay, stops
+// at the first record that is short or fails its CRC (never acknowledged),
+// checkpoints them in one transaction and resets the log. A log that is not
+// ours, or of an unknown version, is refused.
 package boltstore
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/ratestore/ratestore/internal/storage"
+	"github.com/ratestore/ratestore/internal/storage/wal"
 )
 
-// bucket holds every key; callers namespace with prefixes.
-var bucket = []byte("ratestore")
+var (
+	// bucket holds every key; callers namespace with prefixes.
+	bucket = []byte("ratestore")
+	// metaBucket holds seqKey, the last log record in bucket.
+	metaBucket = []byte("ratestore-meta")
+	seqKey     = []byte("wal-seq")
+)
 
 // LockTimeout is how long Open waits for another holder of the file lock
 // before it gives up with storage.ErrLocked.
 const LockTimeout = 200 * time.Millisecond
 
-// Store is a bbolt database.
+// Checkpoint thresholds (see the package doc). 16k keys of a few dozen
+// bytes is a few MiB of overlay; 32 MiB of log replays in well under a
+// second.
+const (
+	checkpointKeys     = 16 << 10
+	checkpointLogBytes = 32 << 20
+	checkpointEvery    = time.Second
+	hardLimitFactor    = 4
+)
+
+// errClosed is returned by writes after Close.
+var errClosed = fmt.Errorf("boltstore: %w", bolt.ErrDatabaseNotOpen)
+
+// Store is a bbolt database with a write-ahead log.
+//
+// Locks: wmu serializes everything that changes the log, the overlay or
+// bbolt (Commit, Sync, checkpoints, Close) and Scan's page reads, which need
+// the overlay to hold still. mu guards ov.m between its writers (who also
+// hold wmu) and Get, so a Get never waits for an fdatasync or a checkpoint.
 type Store struct {
-	db *bolt.DB
+	db  *bolt.DB
+	log *wal.Log
+
+	wmu      sync.Mutex
+	mu       sync.RWMutex
+	ov       overlay
+	ckptSeq  uint64    // the sequence number stored in bbolt
+	lastCkpt time.Time // when the last checkpoint (or Open) ran
+	logBad   bool      // a log write or sync failed: Sync must checkpoint
+	closed   bool
+
+	// Thresholds and clock, fields so tests can change them.
+	ckptKeys  int
+	ckptBytes int64
+	ckptEvery time.Duration
+	now       func() time.Time
 }
 
 var _ storage.Store = (*Store)(nil)
 
-// Open opens or creates the bbolt file at path with mode 0600.
+// Open opens or creates the database at path (see the package doc for its
+// two files) and replays its log.
 func Open(path string) (*Store, error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
 		Timeout:      LockTimeout,
@@ -44,18 +148,99 @@ func Open(path string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bolt %s: %w", path, err)
 	}
-	if err := db.Update(func(tx *bolt.Tx) error {
-		_, err := tx.CreateBucketIfNotExists(bucket)
-		return err
-	}); err != nil {
+	s := &Store{
+		db:        db,
+		ckptKeys:  checkpointKeys,
+		ckptBytes: checkpointLogBytes,
+		ckptEvery: checkpointEvery,
+		now:       time.Now,
+	}
+	if err := s.open(path + "-wal"); err != nil {
+		if s.log != nil {
+			s.log.Close()
+		}
 		db.Close()
 		return nil, fmt.Errorf("bolt %s: %w", path, err)
 	}
-	return &Store{db: db}, nil
+	return s, nil
+}
+
+// open opens the log, prepares the buckets and replays the log. Nothing is
+// written to either file before the log's header and records have been
+// found good (bbolt's lock is already held).
+func (s *Store) open(logPath string) error {
+	var err error
+	if s.log, err = wal.Open(logPath); err != nil {
+		return err
+	}
+	var missing bool
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		missing = tx.Bucket(bucket) == nil || tx.Bucket(metaBucket) == nil
+		return s.readSeq(tx)
+	}); err != nil {
+		return err
+	}
+	replayed := 0
+	if err := s.log.Replay(s.ckptSeq, func(_ uint64, ops []storage.Op) error {
+		s.apply(ops)
+		replayed++
+		return nil
+	}); err != nil {
+		return err
+	}
+	if missing && replayed > 0 {
+		// A bbolt file that was never checkpointed (new, or replaced) next
+		// to a log with records: the log belongs to another database.
+		// Replaying it would bring that database's state back into this one.
+		return fmt.Errorf("log %s holds %d records, but the database next to it has never been checkpointed: the log belongs to another database file (remove it only if that database is gone)", logPath, replayed)
+	}
+	if missing {
+		if err := s.db.Update(func(tx *bolt.Tx) error {
+			for _, name := range [][]byte{bucket, metaBucket} {
+				if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	// Apply what was replayed, and reset the log even if it was all
+	// skipped, so that new records do not follow old ones.
+	s.lastCkpt = s.now()
+	return s.checkpoint()
+}
+
+// readSeq reads the checkpointed sequence number, if there is one.
+func (s *Store) readSeq(tx *bolt.Tx) error {
+	meta := tx.Bucket(metaBucket)
+	if meta == nil {
+		return nil
+	}
+	if v := meta.Get(seqKey); v != nil {
+		if len(v) != 8 {
+			return fmt.Errorf("%s/%s is %d bytes, want 8", metaBucket, seqKey, len(v))
+		}
+		s.ckptSeq = binary.BigEndian.Uint64(v)
+	}
+	return nil
 }
 
 // Get implements storage.Store.
 func (s *Store) Get(key []byte) (value []byte, err error) {
+	s.mu.RLock()
+	v, ok := s.ov.m[string(key)]
+	if ok {
+		value = bytes.Clone(v) // nil (a tombstone) stays nil
+	}
+	s.mu.RUnlock()
+	if ok {
+		return value, nil
+	}
+	// Reading bbolt without the lock is fine: a checkpoint that ran since
+	// moved the overlay's values there, so this still returns a value the
+	// key held while Get ran.
 	err = s.db.View(func(tx *bolt.Tx) error {
 		if v := tx.Bucket(bucket).Get(key); v != nil {
 			value = bytes.Clone(v)
@@ -65,53 +250,208 @@ func (s *Store) Get(key []byte) (value []byte, err error) {
 	return value, err
 }
 
-// Commit implements storage.Store: one fsynced transaction.
+// Commit implements storage.Store: one log record, durable at the next
+// Sync. Keys bbolt would refuse are refused here, before anything is logged,
+// since a checkpoint could not apply them.
 func (s *Store) Commit(ops []storage.Op) error {
 	if len(ops) == 0 {
 		return nil
 	}
-	return s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucket)
-		for _, op := range ops {
-			var err error
-			if op.Value == nil {
-				err = b.Delete(op.Key)
-			} else {
-				err = b.Put(op.Key, op.Value)
-			}
-			if err != nil {
-				return fmt.Errorf("key %q: %w", op.Key, err)
-			}
+	for _, op := range ops {
+		var err error
+		switch {
+		case len(op.Key) == 0:
+			err = bolt.ErrKeyRequired
+		case len(op.Key) > bolt.MaxKeySize:
+			err = bolt.ErrKeyTooLarge
+		case int64(len(op.Value)) > bolt.MaxValueSize:
+			err = bolt.ErrValueTooLarge
 		}
-		return nil
-	})
+		if err != nil {
+			return fmt.Errorf("key %q: %w", op.Key, err)
+		}
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.closed {
+		return errClosed
+	}
+	if err := s.log.Append(ops); err != nil {
+		s.logBad = true
+		return err
+	}
+	s.apply(ops)
+	if s.overLimit(hardLimitFactor) {
+		// The ops are committed whatever happens here; a checkpoint that
+		// fails is retried, and its error returned, by Sync.
+		_ = s.checkpoint()
+	}
+	return nil
 }
 
-// Scan implements storage.Store.
+// apply writes ops into the overlay. The caller holds wmu.
+func (s *Store) apply(ops []storage.Op) {
+	s.mu.Lock()
+	for _, op := range ops {
+		s.ov.set(op.Key, op.Value)
+	}
+	s.mu.Unlock()
+}
+
+// overLimit reports whether the overlay or the log reached factor times its
+// checkpoint threshold.
+func (s *Store) overLimit(factor int) bool {
+	return s.ov.len() >= factor*s.ckptKeys || s.log.Size() >= int64(factor)*s.ckptBytes
+}
+
+// Sync implements storage.Store: one fdatasync of the log, then a
+// checkpoint if one is due. If that checkpoint fails, Sync returns its error
+// although the commits are durable in the log; retrying them is harmless.
+func (s *Store) Sync() error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.closed {
+		return errClosed
+	}
+	if !s.logBad {
+		if err := s.log.Sync(); err != nil {
+			// The page cache may have dropped what failed to reach the
+			// disk, so the log can no longer be trusted: make the changes
+			// durable in bbolt instead.
+			s.logBad = true
+			if cerr := s.checkpoint(); cerr != nil {
+				return errors.Join(err, cerr)
+			}
+			return nil
+		}
+	}
+	if s.logBad || s.overLimit(hardLimitFactor) ||
+		s.overLimit(1) && s.now().Sub(s.lastCkpt) >= s.ckptEvery {
+		return s.checkpoint()
+	}
+	return nil
+}
+
+// checkpoint writes the overlay into bbolt with the last record's sequence
+// number, empties it and resets the log. The caller holds wmu. It does
+// nothing if there is nothing to do.
+func (s *Store) checkpoint() error {
+	seq := s.log.Last()
+	if seq == s.ckptSeq && s.log.Size() == 0 && !s.logBad {
+		return nil
+	}
+	if seq != s.ckptSeq {
+		keys := s.ov.keys() // in order: bbolt's cursor walks forward
+		err := s.db.Update(func(tx *bolt.Tx) error {
+			b := tx.Bucket(bucket)
+			for _, k := range keys {
+				var err error
+				// The overlay is not written while wmu is held, so its
+				// values outlive the transaction as bbolt requires.
+				if v := s.ov.m[k]; v == nil {
+					err = b.Delete([]byte(k))
+				} else {
+					err = b.Put([]byte(k), v)
+				}
+				if err != nil {
+					return fmt.Errorf("key %q: %w", k, err)
+				}
+			}
+			return tx.Bucket(metaBucket).Put(seqKey, binary.BigEndian.AppendUint64(nil, seq))
+		})
+		if err != nil {
+			return fmt.Errorf("checkpoint: %w", err)
+		}
+		s.ckptSeq = seq
+		s.mu.Lock()
+		s.ov.reset()
+		s.mu.Unlock()
+	}
+	if err := s.log.Reset(); err != nil {
+		s.logBad = true
+		return err
+	}
+	s.logBad = false
+	s.lastCkpt = s.now()
+	return nil
+}
+
+// Scan implements storage.Store. Each page merges bbolt with the overlay
+// (whose entries win, tombstones hiding keys), read afresh, so the scan sees
+// every write committed before the page was read, including fn's own.
 func (s *Store) Scan(prefix, start []byte, fn func(k, v []byte) error) error {
 	if bytes.Compare(start, prefix) < 0 {
 		start = prefix
 	}
 	return storage.ScanPages(start, fn, func(start []byte, page *storage.Page) error {
+		s.wmu.Lock()
+		defer s.wmu.Unlock()
+		keys := s.ov.keys()
+		pfx := string(prefix)
+		i, _ := slices.BinarySearch(keys, string(start))
 		return s.db.View(func(tx *bolt.Tx) error {
 			c := tx.Bucket(bucket).Cursor()
-			for k, v := c.Seek(start); k != nil && bytes.HasPrefix(k, prefix) && !page.Full(); k, v = c.Next() {
-				page.Add(k, v)
+			k, v := c.Seek(start)
+			for !page.Full() {
+				inBolt := k != nil && bytes.HasPrefix(k, prefix)
+				inOverlay := i < len(keys) && strings.HasPrefix(keys[i], pfx)
+				switch {
+				case !inBolt && !inOverlay:
+					return nil
+				case inOverlay && (!inBolt || keys[i] <= string(k)):
+					if inBolt && keys[i] == string(k) {
+						k, v = c.Next() // shadowed by the overlay
+					}
+					if ov := s.ov.m[keys[i]]; ov != nil {
+						page.Add([]byte(keys[i]), ov)
+					}
+					i++
+				default:
+					page.Add(k, v)
+					k, v = c.Next()
+				}
 			}
 			return nil
 		})
 	})
 }
 
-// Sync implements storage.Store. Every Commit is already fsynced.
-func (s *Store) Sync() error { return nil }
+// Close implements storage.Store: it syncs the log, checkpoints, and leaves
+// the log holding just its header.
+func (s *Store) Close() error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	var err error
+	if !s.logBad {
+		// Durable in the log first, in case the checkpoint fails.
+		err = s.log.Sync()
+	}
+	if cerr := s.checkpoint(); cerr != nil {
+		err = errors.Join(err, cerr)
+	} else {
+		// Every change is in bbolt: the sync error, if any, lost nothing.
+		err = s.log.Truncate()
+	}
+	return errors.Join(err, s.log.Close(), s.db.Close())
+}
 
-// Close implements storage.Store.
-func (s *Store) Close() error { return s.db.Close() }
-
-// Compact rewrites the database into a new file at dst, dropping free pages.
-// bbolt never shrinks its file on its own.
+// Compact checkpoints, then rewrites the bbolt file into a new file at dst,
+// dropping free pages (bbolt never shrinks its file on its own). dst is a
+// complete database with an empty log.
 func (s *Store) Compact(dst string) error {
+	s.wmu.Lock()
+	err := errClosed
+	if !s.closed {
+		err = s.checkpoint()
+	}
+	s.wmu.Unlock()
+	if err != nil {
+		return err
+	}
 	out, err := bolt.Open(dst, 0o600, &bolt.Options{Timeout: LockTimeout})
 	if err != nil {
 		return err
