@@ -1,0 +1,296 @@
+package rollingwindow
+
+import (
+	"fmt"
+	"iter"
+	"math"
+	"time"
+)
+
+// State is the usage of one key over a rolling window: its live buckets,
+// oldest first, in a sparse ring (see the package doc). Make one with New
+// or Rebuild; the zero State has no Config and counts nothing.
+//
+// Every method that takes an instant first expires the buckets that no
+// longer count at that instant; nothing else changes a State but Add, AddAt,
+// Append, Reconfigure and Reset.
+type State struct {
+	cfg   Config
+	ring  []slot // len is 0 or a power of two
+	head  int    // the ring index of the oldest bucket
+	count int    // live buckets, at ring[head], ring[(head+1)&mask], ...
+	base  uint64 // the cumulative count of the buckets popped, 0 when empty
+}
+
+// slot is one bucket: its start and the cumulative count c_i of every
+// bucket up to and including it, modulo 2^64.
+type slot struct {
+	start int64
+	cum   uint64
+}
+
+// minRing is the ring's first size.
+const minRing = 4
+
+// New returns an empty State for c, or c's error from Validate.
+func New(c Config) (*State, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &State{cfg: c}, nil
+}
+
+// Config returns the configuration of s.
+func (s *State) Config() Config { return s.cfg }
+
+// Len returns the number of buckets s holds, as of the last instant it
+// was given: the buckets All yields.
+func (s *State) Len() int { return s.count }
+
+// Reset empties s, keeping its ring for reuse.
+func (s *State) Reset() { s.head, s.count, s.base = 0, 0, 0 }
+
+// at returns the i-th bucket from the oldest, 0 <= i < s.count.
+func (s *State) at(i int) *slot { return &s.ring[(s.head+i)&(len(s.ring)-1)] }
+
+// top returns the cumulative count of the newest bucket: base when empty.
+func (s *State) top() uint64 {
+	if s.count == 0 {
+		return s.base
+	}
+	return s.at(s.count - 1).cum
+}
+
+// used returns the usage in the buckets held.
+func (s *State) used() int64 { return int64(s.top() - s.base) }
+
+// room returns what of n >= 0 can be added without taking the used total
+// past math.MaxInt64: 0 for n <= 0.
+func (s *State) room(n int64) int64 { return min(max(n, 0), math.MaxInt64-s.used()) }
+
+// older reports whether a is Window or more before b: a <= b - Window,
+// computed without overflow. A bucket that starts at a is expired at b.
+func (s *State) older(a, b int64) bool {
+	return a <= b && uint64(b)-uint64(a) >= uint64(s.cfg.Window)
+}
+
+// until returns the time from now until the bucket starting at start, live
+// at now, stops counting: start + Window - now, at least 1ns, saturated at
+// math.MaxInt64.
+func (s *State) until(start, now int64) time.Duration {
+	w := uint64(s.cfg.Window)
+	if now >= start {
+		return time.Duration(w - (uint64(now) - uint64(start))) // live: now - start < w
+	}
+	d := uint64(start) - uint64(now) // a clock gone back before start
+	if d > math.MaxInt64-w {
+		return math.MaxInt64
+	}
+	return time.Duration(d + w)
+}
+
+// Expire drops the buckets that no longer count at now: those that start
+// at or before now - Window. An instant earlier than one s has seen drops
+// nothing that it had kept.
+func (s *State) Expire(now int64) {
+	if s.count == 0 || !s.older(s.at(0).start, now) {
+		return
+	}
+	// The starts increase, so the expired buckets are a prefix: find the
+	// first live one, 1 <= lo <= count, by a galloping search, probing 1,
+	// 2, 4, ... then bisecting the last gap: O(1 + log j) for j expired.
+	lo, hi := 1, s.count
+	for p := 1; p < s.count; p *= 2 {
+		if !s.older(s.at(p).start, now) {
+			hi = p
+			break
+		}
+		lo = p + 1
+	}
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if s.older(s.at(mid).start, now) {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	if lo == s.count {
+		s.Reset()
+		return
+	}
+	s.base = s.at(lo - 1).cum
+	s.head = (s.head + lo) & (len(s.ring) - 1)
+	s.count -= lo
+}
+
+// Used returns the usage that counts at now.
+func (s *State) Used(now int64) int64 {
+	s.Expire(now)
+	return s.used()
+}
+
+// Add records n units of usage at now, in now's bucket: or, when now's
+// bucket is older than the newest bucket (a clock gone backwards), in the
+// newest bucket. An n <= 0 adds nothing; the part of n that would take the
+// used total past math.MaxInt64 is not counted.
+func (s *State) Add(now, n int64) {
+	s.Expire(now)
+	if n = s.room(n); n == 0 {
+		return
+	}
+	start := s.cfg.BucketStart(now)
+	if s.count > 0 {
+		if newest := s.at(s.count - 1); start <= newest.start {
+			newest.cum += uint64(n)
+			return
+		}
+	}
+	s.push(start, s.top()+uint64(n))
+}
+
+// push appends a bucket newer than every bucket held.
+func (s *State) push(start int64, cum uint64) {
+	if s.count == len(s.ring) {
+		s.grow()
+	}
+	*s.at(s.count) = slot{start, cum}
+	s.count++
+}
+
+// grow doubles the ring, from minRing slots up to ringLimit. A State whose
+// invariant was broken would keep doubling rather than lose usage.
+func (s *State) grow() {
+	n := min(max(2*len(s.ring), minRing), s.ringLimit())
+	if n <= len(s.ring) {
+		n = 2 * len(s.ring)
+	}
+	s.resize(n)
+}
+
+// ringLimit returns the largest ring: the power of two at or above
+// Window/Bucket, which holds every bucket of a window.
+func (s *State) ringLimit() int {
+	limit := 1
+	for limit < s.cfg.Buckets() {
+		limit <<= 1
+	}
+	return limit
+}
+
+// resize moves the buckets into a new ring of n >= s.count slots, a power
+// of two, the oldest first.
+func (s *State) resize(n int) {
+	ring := make([]slot, n)
+	for i := range s.count {
+		ring[i] = *s.at(i)
+	}
+	s.ring, s.head = ring, 0
+}
+
+// RetryAfter returns the time from now until a call of n fits: until
+// enough buckets have expired for used + n <= limit, exactly to the
+// nanosecond. It returns 0 if the call fits now (used + n == limit fits),
+// and -1 if it never can, for n > limit. An n < 0 counts as 0.
+func (s *State) RetryAfter(now, limit, n int64) time.Duration {
+	s.Expire(now)
+	n = max(n, 0)
+	if n > limit {
+		return -1
+	}
+	used := s.used()
+	if used <= limit-n {
+		return 0
+	}
+	// The oldest buckets must go until they have freed need; the bucket
+	// whose cumulative count reaches it is the last to go, and when it
+	// goes, at its start + Window, every newer bucket still counts. The
+	// newest reaches it (need <= used, as n <= limit), so lo ends on one.
+	need := uint64(used - (limit - n))
+	lo, hi := 0, s.count-1
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if s.at(mid).cum-s.base >= need {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return s.until(s.at(lo).start, now)
+}
+
+// ResetAfter returns the time from now until every bucket in use has
+// expired, when s counts nothing again: 0 if and only if it counts nothing
+// at now.
+func (s *State) ResetAfter(now int64) time.Duration {
+	s.Expire(now)
+	if s.count == 0 {
+		return 0
+	}
+	return s.until(s.at(s.count-1).start, now)
+}
+
+// All yields the buckets of s as (start, n), oldest first: the starts
+// strictly increase, each is a multiple of Bucket, and each n is positive.
+// It yields what s holds as of the last instant it was given; call Expire
+// first to leave out what has expired since. s must not change during the
+// iteration.
+func (s *State) All() iter.Seq2[int64, int64] {
+	return func(yield func(start, n int64) bool) {
+		prev := s.base
+		for i := range s.count {
+			b := s.at(i)
+			if !yield(b.start, int64(b.cum-prev)) {
+				return
+			}
+			prev = b.cum
+		}
+	}
+}
+
+// Rebuild returns the State of c that holds buckets, a sequence of (start,
+// n) oldest first, as All yields them; Append says what it rejects, with an
+// error matching ErrCorrupt. Buckets that have expired by the time the
+// State is next used are dropped then, like any other.
+func Rebuild(c Config, buckets iter.Seq2[int64, int64]) (*State, error) {
+	s, err := New(c)
+	if err != nil {
+		return nil, err
+	}
+	for start, n := range buckets {
+		if err := s.Append(start, n); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Append adds a bucket newer than every bucket of s, as Rebuild does. It
+// rejects with an error matching ErrCorrupt, and leaves s unchanged, a
+// bucket that no State could hold: a start that is not a multiple of
+// Bucket or not after the newest bucket's, one Window or more after the
+// oldest bucket's (so s never holds more than Window/Bucket buckets), an n
+// that is not positive, or one that takes the total past math.MaxInt64.
+func (s *State) Append(start, n int64) error {
+	if err := s.cfg.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case n <= 0:
+		return s.corrupt(start, n, "count is not positive")
+	case start%int64(s.cfg.Bucket) != 0:
+		return s.corrupt(start, n, fmt.Sprintf("start is not a multiple of Bucket %v", s.cfg.Bucket))
+	case s.count > 0 && start <= s.at(s.count-1).start:
+		return s.corrupt(start, n, fmt.Sprintf("start is not after the previous bucket's, %d", s.at(s.count-1).start))
+	case s.count > 0 && s.older(s.at(0).start, start):
+		return s.corrupt(start, n, fmt.Sprintf("start is Window %v or more after the oldest bucket's, %d", s.cfg.Window, s.at(0).start))
+	case n > math.MaxInt64-s.used():
+		return s.corrupt(start, n, "the total passes math.MaxInt64")
+	}
+	s.push(start, s.top()+uint64(n))
+	return nil
+}
+
+func (s *State) corrupt(start, n int64, why string) error {
+	return fmt.Errorf("rollingwindow: bucket %d (start %d, n %d): %s: %w", s.count, start, n, why, ErrCorrupt)
+}
