@@ -113,10 +113,15 @@ var strategyCases = []strategyCase{
 		{Name: "minute", Limit: 50, Window: time.Minute},
 	}}, 5, "23", "v2|2|%d|"},
 	{"sliding-window", strategies.SlidingWindow{Limit: 5, Window: time.Second}, 5, "62", ""},
+	{"rolling-window", strategies.RollingWindow{Limit: 5, Window: time.Second, Bucket: 100 * time.Millisecond}, 5, "72", ""},
 	{"composite", strategies.Composite{
 		Primary:   strategies.GCRA{Rate: 10, Burst: 5},
 		Secondary: strategies.FixedWindow{Quotas: []strategies.Quota{{Name: "minute", Limit: 3, Window: time.Minute}}},
 	}, 3, "51", "cmp1|v2|%d|$v2|1|%d|"}, // TAT = now + 2T; one call in the minute
+	{"composite-rolling", strategies.Composite{
+		Primary:   strategies.TokenBucket{Rate: 10, Burst: 5},
+		Secondary: strategies.RollingWindow{Limit: 3, Window: time.Minute, Bucket: time.Second},
+	}, 3, "51", ""},
 }
 
 // forEach runs f for every env and strategy case, each on a fresh DB.
@@ -375,7 +380,7 @@ func TestCorruptStateNamesKey(t *testing.T) {
 }
 
 func TestLegacyEncodingRewritten(t *testing.T) {
-	var legacy []strategyCase // the sliding window is new: it has no older encoding
+	var legacy []strategyCase // the sliding and rolling windows are new: they have no older encoding
 	for _, c := range strategyCases {
 		if c.legacy != "" {
 			legacy = append(legacy, c)

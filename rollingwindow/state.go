@@ -14,6 +14,12 @@ import (
 // Every method that takes an instant first expires the buckets that no
 // longer count at that instant; nothing else changes a State but Add, AddAt,
 // Append, Reconfigure and Reset.
+//
+// Expiring moves only the State's own fields (head, count, base), never the
+// ring's contents: only Add, AddAt, Append and Reconfigure write the ring.
+// So a shallow copy (c := *s) may be queried, expired included, without
+// changing s; strategies.RollingWindow relies on it for calls that must
+// change nothing.
 type State struct {
 	cfg   Config
 	ring  []slot // len is 0 or a power of two

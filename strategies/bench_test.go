@@ -32,6 +32,7 @@ var benchConfigs = []struct {
 	{"LeakyBucket", LeakyBucket{Rate: 70, Capacity: 10}},
 	{"FixedWindow", FixedWindow{Quotas: []Quota{{"second", 70, time.Second}, {"minute", 4000, time.Minute}}}},
 	{"SlidingWindow", SlidingWindow{Limit: 70, Window: time.Second}},
+	{"RollingWindow", RollingWindow{Limit: 70, Window: time.Second, Bucket: 100 * time.Millisecond}},
 	{"Composite", Composite{Primary: TokenBucket{Rate: 70, Burst: 10}, Secondary: FixedWindow{Quotas: []Quota{{"minute", 4000, time.Minute}}}}},
 }
 
@@ -54,6 +55,7 @@ var hotConfigs = []struct {
 	{"LeakyBucket", LeakyBucket{Rate: hotRate, Capacity: hotBurst}},
 	{"FixedWindow", FixedWindow{Quotas: []Quota{{"second", hotRate, time.Second}, {"minute", 60 * hotRate, time.Minute}}}},
 	{"SlidingWindow", SlidingWindow{Limit: hotRate, Window: time.Second}},
+	{"RollingWindow", RollingWindow{Limit: hotRate, Window: time.Second, Bucket: 10 * time.Millisecond}},
 	{"Composite", Composite{Primary: GCRA{Rate: hotRate, Burst: hotBurst}, Secondary: FixedWindow{Quotas: []Quota{{"minute", 60 * hotRate, time.Minute}}}}},
 }
 

@@ -1,8 +1,8 @@
 // Package strategies holds the rate-limiting algorithms of ratestore as pure
 // decision functions: a configuration (TokenBucket, GCRA, LeakyBucket,
-// FixedWindow, SlidingWindow, Composite) decides a call against a per-key
-// State at a given instant, and encodes that State in a compact, versioned
-// text form.
+// FixedWindow, SlidingWindow, RollingWindow, Composite) decides a call
+// against a per-key State at a given instant, and encodes that State in a
+// compact, versioned text form.
 //
 // Nothing here does I/O or reads a clock: the instant of every call is passed
 // in as Unix nanoseconds. That is what lets package ratestore decide in memory
@@ -41,7 +41,8 @@
 //     makes anything wrap around or panic. Durations that do not fit in
 //     int64 nanoseconds (292 years) are reported as math.MaxInt64.
 //   - Apply allocates nothing for a state of its own kind under an
-//     unchanged configuration, prepared or not.
+//     unchanged configuration, prepared or not (a RollingWindow state once
+//     its ring of buckets has grown to hold a window's worth).
 //
 // # Changed configurations
 //
@@ -51,6 +52,8 @@
 // Capacity or Limit keeps the level or counts, which then drain or expire
 // like a Record's excess; a FixedWindow quota is matched by name, a new one
 // starting fresh and a removed one forgotten; a SlidingWindow whose Window
-// changed moves its window start forward to the next aligned instant. A
-// state of another kind is an error matching ErrMismatch.
+// changed moves its window start forward to the next aligned instant; a
+// RollingWindow whose Window or Bucket changed moves its usage to the new
+// buckets, none earlier (rollingwindow.State.Reconfigure). A state of
+// another kind is an error matching ErrMismatch.
 package strategies

@@ -26,7 +26,7 @@ const (
 	kindGCRA          kind = '4'
 	kindComposite     kind = '5'
 	kindSlidingWindow kind = '6'
-	kindRollingWindow kind = '7' // reserved for RollingWindow (package rollingwindow)
+	kindRollingWindow kind = '7'
 )
 
 // String names the kind in error messages.

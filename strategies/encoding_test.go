@@ -18,6 +18,7 @@ var configs = []struct {
 	{"LeakyBucket", LeakyBucket{Rate: 10, Capacity: 5}},
 	{"FixedWindow", FixedWindow{Quotas: []Quota{{"second", 2, time.Second}, {"minute", 3, time.Minute}}}},
 	{"SlidingWindow", SlidingWindow{Limit: 10, Window: 10 * time.Second}},
+	{"RollingWindow", RollingWindow{Limit: 10, Window: 10 * time.Second, Bucket: time.Second}},
 	{"Composite", Composite{Primary: TokenBucket{Rate: 1, Burst: 2}, Secondary: FixedWindow{Quotas: []Quota{{"day", 3, 24 * time.Hour}}}}},
 }
 
@@ -28,6 +29,7 @@ func TestDecodeCorrupt(t *testing.T) {
 	fw := FixedWindow{Quotas: []Quota{{"a", 2, time.Second}}}
 	sw := SlidingWindow{Limit: 10, Window: time.Second}
 	cs := Composite{Primary: tb, Secondary: g}
+	rw := RollingWindow{Limit: 10, Window: time.Second, Bucket: 100 * time.Millisecond}
 	for _, c := range []struct {
 		s   Strategy
 		in  string
@@ -108,6 +110,44 @@ func TestDecodeCorrupt(t *testing.T) {
 		{sw, "62|0|0|0|0", "trailing data"},
 		{sw, "v1|1|2|3", "no legacy encoding"},
 		{sw, "v2|1|2|", "no legacy encoding"},
+		{rw, "72", "field 2 (window) is missing"},
+		{rw, "72|", "not a decimal integer"},
+		{rw, "72|1000000000", "field 3 (bucket) is missing"},
+		{rw, "72|NaN|1", "not a decimal integer"},
+		{rw, "72|1000000000|1e8", "not a decimal integer"},
+		{rw, "72|0|1", "out of range"},
+		{rw, "72|-1000000000|100000000", "out of range"},
+		{rw, "72|3153600000000000001|1", "out of range"},
+		{rw, "72|1000000000|0", "out of range"},
+		{rw, "72|1000000000|300000000", "fields 2-3 (window, bucket): rollingwindow: Window 1s is not a multiple of Bucket 300ms"},
+		{rw, "72|1000000000|2000000000", "not a multiple"},
+		{rw, "72|1000000000|1", "more than MaxBuckets"},
+		{rw, "72|1|2|3|4|5|6|7|8", "not a multiple"},
+		{rw, "72|1000000000|100000000|", "field 4 (start) \"\" is not a decimal integer"},
+		{rw, "72|1000000000|100000000|0", "field 5 (count) is missing"},
+		{rw, "72|1000000000|100000000|0|", "field 5 (count) \"\" is not a decimal integer"},
+		{rw, "72|1000000000|100000000|0|0", "out of range"},
+		{rw, "72|1000000000|100000000|0|-3", "out of range"},
+		{rw, "72|1000000000|100000000|0|NaN", "not a decimal integer"},
+		{rw, "72|1000000000|100000000|0|+3", "not a decimal integer"},
+		{rw, "72|1000000000|100000000|0|9223372036854775808", "out of range"},
+		{rw, "72|1000000000|100000000|50000000|1", "start is not a multiple of Bucket 100ms"},
+		{rw, "72|1000000000|100000000|-50000000|1", "start is not a multiple"},
+		{rw, "72|1000000000|100000000|" + ns(0) + "|1|0|1", "field 6 (gap) \"0\" is out of range"},
+		{rw, "72|1000000000|100000000|" + ns(0) + "|1|-1|1", "out of range"},
+		{rw, "72|1000000000|100000000|" + ns(0) + "|1|1", "field 7 (count) is missing"},
+		{rw, "72|1000000000|100000000|" + ns(0) + "|1|10|1", "start is Window 1s or more after the oldest bucket's"},
+		{rw, "72|1000000000|100000000|" + ns(0) + "|1|9|1|1|1", "or more after the oldest"},
+		{rw, "72|1000000000|100000000|" + ns(0) + "|1|9|1|1", "field 9 (count) is missing"},
+		{rw, "72|1000000000|100000000|9223372036800000000|1|1|1", "passes the int64 range"},
+		{rw, "72|1000000000|100000000|-9223372036800000000|1|92233720368547758|1", "passes the int64 range"},
+		{rw, "72|1000000000|100000000|" + ns(0) + "|1|9223372036854775807|1", "passes the int64 range"},
+		{rw, "72|1000000000|100000000|" + ns(0) + "|9223372036854775807|1|1", "the total passes math.MaxInt64"},
+		{rw, "72|1000000000|100000000|" + ns(0) + "|1|1|2|", "field 8 (gap) \"\" is not a decimal integer"},
+		{rw, "72|1000000000|100000000|" + ns(0) + "|1\n", "not a decimal integer"},
+		{rw, "71|1000000000|100000000", "unsupported format version"},
+		{rw, "v1|1|2|3", "no legacy encoding"},
+		{rw, "v2|x|", "no legacy encoding"},
 		{cs, "51", "field 2 (parts) is missing"},
 		{cs, "51|", "exactly one '$'"},
 		{cs, "51|$", "composite: primary: strategies: token bucket: unknown header"},
@@ -145,7 +185,12 @@ func TestDecodeMismatch(t *testing.T) {
 		{tb, "51|12|1|2$42|1"},
 		{tb, "cmp1|12|1|2$42|1"},
 		{tb, "62|0|0|0"},
-		{tb, "72|0"}, // reserved for RollingWindow
+		{tb, "72|0"}, // the header decides
+		{RollingWindow{Limit: 1, Window: 1, Bucket: 1}, "62|0|0|0"},
+		{RollingWindow{Limit: 1, Window: 1, Bucket: 1}, "12|1|2"},
+		{RollingWindow{Limit: 1, Window: 1, Bucket: 1}, "cmp1|12|1|2$42|1"},
+		{SlidingWindow{Limit: 1, Window: 1}, "72|1|1"},
+		{Composite{Primary: tb, Secondary: g}, "51|12|1|2$72|1|1"},
 		{tb, "41|5"}, // another kind, whatever its version
 		{g, "12|1|2"},
 		{LeakyBucket{Rate: 1, Capacity: 1}, "12|1|2"},

@@ -102,6 +102,17 @@ func FuzzDecodeSlidingWindow(f *testing.F) {
 		"62|6|5|"+ns(0), "62|0|0|0", "62|1|1|3", "62|0|25|-7", "v1|1|2|3")
 }
 
+func FuzzDecodeRollingWindow(f *testing.F) {
+	const w, b = "|10000000000|1000000000|", "|10000000000|3000000000|"
+	fuzzDecode(f, RollingWindow{Limit: 10, Window: 10 * time.Second, Bucket: time.Second},
+		"72"+w[:len(w)-1], "72"+w+ns(0)+"|3", "72"+w+ns(0)+"|3|2|4|7|3", "72"+w+ns(0)+"|6|9|5",
+		"72"+w+ns(0)+"|3|10|4", "72"+w+"0|1|1|1", "72"+w+"-9223372036000000000|1", "72"+w+"9223372036000000000|2",
+		"72"+w+ns(0)+"|9223372036854775807", "72"+w+ns(0)+"|9223372036854775806|1|1",
+		"72"+w+ns(0)+"|1|0|1", "72"+w+ns(500*time.Millisecond)+"|1", "72"+w+ns(0)+"|1|", "72"+w+ns(0),
+		"72"+b+ns(0)+"|4|1|5|1|6", "72|18000000000000|300000000000|"+ns(0)+"|40000|59|60000",
+		"72|1|1|5|1", "72|65536|1|0|1|65535|1", "72|1|2|3|4|5|6|7|8", "72|NaN|1", "72|", "72|0|0")
+}
+
 func FuzzDecodeComposite(f *testing.F) {
 	fuzzDecode(f, Composite{Primary: TokenBucket{Rate: 1, Burst: 2}, Secondary: FixedWindow{Quotas: []Quota{{"day", 3, 24 * time.Hour}}}},
 		"51|12|1|"+ns(0)+"$23|1|day|1|"+ns(0), "51|12|2|0$23|1|day|0|0",

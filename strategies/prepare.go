@@ -41,6 +41,8 @@ func Prepare(s Strategy) Strategy {
 		p.kind, p.fixed = kindFixedWindow, v
 	case SlidingWindow:
 		p.kind, p.sliding = kindSlidingWindow, v
+	case RollingWindow:
+		p.kind, p.rolling = kindRollingWindow, v
 	case Composite:
 		p.kind, p.composite = kindComposite, Composite{Prepare(v.Primary), Prepare(v.Secondary)}
 	default:
@@ -91,6 +93,7 @@ type prepared struct {
 	gcra      gcraPlan      // GCRA
 	fixed     FixedWindow   // FixedWindow: as it is
 	sliding   SlidingWindow // SlidingWindow: as it is
+	rolling   RollingWindow // RollingWindow: as it is
 	composite Composite     // Composite: with its parts prepared
 }
 
@@ -118,6 +121,8 @@ func (p *prepared) decide(st State, c Call, res *Result) error {
 		return p.fixed.decide(st, c, res)
 	case kindSlidingWindow:
 		return p.sliding.decide(st, c, res)
+	case kindRollingWindow:
+		return p.rolling.decide(st, c, res)
 	case kindComposite:
 		return p.composite.decide(st, c, res)
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ratestore/ratestore/rollingwindow"
 )
 
 // sameErr reports whether two errors are the same answer: both nil, or the
@@ -132,6 +134,7 @@ func TestPreparedInvalid(t *testing.T) {
 	nan, inf := math.NaN(), math.Inf(1)
 	tb := TokenBucket{Rate: 1, Burst: 1}
 	fw := FixedWindow{Quotas: []Quota{{"a", 2, time.Second}, {"b", 5, time.Minute}}}
+	rw := RollingWindow{Limit: 3, Window: time.Second, Bucket: 100 * time.Millisecond}
 	for _, c := range []struct {
 		bad, good Strategy // good makes the states
 	}{
@@ -159,6 +162,15 @@ func TestPreparedInvalid(t *testing.T) {
 		{SlidingWindow{Limit: 0, Window: time.Second}, SlidingWindow{Limit: 1, Window: time.Second}},
 		{SlidingWindow{Limit: 1, Window: 0}, SlidingWindow{Limit: 1, Window: time.Second}},
 		{SlidingWindow{Limit: 1, Window: -1}, SlidingWindow{Limit: 1, Window: time.Second}},
+		{RollingWindow{Limit: 0, Window: time.Second, Bucket: time.Second}, rw},
+		{RollingWindow{Limit: -1, Window: time.Second, Bucket: 100 * time.Millisecond}, rw},
+		{RollingWindow{Limit: 1, Window: 0, Bucket: 100 * time.Millisecond}, rw},
+		{RollingWindow{Limit: 1, Window: time.Second, Bucket: 0}, rw},
+		{RollingWindow{Limit: 1, Window: time.Second, Bucket: -1}, rw},
+		{RollingWindow{Limit: 1, Window: time.Second, Bucket: 300 * time.Millisecond}, rw},
+		{RollingWindow{Limit: 1, Window: time.Second, Bucket: 2 * time.Second}, rw},
+		{RollingWindow{Limit: 1, Window: time.Second, Bucket: 1}, rw},
+		{RollingWindow{Limit: 1, Window: MaxWindow + 1, Bucket: 1}, rw},
 		{Composite{}, Composite{Primary: tb, Secondary: fw}},
 		{Composite{Primary: tb}, Composite{Primary: tb, Secondary: fw}},
 		{Composite{Secondary: fw}, Composite{Primary: tb, Secondary: fw}},
@@ -179,6 +191,8 @@ func TestPreparedInvalid(t *testing.T) {
 		LeakyBucket{Rate: 5e-324, Capacity: 3}, LeakyBucket{Rate: 1e-300, Capacity: math.MaxInt64},
 		GCRA{Rate: 1e9, Burst: int64(MaxWindow)}, GCRA{Rate: 1e-9, Burst: 3}, GCRA{Rate: 1e9, Burst: 1},
 		SlidingWindow{Limit: math.MaxInt64, Window: MaxWindow}, SlidingWindow{Limit: 1, Window: 1},
+		RollingWindow{Limit: math.MaxInt64, Window: MaxWindow, Bucket: MaxWindow / rollingwindow.MaxBuckets * 4},
+		RollingWindow{Limit: 1, Window: 1, Bucket: 1}, RollingWindow{Limit: 5, Window: rollingwindow.MaxBuckets, Bucket: 1},
 		FixedWindow{Quotas: []Quota{{"a", 1, 1}, {"b", math.MaxInt64, MaxWindow}}},
 	} {
 		if err := s.Validate(); err != nil {
@@ -203,7 +217,7 @@ func (tw *twins) play(r *rand.Rand, n int) {
 func TestPreparedDecode(t *testing.T) {
 	for _, c := range configs {
 		p := Prepare(c.s)
-		for _, b := range append(nasty, "12|4.5|"+ns(0), "32|4.5|"+ns(0), "42|"+ns(0), "62|6|5|"+ns(0),
+		for _, b := range append(nasty, "12|4.5|"+ns(0), "32|4.5|"+ns(0), "42|"+ns(0), "62|6|5|"+ns(0), "72|10000000000|1000000000|"+ns(0)+"|3|2|4",
 			"23|2|second|1|"+ns(0)+"|minute|1|"+ns(0), "51|12|1|"+ns(0)+"$23|1|day|1|"+ns(0)) {
 			sa, ea := c.s.Decode([]byte(b))
 			sb, eb := p.Decode([]byte(b))
@@ -274,7 +288,7 @@ func TestPrepare(t *testing.T) {
 	// What Prepare does not know comes back as it is.
 	other := otherStrategy{tb}
 	for _, s := range []Strategy{nil, other, &other, &tb, (*TokenBucket)(nil), (*GCRA)(nil), (*LeakyBucket)(nil),
-		(*FixedWindow)(nil), (*SlidingWindow)(nil), (*Composite)(nil)} {
+		(*FixedWindow)(nil), (*SlidingWindow)(nil), (*RollingWindow)(nil), (*Composite)(nil)} {
 		if got := Prepare(s); got != s {
 			t.Errorf("Prepare(%#v) = %#v", s, got)
 		}
@@ -301,6 +315,7 @@ func TestPreparedComposite(t *testing.T) {
 		TokenBucket{Rate: 3, Burst: 4}, GCRA{Rate: 7, Burst: 2}, LeakyBucket{Rate: 2.5, Capacity: 3},
 		FixedWindow{Quotas: []Quota{{"s", 3, time.Second}, {"m", 20, time.Minute}}},
 		SlidingWindow{Limit: 4, Window: 1500 * time.Millisecond},
+		RollingWindow{Limit: 4, Window: 1500 * time.Millisecond, Bucket: 250 * time.Millisecond},
 		otherStrategy{TokenBucket{Rate: 5, Burst: 1}},
 	}
 	r := rand.New(rand.NewPCG(5, 5))

@@ -26,6 +26,7 @@ var generators = []struct {
 	{"SlidingWindow", func(r *rand.Rand) Strategy {
 		return SlidingWindow{Limit: 1 + r.Int64N(20), Window: randWindow(r)}
 	}},
+	{"RollingWindow", func(r *rand.Rand) Strategy { return randRollingWindow(r) }},
 	{"Composite", func(r *rand.Rand) Strategy {
 		parts := []func() Strategy{
 			func() Strategy { return TokenBucket{Rate: randRate(r), Burst: 1 + r.Int64N(20)} },
@@ -33,6 +34,7 @@ var generators = []struct {
 			func() Strategy { return LeakyBucket{Rate: randRate(r), Capacity: 1 + r.Int64N(20)} },
 			func() Strategy { return randFixedWindow(r) },
 			func() Strategy { return SlidingWindow{Limit: 1 + r.Int64N(20), Window: randWindow(r)} },
+			func() Strategy { return randRollingWindow(r) },
 		}
 		return Composite{Primary: parts[r.IntN(len(parts))](), Secondary: parts[r.IntN(len(parts))]()}
 	}},
@@ -52,6 +54,17 @@ func randWindow(r *rand.Rand) time.Duration {
 		return time.Duration(1 + r.Int64N(int64(10*time.Second)))
 	}
 	return windows[r.IntN(len(windows))]
+}
+
+// randRollingWindow returns a rolling window of 1 to 30 buckets, of a
+// bucket from a millisecond to a second, or of any length up to 1s.
+func randRollingWindow(r *rand.Rand) RollingWindow {
+	buckets := []time.Duration{time.Millisecond, 10 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond, time.Second}
+	b := buckets[r.IntN(len(buckets))]
+	if r.IntN(3) == 0 {
+		b = time.Duration(1 + r.Int64N(int64(time.Second)))
+	}
+	return RollingWindow{Limit: 1 + r.Int64N(20), Window: b * time.Duration(1+r.IntN(30)), Bucket: b}
 }
 
 func randFixedWindow(r *rand.Rand) FixedWindow {

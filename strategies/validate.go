@@ -7,7 +7,7 @@ import (
 )
 
 // MaxWindow is the longest window or period a configuration may span:
-// a fixed or sliding window, or the time a GCRA burst takes to drain
+// a fixed, sliding or rolling window, or the time a GCRA burst takes to drain
 // (Burst/Rate). 100 years is far beyond any rate limit, and bounding it
 // keeps instant-plus-window sums of every realistic instant (and twice a
 // window, which the sliding window needs) inside int64 nanoseconds.

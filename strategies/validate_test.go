@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ratestore/ratestore/rollingwindow"
 )
 
 func TestValidateRejects(t *testing.T) {
@@ -56,6 +58,19 @@ func TestValidateRejects(t *testing.T) {
 		{SlidingWindow{Limit: 1, Window: 0}, "window"},
 		{SlidingWindow{Limit: 1, Window: -1}, "window"},
 		{SlidingWindow{Limit: 1, Window: math.MaxInt64}, "window"},
+		{RollingWindow{Limit: 0, Window: time.Second, Bucket: time.Second}, "rolling window: limit must be at least 1, got 0"},
+		{RollingWindow{Limit: -1, Window: time.Second, Bucket: time.Second}, "limit"},
+		{RollingWindow{Limit: 1, Window: 0, Bucket: time.Second}, "rolling window: window must be in"},
+		{RollingWindow{Limit: 1, Window: -time.Second, Bucket: time.Second}, "window"},
+		{RollingWindow{Limit: 1, Window: MaxWindow + 1, Bucket: 1}, "window"},
+		{RollingWindow{Limit: 1, Window: time.Second}, "rolling window: rollingwindow: Bucket must be positive, got 0"},
+		{RollingWindow{Limit: 1, Window: time.Second, Bucket: -time.Second}, "Bucket must be positive"},
+		{RollingWindow{Limit: 1, Window: time.Second, Bucket: 300 * time.Millisecond}, "Window 1s is not a multiple of Bucket 300ms"},
+		{RollingWindow{Limit: 1, Window: time.Second, Bucket: 2 * time.Second}, "not a multiple of Bucket"},
+		{RollingWindow{Limit: 1, Window: time.Second, Bucket: time.Microsecond}, "holds 1000000 buckets"},
+		{RollingWindow{Limit: 1, Window: rollingwindow.MaxBuckets + 1, Bucket: 1}, "more than MaxBuckets"},
+		{RollingWindow{}, "limit"},
+		{Composite{Primary: ok, Secondary: RollingWindow{Limit: 1, Window: 3, Bucket: 2}}, "composite: secondary: strategies: rolling window"},
 		{Composite{}, "composite: primary must not be nil"},
 		{Composite{Primary: ok}, "secondary must not be nil"},
 		{Composite{Secondary: ok}, "primary must not be nil"},
@@ -89,6 +104,12 @@ func TestValidateAccepts(t *testing.T) {
 		SlidingWindow{Limit: math.MaxInt64, Window: MaxWindow},
 		SlidingWindow{Limit: 1, Window: 1},
 		Composite{Primary: GCRA{Rate: 1, Burst: 1}, Secondary: &SlidingWindow{Limit: 1, Window: 1}},
+		RollingWindow{Limit: 1, Window: 1, Bucket: 1},
+		RollingWindow{Limit: math.MaxInt64, Window: 5 * time.Hour, Bucket: 5 * time.Minute},
+		RollingWindow{Limit: 1, Window: rollingwindow.MaxBuckets, Bucket: 1},
+		RollingWindow{Limit: 1, Window: MaxWindow, Bucket: MaxWindow},
+		&RollingWindow{Limit: 1, Window: time.Second, Bucket: time.Millisecond},
+		Composite{Primary: RollingWindow{Limit: 1, Window: 2, Bucket: 1}, Secondary: RollingWindow{Limit: 1, Window: 2, Bucket: 2}},
 	} {
 		if err := s.Validate(); err != nil {
 			t.Errorf("%#v: Validate() = %v", s, err)
