@@ -26,6 +26,11 @@ type committer struct {
 	gen     atomic.Pointer[generation] // the open generation
 	durable atomic.Uint64              // the newest generation on disk
 
+	// written is set when something other than the engine (the key store)
+	// committed to the store: the next commit must Sync even if it has no
+	// states of its own to write. See storeDurable.
+	written atomic.Bool
+
 	kick    chan struct{} // wakes the committer to commit now; buffered, 1
 	closing chan struct{} // closed by Close: commit what is left and exit
 	exited  chan struct{} // closed when the committer has exited
@@ -132,7 +137,7 @@ func (db *DB) commit() error {
 	}
 
 	var err error
-	if len(ops) > 0 {
+	if written := db.written.Swap(false); len(ops) > 0 || written {
 		// In key order, bbolt's cursor walks its tree forward instead of
 		// seeking from the root for every put, and pages fill in order.
 		slices.SortFunc(ops, func(a, b storage.Op) int { return bytes.Compare(a.Key, b.Key) })
@@ -162,6 +167,29 @@ func (db *DB) commit() error {
 		db.ops, db.arena, db.swept = nil, nil, nil
 	}
 	return err
+}
+
+// storeDurable returns once every write committed to the store before it
+// was called is as durable as the DB's mode promises: for the key store,
+// which commits its own records and shares the committer's Sync (and so its
+// group commit) rather than paying an fsync per write. In Async mode it
+// returns at once and the next flush syncs.
+//
+// written is set before the generation is read: a commit that swapped that
+// generation out reads written after the swap, so it syncs this write
+// (or an earlier commit already did, having read written later than it
+// was set).
+func (db *DB) storeDurable(ctx context.Context) error {
+	if db.closed.Load() {
+		return ErrClosed
+	}
+	db.written.Store(true)
+	if db.async {
+		return nil
+	}
+	g := db.gen.Load()
+	db.wake()
+	return db.wait(ctx, g)
 }
 
 // redirty marks the entries of a failed commit dirty again, so that the next

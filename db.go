@@ -43,6 +43,7 @@ import (
 	"github.com/ratestore/ratestore/internal/storage"
 	"github.com/ratestore/ratestore/internal/storage/badgerstore"
 	"github.com/ratestore/ratestore/internal/storage/boltstore"
+	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -99,6 +100,13 @@ type Options struct {
 	// Logger receives commit failures and the backend's warnings; nil
 	// discards them.
 	Logger *slog.Logger
+
+	// UsageWindow and UsageBucket shape the token window of the key store
+	// (DB.Keys): usage counts for UsageWindow, kept in buckets of
+	// UsageBucket, which must divide it. Zero means the legacy window:
+	// keystore.DefaultWindow (5 hours) in keystore.DefaultBucket (5 minute)
+	// buckets.
+	UsageWindow, UsageBucket time.Duration
 }
 
 var (
@@ -128,6 +136,8 @@ type DB struct {
 	shards   [numShards]shard
 	shardCap int // entries per shard before eviction
 
+	keys *keystore.Store
+
 	committer
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -149,6 +159,9 @@ func Open(path string, opts Options) (*DB, error) {
 	if opts.MaxCachedKeys < 0 {
 		return nil, fmt.Errorf("ratestore: open: negative MaxCachedKeys %d: %w", opts.MaxCachedKeys, ErrInvalid)
 	}
+	if err := keystore.ValidateWindow(opts.UsageWindow, opts.UsageBucket); err != nil {
+		return nil, fmt.Errorf("ratestore: open: %w", err)
+	}
 	backend := opts.Backend
 	if backend == "" {
 		backend = Bolt
@@ -169,11 +182,16 @@ func Open(path string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("ratestore: open: %w", err)
 	}
 
-	return newDB(store, backend, path, opts), nil
+	db, err := newDB(store, backend, path, opts)
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("ratestore: open: %w", err)
+	}
+	return db, nil
 }
 
 // newDB starts the engine over an open store; opts is already validated.
-func newDB(store storage.Store, backend Backend, path string, opts Options) *DB {
+func newDB(store storage.Store, backend Backend, path string, opts Options) (*DB, error) {
 	db := &DB{
 		store:   store,
 		backend: backend,
@@ -202,9 +220,25 @@ func newDB(store storage.Store, backend Backend, path string, opts Options) *DB 
 	if interval == 0 {
 		interval = DefaultFlushInterval
 	}
+	keys, err := keystore.New(store, keystore.Options{
+		Window:  opts.UsageWindow,
+		Bucket:  opts.UsageBucket,
+		Now:     db.now,
+		Durable: db.storeDurable,
+	})
+	if err != nil {
+		return nil, err
+	}
+	db.keys = keys
 	db.startCommitter(interval)
-	return db
+	return db, nil
 }
+
+// Keys returns the API-key store inside the same database: keys with hashed
+// secrets, limits and expiry, and their token usage over the usage window
+// of Options. Its writes share the engine's commits: in Sync mode a change
+// returns once it is on disk, grouped with concurrent ones.
+func (db *DB) Keys() *keystore.Store { return db.keys }
 
 // SystemClock returns the default clock of a DB: the wall clock read once,
 // when SystemClock is called, and advanced by the monotonic clock from then

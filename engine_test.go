@@ -15,6 +15,7 @@ import (
 
 	"github.com/ratestore/ratestore/internal/storage"
 	"github.com/ratestore/ratestore/internal/storage/boltstore"
+	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -29,6 +30,7 @@ func fixedNow() time.Time { return t0 }
 type hookStore struct {
 	storage.Store
 	commits atomic.Int64
+	syncs   atomic.Int64
 	fail    atomic.Pointer[error]
 	hold    chan struct{} // if non-nil, each Commit waits until the test sends on it
 }
@@ -44,6 +46,11 @@ func (h *hookStore) Commit(ops []storage.Op) error {
 	return h.Store.Commit(ops)
 }
 
+func (h *hookStore) Sync() error {
+	h.syncs.Add(1)
+	return h.Store.Sync()
+}
+
 func openHooked(t *testing.T, opts Options) (*DB, *hookStore, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "db")
@@ -53,7 +60,8 @@ func openHooked(t *testing.T, opts Options) (*DB, *hookStore, string) {
 	if opts.Now == nil {
 		opts.Now = fixedNow
 	}
-	db := newDB(h, Bolt, path, opts)
+	db, err := newDB(h, Bolt, path, opts)
+	require.NoError(t, err)
 	t.Cleanup(func() { db.Close() })
 	return db, h, path
 }
@@ -331,4 +339,27 @@ func TestCancelledWaitKeepsTheChange(t *testing.T) {
 	r, err := mustLimiter(t, reopen(t, path), "l").Peek(bg, "k")
 	require.NoError(t, err)
 	require.Equal(t, bucket.Burst-7, r.Remaining)
+}
+
+// TestKeyStoreWritesShareCommits: a key store write in Sync mode returns
+// after the committer synced the store; in Async mode it returns at once and
+// the next flush syncs it.
+func TestKeyStoreWritesShareCommits(t *testing.T) {
+	for _, d := range []Durability{Sync, Async} {
+		t.Run(d.String(), func(t *testing.T) {
+			db, h, _ := openHooked(t, Options{Durability: d, FlushInterval: time.Hour})
+			k, _, err := db.Keys().Create(bg, keystore.Spec{Name: "a", TokenLimit: 10})
+			require.NoError(t, err)
+			before := h.syncs.Load()
+			_, err = db.Keys().RecordUsage(bg, k.ID, 3)
+			require.NoError(t, err)
+			if d == Sync {
+				require.Greater(t, h.syncs.Load(), before, "synced before RecordUsage returned")
+				return
+			}
+			require.Equal(t, before, h.syncs.Load(), "Async: no sync on the caller's path")
+			require.NoError(t, db.Flush(bg))
+			require.Greater(t, h.syncs.Load(), before, "the flush synced the key store's write")
+		})
+	}
 }

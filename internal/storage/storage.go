@@ -12,6 +12,11 @@ import "errors"
 // handle in this process) holds the database.
 var ErrLocked = errors.New("database is in use by another process")
 
+// ErrTooBig is returned by Commit when a batch is larger than the backend
+// can apply atomically (badger bounds a transaction by its memtable size).
+// Nothing of the batch was applied.
+var ErrTooBig = errors.New("batch too large for one atomic transaction")
+
 // Op is one write of a batch: a put, or a delete when Value is nil.
 type Op struct {
 	Key   []byte

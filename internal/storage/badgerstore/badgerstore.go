@@ -98,6 +98,9 @@ func (s *Store) Commit(ops []storage.Op) error {
 		} else {
 			err = txn.Set(bytes.Clone(op.Key), bytes.Clone(op.Value))
 		}
+		if errors.Is(err, badger.ErrTxnTooBig) {
+			return fmt.Errorf("badger: %d ops: %w (%w)", len(ops), storage.ErrTooBig, err)
+		}
 		if err != nil {
 			return fmt.Errorf("key %q: %w", op.Key, err)
 		}

@@ -1,0 +1,66 @@
+package ratestore_test
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/keystore"
+	"github.com/ratestore/ratestore/strategies"
+)
+
+// TestExportRestore: what Export gives, Restore loads into another backend,
+// record for record, and the copy decides as the original would.
+func TestExportRestore(t *testing.T) {
+	for _, e := range envs {
+		t.Run(e.String(), func(t *testing.T) {
+			src := e.open(t)
+			l, err := src.Limiter("rps", strategies.GCRA{Rate: 1, Burst: 3})
+			require.NoError(t, err)
+			_, err = l.AllowN(ctx, "alice", 2)
+			require.NoError(t, err)
+			_, secret, err := src.Keys().Create(ctx, keystore.Spec{Name: "k", TokenLimit: 100})
+			require.NoError(t, err)
+
+			var recs []ratestore.Record
+			require.NoError(t, src.Export(ctx, func(r ratestore.Record) error {
+				recs = append(recs, ratestore.Record{Key: bytes.Clone(r.Key), Value: bytes.Clone(r.Value)})
+				return nil
+			}))
+			require.GreaterOrEqual(t, len(recs), 3, "a state, a key and its index")
+
+			other := envs[(indexOf(e)+1)%len(envs)] // another backend or mode
+			dst := other.open(t)
+			dst.clock.t = src.clock.t
+			require.NoError(t, dst.Restore(ctx, recs))
+			var got []ratestore.Record
+			require.NoError(t, dst.Export(ctx, func(r ratestore.Record) error {
+				got = append(got, ratestore.Record{Key: bytes.Clone(r.Key), Value: bytes.Clone(r.Value)})
+				return nil
+			}))
+			require.Equal(t, recs, got)
+
+			dl, err := dst.Limiter("rps", strategies.GCRA{Rate: 1, Burst: 3})
+			require.NoError(t, err)
+			r, err := dl.AllowN(ctx, "alice", 2)
+			require.NoError(t, err)
+			require.False(t, r.Allowed, "alice has 1 left in the copy too")
+			_, _, err = dst.Keys().Check(ctx, secret)
+			require.NoError(t, err)
+
+			// Once a limiter state is in memory, Restore refuses.
+			require.ErrorIs(t, dst.Restore(ctx, recs), ratestore.ErrInvalid)
+		})
+	}
+}
+
+func indexOf(e env) int {
+	for i := range envs {
+		if envs[i] == e {
+			return i
+		}
+	}
+	return -1
+}
