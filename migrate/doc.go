@@ -1,5 +1,45 @@
-// Package migrate brings data written by older systems into ratestore:
-// legacy API-key files (ImportLegacyFile; see LEGACY.md, section 1).
+// Package migrate brings data written by older systems into ratestore, and
+// moves a database from one backend to the other.
+//
+// # The flow
+//
+// A legacy API-key file (LEGACY.md, section 1) comes over in two steps, so
+// that nothing is lost and nothing counted twice:
+//
+//  1. Import (ImportLegacyFile, ImportLegacy). The file is read and judged
+//     as a whole (below); a refused file writes nothing. Otherwise every
+//     key is created in the database's key store (DB.Keys) in one
+//     transaction: all of them or none. Each keeps its legacy secret, stored
+//     only as its SHA-256, so clients keep working unchanged; its name,
+//     model, limit (token_limit_per_5h), dates and lifetime total
+//     (total_lifetime_tokens, never recomputed) come over as they are. Its
+//     usage windows are stored as they are, in a legacy record of the key,
+//     and are not converted yet. Importing is idempotent: a key whose
+//     secret the database already has is skipped (Report.Skips), so the
+//     same file imported twice changes nothing. CheckLegacyFile is the dry
+//     run: the same judgement, nothing written.
+//  2. Migration. The first time a key is touched (Check, Get, Usage,
+//     RecordUsage, any change), its legacy windows are merged into its
+//     rolling window, at that instant, in the same transaction that deletes
+//     the legacy record: all the tokens of a window land in the bucket that
+//     holds its window_start, so they expire when the old window would have
+//     (to the 5-minute bucket), and windows already over count nothing. This
+//     lazy migration needs no downtime and no pass over the database
+//     (Authenticate and List read without migrating). Pending
+//     counts the keys not migrated yet; MigrateAll migrates them all now,
+//     one key and one transaction at a time, with progress, and can be
+//     cancelled between keys and run again.
+//
+// On badger, one transaction holds some thousands of keys at most (its
+// memtable bounds it): a larger file fails with ErrTooBig and writes
+// nothing. Import it into a bolt database, which has no such bound, then
+// Copy that to badger.
+//
+// Copy copies every record of one database into a new, empty one, bolt to
+// badger or badger to bolt, in batches that each backend takes in one
+// transaction, then verifies the copy record by record. Records go over as
+// stored: limiter states, keys, and legacy usage still pending, which stays
+// pending in the copy.
 //
 // # Reading a legacy key file
 //
@@ -62,6 +102,13 @@
 //	unknown member of an entry                                      note
 //	unknown member of windows (one note per name and entry)         note
 //	rolling_window_cache, whatever it holds: ignored                note
+//	what the key store cannot keep (checked after the rest):
+//	  name, model: longer than 256 bytes (keystore.MaxName), or     refuse
+//	  holding a control character (tab, newline, ...)
+//	  created_at, last_used after 2262-04-11T23:47:16Z              refuse
+//	  expiry_date after 2262-04-11T23:47:16Z: expires then          note
+//	  more than keystore.MaxLegacyWindows (1,048,576) windows       refuse
+//	at import, the secret already has a key in the database         skip
 //
 // "Same content" compares what was read: the same values and instants, in
 // the same order of windows, whatever their spelling (1e5 and 100000,

@@ -1,0 +1,246 @@
+package migrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/internal/storage"
+	"github.com/ratestore/ratestore/keystore"
+)
+
+// ErrTooBig is matched (errors.Is) by the error of an import that is too
+// large for one atomic transaction of the database's backend: badger's
+// transactions are bounded by its memtable size, and a legacy file of some
+// thousands of keys exceeds it. Nothing was written. The way around it is to
+// import the file into a bolt database, which has no such bound, then Copy
+// that database to badger.
+var ErrTooBig = storage.ErrTooBig
+
+// ImportLegacyFile loads the legacy key file at path into db: all of it, in
+// one transaction, or nothing. See ImportLegacy.
+func ImportLegacyFile(ctx context.Context, db *ratestore.DB, path string) (Report, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Report{}, fmt.Errorf("migrate: open legacy file: %w", err)
+	}
+	defer f.Close()
+	return ImportLegacy(ctx, db, f)
+}
+
+// ImportLegacy loads a legacy key file ({"keys": [...]}, LEGACY.md section
+// 1) read from r into db's key store, in one transaction: all of it or
+// nothing.
+//
+// The file is judged as a whole first (see the package doc). A refused file
+// writes nothing: the Report lists every refusal, and the error matches
+// ErrRefused. Otherwise every key is imported with its legacy secret (stored
+// as a hash), its limit, dates and lifetime total, and its usage windows
+// kept as they are, to be merged into its rolling window the first time the
+// key is touched (or by MigrateAll).
+//
+// Importing is idempotent: an entry whose secret already has a key in db is
+// not imported again but listed in Report.Skips, by index and name. Report.Keys
+// counts the keys imported by this call, Report.Windows their usage windows.
+//
+// On badger, a file with more keys than one transaction holds (some
+// thousands) fails with an error matching ErrTooBig, and nothing is written:
+// import it into a bolt database and Copy that to badger. Any other error of
+// the database also comes with a Report of no keys; only an error in making
+// the import durable (ctx cancelled while waiting for the sync) can leave it
+// committed, and importing the file again then skips the keys already there.
+func ImportLegacy(ctx context.Context, db *ratestore.DB, r io.Reader) (Report, error) {
+	if db == nil {
+		return Report{}, fmt.Errorf("migrate: import: nil database: %w", ratestore.ErrInvalid)
+	}
+	keys, index, rep, err := load(r)
+	if err != nil {
+		return rep, err
+	}
+	if err := ctx.Err(); err != nil {
+		return none(rep), err
+	}
+	res, err := db.Keys().Import(ctx, toImported(keys))
+	switch {
+	case errors.Is(err, ErrTooBig):
+		return none(rep), fmt.Errorf("migrate: import: %s are too many for one %s transaction, nothing was written: "+
+			"import the file into a bolt database and copy it to %s with migrate.Copy (`ratestore copy`): %w",
+			plural(len(keys), "key"), db.Backend(), db.Backend(), err)
+	case err != nil:
+		return none(rep), fmt.Errorf("migrate: import: %w", err)
+	}
+	rep.Keys, rep.Windows = 0, 0
+	imported := make([]bool, len(keys))
+	for i := range keys {
+		imported[i] = true
+	}
+	for _, s := range res.Skipped {
+		imported[s.Index] = false
+		rep.Skips = append(rep.Skips, Issue{Index: index[s.Index], Name: clip(keys[s.Index].Name),
+			Reason: "a key with this secret exists already (" + s.ID + "), left out"})
+	}
+	for i, k := range keys {
+		if imported[i] {
+			rep.Keys++
+			rep.Windows += len(k.Windows)
+		}
+	}
+	slices.SortStableFunc(rep.Skips, func(a, b Issue) int { return a.Index - b.Index })
+	return rep, nil
+}
+
+// CheckLegacyFile reads and judges the legacy key file at path as
+// ImportLegacyFile would, and writes nothing: a dry run. Report.Keys counts
+// the keys the file holds for import; entries whose secret a database
+// already has would be skipped there.
+func CheckLegacyFile(path string) (Report, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Report{}, fmt.Errorf("migrate: open legacy file: %w", err)
+	}
+	defer f.Close()
+	return CheckLegacy(f)
+}
+
+// CheckLegacy is CheckLegacyFile on a file read from r.
+func CheckLegacy(r io.Reader) (Report, error) {
+	_, _, rep, err := load(r)
+	return rep, err
+}
+
+// none is rep of a file from which nothing was imported.
+func none(rep Report) Report {
+	rep.Keys, rep.Windows = 0, 0
+	return rep
+}
+
+// load parses a legacy file and checks its keys against what the key store
+// keeps. It returns the keys to import and, for each, the index of its
+// entry in "keys"; or a refusal.
+func load(r io.Reader) ([]legacyKey, []int, Report, error) {
+	keys, rep, err := parseLegacy(r)
+	if err != nil {
+		return nil, nil, rep, err
+	}
+	index, err := entryIndexes(rep, len(keys))
+	if err != nil {
+		return nil, nil, none(rep), err
+	}
+	checkStorable(keys, index, &rep)
+	if rep.Refused() {
+		return nil, nil, none(rep), refusedError(rep.Refusals)
+	}
+	return keys, index, rep, nil
+}
+
+// entryIndexes returns the index in "keys" of the entry of each key
+// parseLegacy returned: every entry is either a key, in order, or skipped.
+func entryIndexes(rep Report, n int) ([]int, error) {
+	skipped := make(map[int]bool, len(rep.Skips))
+	for _, s := range rep.Skips {
+		skipped[s.Index] = true
+	}
+	index := make([]int, 0, n)
+	for i := 0; i < rep.Entries; i++ {
+		if !skipped[i] {
+			index = append(index, i)
+		}
+	}
+	if len(index) != n {
+		return nil, fmt.Errorf("migrate: internal error: %d entries, %d skipped, but %d keys", rep.Entries, len(rep.Skips), n)
+	}
+	return index, nil
+}
+
+// checkStorable refuses what the key store cannot keep as the file says
+// it (see the package doc): a name or model longer than keystore.MaxName
+// bytes or holding a control character, a created_at or last_used past the
+// last instant it stores, more than keystore.MaxLegacyWindows windows. An
+// expiry_date past that instant (a "never" written as year 9999) becomes
+// that instant, with a note.
+func checkStorable(keys []legacyKey, index []int, rep *Report) {
+	for i := range keys {
+		k := &keys[i]
+		add := func(list *[]Issue, field, reason string) {
+			*list = append(*list, Issue{Index: index[i], Name: clip(k.Name), Field: field, Reason: reason})
+		}
+		for _, f := range [...]struct{ field, value string }{{"name", k.Name}, {"model", k.Model}} {
+			if why := badText(f.value); why != "" {
+				add(&rep.Refusals, f.field, why)
+			}
+		}
+		if k.ExpiresAt.After(maxStored) {
+			k.ExpiresAt = maxStored
+			// among the entry's notes, not after those of later entries
+			at := slices.IndexFunc(rep.Notes, func(n Issue) bool { return n.Index > index[i] })
+			if at < 0 {
+				at = len(rep.Notes)
+			}
+			rep.Notes = slices.Insert(rep.Notes, at, Issue{Index: index[i], Name: clip(k.Name), Field: "expiry_date",
+				Reason: "after " + maxStored.Format(time.RFC3339) + ", the last instant the key store holds: the key expires then"})
+		}
+		for _, f := range [...]struct {
+			field string
+			t     time.Time
+		}{{"created_at", k.CreatedAt}, {"last_used", k.LastUsed}} {
+			if f.t.After(maxStored) {
+				add(&rep.Refusals, f.field, "after "+maxStored.Format(time.RFC3339)+", the last instant the key store holds")
+			}
+		}
+		if len(k.Windows) > keystore.MaxLegacyWindows {
+			add(&rep.Refusals, "usage_windows", fmt.Sprintf("%d windows, more than the %d the key store keeps for one key",
+				len(k.Windows), keystore.MaxLegacyWindows))
+		}
+	}
+}
+
+// maxStored is the last instant the key store holds (Unix nanoseconds).
+var maxStored = maxWindowStart
+
+// badText says why the key store would not keep s as a name or model, or
+// returns "".
+func badText(s string) string {
+	if len(s) > keystore.MaxName {
+		return fmt.Sprintf("%d bytes long: the key store keeps at most %d", len(s), keystore.MaxName)
+	}
+	if !utf8.ValidString(s) {
+		return "not valid UTF-8"
+	}
+	for _, c := range s {
+		if unicode.IsControl(c) {
+			return "holds the control character " + strconv.QuoteRune(c) + ", which the key store does not keep"
+		}
+	}
+	return ""
+}
+
+// toImported maps parsed keys to the key store's import.
+func toImported(keys []legacyKey) []keystore.Imported {
+	out := make([]keystore.Imported, len(keys))
+	for i, k := range keys {
+		ws := make([]keystore.LegacyWindow, len(k.Windows))
+		for j, w := range k.Windows {
+			ws[j] = keystore.LegacyWindow{Start: w.Start, Tokens: w.Tokens}
+		}
+		out[i] = keystore.Imported{
+			Secret:         k.Secret,
+			Name:           k.Name,
+			Model:          k.Model,
+			TokenLimit:     k.TokenLimit,
+			ExpiresAt:      k.ExpiresAt,
+			CreatedAt:      k.CreatedAt,
+			LastUsed:       k.LastUsed,
+			LifetimeTokens: k.LifetimeTokens,
+			Windows:        ws,
+		}
+	}
+	return out
+}
