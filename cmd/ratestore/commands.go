@@ -1,0 +1,292 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+)
+
+// command is one command of the command line.
+type command struct {
+	name    string // as typed: "import", "keys create"
+	args    string // the synopsis after the name: "FILE [--dry-run]"
+	summary string // one line, for the command list
+	help    string // more, for help on the command; may be ""
+	json    string // the shape of its --json output
+	// minArgs and maxArgs bound the positional arguments; maxArgs -1: any.
+	minArgs, maxArgs int
+	// setup defines the command's flags on fs and returns what runs it on
+	// the positional arguments, once the flags are parsed.
+	setup func(c *cli, fs *flag.FlagSet) func(args []string) error
+}
+
+// keyJSON is the shape of a key in JSON output, named in the commands'
+// json texts.
+const keyJSON = `KEY is {"id", "name", "model", "token_limit", "expires_at" (null: never),
+"created_at" (null: unknown), "last_used" (null: never), "lifetime_tokens",
+"disabled", "expired", "status" ("active", "disabled" or "expired")}.`
+
+// commands lists every command, in the order help shows them.
+var commands = []*command{
+	{
+		name: "import", args: "FILE [--dry-run]", minArgs: 1, maxArgs: 1,
+		summary: "import a legacy API-key file ({\"keys\": [...]})",
+		help: `All or nothing: a file with any problem that refuses it imports nothing, and
+the command exits 1 with every problem listed. Importing a file again changes
+nothing. Legacy secrets keep working; only their hashes are stored. Usage
+windows are kept and migrated lazily (see migrate).`,
+		json: `{"file", "dry_run", "refused", "entries", "keys", "windows", "ignored_caches",
+"refusals", "skips", "notes"}; refusals, skips and notes are lists of
+{"index", "name", "field", "reason"}, left out when empty.`,
+		setup: importCmd,
+	},
+	{
+		name: "migrate", args: "[--dry-run]", maxArgs: 0,
+		summary: "migrate all pending legacy usage now",
+		help: `Imported usage windows are migrated lazily, the first time a key is touched;
+this migrates those of every key now. Progress is shown on a terminal.`,
+		json:  `{"dry_run", "pending" (keys with legacy usage before), "migrated" (keys migrated)}`,
+		setup: migrateCmd,
+	},
+	{
+		name: "keys create", args: "--name NAME --limit TOKENS [--model MODEL] [--expires WHEN]", maxArgs: 0,
+		summary: "create an API key; prints its secret, once",
+		help: `WHEN is an RFC 3339 instant (2027-01-01T00:00:00Z), a duration from now (720h)
+or "never" (the default). The secret is printed only here: the store keeps
+only its hash.`,
+		json:  `{"key": KEY, "secret"}.`,
+		setup: keysCreate,
+	},
+	{
+		name: "keys list", maxArgs: 0,
+		summary: "list the API keys",
+		json:    `{"keys": [KEY, ...]}, in id order.`,
+		setup:   keysList,
+	},
+	{
+		name: "keys show", args: "ID", minArgs: 1, maxArgs: 1,
+		summary: "show an API key",
+		json:    `{"key": KEY}.`,
+		setup:   keysShow,
+	},
+	{
+		name: "keys disable", args: "ID", minArgs: 1, maxArgs: 1,
+		summary: "disable an API key until enabled again",
+		json:    `{"key": KEY}, as changed.`,
+		setup:   keysSet(setDisabled(true)),
+	},
+	{
+		name: "keys enable", args: "ID", minArgs: 1, maxArgs: 1,
+		summary: "enable a disabled API key",
+		json:    `{"key": KEY}, as changed.`,
+		setup:   keysSet(setDisabled(false)),
+	},
+	{
+		name: "keys delete", args: "ID", minArgs: 1, maxArgs: 1,
+		summary: "delete an API key; its secret stops working",
+		json:    `{"id", "deleted": true}`,
+		setup:   keysDelete,
+	},
+	{
+		name: "keys set-limit", args: "ID TOKENS", minArgs: 2, maxArgs: 2,
+		summary: "set the tokens an API key may use per usage window",
+		json:    `{"key": KEY}, as changed.`,
+		setup:   keysSet(setLimit),
+	},
+	{
+		name: "keys set-expiry", args: "ID WHEN", minArgs: 2, maxArgs: 2,
+		summary: "set when an API key expires",
+		help: `WHEN is an RFC 3339 instant, a duration from now (720h) or "never". An instant
+in the past expires the key at once.`,
+		json:  `{"key": KEY}, as changed.`,
+		setup: keysSet(setExpiry),
+	},
+	{
+		name: "usage", args: "ID", minArgs: 1, maxArgs: 1,
+		summary: "show the token usage of an API key in its window",
+		help: `Used may exceed the limit (usage recorded after the fact). The window end is
+when the oldest usage still counted stops counting.`,
+		json: `{"id", "used", "limit", "remaining", "reset_after_ns" (until nothing is in
+use), "window_end" (null: nothing in use)}`,
+		setup: usageCmd,
+	},
+	{
+		name: "copy", args: "--to PATH [--to-backend bolt|badger]", maxArgs: 0,
+		summary: "copy the whole database to a new file or backend",
+		help: `The destination must not exist or be empty. Progress is shown on a terminal.
+Copy only while nothing else uses the database (it is locked anyway).`,
+		json:  `{"from", "from_backend", "to", "to_backend", "records", "bytes"}`,
+		setup: copyCmd,
+	},
+	{
+		name: "inspect", args: "LIMITER KEY", minArgs: 2, maxArgs: 2,
+		summary: "show the stored state of one key of one limiter",
+		help: `The state is decoded by its header, without the limiter's configuration; v1
+and v2 states (legacy) are shown raw. A key with no stored state is fresh or
+idle. A state that cannot be decoded is shown raw, and the command exits 1.`,
+		json: `{"limiter", "key", "found", "raw", "raw_hex", "state", "error"}; state is
+{"kind", "header", "legacy", "fields"} (fields by name as in
+strategies/DATA_FORMAT.md: instants RFC 3339, durations in ns; a composite's
+fields "primary" and "secondary" are states), null when not found or corrupt;
+error, the decoding error, is left out when there is none.`,
+		setup: inspectCmd,
+	},
+	{
+		name: "version", maxArgs: 0,
+		summary: "print the version",
+		json:    `{"version", "go"}`,
+		setup:   versionCmd,
+	},
+}
+
+// lookup finds the command that args start with and returns the rest.
+func lookup(args []string) (*command, []string, error) {
+	if args[0] == "keys" {
+		if len(args) == 1 || strings.HasPrefix(args[1], "-") {
+			return nil, nil, usagef("keys", "keys: want a subcommand: %s", strings.Join(keySubcommands(), ", "))
+		}
+		args = append([]string{"keys " + args[1]}, args[2:]...)
+	}
+	for _, cmd := range commands {
+		if cmd.name == args[0] {
+			return cmd, args[1:], nil
+		}
+	}
+	if strings.HasPrefix(args[0], "keys ") {
+		return nil, nil, usagef("keys", "unknown command %q", args[0])
+	}
+	return nil, nil, usagef("", "unknown command %q", args[0])
+}
+
+func keySubcommands() []string {
+	var names []string
+	for _, cmd := range commands {
+		if name, ok := strings.CutPrefix(cmd.name, "keys "); ok {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// help prints the help asked for by "help [COMMAND]" on stdout.
+func (c *cli) help(args []string) error {
+	switch name := strings.Join(args, " "); name {
+	case "":
+		fmt.Fprint(c.stdout, mainUsage())
+	case "keys":
+		var b strings.Builder
+		b.WriteString("Usage: ratestore keys SUBCOMMAND [flags] [args]\n\n")
+		listCommands(&b, func(cmd *command) bool { return strings.HasPrefix(cmd.name, "keys ") })
+		fmt.Fprint(c.stdout, b.String())
+	case "json":
+		var b strings.Builder
+		b.WriteString("With --json, every command prints one JSON object on stdout:\n\n")
+		for _, cmd := range commands {
+			fmt.Fprintf(&b, "%s:\n%s\n\n", cmd.name, indent(cmd.json))
+		}
+		b.WriteString(keyJSON + "\n")
+		b.WriteString(`Instants are RFC 3339 strings, in UTC. Errors still go to stderr as text.` + "\n")
+		fmt.Fprint(c.stdout, b.String())
+	default:
+		i := slices.IndexFunc(commands, func(cmd *command) bool { return cmd.name == name })
+		if i < 0 {
+			return usagef("", "help: unknown command %q", name)
+		}
+		fmt.Fprint(c.stdout, commands[i].usage())
+	}
+	return nil
+}
+
+// mainUsage is the help of the command line as a whole.
+func mainUsage() string {
+	var b strings.Builder
+	b.WriteString(`ratestore manages a ratestore database: API keys and their token usage,
+legacy key files, and limiter states.
+
+Usage: ratestore [global flags] COMMAND [flags] [arguments]
+
+Commands:
+`)
+	listCommands(&b, func(*command) bool { return true },
+		"help [COMMAND]\tshow this help, or a command's (\"help json\": the JSON output of each)")
+	b.WriteString(`
+Global flags, before or after the command:
+  --db PATH          the database: a bbolt file or a badger directory (default ` + defaultDB + `)
+  --backend NAME     its backend: bolt or badger (default ` + defaultBackend + `)
+  --json             print one JSON object on stdout (see "ratestore help json")
+
+Every change is on disk when the command exits. Only one process may open a
+database at a time.
+
+Exit status: 0 on success, 1 when the command fails, 2 for a wrong command line.
+`)
+	return b.String()
+}
+
+// listCommands writes a line for each command that keep accepts, then
+// the extra lines, tab-separated.
+func listCommands(w io.Writer, keep func(*command) bool, extra ...string) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, cmd := range commands {
+		if keep(cmd) {
+			fmt.Fprintf(tw, "  %s\t%s\n", strings.TrimSpace(cmd.name+" "+positional(cmd.args)), cmd.summary)
+		}
+	}
+	for _, line := range extra {
+		fmt.Fprintf(tw, "  %s\n", line)
+	}
+	tw.Flush()
+}
+
+// positional is the part of a synopsis before its first flag.
+func positional(args string) string {
+	if i := strings.Index(args, "-"); i >= 0 {
+		args = args[:i]
+		args = strings.TrimSuffix(strings.TrimSpace(args), "[")
+	}
+	return strings.TrimSpace(args)
+}
+
+// argText says which positional arguments cmd takes, for errors.
+func (cmd *command) argText() string {
+	if p := positional(cmd.args); p != "" {
+		return p
+	}
+	return "no arguments"
+}
+
+// usage is the help of cmd: synopsis, text, flags and JSON output.
+func (cmd *command) usage() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Usage: ratestore %s\n\n%s%s.\n", strings.TrimSpace(cmd.name+" "+cmd.args),
+		strings.ToUpper(cmd.summary[:1]), cmd.summary[1:])
+	if cmd.help != "" {
+		fmt.Fprintf(&b, "\n%s\n", cmd.help)
+	}
+	fs := flag.NewFlagSet(cmd.name, flag.ContinueOnError)
+	cmd.setup(&cli{}, fs)
+	var flags strings.Builder
+	tw := tabwriter.NewWriter(&flags, 0, 0, 2, ' ', 0)
+	fs.VisitAll(func(f *flag.Flag) {
+		name, text := flag.UnquoteUsage(f)
+		fmt.Fprintf(tw, "  --%s\t%s\n", strings.TrimSpace(f.Name+" "+name), text)
+	})
+	tw.Flush()
+	if flags.Len() > 0 {
+		fmt.Fprintf(&b, "\nFlags:\n%s", flags.String())
+	}
+	fmt.Fprintf(&b, "\nGlobal flags: --db PATH, --backend bolt|badger, --json (see 'ratestore help').\n")
+	fmt.Fprintf(&b, "\nJSON output (--json):\n%s\n", indent(cmd.json))
+	if strings.Contains(cmd.json, "KEY") {
+		fmt.Fprintf(&b, "%s\n", indent(keyJSON))
+	}
+	return b.String()
+}
+
+// indent indents every line of s by two spaces.
+func indent(s string) string {
+	return "  " + strings.ReplaceAll(s, "\n", "\n  ")
+}
