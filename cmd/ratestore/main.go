@@ -30,8 +30,10 @@ type config struct {
 	// instants (--expires 720h, the expired status); nil means the system
 	// clock.
 	Now func() time.Time
-	// Terminal reports whether progress is shown on w, the standard
-	// error; nil means when w is a terminal (a character device).
+	// Terminal reports whether w is a terminal (nil: whether it is a
+	// character device). Progress is drawn on the standard error when both
+	// it and the standard output are terminals: someone is watching, and
+	// the output is not going to a script.
 	Terminal func(w io.Writer) bool
 }
 
@@ -53,7 +55,7 @@ type cli struct {
 	ctx            context.Context
 	stdout, stderr io.Writer
 	now            func() time.Time // nil: the system clock
-	terminal       bool             // show progress on stderr
+	terminal       bool             // show progress on stderr: see config.Terminal
 
 	db      string
 	backend string
@@ -68,7 +70,7 @@ func run(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writ
 	if isTerminal == nil {
 		isTerminal = terminal
 	}
-	c.terminal = isTerminal(stderr)
+	c.terminal = isTerminal(stdout) && isTerminal(stderr)
 	return c.exit(c.main(args))
 }
 
