@@ -135,6 +135,13 @@ error, the decoding error, is left out when there is none.`,
 		setup: inspectCmd,
 	},
 	{
+		name: "gateway", args: "--upstream URL [--listen ADDR] [--rps R --burst B]", maxArgs: 0,
+		summary: "serve a reverse proxy that meters tokens per API key",
+		help:    gatewayHelp,
+		json:    `{"listen", "upstream", "stats_path", "rps", "burst", "durability"}, once it listens.`,
+		setup:   gatewayCmd,
+	},
+	{
 		name: "version", maxArgs: 0,
 		summary: "print the version",
 		json:    `{"version", "go"}`,

@@ -20,6 +20,8 @@
 //	usage ID                      used, limit, remaining and window end of a key
 //	copy --to PATH [--to-backend bolt|badger]
 //	inspect LIMITER KEY           one stored limiter state, decoded and raw
+//	gateway --upstream URL [--listen 127.0.0.1:8080] [--rps R --burst B]
+//	                              a metering reverse proxy in front of a model API
 //	version
 //	help [COMMAND]                "help json" lists the JSON output of every command
 //
@@ -53,8 +55,8 @@
 // json" lists them, and "ratestore help COMMAND" shows the command's. Instants
 // are RFC 3339 strings in UTC (null when unset), durations integer
 // nanoseconds. Errors go to stderr as text, prefixed "ratestore: ", in both
-// modes. Progress (migrate, copy) is drawn on stderr only when it is a
-// terminal.
+// modes. Progress (migrate, copy) is drawn on stderr only when both it and
+// stdout are terminals.
 //
 // # Exit status
 //

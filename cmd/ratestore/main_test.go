@@ -168,6 +168,7 @@ func TestJSONDocumented(t *testing.T) {
 		"copy":            copyOut{},
 		"inspect":         stateOut{Error: "e", State: &strategies.Description{Legacy: true}},
 		"version":         versionOut{},
+		"gateway":         gatewayOut{},
 	}
 	require.Len(t, outputs, len(commands))
 	documented := func(text string, v any) {

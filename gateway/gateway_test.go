@@ -1,0 +1,729 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/keystore"
+	"github.com/stretchr/testify/require"
+)
+
+// TestConcurrentAccounting: many clients on one key, in every dialect,
+// plain and streamed; the usage recorded is exactly what the upstream
+// reported.
+func TestConcurrentAccounting(t *testing.T) {
+	e := newEnv(t, Options{})
+	k, secret := e.key("busy", 1<<40)
+	const clients, each = 32, 10
+	paths := []string{"/v1/chat/completions", "/v1/messages"}
+	var wg sync.WaitGroup
+	var sent atomic.Int64
+	for c := range clients {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(c), 1))
+			for i := range each {
+				q := fakeReq{Stream: i%2 == 1, Input: rng.Int64N(5000), Output: 1 + rng.Int64N(2000)}
+				resp, body, err := e.try(e.request("POST", paths[rng.IntN(2)], secret, q))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if resp.StatusCode != http.StatusOK {
+					t.Errorf("status %d: %s", resp.StatusCode, body)
+					return
+				}
+				sent.Add(q.Input + q.Output)
+			}
+		})
+	}
+	wg.Wait()
+	require.EqualValues(t, clients*each, e.up.hits.Load())
+	require.Equal(t, sent.Load(), e.up.reported.Load())
+	require.Equal(t, sent.Load(), e.usage(k.ID).Used)
+	require.Equal(t, sent.Load(), e.lifetime(k.ID))
+}
+
+// TestRefusals: 401, 403 and 429 with their bodies, and none of them
+// reaches the upstream or echoes the secret.
+func TestRefusals(t *testing.T) {
+	e := newEnv(t, Options{})
+	_, disabled := e.key("disabled", 100)
+	_, expired := e.key("expired", 100)
+	k, full := e.key("full", 100)
+	ks := e.db.Keys()
+	ctx := context.Background()
+	dk, err := ks.Authenticate(ctx, disabled)
+	require.NoError(t, err)
+	require.NoError(t, ks.Disable(ctx, dk.ID))
+	ek, err := ks.Authenticate(ctx, expired)
+	require.NoError(t, err)
+	require.NoError(t, ks.SetExpiry(ctx, ek.ID, start.Add(time.Minute)))
+	e.clock.Advance(time.Minute) // expired from ExpiresAt on
+
+	// A key at its limit is still allowed: 150 tokens take it past.
+	resp, body := e.call("POST", "/v1/chat/completions", full, fakeReq{Input: 100, Output: 50})
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	require.EqualValues(t, 150, e.usage(k.ID).Used)
+	hits := e.up.hits.Load()
+
+	for _, c := range []struct {
+		name   string
+		header func(h http.Header)
+		status int
+		code   string
+	}{
+		{"none", func(http.Header) {}, 401, "missing_api_key"},
+		{"empty bearer", func(h http.Header) { h.Set("Authorization", "Bearer  ") }, 401, "missing_api_key"},
+		{"basic", func(h http.Header) { h.Set("Authorization", "Basic "+full) }, 401, "missing_api_key"},
+		{"unknown", func(h http.Header) { h.Set("Authorization", "Bearer rsk_unknown") }, 401, "invalid_api_key"},
+		{"unknown x-api-key", func(h http.Header) { h.Set("X-Api-Key", "rsk_unknown") }, 401, "invalid_api_key"},
+		{"disabled", func(h http.Header) { h.Set("Authorization", "Bearer "+disabled) }, 403, "key_disabled"},
+		{"expired", func(h http.Header) { h.Set("X-Api-Key", expired) }, 403, "key_expired"},
+	} {
+		req := e.request("POST", "/v1/chat/completions", "", fakeReq{Input: 1})
+		c.header(req.Header)
+		resp, body := e.do(req)
+		require.Equal(t, c.status, resp.StatusCode, c.name)
+		require.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+		m := decode(t, body, "error", "message")
+		require.Equal(t, c.code, m["error"], c.name)
+		if c.status == 401 {
+			require.Equal(t, "Bearer", resp.Header.Get("WWW-Authenticate"))
+		}
+		for _, s := range []string{full, disabled, expired} {
+			require.NotContains(t, string(body), s)
+		}
+	}
+
+	// Past its limit: 429 until the usage expires, 5 hours after its
+	// bucket (12:00) started.
+	resp, body = e.call("POST", "/v1/chat/completions", full, fakeReq{Input: 1})
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	wait := start.Add(5 * time.Hour).Sub(e.clock.Now())
+	require.Equal(t, "17940", resp.Header.Get("Retry-After"))
+	require.Equal(t, 17940*time.Second, wait)
+	m := decode(t, body, "error", "tokens_used", "token_limit", "window_end", "retry_after_seconds")
+	require.Equal(t, map[string]any{
+		"error": "token_limit_exceeded", "tokens_used": 150.0, "token_limit": 100.0,
+		"window_end": "2026-01-18T17:00:00Z", "retry_after_seconds": 17940.0,
+	}, m)
+	require.Equal(t, hits, e.up.hits.Load(), "a refused request reached the upstream")
+
+	e.clock.Advance(wait)
+	resp, body = e.call("POST", "/v1/chat/completions", full, fakeReq{Input: 1})
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	require.EqualValues(t, 1, e.usage(k.ID).Used)
+}
+
+// TestNothingRecorded: an upstream error, an unreachable upstream, a body
+// without usage or of another type record nothing.
+func TestNothingRecorded(t *testing.T) {
+	e := newEnv(t, Options{})
+	k, secret := e.key("k", 1000)
+
+	resp, body := e.call("POST", "/error", secret, nil)
+	require.Equal(t, http.StatusInternalServerError, resp.StatusCode)
+	require.JSONEq(t, `{"error":{"message":"overloaded"},"usage":{"total_tokens":999}}`, string(body))
+	for _, path := range []string{"/nousage", "/plain"} {
+		resp, body = e.call("GET", path, secret, nil)
+		require.Equal(t, http.StatusOK, resp.StatusCode, path)
+		require.NotEmpty(t, body)
+	}
+	require.EqualValues(t, 3, e.up.hits.Load())
+	require.Zero(t, e.usage(k.ID).Used)
+	require.Zero(t, e.lifetime(k.ID))
+
+	// The upstream is gone.
+	e.up.srv.Close()
+	resp, body = e.call("POST", "/v1/chat/completions", secret, fakeReq{Input: 5})
+	require.Equal(t, http.StatusBadGateway, resp.StatusCode)
+	require.Equal(t, "upstream_unavailable", decode(t, body, "error", "message")["error"])
+	require.Zero(t, e.usage(k.ID).Used)
+}
+
+// TestStreaming: an event stream passes through unchanged and as it comes
+// (the caller reads the first event before the upstream sends the next),
+// and the usage of its final events is recorded: OpenAI's last chunk, and
+// Anthropic's message_start plus message_delta, each counted once.
+func TestStreaming(t *testing.T) {
+	for _, c := range []struct {
+		path   string
+		events []string
+	}{
+		{"/v1/chat/completions", openAIStream(11, 29)},
+		{"/v1/messages", anthropicStream(11, 29)},
+	} {
+		t.Run(strings.TrimPrefix(c.path, "/v1/"), func(t *testing.T) {
+			e := newEnv(t, Options{})
+			k, secret := e.key("k", 1000)
+			resp, err := e.client.Do(e.request("POST", c.path, secret, fakeReq{Stream: true, Gate: true, Input: 11, Output: 29}))
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			require.Equal(t, http.StatusOK, resp.StatusCode)
+			require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
+			br := bufio.NewReader(resp.Body)
+
+			first := make(chan string, 1)
+			go func() {
+				var ev strings.Builder
+				for !strings.HasSuffix(ev.String(), "\n\n") {
+					line, err := br.ReadString('\n')
+					ev.WriteString(line)
+					if err != nil {
+						break
+					}
+				}
+				first <- ev.String()
+			}()
+			select {
+			case ev := <-first:
+				require.Equal(t, c.events[0], ev)
+			case <-time.After(10 * time.Second): // a failure, not a wait: the gateway held the event back
+				t.Fatal("the first event did not arrive before the upstream sent the rest")
+			}
+			require.Zero(t, e.usage(k.ID).Used)
+			close(e.up.gate)
+			rest, err := io.ReadAll(br)
+			require.NoError(t, err)
+			require.Equal(t, strings.Join(c.events[1:], ""), string(rest))
+			<-e.served
+			require.EqualValues(t, 40, e.usage(k.ID).Used)
+		})
+	}
+}
+
+// TestJSONDialects: plain responses of both dialects, and a gzipped one
+// that the gateway asks for and decompresses.
+func TestJSONDialects(t *testing.T) {
+	e := newEnv(t, Options{})
+	k, secret := e.key("k", 1000)
+	resp, body := e.call("POST", "/v1/chat/completions", secret, fakeReq{Input: 3, Output: 4})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, openAIJSON(3, 4), string(body))
+	require.EqualValues(t, 7, e.usage(k.ID).Used)
+	resp, body = e.call("POST", "/v1/messages", secret, fakeReq{Input: 10, Output: 20})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, anthropicJSON(10, 20), string(body))
+	require.EqualValues(t, 37, e.usage(k.ID).Used)
+
+	req := e.request("GET", "/gzip", secret, nil)
+	req.Header.Set("Accept-Encoding", "br") // not forwarded
+	resp, body = e.do(req)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Empty(t, resp.Header.Get("Content-Encoding"))
+	require.Equal(t, openAIJSON(4, 3), string(body))
+	require.Equal(t, "gzip", e.up.lastHeaders().Get("Accept-Encoding"))
+	require.EqualValues(t, 44, e.usage(k.ID).Used)
+}
+
+// TestStats: the stats path shows the caller's own key and usage, and
+// nothing of another key's.
+func TestStats(t *testing.T) {
+	e := newEnv(t, Options{StatsPath: "/gateway/stats"})
+	a, secretA := e.key("alice", 1000)
+	b, secretB := e.key("bob", 500)
+	e.call("POST", "/v1/chat/completions", secretA, fakeReq{Input: 10, Output: 20})
+	e.call("POST", "/v1/messages", secretB, fakeReq{Input: 60, Output: 10})
+	hits := e.up.hits.Load()
+
+	fields := []string{"key_id", "name", "used", "limit", "remaining", "window_end", "reset_after_seconds", "lifetime_tokens"}
+	for _, c := range []struct {
+		path, secret string
+		want         map[string]any
+	}{
+		{"/gateway/stats", secretA, map[string]any{"key_id": a.ID, "name": "alice", "used": 30.0, "limit": 1000.0, "remaining": 970.0,
+			"window_end": "2026-01-18T17:00:00Z", "reset_after_seconds": 18000.0, "lifetime_tokens": 30.0}},
+		{"/gateway/stats?key_id=" + b.ID, secretA, map[string]any{"key_id": a.ID, "name": "alice", "used": 30.0, "limit": 1000.0, "remaining": 970.0,
+			"window_end": "2026-01-18T17:00:00Z", "reset_after_seconds": 18000.0, "lifetime_tokens": 30.0}},
+		{"/gateway/stats", secretB, map[string]any{"key_id": b.ID, "name": "bob", "used": 70.0, "limit": 500.0, "remaining": 430.0,
+			"window_end": "2026-01-18T17:00:00Z", "reset_after_seconds": 18000.0, "lifetime_tokens": 70.0}},
+	} {
+		resp, body := e.call("GET", c.path, c.secret, nil)
+		require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+		require.Equal(t, c.want, decode(t, body, fields...))
+	}
+	// A fresh key: nothing in use, no window end.
+	_, secretC := e.key("carol", 10)
+	_, body := e.call("GET", "/gateway/stats", secretC, nil)
+	m := decode(t, body, fields...)
+	require.Nil(t, m["window_end"])
+	require.Equal(t, 0.0, m["used"])
+
+	resp, body := e.call("POST", "/gateway/stats", secretA, nil)
+	require.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode, string(body))
+	resp, _ = e.call("GET", "/gateway/stats", "", nil)
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	resp, _ = e.call("GET", "/gateway/stats", "rsk_nobody", nil)
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	require.NoError(t, e.db.Keys().Disable(context.Background(), b.ID))
+	resp, _ = e.call("GET", "/gateway/stats", secretB, nil)
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+	require.Equal(t, hits, e.up.hits.Load(), "the stats path was forwarded")
+}
+
+// TestRequestRate: with RPS, each key has its own GCRA allowance, with
+// the RateLimit fields; a denied request does not reach the upstream.
+func TestRequestRate(t *testing.T) {
+	e := newEnv(t, Options{RPS: 1, Burst: 2})
+	_, secretA := e.key("a", 1000)
+	_, secretB := e.key("b", 1000)
+	for i := range 2 {
+		resp, body := e.call("POST", "/v1/chat/completions", secretA, fakeReq{Input: 1})
+		require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+		require.Equal(t, `"requests";q=2;w=2`, resp.Header.Get("RateLimit-Policy"))
+		require.Contains(t, resp.Header.Get("RateLimit"), `"requests";r=`+[]string{"1", "0"}[i])
+	}
+	resp, body := e.call("POST", "/v1/chat/completions", secretA, fakeReq{Input: 1})
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	require.Equal(t, "1", resp.Header.Get("Retry-After"))
+	require.Equal(t, `"requests";r=0;t=1`, resp.Header.Get("RateLimit"))
+	var denial map[string]any
+	require.NoError(t, json.Unmarshal(body, &denial))
+	require.Equal(t, "rate_limited", denial["error"])
+	require.EqualValues(t, 2, e.up.hits.Load())
+
+	resp, _ = e.call("POST", "/v1/chat/completions", secretB, fakeReq{Input: 1})
+	require.Equal(t, http.StatusOK, resp.StatusCode, "another key has its own allowance")
+	e.clock.Advance(time.Second)
+	resp, _ = e.call("POST", "/v1/chat/completions", secretA, fakeReq{Input: 1})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.EqualValues(t, 4, e.up.hits.Load())
+
+	_, err := New(e.db, Options{Upstream: e.up.url(t), Burst: 3})
+	require.ErrorIs(t, err, ratestore.ErrInvalid)
+}
+
+// TestUpstreamHeaders: the caller's key fields never reach the upstream;
+// the gateway's own credential does, where it is configured to go.
+func TestUpstreamHeaders(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		opts      Options
+		auth, xak string
+	}{
+		{"no upstream key", Options{}, "", ""},
+		{"bearer", Options{UpstreamKey: "sk-upstream"}, "Bearer sk-upstream", ""},
+		{"x-api-key", Options{UpstreamKey: "sk-ant", UpstreamKeyHeader: "x-api-key"}, "", "sk-ant"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			opts := c.opts
+			e := newEnv(t, opts)
+			_, secret := e.key("k", 1000)
+			for _, set := range []func(h http.Header){
+				func(h http.Header) { h.Set("Authorization", "Bearer "+secret) },
+				func(h http.Header) { h.Set("X-Api-Key", secret) },
+			} {
+				req := e.request("GET", "/nousage?x=1", "", nil)
+				set(req.Header)
+				req.Header.Set("X-Custom", "kept")
+				resp, _ := e.do(req)
+				require.Equal(t, http.StatusOK, resp.StatusCode)
+				h := e.up.lastHeaders()
+				require.Equal(t, c.auth, h.Get("Authorization"))
+				require.Equal(t, c.xak, h.Get("X-Api-Key"))
+				require.Equal(t, "kept", h.Get("X-Custom"))
+				require.Equal(t, "127.0.0.1", h.Get("X-Forwarded-For"))
+				require.NotEmpty(t, resp.Header.Get(RequestIDHeader))
+			}
+		})
+	}
+}
+
+// TestUpstreamPrefix: the upstream's path prefix comes before the
+// request's path.
+func TestUpstreamPrefix(t *testing.T) {
+	var got atomic.Value
+	prefixed := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Store(r.URL.RequestURI())
+		writeBody(w, "application/json", `{"usage":{"total_tokens":5}}`)
+	}))
+	t.Cleanup(prefixed.Close)
+	u, err := url.Parse(prefixed.URL + "/api")
+	require.NoError(t, err)
+	e := newEnv(t, Options{Upstream: u})
+	k, secret := e.key("k", 1000)
+	resp, _ := e.call("GET", "/v1/models?limit=2", secret, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "/api/v1/models?limit=2", got.Load())
+	require.EqualValues(t, 5, e.usage(k.ID).Used)
+}
+
+// TestLogs: a line per request, with its key ID and never a secret.
+func TestLogs(t *testing.T) {
+	var logs syncBuffer
+	e := newEnv(t, Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	k, secret := e.key("k", 1000)
+	e.call("POST", "/v1/chat/completions", secret, fakeReq{Input: 2, Output: 3})
+	e.call("POST", "/v1/chat/completions", secret+"x", fakeReq{})
+	req := e.request("GET", "/nousage", "", nil)
+	req.Header.Set("X-Api-Key", secret)
+	e.do(req)
+	out := logs.String()
+	require.NotContains(t, out, secret)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 3, out)
+	var first, second map[string]any
+	require.NoError(t, json.Unmarshal([]byte(lines[0]), &first))
+	require.NoError(t, json.Unmarshal([]byte(lines[1]), &second))
+	require.Equal(t, "gateway request", first["msg"])
+	require.Equal(t, k.ID, first["key_id"])
+	require.Equal(t, 200.0, first["status"])
+	require.Equal(t, 5.0, first["tokens"])
+	require.Equal(t, "/v1/chat/completions", first["path"])
+	require.NotEmpty(t, first["request_id"])
+	require.Contains(t, first, "latency")
+	require.Equal(t, 401.0, second["status"])
+	require.Equal(t, "", second["key_id"])
+	require.NotEqual(t, first["request_id"], second["request_id"])
+}
+
+func TestNewErrors(t *testing.T) {
+	e := newEnv(t, Options{})
+	for _, opts := range []Options{
+		{},
+		{Upstream: &url.URL{Scheme: "ftp", Host: "x"}},
+		{Upstream: &url.URL{Scheme: "http"}},
+		{Upstream: e.up.url(t), StatsPath: "stats"},
+		{Upstream: e.up.url(t), RPS: -1},
+		{Upstream: e.up.url(t), RPS: 1, Burst: -1},
+		{Upstream: e.up.url(t), MaxJSONBody: -1},
+	} {
+		_, err := New(e.db, opts)
+		require.ErrorIs(t, err, ratestore.ErrInvalid, "%+v", opts)
+	}
+	_, err := New(nil, Options{Upstream: e.up.url(t)})
+	require.ErrorIs(t, err, ratestore.ErrInvalid)
+	_, err = New(e.db, Options{Upstream: &url.URL{Scheme: "ftp", User: url.UserPassword("u", "hunter2"), Host: "x"}})
+	require.NotContains(t, err.Error(), "hunter2")
+}
+
+// Helpers.
+
+// start is the tests' clock at its start: on a bucket boundary of the
+// usage window (5 minutes), so that window ends are whole.
+var start = time.Date(2026, 1, 18, 12, 0, 0, 0, time.UTC)
+
+// clock is a fake clock that moves only when told to.
+type clock struct{ ns atomic.Int64 }
+
+func (c *clock) Now() time.Time          { return time.Unix(0, c.ns.Load()).UTC() }
+func (c *clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+// fakeReq is the body of a request to the fake upstream: the usage it is to
+// report, and whether to stream it.
+type fakeReq struct {
+	Stream bool  `json:"stream"`
+	Input  int64 `json:"input"`
+	Output int64 `json:"output"`
+	// Gate makes a stream wait, after its first event, until the test
+	// closes upstream.gate.
+	Gate bool `json:"gate"`
+}
+
+// upstream is a fake model API speaking OpenAI's and Anthropic's dialects,
+// plain and streamed, over loopback.
+type upstream struct {
+	srv      *httptest.Server
+	hits     atomic.Int64 // requests received
+	reported atomic.Int64 // tokens reported in successful responses
+	gate     chan struct{}
+
+	mu      sync.Mutex
+	headers http.Header // of the last request
+}
+
+func newUpstream(t testing.TB) *upstream {
+	u := &upstream{gate: make(chan struct{})}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		q := u.request(w, r)
+		total := q.Input + q.Output
+		if q.Stream {
+			u.stream(w, r, q.Gate, openAIStream(q.Input, q.Output))
+		} else {
+			writeBody(w, "application/json", openAIJSON(q.Input, q.Output))
+		}
+		u.reported.Add(total)
+	})
+	mux.HandleFunc("POST /v1/messages", func(w http.ResponseWriter, r *http.Request) {
+		q := u.request(w, r)
+		if q.Stream {
+			u.stream(w, r, q.Gate, anthropicStream(q.Input, q.Output))
+		} else {
+			writeBody(w, "application/json", anthropicJSON(q.Input, q.Output))
+		}
+		u.reported.Add(q.Input + q.Output)
+	})
+	mux.HandleFunc("/error", func(w http.ResponseWriter, r *http.Request) {
+		u.request(w, r)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		io.WriteString(w, `{"error":{"message":"overloaded"},"usage":{"total_tokens":999}}`)
+	})
+	mux.HandleFunc("/nousage", func(w http.ResponseWriter, r *http.Request) {
+		u.request(w, r)
+		writeBody(w, "application/json", `{"object":"list","data":[]}`)
+	})
+	mux.HandleFunc("/plain", func(w http.ResponseWriter, r *http.Request) {
+		u.request(w, r)
+		writeBody(w, "text/plain", `{"usage":{"total_tokens":999}}`)
+	})
+	mux.HandleFunc("/gzip", func(w http.ResponseWriter, r *http.Request) {
+		u.request(w, r)
+		if !strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			writeBody(w, "application/json", openAIJSON(4, 3))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Encoding", "gzip")
+		zw := gzip.NewWriter(w)
+		io.WriteString(zw, openAIJSON(4, 3))
+		zw.Close()
+		u.reported.Add(7)
+	})
+	u.srv = httptest.NewServer(mux)
+	t.Cleanup(u.srv.Close)
+	return u
+}
+
+// request notes r and decodes its fakeReq, if any.
+func (u *upstream) request(_ http.ResponseWriter, r *http.Request) fakeReq {
+	u.hits.Add(1)
+	u.mu.Lock()
+	u.headers = r.Header.Clone()
+	u.mu.Unlock()
+	var q fakeReq
+	json.NewDecoder(r.Body).Decode(&q)
+	return q
+}
+
+func (u *upstream) lastHeaders() http.Header {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.headers
+}
+
+func (u *upstream) url(t testing.TB) *url.URL {
+	p, err := url.Parse(u.srv.URL)
+	require.NoError(t, err)
+	return p
+}
+
+// stream writes events one at a time, each flushed, waiting for the gate
+// after the first when asked to.
+func (u *upstream) stream(w http.ResponseWriter, r *http.Request, gate bool, events []string) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	for i, ev := range events {
+		io.WriteString(w, ev)
+		http.NewResponseController(w).Flush()
+		if i == 0 && gate {
+			select {
+			case <-u.gate:
+			case <-r.Context().Done():
+				return
+			}
+		}
+	}
+}
+
+func writeBody(w http.ResponseWriter, contentType, body string) {
+	w.Header().Set("Content-Type", contentType)
+	io.WriteString(w, body)
+}
+
+func openAIJSON(in, out int64) string {
+	return fmt.Sprintf(`{"id":"chatcmpl-1","object":"chat.completion","model":"gpt-x","choices":[{"index":0,"message":{"role":"assistant","content":"Hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`, in, out, in+out)
+}
+
+func anthropicJSON(in, out int64) string {
+	return fmt.Sprintf(`{"id":"msg_1","type":"message","role":"assistant","model":"claude-x","content":[{"type":"text","text":"Hello"}],"stop_reason":"end_turn","usage":{"input_tokens":%d,"output_tokens":%d,"cache_creation_input_tokens":0,"cache_read_input_tokens":0}}`, in, out)
+}
+
+// openAIStream is a chat completion streamed with
+// stream_options.include_usage: every chunk has "usage": null but the last
+// one before [DONE], which has no choices.
+func openAIStream(in, out int64) []string {
+	chunk := `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","model":"gpt-x","choices":[%s],"usage":%s}` + "\n\n"
+	return []string{
+		fmt.Sprintf(chunk, `{"index":0,"delta":{"role":"assistant","content":""}}`, "null"),
+		fmt.Sprintf(chunk, `{"index":0,"delta":{"content":"Hel"}}`, "null"),
+		fmt.Sprintf(chunk, `{"index":0,"delta":{"content":"lo"}}`, "null"),
+		fmt.Sprintf(chunk, `{"index":0,"delta":{},"finish_reason":"stop"}`, "null"),
+		fmt.Sprintf(chunk, "", fmt.Sprintf(`{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}`, in, out, in+out)),
+		"data: [DONE]\n\n",
+	}
+}
+
+// anthropicStream is a message streamed as Anthropic does: message_start
+// reports the input tokens (and 1 output token so far), message_delta the
+// final output tokens.
+func anthropicStream(in, out int64) []string {
+	return []string{
+		fmt.Sprintf("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"claude-x\",\"stop_reason\":null,\"usage\":{\"input_tokens\":%d,\"output_tokens\":1}}}\n\n", in),
+		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+		"event: ping\ndata: {\"type\": \"ping\"}\n\n",
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hello\"}}\n\n",
+		"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+		fmt.Sprintf("event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":%d}}\n\n", out),
+		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+	}
+}
+
+// env is a gateway served over loopback in front of a fake upstream, on a
+// database in a temporary directory with a fake clock.
+type env struct {
+	t      testing.TB
+	clock  *clock
+	db     *ratestore.DB
+	up     *upstream
+	gw     *Gateway
+	srv    *httptest.Server
+	client *http.Client
+	served chan struct{} // a value each time the gateway finished a request
+}
+
+// newEnv starts an env; opts.Upstream defaults to the fake upstream.
+func newEnv(t testing.TB, opts Options) *env {
+	return newEnvWith(t, opts, ratestore.Options{})
+}
+
+func newEnvWith(t testing.TB, opts Options, dbOpts ratestore.Options) *env {
+	e := &env{t: t, clock: &clock{}, served: make(chan struct{}, 1<<12)}
+	e.clock.ns.Store(start.UnixNano())
+	dbOpts.Now = e.clock.Now
+	db, err := ratestore.Open(t.TempDir()+"/gateway.db", dbOpts)
+	require.NoError(t, err)
+	e.db = db
+	t.Cleanup(func() { require.NoError(t, db.Close()) })
+	e.up = newUpstream(t)
+	if opts.Upstream == nil {
+		opts.Upstream = e.up.url(t)
+	}
+	e.gw, err = New(db, opts)
+	require.NoError(t, err)
+	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() { e.served <- struct{}{} }()
+		e.gw.ServeHTTP(w, r)
+	}))
+	t.Cleanup(e.srv.Close)
+	e.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	t.Cleanup(e.client.CloseIdleConnections)
+	return e
+}
+
+// key creates a key of limit tokens and returns it with its secret.
+func (e *env) key(name string, limit int64) (keystore.Key, string) {
+	e.t.Helper()
+	k, secret, err := e.db.Keys().Create(context.Background(), keystore.Spec{Name: name, TokenLimit: limit})
+	require.NoError(e.t, err)
+	return k, secret
+}
+
+// request makes a request to the gateway; secret goes in a bearer token
+// unless it is "".
+func (e *env) request(method, path, secret string, body any) *http.Request {
+	e.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		require.NoError(e.t, err)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, e.srv.URL+path, rd)
+	require.NoError(e.t, err)
+	if secret != "" {
+		req.Header.Set("Authorization", "Bearer "+secret)
+	}
+	return req
+}
+
+// do sends req, reads the whole response, and waits until the gateway has
+// finished a request: once every do has returned, every request has been
+// finished, its usage recorded.
+func (e *env) do(req *http.Request) (*http.Response, []byte) {
+	e.t.Helper()
+	resp, body, err := e.try(req)
+	require.NoError(e.t, err)
+	return resp, body
+}
+
+// try is do for goroutines other than the test's: it returns its error.
+func (e *env) try(req *http.Request) (*http.Response, []byte, error) {
+	resp, err := e.client.Do(req)
+	if err != nil {
+		return nil, nil, err // the gateway may not have seen it: no wait
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	<-e.served
+	return resp, body, err
+}
+
+// call is do of a new request.
+func (e *env) call(method, path, secret string, body any) (*http.Response, []byte) {
+	e.t.Helper()
+	return e.do(e.request(method, path, secret, body))
+}
+
+func (e *env) usage(id string) keystore.Usage {
+	e.t.Helper()
+	u, err := e.db.Keys().Usage(context.Background(), id)
+	require.NoError(e.t, err)
+	return u
+}
+
+func (e *env) lifetime(id string) int64 {
+	e.t.Helper()
+	k, err := e.db.Keys().Get(context.Background(), id)
+	require.NoError(e.t, err)
+	return k.LifetimeTokens
+}
+
+// decode decodes a JSON body into a map, requiring exactly the fields
+// named.
+func decode(t testing.TB, body []byte, fields ...string) map[string]any {
+	t.Helper()
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(body, &m), string(body))
+	got := make([]string, 0, len(m))
+	for k := range m {
+		got = append(got, k)
+	}
+	require.ElementsMatch(t, fields, got, string(body))
+	return m
+}
+
+// syncBuffer is a buffer safe for concurrent writes, for logs.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
