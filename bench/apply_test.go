@@ -15,7 +15,8 @@ import (
 const applyStep = 100 * time.Nanosecond
 
 // BenchmarkApply isolates the algorithm from the engine, to attribute the
-// cost of a BenchmarkHot decision: the same configurations, states held in a
+// cost of a BenchmarkHot decision: the same configurations, prepared and
+// applied through strategies.Decide as the engine does, states held in a
 // plain slice (no map, no lock, no commit), and a synthetic clock instead of
 // time.Now. strategy=xrate is x/time/rate's AllowN(t, 1) on one Limiter per
 // key, the algorithm part of the baseline. Hot minus Apply, for the same
@@ -46,20 +47,21 @@ func BenchmarkApply(b *testing.B) {
 		for _, st := range hotStrategies() {
 			b.Run(fmt.Sprintf("strategy=%s/keys=%d", st.name, n), func(b *testing.B) {
 				b.ReportAllocs()
+				p := strategies.Prepare(st.s) // as the engine applies it
 				states := make([]strategies.State, n)
 				for i := range states {
-					states[i] = st.s.NewState()
+					states[i] = p.NewState()
 				}
 				var allowed int64
-				now := start.UnixNano()
+				c := strategies.Call{Now: start.UnixNano(), N: 1}
+				var res strategies.Result
 				i := 0
 				for b.Loop() {
-					now += int64(applyStep)
-					r, err := st.s.Apply(states[i], strategies.Call{Now: now, N: 1})
-					if err != nil {
+					c.Now += int64(applyStep)
+					if err := strategies.Decide(p, states[i], c, &res); err != nil {
 						b.Fatal(err)
 					}
-					if r.Allowed {
+					if res.Allowed {
 						allowed++
 					}
 					if i++; i == n {

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -30,16 +29,12 @@ func BenchmarkAsync(b *testing.B) {
 		for _, flush := range asyncFlushIntervals {
 			f := newFixture(func() (*ratestore.Limiter, func() error, error) {
 				opts := ratestore.Options{Backend: backend, Durability: ratestore.Async, FlushInterval: flush}
-				db, l, err := openLimiter(b.TempDir(), "async-"+string(backend), opts, gcra)
-				if err != nil {
-					return nil, nil, err
-				}
-				return l, db.Close, preload(context.Background(), db, l, keys)
+				return openPreloaded(b.TempDir(), "async-"+string(backend), opts, gcra, keys)
 			})
 			b.Run(fmt.Sprintf("backend=%s/flush=%v/keys=%d", backend, flush, asyncKeys), func(b *testing.B) {
 				b.ReportAllocs()
 				l := f.get(b)
-				runParallel(b, keys, allowFunc(l))
+				runParallel(b, keys, nil, allowFunc(l))
 			})
 			f.release(b)
 		}

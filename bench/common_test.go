@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -11,12 +12,30 @@ import (
 	"github.com/ratestore/ratestore/strategies"
 )
 
+// fullEnv names the environment variable that turns on the large sizes:
+// 1M keys in BenchmarkPeers and BenchmarkDisk. Without it those benchmarks
+// run at a size that keeps the CI smoke run (-benchtime 1x) to seconds.
+const fullEnv = "RATESTORE_BENCH_FULL"
+
+// bigKeys is the largest key count of BenchmarkPeers and BenchmarkDisk:
+// 1M with RATESTORE_BENCH_FULL=1, else 20k (enough to exercise every code
+// path, cold keys included).
+func bigKeys() int {
+	if os.Getenv(fullEnv) == "1" {
+		return 1_000_000
+	}
+	return 20_000
+}
+
+// keyAt is the i-th key of every benchmark: user:000000, user:000001, ...
+func keyAt(i int) string { return fmt.Sprintf("user:%06d", i) }
+
 // makeKeys returns n distinct key strings, built once before any timed loop
 // so that the loops themselves allocate nothing.
 func makeKeys(n int) []string {
 	keys := make([]string, n)
 	for i := range keys {
-		keys[i] = fmt.Sprintf("user:%06d", i)
+		keys[i] = keyAt(i)
 	}
 	return keys
 }
@@ -90,6 +109,16 @@ func openLimiter(dir, name string, opts ratestore.Options, s strategies.Strategy
 	return db, l, nil
 }
 
+// openPreloaded opens a database with openLimiter and preloads keys: the
+// fixture of every benchmark that wants keys hot from the first call.
+func openPreloaded(dir, name string, opts ratestore.Options, s strategies.Strategy, keys []string) (*ratestore.Limiter, func() error, error) {
+	db, l, err := openLimiter(dir, name, opts, s)
+	if err != nil {
+		return nil, nil, err
+	}
+	return l, db.Close, preload(context.Background(), db, l, keys)
+}
+
 // preload makes every key hot: one Allow each (which loads the key into the
 // in-memory table and gives it a state), then one Flush so that the timed
 // loop starts with nothing pending.
@@ -145,13 +174,20 @@ func walk(b *testing.B, n, start int, more func() bool, decide func(i int) (bool
 }
 
 // runParallel makes b.N decisions under b.RunParallel, each goroutine
-// walking the keys from its own offset, and reports the throughput.
-func runParallel(b *testing.B, keys []string, decide func(key string) (bool, error)) {
+// walking the keys from its own offset, and reports the throughput. With
+// order nil the goroutines cycle through keys; otherwise they cycle through
+// order, a precomputed sequence of key indexes (see keyOrder), so that the
+// loop draws no random numbers and allocates nothing.
+func runParallel(b *testing.B, keys []string, order []int32, decide func(key string) (bool, error)) {
+	n, key := len(keys), func(i int) string { return keys[i] }
+	if order != nil {
+		n, key = len(order), func(i int) string { return keys[order[i]] }
+	}
 	var seq, allowed atomic.Int64
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
-		allowed.Add(walk(b, len(keys), startOffset(&seq, len(keys)), pb.Next, func(i int) (bool, error) {
-			return decide(keys[i])
+		allowed.Add(walk(b, n, startOffset(&seq, n), pb.Next, func(i int) (bool, error) {
+			return decide(key(i))
 		}))
 	})
 	b.StopTimer()
@@ -165,4 +201,14 @@ func allowFunc(l *ratestore.Limiter) func(key string) (bool, error) {
 		r, err := l.Allow(ctx, key)
 		return r.Allowed, err
 	}
+}
+
+// cacheFor is the MaxCachedKeys that keeps n keys in memory: the default
+// (0) up to DefaultMaxCachedKeys, twice n beyond, so that no hot benchmark
+// evicts.
+func cacheFor(n int) int {
+	if n <= ratestore.DefaultMaxCachedKeys/2 {
+		return 0
+	}
+	return 2 * n
 }

@@ -1,0 +1,266 @@
+// Command report runs the benchmarks of package bench in a bounded
+// configuration (about four minutes on 2 cores) and writes ../REPORT.md
+// (relative to this directory: bench/REPORT.md) with the tables, and PNG
+// plots next to this file, in bench/report/.
+//
+//	cd bench && go run ./report          # run everything, write REPORT.md and report/*.png
+//	cd bench && go run ./report -quick   # seconds: checks the pipeline, numbers meaningless
+//	cd bench && go run ./report -from report/bench-output.txt   # render again, no run
+//
+// It builds the test binary once, runs it several times (one invocation per
+// family and round, rounds of a family spread over the whole run), and
+// keeps their standard output, with its own measurements of the machine,
+// in report/bench-output.txt, which is what it renders from. Ratios are
+// always computed between results of the same invocation.
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// stage is one benchmark family and how to run it.
+type stage struct {
+	name      string
+	bench     string // -test.bench
+	benchtime string
+	cpu       string // -test.cpu, "" for the default (all cores)
+	full      bool   // RATESTORE_BENCH_FULL=1: 1M keys
+	rounds    int
+}
+
+// plan is the bounded run: BenchmarkHot 3 times, BenchmarkHotPaired
+// (the hot target, robust to the load of a shared machine) twice, the cheap key counts of
+// BenchmarkPeers, BenchmarkSync, BenchmarkAsync and BenchmarkRollingWindow
+// twice, the rest once.
+// quick keeps the stages with tiny benchtimes, one round and no 1M keys.
+func plan(quick bool) []stage {
+	stages := []stage{
+		{"hot", "^BenchmarkHot$", "100ms", "", false, 3},
+		{"paired", "^BenchmarkHotPaired$", "300ms", "", false, 2},
+		{"peers", "^BenchmarkPeers$/^keys=(1|10000)$/", "250ms", "1,2", false, 2},
+		// A fixed count at 1M keys: each round of the testing package's
+		// b.N search starts with a runtime.GC over the side's 1M keys.
+		{"peers", "^BenchmarkPeers$/^keys=1000000$/", "200000x", "1,2", true, 1},
+		{"sync", "^BenchmarkSync$", "400ms", "", false, 2},
+		{"async", "^BenchmarkAsync$", "300ms", "", false, 2},
+		{"apply", "^Benchmark(Apply|Clock)$", "100ms", "", false, 1},
+		// 300ms: ours is ~40 ns an operation, and its flatness is a ratio
+		// of two of them.
+		{"rolling", "^BenchmarkRollingWindow$", "300ms", "", false, 2},
+		// One backend per process, so that RSS is about it alone.
+		{"disk", "^BenchmarkDisk$/^backend=bolt$", "3x", "", true, 1},
+		{"disk", "^BenchmarkDisk$/^backend=badger$", "3x", "", true, 1},
+	}
+	if quick {
+		for i := range stages {
+			st := &stages[i]
+			st.full, st.rounds, st.benchtime = false, 1, "10ms"
+			if st.name == "disk" {
+				st.benchtime = "1x"
+			}
+		}
+	}
+	return stages
+}
+
+func main() {
+	log.SetFlags(0)
+	log.SetPrefix("report: ")
+	quick := flag.Bool("quick", false, "tiny benchtimes, no 1M keys: checks the pipeline in seconds")
+	from := flag.String("from", "", "render this raw output instead of running the benchmarks")
+	out := flag.String("out", "REPORT.md", "the Markdown report")
+	dir := flag.String("dir", "report", "where the plots and the raw output go")
+	flag.Parse()
+
+	var raw []byte
+	var err error
+	if *from != "" {
+		raw, err = os.ReadFile(*from)
+	} else {
+		raw, err = runAll(*quick)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(*dir, "bench-output.txt"), raw, 0o644)
+		}
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	rep, err := Parse(bytes.NewReader(raw))
+	if err != nil {
+		log.Fatal(err)
+	}
+	plots, err := writePlots(rep, *dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := os.WriteFile(*out, []byte(Render(rep, plots)), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	log.Printf("wrote %s and %d plots in %s/", *out, len(plots), *dir)
+}
+
+// runAll builds the test binary, runs the plan round by round and returns
+// everything it printed, with marker lines.
+func runAll(quick bool) ([]byte, error) {
+	start := time.Now()
+	var buf bytes.Buffer
+	w := io.MultiWriter(&buf, os.Stderr)
+	envf := func(k, format string, a ...any) { fmt.Fprintf(w, "# env %s: %s\n", k, fmt.Sprintf(format, a...)) }
+	machine(envf)
+	envf("load-start", "%s", loadAvg())
+	fsyncLatency(envf, "fdatasync-start")
+
+	tmp, err := os.MkdirTemp("", "ratestore-report-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	bin := filepath.Join(tmp, "bench.test")
+	build := exec.Command("go", "test", "-c", "-o", bin, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return nil, fmt.Errorf("building the benchmarks: %w", err)
+	}
+
+	stages, run := plan(quick), 0
+	for round := 1; ; round++ {
+		ran := false
+		for _, st := range stages {
+			if round > st.rounds {
+				continue
+			}
+			ran, run = true, run+1
+			fmt.Fprintf(w, "# run=%d stage=%s round=%d bench=%s benchtime=%s\n", run, st.name, round, st.bench, st.benchtime)
+			args := []string{"-test.run=^$", "-test.bench=" + st.bench, "-test.benchtime=" + st.benchtime, "-test.benchmem", "-test.timeout=5m"}
+			if st.cpu != "" {
+				args = append(args, "-test.cpu="+st.cpu)
+			}
+			t := time.Now()
+			if err := runBench(w, bin, st.full, args...); err != nil {
+				envf(fmt.Sprintf("failed-run-%d", run), "%s: %v", st.bench, err)
+			}
+			fmt.Fprintf(w, "# run=%d took %v\n", run, time.Since(t).Round(time.Second/10))
+		}
+		if !ran {
+			break
+		}
+	}
+
+	// Profiles of the hot strategies furthest above x/time/rate.
+	rep, err := Parse(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		return nil, err
+	}
+	profTime := "1s"
+	if quick {
+		profTime = "50ms"
+	}
+	for _, s := range worstHot(rep, 2) {
+		run++
+		prof := filepath.Join(tmp, s+".prof")
+		fmt.Fprintf(w, "# run=%d stage=profile strategy=%s\n", run, s)
+		if err := runBench(w, bin, false, "-test.run=^$", "-test.bench=^BenchmarkHot$/^strategy="+s+"$/^keys=10000$",
+			"-test.benchtime="+profTime, "-test.benchmem", "-test.cpuprofile="+prof); err != nil {
+			envf("failed-profile-"+s, "%v", err)
+			continue
+		}
+		top, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=14", bin, prof).Output()
+		if err != nil {
+			envf("failed-profile-"+s, "pprof: %v", err)
+			continue
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(top)), "\n") {
+			fmt.Fprintf(w, "# pprof hot-%s: %s\n", s, line)
+		}
+	}
+
+	fsyncLatency(envf, "fdatasync-end")
+	envf("load-end", "%s", loadAvg())
+	envf("elapsed", "%s", time.Since(start).Round(time.Second))
+	envf("mode", "%s", map[bool]string{true: "quick (-quick: numbers not meaningful)", false: "bounded"}[quick])
+	return buf.Bytes(), nil
+}
+
+// runBench runs the test binary with args, its output to w.
+func runBench(w io.Writer, bin string, full bool, args ...string) error {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "RATESTORE_BENCH_FULL=0")
+	if full {
+		cmd.Env = append(cmd.Env, "RATESTORE_BENCH_FULL=1")
+	}
+	cmd.Stdout, cmd.Stderr = w, os.Stderr
+	return cmd.Run()
+}
+
+// machine records what the machine is: CPU model, cores, memory, Go, date,
+// commit.
+func machine(envf func(k, format string, a ...any)) {
+	envf("date", "%s", time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	envf("go", "%s %s/%s", runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	envf("cpu", "%s", firstField("/proc/cpuinfo", "model name"))
+	envf("cores", "%d", runtime.NumCPU())
+	envf("memory", "%s", firstField("/proc/meminfo", "MemTotal"))
+	if out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
+		envf("commit", "%s (the working tree may hold uncommitted changes)", strings.TrimSpace(string(out)))
+	}
+}
+
+// firstField is the value of the first "name : value" line of a /proc file.
+func firstField(path, name string) string {
+	data, _ := os.ReadFile(path)
+	for _, line := range strings.Split(string(data), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == name {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
+}
+
+func loadAvg() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(data)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "unknown"
+}
+
+// fsyncLatency measures 200 rewrites of one 4 KiB block, each followed by
+// fdatasync, in the directory the benchmarks' databases go to.
+func fsyncLatency(envf func(k, format string, a ...any), k string) {
+	f, err := os.CreateTemp("", "ratestore-fsync-")
+	if err != nil {
+		envf(k, "failed: %v", err)
+		return
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	block := make([]byte, 4096)
+	lat := make([]time.Duration, 200)
+	for i := range lat {
+		block[0] = byte(i)
+		t := time.Now()
+		if _, err := f.WriteAt(block, 0); err != nil {
+			envf(k, "failed: %v", err)
+			return
+		}
+		if err := datasync(f); err != nil {
+			envf(k, "failed: %v", err)
+			return
+		}
+		lat[i] = time.Since(t)
+	}
+	slices.Sort(lat)
+	envf(k, "p50 %v, p99 %v (4 KiB write + fdatasync, %d samples)", lat[len(lat)/2].Round(time.Microsecond),
+		lat[len(lat)*99/100].Round(time.Microsecond), len(lat))
+}

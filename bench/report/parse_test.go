@@ -1,0 +1,142 @@
+package main
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+// sample is raw output as runAll writes it: two invocations of the hot
+// family, one of peers at two GOMAXPROCS, a failed sub-benchmark, env and
+// pprof lines.
+const sample = `# env cpu: AMD EPYC
+# env memory: 24684096 kB
+# run=1 stage=hot round=1 bench=^BenchmarkHot$ benchtime=200ms
+goos: linux
+BenchmarkHot/strategy=xrate/keys=10000-2         	 8029381	       200.0 ns/op	         1.000 allowed/op	   5000000 decisions/s	       0 B/op	       0 allocs/op
+BenchmarkHot/strategy=gcra/keys=10000-2          	 7086616	       160.0 ns/op	         1.000 allowed/op	   6250000 decisions/s	         0.8000 ratio-vs-xrate	       0 B/op	       0 allocs/op
+PASS
+# run=1 took 4.4s
+# run=2 stage=hot round=2 bench=^BenchmarkHot$ benchtime=200ms
+BenchmarkHot/strategy=xrate/keys=10000-2         	 8029381	       100.0 ns/op	         1.000 allowed/op	  10000000 decisions/s	       0 B/op	       0 allocs/op
+BenchmarkHot/strategy=gcra/keys=10000-2          	 7086616	       90.0 ns/op	         1.000 allowed/op	   6250000 decisions/s	         0.9000 ratio-vs-xrate	       0 B/op	       0 allocs/op
+BenchmarkHotPaired/strategy=composite/keys=10000-2    	 1000	       300.0 ns/op	         1.500 ratio-vs-xrate	       0 B/op	       0 allocs/op
+# run=3 stage=peers round=1 bench=^BenchmarkPeers$ benchtime=250ms
+BenchmarkPeers/keys=1/dist=uniform/impl=xrate       	 2194408	       150.0 ns/op	         1.000 allowed/op	   6666666 decisions/s	       0 B/op	       0 allocs/op
+BenchmarkPeers/keys=1/dist=uniform/impl=xrate-2     	 2194408	       100.0 ns/op	         1.000 allowed/op	  10000000 decisions/s	       0 B/op	       0 allocs/op
+BenchmarkPeers/keys=1/dist=uniform/impl=throttled-2     	--- FAIL: BenchmarkPeers/keys=1/dist=uniform/impl=throttled-2
+    common_test.go:163: Failed to store updated rate limit data
+BenchmarkPeers/keys=1/dist=uniform/impl=ratestore-async-bolt     	 2194408	       75.00 ns/op	         1.000 allowed/op	  13333333 decisions/s	       0 B/op	       0 allocs/op
+BenchmarkPeers/keys=1/dist=uniform/impl=ratestore-async-bolt-2   	 2194408	       50.00 ns/op	         1.000 allowed/op	  20000000 decisions/s	       0 B/op	       0 allocs/op
+BenchmarkSync/impl=bbolt-update/callers=1-2                   	       1	   1230468 ns/op	       812.7 decisions/s	   15888 B/op	      78 allocs/op
+# pprof hot-composite: flat  flat%
+# pprof hot-composite: 0.29s 27.36%
+`
+
+func parseSample(t *testing.T) *Report {
+	t.Helper()
+	rep, err := Parse(strings.NewReader(sample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func TestParse(t *testing.T) {
+	rep := parseSample(t)
+	if got := len(rep.Results); got != 10 {
+		t.Fatalf("%d results, want 10 (the FAIL line and its log are not results)", got)
+	}
+	r := rep.Results[1]
+	if r.Run != 1 || r.Name != "Hot/strategy=gcra/keys=10000" || r.Procs != 2 || r.Iters != 7086616 {
+		t.Errorf("result 1 = %+v", r)
+	}
+	if r.Metrics["ns/op"] != 160 || r.Metrics["ratio-vs-xrate"] != 0.8 || r.Metrics["allocs/op"] != 0 {
+		t.Errorf("metrics = %v", r.Metrics)
+	}
+	if r.Family() != "Hot" || r.Param("strategy") != "gcra" || r.Param("keys") != "10000" || r.Param("none") != "" {
+		t.Errorf("Family/Param of %q wrong", r.Name)
+	}
+	// No -P suffix: GOMAXPROCS 1, and a name ending in digits keeps them.
+	if p := rep.Results[5]; p.Name != "Peers/keys=1/dist=uniform/impl=xrate" || p.Procs != 1 || p.Run != 3 {
+		t.Errorf("result 5 = %+v", p)
+	}
+	if rep.Env["cpu"] != "AMD EPYC" || len(rep.Profiles["hot-composite"]) != 2 {
+		t.Errorf("env %v, profiles %v", rep.Env, rep.Profiles)
+	}
+}
+
+func TestParseLine(t *testing.T) {
+	// A FAIL, an odd field count, a bad b.N, a bad value.
+	notResults := "BenchmarkX-2 --- FAIL: BenchmarkX-2\nBenchmarkX-2 10 ns/op\nBenchmarkX-2 ten 1 ns/op\nBenchmarkX-2 10 one ns/op"
+	for _, line := range strings.Split(notResults, "\n") {
+		if r, ok := parseLine(line); ok {
+			t.Errorf("parseLine(%q) = %+v, want no result", line, r)
+		}
+	}
+	r, ok := parseLine("BenchmarkSync/impl=bbolt-update/callers=1 5 2.5 ns/op")
+	if !ok || r.Name != "Sync/impl=bbolt-update/callers=1" || r.Procs != 1 || r.Metrics["ns/op"] != 2.5 {
+		t.Errorf("parseLine = %+v, %v", r, ok)
+	}
+}
+
+func TestRatioPairsWithinInvocation(t *testing.T) {
+	ix := newIndex(parseSample(t).Results)
+	// gcra/xrate is 0.8 in run 1 and 0.9 in run 2; never 160/100 across runs.
+	med, lo, hi, ok := ix.ratio("Hot/strategy=gcra/keys=10000", "Hot/strategy=xrate/keys=10000", 0, "ns/op")
+	if !ok || math.Abs(med-0.85) > 1e-9 || lo != 0.8 || hi != 0.9 {
+		t.Errorf("ratio = %v (%v-%v) %v, want 0.85 (0.8-0.9)", med, lo, hi, ok)
+	}
+	if m, ok := ix.median("Hot/strategy=xrate/keys=10000", 2, "ns/op"); !ok || m != 150 {
+		t.Errorf("median = %v %v, want 150", m, ok)
+	}
+	// GOMAXPROCS are kept apart.
+	if r, _, _, _ := ix.ratio("Peers/keys=1/dist=uniform/impl=ratestore-async-bolt", "Peers/keys=1/dist=uniform/impl=xrate", 2, "ns/op"); r != 0.5 {
+		t.Errorf("ratio at GOMAXPROCS 2 = %v, want 0.5", r)
+	}
+	if _, _, _, ok := ix.ratio("Peers/keys=1/dist=uniform/impl=throttled", "Peers/keys=1/dist=uniform/impl=xrate", 2, "ns/op"); ok {
+		t.Error("ratio of a failed benchmark")
+	}
+}
+
+func TestRender(t *testing.T) {
+	md := Render(parseSample(t), []string{"peers.png"})
+	for _, want := range []string{
+		"| 1 | uniform | 2 | 50 ns | 100 ns (0.50×) |", // headline
+		"| gcra | – | – | 125 ns | 0 | 0.85× (0.80–0.90) | – |",
+		"| hot composite decision, 10k keys: <= 1.0× x/time/rate, 0 allocs (paired) | 1.50×, 0 allocs | **missed** |",
+		"23.5 GiB",
+		"![peers](report/peers.png)",
+		"0.29s 27.36%",
+		// Not "(fsync)": that is for ratestore-sync-*, and "async" contains "sync".
+		"| ratestore-async-bolt | 75 ns | 13.33M/s | 0 | 0.50× | 50 ns | 20.00M/s | 0 | 0.50× |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}
+
+func TestWorstHot(t *testing.T) {
+	rep := parseSample(t)
+	if got := worstHot(rep, 2); len(got) != 1 || got[0] != "composite" {
+		t.Errorf("worstHot = %v, want [composite] (paired; gcra is under xrate)", got)
+	}
+	rep.Results[1].Metrics["ns/op"] = 400 // gcra over xrate in BenchmarkHot, 2x in run 1
+	if got := worstHot(rep, 2); len(got) != 2 || got[0] != "composite" || got[1] != "gcra" {
+		t.Errorf("worstHot = %v, want [composite gcra]", got)
+	}
+}
+
+func TestFormat(t *testing.T) {
+	for got, want := range map[string]string{
+		fmtNs(158.2): "158 ns", fmtNs(3200): "3.2 µs", fmtNs(1.25e6): "1.25 ms", fmtNs(0): "–",
+		fmtRate(6.33e6): "6.33M/s", fmtRate(98100): "98.1k/s", fmtRate(812): "812/s",
+		fmtInt(1): "1", fmtInt(10_000): "10k", fmtInt(1_000_000): "1M", fmtInt(20_001): "20001",
+		fmtKB("1048576 kB"): "1.0 GiB", fmtKB("?"): "?",
+	} {
+		if got != want {
+			t.Errorf("got %q, want %q", got, want)
+		}
+	}
+}
