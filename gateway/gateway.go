@@ -257,7 +257,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (g *Gateway) serve(x *exchange, r *http.Request) {
-	secret := apiKey(r)
+	secret := httplimit.APISecret(r)
 	if secret == "" {
 		writeError(x, http.StatusUnauthorized, "missing_api_key", "send the API key as Authorization: Bearer <key> or X-API-Key")
 		return
@@ -277,16 +277,6 @@ func (g *Gateway) serve(x *exchange, r *http.Request) {
 		return
 	}
 	g.next.ServeHTTP(x, r.WithContext(context.WithValue(r.Context(), exchangeCtx{}, x)))
-}
-
-// apiKey returns the secret of r: its bearer token, else its X-API-Key.
-func apiKey(r *http.Request) string {
-	if scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
-		if token = strings.TrimSpace(token); token != "" {
-			return token
-		}
-	}
-	return strings.TrimSpace(r.Header.Get("X-Api-Key"))
 }
 
 // refuse answers a request whose key Check or Authenticate refused.

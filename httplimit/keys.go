@@ -26,17 +26,24 @@ var ErrNoAPIKey = errors.New("httplimit: no API key: want Authorization: Bearer 
 func APIKey() KeyFunc { return apiKey }
 
 func apiKey(r *http.Request) (string, error) {
-	secret := ""
-	if scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
-		secret = strings.TrimSpace(token)
-	}
-	if secret == "" {
-		secret = strings.TrimSpace(r.Header.Get("X-Api-Key"))
-	}
+	secret := APISecret(r)
 	if secret == "" {
 		return "", ErrNoAPIKey
 	}
 	return APIKeyHash(secret), nil
+}
+
+// APISecret returns the API key a request carries, as APIKey reads it: the
+// token of an "Authorization: Bearer <key>" field or, when there is no
+// bearer token, the "X-API-Key" field; "" when there is neither. Handlers
+// that authenticate the key themselves (a key store) read it the same way.
+func APISecret(r *http.Request) string {
+	if scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
+		if token = strings.TrimSpace(token); token != "" {
+			return token
+		}
+	}
+	return strings.TrimSpace(r.Header.Get("X-Api-Key"))
 }
 
 // APIKeyHash returns the key that APIKey counts secret under: the first
