@@ -39,6 +39,9 @@ func (db *DB) Export(ctx context.Context, fn func(Record) error) error {
 // restored one. Records are not validated: they are read, as any stored
 // record, when used.
 func (db *DB) Restore(ctx context.Context, records []Record) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if db.closed.Load() {
 		return ErrClosed
 	}
@@ -55,11 +58,8 @@ func (db *DB) Restore(ctx context.Context, records []Record) error {
 	if err := db.store.Commit(ops); err != nil {
 		return fmt.Errorf("ratestore: restore: %w", err)
 	}
-	if db.async {
-		if err := db.store.Sync(); err != nil {
-			return fmt.Errorf("ratestore: restore: %w", err)
-		}
-		return nil
+	if err := db.store.Sync(); err != nil {
+		return fmt.Errorf("ratestore: restore: %w", err)
 	}
-	return db.storeDurable(ctx)
+	return nil
 }
