@@ -4,36 +4,83 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
-	"strings"
 	"sync"
 
 	"github.com/ratestore/ratestore/strategies"
 )
 
 // numShards splits the in-memory table so that calls on different keys
-// rarely contend for a lock. A power of two, so a hash picks one by masking.
-const numShards = 128
+// rarely contend for a lock. A power of two: the top shardBits bits of a
+// key's hash pick its shard.
+const (
+	shardBits = 7
+	numShards = 1 << shardBits
+)
 
 // statePrefix namespaces limiter states in the store: a state lives at
 // statePrefix + limiter name + 0x00 + key. Limiter names cannot hold a zero
 // byte, so the split is unambiguous.
 const statePrefix = "s/"
 
-// stateKey identifies one key of one limiter in memory.
-type stateKey struct{ name, key string }
+// joinKey returns name, 0x00, key: the name of one key's state under one
+// limiter, as an entry holds it and as the store key holds it after
+// statePrefix.
+func joinKey(name, key string) string { return name + "\x00" + key }
 
-// appendStoreKey appends the store key of k to dst.
-func appendStoreKey(dst []byte, k stateKey) []byte {
-	dst = append(dst, statePrefix...)
-	dst = append(dst, k.name...)
-	dst = append(dst, 0)
-	return append(dst, k.key...)
+// splitKey undoes joinKey.
+func splitKey(sk string) (name, key string) {
+	for i := 0; i < len(sk); i++ {
+		if sk[i] == 0 {
+			return sk[:i], sk[i+1:]
+		}
+	}
+	return sk, ""
 }
 
-// entry is the in-memory state of one key. Its fields are guarded by the
-// lock of its shard.
+// appendStoreKey appends the store key of the state named sk (see joinKey)
+// to dst.
+func appendStoreKey(dst []byte, sk string) []byte {
+	return append(append(dst, statePrefix...), sk...)
+}
+
+// The table.
+//
+// Each shard is an open-addressing hash table with linear probing, whose
+// slots are the entries themselves, 64 bytes each: one cache line. A
+// decision on a key in memory reads its slot, then its key's bytes (to
+// compare them) and its state, those two at once. With 10k keys in use,
+// each of those reads misses the CPU's private caches, so what the table
+// costs is mostly how many of them depend on one another: two here. A Go
+// map from hash to entry needed three (the map's control word, its slot,
+// then the entry), and its slot and entry together took 150 bytes a key
+// against this table's 64 to 128.
+//
+// Entries do not move while their shard is locked, except when an
+// insertion rehashes the table: code that holds a slot index or an *entry
+// across an insertion looks it up again. A removed entry leaves a
+// tombstone (slotGone), which probes pass over and insertions reuse, until
+// a rehash clears them.
+
+// Slot states.
+const (
+	slotFree uint8 = iota // never used since the last rehash: ends a probe
+	slotLive              // holds an entry
+	slotGone              // held an entry that was removed: probes go on
+)
+
+// entry is the in-memory state of one key under one limiter. Its fields are
+// guarded by the lock of its shard. It is laid out to fill one 64-byte
+// cache line exactly (see TestEntryIsOneCacheLine).
 type entry struct {
-	k  stateKey
+	// tag is the top half of the key's hash. A probe compares it before the
+	// key, so a slot of another key is passed over without reading that
+	// key's bytes (a cache miss).
+	tag   uint32
+	ctl   uint8 // slotFree, slotLive or slotGone
+	dirty bool  // changed since its last commit; listed in shard.dirty
+	ref   bool  // used since the eviction clock last passed it
+
+	sk string           // joinKey(limiter name, key)
 	st strategies.State // nil: the initial state, nothing stored
 
 	// seen is the latest instant a call on this key has used (Unix ns). A
@@ -47,51 +94,29 @@ type entry struct {
 	// then is deleted instead of kept on disk: see dropIfIdle.
 	idleAt int64
 
-	gen   uint64 // the commit generation holding its latest change
-	h     uint64 // the hash of k: see DB.locate
-	next  *entry // the next entry whose key hashes alike
-	dirty bool   // changed since its last commit; listed in shard.dirty
-	ref   bool   // used since the eviction clock last passed it
+	gen uint64 // the commit generation holding its latest change
 }
 
-// dropIfIdle turns a state that is back at its initial value into a delete:
-// an idle key should cost nothing on disk. Taking calls never leave a state
-// idle, so this runs where time alone may have made it so: calls that take
-// nothing, eviction, and Close. It reports whether it marked e dirty. The
-// caller holds the lock of e's shard.
-func (sh *shard) dropIfIdle(e *entry, now int64, g uint64) bool {
-	if e.st == nil || e.idleAt > now {
-		return false
-	}
-	sh.setState(e, nil)
-	sh.markDirty(e, g)
-	return true
+// is reports whether e holds the state of key under the limiter name: e.sk
+// is joinKey(name, key), compared without building it.
+func (e *entry) is(name, key string) bool {
+	n := len(name)
+	return len(e.sk) == n+1+len(key) && e.sk[n+1:] == key && e.sk[n] == 0 && e.sk[:n] == name
 }
 
-// shard is one lock's share of the table. Entries are found by the 64-bit
-// hash of their key, computed once per call (it also picks the shard), so a
-// lookup hashes a uint64 rather than two strings; the rare keys whose hashes
-// collide are chained through entry.next and told apart by their strings.
+// shard is one lock's share of the table.
 type shard struct {
 	mu    sync.Mutex
-	m     map[uint64]ref
-	n     int // entries, counting chained ones
-	dirty []*entry
+	slots []entry  // nil or a power of two of them
+	live  int      // slots holding an entry
+	used  int      // slots not free: live ones and tombstones
+	hand  int      // the eviction clock's position in slots
+	dirty []uint32 // the slots of the dirty entries
 	_     [64]byte // keep neighbouring shard locks off one cache line
 }
 
-// ref is what the table holds for a hash: the first entry with that hash,
-// and copies of its key and state. A decision on a key reads all three
-// from the table, so that the loads of the key's bytes (to compare them),
-// of its state and of its entry go out together; following the entry to
-// its key and state made them one cache miss after another, and with 10k
-// keys in use each of those misses the CPU caches. setState keeps st equal
-// to the entry's.
-type ref struct {
-	e   *entry
-	key string
-	st  strategies.State
-}
+// minSlots is the size of a shard's table when it gets its first entry.
+const minSlots = 8
 
 // slot is where a key lives: its hash and its shard.
 type slot struct {
@@ -102,109 +127,125 @@ type slot struct {
 // locate hashes key under a limiter whose name hashes to nameHash.
 func (db *DB) locate(nameHash uint64, key string) slot {
 	h := maphash.String(db.seed, key) ^ nameHash
-	return slot{h: h, idx: shardIndex(h)}
+	return slot{h: h, idx: uint32(h >> (64 - shardBits))}
 }
 
-// shardIndex picks the shard of hash h.
-func shardIndex(h uint64) uint32 {
-	f := h ^ h>>29 // fold high bits, where maphash mixes best, into the mask
-	return uint32(f & (numShards - 1))
-}
-
-// refTo returns the table's ref for e.
-func refTo(e *entry) ref { return ref{e: e, key: e.k.key, st: e.st} }
-
-// find returns the entry of k in sh and its state, or nil. The caller holds
-// sh.mu.
-func (sh *shard) find(h uint64, k stateKey) (*entry, strategies.State) {
-	r := sh.m[h]
-	if r.e == nil {
-		return nil, nil
+// find returns the slot of the entry of key under the limiter name, whose
+// hash is h, or -1. The caller holds sh.mu.
+func (sh *shard) find(h uint64, name, key string) int {
+	if sh.live == 0 {
+		return -1
 	}
-	if r.key == k.key && r.e.k.name == k.name {
-		return r.e, r.st
-	}
-	for e := r.e.next; e != nil; e = e.next {
-		if e.k.key == k.key && e.k.name == k.name {
-			return e, e.st
+	mask, tag := len(sh.slots)-1, uint32(h>>32)
+	for i := int(h) & mask; ; i = (i + 1) & mask {
+		e := &sh.slots[i]
+		switch {
+		case e.ctl == slotFree:
+			return -1
+		case e.tag == tag && e.ctl == slotLive && e.is(name, key):
+			return i
 		}
 	}
-	return nil, nil
 }
 
-// setState sets the state of e, in e and in the table. The caller holds the
-// lock of e's shard.
-func (sh *shard) setState(e *entry, st strategies.State) {
-	if e.st == st {
-		return
+// insert adds the entry e, whose key hashes to h, and returns its slot. It
+// may rehash the table (see rehash): slots found before it are stale. The
+// caller holds sh.mu.
+func (db *DB) insert(sh *shard, h uint64, e entry) int {
+	// At most 3/4 of the slots are in use, so a probe always ends at a
+	// free slot and takes 2.5 probes on average to find a key.
+	if 4*(sh.used+1) > 3*len(sh.slots) {
+		db.rehash(sh)
 	}
-	e.st = st
-	if r := sh.m[e.h]; r.e == e {
-		r.st = st
-		sh.m[e.h] = r
+	mask := len(sh.slots) - 1
+	i := int(h) & mask
+	for sh.slots[i].ctl == slotLive {
+		i = (i + 1) & mask
 	}
+	if sh.slots[i].ctl == slotFree {
+		sh.used++
+	}
+	e.tag, e.ctl = uint32(h>>32), slotLive
+	sh.slots[i] = e
+	sh.live++
+	if e.dirty {
+		sh.dirty = append(sh.dirty, uint32(i))
+	}
+	return i
 }
 
-// insert makes e the first entry of its hash in sh. The caller holds sh.mu.
-func (sh *shard) insert(e *entry) {
-	e.next = sh.m[e.h].e
-	sh.m[e.h] = refTo(e)
-	sh.n++
-}
-
-// remove unlinks e from sh. The caller holds sh.mu.
-func (sh *shard) remove(e *entry) {
-	head := sh.m[e.h].e
-	switch {
-	case head == e && e.next == nil:
-		delete(sh.m, e.h)
-	case head == e:
-		sh.m[e.h] = refTo(e.next)
-	default:
-		p := head
-		for p.next != e {
-			p = p.next
+// rehash moves the entries of sh to a new table of at least twice as many
+// slots as entries (so half of it or less is in use, which bounds the
+// time to the next rehash from below), dropping the tombstones, and lists
+// the dirty entries at their new slots. The hash of each key is computed
+// again: a slot keeps only its top half. The caller holds sh.mu.
+func (db *DB) rehash(sh *shard) {
+	n := minSlots
+	for n < 2*(sh.live+1) {
+		n *= 2
+	}
+	old := sh.slots
+	sh.slots, sh.live, sh.used, sh.hand = make([]entry, n), 0, 0, 0
+	sh.dirty = sh.dirty[:0]
+	for i := range old {
+		if e := &old[i]; e.ctl == slotLive {
+			db.insert(sh, db.locateKey(e.sk).h, *e)
 		}
-		p.next = e.next
 	}
-	e.next = nil
-	sh.n--
 }
 
-// lookup returns the entry of k in its shard and its state (nil: the
-// initial state), loading it from the store on a miss. With load false a
+// locateKey returns the slot of the entry named sk (see joinKey), as
+// locate gave it.
+func (db *DB) locateKey(sk string) slot {
+	name, key := splitKey(sk)
+	return db.locate(maphash.String(db.seed, name), key)
+}
+
+// remove frees slot i. The caller holds sh.mu, and the entry is not dirty.
+func (sh *shard) remove(i int) {
+	// A probe that reaches i goes on to i+1; if that is free, it would stop
+	// there anyway, so i can be free too instead of a tombstone.
+	if next := &sh.slots[(i+1)&(len(sh.slots)-1)]; next.ctl == slotFree {
+		sh.slots[i] = entry{}
+		sh.used--
+	} else {
+		sh.slots[i] = entry{ctl: slotGone}
+	}
+	sh.live--
+}
+
+// lookup returns the slot of the entry of key under the limiter name in its
+// shard, loading its state from the store on a miss. With load false a
 // missing key gets an empty entry without reading the store (Reset, which
 // needs no old state). The caller holds sh.mu.
-func (db *DB) lookup(sh *shard, at slot, k stateKey, s strategies.Strategy, now int64, load bool) (*entry, strategies.State, error) {
-	if e, st := sh.find(at.h, k); e != nil {
-		if !e.ref { // no store when unchanged: it would dirty the cache line
+func (db *DB) lookup(sh *shard, at slot, name, key string, s strategies.Strategy, now int64, load bool) (int, error) {
+	if i := sh.find(at.h, name, key); i >= 0 {
+		if e := &sh.slots[i]; !e.ref { // no store when unchanged: it would dirty the cache line
 			e.ref = true
 		}
-		return e, st, nil
+		return i, nil
 	}
-	// The entry outlives the call: copy the key, which may be a slice of a
-	// larger buffer (a request header) that must not stay alive with it.
-	k.key = strings.Clone(k.key)
-	e := &entry{k: k, h: at.h, ref: true}
+	// A copy of the key, which may be a slice of a larger buffer (a request
+	// header) that must not stay alive with the entry.
+	e := entry{sk: joinKey(name, key), ref: true}
 	if load {
-		raw, err := db.store.Get(appendStoreKey(nil, k))
+		raw, err := db.store.Get(appendStoreKey(nil, e.sk))
 		if err != nil {
-			return nil, nil, fmt.Errorf("ratestore: limiter %q: key %q: load: %w", k.name, k.key, err)
+			return -1, fmt.Errorf("ratestore: limiter %q: key %q: load: %w", name, key, err)
 		}
 		if raw != nil {
 			st, err := s.Decode(raw)
 			if err != nil {
-				return nil, nil, fmt.Errorf("ratestore: limiter %q: key %q: %w", k.name, k.key, err)
+				return -1, fmt.Errorf("ratestore: limiter %q: key %q: %w", name, key, err)
 			}
 			e.st = st
 			e.idleAt = math.MaxInt64 // unknown until the first Apply
 		}
 	}
-	if sh.n >= db.shardCap {
+	if sh.live >= db.shardCap {
 		db.evict(sh, now)
 	}
-	sh.insert(e)
-	return e, e.st, nil
+	return db.insert(sh, at.h, e), nil
 }
 
 // evictScan bounds the work of one eviction: at most this many entries are
@@ -212,55 +253,70 @@ func (db *DB) lookup(sh *shard, at slot, k stateKey, s strategies.Strategy, now 
 const evictScan = 32
 
 // evict frees room in a full shard with the CLOCK (second chance) policy:
-// an entry used since the clock last passed it loses its ref bit and stays;
-// one not used since goes. Map iteration starts at a random point, which
-// plays the clock hand. Only entries whose latest change is durable can go,
-// so a reload from the store never sees an older state than memory had; an
-// idle state is first turned into a delete, and goes once that is durable.
-// The caller holds sh.mu.
+// the hand goes round the slots; an entry used since the hand last passed
+// it loses its ref bit and stays, one not used since goes. Only entries
+// whose latest change is durable can go, so a reload from the store never
+// sees an older state than memory had; an idle state is first turned into a
+// delete, and goes once that is durable. The caller holds sh.mu.
 func (db *DB) evict(sh *shard, now int64) {
 	durable, g := db.durable.Load(), db.gen.Load().seq
-	n := 0
-	for _, r := range sh.m {
-		e := r.e
-		if n++; n > evictScan {
-			return
+	mask := len(sh.slots) - 1
+	for seen, steps := 0, 0; seen < evictScan && steps <= mask; steps++ {
+		i := sh.hand
+		sh.hand = (i + 1) & mask
+		e := &sh.slots[i]
+		if e.ctl != slotLive {
+			continue
 		}
-		if e.next != nil {
-			continue // a collision chain: rare, left for a later pass
-		}
+		seen++
 		if e.dirty || e.gen > durable {
 			continue
 		}
-		if sh.dropIfIdle(e, now, g) {
+		if sh.dropIfIdle(i, now, g) {
 			continue // a delete now; evictable once that is durable
 		}
 		if e.ref {
 			e.ref = false
 			continue
 		}
-		sh.remove(e)
-		if sh.n < db.shardCap {
+		sh.remove(i)
+		if sh.live < db.shardCap {
 			return
 		}
 	}
 }
 
-// markDirty records that e changed in the generation g and must be written.
-// The caller holds the lock of e's shard.
-func (sh *shard) markDirty(e *entry, g uint64) {
+// dropIfIdle turns the state of slot i into a delete if it is back at its
+// initial value: an idle key should cost nothing on disk. Taking calls never
+// leave a state idle, so this runs where time alone may have made it so:
+// calls that take nothing, eviction, and Close. It reports whether it marked
+// the entry dirty. The caller holds sh.mu.
+func (sh *shard) dropIfIdle(i int, now int64, g uint64) bool {
+	e := &sh.slots[i]
+	if e.st == nil || e.idleAt > now {
+		return false
+	}
+	e.st = nil
+	sh.markDirty(i, g)
+	return true
+}
+
+// markDirty records that the entry of slot i changed in the generation g
+// and must be written. The caller holds sh.mu.
+func (sh *shard) markDirty(i int, g uint64) {
+	e := &sh.slots[i]
 	if e.gen != g {
 		e.gen = g
 	}
 	if !e.dirty {
 		e.dirty = true
-		sh.dirty = append(sh.dirty, e)
+		sh.dirty = append(sh.dirty, uint32(i))
 	}
 }
 
 // CachedKeys reports how many key states are held in memory.
 func (db *DB) CachedKeys() int {
-	return db.sumShards(func(sh *shard) int { return sh.n })
+	return db.sumShards(func(sh *shard) int { return sh.live })
 }
 
 // sumShards adds up f over the shards, each under its lock.

@@ -213,9 +213,6 @@ func newDB(store storage.Store, backend Backend, path string, opts Options) (*DB
 		maxKeys = DefaultMaxCachedKeys
 	}
 	db.shardCap = max(1, maxKeys/numShards)
-	for i := range db.shards {
-		db.shards[i].m = make(map[uint64]ref)
-	}
 	interval := opts.FlushInterval
 	if interval == 0 {
 		interval = DefaultFlushInterval
@@ -280,9 +277,9 @@ func (db *DB) Close() error {
 		for i := range db.shards {
 			sh := &db.shards[i]
 			sh.mu.Lock()
-			for _, r := range sh.m {
-				for e := r.e; e != nil; e = e.next {
-					sh.dropIfIdle(e, now, g)
+			for j := range sh.slots {
+				if sh.slots[j].ctl == slotLive {
+					sh.dropIfIdle(j, now, g)
 				}
 			}
 			sh.mu.Unlock()

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
@@ -259,46 +261,132 @@ func TestHotDecisionDoesNotAllocate(t *testing.T) {
 	require.Zero(t, allocs)
 }
 
-// TestHashCollisionsAreChained forces keys onto one hash: each keeps its own
-// entry and state, and removing any of them leaves the others.
-func TestHashCollisionsAreChained(t *testing.T) {
+// TestTableKeysThatCollide forces keys onto one hash, so they share a home
+// slot and are told apart by their bytes alone: each keeps its own entry
+// and state, a removal leaves the others reachable past its tombstone, and
+// an insertion reuses the tombstone.
+func TestTableKeysThatCollide(t *testing.T) {
 	db, _, _ := openHooked(t, Options{})
 	sh, at := &db.shards[0], slot{h: 42, idx: 0}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	keys := []stateKey{{"a", "x"}, {"a", "y"}, {"b", "x"}}
-	var entries []*entry
+	keys := [][2]string{{"a", "x"}, {"a", "y"}, {"b", "x"}, {"a", "\x00x"}, {"ab", "x"}}
+	state := map[[2]string]strategies.State{}
 	for _, k := range keys {
-		e, st, err := db.lookup(sh, at, k, bucket, 0, false)
+		i, err := db.lookup(sh, at, k[0], k[1], bucket, 0, false)
 		require.NoError(t, err)
-		require.Nil(t, st)
-		entries = append(entries, e)
+		require.Nil(t, sh.slots[i].st)
+		state[k] = bucket.NewState()
+		sh.slots[i].st = state[k]
 	}
-	require.Equal(t, 3, sh.n)
-	// find returns each entry with its own state, wherever it is in the
-	// chain (the last one looked up is its head).
-	found := func(k stateKey) *entry {
-		e, st := sh.find(at.h, k)
-		if e != nil {
-			require.Equal(t, e.st, st, "state of %v", k)
+	require.Equal(t, len(keys), sh.live)
+	found := func(k [2]string) bool {
+		i := sh.find(at.h, k[0], k[1])
+		if i >= 0 {
+			require.Same(t, state[k], sh.slots[i].st, "state of %q", k)
 		}
-		return e
+		return i >= 0
 	}
-	for i, e := range entries {
-		sh.setState(e, bucket.NewState())
-		require.Same(t, e, found(keys[i]))
+	for _, k := range keys {
+		require.True(t, found(k), "%q", k)
 	}
-	sh.remove(entries[1]) // the middle of the chain
-	require.Nil(t, found(keys[1]))
-	require.Same(t, entries[0], found(keys[0]))
-	require.Same(t, entries[2], found(keys[2]))
-	sh.remove(entries[2]) // the head: the next one takes its place
-	require.Same(t, entries[0], found(keys[0]))
-	sh.setState(entries[0], nil)
-	require.Same(t, entries[0], found(keys[0]))
-	sh.remove(entries[0]) // the last one
-	require.Zero(t, sh.n)
-	require.NotContains(t, sh.m, at.h)
+	require.False(t, found([2]string{"a", "z"}))
+	require.False(t, found([2]string{"", "a\x00x"}))
+
+	mid := sh.find(at.h, keys[1][0], keys[1][1])
+	sh.remove(mid)
+	require.Equal(t, slotGone, sh.slots[mid].ctl, "a slot followed by live ones leaves a tombstone")
+	require.False(t, found(keys[1]))
+	for _, k := range append(keys[:1:1], keys[2:]...) {
+		require.True(t, found(k), "%q, past the tombstone", k)
+	}
+	used := sh.used
+	i, err := db.lookup(sh, at, "c", "new", bucket, 0, false)
+	require.NoError(t, err)
+	require.Equal(t, mid, i, "the tombstone is reused")
+	require.Equal(t, used, sh.used)
+
+	last := sh.find(at.h, keys[len(keys)-1][0], keys[len(keys)-1][1])
+	sh.remove(last)
+	require.Equal(t, slotFree, sh.slots[last].ctl, "the end of a run is freed, not a tombstone")
+	require.Equal(t, used-1, sh.used)
+}
+
+// TestTableMatchesAMap drives one shard with random inserts, removals and
+// dirty marks, through rehashes, on hashes drawn from a small range so
+// that probe runs collide, and checks it against a map after every step:
+// every key is found with its state, no removed key is, and the dirty list
+// names exactly the dirty entries.
+func TestTableMatchesAMap(t *testing.T) {
+	db, _, _ := openHooked(t, Options{MaxCachedKeys: 1 << 20})
+	sh := &db.shards[0]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	rng := rand.New(rand.NewPCG(1, 2))
+	type model struct {
+		st    strategies.State
+		dirty bool
+	}
+	want := map[string]*model{}
+	hashOf := func(key string) uint64 { return db.locateKey(joinKey("l", key)).h }
+	check := func() {
+		require.Equal(t, len(want), sh.live)
+		dirty := map[uint32]bool{}
+		for _, i := range sh.dirty {
+			require.False(t, dirty[i], "slot %d listed twice", i)
+			dirty[i] = true
+		}
+		n := 0
+		for key, m := range want {
+			i := sh.find(hashOf(key), "l", key)
+			require.GreaterOrEqual(t, i, 0, "key %q lost", key)
+			require.Same(t, m.st, sh.slots[i].st)
+			require.Equal(t, m.dirty, sh.slots[i].dirty)
+			require.Equal(t, m.dirty, dirty[uint32(i)], "key %q in the dirty list", key)
+			if m.dirty {
+				n++
+			}
+		}
+		require.Len(t, dirty, n)
+		require.Less(t, 4*sh.used, 3*len(sh.slots)+4, "load factor")
+	}
+	for step := range 5000 {
+		key := fmt.Sprint(rng.IntN(300))
+		h := hashOf(key)
+		switch i, m := sh.find(h, "l", key), want[key]; {
+		case m == nil:
+			require.Equal(t, -1, i)
+			i, err := db.lookup(sh, slot{h: h}, "l", key, bucket, 0, false)
+			require.NoError(t, err)
+			m = &model{st: bucket.NewState()}
+			sh.slots[i].st = m.st
+			want[key] = m
+		case !m.dirty && rng.IntN(2) == 0:
+			sh.remove(i)
+			delete(want, key)
+		case !m.dirty:
+			sh.markDirty(i, 1)
+			m.dirty = true
+		default: // as a commit does
+			for _, i := range sh.dirty {
+				sh.slots[i].dirty = false
+			}
+			sh.dirty = sh.dirty[:0]
+			for _, m := range want {
+				m.dirty = false
+			}
+		}
+		if step%50 == 0 {
+			check()
+		}
+	}
+	check()
+}
+
+// TestEntryIsOneCacheLine keeps an entry at 64 bytes: the table's
+// performance rests on a lookup reading one cache line (see cache.go).
+func TestEntryIsOneCacheLine(t *testing.T) {
+	require.Equal(t, uintptr(64), unsafe.Sizeof(entry{}))
 }
 
 // BenchmarkDecide is the engine's own cost per decision: a fixed clock (no

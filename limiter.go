@@ -129,10 +129,10 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	e, _, _ := db.lookup(sh, at, stateKey{l.name, key}, l.s, db.now(), false) // no load: cannot fail
-	sh.setState(e, nil)
+	i, _ := db.lookup(sh, at, l.name, key, l.s, db.now(), false) // no load: cannot fail
+	sh.slots[i].st = nil
 	g := db.gen.Load()
-	sh.markDirty(e, g.seq)
+	sh.markDirty(i, g.seq)
 	sh.mu.Unlock()
 	return db.committed(ctx, g)
 }
@@ -160,11 +160,13 @@ func (l *Limiter) do(ctx context.Context, key string, c strategies.Call, res *Re
 	if err != nil {
 		return err
 	}
-	e, st, err := db.lookup(sh, at, stateKey{l.name, key}, l.s, c.Now, true)
+	i, err := db.lookup(sh, at, l.name, key, l.s, c.Now, true)
 	if err != nil {
 		sh.mu.Unlock()
 		return err
 	}
+	e := &sh.slots[i] // valid until sh.mu is unlocked: nothing is inserted until then
+	st := e.st
 	if c.Now < e.seen {
 		c.Now = e.seen
 	} else {
@@ -181,16 +183,16 @@ func (l *Limiter) do(ctx context.Context, key string, c strategies.Call, res *Re
 	if !c.Taken(res.Allowed) {
 		// Nothing taken, nothing to wait for; but a stored state that time
 		// has brought back to its initial value is deleted in passing.
-		sh.dropIfIdle(e, c.Now, db.gen.Load().seq)
+		sh.dropIfIdle(i, c.Now, db.gen.Load().seq)
 		sh.mu.Unlock()
 		return nil
 	}
 	if res.ResetAfter == 0 {
 		st = nil // back at its initial value: delete rather than store
 	}
-	sh.setState(e, st)
+	e.st = st
 	g := db.gen.Load()
-	sh.markDirty(e, g.seq)
+	sh.markDirty(i, g.seq)
 	sh.mu.Unlock()
 	return db.committed(ctx, g)
 }
