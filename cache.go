@@ -52,8 +52,8 @@ func appendStoreKey(dst []byte, sk string) []byte {
 // each of those reads misses the CPU's private caches, so what the table
 // costs is mostly how many of them depend on one another: two here. A Go
 // map from hash to entry needed three (the map's control word, its slot,
-// then the entry), and its slot and entry together took 150 bytes a key
-// against this table's 64 to 128.
+// then the entry), and its slot and entry together took about 150 bytes a
+// key, as much as this table's slots at their emptiest (see rehash).
 //
 // Entries do not move while their shard is locked, except when an
 // insertion rehashes the table: code that holds a slot index or an *entry
@@ -174,14 +174,18 @@ func (db *DB) insert(sh *shard, h uint64, e entry) int {
 	return i
 }
 
-// rehash moves the entries of sh to a new table of at least twice as many
-// slots as entries (so half of it or less is in use, which bounds the
-// time to the next rehash from below), dropping the tombstones, and lists
-// the dirty entries at their new slots. The hash of each key is computed
-// again: a slot keeps only its top half. The caller holds sh.mu.
+// rehash moves the entries of sh to a new table, dropping the tombstones,
+// and lists the dirty entries at their new slots. The new table is the
+// smallest power of two that the entries fill to 5/8 at most, so that at
+// least 1/8 of it stays to insert into before the next rehash (at 3/4):
+// a rehash costs O(slots), paid for by as many insertions over 8. A shard
+// at its cache limit that evicts as it inserts keeps its size, its
+// tombstones swept by these rehashes, and holds its keys in 85 to 170
+// bytes each. The hash of each key is computed again: a slot keeps only
+// its top half. The caller holds sh.mu.
 func (db *DB) rehash(sh *shard) {
 	n := minSlots
-	for n < 2*(sh.live+1) {
+	for 8*(sh.live+1) > 5*n {
 		n *= 2
 	}
 	old := sh.slots
