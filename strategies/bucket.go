@@ -79,7 +79,8 @@ func (b *bucket) fits(amount, need float64) bool { return b.room(amount-b.sign*n
 
 // decide is Apply of the bucket's strategy, writing the Result to *res:
 // a token bucket (sign +1) takes the states of TokenBucket, a leaky bucket
-// those of LeakyBucket.
+// those of LeakyBucket. The check of the state and the decision are one
+// function: a call less on every decision.
 func (b *bucket) decide(st State, c Call, res *Result) error {
 	var s *bucketState
 	switch v := st.(type) {
@@ -99,13 +100,6 @@ func (b *bucket) decide(st State, c Call, res *Result) error {
 		}
 		return wrongState(k, st)
 	}
-	b.apply(s, c, res)
-	return nil
-}
-
-// apply decides c against *s, writing the Result to *res; see
-// Strategy.Apply.
-func (b *bucket) apply(s *bucketState, c Call, res *Result) {
 	n := float64(c.N)
 	v := b.at(*s, c.Now)
 	allowed := b.fits(v.amount, n)
@@ -139,6 +133,7 @@ func (b *bucket) apply(s *bucketState, c Call, res *Result) {
 			res.RetryAfter = b.wait(base, c.Now, n-b.room(v.amount), n)
 		}
 	}
+	return nil
 }
 
 // wait returns the time from now until base, as of then, fits a call of
@@ -173,7 +168,18 @@ func (b *bucket) wait(base bucketState, now int64, short, need float64) time.Dur
 	// is computed from such amounts: all told less than 2^-49*m*perUnit.
 	// Twice that is the margin by which est-1 must lie below x. (When up
 	// <= 1, est-1 is not after now or last anyway: never reached.)
-	mag := max(math.Abs(base.amount), b.bound, need) + short
+	//
+	// mag is max(|amount|, bound, need) + short, by comparisons: bound
+	// and need are never NaN nor -0, so the built-in max, which spends
+	// instructions ordering those, answers alike.
+	mag := math.Abs(base.amount)
+	if b.bound > mag {
+		mag = b.bound
+	}
+	if need > mag {
+		mag = need
+	}
+	mag += short
 	if x-up+1 > mag*b.slack && b.reached(base, now, est, need) {
 		return time.Duration(est)
 	}
@@ -239,8 +245,19 @@ const nanosPerSecond = 1e9
 // further saturates there.
 const maxAmount = 0x1p63
 
-// clampAmount bounds an amount to [-maxAmount, maxAmount].
-func clampAmount(x float64) float64 { return min(max(x, -maxAmount), maxAmount) }
+// clampAmount bounds an amount to [-maxAmount, maxAmount]: the answer of
+// min(max(x, -maxAmount), maxAmount) for every x, NaN and -0 included
+// (which comparisons leave as they are), without the instructions that
+// the built-in min and max of floats spend ordering them.
+func clampAmount(x float64) float64 {
+	if x < -maxAmount {
+		return -maxAmount
+	}
+	if x > maxAmount {
+		return maxAmount
+	}
+	return x
+}
 
 // decodeBucket reads the encodings that the two buckets share, for kind k
 // whose amount (tokens or level) lies in [lo, maxAmount]:

@@ -42,11 +42,26 @@ type Quota struct {
 
 // fixedWindowState holds one windowCount per quota. Apply keeps it laid out
 // like the configured quotas, in their order.
-type fixedWindowState struct{ quotas []windowCount }
+type fixedWindowState struct {
+	quotas []windowCount
+	// layout is the prepared configuration whose quotas s is known to be
+	// laid out like (see decide), or nil: the prepared form that made s,
+	// or the last one that wrote it. Only a call that writes s changes it,
+	// so that a call that takes nothing leaves s untouched, and whatever
+	// changes the names in quotas sets it too. It is not encoded: a
+	// decoded state has none.
+	layout *FixedWindow
+}
 
-// windowCount is one quota's window.
+// windowCount is one quota's window, under the quota's name.
 type windowCount struct {
-	name  string
+	name string
+	window
+}
+
+// window is what a call changes in a windowCount, whose name it never
+// changes.
+type window struct {
 	count int64 // taken in the window; 0 means no window, whatever start says
 	start int64 // Unix nanoseconds
 }
@@ -77,114 +92,156 @@ func (f FixedWindow) Validate() error {
 }
 
 // NewState implements Strategy: no window running.
-func (f FixedWindow) NewState() State {
-	s := &fixedWindowState{quotas: make([]windowCount, len(f.Quotas))}
+func (f FixedWindow) NewState() State { return f.newState(nil) }
+
+// newState returns a fresh state laid out like f's quotas, for the
+// prepared configuration layout (nil for a value).
+func (f *FixedWindow) newState(layout *FixedWindow) *fixedWindowState {
+	s := newFixedWindowState(len(f.Quotas))
 	for i, q := range f.Quotas {
 		s.quotas[i].name = q.Name
 	}
+	s.layout = layout
 	return s
 }
 
-// used returns what w counts at now: its count while its window runs, and 0
-// once the window has ended.
-func (q Quota) used(w windowCount, now int64) int64 {
-	if w.count > 0 && now < q.end(w) {
-		return w.count
+// newFixedWindowState returns a state of n windows, all zero. For the
+// usual one or two quotas, the windows are allocated with the state, as
+// one object: a call reads one place in memory instead of two, and a
+// store of many keys holds half as many objects.
+func newFixedWindowState(n int) *fixedWindowState {
+	if n > 2 {
+		return &fixedWindowState{quotas: make([]windowCount, n)}
 	}
-	return 0
+	v := new(struct {
+		s fixedWindowState
+		w [2]windowCount
+	})
+	v.s.quotas = v.w[:n]
+	return &v.s
 }
 
-// end returns the instant w's window ends.
-func (q Quota) end(w windowCount) int64 { return satAdd(w.start, int64(q.Window)) }
-
-// take returns w after a call of n at now: into the running window, or
-// into a new one starting now.
-func (q Quota) take(w windowCount, now, n int64) windowCount {
-	if q.used(w, now) == 0 {
-		w.start, w.count = now, 0
+// at returns what w counts at now, and the instant its window ends: its
+// count while the window runs, and 0 once it has ended.
+func (q *Quota) at(w window, now int64) (used, end int64) {
+	end = satAdd(w.start, int64(q.Window))
+	if w.count > 0 && now < end {
+		return w.count, end
 	}
-	w.count = satAdd(w.count, n)
-	return w
+	return 0, end
 }
 
-// result reports on one quota in state w, for a call that still needs
-// room for need: the call's n when it was denied, 0 once it was taken. It
-// writes the Result to *r.
-func (q Quota) result(w windowCount, now, need int64, r *Result) {
-	used := q.used(w, now)
-	*r = Result{
-		Allowed:   satAdd(used, need) <= q.Limit,
-		Limit:     q.Limit,
-		Remaining: nonNeg(q.Limit - used),
-	}
+// result reports on one quota after the call, which still needs room for
+// need (the call's n when it was denied, 0 once it was taken), from what
+// the quota counts then and the end of its window (at). It returns the
+// fields of the quota's Result but Limit, which is q.Limit.
+func (q *Quota) result(used, end, now, need int64) (allowed bool, remaining int64, reset, retry time.Duration) {
+	allowed = satAdd(used, need) <= q.Limit
+	remaining = nonNeg(q.Limit - used)
 	if used > 0 {
-		r.ResetAfter = until(q.end(w), now)
+		reset = until(end, now)
 	}
 	switch {
-	case r.Allowed:
+	case allowed:
 	case need > q.Limit:
-		r.RetryAfter = -1
+		retry = -1
 	default: // the window must end: a new one holds any need <= Limit
-		r.RetryAfter = r.ResetAfter
+		retry = reset
 	}
+	return allowed, remaining, reset, retry
 }
 
 // Apply implements Strategy.
 func (f FixedWindow) Apply(st State, c Call) (res Result, err error) {
-	err = f.decide(st, c, &res)
+	err = f.decide(st, c, &res, nil)
 	return res, err
 }
 
 // decide is Apply, writing the Result to *res. A fixed window has nothing
-// to compute from its configuration ahead of the calls: its prepared form
-// (see Prepare) only calls decide directly.
-func (f *FixedWindow) decide(st State, c Call, res *Result) error {
+// to compute from its configuration ahead of the calls; its prepared form
+// (see Prepare) passes itself as layout, which lets a state remember that
+// it is laid out like its quotas.
+//
+// Every call needs the state laid out like the configured quotas: the
+// window of quota i at index i. That is so on every call but the first
+// after a change of the configuration, and a state remembers the prepared
+// configuration it was last written under (fixedWindowState.layout), so
+// the check is one comparison of pointers instead of one of strings per
+// quota. A state written by another handle, decoded, or applied by a value
+// compares the names (laidOut); one that is not laid out is looked up by
+// name into a copy (matched), which becomes the state (conform) if the
+// call takes something.
+func (f *FixedWindow) decide(st State, c Call, res *Result, layout *FixedWindow) error {
 	s, ok := st.(*fixedWindowState)
 	if !ok {
 		return wrongState(kindFixedWindow, st)
 	}
-	laid := s.laidOut(f.Quotas)
-	fits := true
-	for i, q := range f.Quotas {
-		if satAdd(q.used(s.get(i, q.Name, laid), c.Now), c.N) > q.Limit {
-			fits = false
+	if known := layout != nil && s.layout == layout; known || s.laidOut(f.Quotas) {
+		if f.tally(s.quotas, c, !c.DryRun, res) && !c.DryRun && !known && layout != nil {
+			s.layout = layout
 		}
+		return nil
 	}
-	taken := (fits || c.Record) && c.N > 0
-	if taken && !c.DryRun && !laid {
-		s.conform(f.Quotas)
-		laid = true
-	}
-	need := c.N
-	if fits || c.Record {
-		need = 0
-	}
-	if len(f.Quotas) == 0 {
-		*res = Result{} // not a valid configuration, but decide sets all of *res
-	}
-	for i, q := range f.Quotas {
-		w := s.get(i, q.Name, laid)
-		if taken {
-			w = q.take(w, c.Now, c.N)
-			if !c.DryRun {
-				s.quotas[i] = w
-			}
-		}
-		if i == 0 {
-			q.result(w, c.Now, need, res)
-		} else {
-			var r Result
-			q.result(w, c.Now, need, &r)
-			merge(res, res, &r)
-		}
+	var buf [4]windowCount // room enough for most configurations
+	ws := s.matched(f.Quotas, buf[:0])
+	if f.tally(ws, c, true, res) && !c.DryRun {
+		s.conform(ws, layout)
 	}
 	return nil
 }
 
+// tally decides c against ws, the windows of f's quotas in their order,
+// and writes the Result to *res. It reports whether the call takes
+// something, which it takes into ws when write is set.
+func (f *FixedWindow) tally(ws []windowCount, c Call, write bool, res *Result) (taken bool) {
+	qs := f.Quotas
+	ws = ws[:len(qs)]
+	fits := true
+	for i := range qs {
+		if used, _ := qs[i].at(ws[i].window, c.Now); satAdd(used, c.N) > qs[i].Limit {
+			fits = false
+		}
+	}
+	taken = (fits || c.Record) && c.N > 0
+	need := c.N
+	if fits || c.Record {
+		need = 0
+	}
+	if len(qs) == 0 {
+		*res = Result{} // not a valid configuration, but decide sets all of *res
+	}
+	// The Result of each quota is folded into *res as it comes, without
+	// a Result of its own to merge, field by field: a Result literal
+	// would be built aside and copied (see merge).
+	for i := range qs {
+		q := &qs[i]
+		w := ws[i].window
+		used, end := q.at(w, c.Now)
+		if taken {
+			// Into the running window, or into a new one starting now.
+			if used == 0 {
+				w = window{count: c.N, start: c.Now}
+			} else {
+				w.count = satAdd(w.count, c.N)
+			}
+			if write {
+				ws[i].window = w
+			}
+			used, end = q.at(w, c.Now)
+		}
+		allowed, remaining, reset, retry := q.result(used, end, c.Now, need)
+		if i == 0 {
+			res.Allowed, res.Limit, res.Remaining, res.ResetAfter, res.RetryAfter = allowed, q.Limit, remaining, reset, retry
+		} else {
+			res.and(allowed, q.Limit, remaining, reset, retry)
+		}
+	}
+	return taken
+}
+
 // laidOut reports whether s holds the configured quotas qs and no other,
 // in their order: as on every call but the first after a change of the
-// configuration. Apply asks once per call, and looks the quotas up only
-// when they are not.
+// configuration.
 func (s *fixedWindowState) laidOut(qs []Quota) bool {
 	if len(s.quotas) != len(qs) {
 		return false
@@ -198,10 +255,9 @@ func (s *fixedWindowState) laidOut(qs []Quota) bool {
 }
 
 // get returns the window of the quota called name, configured at index i:
-// fresh if the state has none. laid tells that s is laid out like the
-// configuration (laidOut).
-func (s *fixedWindowState) get(i int, name string, laid bool) windowCount {
-	if laid || i < len(s.quotas) && s.quotas[i].name == name {
+// fresh if the state has none.
+func (s *fixedWindowState) get(i int, name string) windowCount {
+	if i < len(s.quotas) && s.quotas[i].name == name {
 		return s.quotas[i]
 	}
 	for _, w := range s.quotas {
@@ -212,15 +268,24 @@ func (s *fixedWindowState) get(i int, name string, laid bool) windowCount {
 	return windowCount{name: name}
 }
 
-// conform lays s out like the configured quotas, before a write, when it
-// is not (laidOut): a quota the state lacks starts fresh, one the
-// configuration dropped is forgotten.
-func (s *fixedWindowState) conform(qs []Quota) {
-	next := make([]windowCount, len(qs))
+// matched appends to dst the windows of s laid out like the configured
+// quotas qs, when s is not (laidOut): a quota the state lacks starts
+// fresh, one the configuration dropped is left out.
+func (s *fixedWindowState) matched(qs []Quota, dst []windowCount) []windowCount {
 	for i, q := range qs {
-		next[i] = s.get(i, q.Name, false)
+		dst = append(dst, s.get(i, q.Name))
 	}
-	s.quotas = next
+	return dst
+}
+
+// conform lays s out as ws, the windows that matched returned, for the
+// prepared configuration layout (or none). The windows go to new storage,
+// leaving the old one as it was: a Composite may put the old slice back
+// (see undo), and a take only ever changes the window of a windowCount in
+// place, never its name.
+func (s *fixedWindowState) conform(ws []windowCount, layout *FixedWindow) {
+	s.quotas = append([]windowCount(nil), ws...)
+	s.layout = layout
 }
 
 // Decode implements Strategy. It reads "23|N|name|count|start|..." with N
@@ -231,13 +296,14 @@ func (f FixedWindow) Decode(b []byte) (State, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &fixedWindowState{}
+	var s *fixedWindowState
 	if fm == formatCurrent {
 		n := r.int("quotas", 1, math.MaxInt64)
 		if fields := int64(bytes.Count(r.rest, []byte{'|'})) + 1; r.err == nil && n > fields/3 {
 			return nil, corrupt(kindFixedWindow, "%d quotas declared, at most %d encoded", n, fields/3)
 		}
-		s.quotas = make([]windowCount, 0, n)
+		s = newFixedWindowState(int(n))
+		s.quotas = s.quotas[:0]
 		seen := make(map[string]bool, n)
 		for range n {
 			name := r.next("name")
@@ -262,7 +328,8 @@ func (f FixedWindow) Decode(b []byte) (State, error) {
 		} else {
 			r.empty("end")
 		}
-		s.quotas = []windowCount{w}
+		s = newFixedWindowState(1)
+		s.quotas[0] = w
 	}
 	if err := r.done(); err != nil {
 		return nil, err

@@ -18,26 +18,27 @@ import (
 // Amounts that drain continuously (token and leaky buckets) are float64;
 // bucket.go has their arithmetic.
 
-// satAdd returns a+b, saturated to the int64 range.
+// satAdd returns a+b, saturated to the int64 range. It runs several
+// times in every decision, so it tests for an overflow once, on the sum:
+// the sum overflowed exactly when a and b have the same sign and it has
+// the other, and then it saturates on their side.
 func satAdd(a, b int64) int64 {
-	if b > 0 && a > math.MaxInt64-b {
-		return math.MaxInt64
+	s := a + b
+	if (s^a)&(s^b) < 0 {
+		return math.MaxInt64 ^ a>>63 // a < 0: math.MinInt64
 	}
-	if b < 0 && a < math.MinInt64-b {
-		return math.MinInt64
-	}
-	return a + b
+	return s
 }
 
-// satSub returns a-b, saturated to the int64 range.
+// satSub returns a-b, saturated to the int64 range. As satAdd, it tests
+// the difference: it overflowed exactly when a and b have opposite signs
+// and it has b's, and then it saturates on a's side.
 func satSub(a, b int64) int64 {
-	if b < 0 && a > math.MaxInt64+b {
-		return math.MaxInt64
+	d := a - b
+	if (a^b)&(a^d) < 0 {
+		return math.MaxInt64 ^ a>>63 // a < 0: math.MinInt64
 	}
-	if b > 0 && a < math.MinInt64+b {
-		return math.MinInt64
-	}
-	return a - b
+	return d
 }
 
 // satMul returns a*b for a, b >= 0, saturated at math.MaxInt64. A negative

@@ -1,5 +1,7 @@
 package strategies
 
+import "slices"
+
 // Prepare returns a Strategy that behaves exactly like s, with what Apply
 // derives from the configuration alone computed once, here, instead of on
 // every call: a GCRA's emission interval (a division and a rounding), its
@@ -17,11 +19,16 @@ package strategies
 // made or decoded by s may be applied by Prepare(s), and the reverse, under
 // the same configuration or another one of the same kind.
 //
-// A Composite is prepared with its parts. A FixedWindow's Quotas slice is
-// shared with s, not copied, as s's own Apply would use it. A Strategy that
-// Prepare does not know (one implemented outside this package, a pointer
-// to a configuration, nil) is returned as it is, and so is a prepared one:
-// Prepare(Prepare(s)) is Prepare(s). Unprepare returns the configuration.
+// A Composite is prepared with its parts, and finds once whether it may
+// take a call from them one after the other (see Composite.take). A
+// FixedWindow's Quotas are copied: the states of the prepared form
+// remember it as the configuration they are laid out for (see
+// FixedWindow.decide), which a change to s's slice after Prepare must not
+// falsify. A Strategy
+// that Prepare does not know (one implemented outside this package, a
+// pointer to a configuration, nil) is returned as it is, and so is a
+// prepared one: Prepare(Prepare(s)) is Prepare(s). Unprepare returns the
+// configuration.
 //
 // s should be valid. Prepare does not check it: it computes what Apply on
 // s would compute on each call, by the same arithmetic, so even an invalid
@@ -38,13 +45,13 @@ func Prepare(s Strategy) Strategy {
 		p.kind = kindGCRA
 		p.gcra.init(v, true)
 	case FixedWindow:
-		p.kind, p.fixed = kindFixedWindow, v
+		p.kind, p.fixed = kindFixedWindow, FixedWindow{Quotas: slices.Clone(v.Quotas)}
 	case SlidingWindow:
 		p.kind, p.sliding = kindSlidingWindow, v
 	case RollingWindow:
 		p.kind, p.rolling = kindRollingWindow, v
 	case Composite:
-		p.kind, p.composite = kindComposite, Composite{Prepare(v.Primary), Prepare(v.Secondary)}
+		p.kind, p.composite = kindComposite, Composite{Prepare(v.Primary), Prepare(v.Secondary)}.plan()
 	default:
 		return s
 	}
@@ -86,15 +93,28 @@ func Decide(s Strategy, st State, c Call, res *Result) error {
 // prepared is a strategy as Prepare returns it: the configuration, and the
 // plan that its Apply follows, made once: the plan of its kind.
 type prepared struct {
-	Strategy // the configuration, a value: Validate, NewState and Decode are its own
+	Strategy // the configuration, a value: Validate and Decode are its own
 	kind     kind
 
 	bucket    bucket        // TokenBucket, LeakyBucket: its constants
 	gcra      gcraPlan      // GCRA
-	fixed     FixedWindow   // FixedWindow: as it is
+	fixed     FixedWindow   // FixedWindow: a copy; its address is the layout of its states
 	sliding   SlidingWindow // SlidingWindow: as it is
 	rolling   RollingWindow // RollingWindow: as it is
-	composite Composite     // Composite: with its parts prepared
+	composite compositePlan // Composite: the plan of its prepared parts
+}
+
+// NewState implements Strategy: the configuration's fresh state. A
+// FixedWindow's is known to be laid out for the prepared form (see
+// FixedWindow.decide), and a Composite's parts are its prepared parts'.
+func (p *prepared) NewState() State {
+	switch p.kind {
+	case kindFixedWindow:
+		return p.fixed.newState(&p.fixed)
+	case kindComposite:
+		return p.composite.NewState()
+	}
+	return p.Strategy.NewState()
 }
 
 // Apply implements Strategy: as the configuration's Apply, with the plan
@@ -118,7 +138,7 @@ func (p *prepared) decide(st State, c Call, res *Result) error {
 	case kindGCRA:
 		return p.gcra.decide(st, c, res)
 	case kindFixedWindow:
-		return p.fixed.decide(st, c, res)
+		return p.fixed.decide(st, c, res, &p.fixed)
 	case kindSlidingWindow:
 		return p.sliding.decide(st, c, res)
 	case kindRollingWindow:

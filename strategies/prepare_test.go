@@ -300,11 +300,18 @@ func TestPrepare(t *testing.T) {
 		t.Errorf("an unknown part became %#v", p.composite.Primary)
 	}
 
-	// A FixedWindow shares its quotas with the configuration, as the value
-	// does: nothing is copied.
+	// A FixedWindow's quotas are copied: its states remember the prepared
+	// form as their layout, which a change to the caller's slice must not
+	// falsify. The prepared form goes on deciding by the quotas it had.
 	fw := FixedWindow{Quotas: []Quota{{"a", 1, time.Second}}}
-	if pf := Prepare(fw).(*prepared); &pf.fixed.Quotas[0] != &fw.Quotas[0] {
-		t.Error("Prepare copied the quotas")
+	pf := Prepare(fw)
+	st := pf.NewState()
+	if r, err := pf.Apply(st, Call{N: 1}); err != nil || !r.Allowed {
+		t.Fatalf("first call: %+v, %v", r, err)
+	}
+	fw.Quotas[0] = Quota{"b", 5, time.Second}
+	if r, err := pf.Apply(st, Call{N: 1}); err != nil || r.Allowed || r.Limit != 1 {
+		t.Errorf("after the caller changed its quotas: %+v, %v; want denied by quota a, limit 1", r, err)
 	}
 }
 

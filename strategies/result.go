@@ -1,5 +1,7 @@
 package strategies
 
+import "time"
+
 // merge combines the results of two limits that a call must both pass, the
 // quotas of a FixedWindow or the parts of a Composite: the call is allowed
 // only if both allow it, and the binding limit speaks for the rest. The
@@ -14,15 +16,23 @@ package strategies
 // four fields in memory and copies it with wide moves, which stall when
 // they read back the narrower stores that just wrote it.
 func merge(r, a, b *Result) {
-	allowed := a.Allowed && b.Allowed
-	limit, remaining := a.Limit, a.Remaining
-	if b.Remaining < remaining {
-		limit, remaining = b.Limit, b.Remaining
+	allowed, limit, remaining, reset, retry := b.Allowed, b.Limit, b.Remaining, b.ResetAfter, b.RetryAfter
+	r.Allowed, r.Limit, r.Remaining, r.ResetAfter, r.RetryAfter = a.Allowed, a.Limit, a.Remaining, a.ResetAfter, a.RetryAfter
+	r.and(allowed, limit, remaining, reset, retry)
+}
+
+// and merges into r, as b, the Result of one more limit that the call must
+// pass, given by its fields: what merge does, for a caller that has the
+// fields at hand (the quotas of a FixedWindow) and no Result of them.
+func (r *Result) and(allowed bool, limit, remaining int64, reset, retry time.Duration) {
+	r.Allowed = r.Allowed && allowed
+	if remaining < r.Remaining {
+		r.Limit, r.Remaining = limit, remaining
 	}
-	reset := max(a.ResetAfter, b.ResetAfter)
-	retry := max(a.RetryAfter, b.RetryAfter)
-	if a.RetryAfter < 0 || b.RetryAfter < 0 {
-		retry = -1
+	r.ResetAfter = max(r.ResetAfter, reset)
+	if r.RetryAfter < 0 || retry < 0 {
+		r.RetryAfter = -1
+	} else {
+		r.RetryAfter = max(r.RetryAfter, retry)
 	}
-	r.Allowed, r.Limit, r.Remaining, r.ResetAfter, r.RetryAfter = allowed, limit, remaining, reset, retry
 }
