@@ -68,3 +68,66 @@ func TestCompositePartChange(t *testing.T) {
 		t.Errorf("a failed Apply changed the state: %s", got)
 	}
 }
+
+// TestCompositeOneObject checks that a Composite's state is one object
+// with the states of its parts when they are of this package (see
+// joined), for every pair of parts, each as a value and prepared, in a
+// Composite value and prepared. NewState allocates that object alone, but
+// for what a part's state holds beyond itself (the windows of a fixed
+// window of three quotas) or holds on its own (that of a part from outside
+// the package). Decode allocates one object less per part of this package
+// than it does with the parts' states on their own (parts wrapped as from
+// outside the package). TestReferenceComposite plays every pair on such
+// states, the undo of Composite.take included.
+func TestCompositeOneObject(t *testing.T) {
+	type part struct {
+		s     Strategy
+		own   bool    // of this package: its state is in the composite's object
+		extra float64 // what NewState allocates for it besides the composite's object
+	}
+	parts := []part{
+		{TokenBucket{Rate: 3, Burst: 4}, true, 0}, {GCRA{Rate: 7, Burst: 2}, true, 0},
+		{LeakyBucket{Rate: 2.5, Capacity: 3}, true, 0}, {SlidingWindow{Limit: 4, Window: 1500 * time.Millisecond}, true, 0},
+		{FixedWindow{Quotas: []Quota{{"s", 3, time.Second}}}, true, 0},
+		{FixedWindow{Quotas: []Quota{{"s", 3, time.Second}, {"m", 20, time.Minute}}}, true, 0},
+		{FixedWindow{Quotas: []Quota{{"s", 3, time.Second}, {"m", 20, time.Minute}, {"h", 100, time.Hour}}}, true, 1}, // its windows
+		{RollingWindow{Limit: 4, Window: 1500 * time.Millisecond, Bucket: 250 * time.Millisecond}, true, 0},           // no ring yet
+		{otherStrategy{TokenBucket{Rate: 5, Burst: 1}}, false, 1},                                                     // its state
+	}
+	for _, p := range parts[:len(parts)-1] {
+		parts = append(parts, part{Prepare(p.s), p.own, p.extra})
+	}
+	allocs := func(f func()) float64 { return testing.AllocsPerRun(20, f) }
+	ones := func(ps ...part) (n float64) {
+		for _, p := range ps {
+			if p.own {
+				n++
+			}
+		}
+		return n
+	}
+	for _, a := range parts {
+		for _, b := range parts {
+			for _, f := range forms {
+				cs := f.of(Composite{Primary: a.s, Secondary: b.s})
+				if got, want := allocs(func() { cs.NewState() }), 1+a.extra+b.extra; got != want {
+					t.Errorf("%#v (%s): NewState allocates %v times, want %v", cs, f.name, got, want)
+				}
+				st := cs.NewState()
+				for i := range 20 {
+					cs.Apply(st, workload(i))
+				}
+				raw := st.AppendEncode(nil)
+				apart := Composite{Primary: outside{a.s}, Secondary: outside{b.s}}
+				want := allocs(func() { apart.Decode(raw) }) - ones(a, b)
+				if got := allocs(func() { cs.Decode(raw) }); got != want {
+					t.Errorf("%#v (%s): Decode(%q) allocates %v times, want %v", cs, f.name, raw, got, want)
+				}
+			}
+		}
+	}
+}
+
+// outside is a Strategy from outside the package, as far as a Composite
+// can tell, that behaves as the one it holds.
+type outside struct{ Strategy }

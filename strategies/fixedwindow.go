@@ -92,12 +92,14 @@ func (f FixedWindow) Validate() error {
 }
 
 // NewState implements Strategy: no window running.
-func (f FixedWindow) NewState() State { return f.newState(nil) }
+func (f FixedWindow) NewState() State { return f.newState(nil, newFixedWindowState) }
 
 // newState returns a fresh state laid out like f's quotas, for the
-// prepared configuration layout (nil for a value).
-func (f *FixedWindow) newState(layout *FixedWindow) *fixedWindowState {
-	s := newFixedWindowState(len(f.Quotas))
+// prepared configuration layout (nil for a value), made by in, which
+// returns a state of n windows: newFixedWindowState, or a place in a
+// Composite's state (see fixedPart).
+func (f *FixedWindow) newState(layout *FixedWindow, in func(n int) *fixedWindowState) *fixedWindowState {
+	s := in(len(f.Quotas))
 	for i, q := range f.Quotas {
 		s.quotas[i].name = q.Name
 	}
@@ -105,20 +107,49 @@ func (f *FixedWindow) newState(layout *FixedWindow) *fixedWindowState {
 	return s
 }
 
-// newFixedWindowState returns a state of n windows, all zero. For the
-// usual one or two quotas, the windows are allocated with the state, as
-// one object: a call reads one place in memory instead of two, and a
-// store of many keys holds half as many objects.
+// fixedWindowBox is a fixedWindowState with room for the windows of the
+// usual one or two quotas: a state whose windows are there is one object,
+// so a call reads one place in memory instead of two, and a store of many
+// keys holds half as many objects.
+type fixedWindowBox struct {
+	s fixedWindowState
+	w [2]windowCount
+}
+
+// state returns the state of b, of n windows, all zero: in b's room when
+// they fit.
+func (b *fixedWindowBox) state(n int) *fixedWindowState {
+	if n > len(b.w) {
+		b.s.quotas = make([]windowCount, n)
+	} else {
+		b.s.quotas = b.w[:n]
+	}
+	return &b.s
+}
+
+// newFixedWindowState returns a state of n windows, all zero, in an
+// object of its own: a fixedWindowBox when they fit in it.
 func newFixedWindowState(n int) *fixedWindowState {
 	if n > 2 {
 		return &fixedWindowState{quotas: make([]windowCount, n)}
 	}
-	v := new(struct {
-		s fixedWindowState
-		w [2]windowCount
-	})
-	v.s.quotas = v.w[:n]
-	return &v.s
+	return new(fixedWindowBox).state(n)
+}
+
+// fixedPart is a FixedWindow as a part of a Composite, which makes its
+// states in place (see maker), in a fixedWindowBox, for the prepared
+// configuration layout (nil for a value), as NewState and the prepared
+// form's do. The windows of more than two quotas go to a slice of their
+// own, as they do from newFixedWindowState.
+type fixedPart struct {
+	f      FixedWindow
+	layout *FixedWindow
+}
+
+func (p fixedPart) newIn(b *fixedWindowBox) State { return p.f.newState(p.layout, b.state) }
+
+func (p fixedPart) decodeIn(b *fixedWindowBox, enc []byte) (State, error) {
+	return p.f.decode(enc, b.state)
 }
 
 // at returns what w counts at now, and the instant its window ends: its
@@ -291,7 +322,10 @@ func (s *fixedWindowState) conform(ws []windowCount, layout *FixedWindow) {
 // Decode implements Strategy. It reads "23|N|name|count|start|..." with N
 // quotas, and the legacy single-quota "v1|count|start|duration" and
 // "v2|count|start|", which become the count of the first configured quota.
-func (f FixedWindow) Decode(b []byte) (State, error) {
+func (f FixedWindow) Decode(b []byte) (State, error) { return f.decode(b, newFixedWindowState) }
+
+// decode is Decode, with the state made by in, as for newState.
+func (f *FixedWindow) decode(b []byte, in func(n int) *fixedWindowState) (State, error) {
 	fm, r, err := openState(b, kindFixedWindow)
 	if err != nil {
 		return nil, err
@@ -302,7 +336,7 @@ func (f FixedWindow) Decode(b []byte) (State, error) {
 		if fields := int64(bytes.Count(r.rest, []byte{'|'})) + 1; r.err == nil && n > fields/3 {
 			return nil, corrupt(kindFixedWindow, "%d quotas declared, at most %d encoded", n, fields/3)
 		}
-		s = newFixedWindowState(int(n))
+		s = in(int(n))
 		s.quotas = s.quotas[:0]
 		seen := make(map[string]bool, n)
 		for range n {
@@ -328,7 +362,7 @@ func (f FixedWindow) Decode(b []byte) (State, error) {
 		} else {
 			r.empty("end")
 		}
-		s = newFixedWindowState(1)
+		s = in(1)
 		s.quotas[0] = w
 	}
 	if err := r.done(); err != nil {

@@ -67,16 +67,25 @@ func (g GCRA) interval() int64 {
 }
 
 // NewState implements Strategy: idle since forever.
-func (g GCRA) NewState() State { return &gcraState{tat: math.MinInt64} }
+func (g GCRA) NewState() State { return g.newIn(new(gcraState)) }
+
+// newIn is NewState, in *s (see maker).
+func (g GCRA) newIn(s *gcraState) State {
+	*s = gcraState{tat: math.MinInt64}
+	return s
+}
 
 // Decode implements Strategy. It reads "42|tat" and the legacy
 // "v1|tat|interval|limit" and "v2|tat|".
-func (g GCRA) Decode(b []byte) (State, error) {
+func (g GCRA) Decode(b []byte) (State, error) { return g.decodeIn(new(gcraState), b) }
+
+// decodeIn is Decode, in *s (see maker).
+func (g GCRA) decodeIn(s *gcraState, b []byte) (State, error) {
 	f, r, err := openState(b, kindGCRA)
 	if err != nil {
 		return nil, err
 	}
-	s := &gcraState{tat: r.int("tat", math.MinInt64, math.MaxInt64)}
+	*s = gcraState{tat: r.int("tat", math.MinInt64, math.MaxInt64)}
 	switch f {
 	case formatV1:
 		r.int("interval", 0, math.MaxInt64)

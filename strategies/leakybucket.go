@@ -38,16 +38,26 @@ func (lb LeakyBucket) Validate() error {
 }
 
 // NewState implements Strategy: an empty bucket.
-func (lb LeakyBucket) NewState() State { return &leakyBucketState{} }
+func (lb LeakyBucket) NewState() State { return lb.newIn(new(leakyBucketState)) }
+
+// newIn is NewState, in *s (see maker).
+func (lb LeakyBucket) newIn(s *leakyBucketState) State {
+	*s = leakyBucketState{}
+	return s
+}
 
 // Decode implements Strategy. It reads "32|level|last" and the legacy
 // "v1|level|last|capacity|rate" and "v2|level|last|".
-func (lb LeakyBucket) Decode(b []byte) (State, error) {
-	s, err := decodeBucket(b, kindLeakyBucket, "level", 0)
+func (lb LeakyBucket) Decode(b []byte) (State, error) { return lb.decodeIn(new(leakyBucketState), b) }
+
+// decodeIn is Decode, in *s (see maker).
+func (lb LeakyBucket) decodeIn(s *leakyBucketState, b []byte) (State, error) {
+	v, err := decodeBucket(b, kindLeakyBucket, "level", 0)
 	if err != nil {
 		return nil, err
 	}
-	return &leakyBucketState{s}, nil
+	*s = leakyBucketState{v}
+	return s, nil
 }
 
 // Apply implements Strategy. It computes the bucket's constants (see

@@ -110,7 +110,7 @@ type prepared struct {
 func (p *prepared) NewState() State {
 	switch p.kind {
 	case kindFixedWindow:
-		return p.fixed.newState(&p.fixed)
+		return p.fixed.newState(&p.fixed, newFixedWindowState)
 	case kindComposite:
 		return p.composite.NewState()
 	}

@@ -74,8 +74,11 @@ func (rw RollingWindow) Validate() error {
 }
 
 // NewState implements Strategy: nothing counted.
-func (rw RollingWindow) NewState() State {
-	s := &rollingWindowState{}
+func (rw RollingWindow) NewState() State { return rw.newIn(new(rollingWindowState)) }
+
+// newIn is NewState, in *s (see maker).
+func (rw RollingWindow) newIn(s *rollingWindowState) State {
+	*s = rollingWindowState{}
 	if w, err := rollingwindow.New(rw.config()); err == nil {
 		s.win = *w
 	} // else an invalid configuration, which Apply reports
@@ -254,6 +257,11 @@ func (rw RollingWindow) Merge(st State, now, at, n int64) error {
 // start and each later one by its gap, in buckets, after the previous one.
 // rollingwindow.State.Append validates them.
 func (rw RollingWindow) Decode(b []byte) (State, error) {
+	return rw.decodeIn(new(rollingWindowState), b)
+}
+
+// decodeIn is Decode, in *s (see maker).
+func (rw RollingWindow) decodeIn(s *rollingWindowState, b []byte) (State, error) {
 	f, r, err := openState(b, kindRollingWindow)
 	if err != nil {
 		return nil, err
@@ -272,7 +280,7 @@ func (rw RollingWindow) Decode(b []byte) (State, error) {
 	if err != nil {
 		return nil, corrupt(kindRollingWindow, "fields 2-3 (window, bucket): %v", err)
 	}
-	s := &rollingWindowState{win: *w}
+	*s = rollingWindowState{win: *w}
 	bucket := uint64(cfg.Bucket)
 	var prev int64
 	for i := 0; r.more && r.err == nil; i++ {

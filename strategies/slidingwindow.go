@@ -52,7 +52,13 @@ func (sw SlidingWindow) Validate() error {
 }
 
 // NewState implements Strategy: nothing counted.
-func (sw SlidingWindow) NewState() State { return &slidingWindowState{} }
+func (sw SlidingWindow) NewState() State { return sw.newIn(new(slidingWindowState)) }
+
+// newIn is NewState, in *s (see maker).
+func (sw SlidingWindow) newIn(s *slidingWindowState) State {
+	*s = slidingWindowState{}
+	return s
+}
 
 // at returns the state as of now, rolled over to now's window. A state that
 // counts nothing moves to now's window whatever its start, so that it is
@@ -183,6 +189,11 @@ func (sw SlidingWindow) fitsAt(s slidingWindowState, need int64) int64 {
 
 // Decode implements Strategy. It reads "62|prev|curr|currStart".
 func (sw SlidingWindow) Decode(b []byte) (State, error) {
+	return sw.decodeIn(new(slidingWindowState), b)
+}
+
+// decodeIn is Decode, in *s (see maker).
+func (sw SlidingWindow) decodeIn(s *slidingWindowState, b []byte) (State, error) {
 	f, r, err := openState(b, kindSlidingWindow)
 	if err != nil {
 		return nil, err
@@ -190,7 +201,7 @@ func (sw SlidingWindow) Decode(b []byte) (State, error) {
 	if f != formatCurrent {
 		return nil, corrupt(kindSlidingWindow, "no legacy encoding exists, got %s", quote(b[:min(len(b), 2)]))
 	}
-	s := &slidingWindowState{
+	*s = slidingWindowState{
 		prev:  r.int("prev", 0, math.MaxInt64),
 		curr:  r.int("curr", 0, math.MaxInt64),
 		start: r.int("start", math.MinInt64, math.MaxInt64),

@@ -42,18 +42,26 @@ func (tb TokenBucket) Validate() error {
 }
 
 // NewState implements Strategy: a full bucket.
-func (tb TokenBucket) NewState() State {
-	return &tokenBucketState{bucketState{amount: float64(tb.Burst)}}
+func (tb TokenBucket) NewState() State { return tb.newIn(new(tokenBucketState)) }
+
+// newIn is NewState, in *s (see maker).
+func (tb TokenBucket) newIn(s *tokenBucketState) State {
+	*s = tokenBucketState{bucketState{amount: float64(tb.Burst)}}
+	return s
 }
 
 // Decode implements Strategy. It reads "12|tokens|last" and the legacy
 // "v1|tokens|last|capacity|rate" and "v2|tokens|last|".
-func (tb TokenBucket) Decode(b []byte) (State, error) {
-	s, err := decodeBucket(b, kindTokenBucket, "tokens", -maxAmount)
+func (tb TokenBucket) Decode(b []byte) (State, error) { return tb.decodeIn(new(tokenBucketState), b) }
+
+// decodeIn is Decode, in *s (see maker).
+func (tb TokenBucket) decodeIn(s *tokenBucketState, b []byte) (State, error) {
+	v, err := decodeBucket(b, kindTokenBucket, "tokens", -maxAmount)
 	if err != nil {
 		return nil, err
 	}
-	return &tokenBucketState{s}, nil
+	*s = tokenBucketState{v}
+	return s, nil
 }
 
 // Apply implements Strategy. It computes the bucket's constants (see
