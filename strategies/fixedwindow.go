@@ -233,6 +233,10 @@ func (f *FixedWindow) tally(ws []windowCount, c Call, write bool, res *Result) (
 			fits = false
 		}
 	}
+	if fits && c.N > 0 && write && len(qs) > 0 {
+		f.take(ws, c, res)
+		return true
+	}
 	taken = (fits || c.Record) && c.N > 0
 	need := c.N
 	if fits || c.Record {
@@ -268,6 +272,38 @@ func (f *FixedWindow) tally(ws []windowCount, c Call, write bool, res *Result) (
 		}
 	}
 	return taken
+}
+
+// take is tally for the usual call, one that fits every quota and takes
+// n > 0 from each, written to ws: each window is read and changed once,
+// and since every quota allows the call, the Result is the minimum of
+// what remains and the maximum of the windows' ends, with no RetryAfter.
+// It is what tally's general loop answers for such a call (TestReference
+// holds it to the code before it), without that loop's second look at
+// each window and its per-quota Result.
+func (f *FixedWindow) take(ws []windowCount, c Call, res *Result) {
+	res.Allowed, res.RetryAfter = true, 0
+	for i := range f.Quotas {
+		q, w := &f.Quotas[i], &ws[i].window
+		end := satAdd(w.start, int64(q.Window))
+		if w.count > 0 && c.Now < end { // the running window
+			w.count = satAdd(w.count, c.N)
+		} else { // a new one, starting now
+			w.count, w.start, end = c.N, c.Now, satAdd(c.Now, int64(q.Window))
+		}
+		// The window counts the call from now on, unless it ends at once
+		// (a Window of 0, which no valid configuration has).
+		remaining, reset := q.Limit, time.Duration(0)
+		if c.Now < end {
+			remaining, reset = q.Limit-w.count, until(end, c.Now)
+		}
+		if i == 0 || remaining < res.Remaining {
+			res.Limit, res.Remaining = q.Limit, remaining
+		}
+		if i == 0 || reset > res.ResetAfter {
+			res.ResetAfter = reset
+		}
+	}
 }
 
 // laidOut reports whether s holds the configured quotas qs and no other,
