@@ -45,43 +45,50 @@ func appendStoreKey(dst []byte, sk string) []byte {
 
 // The table.
 //
-// Each shard indexes its entries with an open-addressing hash table with
-// linear probing, whose slots hold a key's 64-bit hash and a pointer to
-// its entry: 16 bytes, four to a cache line. Entries are allocated one by
-// one and never move, so the dirty lists and the committer hold them by
-// pointer.
+// Each shard is an open-addressing hash table with linear probing, whose
+// slots are the entries themselves, 64 bytes each: one cache line. A
+// decision on a key in memory reads its slot, then its key's bytes (to
+// compare them) and its state, those two at once. With 10k keys in use,
+// each of those reads misses the CPU's private caches, so what the table
+// costs is mostly how many of them depend on one another: two here. A Go
+// map from hash to entry needed three (the map's control word, its slot,
+// then the entry), and its slot and entry together took about 150 bytes a
+// key, as much as this table's slots at their emptiest (see rehash).
 //
-// The layout is chosen for the caches. A decision on a key in memory
-// reads its slot, its entry, then its key's bytes (to compare them) and
-// its state, those two at once. The index is small, 16 bytes a slot (~250
-// KB at 10k keys), and the entries, allocated as keys are first seen, lie
-// in memory in that order: keys first used together (a process warming
-// up, clients that arrive together) are read from neighbouring memory,
-// which the CPU prefetches. Slots holding whole 64-byte entries made a
-// lookup one read shorter, but their table was four times larger and its
-// reads could not be prefetched: with 10k keys used in the order they
-// were first seen (BenchmarkHotPaired in bench/), decisions took ~0.93x
-// x/time/rate's time with whole-entry slots and ~0.8x with this index.
+// A compact index instead (16-byte slots of hash and entry pointer, the
+// entries allocated apart, in the order keys are first seen) was tried
+// and measured against it, paired with x/time/rate at 10k keys
+// (BenchmarkHotPaired in bench/): alike when keys come in the order they
+// were first seen, which the CPU prefetches either way (GCRA ~0.8x
+// x/time/rate's time), but one dependent read longer when they come in
+// random order, as traffic from many clients does: GCRA ~0.9x and the
+// engine alone ~1.0x, against ~0.75x and ~0.8x with these slots.
 //
-// A removed entry leaves a tombstone, which probes pass over and
-// insertions reuse, until a rehash clears them.
+// Entries do not move while their shard is locked, except when an
+// insertion rehashes the table: code that holds a slot index or an *entry
+// across an insertion looks it up again. A removed entry leaves a
+// tombstone (slotGone), which probes pass over and insertions reuse, until
+// a rehash clears them.
 
-// slot is one place in a shard's index.
-type slot struct {
-	h uint64 // the key's hash (see locate); for a nil e, 0: free, 1: a tombstone
-	e *entry
-}
-
-// Marks of a slot whose e is nil.
+// Slot states.
 const (
-	slotFree uint64 = 0 // never used since the last rehash: ends a probe
-	slotGone uint64 = 1 // held an entry that was removed: probes go on
+	slotFree uint8 = iota // never used since the last rehash: ends a probe
+	slotLive              // holds an entry
+	slotGone              // held an entry that was removed: probes go on
 )
 
 // entry is the in-memory state of one key under one limiter. Its fields are
-// guarded by the lock of its shard. It fills one 64-byte cache line (see
-// TestEntryIsOneCacheLine).
+// guarded by the lock of its shard. It is laid out to fill one 64-byte
+// cache line exactly (see TestEntryIsOneCacheLine).
 type entry struct {
+	// tag is the top half of the key's hash. A probe compares it before the
+	// key, so a slot of another key is passed over without reading that
+	// key's bytes (a cache miss).
+	tag   uint32
+	ctl   uint8 // slotFree, slotLive or slotGone
+	dirty bool  // changed since its last commit; listed in shard.dirty
+	ref   bool  // used since the eviction clock last passed it
+
 	sk string           // joinKey(limiter name, key)
 	st strategies.State // nil: the initial state, nothing stored
 
@@ -96,9 +103,7 @@ type entry struct {
 	// then is deleted instead of kept on disk: see dropIfIdle.
 	idleAt int64
 
-	gen   uint64 // the commit generation holding its latest change
-	dirty bool   // changed since its last commit; listed in shard.dirty
-	ref   bool   // used since the eviction clock last passed it
+	gen uint64 // the commit generation holding its latest change
 }
 
 // is reports whether e holds the state of key under the limiter name: e.sk
@@ -111,133 +116,140 @@ func (e *entry) is(name, key string) bool {
 // shard is one lock's share of the table.
 type shard struct {
 	mu    sync.Mutex
-	index []slot   // nil or a power of two of them
+	slots []entry  // nil or a power of two of them
 	live  int      // slots holding an entry
 	used  int      // slots not free: live ones and tombstones
-	hand  int      // the eviction clock's position in index
-	dirty []*entry // the dirty entries
+	hand  int      // the eviction clock's position in slots
+	dirty []uint32 // the slots of the dirty entries
 	_     [64]byte // keep neighbouring shard locks off one cache line
 }
 
-// minSlots is the size of a shard's index when it gets its first entry.
+// minSlots is the size of a shard's table when it gets its first entry.
 const minSlots = 8
 
-// place is where a key lives: its hash and its shard.
-type place struct {
+// slot is where a key lives: its hash and its shard.
+type slot struct {
 	h   uint64
 	idx uint32
 }
 
 // locate hashes key under a limiter whose name hashes to nameHash.
-func (db *DB) locate(nameHash uint64, key string) place {
+func (db *DB) locate(nameHash uint64, key string) slot {
 	h := maphash.String(db.seed, key) ^ nameHash
-	return place{h: h, idx: uint32(h >> (64 - shardBits))}
+	return slot{h: h, idx: uint32(h >> (64 - shardBits))}
 }
 
-// locateKey returns the place of the entry named sk (see joinKey), as
-// locate gave it.
-func (db *DB) locateKey(sk string) place {
-	name, key := splitKey(sk)
-	return db.locate(maphash.String(db.seed, name), key)
-}
-
-// find returns the entry of key under the limiter name, whose hash is h,
-// or nil. The caller holds sh.mu.
-func (sh *shard) find(h uint64, name, key string) *entry {
+// find returns the slot of the entry of key under the limiter name, whose
+// hash is h, or -1. The caller holds sh.mu.
+func (sh *shard) find(h uint64, name, key string) int {
 	if sh.live == 0 {
-		return nil
+		return -1
 	}
-	mask := len(sh.index) - 1
+	mask, tag := len(sh.slots)-1, uint32(h>>32)
 	for i := int(h) & mask; ; i = (i + 1) & mask {
-		s := &sh.index[i]
+		e := &sh.slots[i]
 		switch {
-		case s.e == nil:
-			if s.h == slotFree {
-				return nil
-			}
-		case s.h == h && s.e.is(name, key):
-			return s.e
+		case e.ctl == slotFree:
+			return -1
+		case e.tag == tag && e.ctl == slotLive && e.is(name, key):
+			return i
 		}
 	}
 }
 
-// insert adds e, whose key hashes to h. The caller holds sh.mu.
-func (sh *shard) insert(h uint64, e *entry) {
+// insert adds the entry e, whose key hashes to h, and returns its slot. It
+// may rehash the table (see rehash): slots found before it are stale. The
+// caller holds sh.mu.
+func (db *DB) insert(sh *shard, h uint64, e entry) int {
 	// At most 3/4 of the slots are in use, so a probe always ends at a
 	// free slot and takes 2.5 probes on average to find a key.
-	if 4*(sh.used+1) > 3*len(sh.index) {
-		sh.rehash()
+	if 4*(sh.used+1) > 3*len(sh.slots) {
+		db.rehash(sh)
 	}
-	mask := len(sh.index) - 1
+	mask := len(sh.slots) - 1
 	i := int(h) & mask
-	for sh.index[i].e != nil {
+	for sh.slots[i].ctl == slotLive {
 		i = (i + 1) & mask
 	}
-	if sh.index[i].h == slotFree {
+	if sh.slots[i].ctl == slotFree {
 		sh.used++
 	}
-	sh.index[i] = slot{h: h, e: e}
+	e.tag, e.ctl = uint32(h>>32), slotLive
+	sh.slots[i] = e
 	sh.live++
+	if e.dirty {
+		sh.dirty = append(sh.dirty, uint32(i))
+	}
+	return i
 }
 
-// rehash moves the entries of sh to a new index, dropping the tombstones.
-// The new index is the smallest power of two that the entries fill to 5/8
-// at most, so that at least 1/8 of it stays to insert into before the
-// next rehash (at 3/4): a rehash costs O(slots), paid for by as many
-// insertions over 8. A shard at its cache limit that evicts as it inserts
-// keeps its size, its tombstones swept by these rehashes. The caller
-// holds sh.mu.
-func (sh *shard) rehash() {
+// rehash moves the entries of sh to a new table, dropping the tombstones,
+// and lists the dirty entries at their new slots. The new table is the
+// smallest power of two that the entries fill to 5/8 at most, so that at
+// least 1/8 of it stays to insert into before the next rehash (at 3/4):
+// a rehash costs O(slots), paid for by as many insertions over 8. A shard
+// at its cache limit that evicts as it inserts keeps its size, its
+// tombstones swept by these rehashes, and holds its keys in 85 to 170
+// bytes each. The hash of each key is computed again: a slot keeps only
+// its top half. The caller holds sh.mu.
+func (db *DB) rehash(sh *shard) {
 	n := minSlots
 	for 8*(sh.live+1) > 5*n {
 		n *= 2
 	}
-	old := sh.index
-	sh.index, sh.live, sh.used, sh.hand = make([]slot, n), 0, 0, 0
-	for _, s := range old {
-		if s.e != nil {
-			sh.insert(s.h, s.e)
+	old := sh.slots
+	sh.slots, sh.live, sh.used, sh.hand = make([]entry, n), 0, 0, 0
+	sh.dirty = sh.dirty[:0]
+	for i := range old {
+		if e := &old[i]; e.ctl == slotLive {
+			db.insert(sh, db.locateKey(e.sk).h, *e)
 		}
 	}
 }
 
-// remove takes the entry of slot i out of the index. The caller holds
-// sh.mu, and the entry is not dirty.
+// locateKey returns the slot of the entry named sk (see joinKey), as
+// locate gave it.
+func (db *DB) locateKey(sk string) slot {
+	name, key := splitKey(sk)
+	return db.locate(maphash.String(db.seed, name), key)
+}
+
+// remove frees slot i. The caller holds sh.mu, and the entry is not dirty.
 func (sh *shard) remove(i int) {
 	// A probe that reaches i goes on to i+1; if that is free, it would stop
 	// there anyway, so i can be free too instead of a tombstone.
-	if next := sh.index[(i+1)&(len(sh.index)-1)]; next.e == nil && next.h == slotFree {
-		sh.index[i] = slot{h: slotFree}
+	if next := &sh.slots[(i+1)&(len(sh.slots)-1)]; next.ctl == slotFree {
+		sh.slots[i] = entry{}
 		sh.used--
 	} else {
-		sh.index[i] = slot{h: slotGone}
+		sh.slots[i] = entry{ctl: slotGone}
 	}
 	sh.live--
 }
 
-// lookup returns the entry of key under the limiter name in its shard,
-// loading its state from the store on a miss. With load false a missing
-// key gets an empty entry without reading the store (Reset, which needs no
-// old state). The caller holds sh.mu.
-func (db *DB) lookup(sh *shard, at place, name, key string, s strategies.Strategy, now int64, load bool) (*entry, error) {
-	if e := sh.find(at.h, name, key); e != nil {
-		if !e.ref { // no store when unchanged: it would dirty the cache line
+// lookup returns the slot of the entry of key under the limiter name in its
+// shard, loading its state from the store on a miss. With load false a
+// missing key gets an empty entry without reading the store (Reset, which
+// needs no old state). The caller holds sh.mu.
+func (db *DB) lookup(sh *shard, at slot, name, key string, s strategies.Strategy, now int64, load bool) (int, error) {
+	if i := sh.find(at.h, name, key); i >= 0 {
+		if e := &sh.slots[i]; !e.ref { // no store when unchanged: it would dirty the cache line
 			e.ref = true
 		}
-		return e, nil
+		return i, nil
 	}
 	// A copy of the key, which may be a slice of a larger buffer (a request
 	// header) that must not stay alive with the entry.
-	e := &entry{sk: joinKey(name, key), ref: true}
+	e := entry{sk: joinKey(name, key), ref: true}
 	if load {
 		raw, err := db.store.Get(appendStoreKey(nil, e.sk))
 		if err != nil {
-			return nil, fmt.Errorf("ratestore: limiter %q: key %q: load: %w", name, key, err)
+			return -1, fmt.Errorf("ratestore: limiter %q: key %q: load: %w", name, key, err)
 		}
 		if raw != nil {
 			st, err := s.Decode(raw)
 			if err != nil {
-				return nil, fmt.Errorf("ratestore: limiter %q: key %q: %w", name, key, err)
+				return -1, fmt.Errorf("ratestore: limiter %q: key %q: %w", name, key, err)
 			}
 			e.st = st
 			e.idleAt = math.MaxInt64 // unknown until the first Apply
@@ -246,8 +258,7 @@ func (db *DB) lookup(sh *shard, at place, name, key string, s strategies.Strateg
 	if sh.live >= db.shardCap {
 		db.evict(sh, now)
 	}
-	sh.insert(at.h, e)
-	return e, nil
+	return db.insert(sh, at.h, e), nil
 }
 
 // evictScan bounds the work of one eviction: at most this many entries are
@@ -255,26 +266,26 @@ func (db *DB) lookup(sh *shard, at place, name, key string, s strategies.Strateg
 const evictScan = 32
 
 // evict frees room in a full shard with the CLOCK (second chance) policy:
-// the hand goes round the index; an entry used since the hand last passed
+// the hand goes round the slots; an entry used since the hand last passed
 // it loses its ref bit and stays, one not used since goes. Only entries
 // whose latest change is durable can go, so a reload from the store never
 // sees an older state than memory had; an idle state is first turned into a
 // delete, and goes once that is durable. The caller holds sh.mu.
 func (db *DB) evict(sh *shard, now int64) {
 	durable, g := db.durable.Load(), db.gen.Load().seq
-	mask := len(sh.index) - 1
+	mask := len(sh.slots) - 1
 	for seen, steps := 0, 0; seen < evictScan && steps <= mask; steps++ {
 		i := sh.hand
 		sh.hand = (i + 1) & mask
-		e := sh.index[i].e
-		if e == nil {
+		e := &sh.slots[i]
+		if e.ctl != slotLive {
 			continue
 		}
 		seen++
 		if e.dirty || e.gen > durable {
 			continue
 		}
-		if sh.dropIfIdle(e, now, g) {
+		if sh.dropIfIdle(i, now, g) {
 			continue // a delete now; evictable once that is durable
 		}
 		if e.ref {
@@ -288,29 +299,31 @@ func (db *DB) evict(sh *shard, now int64) {
 	}
 }
 
-// dropIfIdle turns the state of e into a delete if it is back at its
+// dropIfIdle turns the state of slot i into a delete if it is back at its
 // initial value: an idle key should cost nothing on disk. Taking calls never
 // leave a state idle, so this runs where time alone may have made it so:
 // calls that take nothing, eviction, and Close. It reports whether it marked
-// e dirty. The caller holds the lock of e's shard.
-func (sh *shard) dropIfIdle(e *entry, now int64, g uint64) bool {
+// the entry dirty. The caller holds sh.mu.
+func (sh *shard) dropIfIdle(i int, now int64, g uint64) bool {
+	e := &sh.slots[i]
 	if e.st == nil || e.idleAt > now {
 		return false
 	}
 	e.st = nil
-	sh.markDirty(e, g)
+	sh.markDirty(i, g)
 	return true
 }
 
-// markDirty records that e changed in the generation g and must be
-// written. The caller holds the lock of e's shard.
-func (sh *shard) markDirty(e *entry, g uint64) {
+// markDirty records that the entry of slot i changed in the generation g
+// and must be written. The caller holds sh.mu.
+func (sh *shard) markDirty(i int, g uint64) {
+	e := &sh.slots[i]
 	if e.gen != g {
 		e.gen = g
 	}
 	if !e.dirty {
 		e.dirty = true
-		sh.dirty = append(sh.dirty, e)
+		sh.dirty = append(sh.dirty, uint32(i))
 	}
 }
 

@@ -39,7 +39,7 @@ type committer struct {
 	// Buffers reused by every commit; touched only by the committer.
 	ops   []storage.Op
 	arena []byte
-	swept []*entry
+	swept []string // the keys (joinKey) of the states in the commit
 }
 
 // commitChunk bounds one backend transaction. badger refuses transactions
@@ -117,7 +117,8 @@ func (db *DB) commit() error {
 	for i := range db.shards {
 		sh := &db.shards[i]
 		sh.mu.Lock()
-		for j, e := range sh.dirty {
+		for _, j := range sh.dirty {
+			e := &sh.slots[j]
 			e.dirty = false
 			kstart := len(arena)
 			arena = appendStoreKey(arena, e.sk)
@@ -129,8 +130,7 @@ func (db *DB) commit() error {
 				val = arena[vstart:len(arena):len(arena)]
 			}
 			ops = append(ops, storage.Op{Key: key, Value: val})
-			swept = append(swept, e)
-			sh.dirty[j] = nil
+			swept = append(swept, e.sk)
 		}
 		sh.dirty = sh.dirty[:0]
 		sh.mu.Unlock()
@@ -159,7 +159,7 @@ func (db *DB) commit() error {
 	close(old.done)
 
 	// Keep the buffers for the next commit unless one huge commit grew them;
-	// drop the entry pointers so evicted entries can be collected.
+	// drop the keys so those of evicted entries can be collected.
 	clear(swept)
 	if cap(arena) <= 4<<20 {
 		db.ops, db.arena, db.swept = ops[:0], arena[:0], swept[:0]
@@ -192,15 +192,19 @@ func (db *DB) storeDurable(ctx context.Context) error {
 	return db.wait(ctx, g)
 }
 
-// redirty marks the entries of a failed commit dirty again, so that the
-// next commit retries them with their latest state. They are still in
-// their shards: an entry is evicted only once its latest change is
+// redirty marks the entries of a failed commit, named by their keys, dirty
+// again, so that the next commit retries them with their latest state. They
+// are still in memory: an entry is evicted only once its latest change is
 // durable, and a failed commit made nothing durable.
-func (db *DB) redirty(entries []*entry) {
-	for _, e := range entries {
-		sh := &db.shards[db.locateKey(e.sk).idx]
+func (db *DB) redirty(sks []string) {
+	for _, sk := range sks {
+		at := db.locateKey(sk)
+		sh := &db.shards[at.idx]
 		sh.mu.Lock()
-		sh.markDirty(e, e.gen)
+		name, key := splitKey(sk)
+		if i := sh.find(at.h, name, key); i >= 0 {
+			sh.markDirty(i, sh.slots[i].gen)
+		}
 		sh.mu.Unlock()
 	}
 }

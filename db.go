@@ -277,9 +277,9 @@ func (db *DB) Close() error {
 		for i := range db.shards {
 			sh := &db.shards[i]
 			sh.mu.Lock()
-			for _, s := range sh.index {
-				if s.e != nil {
-					sh.dropIfIdle(s.e, now, g)
+			for j := range sh.slots {
+				if sh.slots[j].ctl == slotLive {
+					sh.dropIfIdle(j, now, g)
 				}
 			}
 			sh.mu.Unlock()

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -263,82 +262,119 @@ func TestHotDecisionDoesNotAllocate(t *testing.T) {
 }
 
 // TestTableKeysThatCollide forces keys onto one hash, so they share a home
-// slot and are told apart by their bytes alone: each keeps its own entry,
-// a removal leaves the others reachable past its tombstone, and an
-// insertion reuses the tombstone.
+// slot and are told apart by their bytes alone: each keeps its own entry
+// and state, a removal leaves the others reachable past its tombstone, and
+// an insertion reuses the tombstone.
 func TestTableKeysThatCollide(t *testing.T) {
 	db, _, _ := openHooked(t, Options{})
-	sh, at := &db.shards[0], place{h: 42, idx: 0}
+	sh, at := &db.shards[0], slot{h: 42, idx: 0}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	keys := [][2]string{{"a", "x"}, {"a", "y"}, {"b", "x"}, {"a", "\x00x"}, {"ab", "x"}}
-	entries := map[[2]string]*entry{}
+	state := map[[2]string]strategies.State{}
 	for _, k := range keys {
-		e, err := db.lookup(sh, at, k[0], k[1], bucket, 0, false)
+		i, err := db.lookup(sh, at, k[0], k[1], bucket, 0, false)
 		require.NoError(t, err)
-		require.Nil(t, e.st)
-		require.NotContains(t, entries, e)
-		entries[k] = e
+		require.Nil(t, sh.slots[i].st)
+		state[k] = bucket.NewState()
+		sh.slots[i].st = state[k]
 	}
 	require.Equal(t, len(keys), sh.live)
-	for _, k := range keys {
-		require.Same(t, entries[k], sh.find(at.h, k[0], k[1]), "%q", k)
+	found := func(k [2]string) bool {
+		i := sh.find(at.h, k[0], k[1])
+		if i >= 0 {
+			require.Same(t, state[k], sh.slots[i].st, "state of %q", k)
+		}
+		return i >= 0
 	}
-	require.Nil(t, sh.find(at.h, "a", "z"))
-	require.Nil(t, sh.find(at.h, "", "a\x00x"))
+	for _, k := range keys {
+		require.True(t, found(k), "%q", k)
+	}
+	require.False(t, found([2]string{"a", "z"}))
+	require.False(t, found([2]string{"", "a\x00x"}))
 
-	slotOf := func(e *entry) int { return slices.IndexFunc(sh.index, func(s slot) bool { return s.e == e }) }
-	mid := slotOf(entries[keys[1]])
+	mid := sh.find(at.h, keys[1][0], keys[1][1])
 	sh.remove(mid)
-	require.Equal(t, slot{h: slotGone}, sh.index[mid], "a slot followed by live ones leaves a tombstone")
-	require.Nil(t, sh.find(at.h, keys[1][0], keys[1][1]))
+	require.Equal(t, slotGone, sh.slots[mid].ctl, "a slot followed by live ones leaves a tombstone")
+	require.False(t, found(keys[1]))
 	for _, k := range append(keys[:1:1], keys[2:]...) {
-		require.Same(t, entries[k], sh.find(at.h, k[0], k[1]), "%q, past the tombstone", k)
+		require.True(t, found(k), "%q, past the tombstone", k)
 	}
 	used := sh.used
-	e, err := db.lookup(sh, at, "c", "new", bucket, 0, false)
+	i, err := db.lookup(sh, at, "c", "new", bucket, 0, false)
 	require.NoError(t, err)
-	require.Equal(t, mid, slotOf(e), "the tombstone is reused")
+	require.Equal(t, mid, i, "the tombstone is reused")
 	require.Equal(t, used, sh.used)
 
-	last := slotOf(entries[keys[len(keys)-1]])
+	last := sh.find(at.h, keys[len(keys)-1][0], keys[len(keys)-1][1])
 	sh.remove(last)
-	require.Equal(t, slot{h: slotFree}, sh.index[last], "the end of a run is freed, not a tombstone")
+	require.Equal(t, slotFree, sh.slots[last].ctl, "the end of a run is freed, not a tombstone")
 	require.Equal(t, used-1, sh.used)
 }
 
-// TestTableMatchesAMap drives one shard with random inserts and removals,
-// through rehashes, on keys from a small range, and checks it against a
-// map: every key is found with its entry, no removed key is, and the
-// load factor stays below 3/4.
+// TestTableMatchesAMap drives one shard with random inserts, removals and
+// dirty marks, through rehashes, on hashes drawn from a small range so
+// that probe runs collide, and checks it against a map after every step:
+// every key is found with its state, no removed key is, and the dirty list
+// names exactly the dirty entries.
 func TestTableMatchesAMap(t *testing.T) {
 	db, _, _ := openHooked(t, Options{MaxCachedKeys: 1 << 20})
 	sh := &db.shards[0]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	rng := rand.New(rand.NewPCG(1, 2))
-	want := map[string]*entry{}
-	// Hashes from a range of 64 make long probe runs and many collisions.
-	hashOf := func(key string) uint64 { return db.locateKey(joinKey("l", key)).h % 64 }
+	type model struct {
+		st    strategies.State
+		dirty bool
+	}
+	want := map[string]*model{}
+	hashOf := func(key string) uint64 { return db.locateKey(joinKey("l", key)).h }
 	check := func() {
 		require.Equal(t, len(want), sh.live)
-		for key, e := range want {
-			require.Same(t, e, sh.find(hashOf(key), "l", key), "key %q", key)
+		dirty := map[uint32]bool{}
+		for _, i := range sh.dirty {
+			require.False(t, dirty[i], "slot %d listed twice", i)
+			dirty[i] = true
 		}
-		require.Less(t, 4*sh.used, 3*len(sh.index)+4, "load factor")
+		n := 0
+		for key, m := range want {
+			i := sh.find(hashOf(key), "l", key)
+			require.GreaterOrEqual(t, i, 0, "key %q lost", key)
+			require.Same(t, m.st, sh.slots[i].st)
+			require.Equal(t, m.dirty, sh.slots[i].dirty)
+			require.Equal(t, m.dirty, dirty[uint32(i)], "key %q in the dirty list", key)
+			if m.dirty {
+				n++
+			}
+		}
+		require.Len(t, dirty, n)
+		require.Less(t, 4*sh.used, 3*len(sh.slots)+4, "load factor")
 	}
 	for step := range 5000 {
 		key := fmt.Sprint(rng.IntN(300))
 		h := hashOf(key)
-		e := sh.find(h, "l", key)
-		require.Same(t, want[key], e, "key %q", key)
-		if e == nil {
-			e, err := db.lookup(sh, place{h: h}, "l", key, bucket, 0, false)
+		switch i, m := sh.find(h, "l", key), want[key]; {
+		case m == nil:
+			require.Equal(t, -1, i)
+			i, err := db.lookup(sh, slot{h: h}, "l", key, bucket, 0, false)
 			require.NoError(t, err)
-			want[key] = e
-		} else {
-			sh.remove(slices.IndexFunc(sh.index, func(s slot) bool { return s.e == e }))
+			m = &model{st: bucket.NewState()}
+			sh.slots[i].st = m.st
+			want[key] = m
+		case !m.dirty && rng.IntN(2) == 0:
+			sh.remove(i)
 			delete(want, key)
+		case !m.dirty:
+			sh.markDirty(i, 1)
+			m.dirty = true
+		default: // as a commit does
+			for _, i := range sh.dirty {
+				sh.slots[i].dirty = false
+			}
+			sh.dirty = sh.dirty[:0]
+			for _, m := range want {
+				m.dirty = false
+			}
 		}
 		if step%50 == 0 {
 			check()
@@ -347,11 +383,10 @@ func TestTableMatchesAMap(t *testing.T) {
 	check()
 }
 
-// TestEntryIsOneCacheLine keeps an entry at 64 bytes, and a slot of the
-// index at 16: the table's performance rests on them (see cache.go).
+// TestEntryIsOneCacheLine keeps an entry at 64 bytes: the table's
+// performance rests on a lookup reading one cache line (see cache.go).
 func TestEntryIsOneCacheLine(t *testing.T) {
 	require.Equal(t, uintptr(64), unsafe.Sizeof(entry{}))
-	require.Equal(t, uintptr(16), unsafe.Sizeof(slot{}))
 }
 
 // BenchmarkDecide is the engine's own cost per decision: a fixed clock (no

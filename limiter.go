@@ -129,10 +129,10 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	e, _ := db.lookup(sh, at, l.name, key, l.s, db.now(), false) // no load: cannot fail
-	e.st = nil
+	i, _ := db.lookup(sh, at, l.name, key, l.s, db.now(), false) // no load: cannot fail
+	sh.slots[i].st = nil
 	g := db.gen.Load()
-	sh.markDirty(e, g.seq)
+	sh.markDirty(i, g.seq)
 	sh.mu.Unlock()
 	return db.committed(ctx, g)
 }
@@ -160,11 +160,12 @@ func (l *Limiter) do(ctx context.Context, key string, c strategies.Call, res *Re
 	if err != nil {
 		return err
 	}
-	e, err := db.lookup(sh, at, l.name, key, l.s, c.Now, true)
+	i, err := db.lookup(sh, at, l.name, key, l.s, c.Now, true)
 	if err != nil {
 		sh.mu.Unlock()
 		return err
 	}
+	e := &sh.slots[i] // valid until sh.mu is unlocked: nothing is inserted until then
 	st := e.st
 	if c.Now < e.seen {
 		c.Now = e.seen
@@ -182,7 +183,7 @@ func (l *Limiter) do(ctx context.Context, key string, c strategies.Call, res *Re
 	if !c.Taken(res.Allowed) {
 		// Nothing taken, nothing to wait for; but a stored state that time
 		// has brought back to its initial value is deleted in passing.
-		sh.dropIfIdle(e, c.Now, db.gen.Load().seq)
+		sh.dropIfIdle(i, c.Now, db.gen.Load().seq)
 		sh.mu.Unlock()
 		return nil
 	}
@@ -191,7 +192,7 @@ func (l *Limiter) do(ctx context.Context, key string, c strategies.Call, res *Re
 	}
 	e.st = st
 	g := db.gen.Load()
-	sh.markDirty(e, g.seq)
+	sh.markDirty(i, g.seq)
 	sh.mu.Unlock()
 	return db.committed(ctx, g)
 }
@@ -199,7 +200,7 @@ func (l *Limiter) do(ctx context.Context, key string, c strategies.Call, res *Re
 // lock locks the shard of key and returns it with the key's slot, or
 // ErrClosed (and nothing locked) once Close has begun: checked under the
 // lock, which is what Close's barrier relies on.
-func (l *Limiter) lock(key string) (*shard, place, error) {
+func (l *Limiter) lock(key string) (*shard, slot, error) {
 	at := l.db.locate(l.nameHash, key)
 	sh := &l.db.shards[at.idx]
 	sh.mu.Lock()
