@@ -2,6 +2,7 @@ package strategies
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -119,10 +120,12 @@ func BenchmarkApplyAllowed(b *testing.B) {
 
 // BenchmarkDecide is the engine's hot path as the engine takes it: the
 // hot configurations prepared, called through Decide with the Result
-// written in place, every call allowed and taking 1, on one key or round
-// robin on 10k keys (package ratestore's target is stated at 10k keys).
-// The composites of a bucket and of two fixed windows add parts that the
-// hot Composite lacks.
+// written in place, every call allowed and taking 1, on one key or on 10k
+// keys (package ratestore's target is stated at 10k keys), round robin or
+// in a random order (order=random), as an engine's hash table visits
+// them: there the hardware prefetcher cannot guess the next state, and a
+// decision pays for each cache line its state spans. The composites of a
+// bucket and of two fixed windows add parts that the hot Composite lacks.
 func BenchmarkDecide(b *testing.B) {
 	minute := FixedWindow{Quotas: []Quota{{"minute", 60 * hotRate, time.Minute}}}
 	both := FixedWindow{Quotas: []Quota{{"second", hotRate, time.Second}, {"minute", 60 * hotRate, time.Minute}}}
@@ -134,12 +137,24 @@ func BenchmarkDecide(b *testing.B) {
 		{"CompositeFixedWindows", Composite{Primary: both, Secondary: minute}},
 	}...)
 	for _, c := range configs {
-		for _, keys := range []int{1, 10_000} {
-			b.Run(fmt.Sprintf("kind=%s/keys=%d", c.name, keys), func(b *testing.B) {
+		for _, o := range []struct {
+			keys   int
+			random bool
+		}{{1, false}, {10_000, false}, {10_000, true}} {
+			name := fmt.Sprintf("kind=%s/keys=%d", c.name, o.keys)
+			if o.random {
+				name += "/order=random"
+			}
+			keys := o.keys
+			b.Run(name, func(b *testing.B) {
 				s := Prepare(c.s)
 				states := make([]State, keys)
 				for i := range states {
 					states[i] = s.NewState()
+				}
+				if o.random {
+					r := rand.New(rand.NewPCG(1, 2))
+					r.Shuffle(keys, func(i, j int) { states[i], states[j] = states[j], states[i] })
 				}
 				b.ReportAllocs()
 				call := Call{Now: t0, N: 1}

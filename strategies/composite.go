@@ -92,10 +92,10 @@ func join(a, b Strategy, enc *[2][]byte) (State, error) {
 	case RollingWindow:
 		return joinWith[rollingWindowState](v, b, enc)
 	case FixedWindow:
-		return joinWith[fixedWindowBox](fixedPart{v, nil}, b, enc)
+		return joinWith[fixedWindowBox](fixedPart{v}, b, enc)
 	case *prepared:
 		if v.kind == kindFixedWindow {
-			return joinWith[fixedWindowBox](fixedPart{v.fixed, &v.fixed}, b, enc)
+			return joinWith[fixedWindowState](&v.fixed, b, enc)
 		}
 		return join(v.Strategy, b, enc) // which makes the same states
 	}
@@ -116,10 +116,10 @@ func joinWith[P any, A maker[P]](a A, b Strategy, enc *[2][]byte) (State, error)
 	case RollingWindow:
 		return joined[P, rollingWindowState](a, v, enc)
 	case FixedWindow:
-		return joined[P, fixedWindowBox](a, fixedPart{v, nil}, enc)
+		return joined[P, fixedWindowBox](a, fixedPart{v}, enc)
 	case *prepared:
 		if v.kind == kindFixedWindow {
-			return joined[P, fixedWindowBox](a, fixedPart{v.fixed, &v.fixed}, enc)
+			return joined[P, fixedWindowState](a, &v.fixed, enc)
 		}
 		return joinWith[P](a, v.Strategy, enc)
 	}
@@ -166,7 +166,8 @@ func partError(part string, err error) error {
 
 // maker is a part of a Composite that makes its state in a T that
 // joined allocated: NewState and Decode, in place. Every strategy of this
-// package is one (a FixedWindow as a fixedPart), but a Composite.
+// package is one (a FixedWindow as a fixedPart, prepared as its
+// fixedPlan), but a Composite.
 type maker[T any] interface {
 	newIn(dst *T) State
 	decodeIn(dst *T, b []byte) (State, error)
@@ -338,14 +339,14 @@ func ownPart(s Strategy) bool {
 // undo is what a call may change in the state of a part, saved before the
 // part takes the call so that Composite.take can put it back: the state of
 // a bucket, a GCRA or a sliding window, or of a fixed window of up to two
-// quotas, whose take changes a few numbers in place. A rolling window's
-// ring, which a take moves and rewrites, is not saved.
+// quotas, whose state holds its windows, and is copied whole: the names it
+// refers to are never changed. A rolling window's ring, which a take moves
+// and rewrites, is not saved, nor are the windows of more than two quotas.
 type undo struct {
 	bucket  bucketState
 	tat     int64
 	sliding slidingWindowState
-	fixed   fixedWindowState // its slice and layout, which conform replaces
-	windows [2]window        // and what a take changes in place
+	fixed   fixedWindowState
 }
 
 // save saves st, reporting whether it is a state undo can restore.
@@ -360,13 +361,10 @@ func (u *undo) save(st State) bool {
 	case *slidingWindowState:
 		u.sliding = *s
 	case *fixedWindowState:
-		if len(s.quotas) > len(u.windows) {
+		if s.more != nil {
 			return false
 		}
 		u.fixed = *s
-		for i, w := range s.quotas {
-			u.windows[i] = w.window
-		}
 	default:
 		return false
 	}
@@ -386,9 +384,6 @@ func (u *undo) restore(st State) {
 		*s = u.sliding
 	case *fixedWindowState:
 		*s = u.fixed
-		for i := range s.quotas {
-			s.quotas[i].window = u.windows[i]
-		}
 	}
 }
 

@@ -74,7 +74,8 @@ func TestCompositePartChange(t *testing.T) {
 // joined), for every pair of parts, each as a value and prepared, in a
 // Composite value and prepared. NewState allocates that object alone, but
 // for what a part's state holds beyond itself (the windows of a fixed
-// window of three quotas) or holds on its own (that of a part from outside
+// window of three quotas, and as a value their names, which a prepared
+// form's states share) or holds on its own (that of a part from outside
 // the package). Decode allocates one object less per part of this package
 // than it does with the parts' states on their own (parts wrapped as from
 // outside the package). TestReferenceComposite plays every pair on such
@@ -84,18 +85,19 @@ func TestCompositeOneObject(t *testing.T) {
 		s     Strategy
 		own   bool    // of this package: its state is in the composite's object
 		extra float64 // what NewState allocates for it besides the composite's object
+		names float64 // and for its names, as a value part of a Composite value
 	}
 	parts := []part{
-		{TokenBucket{Rate: 3, Burst: 4}, true, 0}, {GCRA{Rate: 7, Burst: 2}, true, 0},
-		{LeakyBucket{Rate: 2.5, Capacity: 3}, true, 0}, {SlidingWindow{Limit: 4, Window: 1500 * time.Millisecond}, true, 0},
-		{FixedWindow{Quotas: []Quota{{"s", 3, time.Second}}}, true, 0},
-		{FixedWindow{Quotas: []Quota{{"s", 3, time.Second}, {"m", 20, time.Minute}}}, true, 0},
-		{FixedWindow{Quotas: []Quota{{"s", 3, time.Second}, {"m", 20, time.Minute}, {"h", 100, time.Hour}}}, true, 1}, // its windows
-		{RollingWindow{Limit: 4, Window: 1500 * time.Millisecond, Bucket: 250 * time.Millisecond}, true, 0},           // no ring yet
-		{otherStrategy{TokenBucket{Rate: 5, Burst: 1}}, false, 1},                                                     // its state
+		{TokenBucket{Rate: 3, Burst: 4}, true, 0, 0}, {GCRA{Rate: 7, Burst: 2}, true, 0, 0},
+		{LeakyBucket{Rate: 2.5, Capacity: 3}, true, 0, 0}, {SlidingWindow{Limit: 4, Window: 1500 * time.Millisecond}, true, 0, 0},
+		{FixedWindow{Quotas: []Quota{{"s", 3, time.Second}}}, true, 0, 0},
+		{FixedWindow{Quotas: []Quota{{"s", 3, time.Second}, {"m", 20, time.Minute}}}, true, 0, 0},
+		{FixedWindow{Quotas: []Quota{{"s", 3, time.Second}, {"m", 20, time.Minute}, {"h", 100, time.Hour}}}, true, 1, 1}, // its windows; names
+		{RollingWindow{Limit: 4, Window: 1500 * time.Millisecond, Bucket: 250 * time.Millisecond}, true, 0, 0},           // no ring yet
+		{otherStrategy{TokenBucket{Rate: 5, Burst: 1}}, false, 1, 0},                                                     // its state
 	}
 	for _, p := range parts[:len(parts)-1] {
-		parts = append(parts, part{Prepare(p.s), p.own, p.extra})
+		parts = append(parts, part{Prepare(p.s), p.own, p.extra, 0})
 	}
 	allocs := func(f func()) float64 { return testing.AllocsPerRun(20, f) }
 	ones := func(ps ...part) (n float64) {
@@ -110,7 +112,11 @@ func TestCompositeOneObject(t *testing.T) {
 		for _, b := range parts {
 			for _, f := range forms {
 				cs := f.of(Composite{Primary: a.s, Secondary: b.s})
-				if got, want := allocs(func() { cs.NewState() }), 1+a.extra+b.extra; got != want {
+				want := 1 + a.extra + b.extra
+				if f.name == "value" {
+					want += a.names + b.names
+				}
+				if got := allocs(func() { cs.NewState() }); got != want {
 					t.Errorf("%#v (%s): NewState allocates %v times, want %v", cs, f.name, got, want)
 				}
 				st := cs.NewState()
@@ -119,7 +125,7 @@ func TestCompositeOneObject(t *testing.T) {
 				}
 				raw := st.AppendEncode(nil)
 				apart := Composite{Primary: outside{a.s}, Secondary: outside{b.s}}
-				want := allocs(func() { apart.Decode(raw) }) - ones(a, b)
+				want = allocs(func() { apart.Decode(raw) }) - ones(a, b)
 				if got := allocs(func() { cs.Decode(raw) }); got != want {
 					t.Errorf("%#v (%s): Decode(%q) allocates %v times, want %v", cs, f.name, raw, got, want)
 				}

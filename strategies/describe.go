@@ -128,9 +128,11 @@ func describe(st State) Description {
 	case *gcraState:
 		return d(kindGCRA, map[string]any{"tat": instant(s.tat)})
 	case *fixedWindowState:
-		quotas := make([]map[string]any, len(s.quotas))
-		for i, w := range s.quotas {
-			quotas[i] = map[string]any{"name": w.name, "count": w.count, "start": instant(w.start)}
+		names := *s.names
+		ws := s.windows(len(names))
+		quotas := make([]map[string]any, len(names))
+		for i, w := range ws {
+			quotas[i] = map[string]any{"name": names[i], "count": w.count, "start": instant(w.start)}
 		}
 		return d(kindFixedWindow, map[string]any{"quotas": quotas})
 	case *slidingWindowState:

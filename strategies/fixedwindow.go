@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -26,7 +27,7 @@ import (
 // and the quotas combine as described at merge: the binding one speaks.
 // With Record, the count may exceed Limit until its window ends.
 //
-// The state keeps each quota's name with its count. When the quotas of the
+// The state keeps each quota's name and its count. When the quotas of the
 // configuration change, a quota is matched to the state by name: one kept
 // keeps its count and window start (under its new Limit and Window), one
 // added starts fresh at its first call, and one removed is forgotten the
@@ -40,27 +41,62 @@ type Quota struct {
 	Window time.Duration // at most MaxWindow
 }
 
-// fixedWindowState holds one windowCount per quota. Apply keeps it laid out
-// like the configured quotas, in their order.
+// fixedWindowState holds the window of each quota, which Apply keeps laid
+// out like the configured quotas, in their order, and apart from them the
+// quotas' names.
+//
+// A decision on a state laid out like its quotas reads the windows alone;
+// the names serve when the configuration changed (matched) and to encode.
+// Kept out of the windows, they leave the state of the usual one or two
+// quotas 64 bytes with its windows: one cache line, where Go allocates it
+// (its size class is 64-byte aligned). A decision on a key not in the CPU
+// caches waits for that line alone, where the windows with their names
+// (96 bytes) spanned two or three lines, each a miss of its own.
 type fixedWindowState struct {
-	quotas []windowCount
-	// layout is the prepared configuration whose quotas s is known to be
-	// laid out like (see decide), or nil: the prepared form that made s,
-	// or the last one that wrote it. Only a call that writes s changes it,
-	// so that a call that takes nothing leaves s untouched, and whatever
-	// changes the names in quotas sets it too. It is not encoded: a
-	// decoded state has none.
-	layout *FixedWindow
+	// names are the names of the quotas, that of the window at index i
+	// at index i. A fixedNames is never changed once made, so states
+	// share it: the states that a prepared FixedWindow made or wrote
+	// share its own (fixedPlan.names), which tells decide that they are
+	// laid out like its quotas by one comparison of pointers instead of
+	// one of strings per quota. Other states have names of their own.
+	// Only a call that writes s changes names, so that a call that takes
+	// nothing leaves s untouched.
+	names *fixedNames
+	w     [2]window // the windows of up to two quotas: in the state's line
+	more  []window  // the windows of more than two, in storage of their own; else nil
 }
 
-// windowCount is one quota's window, under the quota's name.
-type windowCount struct {
-	name string
-	window
+// fixedNames are the names of the quotas of a FixedWindow, in order.
+type fixedNames []string
+
+// ownNames are the names of a state that no prepared FixedWindow laid out,
+// in room of their own when there are up to two. They are made once and
+// referred to by address, never copied (list may be in room).
+type ownNames struct {
+	list fixedNames
+	room [2]string
 }
 
-// window is what a call changes in a windowCount, whose name it never
-// changes.
+// init makes o n names long, all empty, and returns them.
+func (o *ownNames) init(n int) *fixedNames {
+	if n > len(o.room) {
+		o.list = make(fixedNames, n)
+	} else {
+		o.list = o.room[:n:n]
+	}
+	return &o.list
+}
+
+// of makes o the names of the quotas qs, and returns them.
+func (o *ownNames) of(qs []Quota) *fixedNames {
+	names := *o.init(len(qs))
+	for i, q := range qs {
+		names[i] = q.Name
+	}
+	return &o.list
+}
+
+// window is the window of one quota.
 type window struct {
 	count int64 // taken in the window; 0 means no window, whatever start says
 	start int64 // Unix nanoseconds
@@ -92,64 +128,82 @@ func (f FixedWindow) Validate() error {
 }
 
 // NewState implements Strategy: no window running.
-func (f FixedWindow) NewState() State { return f.newState(nil, newFixedWindowState) }
+func (f FixedWindow) NewState() State { return new(fixedWindowBox).init(f.Quotas) }
 
-// newState returns a fresh state laid out like f's quotas, for the
-// prepared configuration layout (nil for a value), made by in, which
-// returns a state of n windows: newFixedWindowState, or a place in a
-// Composite's state (see fixedPart).
-func (f *FixedWindow) newState(layout *FixedWindow, in func(n int) *fixedWindowState) *fixedWindowState {
-	s := in(len(f.Quotas))
-	for i, q := range f.Quotas {
-		s.quotas[i].name = q.Name
+// fixedWindowBox is the fresh state of a FixedWindow value with room for
+// its names after it, in one object: the state of a prepared FixedWindow
+// needs none, as it shares the prepared form's names.
+type fixedWindowBox struct {
+	s     fixedWindowState
+	names ownNames
+}
+
+// init makes b's state fresh, laid out like the quotas qs, and returns it.
+func (b *fixedWindowBox) init(qs []Quota) *fixedWindowState {
+	return b.s.init(b.names.of(qs))
+}
+
+// init makes s, which must be the zero fixedWindowState, a fresh state of
+// the quotas called names, and returns it: no window running.
+func (s *fixedWindowState) init(names *fixedNames) *fixedWindowState {
+	s.names = names
+	if n := len(*names); n > len(s.w) {
+		s.more = make([]window, n)
 	}
-	s.layout = layout
 	return s
 }
 
-// fixedWindowBox is a fixedWindowState with room for the windows of the
-// usual one or two quotas: a state whose windows are there is one object,
-// so a call reads one place in memory instead of two, and a store of many
-// keys holds half as many objects.
-type fixedWindowBox struct {
-	s fixedWindowState
-	w [2]windowCount
-}
-
-// state returns the state of b, of n windows, all zero: in b's room when
-// they fit.
-func (b *fixedWindowBox) state(n int) *fixedWindowState {
-	if n > len(b.w) {
-		b.s.quotas = make([]windowCount, n)
-	} else {
-		b.s.quotas = b.w[:n]
+// windows returns the windows of s, given n, the number of its names,
+// which a caller that knows it passes: that spares a read of the names.
+func (s *fixedWindowState) windows(n int) []window {
+	if n > len(s.w) {
+		return s.more
 	}
-	return &b.s
+	return s.w[:n]
 }
 
-// newFixedWindowState returns a state of n windows, all zero, in an
-// object of its own: a fixedWindowBox when they fit in it.
-func newFixedWindowState(n int) *fixedWindowState {
-	if n > 2 {
-		return &fixedWindowState{quotas: make([]windowCount, n)}
-	}
-	return new(fixedWindowBox).state(n)
-}
+// fixedPart is a FixedWindow value as a part of a Composite, which makes
+// its states in place (see maker), in a fixedWindowBox, as NewState does.
+// The prepared form is the part fixedPlan.
+type fixedPart struct{ FixedWindow }
 
-// fixedPart is a FixedWindow as a part of a Composite, which makes its
-// states in place (see maker), in a fixedWindowBox, for the prepared
-// configuration layout (nil for a value), as NewState and the prepared
-// form's do. The windows of more than two quotas go to a slice of their
-// own, as they do from newFixedWindowState.
-type fixedPart struct {
-	f      FixedWindow
-	layout *FixedWindow
-}
-
-func (p fixedPart) newIn(b *fixedWindowBox) State { return p.f.newState(p.layout, b.state) }
+func (p fixedPart) newIn(b *fixedWindowBox) State { return b.init(p.Quotas) }
 
 func (p fixedPart) decodeIn(b *fixedWindowBox, enc []byte) (State, error) {
-	return p.f.decode(enc, b.state)
+	return p.decode(enc, &b.s)
+}
+
+// fixedPlan is a prepared FixedWindow (see Prepare): a copy of the
+// configuration, and the names of its quotas, which its fresh and
+// conformed states share and by which decide recognizes them.
+type fixedPlan struct {
+	FixedWindow
+	names fixedNames
+}
+
+// newFixedPlan returns the plan of f, with a copy of its quotas.
+func newFixedPlan(f FixedWindow) fixedPlan {
+	p := fixedPlan{FixedWindow{Quotas: slices.Clone(f.Quotas)}, make(fixedNames, len(f.Quotas))}
+	for i, q := range f.Quotas {
+		p.names[i] = q.Name
+	}
+	return p
+}
+
+// newState returns a fresh state of p, in an object of its own.
+func (p *fixedPlan) newState() State { return new(fixedWindowState).init(&p.names) }
+
+// decide is Apply, writing the Result to *res.
+func (p *fixedPlan) decide(st State, c Call, res *Result) error {
+	return p.FixedWindow.decide(st, c, res, &p.names)
+}
+
+// A fixedPlan is a part of a Composite that makes its states in place, in
+// a bare fixedWindowState: its states need no room for names.
+func (p *fixedPlan) newIn(s *fixedWindowState) State { return s.init(&p.names) }
+
+func (p *fixedPlan) decodeIn(s *fixedWindowState, enc []byte) (State, error) {
+	return p.decode(enc, s)
 }
 
 // at returns what w counts at now, and the instant its window ends: its
@@ -190,33 +244,36 @@ func (f FixedWindow) Apply(st State, c Call) (res Result, err error) {
 
 // decide is Apply, writing the Result to *res. A fixed window has nothing
 // to compute from its configuration ahead of the calls; its prepared form
-// (see Prepare) passes itself as layout, which lets a state remember that
-// it is laid out like its quotas.
+// (see Prepare) passes the names of its quotas, which it shares with the
+// states it writes, and nil names stand for a value.
 //
 // Every call needs the state laid out like the configured quotas: the
 // window of quota i at index i. That is so on every call but the first
-// after a change of the configuration, and a state remembers the prepared
-// configuration it was last written under (fixedWindowState.layout), so
-// the check is one comparison of pointers instead of one of strings per
-// quota. A state written by another handle, decoded, or applied by a value
+// after a change of the configuration, and a state written under a
+// prepared configuration shares its names (fixedWindowState.names), so the
+// check is one comparison of pointers instead of one of strings per quota.
+// A state written by another handle, decoded, or applied by a value
 // compares the names (laidOut); one that is not laid out is looked up by
 // name into a copy (matched), which becomes the state (conform) if the
 // call takes something.
-func (f *FixedWindow) decide(st State, c Call, res *Result, layout *FixedWindow) error {
+func (f *FixedWindow) decide(st State, c Call, res *Result, names *fixedNames) error {
 	s, ok := st.(*fixedWindowState)
 	if !ok {
 		return wrongState(kindFixedWindow, st)
 	}
-	if known := layout != nil && s.layout == layout; known || s.laidOut(f.Quotas) {
-		if f.tally(s.quotas, c, !c.DryRun, res) && !c.DryRun && !known && layout != nil {
-			s.layout = layout
+	if known := names != nil && s.names == names; known || s.laidOut(f.Quotas) {
+		if f.tally(s.windows(len(f.Quotas)), c, !c.DryRun, res) && !c.DryRun && !known && names != nil {
+			s.names = names
 		}
 		return nil
 	}
-	var buf [4]windowCount // room enough for most configurations
+	var buf [4]window // room enough for most configurations
 	ws := s.matched(f.Quotas, buf[:0])
 	if f.tally(ws, c, true, res) && !c.DryRun {
-		s.conform(ws, layout)
+		if names == nil {
+			names = new(ownNames).of(f.Quotas)
+		}
+		s.conform(ws, names)
 	}
 	return nil
 }
@@ -224,12 +281,12 @@ func (f *FixedWindow) decide(st State, c Call, res *Result, layout *FixedWindow)
 // tally decides c against ws, the windows of f's quotas in their order,
 // and writes the Result to *res. It reports whether the call takes
 // something, which it takes into ws when write is set.
-func (f *FixedWindow) tally(ws []windowCount, c Call, write bool, res *Result) (taken bool) {
+func (f *FixedWindow) tally(ws []window, c Call, write bool, res *Result) (taken bool) {
 	qs := f.Quotas
 	ws = ws[:len(qs)]
 	fits := true
 	for i := range qs {
-		if used, _ := qs[i].at(ws[i].window, c.Now); satAdd(used, c.N) > qs[i].Limit {
+		if used, _ := qs[i].at(ws[i], c.Now); satAdd(used, c.N) > qs[i].Limit {
 			fits = false
 		}
 	}
@@ -250,7 +307,7 @@ func (f *FixedWindow) tally(ws []windowCount, c Call, write bool, res *Result) (
 	// would be built aside and copied (see merge).
 	for i := range qs {
 		q := &qs[i]
-		w := ws[i].window
+		w := ws[i]
 		used, end := q.at(w, c.Now)
 		if taken {
 			// Into the running window, or into a new one starting now.
@@ -260,7 +317,7 @@ func (f *FixedWindow) tally(ws []windowCount, c Call, write bool, res *Result) (
 				w.count = satAdd(w.count, c.N)
 			}
 			if write {
-				ws[i].window = w
+				ws[i] = w
 			}
 			used, end = q.at(w, c.Now)
 		}
@@ -281,10 +338,10 @@ func (f *FixedWindow) tally(ws []windowCount, c Call, write bool, res *Result) (
 // It is what tally's general loop answers for such a call (TestReference
 // holds it to the code before it), without that loop's second look at
 // each window and its per-quota Result.
-func (f *FixedWindow) take(ws []windowCount, c Call, res *Result) {
+func (f *FixedWindow) take(ws []window, c Call, res *Result) {
 	res.Allowed, res.RetryAfter = true, 0
 	for i := range f.Quotas {
-		q, w := &f.Quotas[i], &ws[i].window
+		q, w := &f.Quotas[i], &ws[i]
 		end := satAdd(w.start, int64(q.Window))
 		if w.count > 0 && c.Now < end { // the running window
 			w.count = satAdd(w.count, c.N)
@@ -310,11 +367,12 @@ func (f *FixedWindow) take(ws []windowCount, c Call, res *Result) {
 // in their order: as on every call but the first after a change of the
 // configuration.
 func (s *fixedWindowState) laidOut(qs []Quota) bool {
-	if len(s.quotas) != len(qs) {
+	names := *s.names
+	if len(names) != len(qs) {
 		return false
 	}
 	for i, q := range qs {
-		if s.quotas[i].name != q.Name {
+		if names[i] != q.Name {
 			return false
 		}
 	}
@@ -323,83 +381,91 @@ func (s *fixedWindowState) laidOut(qs []Quota) bool {
 
 // get returns the window of the quota called name, configured at index i:
 // fresh if the state has none.
-func (s *fixedWindowState) get(i int, name string) windowCount {
-	if i < len(s.quotas) && s.quotas[i].name == name {
-		return s.quotas[i]
+func (s *fixedWindowState) get(i int, name string) window {
+	names := *s.names
+	ws := s.windows(len(names))
+	if i < len(names) && names[i] == name {
+		return ws[i]
 	}
-	for _, w := range s.quotas {
-		if w.name == name {
-			return w
+	for j, n := range names {
+		if n == name {
+			return ws[j]
 		}
 	}
-	return windowCount{name: name}
+	return window{}
 }
 
 // matched appends to dst the windows of s laid out like the configured
 // quotas qs, when s is not (laidOut): a quota the state lacks starts
 // fresh, one the configuration dropped is left out.
-func (s *fixedWindowState) matched(qs []Quota, dst []windowCount) []windowCount {
+func (s *fixedWindowState) matched(qs []Quota, dst []window) []window {
 	for i, q := range qs {
 		dst = append(dst, s.get(i, q.Name))
 	}
 	return dst
 }
 
-// conform lays s out as ws, the windows that matched returned, for the
-// prepared configuration layout (or none). The windows go to new storage,
-// leaving the old one as it was: a Composite may put the old slice back
-// (see undo), and a take only ever changes the window of a windowCount in
-// place, never its name.
-func (s *fixedWindowState) conform(ws []windowCount, layout *FixedWindow) {
-	s.quotas = append([]windowCount(nil), ws...)
-	s.layout = layout
+// conform lays s out as ws, the windows that matched returned, under
+// names, those of the configured quotas. The windows of more than two
+// quotas go to new storage: the windows of a state are its own.
+func (s *fixedWindowState) conform(ws []window, names *fixedNames) {
+	*s = fixedWindowState{names: names}
+	if len(ws) > len(s.w) {
+		s.more = slices.Clone(ws)
+	} else {
+		copy(s.w[:], ws)
+	}
 }
 
 // Decode implements Strategy. It reads "23|N|name|count|start|..." with N
 // quotas, and the legacy single-quota "v1|count|start|duration" and
 // "v2|count|start|", which become the count of the first configured quota.
-func (f FixedWindow) Decode(b []byte) (State, error) { return f.decode(b, newFixedWindowState) }
+func (f FixedWindow) Decode(b []byte) (State, error) { return f.decode(b, nil) }
 
-// decode is Decode, with the state made by in, as for newState.
-func (f *FixedWindow) decode(b []byte, in func(n int) *fixedWindowState) (State, error) {
+// decode is Decode, into s, a zero fixedWindowState (a place in a
+// Composite's state, see maker), or into a new one if s is nil. The state
+// has names of its own, in an object of their own: a Composite's state has
+// no room for them when its part is prepared, and the names of a decoded
+// state give way to the shared ones of the first prepared configuration
+// that writes it.
+func (f *FixedWindow) decode(b []byte, s *fixedWindowState) (State, error) {
 	fm, r, err := openState(b, kindFixedWindow)
 	if err != nil {
 		return nil, err
 	}
-	var s *fixedWindowState
+	if s == nil {
+		s = new(fixedWindowState)
+	}
 	if fm == formatCurrent {
 		n := r.int("quotas", 1, math.MaxInt64)
 		if fields := int64(bytes.Count(r.rest, []byte{'|'})) + 1; r.err == nil && n > fields/3 {
 			return nil, corrupt(kindFixedWindow, "%d quotas declared, at most %d encoded", n, fields/3)
 		}
-		s = in(int(n))
-		s.quotas = s.quotas[:0]
+		own := new(ownNames).init(int(n))
+		names, ws := *own, s.init(own).windows(len(*own))
 		seen := make(map[string]bool, n)
-		for range n {
+		for i := range names {
 			name := r.next("name")
 			if r.err == nil && (!validQuotaName(string(name)) || seen[string(name)]) {
 				r.fail("name", name, "is not a valid, unique quota name")
 			}
-			w := windowCount{name: string(name)}
-			seen[w.name] = true
-			w.count = r.int("count", 0, math.MaxInt64)
-			w.start = r.int("start", math.MinInt64, math.MaxInt64)
-			s.quotas = append(s.quotas, w)
+			names[i] = string(name)
+			seen[names[i]] = true
+			ws[i].count = r.int("count", 0, math.MaxInt64)
+			ws[i].start = r.int("start", math.MinInt64, math.MaxInt64)
 		}
 	} else {
 		if len(f.Quotas) == 0 {
 			return nil, invalid(kindFixedWindow, "at least one quota is required")
 		}
-		w := windowCount{name: f.Quotas[0].Name}
-		w.count = r.int("count", 0, math.MaxInt64)
-		w.start = r.int("start", math.MinInt64, math.MaxInt64)
+		s.init(new(ownNames).of(f.Quotas[:1]))
+		s.w[0].count = r.int("count", 0, math.MaxInt64)
+		s.w[0].start = r.int("start", math.MinInt64, math.MaxInt64)
 		if fm == formatV1 {
 			r.int("duration", 0, math.MaxInt64)
 		} else {
 			r.empty("end")
 		}
-		s = in(1)
-		s.quotas[0] = w
 	}
 	if err := r.done(); err != nil {
 		return nil, err
@@ -409,11 +475,13 @@ func (f *FixedWindow) decode(b []byte, in func(n int) *fixedWindowState) (State,
 
 // AppendEncode implements State: "23|N|name|count|start|...".
 func (s *fixedWindowState) AppendEncode(dst []byte) []byte {
-	dst = appendInt(kindFixedWindow.appendHeader(dst), int64(len(s.quotas)))
-	for _, w := range s.quotas {
-		dst = append(append(dst, '|'), w.name...)
-		dst = appendInt(dst, w.count)
-		dst = appendInt(dst, w.start)
+	names := *s.names
+	ws := s.windows(len(names))
+	dst = appendInt(kindFixedWindow.appendHeader(dst), int64(len(names)))
+	for i, name := range names {
+		dst = append(append(dst, '|'), name...)
+		dst = appendInt(dst, ws[i].count)
+		dst = appendInt(dst, ws[i].start)
 	}
 	return dst
 }

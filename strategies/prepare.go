@@ -1,7 +1,5 @@
 package strategies
 
-import "slices"
-
 // Prepare returns a Strategy that behaves exactly like s, with what Apply
 // derives from the configuration alone computed once, here, instead of on
 // every call: a GCRA's emission interval (a division and a rounding), its
@@ -21,10 +19,10 @@ import "slices"
 //
 // A Composite is prepared with its parts, and finds once whether it may
 // take a call from them one after the other (see Composite.take). A
-// FixedWindow's Quotas are copied: the states of the prepared form
-// remember it as the configuration they are laid out for (see
-// FixedWindow.decide), which a change to s's slice after Prepare must not
-// falsify. A Strategy
+// FixedWindow's Quotas are copied: the states of the prepared form share
+// the names of its quotas, which tell that they are laid out for it (see
+// FixedWindow.decide), and which a change to s's slice after Prepare must
+// not falsify. A Strategy
 // that Prepare does not know (one implemented outside this package, a
 // pointer to a configuration, nil) is returned as it is, and so is a
 // prepared one: Prepare(Prepare(s)) is Prepare(s). Unprepare returns the
@@ -45,7 +43,7 @@ func Prepare(s Strategy) Strategy {
 		p.kind = kindGCRA
 		p.gcra.init(v, true)
 	case FixedWindow:
-		p.kind, p.fixed = kindFixedWindow, FixedWindow{Quotas: slices.Clone(v.Quotas)}
+		p.kind, p.fixed = kindFixedWindow, newFixedPlan(v)
 	case SlidingWindow:
 		p.kind, p.sliding = kindSlidingWindow, v
 	case RollingWindow:
@@ -98,7 +96,7 @@ type prepared struct {
 
 	bucket    bucket        // TokenBucket, LeakyBucket: its constants
 	gcra      gcraPlan      // GCRA
-	fixed     FixedWindow   // FixedWindow: a copy; its address is the layout of its states
+	fixed     fixedPlan     // FixedWindow: a copy, and the names its states share
 	sliding   SlidingWindow // SlidingWindow: as it is
 	rolling   RollingWindow // RollingWindow: as it is
 	composite compositePlan // Composite: the plan of its prepared parts
@@ -110,7 +108,7 @@ type prepared struct {
 func (p *prepared) NewState() State {
 	switch p.kind {
 	case kindFixedWindow:
-		return p.fixed.newState(&p.fixed, newFixedWindowState)
+		return p.fixed.newState()
 	case kindComposite:
 		return p.composite.NewState()
 	}
@@ -138,7 +136,7 @@ func (p *prepared) decide(st State, c Call, res *Result) error {
 	case kindGCRA:
 		return p.gcra.decide(st, c, res)
 	case kindFixedWindow:
-		return p.fixed.decide(st, c, res, &p.fixed)
+		return p.fixed.decide(st, c, res)
 	case kindSlidingWindow:
 		return p.sliding.decide(st, c, res)
 	case kindRollingWindow:

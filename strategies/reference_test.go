@@ -126,7 +126,7 @@ func refFixedWindowDecide(f *FixedWindow, st State, c Call, res *Result) error {
 		if taken {
 			w = refTake(q, w, c.Now, c.N)
 			if !c.DryRun {
-				s.quotas[i] = w
+				s.windows(len(*s.names))[i] = w.window
 			}
 		}
 		if i == 0 {
@@ -176,12 +176,34 @@ func refResult(q Quota, w windowCount, now, need int64, r *Result) {
 	}
 }
 
+// windowCount is the window of one quota under its name, as the reference
+// reads a state.
+type windowCount struct {
+	name string
+	window
+}
+
+// refWindows returns the windows of s under their names.
+func refWindows(s *fixedWindowState) []windowCount {
+	names := *s.names
+	ws := s.w[:min(len(names), len(s.w))]
+	if len(names) > len(s.w) {
+		ws = s.more
+	}
+	wcs := make([]windowCount, len(names))
+	for i := range names {
+		wcs[i] = windowCount{names[i], ws[i]}
+	}
+	return wcs
+}
+
 func refLaidOut(s *fixedWindowState, qs []Quota) bool {
-	if len(s.quotas) != len(qs) {
+	wcs := refWindows(s)
+	if len(wcs) != len(qs) {
 		return false
 	}
 	for i, q := range qs {
-		if s.quotas[i].name != q.Name {
+		if wcs[i].name != q.Name {
 			return false
 		}
 	}
@@ -189,10 +211,11 @@ func refLaidOut(s *fixedWindowState, qs []Quota) bool {
 }
 
 func refGet(s *fixedWindowState, i int, name string, laid bool) windowCount {
-	if laid || i < len(s.quotas) && s.quotas[i].name == name {
-		return s.quotas[i]
+	wcs := refWindows(s)
+	if laid || i < len(wcs) && wcs[i].name == name {
+		return wcs[i]
 	}
-	for _, w := range s.quotas {
+	for _, w := range wcs {
 		if w.name == name {
 			return w
 		}
@@ -200,14 +223,21 @@ func refGet(s *fixedWindowState, i int, name string, laid bool) windowCount {
 	return windowCount{name: name}
 }
 
-// refConform lays s out like qs in a new slice. It leaves s.layout as it
-// is: no decision but the reference's ever reads its states.
+// refConform lays s out like qs, with names of its own and its windows in
+// new storage when they are more than two.
 func refConform(s *fixedWindowState, qs []Quota) {
-	next := make([]windowCount, len(qs))
+	names := make(fixedNames, len(qs))
+	ws := make([]window, len(qs))
 	for i, q := range qs {
-		next[i] = refGet(s, i, q.Name, false)
+		w := refGet(s, i, q.Name, false)
+		names[i], ws[i] = w.name, w.window
 	}
-	s.quotas = next
+	*s = fixedWindowState{names: &names}
+	if len(ws) > len(s.w) {
+		s.more = ws
+	} else {
+		copy(s.w[:], ws)
+	}
 }
 
 func refSatAdd(a, b int64) int64 {
