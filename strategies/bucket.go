@@ -79,26 +79,11 @@ func (b *bucket) fits(amount, need float64) bool { return b.room(amount-b.sign*n
 
 // decide is Apply of the bucket's strategy, writing the Result to *res:
 // a token bucket (sign +1) takes the states of TokenBucket, a leaky bucket
-// those of LeakyBucket. The check of the state and the decision are one
-// function: a call less on every decision.
+// those of LeakyBucket.
 func (b *bucket) decide(st State, c Call, res *Result) error {
-	var s *bucketState
-	switch v := st.(type) {
-	case *tokenBucketState:
-		if b.sign > 0 {
-			s = &v.bucketState
-		}
-	case *leakyBucketState:
-		if b.sign < 0 {
-			s = &v.bucketState
-		}
-	}
+	s := b.stateOf(st)
 	if s == nil {
-		k := kindTokenBucket
-		if b.sign < 0 {
-			k = kindLeakyBucket
-		}
-		return wrongState(k, st)
+		return b.wrongState(st)
 	}
 	n := float64(c.N)
 	v := b.at(*s, c.Now)
@@ -134,6 +119,32 @@ func (b *bucket) decide(st State, c Call, res *Result) error {
 		}
 	}
 	return nil
+}
+
+// stateOf returns the bucket state of st, a token bucket's (sign +1) or a
+// leaky bucket's (sign -1), or nil for any other state. It is small enough
+// to be inlined into decide, which runs on every call; wrongState is the
+// error for a nil.
+func (b *bucket) stateOf(st State) *bucketState {
+	switch v := st.(type) {
+	case *tokenBucketState:
+		if b.sign > 0 {
+			return &v.bucketState
+		}
+	case *leakyBucketState:
+		if b.sign < 0 {
+			return &v.bucketState
+		}
+	}
+	return nil
+}
+
+// wrongState returns the error for st, a state stateOf refused.
+func (b *bucket) wrongState(st State) error {
+	if b.sign < 0 {
+		return wrongState(kindLeakyBucket, st)
+	}
+	return wrongState(kindTokenBucket, st)
 }
 
 // wait returns the time from now until base, as of then, fits a call of

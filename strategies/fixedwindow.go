@@ -216,6 +216,17 @@ func (q *Quota) at(w window, now int64) (used, end int64) {
 	return 0, end
 }
 
+// add returns w after a call that takes n at now, into the running window
+// or into a new one starting now, and the instant that window ends.
+func (q *Quota) add(w window, now, n int64) (window, int64) {
+	used, end := q.at(w, now)
+	if used == 0 {
+		w.start, end = now, satAdd(now, int64(q.Window))
+	}
+	w.count = satAdd(used, n)
+	return w, end
+}
+
 // result reports on one quota after the call, which still needs room for
 // need (the call's n when it was denied, 0 once it was taken), from what
 // the quota counts then and the end of its window (at). It returns the
@@ -308,19 +319,13 @@ func (f *FixedWindow) tally(ws []window, c Call, write bool, res *Result) (taken
 	for i := range qs {
 		q := &qs[i]
 		w := ws[i]
-		used, end := q.at(w, c.Now)
 		if taken {
-			// Into the running window, or into a new one starting now.
-			if used == 0 {
-				w = window{count: c.N, start: c.Now}
-			} else {
-				w.count = satAdd(w.count, c.N)
-			}
+			w, _ = q.add(w, c.Now, c.N)
 			if write {
 				ws[i] = w
 			}
-			used, end = q.at(w, c.Now)
 		}
+		used, end := q.at(w, c.Now)
 		allowed, remaining, reset, retry := q.result(used, end, c.Now, need)
 		if i == 0 {
 			res.Allowed, res.Limit, res.Remaining, res.ResetAfter, res.RetryAfter = allowed, q.Limit, remaining, reset, retry
@@ -341,18 +346,14 @@ func (f *FixedWindow) tally(ws []window, c Call, write bool, res *Result) (taken
 func (f *FixedWindow) take(ws []window, c Call, res *Result) {
 	res.Allowed, res.RetryAfter = true, 0
 	for i := range f.Quotas {
-		q, w := &f.Quotas[i], &ws[i]
-		end := satAdd(w.start, int64(q.Window))
-		if w.count > 0 && c.Now < end { // the running window
-			w.count = satAdd(w.count, c.N)
-		} else { // a new one, starting now
-			w.count, w.start, end = c.N, c.Now, satAdd(c.Now, int64(q.Window))
-		}
+		q := &f.Quotas[i]
+		var end int64
+		ws[i], end = q.add(ws[i], c.Now, c.N)
 		// The window counts the call from now on, unless it ends at once
 		// (a Window of 0, which no valid configuration has).
 		remaining, reset := q.Limit, time.Duration(0)
 		if c.Now < end {
-			remaining, reset = q.Limit-w.count, until(end, c.Now)
+			remaining, reset = q.Limit-ws[i].count, until(end, c.Now)
 		}
 		if i == 0 || remaining < res.Remaining {
 			res.Limit, res.Remaining = q.Limit, remaining

@@ -261,23 +261,9 @@ func refSatSub(a, b int64) int64 {
 }
 
 func refBucketDecide(b *bucket, st State, c Call, res *Result) error {
-	var s *bucketState
-	switch v := st.(type) {
-	case *tokenBucketState:
-		if b.sign > 0 {
-			s = &v.bucketState
-		}
-	case *leakyBucketState:
-		if b.sign < 0 {
-			s = &v.bucketState
-		}
-	}
+	s := b.stateOf(st) // unchanged: the check of the state
 	if s == nil {
-		k := kindTokenBucket
-		if b.sign < 0 {
-			k = kindLeakyBucket
-		}
-		return wrongState(k, st)
+		return b.wrongState(st)
 	}
 	refBucketApply(b, s, c, res)
 	return nil
