@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
+	"strings"
 	"sync"
 
 	"github.com/ratestore/ratestore/strategies"
@@ -29,12 +30,8 @@ func joinKey(name, key string) string { return name + "\x00" + key }
 
 // splitKey undoes joinKey.
 func splitKey(sk string) (name, key string) {
-	for i := 0; i < len(sk); i++ {
-		if sk[i] == 0 {
-			return sk[:i], sk[i+1:]
-		}
-	}
-	return sk, ""
+	name, key, _ = strings.Cut(sk, "\x00")
+	return name, key
 }
 
 // appendStoreKey appends the store key of the state named sk (see joinKey)
