@@ -21,9 +21,13 @@ import (
 // a mismatch.
 type Composite struct{ Primary, Secondary Strategy }
 
-// compositeState holds the states of the two parts. When they are
-// strategies of this package, it is one object with them (see joined).
-type compositeState struct{ primary, secondary State }
+// compositeState is the state of a Composite: the states of its two
+// parts, in one object (see pair).
+type compositeState interface {
+	State
+	// parts returns the states of the primary and of the secondary.
+	parts() (primary, secondary State)
+}
 
 // Validate implements Strategy.
 func (cs Composite) Validate() error {
@@ -99,63 +103,83 @@ func join(a, b Strategy, enc *[2][]byte) (State, error) {
 		}
 		return join(v.Strategy, b, enc) // which makes the same states
 	}
-	return joinWith[struct{}](foreign{a}, b, enc)
+	return joinWith[foreignState](foreign{a}, b, enc)
 }
 
 // joinWith is join, given the part a whose state is a P.
-func joinWith[P any, A maker[P]](a A, b Strategy, enc *[2][]byte) (State, error) {
+func joinWith[P any, PP holder[P], A maker[P]](a A, b Strategy, enc *[2][]byte) (State, error) {
 	switch v := b.(type) {
 	case TokenBucket:
-		return joined[P, tokenBucketState](a, v, enc)
+		return joined[P, tokenBucketState, PP](a, v, enc)
 	case LeakyBucket:
-		return joined[P, leakyBucketState](a, v, enc)
+		return joined[P, leakyBucketState, PP](a, v, enc)
 	case GCRA:
-		return joined[P, gcraState](a, v, enc)
+		return joined[P, gcraState, PP](a, v, enc)
 	case SlidingWindow:
-		return joined[P, slidingWindowState](a, v, enc)
+		return joined[P, slidingWindowState, PP](a, v, enc)
 	case RollingWindow:
-		return joined[P, rollingWindowState](a, v, enc)
+		return joined[P, rollingWindowState, PP](a, v, enc)
 	case FixedWindow:
-		return joined[P, fixedWindowBox](a, fixedPart{v}, enc)
+		return joined[P, fixedWindowBox, PP](a, fixedPart{v}, enc)
 	case *prepared:
 		if v.kind == kindFixedWindow {
-			return joined[P, fixedWindowState](a, &v.fixed, enc)
+			return joined[P, fixedWindowState, PP](a, &v.fixed, enc)
 		}
-		return joinWith[P](a, v.Strategy, enc)
+		return joinWith[P, PP](a, v.Strategy, enc)
 	}
-	return joined[P, struct{}](a, foreign{b}, enc)
+	return joined[P, foreignState, PP](a, foreign{b}, enc)
 }
 
 // joined makes the state of a Composite of parts a and b, whose states
-// are a P and an S, as join says: one object that holds the
-// compositeState and, right after it, both parts' states, which the
-// parts make in place.
-//
-// A decision reads the compositeState and then each part's state. As
-// three objects, that is three places in memory, and for a key not used
-// lately each is a cache miss of its own, which waits for the one before
-// it (the address of a part's state is in the compositeState): at 10k
-// keys in use, a trip to L3 each. As one object, they lie on the same or
-// the next cache lines, and a store of many keys holds a third as many
-// objects.
-func joined[P, S any, A maker[P], B maker[S]](a A, b B, enc *[2][]byte) (State, error) {
-	v := new(struct {
-		compositeState
-		p P
-		s S
-	})
+// are in a P and an S, as join says: a pair, one object that holds both,
+// which the parts make in place.
+func joined[P, S any, PP holder[P], SP holder[S], A maker[P], B maker[S]](a A, b B, enc *[2][]byte) (State, error) {
+	v := new(pair[P, S, PP, SP])
 	if enc == nil {
-		v.primary, v.secondary = a.newIn(&v.p), b.newIn(&v.s)
-		return &v.compositeState, nil
+		a.newIn(&v.p)
+		b.newIn(&v.s)
+		return v, nil
 	}
-	var err error
-	if v.primary, err = a.decodeIn(&v.p, enc[0]); err != nil {
+	if _, err := a.decodeIn(&v.p, enc[0]); err != nil {
 		return nil, partError("primary", err)
 	}
-	if v.secondary, err = b.decodeIn(&v.s, enc[1]); err != nil {
+	if _, err := b.decodeIn(&v.s, enc[1]); err != nil {
 		return nil, partError("secondary", err)
 	}
-	return &v.compositeState, nil
+	return v, nil
+}
+
+// pair is the state of a Composite whose parts' states are held in a P and
+// an S: nothing but the two, one after the other.
+//
+// A decision reads the state of each part. Held apart, with a third
+// object to point to them, those are three places in memory, and for a
+// key not used lately each is a cache miss of its own, which waits for
+// the one before it: at 10k keys in use, a trip to L3 each. A pair is one
+// object, and has no pointers to its parts, which parts makes from its
+// address: the usual GCRA or bucket with a fixed window of one or two
+// quotas is 64 bytes, one cache line where Go allocates it (its size class
+// is 64-byte aligned).
+type pair[P, S any, PP holder[P], SP holder[S]] struct {
+	p P
+	s S
+}
+
+func (v *pair[P, S, PP, SP]) parts() (State, State) { return PP(&v.p).part(), SP(&v.s).part() }
+
+// AppendEncode implements State: "51|<primary>$<secondary>".
+func (v *pair[P, S, PP, SP]) AppendEncode(dst []byte) []byte {
+	a, b := v.parts()
+	dst = a.AppendEncode(append(kindComposite.appendHeader(dst), '|'))
+	return b.AppendEncode(append(dst, '$'))
+}
+
+// holder is a pointer to a T that holds the state of a part of a
+// Composite: the state itself, for a state of this package, which is its
+// own part.
+type holder[T any] interface {
+	*T
+	part() State
 }
 
 // partError is the error of the part named part ("primary" or
@@ -165,7 +189,8 @@ func partError(part string, err error) error {
 }
 
 // maker is a part of a Composite that makes its state in a T that
-// joined allocated: NewState and Decode, in place. Every strategy of this
+// joined allocated: NewState and Decode, in place, each returning the
+// state, which is also that of the T's part method. Every strategy of this
 // package is one (a FixedWindow as a fixedPart, prepared as its
 // fixedPlan), but a Composite.
 type maker[T any] interface {
@@ -174,11 +199,21 @@ type maker[T any] interface {
 }
 
 // foreign is a part that is not of this package, or a Composite, as a
-// maker: its states are made as they always are, on their own.
+// maker: its states are made as they always are, on their own, and a
+// pair holds them in a foreignState.
 type foreign struct{ Strategy }
 
-func (f foreign) newIn(*struct{}) State                         { return f.NewState() }
-func (f foreign) decodeIn(_ *struct{}, b []byte) (State, error) { return f.Decode(b) }
+func (f foreign) newIn(h *foreignState) State { h.State = f.NewState(); return h.State }
+
+func (f foreign) decodeIn(h *foreignState, b []byte) (st State, err error) {
+	h.State, err = f.Decode(b)
+	return h.State, err
+}
+
+// foreignState holds the state of a foreign part.
+type foreignState struct{ State }
+
+func (h *foreignState) part() State { return h.State }
 
 // Apply implements Strategy.
 func (cs Composite) Apply(st State, c Call) (res Result, err error) {
@@ -218,7 +253,7 @@ func decidePart(s Strategy, st State, c Call, res *Result) error {
 // other; one that takes nothing, and any call that take cannot make, by
 // ask, which asks both parts before taking from either.
 func (p *compositePlan) decide(st State, c Call, res *Result) error {
-	s, ok := st.(*compositeState)
+	s, ok := st.(compositeState)
 	if !ok {
 		return wrongState(kindComposite, st)
 	}
@@ -235,32 +270,33 @@ func (p *compositePlan) decide(st State, c Call, res *Result) error {
 // finds a part that fails (a mismatched state) before either has taken
 // anything, and taking from both only if both allow, or for a Record:
 // four decisions for an allowed call.
-func (cs *Composite) ask(s *compositeState, c Call, res *Result) error {
+func (cs *Composite) ask(s compositeState, c Call, res *Result) error {
+	sp, ss := s.parts()
 	dry := c
 	dry.DryRun = true
 	var rp, rs Result
-	if err := decidePart(cs.Primary, s.primary, dry, &rp); err != nil {
+	if err := decidePart(cs.Primary, sp, dry, &rp); err != nil {
 		return partError("primary", err)
 	}
-	if err := decidePart(cs.Secondary, s.secondary, dry, &rs); err != nil {
+	if err := decidePart(cs.Secondary, ss, dry, &rs); err != nil {
 		return partError("secondary", err)
 	}
 	switch {
 	case c.Record || rp.Allowed && rs.Allowed:
 		if c.N > 0 && !c.DryRun {
 			// The same calls on the same states: they cannot fail now.
-			decidePart(cs.Primary, s.primary, c, &rp)
-			decidePart(cs.Secondary, s.secondary, c, &rs)
+			decidePart(cs.Primary, sp, c, &rp)
+			decidePart(cs.Secondary, ss, c, &rs)
 		}
 	case c.N > 0:
 		// Denied: the part that would have allowed takes nothing, and
 		// reports its state as it is.
 		peek := Call{Now: c.Now, DryRun: true}
 		if rp.Allowed {
-			decidePart(cs.Primary, s.primary, peek, &rp)
+			decidePart(cs.Primary, sp, peek, &rp)
 		}
 		if rs.Allowed {
-			decidePart(cs.Secondary, s.secondary, peek, &rs)
+			decidePart(cs.Secondary, ss, peek, &rs)
 		}
 	}
 	merge(res, &rp, &rs)
@@ -278,9 +314,10 @@ func (cs *Composite) ask(s *compositeState, c Call, res *Result) error {
 // Every Result is the one ask would report: a's and b's takes answer as
 // ask's DryRuns and takes do, and after an undone take a reports its
 // state as it is, by a peek, as the part that would have allowed.
-func (cs *Composite) take(s *compositeState, c Call, res *Result) bool {
+func (cs *Composite) take(s compositeState, c Call, res *Result) bool {
 	// a is the primary unless only the secondary's take can be undone.
-	a, sa, b, sb, swapped := cs.Primary, s.primary, cs.Secondary, s.secondary, false
+	sa, sb := s.parts()
+	a, b, swapped := cs.Primary, cs.Secondary, false
 	var u undo
 	if !u.save(sa) {
 		a, sa, b, sb, swapped = b, sb, a, sa, true
@@ -385,11 +422,4 @@ func (u *undo) restore(st State) {
 	case *fixedWindowState:
 		*s = u.fixed
 	}
-}
-
-// AppendEncode implements State: "51|<primary>$<secondary>".
-func (s *compositeState) AppendEncode(dst []byte) []byte {
-	dst = append(kindComposite.appendHeader(dst), '|')
-	dst = s.primary.AppendEncode(dst)
-	return s.secondary.AppendEncode(append(dst, '$'))
 }

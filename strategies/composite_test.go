@@ -3,6 +3,9 @@ package strategies
 import (
 	"testing"
 	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
 )
 
 func TestCompositeVectors(t *testing.T) {
@@ -92,7 +95,7 @@ func TestCompositeOneObject(t *testing.T) {
 		{LeakyBucket{Rate: 2.5, Capacity: 3}, true, 0, 0}, {SlidingWindow{Limit: 4, Window: 1500 * time.Millisecond}, true, 0, 0},
 		{FixedWindow{Quotas: []Quota{{"s", 3, time.Second}}}, true, 0, 0},
 		{FixedWindow{Quotas: []Quota{{"s", 3, time.Second}, {"m", 20, time.Minute}}}, true, 0, 0},
-		{FixedWindow{Quotas: []Quota{{"s", 3, time.Second}, {"m", 20, time.Minute}, {"h", 100, time.Hour}}}, true, 1, 1}, // its windows; names
+		{FixedWindow{Quotas: []Quota{{"s", 3, time.Second}, {"m", 20, time.Minute}, {"h", 100, time.Hour}}}, true, 2, 1}, // its windows and their slice; names
 		{RollingWindow{Limit: 4, Window: 1500 * time.Millisecond, Bucket: 250 * time.Millisecond}, true, 0, 0},           // no ring yet
 		{otherStrategy{TokenBucket{Rate: 5, Burst: 1}}, false, 1, 0},                                                     // its state
 	}
@@ -137,3 +140,18 @@ func TestCompositeOneObject(t *testing.T) {
 // outside is a Strategy from outside the package, as far as a Composite
 // can tell, that behaves as the one it holds.
 type outside struct{ Strategy }
+
+// TestCompositeStateSize checks the size that the hot path counts on (see
+// pair): a fixed window of one or two quotas with a GCRA or a bucket in a
+// Composite is allocated in Go's size class of 64 bytes (objects of 49 to
+// 64 bytes), whose objects are cache lines.
+func TestCompositeStateSize(t *testing.T) {
+	for name, size := range map[string]uintptr{
+		"Composite{GCRA, FixedWindow}":  unsafe.Sizeof(pair[gcraState, fixedWindowState, *gcraState, *fixedWindowState]{}),
+		"Composite{FixedWindow, GCRA}":  unsafe.Sizeof(pair[fixedWindowState, gcraState, *fixedWindowState, *gcraState]{}),
+		"Composite{TokenBucket, Fixed}": unsafe.Sizeof(pair[tokenBucketState, fixedWindowState, *tokenBucketState, *fixedWindowState]{}),
+		"Composite{LeakyBucket, Fixed}": unsafe.Sizeof(pair[leakyBucketState, fixedWindowState, *leakyBucketState, *fixedWindowState]{}),
+	} {
+		assert.True(t, 48 < size && size <= 64, "%s: %d bytes", name, size)
+	}
+}

@@ -147,8 +147,9 @@ func describe(st State) Description {
 		return d(kindRollingWindow, map[string]any{
 			"window": cfg.Window, "bucket": cfg.Bucket, "total": total, "buckets": buckets,
 		})
-	case *compositeState:
-		return d(kindComposite, map[string]any{"primary": describe(s.primary), "secondary": describe(s.secondary)})
+	case compositeState:
+		p, q := s.parts()
+		return d(kindComposite, map[string]any{"primary": describe(p), "secondary": describe(q)})
 	case *legacyState:
 		return Description{Kind: "legacy", Header: s.header, Legacy: true, Fields: map[string]any{"raw": s.raw}}
 	}

@@ -139,7 +139,32 @@ func mismatch(k kind, head []byte) error {
 
 // wrongState is the error of Apply given a state another strategy made.
 func wrongState(k kind, st State) error {
+	if of, ok := kindOf(st); ok {
+		return fmt.Errorf("strategies: %v: cannot apply to a state of a %v: %w", k, of, ErrMismatch)
+	}
 	return fmt.Errorf("strategies: %v: cannot apply to a state of type %T: %w", k, st, ErrMismatch)
+}
+
+// kindOf reports the kind of strategy whose state st is, if it is one of
+// this package's.
+func kindOf(st State) (kind, bool) {
+	switch st.(type) {
+	case *tokenBucketState:
+		return kindTokenBucket, true
+	case *fixedWindowState:
+		return kindFixedWindow, true
+	case *leakyBucketState:
+		return kindLeakyBucket, true
+	case *gcraState:
+		return kindGCRA, true
+	case compositeState:
+		return kindComposite, true
+	case *slidingWindowState:
+		return kindSlidingWindow, true
+	case *rollingWindowState:
+		return kindRollingWindow, true
+	}
+	return 0, false
 }
 
 // reader walks the '|'-separated fields of one encoded state. Its first

@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"time"
+	"unsafe"
 )
 
 // FixedWindow counts calls in fixed windows, under one or more quotas at
@@ -48,10 +49,11 @@ type Quota struct {
 // A decision on a state laid out like its quotas reads the windows alone;
 // the names serve when the configuration changed (matched) and to encode.
 // Kept out of the windows, they leave the state of the usual one or two
-// quotas 64 bytes with its windows: one cache line, where Go allocates it
-// (its size class is 64-byte aligned). A decision on a key not in the CPU
-// caches waits for that line alone, where the windows with their names
-// (96 bytes) spanned two or three lines, each a miss of its own.
+// quotas 48 bytes with its windows, which fit one cache line: alone (see
+// newState), or with a GCRA or a bucket in a Composite's state (see pair).
+// A decision on a key not in the CPU caches waits for that line alone,
+// where the windows with their names (96 bytes) spanned two or three
+// lines, each a miss of its own.
 type fixedWindowState struct {
 	// names are the names of the quotas, that of the window at index i
 	// at index i. A fixedNames is never changed once made, so states
@@ -63,7 +65,7 @@ type fixedWindowState struct {
 	// nothing leaves s untouched.
 	names *fixedNames
 	w     [2]window // the windows of up to two quotas: in the state's line
-	more  []window  // the windows of more than two, in storage of their own; else nil
+	more  *[]window // the windows of more than two, in storage of their own; else nil
 }
 
 // fixedNames are the names of the quotas of a FixedWindow, in order.
@@ -148,7 +150,8 @@ func (b *fixedWindowBox) init(qs []Quota) *fixedWindowState {
 func (s *fixedWindowState) init(names *fixedNames) *fixedWindowState {
 	s.names = names
 	if n := len(*names); n > len(s.w) {
-		s.more = make([]window, n)
+		more := make([]window, n)
+		s.more = &more
 	}
 	return s
 }
@@ -157,10 +160,13 @@ func (s *fixedWindowState) init(names *fixedNames) *fixedWindowState {
 // which a caller that knows it passes: that spares a read of the names.
 func (s *fixedWindowState) windows(n int) []window {
 	if n > len(s.w) {
-		return s.more
+		return *s.more
 	}
 	return s.w[:n]
 }
+
+func (b *fixedWindowBox) part() State   { return &b.s } // see holder
+func (s *fixedWindowState) part() State { return s }    // see holder
 
 // fixedPart is a FixedWindow value as a part of a Composite, which makes
 // its states in place (see maker), in a fixedWindowBox, as NewState does.
@@ -191,7 +197,16 @@ func newFixedPlan(f FixedWindow) fixedPlan {
 }
 
 // newState returns a fresh state of p, in an object of its own.
-func (p *fixedPlan) newState() State { return new(fixedWindowState).init(&p.names) }
+func (p *fixedPlan) newState() State { return new(lineOfFixedWindow).s.init(&p.names) }
+
+// lineOfFixedWindow is a fixedWindowState padded to a cache line, as a
+// state alone is allocated: Go allocates 64-byte objects 64-byte aligned,
+// but lays 48-byte ones end to end, so that every other one straddles two
+// lines, each a cache miss of its own.
+type lineOfFixedWindow struct {
+	s fixedWindowState
+	_ [64 - unsafe.Sizeof(fixedWindowState{})]byte
+}
 
 // decide is Apply, writing the Result to *res.
 func (p *fixedPlan) decide(st State, c Call, res *Result) error {
@@ -412,7 +427,8 @@ func (s *fixedWindowState) matched(qs []Quota, dst []window) []window {
 func (s *fixedWindowState) conform(ws []window, names *fixedNames) {
 	*s = fixedWindowState{names: names}
 	if len(ws) > len(s.w) {
-		s.more = slices.Clone(ws)
+		more := slices.Clone(ws)
+		s.more = &more
 	} else {
 		copy(s.w[:], ws)
 	}
@@ -435,7 +451,7 @@ func (f *FixedWindow) decode(b []byte, s *fixedWindowState) (State, error) {
 		return nil, err
 	}
 	if s == nil {
-		s = new(fixedWindowState)
+		s = &new(lineOfFixedWindow).s
 	}
 	if fm == formatCurrent {
 		n := r.int("quotas", 1, math.MaxInt64)

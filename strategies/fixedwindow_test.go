@@ -9,11 +9,11 @@ import (
 
 // TestFixedWindowStateSize checks that the state of one or two quotas,
 // windows included, is one cache line, as a prepared FixedWindow allocates
-// it (see fixedWindowState): a decision on a key not in the CPU caches
+// it (see lineOfFixedWindow): a decision on a key not in the CPU caches
 // then waits for one line from memory.
 func TestFixedWindowStateSize(t *testing.T) {
-	if size := unsafe.Sizeof(fixedWindowState{}); size != 64 {
-		t.Errorf("a fixedWindowState is %d bytes, want 64", size)
+	if size := unsafe.Sizeof(lineOfFixedWindow{}); size != 64 {
+		t.Errorf("a lineOfFixedWindow is %d bytes, want 64", size)
 	}
 	p := Prepare(FixedWindow{Quotas: []Quota{{"second", 70, time.Second}, {"minute", 4000, time.Minute}}})
 	if allocs := testing.AllocsPerRun(20, func() { p.NewState() }); allocs != 1 {

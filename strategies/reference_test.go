@@ -43,10 +43,11 @@ func refApply(s Strategy, st State, c Call) (res Result, err error) {
 }
 
 func refCompositeDecide(cs *Composite, st State, c Call, res *Result) error {
-	s, ok := st.(*compositeState)
+	s, ok := st.(compositeState)
 	if !ok {
 		return wrongState(kindComposite, st)
 	}
+	sp, ss := s.parts()
 	if cs.Primary == nil || cs.Secondary == nil {
 		return cs.Validate()
 	}
@@ -55,28 +56,28 @@ func refCompositeDecide(cs *Composite, st State, c Call, res *Result) error {
 	dry := c
 	dry.DryRun = true
 	var rp, rs Result
-	if err := refDecide(cs.Primary, s.primary, dry, &rp); err != nil {
+	if err := refDecide(cs.Primary, sp, dry, &rp); err != nil {
 		return fmt.Errorf("strategies: composite: primary: %w", err)
 	}
-	if err := refDecide(cs.Secondary, s.secondary, dry, &rs); err != nil {
+	if err := refDecide(cs.Secondary, ss, dry, &rs); err != nil {
 		return fmt.Errorf("strategies: composite: secondary: %w", err)
 	}
 	switch {
 	case c.Record || rp.Allowed && rs.Allowed:
 		if c.N > 0 && !c.DryRun {
 			// The same calls on the same states: they cannot fail now.
-			refDecide(cs.Primary, s.primary, c, &rp)
-			refDecide(cs.Secondary, s.secondary, c, &rs)
+			refDecide(cs.Primary, sp, c, &rp)
+			refDecide(cs.Secondary, ss, c, &rs)
 		}
 	case c.N > 0:
 		// Denied: the part that would have allowed takes nothing, and
 		// reports its state as it is.
 		peek := Call{Now: c.Now, DryRun: true}
 		if rp.Allowed {
-			refDecide(cs.Primary, s.primary, peek, &rp)
+			refDecide(cs.Primary, sp, peek, &rp)
 		}
 		if rs.Allowed {
-			refDecide(cs.Secondary, s.secondary, peek, &rs)
+			refDecide(cs.Secondary, ss, peek, &rs)
 		}
 	}
 	refMerge(res, &rp, &rs)
@@ -188,7 +189,7 @@ func refWindows(s *fixedWindowState) []windowCount {
 	names := *s.names
 	ws := s.w[:min(len(names), len(s.w))]
 	if len(names) > len(s.w) {
-		ws = s.more
+		ws = *s.more
 	}
 	wcs := make([]windowCount, len(names))
 	for i := range names {
@@ -234,7 +235,7 @@ func refConform(s *fixedWindowState, qs []Quota) {
 	}
 	*s = fixedWindowState{names: &names}
 	if len(ws) > len(s.w) {
-		s.more = ws
+		s.more = &ws
 	} else {
 		copy(s.w[:], ws)
 	}

@@ -144,7 +144,7 @@ var explanations = map[string]string{
 		"like-for-like comparison with one x/time/rate limiter, and is not benchmarked separately.",
 	"hot-composite": "A composite is two limits in one decision, GCRA and a one-quota fixed window, against one " +
 		"x/time/rate limiter: the engine's cost once, both parts' arithmetic (~50 ns alone: it takes from one " +
-		"part, then the other, and puts the first back if the second denies) and one 112-byte state holding both " +
+		"part, then the other, and puts the first back if the second denies) and one 64-byte state, a cache line, holding both " +
 		"parts. Across the runs of this generator on 2026-11-21 it measured 1.09-1.18x paired in order and " +
 		"1.29-1.52x in random order. The second limit's arithmetic and memory are the difference; the DESIGN.md " +
 		"target compares one x/time/rate limiter, so for two limits in one decision it is not met.",
