@@ -51,6 +51,10 @@ func hotStrategies() []struct {
 			{Name: "second", Limit: hotRate, Window: time.Second},
 			{Name: "minute", Limit: 60 * hotRate, Window: time.Minute},
 		}}},
+		// One quota: one limit, like one x/time/rate limiter.
+		{"fixedwindow1", strategies.FixedWindow{Quotas: []strategies.Quota{
+			{Name: "second", Limit: hotRate, Window: time.Second},
+		}}},
 		{"slidingwindow", strategies.SlidingWindow{Limit: hotRate, Window: time.Second}},
 		{"composite", strategies.Composite{
 			Primary: gcra,

@@ -13,7 +13,7 @@ var (
 	peerNames = []string{"xrate", "throttled", "golimiter", "ulule", "ajiwo"}
 	ourNames  = []string{"ratestore-async-bolt", "ratestore-async-badger", "ratestore-sync-bolt", "ratestore-sync-badger",
 		"ratestore-cold-bolt", "ratestore-cold-badger"}
-	hotStrategies = []string{"xrate", "tokenbucket", "gcra", "leakybucket", "fixedwindow", "slidingwindow", "composite", "nop"}
+	hotStrategies = []string{"xrate", "tokenbucket", "gcra", "leakybucket", "fixedwindow", "fixedwindow1", "slidingwindow", "composite", "nop"}
 	backends      = []string{"bolt", "badger"}
 	syncImpls     = []string{"bbolt-update", "ratestore-bolt", "ratestore-badger"}
 )
