@@ -158,8 +158,8 @@ func joined[P, S any, PP holder[P], SP holder[S], A maker[P], B maker[S]](a A, b
 // the one before it: at 10k keys in use, a trip to L3 each. A pair is one
 // object, and has no pointers to its parts, which parts makes from its
 // address: the usual GCRA or bucket with a fixed window of one or two
-// quotas is 64 bytes, one cache line where Go allocates it (its size class
-// is 64-byte aligned).
+// quotas is 56 or 64 bytes, which Go allocates in its 64-byte size class,
+// whose objects are 64-byte aligned: one cache line.
 type pair[P, S any, PP holder[P], SP holder[S]] struct {
 	p P
 	s S
