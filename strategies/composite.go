@@ -11,7 +11,7 @@ import (
 //
 // AllowN takes from both parts only if both allow, so a denial changes
 // neither; Record takes from both. The Result is that of the binding part,
-// as described at merge; when the call is denied, the part that would
+// as described at Result.and; when the call is denied, the part that would
 // have allowed it reports its state as it is, with nothing taken.
 //
 // The parts may be any strategies of this package but Composite: they do
@@ -22,7 +22,8 @@ import (
 type Composite struct{ Primary, Secondary Strategy }
 
 // compositeState is the state of a Composite: the states of its two
-// parts, in one object (see pair).
+// parts, in one object (see pair), or apart when one is not of this
+// package (see loose).
 type compositeState interface {
 	State
 	// parts returns the states of the primary and of the secondary.
@@ -82,8 +83,12 @@ func (cs Composite) Decode(b []byte) (State, error) {
 // join makes the state of a Composite of parts a and b: fresh, or
 // decoded from enc, the encodings of the parts, when it is not nil. The
 // strategy of a part tells the type of its state, which joined needs to
-// make both in one object: join finds a's, and joinWith b's.
+// make both in one object: join finds a's, and joinWith b's, when both
+// are of this package (ownState); joinLoose makes the others.
 func join(a, b Strategy, enc *[2][]byte) (State, error) {
+	if !ownState(a) || !ownState(b) {
+		return joinLoose(a, b, enc)
+	}
 	switch v := a.(type) {
 	case TokenBucket:
 		return joinWith[tokenBucketState](v, b, enc)
@@ -96,14 +101,14 @@ func join(a, b Strategy, enc *[2][]byte) (State, error) {
 	case RollingWindow:
 		return joinWith[rollingWindowState](v, b, enc)
 	case FixedWindow:
-		return joinWith[fixedWindowBox](fixedPart{v}, b, enc)
+		return joinWith[fixedWindowState](fixedPart{v}, b, enc)
 	case *prepared:
 		if v.kind == kindFixedWindow {
 			return joinWith[fixedWindowState](&v.fixed, b, enc)
 		}
 		return join(v.Strategy, b, enc) // which makes the same states
 	}
-	return joinWith[foreignState](foreign{a}, b, enc)
+	return joinLoose(a, b, enc) // not reached: a is ownState
 }
 
 // joinWith is join, given the part a whose state is a P.
@@ -120,14 +125,14 @@ func joinWith[P any, PP holder[P], A maker[P]](a A, b Strategy, enc *[2][]byte) 
 	case RollingWindow:
 		return joined[P, rollingWindowState, PP](a, v, enc)
 	case FixedWindow:
-		return joined[P, fixedWindowBox, PP](a, fixedPart{v}, enc)
+		return joined[P, fixedWindowState, PP](a, fixedPart{v}, enc)
 	case *prepared:
 		if v.kind == kindFixedWindow {
 			return joined[P, fixedWindowState, PP](a, &v.fixed, enc)
 		}
 		return joinWith[P, PP](a, v.Strategy, enc)
 	}
-	return joined[P, foreignState, PP](a, foreign{b}, enc)
+	return nil, invalid(kindComposite, "secondary: %T has no state of this package", b) // not reached: join checked
 }
 
 // joined makes the state of a Composite of parts a and b, whose states
@@ -165,21 +170,35 @@ type pair[P, S any, PP holder[P], SP holder[S]] struct {
 	s S
 }
 
-func (v *pair[P, S, PP, SP]) parts() (State, State) { return PP(&v.p).part(), SP(&v.s).part() }
+func (v *pair[P, S, PP, SP]) parts() (State, State) { return PP(&v.p), SP(&v.s) }
+
+func (v *pair[P, S, PP, SP]) splitter() splitter { return split[P, S, PP, SP] }
+
+// split returns the parts of st if it is a pair[P, S, PP, SP]: as its
+// parts method would, with one comparison of st's type instead of an
+// assertion of st to compositeState, which looks the type up in the
+// runtime's cache of interface tables, and a call through that table. A
+// prepared Composite finds its split once (see compositePlan).
+func split[P, S any, PP holder[P], SP holder[S]](st State) (State, State, bool) {
+	if v, ok := st.(*pair[P, S, PP, SP]); ok {
+		return PP(&v.p), SP(&v.s), true
+	}
+	return nil, nil, false
+}
+
+// splitter is the split of a type of pair.
+type splitter func(State) (primary, secondary State, ok bool)
 
 // AppendEncode implements State: "51|<primary>$<secondary>".
 func (v *pair[P, S, PP, SP]) AppendEncode(dst []byte) []byte {
-	a, b := v.parts()
-	dst = a.AppendEncode(append(kindComposite.appendHeader(dst), '|'))
-	return b.AppendEncode(append(dst, '$'))
+	return appendParts(dst, PP(&v.p), SP(&v.s))
 }
 
-// holder is a pointer to a T that holds the state of a part of a
-// Composite: the state itself, for a state of this package, which is its
-// own part.
+// holder is a pointer to T, the state of a part of a Composite, which a
+// pair holds in place.
 type holder[T any] interface {
 	*T
-	part() State
+	State
 }
 
 // partError is the error of the part named part ("primary" or
@@ -188,32 +207,60 @@ func partError(part string, err error) error {
 	return fmt.Errorf("strategies: composite: %s: %w", part, err)
 }
 
-// maker is a part of a Composite that makes its state in a T that
-// joined allocated: NewState and Decode, in place, each returning the
-// state, which is also that of the T's part method. Every strategy of this
-// package is one (a FixedWindow as a fixedPart, prepared as its
-// fixedPlan), but a Composite.
+// maker is a part of a Composite that makes its state in place, in a T
+// that joined allocated: NewState and Decode, in place, each returning the
+// state, which is the T. Every strategy of this package is one (a
+// FixedWindow as a fixedPart, prepared as its fixedPlan), but a Composite.
 type maker[T any] interface {
 	newIn(dst *T) State
 	decodeIn(dst *T, b []byte) (State, error)
 }
 
-// foreign is a part that is not of this package, or a Composite, as a
-// maker: its states are made as they always are, on their own, and a
-// pair holds them in a foreignState.
-type foreign struct{ Strategy }
-
-func (f foreign) newIn(h *foreignState) State { h.State = f.NewState(); return h.State }
-
-func (f foreign) decodeIn(h *foreignState, b []byte) (st State, err error) {
-	h.State, err = f.Decode(b)
-	return h.State, err
+// ownState reports whether the states of s, a part of a Composite, are
+// states of this package, which a pair holds in place: whether s is one
+// of its strategies, prepared or not, other than a Composite.
+func ownState(s Strategy) bool {
+	switch v := s.(type) {
+	case *prepared:
+		return v.kind != kindComposite
+	case TokenBucket, LeakyBucket, GCRA, SlidingWindow, RollingWindow, FixedWindow:
+		return true
+	}
+	return false
 }
 
-// foreignState holds the state of a foreign part.
-type foreignState struct{ State }
+// joinLoose makes the state of a Composite of parts a and b as join says,
+// when one of them is not ownState (a strategy of another package, or an
+// invalid Composite part): each state is made as it always is, on its
+// own, and a loose pair refers to both.
+func joinLoose(a, b Strategy, enc *[2][]byte) (State, error) {
+	if enc == nil {
+		return &loose{a.NewState(), b.NewState()}, nil
+	}
+	sa, err := a.Decode(enc[0])
+	if err != nil {
+		return nil, partError("primary", err)
+	}
+	sb, err := b.Decode(enc[1])
+	if err != nil {
+		return nil, partError("secondary", err)
+	}
+	return &loose{sa, sb}, nil
+}
 
-func (h *foreignState) part() State { return h.State }
+// loose is the state of a Composite with a part that is not ownState.
+type loose struct{ p, s State }
+
+func (v *loose) parts() (State, State) { return v.p, v.s }
+
+// AppendEncode implements State: "51|<primary>$<secondary>".
+func (v *loose) AppendEncode(dst []byte) []byte { return appendParts(dst, v.p, v.s) }
+
+// appendParts appends the encoding of a Composite's state of parts a and b.
+func appendParts(dst []byte, a, b State) []byte {
+	dst = a.AppendEncode(append(kindComposite.appendHeader(dst), '|'))
+	return b.AppendEncode(append(dst, '$'))
+}
 
 // Apply implements Strategy.
 func (cs Composite) Apply(st State, c Call) (res Result, err error) {
@@ -224,15 +271,46 @@ func (cs Composite) Apply(st State, c Call) (res Result, err error) {
 
 // compositePlan is what a Composite decides with: its parts, and whether
 // take may make the calls that take something, which Prepare finds once
-// (the prepared form is the plan of the prepared parts).
+// (the prepared form is the plan of the prepared parts), with the split
+// of its states.
 type compositePlan struct {
 	Composite
-	takes bool // both parts are ownPart
+	takes bool     // both parts are ownPart
+	split splitter // prepared: the split of the pairs its NewState makes; else nil
 }
 
 // plan returns the plan of cs.
 func (cs Composite) plan() compositePlan {
-	return compositePlan{cs, ownPart(cs.Primary) && ownPart(cs.Secondary)}
+	return compositePlan{Composite: cs, takes: ownPart(cs.Primary) && ownPart(cs.Secondary)}
+}
+
+// prepare returns the plan of cs prepared: of its parts prepared, with
+// the split of the states it makes, which are those of every call but the
+// first after a change of a part's configuration.
+func (cs Composite) prepare() compositePlan {
+	p := Composite{Prepare(cs.Primary), Prepare(cs.Secondary)}.plan()
+	if ownState(p.Primary) && ownState(p.Secondary) {
+		if v, ok := p.NewState().(interface{ splitter() splitter }); ok {
+			p.split = v.splitter()
+		}
+	}
+	return p
+}
+
+// parts returns the states of the parts of st, or false if st is not the
+// state of a Composite.
+func (p *compositePlan) parts(st State) (primary, secondary State, ok bool) {
+	if p.split != nil {
+		if primary, secondary, ok = p.split(st); ok {
+			return primary, secondary, true
+		}
+	}
+	s, ok := st.(compositeState)
+	if !ok {
+		return nil, nil, false
+	}
+	primary, secondary = s.parts()
+	return primary, secondary, true
 }
 
 // decidePart is s.Apply for a part, writing the Result to *res. A part
@@ -253,80 +331,86 @@ func decidePart(s Strategy, st State, c Call, res *Result) error {
 // other; one that takes nothing, and any call that take cannot make, by
 // ask, which asks both parts before taking from either.
 func (p *compositePlan) decide(st State, c Call, res *Result) error {
-	s, ok := st.(compositeState)
+	sp, ss, ok := p.parts(st)
 	if !ok {
 		return wrongState(kindComposite, st)
 	}
 	if p.Primary == nil || p.Secondary == nil {
 		return p.Validate()
 	}
-	if c.N > 0 && !c.DryRun && p.takes && p.take(s, c, res) {
+	if c.N > 0 && !c.DryRun && p.takes && p.take(sp, ss, c, res) {
 		return nil
 	}
-	return p.ask(s, c, res)
+	if err := p.ask(sp, ss, c, res); err != nil {
+		*res = Result{} // ask may have written a part's
+		return err
+	}
+	return nil
 }
 
-// ask decides c by asking both parts with a DryRun first, which also
-// finds a part that fails (a mismatched state) before either has taken
-// anything, and taking from both only if both allow, or for a Record:
-// four decisions for an allowed call.
-func (cs *Composite) ask(s compositeState, c Call, res *Result) error {
-	sp, ss := s.parts()
+// ask decides c on the parts' states sp and ss by asking both parts with a
+// DryRun first, which also finds a part that fails (a mismatched state)
+// before either has taken anything, and taking from both only if both
+// allow, or for a Record: four decisions for an allowed call. The
+// primary's Result is written to *res, into which the secondary's is then
+// merged (see Result.and).
+func (cs *Composite) ask(sp, ss State, c Call, res *Result) error {
 	dry := c
 	dry.DryRun = true
-	var rp, rs Result
-	if err := decidePart(cs.Primary, sp, dry, &rp); err != nil {
+	var rs Result
+	if err := decidePart(cs.Primary, sp, dry, res); err != nil {
 		return partError("primary", err)
 	}
 	if err := decidePart(cs.Secondary, ss, dry, &rs); err != nil {
 		return partError("secondary", err)
 	}
 	switch {
-	case c.Record || rp.Allowed && rs.Allowed:
+	case c.Record || res.Allowed && rs.Allowed:
 		if c.N > 0 && !c.DryRun {
 			// The same calls on the same states: they cannot fail now.
-			decidePart(cs.Primary, sp, c, &rp)
+			decidePart(cs.Primary, sp, c, res)
 			decidePart(cs.Secondary, ss, c, &rs)
 		}
 	case c.N > 0:
 		// Denied: the part that would have allowed takes nothing, and
 		// reports its state as it is.
 		peek := Call{Now: c.Now, DryRun: true}
-		if rp.Allowed {
-			decidePart(cs.Primary, sp, peek, &rp)
+		if res.Allowed {
+			decidePart(cs.Primary, sp, peek, res)
 		}
 		if rs.Allowed {
 			decidePart(cs.Secondary, ss, peek, &rs)
 		}
 	}
-	merge(res, &rp, &rs)
+	res.and(rs.Allowed, rs.Limit, rs.Remaining, rs.ResetAfter, rs.RetryAfter)
 	return nil
 }
 
-// take decides c, which takes something (c.N > 0, no DryRun), as ask
-// would, with about one decision per part instead of two: it takes c from
-// one part, a, then from the other, b, and undoes a's take when b denies
-// the call. It reports false, having changed nothing, when it cannot
-// decide c so: when neither part's state is one that undo can put back,
-// and when a part fails, which ask then reports as it always does. Both
-// parts must be ownPart.
+// take decides c, which takes something (c.N > 0, no DryRun), on the
+// parts' states sp and ss, as ask would, with about one decision per part
+// instead of two: it takes c from one part, a, then from the other, b,
+// and undoes a's take when b denies the call. It reports false, having
+// changed nothing but maybe *res, when it cannot decide c so: when neither
+// part's state is one that undo can put back, and when a part fails,
+// which ask then reports as it always does. Both parts must be ownPart.
 //
 // Every Result is the one ask would report: a's and b's takes answer as
 // ask's DryRuns and takes do, and after an undone take a reports its
-// state as it is, by a peek, as the part that would have allowed.
-func (cs *Composite) take(s compositeState, c Call, res *Result) bool {
+// state as it is, by a peek, as the part that would have allowed. As in
+// ask, the primary's Result is written to *res and the secondary's merged
+// into it.
+func (cs *Composite) take(sp, ss State, c Call, res *Result) bool {
 	// a is the primary unless only the secondary's take can be undone.
-	sa, sb := s.parts()
-	a, b, swapped := cs.Primary, cs.Secondary, false
+	var other Result
+	a, sa, ra, b, sb, rb := cs.Primary, sp, res, cs.Secondary, ss, &other
 	var u undo
 	if !u.save(sa) {
-		a, sa, b, sb, swapped = b, sb, a, sa, true
+		a, sa, ra, b, sb, rb = b, sb, rb, a, sa, ra
 		if !u.save(sa) {
 			return false
 		}
 	}
-	var ra, rb Result
-	if decidePart(a, sa, c, &ra) != nil {
+	if decidePart(a, sa, c, ra) != nil {
 		return false // nothing taken
 	}
 	switch {
@@ -334,24 +418,20 @@ func (cs *Composite) take(s compositeState, c Call, res *Result) bool {
 		// a denies: b takes nothing either, and reports as in ask.
 		dry := c
 		dry.DryRun = true
-		if decidePart(b, sb, dry, &rb) != nil {
+		if decidePart(b, sb, dry, rb) != nil {
 			return false
 		}
 		if rb.Allowed {
-			decidePart(b, sb, Call{Now: c.Now, DryRun: true}, &rb)
+			decidePart(b, sb, Call{Now: c.Now, DryRun: true}, rb)
 		}
-	case decidePart(b, sb, c, &rb) != nil:
+	case decidePart(b, sb, c, rb) != nil:
 		u.restore(sa)
 		return false
 	case !c.Taken(rb.Allowed):
 		u.restore(sa)
-		decidePart(a, sa, Call{Now: c.Now, DryRun: true}, &ra)
+		decidePart(a, sa, Call{Now: c.Now, DryRun: true}, ra)
 	}
-	if swapped {
-		merge(res, &rb, &ra)
-	} else {
-		merge(res, &ra, &rb)
-	}
+	res.and(other.Allowed, other.Limit, other.Remaining, other.ResetAfter, other.RetryAfter)
 	return true
 }
 

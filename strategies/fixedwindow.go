@@ -25,7 +25,7 @@ import (
 //	ResetAfter start + Window - now while the window counts something, else 0
 //	RetryAfter start + Window - now when the quota lacks room; -1 when n > Limit
 //
-// and the quotas combine as described at merge: the binding one speaks.
+// and the quotas combine as described at Result.and: the binding one speaks.
 // With Record, the count may exceed Limit until its window ends.
 //
 // The state keeps each quota's name and its count. When the quotas of the
@@ -165,18 +165,16 @@ func (s *fixedWindowState) windows(n int) []window {
 	return s.w[:n]
 }
 
-func (b *fixedWindowBox) part() State   { return &b.s } // see holder
-func (s *fixedWindowState) part() State { return s }    // see holder
-
 // fixedPart is a FixedWindow value as a part of a Composite, which makes
-// its states in place (see maker), in a fixedWindowBox, as NewState does.
-// The prepared form is the part fixedPlan.
+// its states in place (see maker), with names of their own, in an object
+// of their own: a pair has no room for them. The prepared form is the
+// part fixedPlan, whose states share its names.
 type fixedPart struct{ FixedWindow }
 
-func (p fixedPart) newIn(b *fixedWindowBox) State { return b.init(p.Quotas) }
+func (p fixedPart) newIn(s *fixedWindowState) State { return s.init(new(ownNames).of(p.Quotas)) }
 
-func (p fixedPart) decodeIn(b *fixedWindowBox, enc []byte) (State, error) {
-	return p.decode(enc, &b.s)
+func (p fixedPart) decodeIn(s *fixedWindowState, enc []byte) (State, error) {
+	return p.decode(enc, s)
 }
 
 // fixedPlan is a prepared FixedWindow (see Prepare): a copy of the
@@ -208,8 +206,17 @@ type lineOfFixedWindow struct {
 	_ [64 - unsafe.Sizeof(fixedWindowState{})]byte
 }
 
-// decide is Apply, writing the Result to *res.
+// decide is Apply, writing the Result to *res. The usual call, one that
+// takes n > 0 that every quota has room for, on a state laid out by p,
+// goes straight to take: it is what tally decides for it (given quotas:
+// tally takes nothing without).
 func (p *fixedPlan) decide(st State, c Call, res *Result) error {
+	if s, ok := st.(*fixedWindowState); ok && s.names == &p.names && c.N > 0 && !c.DryRun && len(p.Quotas) > 0 {
+		if ws := s.windows(len(p.Quotas)); p.fits(ws, c) {
+			p.take(ws, c, res)
+			return nil
+		}
+	}
 	return p.FixedWindow.decide(st, c, res, &p.names)
 }
 
@@ -310,12 +317,7 @@ func (f *FixedWindow) decide(st State, c Call, res *Result, names *fixedNames) e
 func (f *FixedWindow) tally(ws []window, c Call, write bool, res *Result) (taken bool) {
 	qs := f.Quotas
 	ws = ws[:len(qs)]
-	fits := true
-	for i := range qs {
-		if used, _ := qs[i].at(ws[i], c.Now); satAdd(used, c.N) > qs[i].Limit {
-			fits = false
-		}
-	}
+	fits := f.fits(ws, c)
 	if fits && c.N > 0 && write && len(qs) > 0 {
 		f.take(ws, c, res)
 		return true
@@ -330,7 +332,7 @@ func (f *FixedWindow) tally(ws []window, c Call, write bool, res *Result) (taken
 	}
 	// The Result of each quota is folded into *res as it comes, without
 	// a Result of its own to merge, field by field: a Result literal
-	// would be built aside and copied (see merge).
+	// would be built aside and copied (see Result.and).
 	for i := range qs {
 		q := &qs[i]
 		w := ws[i]
@@ -349,6 +351,18 @@ func (f *FixedWindow) tally(ws []window, c Call, write bool, res *Result) (taken
 		}
 	}
 	return taken
+}
+
+// fits reports whether each window of ws, those of f's quotas in their
+// order, has room for c.N.
+func (f *FixedWindow) fits(ws []window, c Call) bool {
+	ws = ws[:len(f.Quotas)]
+	for i := range f.Quotas {
+		if used, _ := f.Quotas[i].at(ws[i], c.Now); satAdd(used, c.N) > f.Quotas[i].Limit {
+			return false
+		}
+	}
+	return true
 }
 
 // take is tally for the usual call, one that fits every quota and takes

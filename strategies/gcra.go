@@ -184,8 +184,6 @@ func (p *gcraPlan) decide(st State, c Call, res *Result) error {
 	return nil
 }
 
-func (s *gcraState) part() State { return s } // see holder
-
 // AppendEncode implements State: "42|tat".
 func (s *gcraState) AppendEncode(dst []byte) []byte {
 	return appendInt(kindGCRA.appendHeader(dst), s.tat)

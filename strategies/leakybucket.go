@@ -72,8 +72,6 @@ func (lb LeakyBucket) bucket() bucket {
 	return newBucket(lb.Rate, 0, float64(lb.Capacity), -1, lb.Capacity)
 }
 
-func (s *leakyBucketState) part() State { return s } // see holder
-
 // AppendEncode implements State: "32|level|last".
 func (s *leakyBucketState) AppendEncode(dst []byte) []byte {
 	return appendBucket(dst, kindLeakyBucket, s.bucketState)

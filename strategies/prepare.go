@@ -49,7 +49,7 @@ func Prepare(s Strategy) Strategy {
 	case RollingWindow:
 		p.kind, p.rolling = kindRollingWindow, v
 	case Composite:
-		p.kind, p.composite = kindComposite, Composite{Prepare(v.Primary), Prepare(v.Secondary)}.plan()
+		p.kind, p.composite = kindComposite, v.prepare()
 	default:
 		return s
 	}

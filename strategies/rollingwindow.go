@@ -309,8 +309,6 @@ func (rw RollingWindow) decodeIn(s *rollingWindowState, b []byte) (State, error)
 	return s, nil
 }
 
-func (s *rollingWindowState) part() State { return s } // see holder
-
 // AppendEncode implements State: "72|window|bucket|start|count|gap|count|...".
 func (s *rollingWindowState) AppendEncode(dst []byte) []byte {
 	cfg := s.win.Config()

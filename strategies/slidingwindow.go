@@ -212,8 +212,6 @@ func (sw SlidingWindow) decodeIn(s *slidingWindowState, b []byte) (State, error)
 	return s, nil
 }
 
-func (s *slidingWindowState) part() State { return s } // see holder
-
 // AppendEncode implements State: "62|prev|curr|currStart".
 func (s *slidingWindowState) AppendEncode(dst []byte) []byte {
 	dst = appendInt(kindSlidingWindow.appendHeader(dst), s.prev)

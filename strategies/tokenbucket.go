@@ -76,8 +76,6 @@ func (tb TokenBucket) bucket() bucket {
 	return newBucket(tb.Rate, float64(tb.Burst), 0, 1, tb.Burst)
 }
 
-func (s *tokenBucketState) part() State { return s } // see holder
-
 // AppendEncode implements State: "12|tokens|last".
 func (s *tokenBucketState) AppendEncode(dst []byte) []byte {
 	return appendBucket(dst, kindTokenBucket, s.bucketState)
