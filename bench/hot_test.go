@@ -33,37 +33,40 @@ const (
 // is stated at 10k keys; 1 key shows the cost with no cache misses at all.
 var hotKeyCounts = []int{1, 10_000}
 
-// hotStrategies are the strategies benchmarked, configured for the same
-// allowance as the x/time/rate baseline.
-func hotStrategies() []struct {
-	name string
-	s    strategies.Strategy
-} {
+// hotStrategy is a strategy of the hot benchmarks, configured for the same
+// allowance as the x/time/rate baseline, with the number of limits it
+// enforces on each key: a program that enforced them with x/time/rate
+// would keep as many Limiters per key.
+type hotStrategy struct {
+	name   string
+	s      strategies.Strategy
+	limits int
+}
+
+// hotStrategies are the strategies benchmarked.
+func hotStrategies() []hotStrategy {
 	gcra := strategies.GCRA{Rate: hotRate, Burst: hotBurst}
-	return []struct {
-		name string
-		s    strategies.Strategy
-	}{
-		{"tokenbucket", strategies.TokenBucket{Rate: hotRate, Burst: hotBurst}},
-		{"gcra", gcra},
-		{"leakybucket", strategies.LeakyBucket{Rate: hotRate, Capacity: hotBurst}},
+	return []hotStrategy{
+		{"tokenbucket", strategies.TokenBucket{Rate: hotRate, Burst: hotBurst}, 1},
+		{"gcra", gcra, 1},
+		{"leakybucket", strategies.LeakyBucket{Rate: hotRate, Capacity: hotBurst}, 1},
 		{"fixedwindow", strategies.FixedWindow{Quotas: []strategies.Quota{
 			{Name: "second", Limit: hotRate, Window: time.Second},
 			{Name: "minute", Limit: 60 * hotRate, Window: time.Minute},
-		}}},
+		}}, 2},
 		// One quota: one limit, like one x/time/rate limiter.
 		{"fixedwindow1", strategies.FixedWindow{Quotas: []strategies.Quota{
 			{Name: "second", Limit: hotRate, Window: time.Second},
-		}}},
-		{"slidingwindow", strategies.SlidingWindow{Limit: hotRate, Window: time.Second}},
+		}}, 1},
+		{"slidingwindow", strategies.SlidingWindow{Limit: hotRate, Window: time.Second}, 1},
 		{"composite", strategies.Composite{
 			Primary: gcra,
 			Secondary: strategies.FixedWindow{Quotas: []strategies.Quota{
 				{Name: "minute", Limit: 60 * hotRate, Window: time.Minute},
 			}},
-		}},
+		}, 2},
 		// Not a real algorithm: the engine alone (see nopStrategy).
-		{"nop", nopStrategy{}},
+		{"nop", nopStrategy{}, 1},
 	}
 }
 
@@ -95,6 +98,46 @@ func (x *xrateMap) allow(key string) bool {
 	}
 	x.mu.Unlock()
 	return l.Allow()
+}
+
+// xrate2Map is the baseline of a strategy that enforces two limits on each
+// key (a FixedWindow of two quotas, a Composite): what a program without
+// ratestore writes for them, two x/time/rate Limiters per key, a call
+// allowed if both allow it. The two are one object, in a map guarded by
+// one mutex, and both asked at one reading of the clock: one allocation
+// per key and one time.Now per call, the least a program pays for a
+// second limit. Every call of the hot benchmarks is allowed, so both are
+// always asked.
+type xrate2Map struct {
+	mu sync.Mutex
+	m  map[string]*[2]rate.Limiter
+}
+
+func newXRate2Map(keys []string) *xrate2Map {
+	x := &xrate2Map{m: make(map[string]*[2]rate.Limiter, len(keys))}
+	for _, k := range keys {
+		x.allow(k)
+	}
+	return x
+}
+
+func (x *xrate2Map) allow(key string) bool {
+	x.mu.Lock()
+	l := x.m[key]
+	if l == nil {
+		// A zero Limiter, set as rate.NewLimiter sets one but for its
+		// tokens, which it then gains at hotRate: the bucket is full
+		// long before the keys come round again.
+		l = new([2]rate.Limiter)
+		for i := range l {
+			l[i].SetLimit(hotRate)
+			l[i].SetBurst(hotBurst)
+		}
+		x.m[key] = l
+	}
+	x.mu.Unlock()
+	now := time.Now()
+	return l[0].AllowN(now, 1) && l[1].AllowN(now, 1)
 }
 
 // xrateSharded is a stronger parallel baseline: the same map split into as
@@ -266,6 +309,10 @@ const pairedBlock = 1024
 // order=random variant cycles through them in a fixed random order, as
 // traffic from many clients does: every key's data is then a cache miss,
 // and a side pays for each dependent read it makes per decision.
+//
+// A strategy that enforces two limits on each key also runs against
+// xrate2Map, two Limiters per key, what the same two limits cost with
+// x/time/rate: the variants named limiters=2.
 func BenchmarkHotPaired(b *testing.B) {
 	const n = 10_000
 	keys := makeKeys(n)
@@ -276,68 +323,89 @@ func BenchmarkHotPaired(b *testing.B) {
 		keys   []string
 	}{{"", keys}, {"/order=random", shuffled}}
 	for _, st := range hotStrategies() {
-		type pair struct {
-			x *xrateMap
-			l *ratestore.Limiter
+		type sides struct {
+			x, x2 func(key string) bool // x2: nil for a strategy of one limit
+			l     *ratestore.Limiter
 		}
-		f := newFixture(func() (pair, func() error, error) {
+		f := newFixture(func() (sides, func() error, error) {
 			l, closeFn, err := openPreloaded(b.TempDir(), "hot.db", hotOptions, st.s, keys)
-			return pair{newXRateMap(keys), l}, closeFn, err
+			p := sides{x: newXRateMap(keys).allow, l: l}
+			if st.limits == 2 {
+				p.x2 = newXRate2Map(keys).allow
+			}
+			return p, closeFn, err
 		})
-		for _, order := range orders {
-			b.Run(fmt.Sprintf("strategy=%s/keys=%d%s", st.name, n, order.suffix), func(b *testing.B) {
-				b.ReportAllocs()
-				p := f.get(b)
-				ctx := context.Background()
-				var failed error
-				sides := [2]func(key string) bool{p.x.allow, func(key string) bool {
-					r, err := p.l.Allow(ctx, key)
-					if err != nil {
-						failed = err
-					}
-					return r.Allowed
-				}}
-				ratios := make([]float64, 0, b.N/(2*pairedBlock)+1)
-				var next [2]int
-				var total [2]time.Duration
-				var made [2]int
-				var allowed int64
-				b.ResetTimer()
-				for pairs := 0; made[0]+made[1] < b.N; pairs++ {
-					m := min(pairedBlock, (b.N-made[0]-made[1]+1)/2)
-					var d [2]time.Duration
-					for j := range 2 {
-						s := j ^ pairs&1 // alternate which side goes first
-						start := time.Now()
-						for range m {
-							if sides[s](order.keys[next[s]]) {
-								allowed++
-							}
-							if next[s]++; next[s] == n {
-								next[s] = 0
-							}
-						}
-						d[s] = time.Since(start)
-						total[s] += d[s]
-						made[s] += m
-					}
-					if d[0] > 0 {
-						ratios = append(ratios, float64(d[1])/float64(d[0]))
-					}
+		for _, limiters := range []int{1, 2}[:st.limits] {
+			for _, order := range orders {
+				name := fmt.Sprintf("strategy=%s/keys=%d%s", st.name, n, order.suffix)
+				if limiters == 2 {
+					name += "/limiters=2"
 				}
-				b.StopTimer()
-				if failed != nil {
-					b.Fatal(failed)
-				}
-				reportThroughput(b, allowed)
-				b.ReportMetric(float64(total[0].Nanoseconds())/float64(made[0]), "xrate-ns/op")
-				b.ReportMetric(float64(total[1].Nanoseconds())/float64(made[1]), "ratestore-ns/op")
-				slices.Sort(ratios)
-				if len(ratios) > 0 {
-					b.ReportMetric(ratios[len(ratios)/2], "ratio-vs-xrate")
-				}
-			})
+				b.Run(name, func(b *testing.B) {
+					p := f.get(b)
+					x := p.x
+					if limiters == 2 {
+						x = p.x2
+					}
+					runPaired(b, order.keys, x, p.l)
+				})
+			}
 		}
 		f.release(b)
+	}
+}
+
+// runPaired is one sub-benchmark of BenchmarkHotPaired: baseline x and
+// ratestore's l take turns through keys.
+func runPaired(b *testing.B, keys []string, x func(key string) bool, l *ratestore.Limiter) {
+	n := len(keys)
+	b.ReportAllocs()
+	ctx := context.Background()
+	var failed error
+	sides := [2]func(key string) bool{x, func(key string) bool {
+		r, err := l.Allow(ctx, key)
+		if err != nil {
+			failed = err
+		}
+		return r.Allowed
+	}}
+	ratios := make([]float64, 0, b.N/(2*pairedBlock)+1)
+	var next [2]int
+	var total [2]time.Duration
+	var made [2]int
+	var allowed int64
+	b.ResetTimer()
+	for pairs := 0; made[0]+made[1] < b.N; pairs++ {
+		m := min(pairedBlock, (b.N-made[0]-made[1]+1)/2)
+		var d [2]time.Duration
+		for j := range 2 {
+			s := j ^ pairs&1 // alternate which side goes first
+			start := time.Now()
+			for range m {
+				if sides[s](keys[next[s]]) {
+					allowed++
+				}
+				if next[s]++; next[s] == n {
+					next[s] = 0
+				}
+			}
+			d[s] = time.Since(start)
+			total[s] += d[s]
+			made[s] += m
+		}
+		if d[0] > 0 {
+			ratios = append(ratios, float64(d[1])/float64(d[0]))
+		}
+	}
+	b.StopTimer()
+	if failed != nil {
+		b.Fatal(failed)
+	}
+	reportThroughput(b, allowed)
+	b.ReportMetric(float64(total[0].Nanoseconds())/float64(made[0]), "xrate-ns/op")
+	b.ReportMetric(float64(total[1].Nanoseconds())/float64(made[1]), "ratestore-ns/op")
+	slices.Sort(ratios)
+	if len(ratios) > 0 {
+		b.ReportMetric(ratios[len(ratios)/2], "ratio-vs-xrate")
 	}
 }

@@ -14,8 +14,11 @@ var (
 	ourNames  = []string{"ratestore-async-bolt", "ratestore-async-badger", "ratestore-sync-bolt", "ratestore-sync-badger",
 		"ratestore-cold-bolt", "ratestore-cold-badger"}
 	hotStrategies = []string{"xrate", "tokenbucket", "gcra", "leakybucket", "fixedwindow", "fixedwindow1", "slidingwindow", "composite", "nop"}
-	backends      = []string{"bolt", "badger"}
-	syncImpls     = []string{"bbolt-update", "ratestore-bolt", "ratestore-badger"}
+	// twoLimits are the hot strategies of two limits per key, which
+	// BenchmarkHotPaired also runs against two x/time/rate limiters per key.
+	twoLimits = []string{"fixedwindow", "composite"}
+	backends  = []string{"bolt", "badger"}
+	syncImpls = []string{"bbolt-update", "ratestore-bolt", "ratestore-badger"}
 )
 
 // The names of the results, as the benchmarks build them.
@@ -24,6 +27,10 @@ func pairedName(s string) string        { return fmt.Sprintf("HotPaired/strategy
 
 // randomName is BenchmarkHotPaired's variant with the keys in random order.
 func randomName(s string) string { return pairedName(s) + "/order=random" }
+
+// limiters2 is the variant of the BenchmarkHotPaired result named name
+// against two x/time/rate limiters per key.
+func limiters2(name string) string { return name + "/limiters=2" }
 func peerName(keys int, dist, impl string) string {
 	return fmt.Sprintf("Peers/keys=%d/dist=%s/impl=%s", keys, dist, impl)
 }
@@ -199,6 +206,13 @@ func (v *view) hot(b *strings.Builder) {
 		t.add(s, fmtNs(ns1), v.ratio(hotName(s, 1), hotName("xrate", 1), 0, "ns/op"),
 			fmtNs(ns), fmt.Sprintf("%.0f", allocs), v.ratio(hotName(s, 10_000), hotName("xrate", 10_000), 0, "ns/op"),
 			paired, random, fmtNs(apply))
+	}
+	b.WriteString(t.String())
+	b.WriteString("A strategy of two limits per key is also paired with what the same two limits cost with " +
+		"x/time/rate: two Limiters per key, in one object, asked at one reading of the clock (xrate2Map).\n\n")
+	t = &table{head: []string{"strategy", "paired, 1 limiter per key", "random order", "paired, 2 limiters per key", "random order"}}
+	for _, s := range twoLimits {
+		t.add(s, v.paired(pairedName(s)), v.paired(randomName(s)), v.paired(limiters2(pairedName(s))), v.paired(limiters2(randomName(s))))
 	}
 	b.WriteString(t.String())
 	if clock, ok := v.any("Clock", "ns/op"); ok {

@@ -31,6 +31,10 @@ func (v *view) checks() []check {
 		if _, _, _, ok := v.ix.spread(randomName(s), 0, "ratio-vs-xrate"); ok {
 			c.measured += "; keys in random order: " + v.paired(randomName(s))
 		}
+		if _, _, _, ok := v.ix.spread(limiters2(pairedName(s)), 0, "ratio-vs-xrate"); ok {
+			c.measured += "; against 2 limiters per key: " + v.paired(limiters2(pairedName(s))) +
+				", random order " + v.paired(limiters2(randomName(s)))
+		}
 		cs = append(cs, c)
 	}
 	for _, backend := range backends {
