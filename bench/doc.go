@@ -6,7 +6,8 @@
 //   - BenchmarkHot, BenchmarkHotParallel: one in-memory decision (key cached,
 //     Async mode) per strategy, against golang.org/x/time/rate Limiters in a
 //     mutex-guarded map of as many keys; BenchmarkHotPaired, the same
-//     comparison with both sides taking turns in blocks of 1024 decisions.
+//     comparison with both sides taking turns in blocks of 1024 decisions
+//     (and, for a strategy of two limits, against two Limiters per key).
 //   - BenchmarkPeers: ratestore (Async, Sync, cold) next to x/time/rate,
 //     throttled, go-limiter, ulule/limiter and ajiwo/ratelimit, at 1, 10k and
 //     1M keys, uniform and Zipf-skewed key choice.
