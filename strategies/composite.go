@@ -435,22 +435,21 @@ func (cs *Composite) take(sp, ss State, c Call, res *Result) bool {
 	return true
 }
 
-// ownPart reports whether s, a part of a Composite, is a strategy of this
-// package, prepared or not, other than a Composite: one that take may
-// call, since it answers a call exactly as its DryRun, and changes nothing
-// when it denies a call or fails. A FixedWindow without quotas, which is
-// not a valid configuration, is not one: it takes every call, yet reports
-// it denied.
+// ownPart reports whether s, a part of a Composite, is ownState and one
+// that take may call, since it answers a call exactly as its DryRun, and
+// changes nothing when it denies a call or fails. A FixedWindow without
+// quotas, which is not a valid configuration, is not one: it takes every
+// call, yet reports it denied.
 func ownPart(s Strategy) bool {
 	switch v := s.(type) {
 	case *prepared:
-		return v.kind != kindComposite && (v.kind != kindFixedWindow || len(v.fixed.Quotas) > 0)
+		if v.kind == kindFixedWindow {
+			return len(v.fixed.Quotas) > 0
+		}
 	case FixedWindow:
 		return len(v.Quotas) > 0
-	case TokenBucket, LeakyBucket, GCRA, SlidingWindow, RollingWindow:
-		return true
 	}
-	return false
+	return ownState(s)
 }
 
 // undo is what a call may change in the state of a part, saved before the

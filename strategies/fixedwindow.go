@@ -206,17 +206,8 @@ type lineOfFixedWindow struct {
 	_ [64 - unsafe.Sizeof(fixedWindowState{})]byte
 }
 
-// decide is Apply, writing the Result to *res. The usual call, one that
-// takes n > 0 that every quota has room for, on a state laid out by p,
-// goes straight to take: it is what tally decides for it (given quotas:
-// tally takes nothing without).
+// decide is Apply, writing the Result to *res.
 func (p *fixedPlan) decide(st State, c Call, res *Result) error {
-	if s, ok := st.(*fixedWindowState); ok && s.names == &p.names && c.N > 0 && !c.DryRun && len(p.Quotas) > 0 {
-		if ws := s.windows(len(p.Quotas)); p.fits(ws, c) {
-			p.take(ws, c, res)
-			return nil
-		}
-	}
 	return p.FixedWindow.decide(st, c, res, &p.names)
 }
 
