@@ -14,11 +14,8 @@ var (
 	ourNames  = []string{"ratestore-async-bolt", "ratestore-async-badger", "ratestore-sync-bolt", "ratestore-sync-badger",
 		"ratestore-cold-bolt", "ratestore-cold-badger"}
 	hotStrategies = []string{"xrate", "tokenbucket", "gcra", "leakybucket", "fixedwindow", "fixedwindow1", "slidingwindow", "composite", "nop"}
-	// twoLimits are the hot strategies of two limits per key, which
-	// BenchmarkHotPaired also runs against two x/time/rate limiters per key.
-	twoLimits = []string{"fixedwindow", "composite"}
-	backends  = []string{"bolt", "badger"}
-	syncImpls = []string{"bbolt-update", "ratestore-bolt", "ratestore-badger"}
+	backends      = []string{"bolt", "badger"}
+	syncImpls     = []string{"bbolt-update", "ratestore-bolt", "ratestore-badger"}
 )
 
 // The names of the results, as the benchmarks build them.
@@ -211,7 +208,10 @@ func (v *view) hot(b *strings.Builder) {
 	b.WriteString("A strategy of two limits per key is also paired with what the same two limits cost with " +
 		"x/time/rate: two Limiters per key, in one object, asked at one reading of the clock (xrate2Map).\n\n")
 	t = &table{head: []string{"strategy", "paired, 1 limiter per key", "random order", "paired, 2 limiters per key", "random order"}}
-	for _, s := range twoLimits {
+	for _, s := range hotStrategies {
+		if _, ok := v.any(limiters2(pairedName(s)), "ratio-vs-xrate"); !ok {
+			continue // one limit per key, or not run
+		}
 		t.add(s, v.paired(pairedName(s)), v.paired(randomName(s)), v.paired(limiters2(pairedName(s))), v.paired(limiters2(randomName(s))))
 	}
 	b.WriteString(t.String())
