@@ -286,7 +286,12 @@ func (f *FixedWindow) decide(st State, c Call, res *Result, names *fixedNames) e
 		return wrongState(kindFixedWindow, st)
 	}
 	if known := names != nil && s.names == names; known || s.laidOut(f.Quotas) {
-		if f.tally(s.windows(len(f.Quotas)), c, !c.DryRun, res) && !c.DryRun && !known && names != nil {
+		ws := s.windows(len(f.Quotas))
+		taken := c.N > 0 && !c.DryRun && f.take(ws, c, res)
+		if !taken {
+			taken = f.tally(ws, c, !c.DryRun, res) && !c.DryRun
+		}
+		if taken && !known && names != nil {
 			s.names = names
 		}
 		return nil
@@ -309,10 +314,6 @@ func (f *FixedWindow) tally(ws []window, c Call, write bool, res *Result) (taken
 	qs := f.Quotas
 	ws = ws[:len(qs)]
 	fits := f.fits(ws, c)
-	if fits && c.N > 0 && write && len(qs) > 0 {
-		f.take(ws, c, res)
-		return true
-	}
 	taken = (fits || c.Record) && c.N > 0
 	need := c.N
 	if fits || c.Record {
@@ -356,32 +357,48 @@ func (f *FixedWindow) fits(ws []window, c Call) bool {
 	return true
 }
 
-// take is tally for the usual call, one that fits every quota and takes
-// n > 0 from each, written to ws: each window is read and changed once,
-// and since every quota allows the call, the Result is the minimum of
-// what remains and the maximum of the windows' ends, with no RetryAfter.
-// It is what tally's general loop answers for such a call (TestReference
-// holds it to the code before it), without that loop's second look at
-// each window and its per-quota Result.
-func (f *FixedWindow) take(ws []window, c Call, res *Result) {
-	res.Allowed, res.RetryAfter = true, 0
-	for i := range f.Quotas {
-		q := &f.Quotas[i]
-		var end int64
-		ws[i], end = q.add(ws[i], c.Now, c.N)
+// take decides the usual call, one that takes n > 0 with no DryRun, when
+// it fits every quota: it takes n into ws, the windows of f's quotas in
+// their order, writes the Result to *res and reports true. It reports
+// false, having changed nothing, when a quota lacks room (or there are no
+// quotas), and tally answers the call.
+//
+// Since every quota allows the call, the Result is the least of what
+// remains, the latest of the windows' ends and no RetryAfter: what tally
+// answers for it (TestReference holds take to the code before it), with
+// one look at each window after fits instead of tally's two, and no
+// Result per quota. decide calls take first, and the Result is built in
+// registers and written to *res once.
+func (f *FixedWindow) take(ws []window, c Call, res *Result) bool {
+	qs := f.Quotas
+	ws = ws[:len(qs)]
+	if len(qs) == 0 || !f.fits(ws, c) {
+		return false
+	}
+	var limit, remaining int64
+	var reset time.Duration
+	for i := range qs {
+		q, w := &qs[i], &ws[i]
+		// add, by hand: a call per quota costs a quarter of the
+		// decision, and add is too large to be inlined.
+		used, end := q.at(*w, c.Now)
+		if used == 0 {
+			w.start, end = c.Now, satAdd(c.Now, int64(q.Window))
+		}
+		w.count = satAdd(used, c.N)
 		// The window counts the call from now on, unless it ends at once
 		// (a Window of 0, which no valid configuration has).
-		remaining, reset := q.Limit, time.Duration(0)
+		left, ends := q.Limit, time.Duration(0)
 		if c.Now < end {
-			remaining, reset = q.Limit-ws[i].count, until(end, c.Now)
+			left, ends = q.Limit-w.count, until(end, c.Now)
 		}
-		if i == 0 || remaining < res.Remaining {
-			res.Limit, res.Remaining = q.Limit, remaining
+		if i == 0 || left < remaining {
+			limit, remaining = q.Limit, left
 		}
-		if i == 0 || reset > res.ResetAfter {
-			res.ResetAfter = reset
-		}
+		reset = max(reset, ends)
 	}
+	*res = Result{Allowed: true, Limit: limit, Remaining: remaining, ResetAfter: reset}
+	return true
 }
 
 // laidOut reports whether s holds the configured quotas qs and no other,
