@@ -71,6 +71,14 @@ type fixedWindowState struct {
 // fixedNames are the names of the quotas of a FixedWindow, in order.
 type fixedNames []string
 
+// of sets n, len(qs) long, to the names of the quotas qs, and returns it.
+func (n fixedNames) of(qs []Quota) fixedNames {
+	for i, q := range qs {
+		n[i] = q.Name
+	}
+	return n
+}
+
 // ownNames are the names of a state that no prepared FixedWindow laid out,
 // in room of their own when there are up to two. They are made once and
 // referred to by address, never copied (list may be in room).
@@ -91,10 +99,7 @@ func (o *ownNames) init(n int) *fixedNames {
 
 // of makes o the names of the quotas qs, and returns them.
 func (o *ownNames) of(qs []Quota) *fixedNames {
-	names := *o.init(len(qs))
-	for i, q := range qs {
-		names[i] = q.Name
-	}
+	o.init(len(qs)).of(qs)
 	return &o.list
 }
 
@@ -187,11 +192,7 @@ type fixedPlan struct {
 
 // newFixedPlan returns the plan of f, with a copy of its quotas.
 func newFixedPlan(f FixedWindow) fixedPlan {
-	p := fixedPlan{FixedWindow{Quotas: slices.Clone(f.Quotas)}, make(fixedNames, len(f.Quotas))}
-	for i, q := range f.Quotas {
-		p.names[i] = q.Name
-	}
-	return p
+	return fixedPlan{FixedWindow{Quotas: slices.Clone(f.Quotas)}, make(fixedNames, len(f.Quotas)).of(f.Quotas)}
 }
 
 // newState returns a fresh state of p, in an object of its own.
