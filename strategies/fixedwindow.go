@@ -380,8 +380,10 @@ func (f *FixedWindow) take(ws []window, c Call, res *Result) bool {
 	var reset time.Duration
 	for i := range qs {
 		q, w := &qs[i], &ws[i]
-		// add, by hand: a call per quota costs a quarter of the
-		// decision, and add is too large to be inlined.
+		// q.add, by hand: add is too large for Go to inline, and the
+		// call, once per quota, cost a window of two quotas ~4 of its
+		// ~33 ns (BenchmarkDecide). TestReference holds both to the
+		// reference, so the two cannot drift apart unseen.
 		used, end := q.at(*w, c.Now)
 		if used == 0 {
 			w.start, end = c.Now, satAdd(c.Now, int64(q.Window))
