@@ -13,10 +13,11 @@ import (
 //
 // Every method that takes an instant first expires the buckets that no
 // longer count at that instant; nothing else changes a State but Add, AddAt,
-// Append, Reconfigure and Reset.
+// SubAt, Append, Reconfigure and Reset.
 //
 // Expiring moves only the State's own fields (head, count, base), never the
-// ring's contents: only Add, AddAt, Append and Reconfigure write the ring.
+// ring's contents: only Add, AddAt, SubAt, Append and Reconfigure write the
+// ring.
 // So a shallow copy (c := *s) may be queried, expired included, without
 // changing s; strategies.RollingWindow relies on it for calls that must
 // change nothing.
@@ -153,6 +154,71 @@ func (s *State) Add(now, n int64) {
 		}
 	}
 	s.push(start, s.top()+uint64(n))
+}
+
+// SubAt removes up to n units of usage from the bucket that holds the
+// instant at (the bucket starting at floor(at/Bucket)*Bucket), as of now,
+// and returns how much it removed: min(n, the bucket's count). It serves a
+// key store that reserves usage when a request starts and, when the request
+// ends, charges the real count in place of the reservation: it gives back
+// what was reserved and not used, in the bucket the reservation went to.
+//
+// It removes nothing, and returns 0, for an n <= 0, or when that bucket is
+// not held at now: expired (its usage no longer counts, so there is
+// nothing left to give back), never used, or later than the newest bucket.
+// It never takes a bucket below zero and never touches another bucket:
+// what is left of the usage expires when it would have.
+//
+// Add puts usage whose bucket is older than the newest (a clock gone
+// backwards) into the newest bucket, which SubAt does not look in for such
+// an at: there it finds at's own bucket, if held, or nothing. It then
+// gives back from the wrong bucket or not at all, which leaves usage
+// counting longer than it should, never shorter.
+//
+// The counts are cumulative, c_i = n_1 + ... + n_i, so taking k from
+// bucket i is subtracting k from c_i and from every later c_j: each later
+// n_j = c_j - c_(j-1) is unchanged, n_i drops by k, and so does used =
+// c_last - base. A bucket left at zero is dropped, the newer buckets
+// shifting one slot toward the oldest end: a State holds only buckets with
+// usage, as All promises and Append requires (the encoding round-trips),
+// and ResetAfter, which reads the newest bucket, is 0 exactly when nothing
+// counts. Dropping the last bucket leaves a fresh State, as Expire does.
+//
+// It costs O(1) for the newest bucket, where the reservation of a request
+// in flight usually is, and O(buckets) at worst, like AddAt.
+func (s *State) SubAt(now, at, n int64) int64 {
+	s.Expire(now)
+	if n <= 0 || s.count == 0 {
+		return 0
+	}
+	start := s.cfg.BucketStart(at)
+	if start > s.at(s.count-1).start {
+		return 0 // later than the newest: never used
+	}
+	i := s.search(start)
+	if s.at(i).start != start {
+		return 0 // expired, or never used
+	}
+	prev := s.base
+	if i > 0 {
+		prev = s.at(i - 1).cum
+	}
+	k := min(n, int64(s.at(i).cum-prev)) // n_i <= used <= math.MaxInt64
+	for j := i; j < s.count; j++ {
+		s.at(j).cum -= uint64(k)
+	}
+	if s.at(i).cum != prev {
+		return k
+	}
+	// Emptied: drop it. Its cumulative count is c_(i-1), so the newer
+	// buckets' counts stay as they are.
+	for j := i + 1; j < s.count; j++ {
+		*s.at(j - 1) = *s.at(j)
+	}
+	if s.count--; s.count == 0 {
+		s.Reset()
+	}
+	return k
 }
 
 // push appends a bucket newer than every bucket held.

@@ -251,6 +251,51 @@ func (rw RollingWindow) Merge(st State, now, at, n int64) error {
 	return nil
 }
 
+// Refund removes up to n units of usage from st, a state of a RollingWindow,
+// from the bucket that holds the instant at, never below zero, and returns
+// what it removed (rollingwindow.State.SubAt): at most n, and at most what
+// that bucket holds at now. It is the other half of a reservation: a key
+// store that reserves a request's usage when the request starts (Apply at
+// at) and learns its real usage only when it ends gives back the part it
+// did not use, so that what counts is the real usage, in the bucket the
+// reservation went to, expiring when it would have. A refund of everything
+// reserved leaves the key as if nothing had been reserved.
+//
+// Refund cannot tell a reservation from other usage in the same bucket, so
+// the caller gives back only what it took: nothing for a denied call,
+// which took nothing, and no more than was counted (the part of a Record
+// that would take the total past math.MaxInt64 is not).
+//
+// A bucket that has expired at now, that was never used, or that is later
+// than the newest gives back nothing: the reservation has stopped counting,
+// or was never recorded there. An at whose bucket was older than the
+// newest when the reservation was made (a clock gone backwards, when Add
+// records in the newest bucket) finds its own bucket, not the newest: it
+// gives back from that one, if held, or nothing, and usage then counts
+// longer than it should, never shorter. A state written under another
+// Window or Bucket is moved to rw's first, as Apply does, and at's bucket
+// is one of rw's.
+//
+// n < 0 is an error matching ErrInvalid; n = 0 changes nothing. A state of
+// another strategy is an error matching ErrMismatch.
+func (rw RollingWindow) Refund(st State, now, at, n int64) (int64, error) {
+	s, ok := st.(*rollingWindowState)
+	if !ok {
+		return 0, wrongState(kindRollingWindow, st)
+	}
+	if n < 0 {
+		return 0, invalid(kindRollingWindow, "refund: n must not be negative, got %d", n)
+	}
+	w, err := rw.window(s)
+	if err != nil || n == 0 {
+		return 0, err
+	}
+	if w != &s.win {
+		s.win = *w
+	}
+	return s.win.SubAt(now, at, n), nil
+}
+
 // Decode implements Strategy. It reads
 // "72|window|bucket|start|count|gap|count|...": the Window and Bucket the
 // state was written under, then its buckets oldest first, the first by its

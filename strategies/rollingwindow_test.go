@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // rwEnc returns the encoding of a rolling window state of window w in
@@ -444,4 +446,251 @@ func TestRollingWindowApplyAllocs(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestRollingWindowRefund gives back usage bucket by bucket: only from
+// the bucket of at, never below zero, an emptied bucket leaving the
+// encoding, and nothing from a bucket that has expired, was never used or
+// is later than the newest.
+func TestRollingWindowRefund(t *testing.T) {
+	const s, ms = time.Second, time.Millisecond
+	rw := RollingWindow{Limit: 100, Window: 10 * s, Bucket: s}
+	e := func(fields ...string) string { return rwEnc(10*s, s, fields...) }
+	endOfTime := time.Duration(math.MaxInt64 - t0) // at(endOfTime) is math.MaxInt64
+	for _, f := range forms {
+		st := f.of(rw).NewState()
+		mustApply(t, f.of(rw), st, Call{Now: at(0), N: 30, Record: true})
+		mustApply(t, f.of(rw), st, Call{Now: at(3500 * ms), N: 20})
+		require.NoError(t, rw.Merge(st, at(4*s), at(1200*ms), 5))
+		require.Equal(t, e(ns(0), "30", "1", "5", "2", "20"), enc(st), f.name)
+		for i, c := range []struct {
+			now, at time.Duration
+			n       int64
+			removed int64
+			used    int64 // at now, after
+			enc     string
+		}{
+			{4 * s, 3999 * ms, 5, 5, 50, e(ns(0), "30", "1", "5", "2", "15")},
+			{4 * s, s, 6, 5, 45, e(ns(0), "30", "3", "15")},         // the merge undone, and no more
+			{4 * s, 1500 * ms, 1, 0, 45, e(ns(0), "30", "3", "15")}, // the bucket just emptied
+			{4 * s, 2 * s, 1, 0, 45, e(ns(0), "30", "3", "15")},     // never used
+			{4 * s, 5 * s, 1, 0, 45, e(ns(0), "30", "3", "15")},     // later than the newest
+			{4 * s, 0, 0, 0, 45, e(ns(0), "30", "3", "15")},         // nothing asked
+			{10*s - 1, 0, 100, 30, 15, e(ns(3*s), "15")},            // all, a ns before it expires
+			{13*s - 1, 3 * s, 14, 14, 1, e(ns(3*s), "1")},           // all but one
+			{13 * s, 3 * s, 1, 0, 0, e()},                           // expired: dropped, as a call that takes drops it
+			{13 * s, 13 * s, math.MaxInt64, 0, 0, e()},              // empty
+			{-time.Hour, -time.Hour, math.MaxInt64, 0, 0, e()},      // a clock gone back, empty
+			{-time.Hour, 13 * s, math.MaxInt64, 0, 0, e()},          // in the future
+			{14 * s, 14 * s, 0, 0, 0, e()},                          // n = 0
+			{endOfTime, endOfTime, 1, 0, 0, e()},
+		} {
+			removed, err := rw.Refund(st, at(c.now), at(c.at), c.n)
+			require.NoError(t, err, "%s: refund %d", f.name, i)
+			require.Equal(t, c.removed, removed, "%s: refund %d", f.name, i)
+			require.Equal(t, c.enc, enc(st), "%s: refund %d", f.name, i)
+			used, err := rw.Used(st, at(c.now))
+			require.NoError(t, err)
+			require.Equal(t, c.used, used, "%s: refund %d", f.name, i)
+			require.Equal(t, c.enc, enc(clone(t, rw, st)), "%s: refund %d: round trip", f.name, i)
+		}
+	}
+}
+
+// TestRollingWindowRefundRestores takes usage with Merge, Record and
+// AllowN, then refunds all of it: Used, a Peek's Result and the encoding
+// are what they were before it was taken.
+func TestRollingWindowRefundRestores(t *testing.T) {
+	const m = time.Minute
+	h := time.Hour
+	rw := RollingWindow{Limit: 1000, Window: 5 * h, Bucket: 5 * m}
+	stored := rwEnc(5*h, 5*m, ns(0), "100", "12", "200", "24", "300") // t0, t0+1h, t0+3h
+	now := at(3*h + 2*m)
+	for _, c := range []struct {
+		name string
+		take func(st State) error
+		at   int64 // the instant of the refund's bucket
+		n    int64
+	}{
+		{"Merge into a bucket held", func(st State) error { return rw.Merge(st, now, at(h+4*m), 50) }, at(h + 4*m), 50},
+		{"Merge into a new bucket", func(st State) error { return rw.Merge(st, now, at(2*h), 50) }, at(2 * h), 50},
+		{"Merge into the oldest", func(st State) error { return rw.Merge(st, now, at(m), 7) }, at(m), 7},
+		{"Record into the newest", func(st State) error {
+			_, err := rw.Apply(st, Call{Now: now, N: 400, Record: true})
+			return err
+		}, now, 400},
+		{"Record past the limit", func(st State) error {
+			_, err := rw.Apply(st, Call{Now: now, N: 5000, Record: true})
+			return err
+		}, now, 5000},
+		{"AllowN into a new bucket", func(st State) error {
+			_, err := Prepare(rw).Apply(st, Call{Now: at(3*h + 7*m), N: 399})
+			return err
+		}, at(3*h + 5*m), 399},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st := mustDecode(t, rw, stored)
+			peekAt := func(now int64) Result { return mustApply(t, rw, st, Call{Now: now}) }
+			usedBefore, err := rw.Used(st, now)
+			require.NoError(t, err)
+			later := at(3*h + 9*m) // the request ends
+			peekBefore, peekLater := peekAt(now), peekAt(later)
+
+			require.NoError(t, c.take(st))
+			used, err := rw.Used(st, now)
+			require.NoError(t, err)
+			require.Equal(t, usedBefore+c.n, used)
+
+			removed, err := rw.Refund(st, later, c.at, c.n)
+			require.NoError(t, err)
+			require.Equal(t, c.n, removed)
+			used, err = rw.Used(st, now)
+			require.NoError(t, err)
+			require.Equal(t, usedBefore, used)
+			require.Equal(t, stored, enc(st))
+			require.Equal(t, peekBefore, peekAt(now))
+			require.Equal(t, peekLater, peekAt(later))
+			require.Equal(t, peekLater, mustApply(t, rw, clone(t, rw, st), Call{Now: later}))
+		})
+	}
+}
+
+// TestRollingWindowReserveRefund plays a key store's reservations on
+// random states: an AllowN or a Record of a reservation when a request
+// starts, and when it ends, a Refund of what it did not use. From then on
+// the key counts exactly as if only the real usage had been recorded when
+// the request started: the same Used until all has expired, the same
+// Result of a Peek, before and after a round trip through the encoding; a
+// refund of everything leaves it as if nothing had been reserved.
+func TestRollingWindowReserveRefund(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 2))
+	runs := 300
+	if testing.Short() {
+		runs = 60
+	}
+	reservations, all, expired := 0, 0, 0
+	for range runs {
+		rw := randRollingWindow(r)
+		for _, f := range forms {
+			s := f.of(rw)
+			st := s.NewState()
+			peek := func(st State, now int64) Result { return mustApply(t, s, st, Call{Now: now}) }
+			now := t0 + r.Int64N(int64(time.Hour))
+			for range 40 {
+				// Other usage, forward in time: with a clock gone back,
+				// Add records in the newest bucket, not in the bucket of
+				// the reservation's instant, where Refund looks.
+				now += randStep(r, false)
+				c := randCall(r, now)
+				c.N = min(c.N, 1000) // no saturated totals
+				mustApply(t, s, st, c)
+				if r.IntN(3) != 0 {
+					continue
+				}
+
+				start := now + r.Int64N(int64(rw.Bucket)*2) // the request starts
+				end := start + r.Int64N(int64(rw.Window)+1) // and ends, mostly while its bucket counts
+				if r.IntN(5) == 0 {
+					end += int64(rw.Window) // after its reservation has expired
+				}
+				now = end
+				reserve, record := 1+r.Int64N(rw.Limit), r.IntN(3) == 0
+				before := clone(t, s, st)
+				if res := mustApply(t, s, st, Call{Now: start, N: reserve, Record: record}); !record && !res.Allowed {
+					continue // denied: nothing reserved, and the request does not run
+				}
+				real := r.Int64N(reserve + 1)
+				if r.IntN(3) == 0 {
+					real = 0
+				}
+				onlyReal := clone(t, s, before)
+				if real > 0 {
+					mustApply(t, s, onlyReal, Call{Now: start, N: real, Record: true})
+				}
+
+				removed, err := rw.Refund(st, end, start, reserve-real)
+				require.NoError(t, err)
+				reservations++
+				want := reserve - real
+				if rw.config().BucketStart(start) <= end-int64(rw.Window) {
+					want = 0 // the reservation's bucket has expired: nothing counts to give back
+					expired++
+				}
+				require.Equal(t, want, removed, "%#v: reserved %d at %d, used %d, refund at %d", rw, reserve, start, real, end)
+				if real == 0 {
+					all++
+					require.Equal(t, peek(before, end), peek(st, end), "%#v: reserved %d at %d, refund of all at %d", rw, reserve, start, end)
+				}
+				require.Equal(t, peek(onlyReal, end), peek(st, end), "%#v: reserved %d at %d, used %d, refund at %d", rw, reserve, start, real, end)
+				require.Equal(t, peek(st, end), peek(clone(t, s, st), end), "round trip")
+				for k := range int64(rw.config().Buckets() + 2) {
+					when := end + k*int64(rw.Bucket)
+					a, err := rw.Used(st, when)
+					require.NoError(t, err)
+					b, err := rw.Used(onlyReal, when)
+					require.NoError(t, err)
+					require.Equal(t, b, a, "%#v: reserved %d at %d, used %d, refund at %d: Used at %d", rw, reserve, start, real, end, when)
+				}
+			}
+		}
+	}
+	// The runs must have covered refunds of everything, and of expired
+	// reservations.
+	require.Greater(t, all, reservations/10, "%d refunds of everything in %d", all, reservations)
+	require.Greater(t, expired, reservations/20, "%d expired of %d", expired, reservations)
+	require.Less(t, expired, reservations/2, "%d expired of %d", expired, reservations)
+}
+
+// TestRollingWindowRefundErrors checks the errors of Refund, which change
+// nothing, and that it moves a state written under another Window or
+// Bucket to rw's first, as Merge does.
+func TestRollingWindowRefundErrors(t *testing.T) {
+	const m = time.Minute
+	h := time.Hour
+	rw := RollingWindow{Limit: 100000, Window: 5 * h, Bucket: 5 * m}
+	now := at(6 * h)
+	st := rw.NewState()
+	mustApply(t, rw, st, Call{Now: now, N: 100, Record: true})
+	before := enc(st)
+
+	for _, c := range []struct {
+		name   string
+		rw     RollingWindow
+		st     State
+		n      int64
+		target error
+	}{
+		{"a negative n", rw, st, -1, ErrInvalid},
+		{"MinInt64", rw, st, math.MinInt64, ErrInvalid},
+		{"nil", rw, nil, 1, ErrMismatch},
+		{"a GCRA state", rw, GCRA{Rate: 1, Burst: 1}.NewState(), 1, ErrMismatch},
+		{"a sliding window state", rw, SlidingWindow{Limit: 1, Window: h}.NewState(), 1, ErrMismatch},
+		{"a composite state with a rolling window", rw, Composite{Primary: TokenBucket{Rate: 1, Burst: 1}, Secondary: rw}.NewState(), 1, ErrMismatch},
+		{"an invalid configuration, another Bucket", RollingWindow{Limit: 5, Window: 5 * h, Bucket: 7 * m}, st, 1, ErrInvalid},
+		{"an invalid Limit, another Window", RollingWindow{Limit: 0, Window: h, Bucket: 5 * m}, st, 1, ErrInvalid},
+	} {
+		removed, err := c.rw.Refund(c.st, now, now, c.n)
+		require.ErrorIs(t, err, c.target, c.name)
+		require.Zero(t, removed, c.name)
+		require.Equal(t, before, enc(st), "%s: a failed Refund changed the state", c.name)
+	}
+	removed, err := rw.Refund(st, now, now, 100)
+	require.NoError(t, err)
+	require.Equal(t, int64(100), removed)
+
+	// A state written under another configuration is moved first; a
+	// refund of nothing leaves it as it is.
+	stored := rwEnc(h, m, ns(5*h+3*m), "5", "2", "7") // buckets at 5h3m and 5h5m of a 1h window in 1m buckets
+	st = mustDecode(t, rw, stored)
+	removed, err = rw.Refund(st, now, at(5*h+5*m), 0)
+	require.NoError(t, err)
+	require.Zero(t, removed)
+	require.Equal(t, stored, enc(st))
+	removed, err = rw.Refund(st, now, at(5*h+5*m+time.Second), 4) // both moved to rw's bucket at 5h5m
+	require.NoError(t, err)
+	require.Equal(t, int64(4), removed)
+	require.Equal(t, rwEnc(5*h, 5*m, ns(5*h+5*m), "8"), enc(st))
+	removed, err = rw.Refund(st, now, at(5*h+3*m), 4) // the 1m bucket at 5h3m is gone: not one of rw's
+	require.NoError(t, err)
+	require.Zero(t, removed)
 }
