@@ -3,8 +3,10 @@ package ratestore
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -26,10 +28,12 @@ type committer struct {
 	gen     atomic.Pointer[generation] // the open generation
 	durable atomic.Uint64              // the newest generation on disk
 
-	// written is set when something other than the engine (the key store)
-	// committed to the store: the next commit must Sync even if it has no
-	// states of its own to write. See storeDurable.
-	written atomic.Bool
+	// batchMu keeps the open generation from being swapped while an Update
+	// runs, so that every change of its Batch joins one commit: Update
+	// holds it for reading, the committer for writing while it swaps.
+	batchMu sync.RWMutex
+
+	records records // records written and not yet committed
 
 	kick    chan struct{} // wakes the committer to commit now; buffered, 1
 	closing chan struct{} // closed by Close: commit what is left and exit
@@ -42,11 +46,13 @@ type committer struct {
 	swept []string // the keys (joinKey) of the states in the commit
 }
 
-// commitChunk bounds one backend transaction. badger refuses transactions
-// above a size derived from its memtable, and a commit after a long Async
-// interval can hold many keys; states are independent per key, so a group
-// may span several transactions as long as each key's write is atomic and
-// the whole group is synced before anyone is told it is durable.
+// commitChunk bounds one backend transaction when a commit is too large
+// for one: badger refuses transactions above a size derived from its
+// memtable, and a commit after a long Async interval can hold many keys.
+// States are independent per key, so a group may then span several
+// transactions as long as each key's write is atomic and the whole group
+// is synced before anyone is told it is durable. (A Batch loses its
+// all-or-none promise in that case; see DB.Update.)
 const commitChunk = 4096
 
 func (db *DB) startCommitter(interval time.Duration) {
@@ -110,8 +116,10 @@ func (db *DB) wake() {
 // is written now) or read the swap; one that read the new generation waits
 // for the next commit, which takes whatever this one did not.
 func (db *DB) commit() error {
+	db.batchMu.Lock()
 	old := db.gen.Load()
 	db.gen.Store(&generation{seq: old.seq + 1, done: make(chan struct{})})
+	db.batchMu.Unlock()
 
 	ops, arena, swept := db.ops[:0], db.arena[:0], db.swept[:0]
 	for i := range db.shards {
@@ -136,20 +144,27 @@ func (db *DB) commit() error {
 		sh.mu.Unlock()
 	}
 
+	ops = db.records.sweep(ops)
+
 	var err error
-	if written := db.written.Swap(false); len(ops) > 0 || written {
+	if len(ops) > 0 {
 		// In key order, bbolt's cursor walks its tree forward instead of
 		// seeking from the root for every put, and pages fill in order.
 		slices.SortFunc(ops, func(a, b storage.Op) int { return bytes.Compare(a.Key, b.Key) })
-		for start := 0; start < len(ops) && err == nil; start += commitChunk {
-			err = db.store.Commit(ops[start:min(start+commitChunk, len(ops))])
+		err = db.store.Commit(ops)
+		if errors.Is(err, storage.ErrTooBig) {
+			err = nil
+			for start := 0; start < len(ops) && err == nil; start += commitChunk {
+				err = db.store.Commit(ops[start:min(start+commitChunk, len(ops))])
+			}
 		}
 		if err == nil {
 			err = db.store.Sync()
 		}
 	}
+	db.records.landed(err == nil)
 	if err != nil {
-		err = fmt.Errorf("ratestore: commit of %d states: %w", len(ops), err)
+		err = fmt.Errorf("ratestore: commit of %d states and records: %w", len(ops), err)
 		db.log.Error("ratestore: commit failed; changes stay in memory and will be retried", "err", err)
 		db.redirty(swept)
 	} else {
@@ -167,29 +182,6 @@ func (db *DB) commit() error {
 		db.ops, db.arena, db.swept = nil, nil, nil
 	}
 	return err
-}
-
-// storeDurable returns once every write committed to the store before it
-// was called is as durable as the DB's mode promises: for the key store,
-// which commits its own records and shares the committer's Sync (and so its
-// group commit) rather than paying an fsync per write. In Async mode it
-// returns at once and the next flush syncs.
-//
-// written is set before the generation is read: a commit that swapped that
-// generation out reads written after the swap, so it syncs this write
-// (or an earlier commit already did, having read written later than it
-// was set).
-func (db *DB) storeDurable(ctx context.Context) error {
-	if db.closed.Load() {
-		return ErrClosed
-	}
-	db.written.Store(true)
-	if db.async {
-		return nil
-	}
-	g := db.gen.Load()
-	db.wake()
-	return db.wait(ctx, g)
 }
 
 // redirty marks the entries of a failed commit, named by their keys, dirty

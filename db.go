@@ -43,7 +43,6 @@ import (
 	"github.com/ratestore/ratestore/internal/storage"
 	"github.com/ratestore/ratestore/internal/storage/badgerstore"
 	"github.com/ratestore/ratestore/internal/storage/boltstore"
-	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -100,13 +99,6 @@ type Options struct {
 	// Logger receives commit failures and the backend's warnings; nil
 	// discards them.
 	Logger *slog.Logger
-
-	// UsageWindow and UsageBucket shape the token window of the key store
-	// (DB.Keys): usage counts for UsageWindow, kept in buckets of
-	// UsageBucket, which must divide it. Zero means the legacy window:
-	// keystore.DefaultWindow (5 hours) in keystore.DefaultBucket (5 minute)
-	// buckets.
-	UsageWindow, UsageBucket time.Duration
 }
 
 var (
@@ -136,7 +128,8 @@ type DB struct {
 	shards   [numShards]shard
 	shardCap int // entries per shard before eviction
 
-	keys *keystore.Store
+	attachMu sync.Mutex
+	attached map[any]any // see Attach
 
 	committer
 	closed    atomic.Bool
@@ -159,9 +152,6 @@ func Open(path string, opts Options) (*DB, error) {
 	if opts.MaxCachedKeys < 0 {
 		return nil, fmt.Errorf("ratestore: open: negative MaxCachedKeys %d: %w", opts.MaxCachedKeys, ErrInvalid)
 	}
-	if err := keystore.ValidateWindow(opts.UsageWindow, opts.UsageBucket); err != nil {
-		return nil, fmt.Errorf("ratestore: open: %w", err)
-	}
 	backend := opts.Backend
 	if backend == "" {
 		backend = Bolt
@@ -182,16 +172,11 @@ func Open(path string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("ratestore: open: %w", err)
 	}
 
-	db, err := newDB(store, backend, path, opts)
-	if err != nil {
-		store.Close()
-		return nil, fmt.Errorf("ratestore: open: %w", err)
-	}
-	return db, nil
+	return newDB(store, backend, path, opts), nil
 }
 
 // newDB starts the engine over an open store; opts is already validated.
-func newDB(store storage.Store, backend Backend, path string, opts Options) (*DB, error) {
+func newDB(store storage.Store, backend Backend, path string, opts Options) *DB {
 	db := &DB{
 		store:   store,
 		backend: backend,
@@ -217,25 +202,14 @@ func newDB(store storage.Store, backend Backend, path string, opts Options) (*DB
 	if interval == 0 {
 		interval = DefaultFlushInterval
 	}
-	keys, err := keystore.New(store, keystore.Options{
-		Window:  opts.UsageWindow,
-		Bucket:  opts.UsageBucket,
-		Now:     db.now,
-		Durable: db.storeDurable,
-	})
-	if err != nil {
-		return nil, err
-	}
-	db.keys = keys
 	db.startCommitter(interval)
-	return db, nil
+	return db
 }
 
-// Keys returns the API-key store inside the same database: keys with hashed
-// secrets, limits and expiry, and their token usage over the usage window
-// of Options. Its writes share the engine's commits: in Sync mode a change
-// returns once it is on disk, grouped with concurrent ones.
-func (db *DB) Keys() *keystore.Store { return db.keys }
+// Now reads the DB's clock: Options.Now, or the system clock (see
+// SystemClock). Packages built on a DB use it so that an injected clock
+// rules them too.
+func (db *DB) Now() time.Time { return time.Unix(0, db.now()) }
 
 // SystemClock returns the default clock of a DB: the wall clock read once,
 // when SystemClock is called, and advanced by the monotonic clock from then
@@ -269,6 +243,10 @@ func (db *DB) Path() string { return db.path }
 func (db *DB) Close() error {
 	db.closeOnce.Do(func() {
 		db.closed.Store(true)
+		// Every Update under way ends before the final commit: its Batch
+		// may still be making changes.
+		db.batchMu.Lock()
+		db.batchMu.Unlock() //nolint:staticcheck // an empty critical section: a barrier
 		// A barrier: once every shard lock has been taken after closed was
 		// set, every call has either seen closed or finished changing its
 		// state, so the final commit holds every change ever made.

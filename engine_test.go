@@ -17,7 +17,6 @@ import (
 
 	"github.com/ratestore/ratestore/internal/storage"
 	"github.com/ratestore/ratestore/internal/storage/boltstore"
-	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -62,8 +61,7 @@ func openHooked(t *testing.T, opts Options) (*DB, *hookStore, string) {
 	if opts.Now == nil {
 		opts.Now = fixedNow
 	}
-	db, err := newDB(h, Bolt, path, opts)
-	require.NoError(t, err)
+	db := newDB(h, Bolt, path, opts)
 	t.Cleanup(func() { db.Close() })
 	return db, h, path
 }
@@ -429,25 +427,32 @@ func TestCancelledWaitKeepsTheChange(t *testing.T) {
 	require.Equal(t, bucket.Burst-7, r.Remaining)
 }
 
-// TestKeyStoreWritesShareCommits: a key store write in Sync mode returns
-// after the committer synced the store; in Async mode it returns at once and
-// the next flush syncs it.
-func TestKeyStoreWritesShareCommits(t *testing.T) {
+// TestBatchSharesCommits: an Update's changes, states and records, are
+// synced before it returns in Sync mode, in one commit; in Async mode it
+// returns at once and the next flush syncs them.
+func TestBatchSharesCommits(t *testing.T) {
 	for _, d := range []Durability{Sync, Async} {
 		t.Run(d.String(), func(t *testing.T) {
 			db, h, _ := openHooked(t, Options{Durability: d, FlushInterval: time.Hour})
-			k, _, err := db.Keys().Create(bg, keystore.Spec{Name: "a", TokenLimit: 10})
-			require.NoError(t, err)
+			l := mustLimiter(t, db, "l")
 			before := h.syncs.Load()
-			_, err = db.Keys().RecordUsage(bg, k.ID, 3)
+			err := db.Update(bg, func(b *Batch) error {
+				if _, err := b.AllowN(l, "a", 1); err != nil {
+					return err
+				}
+				if _, err := b.Record(l, "b", 2); err != nil {
+					return err
+				}
+				return b.Put([]byte("k/1"), []byte("v"))
+			})
 			require.NoError(t, err)
 			if d == Sync {
-				require.Greater(t, h.syncs.Load(), before, "synced before RecordUsage returned")
+				require.Equal(t, before+1, h.syncs.Load(), "one sync for the whole batch, before Update returned")
 				return
 			}
 			require.Equal(t, before, h.syncs.Load(), "Async: no sync on the caller's path")
 			require.NoError(t, db.Flush(bg))
-			require.Greater(t, h.syncs.Load(), before, "the flush synced the key store's write")
+			require.Equal(t, before+1, h.syncs.Load(), "the flush synced the batch")
 		})
 	}
 }

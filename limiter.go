@@ -106,6 +106,14 @@ func (l *Limiter) Peek(ctx context.Context, key string) (r Result, err error) {
 	return r, err
 }
 
+// PeekN reports what AllowN(ctx, key, n) would say, RetryAfter included,
+// without taking anything: it writes nothing. Callers that must check
+// several limits before taking from any of them ask each with PeekN first.
+func (l *Limiter) PeekN(ctx context.Context, key string, n int64) (r Result, err error) {
+	err = l.do(ctx, key, strategies.Call{N: n, DryRun: true}, &r)
+	return r, err
+}
+
 // Record takes n unconditionally, even past the limit: it is for usage known
 // only afterwards, such as LLM tokens counted from a response. Later calls are
 // denied until the excess has drained or expired. The Result says whether the
@@ -121,24 +129,32 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := validKey(key); err != nil {
+	g, err := l.reset(key)
+	if err != nil {
 		return err
+	}
+	return l.db.committed(ctx, g)
+}
+
+// reset forgets key's state and returns the generation that holds the
+// change. It does not read the stored state, so it cannot fail on it.
+func (l *Limiter) reset(key string) (*generation, error) {
+	if err := validKey(key); err != nil {
+		return nil, err
 	}
 	db := l.db
 	sh, at, err := l.lock(key)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	i, _ := db.lookup(sh, at, l.name, key, l.s, db.now(), false) // no load: cannot fail
 	sh.slots[i].st = nil
-	g := db.gen.Load()
-	sh.markDirty(i, g.seq)
-	sh.mu.Unlock()
-	return db.committed(ctx, g)
+	return db.changed(sh, i), nil
 }
 
-// do decides c for key under the key's shard lock and writes the answer to
-// *res, where strategies.Decide writes it in the first place. The Result
+// do decides c for key and waits, if the call changed the state, until
+// that change is as durable as the DB's mode promises. It writes the answer
+// to *res, where strategies.Decide writes it in the first place. The Result
 // goes through pointers, never up a call chain by value: Go keeps a struct
 // of more than four fields in memory, and copying it between stack slots
 // right after it was written made the CPU stall on store-to-load forwarding
@@ -148,36 +164,38 @@ func (l *Limiter) do(ctx context.Context, key string, c strategies.Call, res *Re
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := validKey(key); err != nil {
+	g, err := l.decide(key, c, res)
+	if g == nil || err != nil {
 		return err
 	}
+	return l.db.committed(ctx, g)
+}
+
+// decide validates and decides c for key under the key's shard lock, and
+// returns the generation holding the change it made, or nil when it
+// changed nothing.
+func (l *Limiter) decide(key string, c strategies.Call, res *Result) (*generation, error) {
+	if err := validKey(key); err != nil {
+		return nil, err
+	}
 	if c.N < 0 {
-		return fmt.Errorf("ratestore: limiter %q: key %q: negative n %d: %w", l.name, key, c.N, ErrInvalid)
+		return nil, fmt.Errorf("ratestore: limiter %q: key %q: negative n %d: %w", l.name, key, c.N, ErrInvalid)
 	}
 	db := l.db
 	c.Now = db.now()
-	sh, at, err := l.lock(key)
+	sh, i, err := l.entry(key, c.Now)
 	if err != nil {
-		return err
-	}
-	i, err := db.lookup(sh, at, l.name, key, l.s, c.Now, true)
-	if err != nil {
-		sh.mu.Unlock()
-		return err
+		return nil, err
 	}
 	e := &sh.slots[i] // valid until sh.mu is unlocked: nothing is inserted until then
+	c.Now = e.see(c.Now)
 	st := e.st
-	if c.Now < e.seen {
-		c.Now = e.seen
-	} else {
-		e.seen = c.Now
-	}
 	if st == nil {
 		st = l.s.NewState()
 	}
 	if err := strategies.Decide(l.s, st, c, res); err != nil {
 		sh.mu.Unlock()
-		return fmt.Errorf("ratestore: limiter %q: key %q: %w", l.name, key, err)
+		return nil, fmt.Errorf("ratestore: limiter %q: key %q: %w", l.name, key, err)
 	}
 	e.idleAt = satAdd(c.Now, int64(res.ResetAfter))
 	if !c.Taken(res.Allowed) {
@@ -185,16 +203,50 @@ func (l *Limiter) do(ctx context.Context, key string, c strategies.Call, res *Re
 		// has brought back to its initial value is deleted in passing.
 		sh.dropIfIdle(i, c.Now, db.gen.Load().seq)
 		sh.mu.Unlock()
-		return nil
+		return nil, nil
 	}
 	if res.ResetAfter == 0 {
 		st = nil // back at its initial value: delete rather than store
 	}
 	e.st = st
+	return db.changed(sh, i), nil
+}
+
+// entry locks the shard of key and returns it with the slot of the key's
+// entry, loaded from the store on a miss. The caller unlocks the shard; on
+// an error nothing is locked.
+func (l *Limiter) entry(key string, now int64) (*shard, int, error) {
+	sh, at, err := l.lock(key)
+	if err != nil {
+		return nil, -1, err
+	}
+	i, err := l.db.lookup(sh, at, l.name, key, l.s, now, true)
+	if err != nil {
+		sh.mu.Unlock()
+		return nil, -1, err
+	}
+	return sh, i, nil
+}
+
+// see returns the instant a call on e made at now uses: never one earlier
+// than a call on e used before. While a key is in memory, a clock that goes
+// backwards gives it no refill and no penalty, whatever its strategy stores.
+func (e *entry) see(now int64) int64 {
+	if now < e.seen {
+		return e.seen
+	}
+	e.seen = now
+	return now
+}
+
+// changed marks the entry of slot i, whose state a call changed, dirty in
+// the open generation, unlocks the shard and returns that generation: the
+// commit the caller waits for.
+func (db *DB) changed(sh *shard, i int) *generation {
 	g := db.gen.Load()
 	sh.markDirty(i, g.seq)
 	sh.mu.Unlock()
-	return db.committed(ctx, g)
+	return g
 }
 
 // lock locks the shard of key and returns it with the key's slot, or

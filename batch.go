@@ -1,0 +1,266 @@
+package ratestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/ratestore/ratestore/strategies"
+)
+
+// Update runs fn with a Batch, and returns once every change fn made
+// through it is as durable as the DB's mode promises: on disk in Sync
+// mode, at once in Async mode. It is how a package built on a DB (the key
+// store) makes one request's changes to several states and records
+// together: they join one commit, so after a crash either all of them are
+// on disk or none is, and the caller waits for one fsync, shared with every
+// concurrent caller, however many changes it made.
+//
+// A Batch is not a transaction. Each change is made, and seen by every
+// other caller, the moment it is made; nothing is rolled back when fn
+// returns an error (the changes made stand, and Update still waits for
+// them). Callers that must check several limits before taking from any of
+// them ask first (Limiter.PeekN) under a lock of their own.
+//
+// The committer does not start a commit while an fn runs, so fn must be
+// short: decisions and records, no I/O, no waiting for other goroutines,
+// and no nested Update (which would wait for itself). ctx bounds only the
+// wait for the commit, as for Limiter.AllowN.
+//
+// One exception to "all or none": a commit too large for one badger
+// transaction (many thousands of changes in one Async interval) is split
+// into several, and a crash between them can keep part of a batch.
+func (db *DB) Update(ctx context.Context, fn func(*Batch) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	db.batchMu.RLock()
+	if db.closed.Load() {
+		db.batchMu.RUnlock()
+		return ErrClosed
+	}
+	b := &Batch{db: db}
+	err := fn(b)
+	b.db = nil // a Batch used after fn returned would miss the commit
+	db.batchMu.RUnlock()
+	if b.gen == nil {
+		return err
+	}
+	return errors.Join(err, db.committed(ctx, b.gen))
+}
+
+// Batch makes changes for Update: limiter calls that do not wait for their
+// commit, and records. Its methods are those of Limiter, with the limiter
+// as first argument, and act at once; only the wait is shared. It is valid
+// only during the call of fn it was given to, and is not safe for
+// concurrent use.
+type Batch struct {
+	db  *DB
+	gen *generation // the generation every change joins; nil: no change yet
+}
+
+// use checks that the batch is still open and that l, if not nil, is a
+// limiter of its DB.
+func (b *Batch) use(l *Limiter) error {
+	switch {
+	case b.db == nil:
+		return fmt.Errorf("ratestore: batch used after its Update returned: %w", ErrInvalid)
+	case l != nil && l.db != b.db:
+		return fmt.Errorf("ratestore: batch: limiter %q belongs to another DB: %w", l.name, ErrInvalid)
+	}
+	return nil
+}
+
+// joined notes that a change joined generation g (nil: no change). Update
+// holds the committer off, so every change joins the same one.
+func (b *Batch) joined(g *generation) {
+	if g != nil {
+		b.gen = g
+	}
+}
+
+// AllowN is l.AllowN(ctx, key, n) without the wait.
+func (b *Batch) AllowN(l *Limiter, key string, n int64) (r Result, err error) {
+	err = b.call(l, key, strategies.Call{N: n}, &r)
+	return r, err
+}
+
+// Record is l.Record(ctx, key, n) without the wait.
+func (b *Batch) Record(l *Limiter, key string, n int64) (r Result, err error) {
+	err = b.call(l, key, strategies.Call{N: n, Record: true}, &r)
+	return r, err
+}
+
+func (b *Batch) call(l *Limiter, key string, c strategies.Call, res *Result) error {
+	if err := b.use(l); err != nil {
+		return err
+	}
+	g, err := l.decide(key, c, res)
+	b.joined(g)
+	return err
+}
+
+// Reset is l.Reset(ctx, key) without the wait.
+func (b *Batch) Reset(l *Limiter, key string) error {
+	if err := b.use(l); err != nil {
+		return err
+	}
+	g, err := l.reset(key)
+	b.joined(g)
+	return err
+}
+
+// Modify replaces key's state under l by what fn returns, for the changes
+// a strategy offers besides its decisions: strategies.RollingWindow.Merge
+// (usage at an instant in the past) and Refund (usage given back). fn gets
+// the key's current state (a fresh one if it has none), which it may change
+// in place and return, and the instant of the call in Unix nanoseconds, as
+// Call.Now. An error from fn changes nothing, provided fn changed nothing
+// before returning it. Modify returns what Peek says after the change.
+func (b *Batch) Modify(l *Limiter, key string, fn func(st strategies.State, now int64) (strategies.State, error)) (r Result, err error) {
+	if err := b.use(l); err != nil {
+		return Result{}, err
+	}
+	if err := validKey(key); err != nil {
+		return Result{}, err
+	}
+	db := l.db
+	now := db.now()
+	sh, i, err := l.entry(key, now)
+	if err != nil {
+		return Result{}, err
+	}
+	e := &sh.slots[i]
+	now = e.see(now)
+	st := e.st
+	if st == nil {
+		st = l.s.NewState()
+	}
+	st, err = fn(st, now)
+	if err == nil {
+		if st == nil {
+			err = errors.New("Modify's function returned a nil state")
+		} else {
+			err = strategies.Decide(l.s, st, strategies.Call{Now: now, DryRun: true}, &r)
+		}
+	}
+	if err != nil {
+		sh.mu.Unlock()
+		return Result{}, fmt.Errorf("ratestore: limiter %q: key %q: modify: %w", l.name, key, err)
+	}
+	e.idleAt = satAdd(now, int64(r.ResetAfter))
+	if r.ResetAfter == 0 {
+		st = nil // back at its initial value: delete rather than store
+	}
+	e.st = st
+	b.joined(db.changed(sh, i))
+	return r, nil
+}
+
+// Put stores value at key in the DB's records (see DB.Get), in the batch's
+// commit. key is 1 to MaxKeyLen bytes and must not start with "s/", the
+// prefix of limiter states.
+func (b *Batch) Put(key, value []byte) error {
+	if value == nil {
+		value = []byte{}
+	}
+	return b.write(key, value)
+}
+
+// Delete removes the record at key, if any, in the batch's commit.
+func (b *Batch) Delete(key []byte) error { return b.write(key, nil) }
+
+func (b *Batch) write(key, value []byte) error {
+	if err := b.use(nil); err != nil {
+		return err
+	}
+	if err := validRecordKey(key); err != nil {
+		return err
+	}
+	g, err := b.db.records.put(b.db, string(key), value)
+	b.joined(g)
+	return err
+}
+
+// validRecordKey checks the key of a record.
+func validRecordKey(key []byte) error {
+	switch {
+	case len(key) == 0 || len(key) > MaxKeyLen:
+		return fmt.Errorf("ratestore: record key of %d bytes: want 1 to %d: %w", len(key), MaxKeyLen, ErrInvalid)
+	case strings.HasPrefix(string(key), statePrefix):
+		return fmt.Errorf("ratestore: record key %.40q: %q is the prefix of limiter states: %w", key, statePrefix, ErrInvalid)
+	}
+	return nil
+}
+
+// Get returns a copy of the record stored at key, or nil if there is none.
+// It sees every Put and Delete made before it, committed or not.
+//
+// Records are the small values an application keeps beside its limiter
+// states, in the same database and the same commits (Batch.Put): the key
+// store keeps its API keys there. Their keys must not start with "s/",
+// which holds the states.
+func (db *DB) Get(ctx context.Context, key []byte) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if db.closed.Load() {
+		return nil, ErrClosed
+	}
+	if err := validRecordKey(key); err != nil {
+		return nil, err
+	}
+	if v, ok := db.records.get(string(key)); ok {
+		return v, nil
+	}
+	v, err := db.store.Get(key)
+	if err != nil {
+		return nil, fmt.Errorf("ratestore: get record %.40q: %w", key, err)
+	}
+	return v, nil
+}
+
+// Scan calls fn with every record whose key starts with prefix, in key
+// order, after writing every pending change, until fn returns an error,
+// which Scan returns. The slices passed to fn are valid only during the
+// call; fn may call the DB. prefix must be a valid record key (see Put).
+// Changes made while Scan runs may or may not be seen.
+func (db *DB) Scan(ctx context.Context, prefix []byte, fn func(key, value []byte) error) error {
+	if err := validRecordKey(prefix); err != nil {
+		return err
+	}
+	if err := db.Flush(ctx); err != nil {
+		return err
+	}
+	return db.store.Scan(prefix, nil, func(k, v []byte) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return fn(k, v)
+	})
+}
+
+// Attach returns the value attached to db under key, calling open to make
+// it the first time key is asked for; open's error is returned and nothing
+// is attached. Packages built on a DB use it to keep one instance of
+// themselves per database (the key store: its concurrency slots and the
+// keys it holds in memory must not be split between two instances). key
+// should be a value of an unexported type of the caller's package, as for
+// context.WithValue.
+func (db *DB) Attach(key any, open func() (any, error)) (any, error) {
+	db.attachMu.Lock()
+	defer db.attachMu.Unlock()
+	if v, ok := db.attached[key]; ok {
+		return v, nil
+	}
+	v, err := open()
+	if err != nil {
+		return nil, err
+	}
+	if db.attached == nil {
+		db.attached = make(map[any]any)
+	}
+	db.attached[key] = v
+	return v, nil
+}
