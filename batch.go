@@ -30,7 +30,10 @@ import (
 //
 // One exception to "all or none": a commit too large for one badger
 // transaction (many thousands of changes in one Async interval) is split
-// into several, and a crash between them can keep part of a batch.
+// into several, limiter states first, then records, and a crash between
+// them can keep a batch's states without its records. Callers that need
+// an order across commits (write this, then that) call Flush between two
+// Updates.
 func (db *DB) Update(ctx context.Context, fn func(*Batch) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
