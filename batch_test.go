@@ -258,3 +258,34 @@ func TestClosedBatch(t *testing.T) {
 	require.ErrorIs(t, err, ratestore.ErrClosed)
 	require.ErrorIs(t, s.Scan(ctx, []byte("k/"), func(k, v []byte) error { return nil }), ratestore.ErrClosed)
 }
+
+// TestInspect: Inspect hands fn the key's state as of the call, a fresh one
+// for a key without one, writes nothing, and returns fn's error wrapped.
+func TestInspect(t *testing.T) {
+	for _, e := range envs {
+		t.Run(e.String(), func(t *testing.T) {
+			s := e.open(t)
+			rw := strategies.RollingWindow{Limit: 100, Window: time.Hour, Bucket: time.Minute}
+			l, err := s.Limiter("i", rw)
+			require.NoError(t, err)
+			_, err = l.Record(ctx, "k", 30)
+			require.NoError(t, err)
+			used := func(key string) int64 {
+				var n int64
+				require.NoError(t, l.Inspect(ctx, key, func(st strategies.State, now int64) (err error) {
+					require.Equal(t, s.clock.Now().UnixNano(), now)
+					n, err = rw.Used(st, now)
+					return err
+				}))
+				return n
+			}
+			require.Equal(t, int64(30), used("k"))
+			require.Zero(t, used("fresh"))
+			require.Empty(t, s.raw("i", "fresh"), "Inspect wrote nothing")
+			boom := errors.New("boom")
+			err = l.Inspect(ctx, "k", func(strategies.State, int64) error { return boom })
+			require.ErrorIs(t, err, boom)
+			require.ErrorContains(t, err, `limiter "i"`)
+		})
+	}
+}

@@ -114,6 +114,36 @@ func (l *Limiter) PeekN(ctx context.Context, key string, n int64) (r Result, err
 	return r, err
 }
 
+// Inspect calls fn with key's state (a fresh one if it has none) and the
+// instant of the call, in Unix nanoseconds as Call.Now, under the key's
+// lock: for the queries a strategy offers besides its decisions, such as
+// strategies.RollingWindow.Used. fn must not change the state; Inspect
+// writes nothing. fn's error is returned, wrapped.
+func (l *Limiter) Inspect(ctx context.Context, key string, fn func(st strategies.State, now int64) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := validKey(key); err != nil {
+		return err
+	}
+	now := l.db.now()
+	sh, i, err := l.entry(key, now)
+	if err != nil {
+		return err
+	}
+	e := &sh.slots[i]
+	st := e.st
+	if st == nil {
+		st = l.s.NewState()
+	}
+	err = fn(st, e.see(now))
+	sh.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("ratestore: limiter %q: key %q: %w", l.name, key, err)
+	}
+	return nil
+}
+
 // Record takes n unconditionally, even past the limit: it is for usage known
 // only afterwards, such as LLM tokens counted from a response. Later calls are
 // denied until the excess has drained or expired. The Result says whether the
