@@ -1,93 +1,133 @@
-// Package keystore keeps API keys and their token usage in a ratestore
-// database: hashed secrets, per-key token limits over a rolling usage window
-// (by default the legacy 100k-tokens-per-5-hours shape: 5 hours in 5-minute
-// buckets), lifetime totals, expiry and disabling, and the legacy usage
+// Package keystore keeps API keys, their policies and their token usage in
+// a ratestore database: hashed secrets, per-key limits (several rolling
+// token windows, a request rate, a cap on requests in flight, allowed
+// models), lifetime totals, expiry and disabling, and the legacy usage
 // windows imported from older key files, migrated lazily.
 //
-// A Store works on a storage.Store that one process owns (both backends hold
-// a file lock), so it serializes the writes of one key with an in-process
-// striped mutex and needs no optimistic transactions.
+// The key store is a client of the engine, not part of it: package
+// ratestore knows nothing of keys. Open loads every key into memory once;
+// from then on the Store keeps memory and disk in step by its own writes,
+// and a request's check reads no storage.
 //
-// # Operations
+// # What a request costs
 //
-// Every change is one read-modify-write of one record, committed in one
-// storage Commit under the key's stripe lock; then, outside the lock,
-// Options.Durable waits until that commit is as durable as the database
-// promises. Its error is returned, but the change stays committed: an error
-// from Durable (or a cancelled ctx it honours) says the change may not
-// survive a crash, not that it did not happen.
+// Authenticating a secret is one SHA-256 and one map lookup. Each token
+// window of a key is an engine state: a strategies.RollingWindow of the
+// window's Limit, Window and Bucket, under the limiter name "keys:w:"
+// followed by the window's length ("keys:w:5h0m0s") and the key's id as
+// the limiter key. So Check is a Peek of each window, an in-memory decision
+// whose cost does not depend on the usage history (at most Window/Bucket
+// buckets live); RecordUsage, Admit and Finish are engine calls made
+// together in one ratestore.Batch, so they join the engine's group commit:
+// in Sync mode they return once on disk, sharing one fsync with every
+// concurrent caller; in Async mode at once. A key's record (name, policy,
+// lifetime tokens, last use) is written in the same commit as the usage
+// that changed it, never on its own.
 //
-// Check is read-only (two Gets: the hash index, then the record) unless the
-// key has legacy usage pending. Authenticate and List never write. Get,
-// Check, Usage, RecordUsage, MigrateLegacy and every other change of a key
-// first merge its pending legacy usage, in the same Commit as the change.
+// The request rate (Policy.RequestsPerMinute) is a RollingWindow of one
+// minute in one-second buckets under the limiter name "keys:rpm". The
+// concurrency slots (Policy.MaxConcurrent) are held in memory only: after
+// a restart no request is in flight.
+//
+// # Admission
+//
+// Admit checks every limit of a key as one decision, under the key's lock:
+// enabled and unexpired, the model allowed, a free slot, room for the
+// request's Reserve in every window (Limiter.PeekN, which changes
+// nothing), and last the request rate, the only check that takes
+// something. A refusal therefore changes nothing. An admitted request then
+// records Reserve in every window, so that concurrent requests see it as
+// used: 64 requests at once on a key with room for one cannot spend 64
+// times its budget. Finish replaces the reservation by the real tokens in
+// the bucket the reservation went to (strategies.RollingWindow.Merge and
+// Refund), so the tokens expire when the reservation would have; usage
+// never goes below zero there. A reservation is engine state like any
+// usage: a crash keeps it charged. An admission not finished within
+// Options.LeaseTTL (a client lost, a process that died) frees its slot
+// and keeps its reservation charged; its late Finish charges only what
+// exceeds it. Never less than the real usage is charged.
+//
+// # Policies
+//
+// A policy is validated once and shared by every key that has an equal
+// one, with a ratestore.Limiter per limit; a key holds a pointer to it.
+// Update replaces a key's policy while the key is in use: the next request
+// sees it, and usage counted stays counted in every window whose length
+// stays (a changed Limit or Bucket is reconciled by the strategy). Legacy
+// keys and Spec.TokenLimit get one window of Options.UsageWindow.
 //
 // Authenticate and Check refuse a disabled key with ErrDisabled before they
 // look at its expiry, then an expired one with ErrExpired: a key is expired
-// from the instant ExpiresAt on (now >= ExpiresAt). Both errors come with the
-// Key, so that callers can log which key was refused; an unknown secret gives
-// ErrNotFound and a zero Key. RecordUsage records on any existing key, disabled
-// or expired included: the tokens were spent.
+// from the instant ExpiresAt on (now >= ExpiresAt). Both errors are a
+// *Denial and come with the Key, so that callers can log which key was
+// refused; an unknown secret gives ErrNotFound and a zero Key. RecordUsage
+// records on any existing key, disabled or expired included: the tokens
+// were spent.
 //
 // # Secrets
 //
-// Create makes a secret of 32 bytes from crypto/rand, written "rsk_" followed
-// by the bytes in unpadded base64url (47 characters in all); the prefix makes
-// leaked secrets easy to recognize for scanners. Imported legacy secrets
-// ("pk_live_...") are kept working as they are. A secret is stored only as
-// its SHA-256, and no error, record or log holds it: Create's return value is
-// the only place it is ever seen.
+// Create makes a secret of 32 bytes from crypto/rand, written "rsk_"
+// followed by the bytes in unpadded base64url (47 characters in all); the
+// prefix makes leaked secrets easy to recognize for scanners. Imported
+// legacy secrets ("pk_live_...") are kept working as they are. A secret is
+// stored only as its SHA-256, and no error, record or log holds it:
+// Create's return value is the only place it is ever seen.
 //
 // A fast, unsalted hash is the right one for secrets of 256 random bits:
-// salting and key stretching (bcrypt, argon2) exist to slow down guessing of
-// low-entropy passwords, and 2^256 candidates cannot be enumerated at any
-// speed, so they would only make every request pay milliseconds for nothing.
-// An unsalted hash also lets the secret be looked up by its hash in an index,
+// salting and key stretching (bcrypt, argon2) exist to slow down guessing
+// of low-entropy passwords, and 2^256 candidates cannot be enumerated at
+// any speed, so they would only make every request pay milliseconds for
+// nothing. An unsalted hash also lets the secret be looked up by its hash,
 // in O(1). Legacy secrets keep whatever entropy they were made with: if one
 // was short or guessable, an attacker holding a copy of the database could
 // find it by hashing candidates fast. The remedy is to rotate such keys
 // (Create a new one, Delete the old), not to slow down every lookup.
 //
-// The hash found through the index is compared with the one stored in the
-// record with subtle.ConstantTimeCompare, so a damaged index entry cannot
-// authenticate a secret against another key's record.
-//
-// IDs are "key_" followed by 16 lowercase hex digits (64 random bits): public,
-// stable, never derived from the secret.
+// IDs are "key_" followed by 16 lowercase hex digits (64 random bits):
+// public, stable, never derived from the secret.
 //
 // # Storage layout
 //
-// Three prefixes of the database's flat keyspace belong to the key store:
+// The key store's records (ratestore.Batch.Put) use three prefixes of the
+// database's keyspace; the usage windows are engine states under the
+// limiter names above:
 //
-//	k/<id>           the key's record: everything about it, usage window included
-//	h/<sha256>       the hash index: the 32 raw bytes of SHA-256(secret) -> <id>
-//	l/<id>           legacy usage windows written by Import, until migrated
+//	k/<id>           the key's record
+//	h/<sha256>       the 32 raw bytes of SHA-256(secret) -> <id>: read only to name the
+//	                 key of a secret whose record cannot be decoded (ErrCorrupt, not ErrNotFound)
+//	l/<id>           legacy usage windows written by Import, until merged
 //
-// A record is binary, version 1:
+// A record is binary, version 2:
 //
-//	byte    version      1
+//	byte    version      2
 //	byte    flags        bit 0 disabled, 1 ExpiresAt set, 2 CreatedAt set,
 //	                     3 LastUsed set, 4 legacy usage pending (l/<id> exists);
 //	                     the other bits are 0
 //	[32]    hash         SHA-256 of the secret
-//	uvarint TokenLimit   1 .. 2^63-1
 //	uvarint Lifetime     LifetimeTokens, 0 .. 2^63-1 (additions saturate there)
 //	varint  ExpiresAt    Unix ns, zigzag, present iff flag bit 1
 //	varint  CreatedAt    Unix ns, present iff flag bit 2
 //	varint  LastUsed     Unix ns, present iff flag bit 3
 //	uvarint+bytes Name   at most MaxName bytes of UTF-8 without control characters
 //	uvarint+bytes Model  the same
-//	uvarint+bytes Window the usage window: the encoding of a
-//	                     strategies.RollingWindow state as AppendEncode writes
-//	                     it, or empty when nothing is in use
+//	uvarint+bytes Policy uvarint window count (1 .. MaxWindows), then for each
+//	                     uvarint Limit, Window and Bucket (ns); uvarint
+//	                     RequestsPerMinute; uvarint MaxConcurrent; uvarint
+//	                     model count (0 .. MaxModels), then each pattern as
+//	                     uvarint+bytes
 //
-// Varints are encoding/binary's, and must be minimal. Nothing may follow the
-// window. Every field is checked when a record is read, the window by the
-// strategy's Decode: any violation, and an unknown version, is an error
-// matching strategies.ErrCorrupt (ratestore.ErrCorrupt) that names the key's
-// id. A record is about 50 bytes plus its name and model; a window in use
-// adds its encoding, about 55 bytes for one bucket and a few more for each
-// further one.
+// Varints are encoding/binary's, and must be minimal. Nothing may follow
+// the policy. Every field is checked when a record is read, the policy as
+// Create checks one: any violation, and an unknown version, is an error
+// matching ErrCorrupt that names the key's id. A key whose record cannot be
+// read is reported by every call that names it, and Delete removes it.
+//
+// Version 1 records, written by earlier versions of this package, held one
+// token limit and the usage window itself (a RollingWindow state of the
+// usage window). Open rewrites them as version 2, moving each usage window
+// into its engine state, in two commits: the states first, then the
+// records, so that a crash in between loses nothing (a record still at
+// version 1 sets its state again, replacing what the first commit wrote).
 //
 // A legacy record (l/<id>) is binary, version 1:
 //
@@ -100,21 +140,15 @@
 //
 // # Legacy usage
 //
-// Import stores each key's usage windows as they were, in its l/<id> record,
-// and sets the record's pending flag. The first time the key is touched, the
-// windows are merged into its rolling window (strategies.RollingWindow.Merge):
-// all the tokens of a window land in the bucket that holds its window_start,
-// so they expire when that window would have (to bucket precision), and a
-// window already over at that instant contributes nothing. The merged record
-// is written and l/<id> deleted in one Commit, under the key's lock, so a
-// window is merged exactly once. LifetimeTokens is the imported total and is
-// never recomputed from the windows.
-//
-// # Usage
-//
-// Usage reports the key's window at the current instant: Used tokens
-// (which may exceed the Limit after RecordUsage), Remaining = max(0, Limit -
-// Used), ResetAfter until nothing is in use any more, and WindowEnd: the
-// instant the oldest usage still counted stops counting, when Used next goes
-// down (zero when nothing is in use).
+// Import stores each key's usage windows as they were, in its l/<id>
+// record, and sets the record's pending flag. The first time the key is
+// touched (Check, Admit, Get, Usage, RecordUsage, Update, MigrateLegacy),
+// the windows are merged into every token window of the key
+// (strategies.RollingWindow.Merge): all the tokens of a legacy window land
+// in the bucket that holds its window_start, so they expire when that
+// window would have (to bucket precision), and a window already over at
+// that instant contributes nothing. The merged states, the record without
+// its flag and the deletion of l/<id> are one commit, made under the key's
+// lock, so a window is merged exactly once. LifetimeTokens is the imported
+// total and is never recomputed from the windows.
 package keystore

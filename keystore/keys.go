@@ -1,88 +1,273 @@
 package keystore
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
-	"github.com/ratestore/ratestore/internal/storage"
+	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/strategies"
 )
 
 // Create makes a key from spec and returns it with its secret. The secret
-// is shown only here: the store keeps its hash. A TokenLimit <= 0, a bad
-// Name or Model, or an ExpiresAt that is not after now gives an error
-// matching ErrInvalid.
+// is shown only here: the store keeps its hash. A spec without a token
+// window (TokenLimit <= 0 and no Policy.Windows), a bad limit, Name or
+// Model, or an ExpiresAt that is not after now gives an error matching
+// ErrInvalid and creates nothing.
 func (s *Store) Create(ctx context.Context, spec Spec) (Key, string, error) {
 	if err := ctx.Err(); err != nil {
 		return Key{}, "", err
 	}
-	if err := checkSpec("create", spec.Name, spec.Model, spec.TokenLimit, spec.ExpiresAt); err != nil {
+	rec, err := s.fromSpec("create", spec)
+	if err != nil {
 		return Key{}, "", err
 	}
+	if rec.hasExpiry && rec.expiresAt <= s.now() {
+		return Key{}, "", invalid("create: ExpiresAt %v is not after now", spec.ExpiresAt)
+	}
 	secret := newSecret()
-	r := &record{
-		hash:       hashSecret(secret),
-		name:       spec.Name,
-		model:      spec.Model,
-		tokenLimit: spec.TokenLimit,
-		hasCreated: true,
-	}
-	r.expiresAt, r.hasExpiry = nanos(spec.ExpiresAt)
-	r.st = s.strategy(r.tokenLimit).NewState()
-	for {
-		id := newID()
-		created, err := s.create(id, r)
-		if err != nil {
-			return Key{}, "", err
-		}
-		if !created {
-			continue // 64 random bits met an existing id: draw again
-		}
-		if err := s.wait(ctx); err != nil {
-			return Key{}, "", err
-		}
-		return r.key(id), secret, nil
-	}
-}
-
-// create stores r as the new key id and its hash index entry, unless id is
-// taken.
-func (s *Store) create(id string, r *record) (bool, error) {
-	mu := s.stripe(id)
-	mu.Lock()
-	defer mu.Unlock()
-	old, err := s.store.Get(recordKey(id))
-	if err != nil {
-		return false, fmt.Errorf("keystore: create: %w", err)
-	}
-	if old != nil {
-		return false, nil
-	}
-	now := s.now()
-	if r.hasExpiry && r.expiresAt <= now {
-		return false, invalid("create: ExpiresAt %v is not after now, %v", timeOf(r.expiresAt, true), timeOf(now, true))
-	}
-	r.createdAt = now
-	err = s.store.Commit([]storage.Op{s.put(id, r, now), {Key: hashKey(r.hash), Value: []byte(id)}})
-	if err != nil {
-		return false, fmt.Errorf("keystore: create: %w", err)
-	}
-	return true, nil
-}
-
-// Get returns the key id. It merges the key's pending legacy usage, if any.
-func (s *Store) Get(ctx context.Context, id string) (Key, error) {
+	rec.hash = hashSecret(secret)
+	rec.createdAt, rec.hasCreated = s.now(), true
 	var k Key
-	err := s.view(ctx, id, func(r *record, _ int64) error {
-		k = r.key(id)
-		return nil
+	err = s.db.Update(ctx, func(b *ratestore.Batch) error {
+		e, err := s.add(b, "", rec, false)
+		if err == nil {
+			k = e.key()
+		}
+		return err
+	})
+	if err != nil {
+		return Key{}, "", err
+	}
+	return k, secret, nil
+}
+
+// fromSpec validates spec and returns the record it describes.
+func (s *Store) fromSpec(op string, spec Spec) (record, error) {
+	if why := badText(spec.Name); why != "" {
+		return record{}, invalid("%s: Name %s", op, why)
+	}
+	if why := badText(spec.Model); why != "" {
+		return record{}, invalid("%s: Model %s", op, why)
+	}
+	if why := checkTime(spec.ExpiresAt); why != "" {
+		return record{}, invalid("%s: ExpiresAt %s", op, why)
+	}
+	p := spec.Policy
+	if len(p.Windows) == 0 && spec.TokenLimit != 0 {
+		if spec.TokenLimit < 0 {
+			return record{}, invalid("%s: TokenLimit must be positive, got %d", op, spec.TokenLimit)
+		}
+		w := s.usage
+		w.Limit = spec.TokenLimit
+		p.Windows = []Window{w}
+	}
+	pol, err := s.policy(op, p)
+	if err != nil {
+		return record{}, err
+	}
+	r := record{name: spec.Name, model: spec.Model, pol: pol}
+	r.expiresAt, r.hasExpiry = nanos(spec.ExpiresAt)
+	return r, nil
+}
+
+// add stores rec, whose hash no key has, in b as a new key: the key id,
+// or one drawn now when id is "". legacy says whether the key's legacy
+// usage windows are stored (see Import). It adds the key to the maps.
+func (s *Store) add(b *ratestore.Batch, id string, rec record, legacy bool) (*entry, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byHash[rec.hash] != nil {
+		return nil, fmt.Errorf("keystore: a key with this secret exists already: %w", ErrInvalid)
+	}
+	if id == "" {
+		id = s.freeID(nil)
+	} else if s.byID[id] != nil || s.corrupt[id] != nil {
+		return nil, fmt.Errorf("keystore: key id %s was taken meanwhile: %w", id, ErrInvalid)
+	}
+	rec.legacy = legacy
+	e := &entry{id: id, rec: rec}
+	err := b.Put(recordKey(id), rec.encode())
+	if err == nil {
+		err = b.Put(hashKey(rec.hash), []byte(id))
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.byID[id], s.byHash[rec.hash] = e, e
+	return e, nil
+}
+
+// freeID draws a key id that no key has and that is not in taken. The
+// caller holds s.mu.
+func (s *Store) freeID(taken map[string]bool) string {
+	for {
+		// 64 random bits meet an existing id about never; draw again if so.
+		if id := newID(); s.byID[id] == nil && s.corrupt[id] == nil && !taken[id] {
+			return id
+		}
+	}
+}
+
+// Get returns the key id. It merges the key's pending legacy usage, if
+// any.
+func (s *Store) Get(ctx context.Context, id string) (Key, error) {
+	e, err := s.settled(ctx, id)
+	if err != nil {
+		return Key{}, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.key(), nil
+}
+
+// List calls fn for every key, in id order, until fn returns an error,
+// which List returns. fn may call the Store. It does not merge legacy
+// usage. A key whose record is corrupt stops it with that error.
+func (s *Store) List(ctx context.Context, fn func(Key) error) error {
+	for _, id := range s.sortedIDs() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		e, err := s.find(id)
+		switch {
+		case err == nil:
+			e.mu.Lock()
+			k, gone := e.key(), e.rec.gone
+			e.mu.Unlock()
+			if !gone {
+				err = fn(k)
+			}
+		case errors.Is(err, ErrNotFound):
+			err = nil // deleted since sortedIDs
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Update changes key id: fn gets a Spec of the key as it is (its Name,
+// Model, Policy, ExpiresAt, and TokenLimit, the limit of its first
+// window) and changes what it wants. A changed TokenLimit with the Policy's
+// windows left as they were sets the first window's limit. An error from
+// fn, or an invalid result, changes nothing. An ExpiresAt in the past is
+// allowed: it expires the key at once.
+//
+// The new policy takes effect on the next request, and the usage already
+// counted stays counted: a window keeps its usage while its length stays
+// (its Limit and Bucket may change), a window of a new length starts
+// empty, and admissions in flight finish in the windows they reserved in.
+func (s *Store) Update(ctx context.Context, id string, fn func(*Spec) error) (Key, error) {
+	var k Key
+	err := s.change(ctx, id, func(b *ratestore.Batch, e *entry, _ int64) (bool, error) {
+		old := e.spec()
+		spec := old
+		spec.Policy.Windows = slices.Clone(old.Policy.Windows)
+		spec.Policy.Models = slices.Clone(old.Policy.Models)
+		if err := fn(&spec); err != nil {
+			return false, err
+		}
+		if spec.TokenLimit != old.TokenLimit && slices.Equal(spec.Policy.Windows, old.Policy.Windows) && len(spec.Policy.Windows) > 0 {
+			spec.Policy.Windows[0].Limit = spec.TokenLimit
+		}
+		rec, err := s.fromSpec("update key "+id, spec)
+		if err != nil {
+			return false, err
+		}
+		e.rec.name, e.rec.model, e.rec.pol = rec.name, rec.model, rec.pol
+		e.rec.expiresAt, e.rec.hasExpiry = rec.expiresAt, rec.hasExpiry
+		k = e.key()
+		return true, nil
 	})
 	return k, err
+}
+
+// spec returns the Spec of e as it is. The caller holds e.mu.
+func (e *entry) spec() Spec {
+	return Spec{
+		Name:       e.rec.name,
+		Model:      e.rec.model,
+		TokenLimit: e.rec.pol.pub.Windows[0].Limit,
+		Policy:     e.rec.pol.pub,
+		ExpiresAt:  timeOf(e.rec.expiresAt, e.rec.hasExpiry),
+	}
+}
+
+// Disable disables key id: it is refused with ErrDisabled until Enable.
+func (s *Store) Disable(ctx context.Context, id string) error { return s.setDisabled(ctx, id, true) }
+
+// Enable lifts Disable.
+func (s *Store) Enable(ctx context.Context, id string) error { return s.setDisabled(ctx, id, false) }
+
+func (s *Store) setDisabled(ctx context.Context, id string, disabled bool) error {
+	return s.change(ctx, id, func(_ *ratestore.Batch, e *entry, _ int64) (bool, error) {
+		if e.rec.disabled == disabled {
+			return false, nil
+		}
+		e.rec.disabled = disabled
+		return true, nil
+	})
+}
+
+// Delete removes key id: its record, its usage and its legacy usage, in
+// one commit. Its secret no longer authenticates, and its admissions in
+// flight finish with ErrNotFound. A key whose record is corrupt can be
+// deleted too.
+func (s *Store) Delete(ctx context.Context, id string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	// The hash of a key whose record cannot be read is unknown: its index
+	// entries are found by a scan, made before the batch (a scan flushes,
+	// which must not happen inside one).
+	s.mu.RLock()
+	bad := s.corrupt[id] != nil
+	s.mu.RUnlock()
+	ops := [][]byte{recordKey(id), legacyKey(id)}
+	if bad {
+		err := s.db.Scan(ctx, []byte(hashPrefix), func(k, v []byte) error {
+			if string(v) == id {
+				ops = append(ops, slices.Clone(k))
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("keystore: delete key %s: %w", id, err)
+		}
+	}
+	return s.db.Update(ctx, func(b *ratestore.Batch) error {
+		s.mu.Lock()
+		e, bad := s.byID[id], s.corrupt[id]
+		if e == nil && bad == nil {
+			s.mu.Unlock()
+			return notFound(id)
+		}
+		delete(s.byID, id)
+		delete(s.corrupt, id)
+		if e != nil {
+			delete(s.byHash, e.rec.hash)
+		}
+		s.mu.Unlock()
+		if e != nil {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			e.rec.gone = true
+			ops = append(ops, hashKey(e.rec.hash))
+			if err := e.rec.pol.reset(b, id); err != nil {
+				return err
+			}
+		}
+		for _, k := range ops {
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // Authenticate returns the key whose secret is secret. An unknown secret
@@ -92,399 +277,225 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (Key, error) {
 	if err := ctx.Err(); err != nil {
 		return Key{}, err
 	}
-	h := hashSecret(secret)
-	id, err := s.lookup(h)
+	e, err := s.bySecret(ctx, secret)
 	if err != nil {
 		return Key{}, err
 	}
-	r, err := s.load(id)
-	if err != nil {
-		return Key{}, err
-	}
-	if r == nil || !r.owns(h) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.rec.gone {
 		return Key{}, errUnknownSecret
 	}
-	k := r.key(id)
-	return k, r.refusal(id, s.now())
+	return e.key(), e.refusal(s.now())
 }
 
 // Check authenticates secret as Authenticate does, then reports the key's
-// usage window without changing it: Allowed iff the tokens used in the
-// window are at most TokenLimit (a key at exactly its limit is allowed),
-// with Limit = TokenLimit, Remaining, ResetAfter, and when denied the
-// RetryAfter until it is allowed again. It writes only to merge the key's
-// pending legacy usage.
+// binding token window without changing it: Allowed iff the tokens used in
+// every window are at most its limit (a key at exactly its limit is
+// allowed), with the binding window's Limit and Remaining, the largest
+// ResetAfter, and when denied the RetryAfter until it is allowed again.
+// Tokens reserved by admissions in flight count as used. It writes only to
+// merge the key's pending legacy usage.
 func (s *Store) Check(ctx context.Context, secret string) (Key, strategies.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Key{}, strategies.Result{}, err
 	}
-	h := hashSecret(secret)
-	id, err := s.lookup(h)
+	e, err := s.bySecret(ctx, secret)
 	if err != nil {
 		return Key{}, strategies.Result{}, err
 	}
-	var (
-		k       Key
-		res     strategies.Result
-		refused error
-	)
-	err = s.view(ctx, id, func(r *record, now int64) error {
-		if !r.owns(h) {
-			return errUnknownSecret
-		}
-		k = r.key(id)
-		if refused = r.refusal(id, now); refused != nil {
-			return nil
-		}
-		return s.decide(id, r, strategies.Call{Now: now}, &res)
-	})
-	switch {
-	case errors.Is(err, ErrNotFound):
-		return Key{}, strategies.Result{}, errUnknownSecret // deleted since the lookup
-	case err != nil:
+	if err := s.settle(ctx, e); err != nil {
 		return Key{}, strategies.Result{}, err
-	case refused != nil:
-		return k, strategies.Result{}, refused
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.rec.gone {
+		return Key{}, strategies.Result{}, errUnknownSecret
+	}
+	k := e.key()
+	if err := e.refusal(s.now()); err != nil {
+		return k, strategies.Result{}, err
+	}
+	res, _, err := e.rec.pol.peek(ctx, e.id, 0)
+	if err != nil {
+		return Key{}, strategies.Result{}, err
 	}
 	return k, res, nil
 }
 
-// RecordUsage adds tokens to the usage window of key id, to its
-// LifetimeTokens (saturating) and sets its LastUsed, in one transaction. It
-// records past the limit, and on disabled or expired keys: the tokens were
-// spent. The Result says whether the key is still within its limit, as
-// Check would right after. tokens < 0 gives an error matching ErrInvalid.
+// RecordUsage adds tokens to every window of key id, to its LifetimeTokens
+// (saturating) and sets its LastUsed, in one commit. It records past the
+// limits, and on disabled or expired keys: the tokens were spent. The
+// Result says whether the key is still within its limits, as Check would
+// right after. tokens < 0 gives an error matching ErrInvalid.
 func (s *Store) RecordUsage(ctx context.Context, id string, tokens int64) (strategies.Result, error) {
 	if tokens < 0 {
 		return strategies.Result{}, invalid("record usage: key %s: negative tokens %d", id, tokens)
 	}
 	var res strategies.Result
-	err := s.change(ctx, id, func(r *record, now int64) (bool, error) {
-		if err := s.decide(id, r, strategies.Call{Now: now, N: tokens, Record: true}, &res); err != nil {
-			return false, err
+	err := s.change(ctx, id, func(b *ratestore.Batch, e *entry, now int64) (bool, error) {
+		for i, l := range e.rec.pol.windows {
+			r, err := b.Record(l, id, tokens)
+			if err != nil {
+				return false, fmt.Errorf("keystore: key %s: %w", id, err)
+			}
+			switch {
+			case i == 0:
+				res = r
+			case binds(r, res):
+				res = bind(r, res)
+			default:
+				res = bind(res, r)
+			}
 		}
-		r.lifetime = satAdd(r.lifetime, tokens)
-		if !r.hasUsed || now > r.lastUsed { // a clock gone backwards keeps the latest
-			r.lastUsed, r.hasUsed = now, true
-		}
+		e.used(tokens, now)
 		return true, nil
 	})
-	if err != nil {
-		return strategies.Result{}, err
-	}
-	return res, nil
+	return res, err
 }
 
-// Usage reports the usage window of key id now. It merges the key's
-// pending legacy usage, if any.
+// used adds tokens to e's lifetime and sets its LastUsed to now. The
+// caller holds e.mu.
+func (e *entry) used(tokens, now int64) {
+	e.rec.lifetime = satAdd(e.rec.lifetime, tokens)
+	if !e.rec.hasUsed || now > e.rec.lastUsed { // a clock gone backwards keeps the latest
+		e.rec.lastUsed, e.rec.hasUsed = now, true
+	}
+}
+
+// Usage reports the usage of key id now: every window, the binding one,
+// and the admissions in flight. It merges the key's pending legacy usage,
+// if any.
 func (s *Store) Usage(ctx context.Context, id string) (Usage, error) {
-	var u Usage
-	err := s.view(ctx, id, func(r *record, now int64) error {
-		rw := s.strategy(r.tokenLimit)
-		used, err := rw.Used(r.st, now)
+	e, err := s.settled(ctx, id)
+	if err != nil {
+		return Usage{}, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.rec.gone {
+		return Usage{}, notFound(id)
+	}
+	return s.usageOf(ctx, e, s.now())
+}
+
+// usageOf is Usage of e. The caller holds e.mu.
+func (s *Store) usageOf(ctx context.Context, e *entry, now int64) (Usage, error) {
+	pol := e.rec.pol
+	u := Usage{Windows: make([]WindowUsage, len(pol.windows)), InFlight: e.leases.held(now)}
+	for i := range pol.pub.Windows {
+		wu, err := s.windowUsage(ctx, e, i)
 		if err != nil {
-			return fmt.Errorf("keystore: key %s: usage window: %w", id, err)
+			return Usage{}, err
 		}
-		var res strategies.Result
-		if err := s.decide(id, r, strategies.Call{Now: now}, &res); err != nil {
+		u.Windows[i] = wu
+		if b := &u.Windows[u.Binding]; wu.Used-wu.Limit > max(0, b.Used-b.Limit) || b.Used <= b.Limit && wu.Remaining < b.Remaining {
+			u.Binding = i
+		}
+	}
+	b := u.Windows[u.Binding]
+	u.Used, u.Limit, u.Remaining, u.ResetAfter, u.WindowEnd = b.Used, b.Limit, b.Remaining, b.ResetAfter, b.WindowEnd
+	return u, nil
+}
+
+// windowUsage reports window i of e's policy.
+func (s *Store) windowUsage(ctx context.Context, e *entry, i int) (WindowUsage, error) {
+	w := e.rec.pol.pub.Windows[i]
+	wu := WindowUsage{Window: w.Window, Bucket: w.Bucket, Limit: w.Limit}
+	rw := w.strategy()
+	err := e.rec.pol.windows[i].Inspect(ctx, e.id, func(st strategies.State, now int64) error {
+		used, err := rw.Used(st, now)
+		if err != nil {
 			return err
 		}
-		u = Usage{Used: used, Limit: r.tokenLimit, Remaining: res.Remaining, ResetAfter: res.ResetAfter}
-		if used > 0 {
-			// With the limit at used, one more token fits once the oldest
-			// usage has expired, and not before.
-			probe := &record{tokenLimit: used, st: r.st}
-			if err := s.decide(id, probe, strategies.Call{Now: now, N: 1, DryRun: true}, &res); err != nil {
-				return err
-			}
-			if res.RetryAfter > 0 {
-				u.WindowEnd = timeOf(satAdd(now, int64(res.RetryAfter)), true)
-			}
+		r, err := rw.Apply(st, strategies.Call{Now: now, DryRun: true})
+		if err != nil {
+			return err
+		}
+		wu.Used, wu.Remaining, wu.ResetAfter = used, max(0, w.Limit-used), r.ResetAfter
+		if used == 0 {
+			return nil
+		}
+		// With the limit at used, one more token fits once the oldest usage
+		// still counted has expired, and not before.
+		probe := rw
+		probe.Limit = used
+		if r, err = probe.Apply(st, strategies.Call{Now: now, N: 1, DryRun: true}); err != nil {
+			return err
+		}
+		if r.RetryAfter > 0 {
+			wu.WindowEnd = timeOf(satAdd(now, int64(r.RetryAfter)), true)
 		}
 		return nil
 	})
-	return u, err
-}
-
-// Disable disables key id: Authenticate and Check refuse it with
-// ErrDisabled until Enable.
-func (s *Store) Disable(ctx context.Context, id string) error {
-	return s.set(ctx, id, func(r *record) bool { return setTo(&r.disabled, true) })
-}
-
-// Enable lifts Disable.
-func (s *Store) Enable(ctx context.Context, id string) error {
-	return s.set(ctx, id, func(r *record) bool { return setTo(&r.disabled, false) })
-}
-
-// SetTokenLimit sets the TokenLimit of key id; limit <= 0 gives an error
-// matching ErrInvalid. Usage already in the window stays.
-func (s *Store) SetTokenLimit(ctx context.Context, id string, limit int64) error {
-	if limit <= 0 {
-		return invalid("set token limit: key %s: TokenLimit must be positive, got %d", id, limit)
-	}
-	return s.set(ctx, id, func(r *record) bool { return setTo(&r.tokenLimit, limit) })
-}
-
-// SetExpiry sets the ExpiresAt of key id; the zero Time means never. An
-// instant in the past is allowed: it expires the key at once.
-func (s *Store) SetExpiry(ctx context.Context, id string, t time.Time) error {
-	if why := checkTime(t); why != "" {
-		return invalid("set expiry: key %s: ExpiresAt %s", id, why)
-	}
-	ns, has := nanos(t)
-	return s.set(ctx, id, func(r *record) bool {
-		changed := setTo(&r.hasExpiry, has)
-		return setTo(&r.expiresAt, ns) || changed
-	})
-}
-
-// set changes fields of key id with fn, which reports whether it changed
-// anything.
-func (s *Store) set(ctx context.Context, id string, fn func(r *record) bool) error {
-	return s.change(ctx, id, func(r *record, _ int64) (bool, error) { return fn(r), nil })
-}
-
-// setTo sets *p to v and reports whether that changed it.
-func setTo[T comparable](p *T, v T) bool {
-	if *p == v {
-		return false
-	}
-	*p = v
-	return true
-}
-
-// Delete removes key id: its record, its hash index entry and its legacy
-// usage, in one transaction. Its secret no longer authenticates. A key
-// whose record is corrupt can be deleted too: its index entry is then
-// found by a scan of the index.
-func (s *Store) Delete(ctx context.Context, id string) error {
-	return s.locked(ctx, id, func() (bool, error) { return true, s.delete(id) })
-}
-
-func (s *Store) delete(id string) error {
-	b, err := s.store.Get(recordKey(id))
 	if err != nil {
-		return fmt.Errorf("keystore: delete key %s: %w", id, err)
+		return WindowUsage{}, fmt.Errorf("keystore: key %s: usage: %w", e.id, err)
 	}
-	if b == nil {
-		return notFound(id)
-	}
-	ops := []storage.Op{{Key: recordKey(id)}, {Key: legacyKey(id)}}
-	if r, err := decodeRecord(id, b); err == nil {
-		ops = append(ops, storage.Op{Key: hashKey(r.hash)})
-	} else {
-		err = s.store.Scan([]byte(hashPrefix), nil, func(k, v []byte) error {
-			if string(v) == id {
-				ops = append(ops, storage.Op{Key: bytes.Clone(k)})
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("keystore: delete key %s: %w", id, err)
-		}
-	}
-	if err := s.store.Commit(ops); err != nil {
-		return fmt.Errorf("keystore: delete key %s: %w", id, err)
-	}
-	return nil
+	return wu, nil
 }
 
-// List calls fn for every key, in id order, until fn returns an error,
-// which List returns. fn may call the Store. It does not merge legacy
-// usage.
-func (s *Store) List(ctx context.Context, fn func(Key) error) error {
-	return s.scan(ctx, recordPrefix, func(id string, v []byte) error {
-		r, err := s.decode(id, v)
-		if err != nil {
-			return err
-		}
-		return fn(r.key(id))
-	})
-}
-
-// scan calls fn with the id and value of every entry under prefix, whose
-// rest must be a key id.
-func (s *Store) scan(ctx context.Context, prefix string, fn func(id string, v []byte) error) error {
-	if err := ctx.Err(); err != nil {
+// change runs fn on key id, after merging its pending legacy usage, in a
+// Batch and under the key's lock, then writes its record if fn reports
+// that it changed it. An error from fn commits nothing of the record.
+func (s *Store) change(ctx context.Context, id string, fn func(b *ratestore.Batch, e *entry, now int64) (bool, error)) error {
+	e, err := s.settled(ctx, id)
+	if err != nil {
 		return err
 	}
-	return s.store.Scan([]byte(prefix), nil, func(k, v []byte) error {
-		if err := ctx.Err(); err != nil {
+	return s.db.Update(ctx, func(b *ratestore.Batch) error {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if e.rec.gone {
+			return notFound(id)
+		}
+		if e.rec.legacy { // imported again since settled: cannot be, but merge rather than lose it
+			if err := s.mergeLegacy(ctx, b, e); err != nil {
+				return err
+			}
+		}
+		changed, err := fn(b, e, s.now())
+		if err != nil || !changed {
 			return err
 		}
-		id := string(k[len(prefix):])
-		if !validID(id) {
-			return fmt.Errorf("keystore: stored key %.60q does not end in a key id: %w", k, ErrCorrupt)
-		}
-		return fn(id, v)
+		return b.Put(recordKey(id), e.rec.encode())
 	})
 }
 
-// lookup returns the id that the hash index gives for h.
-func (s *Store) lookup(h [sha256.Size]byte) (string, error) {
-	v, err := s.store.Get(hashKey(h))
-	if err != nil {
-		return "", fmt.Errorf("keystore: authenticate: %w", err)
+// settled returns the entry of key id after merging its pending legacy
+// usage, if any.
+func (s *Store) settled(ctx context.Context, id string) (*entry, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
-	if v == nil {
-		return "", errUnknownSecret
-	}
-	id := string(v)
-	if !validID(id) {
-		return "", fmt.Errorf("keystore: hash index entry holds %.40q, not a key id: %w", v, ErrCorrupt)
-	}
-	return id, nil
-}
-
-// load reads and decodes the record of id, or returns nil if it has none.
-func (s *Store) load(id string) (*record, error) {
-	b, err := s.store.Get(recordKey(id))
-	if err != nil {
-		return nil, fmt.Errorf("keystore: key %s: %w", id, err)
-	}
-	if b == nil {
-		return nil, nil
-	}
-	return s.decode(id, b)
-}
-
-// decode decodes the record of id and its usage window.
-func (s *Store) decode(id string, b []byte) (*record, error) {
-	r, err := decodeRecord(id, b)
+	e, err := s.find(id)
 	if err != nil {
 		return nil, err
 	}
-	rw := s.strategy(r.tokenLimit)
-	if len(r.window) == 0 {
-		r.st = rw.NewState()
-		return r, nil
-	}
-	if r.st, err = rw.Decode(r.window); err != nil {
-		return nil, corruptWrap(id, "usage window", err)
-	}
-	return r, nil
+	return e, s.settle(ctx, e)
 }
 
-// put returns the op that stores r as the record of id, with its window
-// as of now: empty when nothing is in use.
-func (s *Store) put(id string, r *record, now int64) storage.Op {
-	r.window = nil
-	if used, err := s.strategy(r.tokenLimit).Used(r.st, now); err != nil || used > 0 {
-		r.window = r.st.AppendEncode(nil)
-	}
-	return storage.Op{Key: recordKey(id), Value: r.appendEncode(make([]byte, 0, 64+len(r.name)+len(r.model)+len(r.window)))}
-}
-
-// decide applies call c to the usage window of r, key id.
-func (s *Store) decide(id string, r *record, c strategies.Call, res *strategies.Result) error {
-	var err error
-	if *res, err = s.strategy(r.tokenLimit).Apply(r.st, c); err != nil { // not through the interface: no boxing
-		return fmt.Errorf("keystore: key %s: usage window: %w", id, err)
+// refusal returns why e is refused at now: disabled first, then expired;
+// or nil. The caller holds e.mu.
+func (e *entry) refusal(now int64) error {
+	switch {
+	case e.rec.disabled:
+		return &Denial{Reason: "disabled", RetryAfter: -1, key: e.id, err: ErrDisabled}
+	case e.rec.hasExpiry && now >= e.rec.expiresAt:
+		return &Denial{Reason: "expired", RetryAfter: -1, key: e.id, err: ErrExpired,
+			Limit: "expired at " + timeOf(e.rec.expiresAt, true).Format(time.RFC3339)}
 	}
 	return nil
 }
 
-// view calls fn with the record of id as of now. It reads without a lock,
-// unless the key has legacy usage pending: then it goes through change,
-// which merges it.
-func (s *Store) view(ctx context.Context, id string, fn func(r *record, now int64) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if !validID(id) {
-		return notFound(id)
-	}
-	r, err := s.load(id)
-	switch {
-	case err != nil:
-		return err
-	case r == nil:
-		return notFound(id)
-	case r.legacy:
-		return s.change(ctx, id, func(r *record, now int64) (bool, error) { return false, fn(r, now) })
-	}
-	return fn(r, s.now())
-}
-
-// change runs fn on the record of id under the key's stripe lock, after
-// merging its pending legacy usage, and commits the record if fn changed
-// it (fn reports so) or legacy usage was merged. Then it waits for
-// Durable, outside the lock. An error from fn commits nothing.
-func (s *Store) change(ctx context.Context, id string, fn func(r *record, now int64) (bool, error)) error {
-	return s.locked(ctx, id, func() (bool, error) { return s.changeLocked(id, fn) })
-}
-
-// locked runs write, which reports whether it committed anything, under
-// the stripe lock of key id, then waits for Durable if it did.
-func (s *Store) locked(ctx context.Context, id string, write func() (bool, error)) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if !validID(id) {
-		return notFound(id)
-	}
-	mu := s.stripe(id)
-	mu.Lock()
-	wrote, err := write()
-	mu.Unlock()
-	if err != nil || !wrote {
-		return err
-	}
-	return s.wait(ctx)
-}
-
-func (s *Store) changeLocked(id string, fn func(r *record, now int64) (bool, error)) (bool, error) {
-	r, err := s.load(id)
-	if err != nil {
-		return false, err
-	}
-	if r == nil {
-		return false, notFound(id)
-	}
-	now := s.now()
-	ops := make([]storage.Op, 1, 2)
-	if r.legacy {
-		if err := s.mergeLegacy(id, r, now); err != nil {
-			return false, err
-		}
-		ops = append(ops, storage.Op{Key: legacyKey(id)})
-	}
-	changed, err := fn(r, now)
-	if err != nil || !changed && !r.merged {
-		return false, err
-	}
-	ops[0] = s.put(id, r, now)
-	if err := s.store.Commit(ops); err != nil {
-		return false, fmt.Errorf("keystore: key %s: %w", id, err)
-	}
-	return true, nil
-}
-
-// owns reports whether r is the record of the secret whose hash is h.
-func (r *record) owns(h [sha256.Size]byte) bool {
-	return subtle.ConstantTimeCompare(r.hash[:], h[:]) == 1
-}
-
-// refusal returns why Authenticate and Check refuse r, key id, at now:
-// disabled first, then expired; or nil.
-func (r *record) refusal(id string, now int64) error {
-	switch {
-	case r.disabled:
-		return fmt.Errorf("keystore: key %s: %w", id, ErrDisabled)
-	case r.hasExpiry && now >= r.expiresAt:
-		return fmt.Errorf("keystore: key %s: %w at %v", id, ErrExpired, timeOf(r.expiresAt, true))
-	}
-	return nil
-}
-
-// key returns r as the Key id.
-func (r *record) key(id string) Key {
+// key returns e as a Key. The caller holds e.mu.
+func (e *entry) key() Key {
+	r := &e.rec
 	return Key{
-		ID:             id,
+		ID:             e.id,
 		Name:           r.name,
 		Model:          r.model,
-		TokenLimit:     r.tokenLimit,
+		Policy:         r.pol.pub,
+		TokenLimit:     r.pol.pub.Windows[0].Limit,
 		ExpiresAt:      timeOf(r.expiresAt, r.hasExpiry),
 		CreatedAt:      timeOf(r.createdAt, r.hasCreated),
 		LastUsed:       timeOf(r.lastUsed, r.hasUsed),

@@ -8,22 +8,22 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
+	"slices"
 	"sync"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
-	"github.com/ratestore/ratestore/internal/storage"
+	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/strategies"
 )
 
-// Key is an API key as callers see it. It never holds the secret.
+// Key is an API key as callers see it. It never holds the secret. Its
+// Policy's slices are shared with the Store and must not be modified.
 type Key struct {
 	ID             string // public, stable; never the secret
 	Name           string
-	Model          string
-	TokenLimit     int64     // tokens per usage window; > 0
+	Model          string // legacy: one model name, informational
+	Policy         Policy
+	TokenLimit     int64     // the limit of Policy.Windows[0]; kept for legacy callers
 	ExpiresAt      time.Time // zero: never
 	CreatedAt      time.Time // zero: unknown (an imported key without created_at)
 	LastUsed       time.Time // zero: never
@@ -31,142 +31,221 @@ type Key struct {
 	Disabled       bool
 }
 
-// Spec is what Create makes a key from.
+// Policy is everything a key may do. Every limit present must allow a
+// request.
+type Policy struct {
+	Windows           []Window // token windows, e.g. 100k per 5h and 1M per 7 days; at least one
+	RequestsPerMinute int64    // 0: no request-rate limit
+	MaxConcurrent     int      // requests in flight at once; 0: no limit
+	Models            []string // models the key may ask for (path.Match globs: "claude-*"); empty: any
+}
+
+// Window is one token window of a Policy: at most Limit tokens in any
+// Window, counted in buckets of Bucket (strategies.RollingWindow).
+type Window struct {
+	Limit  int64
+	Window time.Duration
+	Bucket time.Duration // 0: Window/60, rounded down to a divisor of Window
+}
+
+// Spec is what Create makes a key from, and what Update changes.
 type Spec struct {
 	Name       string // at most MaxName bytes of UTF-8, no control characters; may be empty
 	Model      string // the same
-	TokenLimit int64  // tokens per usage window; must be > 0
+	TokenLimit int64  // shorthand for one window of Options.UsageWindow; ignored when Policy.Windows is set
+	Policy     Policy
 	ExpiresAt  time.Time
 }
 
-// Usage is a key's usage window at one instant.
+// Usage is a key's usage at one instant: every window, and the binding
+// one's figures at the top level for callers that show one. The binding
+// window is the one that refuses first: one over its limit (the most over,
+// by Used - Limit), else the one with the least Remaining.
 type Usage struct {
-	Used       int64 // tokens that count in the window; may exceed Limit after RecordUsage
-	Limit      int64 // the key's TokenLimit
+	Windows []WindowUsage
+
+	Used       int64 // tokens that count in the binding window; may exceed Limit after RecordUsage
+	Limit      int64
 	Remaining  int64 // max(0, Limit - Used)
 	ResetAfter time.Duration
-	// WindowEnd is the instant the oldest usage still counted stops
-	// counting: when Used next goes down. Zero when Used is 0.
-	WindowEnd time.Time
+	WindowEnd  time.Time // when the binding window's Used next goes down; zero when it is 0
+
+	Binding  int // the index in Windows of the binding window: over its limit, else with the least Remaining
+	InFlight int // admissions not finished (and not past Options.LeaseTTL)
+}
+
+// WindowUsage is one window's usage. Used includes the tokens reserved by
+// admissions not finished yet.
+type WindowUsage struct {
+	Window, Bucket time.Duration
+	Used           int64
+	Limit          int64
+	Remaining      int64         // max(0, Limit - Used)
+	ResetAfter     time.Duration // until nothing is in use in the window
+	WindowEnd      time.Time     // the instant the oldest usage still counted stops counting; zero when Used is 0
 }
 
 // Options configures a Store.
 type Options struct {
-	// Window and Bucket shape the usage window; Bucket must divide Window.
-	// A zero field takes its default: 5 hours and 5 minutes, the legacy
-	// window.
-	Window, Bucket time.Duration
-	// Now is the clock, in Unix nanoseconds; nil means the system clock.
-	Now func() int64
-	// Durable is called after every Commit that changed something,
-	// outside any lock, and returns once that change is as durable as the
-	// database promises (group commit lives behind it). nil means
-	// calling the storage's Sync.
-	Durable func(ctx context.Context) error
+	// UsageWindow and UsageBucket are the window of Spec.TokenLimit and of
+	// legacy usage; UsageBucket must divide UsageWindow. Zero means the
+	// legacy window: DefaultWindow in DefaultBucket buckets.
+	UsageWindow, UsageBucket time.Duration
+	// LeaseTTL is how long an Admission holds its concurrency slot: one
+	// not finished by then (a crashed or lost client) frees it, and its
+	// reservation stays charged. 0 means DefaultLeaseTTL.
+	LeaseTTL time.Duration
 }
 
-// Defaults of Options: the legacy usage window.
+// Defaults of Options.
 const (
-	DefaultWindow = 5 * time.Hour
-	DefaultBucket = 5 * time.Minute
+	DefaultWindow   = 5 * time.Hour
+	DefaultBucket   = 5 * time.Minute
+	DefaultLeaseTTL = 10 * time.Minute
 )
 
 var (
 	// ErrNotFound is matched when no key has the id or secret given.
 	ErrNotFound = errors.New("key not found")
-	// ErrExpired is matched by Authenticate and Check for a key past its
-	// ExpiresAt.
+	// ErrExpired is matched for a key past its ExpiresAt.
 	ErrExpired = errors.New("key expired")
-	// ErrDisabled is matched by Authenticate and Check for a disabled key.
+	// ErrDisabled is matched for a disabled key.
 	ErrDisabled = errors.New("key disabled")
+	// ErrModel is matched by Admit for a model the key's Policy does not
+	// allow.
+	ErrModel = errors.New("model not allowed")
+	// ErrLimited is matched by Admit when a limit of the key's Policy
+	// refuses the request: a token window, the request rate or the
+	// concurrency cap.
+	ErrLimited = errors.New("rate limited")
 
-	// ErrInvalid is strategies.ErrInvalid (and ratestore.ErrInvalid):
-	// matched by every error about a bad argument or option.
-	ErrInvalid = strategies.ErrInvalid
-	// ErrCorrupt is strategies.ErrCorrupt (and ratestore.ErrCorrupt):
-	// matched by every error about stored bytes that cannot be decoded.
-	ErrCorrupt = strategies.ErrCorrupt
+	// ErrInvalid is ratestore.ErrInvalid: matched by every error about a
+	// bad argument or option.
+	ErrInvalid = ratestore.ErrInvalid
+	// ErrCorrupt is ratestore.ErrCorrupt: matched by every error about
+	// stored bytes that cannot be decoded.
+	ErrCorrupt = ratestore.ErrCorrupt
 )
-
-// numStripes is how many mutexes serialize the writes of keys: a key's
-// is picked by a hash of its id.
-const numStripes = 256
 
 // Store is the key store of one database. It is safe for concurrent use.
 type Store struct {
-	store   storage.Store
-	window  time.Duration
-	bucket  time.Duration
-	now     func() int64
-	durable func(ctx context.Context) error
+	db    *ratestore.DB
+	opts  Options // with the defaults applied
+	usage Window  // the window of Spec.TokenLimit and of legacy keys
 
-	stripes  [numStripes]sync.Mutex
-	importMu sync.Mutex // serializes Import: two imports of one secret must not both add it
+	mu      sync.RWMutex
+	byID    map[string]*entry
+	byHash  map[[sha256.Size]byte]*entry
+	corrupt map[string]error // ids whose record cannot be decoded
+
+	policies policies
+	importMu sync.Mutex // two imports of one secret must not both add it
 }
 
-// New returns the key store kept in store. store must be owned by this
-// process; the Store does not close it.
-func New(store storage.Store, opts Options) (*Store, error) {
-	if store == nil {
-		return nil, fmt.Errorf("keystore: nil storage: %w", ErrInvalid)
+// entry is one key in memory. Its fields are guarded by mu, except id and
+// rec.hash, which never change.
+type entry struct {
+	mu     sync.Mutex
+	id     string
+	rec    record
+	leases *leases // admissions holding a slot; nil when there are none
+}
+
+// storeKey attaches the Store to its DB (ratestore.DB.Attach).
+type storeKey struct{}
+
+// Open returns the key store inside db, loading its keys into memory: every
+// key record and the index of secret hashes, so that authenticating a
+// request reads no storage. There is one Store per DB, which Open makes the
+// first time: opening it again returns the same Store, whatever opts were
+// then when opts is the zero Options (so packages that only need the keys,
+// such as migrate, pass Options{}), and otherwise an error matching
+// ErrInvalid when opts differ from those it was opened with.
+//
+// Records written by earlier versions are rewritten in the current format
+// on the way (see the package doc); a record that cannot be decoded is
+// reported, with ErrCorrupt, by every call naming its key.
+func Open(db *ratestore.DB, opts Options) (*Store, error) {
+	if db == nil {
+		return nil, fmt.Errorf("keystore: open: nil database: %w", ErrInvalid)
 	}
-	window, bucket, err := usageWindow(opts.Window, opts.Bucket)
+	o, err := withDefaults(opts)
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{store: store, window: window, bucket: bucket, now: opts.Now, durable: opts.Durable}
-	if s.now == nil {
-		s.now = func() int64 { return time.Now().UnixNano() }
+	v, err := db.Attach(storeKey{}, func() (any, error) { return open(db, o) })
+	if err != nil {
+		return nil, err
 	}
-	if s.durable == nil {
-		s.durable = func(context.Context) error { return store.Sync() }
+	s := v.(*Store)
+	if s.opts != o && opts != (Options{}) {
+		return nil, fmt.Errorf("keystore: open: the key store of this database is open with %+v already, not %+v: %w", s.opts, o, ErrInvalid)
 	}
 	return s, nil
 }
 
-// ValidateWindow reports whether window and bucket (zero: the defaults)
-// make a usage window: bucket must divide window. Its errors match
-// ErrInvalid and name the field.
-func ValidateWindow(window, bucket time.Duration) error {
-	_, _, err := usageWindow(window, bucket)
-	return err
-}
-
-// usageWindow applies the defaults to window and bucket and validates them.
-func usageWindow(window, bucket time.Duration) (time.Duration, time.Duration, error) {
-	if window == 0 {
-		window = DefaultWindow
+// withDefaults validates opts and fills in its zero fields.
+func withDefaults(o Options) (Options, error) {
+	if o.UsageWindow == 0 {
+		o.UsageWindow = DefaultWindow
 	}
-	if bucket == 0 {
-		bucket = DefaultBucket
+	if o.UsageBucket == 0 {
+		o.UsageBucket = DefaultBucket
 	}
-	rw := strategies.RollingWindow{Limit: 1, Window: window, Bucket: bucket}
+	if o.LeaseTTL == 0 {
+		o.LeaseTTL = DefaultLeaseTTL
+	}
+	rw := strategies.RollingWindow{Limit: 1, Window: o.UsageWindow, Bucket: o.UsageBucket}
 	if err := rw.Validate(); err != nil {
-		return 0, 0, fmt.Errorf("keystore: usage window: %w", err)
+		return Options{}, fmt.Errorf("keystore: usage window: %w", err)
 	}
-	return window, bucket, nil
+	if o.LeaseTTL < 0 {
+		return Options{}, invalid("LeaseTTL %v is negative", o.LeaseTTL)
+	}
+	return o, nil
 }
 
-// strategy is the usage window of a key whose TokenLimit is limit.
-func (s *Store) strategy(limit int64) strategies.RollingWindow {
-	return strategies.RollingWindow{Limit: limit, Window: s.window, Bucket: s.bucket}
+// now reads the DB's clock, in Unix nanoseconds.
+func (s *Store) now() int64 { return s.db.Now().UnixNano() }
+
+// find returns the entry of key id.
+func (s *Store) find(id string) (*entry, error) {
+	s.mu.RLock()
+	e, bad := s.byID[id], s.corrupt[id]
+	s.mu.RUnlock()
+	switch {
+	case bad != nil:
+		return nil, bad
+	case e == nil:
+		return nil, notFound(id)
+	}
+	return e, nil
 }
 
-// stripe returns the mutex that serializes the writes of key id.
-func (s *Store) stripe(id string) *sync.Mutex {
-	h := uint32(2166136261) // FNV-1a
-	for i := 0; i < len(id); i++ {
-		h = (h ^ uint32(id[i])) * 16777619
+// bySecret returns the entry whose secret is secret.
+func (s *Store) bySecret(ctx context.Context, secret string) (*entry, error) {
+	h := hashSecret(secret)
+	s.mu.RLock()
+	e, anyCorrupt := s.byHash[h], len(s.corrupt) > 0
+	s.mu.RUnlock()
+	if e != nil {
+		return e, nil
 	}
-	return &s.stripes[h%numStripes]
-}
-
-// wait waits for the commit just made to be durable.
-func (s *Store) wait(ctx context.Context) error {
-	if err := s.durable(ctx); err != nil {
-		return fmt.Errorf("keystore: making the change durable: %w", err)
+	if anyCorrupt {
+		// The key may be one whose record cannot be read: the stored index
+		// of hashes still names it.
+		id, err := s.db.Get(ctx, hashKey(h))
+		if err != nil {
+			return nil, fmt.Errorf("keystore: authenticate: %w", err)
+		}
+		s.mu.RLock()
+		bad := s.corrupt[string(id)]
+		s.mu.RUnlock()
+		if bad != nil {
+			return nil, bad
+		}
 	}
-	return nil
+	return nil, errUnknownSecret
 }
 
 // ID and secret formats.
@@ -207,6 +286,13 @@ func validID(id string) bool {
 
 func hashSecret(secret string) [sha256.Size]byte { return sha256.Sum256([]byte(secret)) }
 
+// The key store's records (see the package doc).
+const (
+	recordPrefix = "k/"
+	hashPrefix   = "h/"
+	legacyPrefix = "l/"
+)
+
 func recordKey(id string) []byte { return append([]byte(recordPrefix), id...) }
 func legacyKey(id string) []byte { return append([]byte(legacyPrefix), id...) }
 func hashKey(h [sha256.Size]byte) []byte {
@@ -221,83 +307,24 @@ func notFound(id string) error {
 	return fmt.Errorf("keystore: key %s: %w", id, ErrNotFound)
 }
 
-// errUnknownSecret is the error of Authenticate and Check for a secret no
-// key has.
+// errUnknownSecret is the error for a secret no key has.
 var errUnknownSecret = fmt.Errorf("keystore: no key has this secret: %w", ErrNotFound)
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("keystore: %s: %w", fmt.Sprintf(format, args...), ErrInvalid)
 }
 
-// badText says what is wrong with a name or model, or returns "".
-func badText(s string) string {
-	if len(s) > MaxName {
-		return fmt.Sprintf("is %d bytes long, more than %d", len(s), MaxName)
+// sortedIDs returns the ids of every key, corrupt ones included, in order.
+func (s *Store) sortedIDs() []string {
+	s.mu.RLock()
+	ids := make([]string, 0, len(s.byID)+len(s.corrupt))
+	for id := range s.byID {
+		ids = append(ids, id)
 	}
-	if !utf8.ValidString(s) {
-		return "is not valid UTF-8"
+	for id := range s.corrupt {
+		ids = append(ids, id)
 	}
-	for _, c := range s {
-		if unicode.IsControl(c) {
-			return fmt.Sprintf("holds the control character %U", c)
-		}
-	}
-	return ""
-}
-
-// The instants a time.Time can be stored as: Unix nanoseconds in int64.
-var (
-	minTime = time.Unix(0, math.MinInt64)
-	maxTime = time.Unix(0, math.MaxInt64)
-)
-
-// checkTime says what is wrong with an instant to store, or returns "";
-// the zero Time (not set) is fine.
-func checkTime(t time.Time) string {
-	if !t.IsZero() && (t.Before(minTime) || t.After(maxTime)) {
-		return fmt.Sprintf("%v is outside the years 1678 to 2262", t)
-	}
-	return ""
-}
-
-// checkSpec validates the fields of a Spec; op names the call in errors.
-func checkSpec(op string, name, model string, limit int64, expires time.Time) error {
-	if limit <= 0 {
-		return invalid("%s: TokenLimit must be positive, got %d", op, limit)
-	}
-	if why := badText(name); why != "" {
-		return invalid("%s: Name %s", op, why)
-	}
-	if why := badText(model); why != "" {
-		return invalid("%s: Model %s", op, why)
-	}
-	if why := checkTime(expires); why != "" {
-		return invalid("%s: ExpiresAt %s", op, why)
-	}
-	return nil
-}
-
-// timeOf returns the instant ns, or the zero Time when has is false.
-func timeOf(ns int64, has bool) time.Time {
-	if !has {
-		return time.Time{}
-	}
-	return time.Unix(0, ns).UTC()
-}
-
-// nanos returns t in Unix nanoseconds and whether it is set (not zero).
-// t must have passed checkTime.
-func nanos(t time.Time) (int64, bool) {
-	if t.IsZero() {
-		return 0, false
-	}
-	return t.UnixNano(), true
-}
-
-// satAdd returns a + b for b >= 0, saturated at math.MaxInt64.
-func satAdd(a, b int64) int64 {
-	if a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
+	s.mu.RUnlock()
+	slices.Sort(ids)
+	return ids
 }

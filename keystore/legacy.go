@@ -9,7 +9,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/ratestore/ratestore/internal/storage"
+	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/strategies"
 )
 
 // Imported is one key of a legacy key file, for Import.
@@ -52,190 +53,215 @@ type ImportSkip struct {
 	Reason string
 }
 
-// Import creates the keys of a legacy key file, all in one Commit: all of
+// Import creates the keys of a legacy key file, all in one commit: all of
 // them or, on any error, none. A key whose secret already has a key (from
 // an earlier import, or an earlier entry of keys) is skipped and listed in
 // the result, so importing the same keys twice changes nothing. Every
 // field is checked first; an invalid one gives an error matching
-// ErrInvalid that names the entry by index and name. The usage windows are
-// stored as they are, and merged into the key's usage window the first time
-// the key is touched (see the package doc).
-//
-// One Commit holds about three writes a key, so its size is bounded by what
-// the backend takes in one transaction: badger, with the memtables
-// badgerstore configures, refuses (ErrTxnTooBig, and nothing is written)
-// somewhere between 3,000 and 10,000 keys; bbolt has no such bound.
+// ErrInvalid that names the entry by index and name. Each key gets one
+// window of Options.UsageWindow with its TokenLimit. The usage windows
+// are stored as they are, and merged into the key's token windows the
+// first time the key is touched (see the package doc).
 func (s *Store) Import(ctx context.Context, keys []Imported) (ImportResult, error) {
 	if err := ctx.Err(); err != nil {
 		return ImportResult{}, err
 	}
+	recs := make([]record, len(keys))
 	windows := make([][]legacyWindow, len(keys))
 	for i := range keys {
-		ws, err := checkImported(i, &keys[i])
-		if err != nil {
+		var err error
+		if recs[i], windows[i], err = s.checkImported(i, &keys[i]); err != nil {
 			return ImportResult{}, err
 		}
-		windows[i] = ws
 	}
 	s.importMu.Lock()
-	res, wrote, err := s.importLocked(keys, windows)
-	s.importMu.Unlock()
-	if err != nil {
-		return ImportResult{}, err
-	}
-	if wrote {
-		if err := s.wait(ctx); err != nil {
-			return ImportResult{}, err
-		}
-	}
-	return res, nil
-}
-
-func (s *Store) importLocked(keys []Imported, windows [][]legacyWindow) (ImportResult, bool, error) {
-	now := s.now()
+	defer s.importMu.Unlock()
 	res := ImportResult{IDs: make([]string, len(keys))}
 	seen := make(map[[sha256.Size]byte]int, len(keys)) // hash -> first index
-	issued := make(map[string]bool, len(keys))
-	var ops []storage.Op
+	var fresh []int
+	var dups [][2]int // [index in Skipped, index of the first entry with the secret]
+	s.mu.RLock()
 	for i := range keys {
-		k := &keys[i]
-		h := hashSecret(k.Secret)
+		h := recs[i].hash
 		if j, ok := seen[h]; ok {
-			res.IDs[i] = res.IDs[j]
-			res.Skipped = append(res.Skipped, ImportSkip{Index: i, Name: k.Name, ID: res.IDs[j],
+			dups = append(dups, [2]int{len(res.Skipped), j})
+			res.Skipped = append(res.Skipped, ImportSkip{Index: i, Name: keys[i].Name,
 				Reason: fmt.Sprintf("the same secret as keys[%d]", j)})
 			continue
 		}
 		seen[h] = i
-		v, err := s.store.Get(hashKey(h))
-		if err != nil {
-			return ImportResult{}, false, fmt.Errorf("keystore: import: %w", err)
-		}
-		if v != nil {
-			res.IDs[i] = string(v)
-			res.Skipped = append(res.Skipped, ImportSkip{Index: i, Name: k.Name, ID: string(v),
+		if e := s.byHash[h]; e != nil {
+			res.IDs[i] = e.id
+			res.Skipped = append(res.Skipped, ImportSkip{Index: i, Name: keys[i].Name, ID: e.id,
 				Reason: "a key with this secret exists already"})
 			continue
 		}
-		id, err := s.freeID(issued)
-		if err != nil {
-			return ImportResult{}, false, err
+		fresh = append(fresh, i)
+	}
+	s.mu.RUnlock()
+	if err := s.importFresh(ctx, fresh, recs, windows, &res); err != nil {
+		return ImportResult{}, fmt.Errorf("keystore: import: %w", err)
+	}
+	for _, d := range dups {
+		sk := &res.Skipped[d[0]]
+		sk.ID, res.IDs[sk.Index] = res.IDs[d[1]], res.IDs[d[1]]
+	}
+	return res, nil
+}
+
+// importFresh stores the keys recs[i], i in fresh, and their legacy usage
+// windows, in two commits: the windows first, then the keys that point to
+// them. A commit too large for one transaction is split (see
+// ratestore.DB.Update), and a crash in the middle of one must not leave a
+// key whose pending flag names windows that were never written: its
+// import would then be skipped as done when run again. Windows without
+// their key are never read.
+func (s *Store) importFresh(ctx context.Context, fresh []int, recs []record, windows [][]legacyWindow, res *ImportResult) error {
+	ids := make(map[int]string, len(fresh))
+	taken := make(map[string]bool, len(fresh))
+	s.mu.RLock()
+	for _, i := range fresh {
+		ids[i] = s.freeID(taken)
+		taken[ids[i]] = true
+	}
+	s.mu.RUnlock()
+	err := s.db.Update(ctx, func(b *ratestore.Batch) error {
+		for _, i := range fresh {
+			if len(windows[i]) > 0 {
+				if err := b.Put(legacyKey(ids[i]), appendLegacy(nil, windows[i])); err != nil {
+					return err
+				}
+			}
 		}
-		r := &record{
-			hash:       h,
-			name:       k.Name,
-			model:      k.Model,
-			tokenLimit: k.TokenLimit,
-			lifetime:   k.LifetimeTokens,
-			legacy:     len(windows[i]) > 0,
-		}
-		r.expiresAt, r.hasExpiry = nanos(k.ExpiresAt)
-		r.createdAt, r.hasCreated = nanos(k.CreatedAt)
-		r.lastUsed, r.hasUsed = nanos(k.LastUsed)
-		r.st = s.strategy(r.tokenLimit).NewState()
-		ops = append(ops, s.put(id, r, now), storage.Op{Key: hashKey(h), Value: []byte(id)})
-		if r.legacy {
-			ops = append(ops, storage.Op{Key: legacyKey(id), Value: appendLegacy(nil, windows[i])})
+		return nil
+	})
+	if err == nil {
+		err = s.db.Flush(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	return s.db.Update(ctx, func(b *ratestore.Batch) error {
+		for _, i := range fresh {
+			e, err := s.add(b, ids[i], recs[i], len(windows[i]) > 0)
+			if err != nil {
+				return err
+			}
+			res.IDs[i] = e.id
+			res.Imported++
 			res.Windows += len(windows[i])
 		}
-		issued[id] = true
-		res.IDs[i] = id
-		res.Imported++
-	}
-	if len(ops) == 0 {
-		return res, false, nil
-	}
-	if err := s.store.Commit(ops); err != nil {
-		return ImportResult{}, false, fmt.Errorf("keystore: import: %w", err)
-	}
-	return res, true, nil
+		return nil
+	})
 }
 
-// freeID returns a new id that no key has and that is not taken.
-func (s *Store) freeID(taken map[string]bool) (string, error) {
-	for {
-		id := newID()
-		if taken[id] {
-			continue
-		}
-		v, err := s.store.Get(recordKey(id))
-		if err != nil {
-			return "", fmt.Errorf("keystore: import: %w", err)
-		}
-		if v == nil {
-			return id, nil
-		}
-	}
-}
-
-// checkImported validates keys[i] and returns its windows as stored:
-// those with tokens, in order of start.
-func checkImported(i int, k *Imported) ([]legacyWindow, error) {
+// checkImported validates keys[i] and returns its record and its windows
+// as stored: those with tokens, in order of start.
+func (s *Store) checkImported(i int, k *Imported) (record, []legacyWindow, error) {
 	op := fmt.Sprintf("import: keys[%d] (name %.64q)", i, k.Name)
 	if k.Secret == "" {
-		return nil, invalid("%s: empty secret", op)
+		return record{}, nil, invalid("%s: empty secret", op)
 	}
-	if err := checkSpec(op, k.Name, k.Model, k.TokenLimit, k.ExpiresAt); err != nil {
-		return nil, err
+	if k.TokenLimit <= 0 {
+		return record{}, nil, invalid("%s: TokenLimit must be positive, got %d", op, k.TokenLimit)
+	}
+	rec, err := s.fromSpec(op, Spec{Name: k.Name, Model: k.Model, TokenLimit: k.TokenLimit, ExpiresAt: k.ExpiresAt})
+	if err != nil {
+		return record{}, nil, err
 	}
 	for _, t := range [...]struct {
 		field string
 		t     time.Time
 	}{{"CreatedAt", k.CreatedAt}, {"LastUsed", k.LastUsed}} {
 		if why := checkTime(t.t); why != "" {
-			return nil, invalid("%s: %s %s", op, t.field, why)
+			return record{}, nil, invalid("%s: %s %s", op, t.field, why)
 		}
 	}
 	if k.LifetimeTokens < 0 {
-		return nil, invalid("%s: negative LifetimeTokens %d", op, k.LifetimeTokens)
+		return record{}, nil, invalid("%s: negative LifetimeTokens %d", op, k.LifetimeTokens)
 	}
 	if len(k.Windows) > MaxLegacyWindows {
-		return nil, invalid("%s: %d usage windows, more than %d", op, len(k.Windows), MaxLegacyWindows)
+		return record{}, nil, invalid("%s: %d usage windows, more than %d", op, len(k.Windows), MaxLegacyWindows)
 	}
 	var ws []legacyWindow
 	var sum int64
 	for j, w := range k.Windows {
 		switch why := checkTime(w.Start); {
 		case w.Start.IsZero():
-			return nil, invalid("%s: Windows[%d]: no Start", op, j)
+			return record{}, nil, invalid("%s: Windows[%d]: no Start", op, j)
 		case why != "":
-			return nil, invalid("%s: Windows[%d]: Start %s", op, j, why)
+			return record{}, nil, invalid("%s: Windows[%d]: Start %s", op, j, why)
 		case w.Tokens < 0:
-			return nil, invalid("%s: Windows[%d]: negative Tokens %d", op, j, w.Tokens)
+			return record{}, nil, invalid("%s: Windows[%d]: negative Tokens %d", op, j, w.Tokens)
 		case w.Tokens > math.MaxInt64-sum:
-			return nil, invalid("%s: the Tokens of Windows add up past 2^63-1", op)
+			return record{}, nil, invalid("%s: the Tokens of Windows add up past 2^63-1", op)
 		case w.Tokens > 0:
 			sum += w.Tokens
 			ws = append(ws, legacyWindow{start: w.Start.UnixNano(), tokens: w.Tokens})
 		}
 	}
 	slices.SortStableFunc(ws, func(a, b legacyWindow) int { return cmp.Compare(a.start, b.start) })
-	return ws, nil
+	rec.hash = hashSecret(k.Secret)
+	rec.lifetime = k.LifetimeTokens
+	rec.createdAt, rec.hasCreated = nanos(k.CreatedAt)
+	rec.lastUsed, rec.hasUsed = nanos(k.LastUsed)
+	return rec, ws, nil
 }
 
-// mergeLegacy merges the legacy usage windows of key id into r's usage
-// window as of now, and marks r merged. The caller holds the key's lock
-// and deletes the legacy record in the Commit that stores r.
-func (s *Store) mergeLegacy(id string, r *record, now int64) error {
-	b, err := s.store.Get(legacyKey(id))
+// settle merges e's pending legacy usage, if any, in a commit of its own.
+func (s *Store) settle(ctx context.Context, e *entry) error {
+	e.mu.Lock()
+	pending := e.rec.legacy
+	e.mu.Unlock()
+	if !pending {
+		return nil
+	}
+	return s.db.Update(ctx, func(b *ratestore.Batch) error {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if e.rec.gone || !e.rec.legacy {
+			return nil // merged or deleted meanwhile
+		}
+		return s.mergeLegacy(ctx, b, e)
+	})
+}
+
+// mergeLegacy merges the legacy usage windows of e into every token window
+// of its policy, and in the same commit deletes the legacy record and
+// writes the record without its pending flag, so that a window is merged
+// exactly once. The caller holds e.mu, inside b's Update.
+func (s *Store) mergeLegacy(ctx context.Context, b *ratestore.Batch, e *entry) error {
+	v, err := s.db.Get(ctx, legacyKey(e.id))
 	if err != nil {
-		return fmt.Errorf("keystore: key %s: %w", id, err)
+		return fmt.Errorf("keystore: key %s: %w", e.id, err)
 	}
-	if b == nil {
-		return corrupt(id, "record: legacy usage is pending, but there is no legacy record")
+	if v == nil {
+		return corrupt(e.id, "record: legacy usage is pending, but there is no legacy record")
 	}
-	ws, err := decodeLegacy(id, b)
+	ws, err := decodeLegacy(e.id, v)
 	if err != nil {
 		return err
 	}
-	rw := s.strategy(r.tokenLimit)
-	for _, w := range ws {
-		if err := rw.Merge(r.st, now, w.start, w.tokens); err != nil {
-			return fmt.Errorf("keystore: key %s: merging legacy usage: %w", id, err)
+	pol := e.rec.pol
+	for i, l := range pol.windows {
+		rw := pol.pub.Windows[i].strategy()
+		_, err := b.Modify(l, e.id, func(st strategies.State, now int64) (strategies.State, error) {
+			for _, w := range ws {
+				if err := rw.Merge(st, now, w.start, w.tokens); err != nil {
+					return nil, err
+				}
+			}
+			return st, nil
+		})
+		if err != nil {
+			return fmt.Errorf("keystore: key %s: merging legacy usage: %w", e.id, err)
 		}
 	}
-	r.legacy, r.merged = false, true
-	return nil
+	e.rec.legacy = false
+	if err := b.Delete(legacyKey(e.id)); err != nil {
+		return err
+	}
+	return b.Put(recordKey(e.id), e.rec.encode())
 }
 
 // PendingLegacy counts the keys whose legacy usage is not merged yet.
@@ -252,16 +278,35 @@ func (s *Store) PendingLegacy(ctx context.Context) (int, error) {
 // merged yet, in id order, until fn returns an error, which it returns. fn
 // may call the Store, MigrateLegacy included.
 func (s *Store) LegacyIDs(ctx context.Context, fn func(id string) error) error {
-	return s.scan(ctx, legacyPrefix, func(id string, _ []byte) error { return fn(id) })
+	for _, id := range s.sortedIDs() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		e, err := s.find(id)
+		if err != nil {
+			continue // corrupt, or deleted since sortedIDs
+		}
+		e.mu.Lock()
+		pending := e.rec.legacy && !e.rec.gone
+		e.mu.Unlock()
+		if pending {
+			if err := fn(id); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // MigrateLegacy merges the legacy usage of key id now, and reports whether
 // it had any pending.
 func (s *Store) MigrateLegacy(ctx context.Context, id string) (bool, error) {
-	var merged bool
-	err := s.change(ctx, id, func(r *record, _ int64) (bool, error) {
-		merged = r.merged
-		return false, nil
-	})
-	return merged, err
+	e, err := s.find(id)
+	if err != nil {
+		return false, err
+	}
+	e.mu.Lock()
+	pending := e.rec.legacy
+	e.mu.Unlock()
+	return pending, s.settle(ctx, e)
 }

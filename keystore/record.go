@@ -7,15 +7,11 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/ratestore/ratestore/strategies"
-)
-
-// Prefixes of the key store's part of the keyspace (see the package doc).
-const (
-	recordPrefix = "k/"
-	hashPrefix   = "h/"
-	legacyPrefix = "l/"
 )
 
 // Limits of what a record and a legacy record hold.
@@ -25,11 +21,15 @@ const (
 	// MaxLegacyWindows is the most legacy usage windows one key may carry.
 	MaxLegacyWindows = 1 << 20
 
-	maxWindowBytes = 16 << 20 // a window of 65536 buckets, written as text, with room to spare
+	maxWindowBytes = 16 << 20 // a version 1 usage window of 65536 buckets, written as text, with room to spare
+	maxPolicyBytes = 1 << 20
 )
 
+// Record versions: 1 held the usage window (now an engine state) and one
+// token limit; 2 holds a Policy.
 const (
-	recordVersion = 1
+	recordV1      = 1
+	recordVersion = 2
 	legacyVersion = 1
 )
 
@@ -44,27 +44,26 @@ const (
 	flagsKnown = flagDisabled | flagExpires | flagCreated | flagLastUsed | flagLegacy
 )
 
-// record is a key as stored at k/<id>, its window still encoded.
+// record is a key as stored at k/<id>.
 type record struct {
 	hash       [sha256.Size]byte
 	name       string
 	model      string
-	tokenLimit int64
+	pol        *policy
 	lifetime   int64
 	expiresAt  int64 // Unix ns, when hasExpiry
 	createdAt  int64 // when hasCreated
-	lastUsed   int64 // when hasLastUsed
+	lastUsed   int64 // when hasUsed
 	hasExpiry  bool
 	hasCreated bool
 	hasUsed    bool
 	disabled   bool
-	legacy     bool   // l/<id> holds usage windows not merged yet
-	window     []byte // the strategy's encoding of the usage window; empty: nothing in use
+	legacy     bool // l/<id> holds usage windows not merged yet
 
-	// Not stored: the decoded window, set by Store.decode, and whether
-	// pending legacy usage was merged into it (Store.mergeLegacy).
-	st     strategies.State
-	merged bool
+	// gone is not stored: the key was deleted, and a caller that found its
+	// entry before must not use it. It sits here, in the padding after the
+	// flags, rather than in the entry: a key costs 8 bytes less.
+	gone bool
 }
 
 func (r *record) flags() byte {
@@ -83,67 +82,144 @@ func (r *record) flags() byte {
 	return f
 }
 
-// appendEncode appends the record's encoding to dst.
+// times are the optional instants of r, in the order they are stored.
+func (r *record) times() [3]struct {
+	on *bool
+	ns *int64
+} {
+	return [3]struct {
+		on *bool
+		ns *int64
+	}{{&r.hasExpiry, &r.expiresAt}, {&r.hasCreated, &r.createdAt}, {&r.hasUsed, &r.lastUsed}}
+}
+
+// appendEncode appends the record's encoding (version 2) to dst.
 func (r *record) appendEncode(dst []byte) []byte {
 	dst = append(dst, recordVersion, r.flags())
 	dst = append(dst, r.hash[:]...)
-	dst = binary.AppendUvarint(dst, uint64(r.tokenLimit))
 	dst = binary.AppendUvarint(dst, uint64(r.lifetime))
-	for _, t := range [...]struct {
-		on bool
-		ns int64
-	}{{r.hasExpiry, r.expiresAt}, {r.hasCreated, r.createdAt}, {r.hasUsed, r.lastUsed}} {
-		if t.on {
-			dst = binary.AppendVarint(dst, t.ns)
+	for _, t := range r.times() {
+		if *t.on {
+			dst = binary.AppendVarint(dst, *t.ns)
 		}
 	}
 	dst = appendBytes(dst, r.name)
 	dst = appendBytes(dst, r.model)
-	return appendBytes(dst, string(r.window))
+	return appendBytes(dst, r.pol.enc)
+}
+
+// encode returns the record's encoding.
+func (r *record) encode() []byte {
+	return r.appendEncode(make([]byte, 0, 48+len(r.name)+len(r.model)+len(r.pol.enc)))
+}
+
+// appendPolicy appends the encoding of p, which is normalized, to dst.
+func appendPolicy(dst []byte, p *Policy) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(p.Windows)))
+	for _, w := range p.Windows {
+		dst = binary.AppendUvarint(dst, uint64(w.Limit))
+		dst = binary.AppendUvarint(dst, uint64(w.Window))
+		dst = binary.AppendUvarint(dst, uint64(w.Bucket))
+	}
+	dst = binary.AppendUvarint(dst, uint64(p.RequestsPerMinute))
+	dst = binary.AppendUvarint(dst, uint64(p.MaxConcurrent))
+	dst = binary.AppendUvarint(dst, uint64(len(p.Models)))
+	for _, m := range p.Models {
+		dst = appendBytes(dst, m)
+	}
+	return dst
 }
 
 func appendBytes(dst []byte, s string) []byte {
 	return append(binary.AppendUvarint(dst, uint64(len(s))), s...)
 }
 
-// decodeRecord parses the record of id. Its errors match
-// strategies.ErrCorrupt and name id. The window is checked by its strategy
-// later (Store.decode).
-func decodeRecord(id string, b []byte) (*record, error) {
+// stored is a record as decoded, before its policy is made the Store's:
+// the Policy, and for a version 1 record the limit and usage window it
+// held.
+type stored struct {
+	record
+	policy   Policy
+	v1Limit  int64  // version 1: the token limit
+	v1Window []byte // version 1: the usage window's state, encoded; empty: nothing in use
+}
+
+// decodeRecord parses the record of id, version 1 or 2. Its errors match
+// strategies.ErrCorrupt and name id. The policy is checked by Store.policy
+// and a version 1 window by its strategy, later.
+func decodeRecord(id string, b []byte) (*stored, error) {
 	d := decoder{id: id, what: "record", b: b}
-	if v := d.byte("version"); d.err == nil && v != recordVersion {
+	v := d.byte("version")
+	if d.err == nil && v != recordV1 && v != recordVersion {
 		return nil, corrupt(id, "record: unsupported version %d", v)
 	}
 	flags := d.byte("flags")
 	if d.err == nil && flags&^flagsKnown != 0 {
 		return nil, corrupt(id, "record: unknown flags %#02x", flags)
 	}
-	r := &record{
+	r := &stored{record: record{
 		disabled:   flags&flagDisabled != 0,
 		hasExpiry:  flags&flagExpires != 0,
 		hasCreated: flags&flagCreated != 0,
 		hasUsed:    flags&flagLastUsed != 0,
 		legacy:     flags&flagLegacy != 0,
-	}
+	}}
 	copy(r.hash[:], d.fixed("hash", sha256.Size))
-	r.tokenLimit = d.int("token limit", 1)
+	if v == recordV1 {
+		r.v1Limit = d.int("token limit", 1)
+	}
 	r.lifetime = d.int("lifetime tokens", 0)
-	if r.hasExpiry {
-		r.expiresAt = d.varint("expires at")
-	}
-	if r.hasCreated {
-		r.createdAt = d.varint("created at")
-	}
-	if r.hasUsed {
-		r.lastUsed = d.varint("last used")
+	for _, t := range r.times() {
+		if *t.on {
+			*t.ns = d.varint("instant")
+		}
 	}
 	r.name = d.text("name")
 	r.model = d.text("model")
-	r.window = d.bytes("window", maxWindowBytes)
+	if v == recordV1 {
+		r.v1Window = d.bytes("window", maxWindowBytes)
+	} else {
+		p := decoder{id: id, what: "record: policy", b: d.bytes("policy", maxPolicyBytes)}
+		if d.err == nil {
+			r.policy = p.policy()
+			d.err = p.done()
+		}
+	}
 	if err := d.done(); err != nil {
 		return nil, err
 	}
 	return r, nil
+}
+
+// policy reads a Policy as appendPolicy writes it. Its values are checked
+// by normalize later.
+func (d *decoder) policy() Policy {
+	var p Policy
+	n := d.int("window count", 1)
+	if d.err == nil && n > MaxWindows {
+		d.fail("window count", fmt.Sprintf("%d is over %d", n, MaxWindows))
+	}
+	for i := int64(0); i < n && d.err == nil; i++ {
+		p.Windows = append(p.Windows, Window{
+			Limit:  d.int("window limit", 1),
+			Window: time.Duration(d.int("window length", 1)),
+			Bucket: time.Duration(d.int("window bucket", 1)),
+		})
+	}
+	p.RequestsPerMinute = d.int("requests per minute", 0)
+	maxConc := d.int("max concurrent", 0)
+	if d.err == nil && maxConc > MaxMaxConcurrent {
+		d.fail("max concurrent", fmt.Sprintf("%d is out of range", maxConc))
+	}
+	p.MaxConcurrent = int(maxConc)
+	models := d.int("model count", 0)
+	if d.err == nil && models > MaxModels {
+		d.fail("model count", fmt.Sprintf("%d is over %d", models, MaxModels))
+	}
+	for i := int64(0); i < models && d.err == nil; i++ {
+		p.Models = append(p.Models, d.text("model pattern"))
+	}
+	return p
 }
 
 // legacyWindow is one legacy usage window as stored: start in Unix ns.
@@ -205,6 +281,7 @@ func decodeLegacy(id string, b []byte) ([]legacyWindow, error) {
 	return ws, nil
 }
 
+// corrupt returns an error about the stored data of key id, matching
 // corrupt returns an error about the stored data of key id, matching
 // strategies.ErrCorrupt.
 func corrupt(id, format string, args ...any) error {
@@ -326,4 +403,61 @@ func (d *decoder) done() error {
 		d.err = corrupt(d.id, "%s: %d trailing bytes", d.what, len(d.b))
 	}
 	return d.err
+}
+
+// badText says what is wrong with a name, model or model pattern, or
+// returns "".
+func badText(s string) string {
+	if len(s) > MaxName {
+		return fmt.Sprintf("is %d bytes long, more than %d", len(s), MaxName)
+	}
+	if !utf8.ValidString(s) {
+		return "is not valid UTF-8"
+	}
+	for _, c := range s {
+		if unicode.IsControl(c) {
+			return fmt.Sprintf("holds the control character %U", c)
+		}
+	}
+	return ""
+}
+
+// The instants a time.Time can be stored as: Unix nanoseconds in int64.
+var (
+	minTime = time.Unix(0, math.MinInt64)
+	maxTime = time.Unix(0, math.MaxInt64)
+)
+
+// checkTime says what is wrong with an instant to store, or returns "";
+// the zero Time (not set) is fine.
+func checkTime(t time.Time) string {
+	if !t.IsZero() && (t.Before(minTime) || t.After(maxTime)) {
+		return fmt.Sprintf("%v is outside the years 1678 to 2262", t)
+	}
+	return ""
+}
+
+// timeOf returns the instant ns, or the zero Time when has is false.
+func timeOf(ns int64, has bool) time.Time {
+	if !has {
+		return time.Time{}
+	}
+	return time.Unix(0, ns).UTC()
+}
+
+// nanos returns t in Unix nanoseconds and whether it is set (not zero).
+// t must have passed checkTime.
+func nanos(t time.Time) (int64, bool) {
+	if t.IsZero() {
+		return 0, false
+	}
+	return t.UnixNano(), true
+}
+
+// satAdd returns a + b for b >= 0, saturated at math.MaxInt64.
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }

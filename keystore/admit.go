@@ -1,0 +1,339 @@
+package keystore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/strategies"
+)
+
+// Request is what Admit admits.
+type Request struct {
+	Model string // the model asked for; "" when the request names none
+	// Reserve is the tokens held while the request runs, counted as used in
+	// every window until Finish: an estimate such as prompt + max_tokens.
+	// 0: none.
+	Reserve int64
+}
+
+// Denial is the error of a refused Admit (and of Authenticate and Check
+// for a disabled or expired key): which limit refused, and when to retry.
+// It matches (errors.Is) ErrNotFound, ErrDisabled, ErrExpired, ErrModel or
+// ErrLimited.
+type Denial struct {
+	// Reason is "unknown", "disabled", "expired", "model", "window",
+	// "rate" or "concurrency".
+	Reason string
+	// Limit names the limit that refused: "window 5h0m0s" (its length),
+	// "100 requests per minute", "4 requests in flight", the model.
+	Limit string
+	// RetryAfter is when the same request would be admitted, as far as the
+	// limit that refused can tell; -1 when it never will be (a reservation
+	// over a window's limit, a disabled or expired key, a model not
+	// allowed).
+	RetryAfter time.Duration
+
+	key string // the id; "" for an unknown secret
+	err error  // the sentinel it matches
+}
+
+func (d *Denial) Error() string {
+	msg := "keystore: "
+	if d.key != "" {
+		msg += "key " + d.key + ": "
+	}
+	msg += d.err.Error()
+	if d.Limit != "" {
+		msg += ": " + d.Limit
+	}
+	switch {
+	case d.RetryAfter > 0:
+		msg += fmt.Sprintf("; retry after %v", d.RetryAfter)
+	case d.RetryAfter < 0 && d.err == ErrLimited:
+		msg += "; the request can never fit"
+	}
+	return msg
+}
+
+// Unwrap returns the sentinel d matches.
+func (d *Denial) Unwrap() error { return d.err }
+
+// errFinished is the error of a second Finish.
+var errFinished = fmt.Errorf("keystore: admission finished already: %w", ErrInvalid)
+
+// Admission is a request admitted by Admit: it holds a concurrency slot
+// and a reservation in every token window of its key until Finish, or
+// until Options.LeaseTTL has passed.
+type Admission struct {
+	s        *Store
+	e        *entry
+	k        Key
+	pol      *policy // the windows the reservation went to
+	reserve  int64
+	at       int64 // when the reservation was taken (Unix ns): its buckets
+	deadline int64 // at + LeaseTTL: the slot is freed then
+
+	// Guarded by e.mu.
+	held     bool // the slot is held (not finished, not expired)
+	finished bool
+}
+
+// Key returns the key as it was when the request was admitted.
+func (a *Admission) Key() Key { return a.k }
+
+// leases are the admissions of one key that hold a slot.
+type leases struct{ list []*Admission }
+
+// expire frees the slots of the admissions whose lease ended by now. The
+// caller holds the entry's lock.
+func (ls *leases) expire(now int64) {
+	if ls == nil {
+		return
+	}
+	ls.list = slices.DeleteFunc(ls.list, func(a *Admission) bool {
+		if a.deadline <= now {
+			a.held = false
+			return true
+		}
+		return false
+	})
+}
+
+// held counts the slots held at now. The caller holds the entry's lock.
+func (ls *leases) held(now int64) int {
+	ls.expire(now)
+	if ls == nil {
+		return 0
+	}
+	return len(ls.list)
+}
+
+// release frees a's slot. The caller holds the entry's lock.
+func (ls *leases) release(a *Admission) {
+	if ls != nil {
+		ls.list = slices.DeleteFunc(ls.list, func(b *Admission) bool { return b == a })
+	}
+	a.held = false
+}
+
+// Admit authenticates secret and admits one request, all or nothing: the
+// key is enabled and unexpired, the model is allowed, the concurrency cap
+// and the request rate have room, and every token window has room for
+// req.Reserve tokens. Then it takes one request from the rate, holds
+// req.Reserve tokens in every window (counted as used by every other
+// request until Finish) and a concurrency slot, and returns once that is
+// as durable as the database promises, so that a crash keeps the
+// reservation charged.
+//
+// A refusal changes nothing and is a *Denial matching ErrNotFound,
+// ErrDisabled, ErrExpired, ErrModel or ErrLimited. Checks run in that
+// order, then the concurrency cap, the windows and the request rate: the
+// first that refuses is reported. A window refuses a reservation when
+// used + Reserve > Limit, so with Reserve 0 a key at exactly its limit is
+// still admitted, as Check says.
+//
+// When only the wait for the commit fails (ctx ended, or the disk did),
+// Admit returns the Admission with the error: the request was admitted
+// and holds its slot and reservation, which are just not known to be on
+// disk. Finish it like any other.
+func (s *Store) Admit(ctx context.Context, secret string, req Request) (*Admission, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if req.Reserve < 0 {
+		return nil, invalid("admit: negative Reserve %d", req.Reserve)
+	}
+	e, err := s.bySecret(ctx, secret)
+	if errors.Is(err, ErrNotFound) {
+		return nil, &Denial{Reason: "unknown", RetryAfter: -1, err: ErrNotFound}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := s.settle(ctx, e); err != nil {
+		return nil, err
+	}
+	var a *Admission
+	err = s.db.Update(ctx, func(b *ratestore.Batch) error {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if e.rec.gone {
+			return &Denial{Reason: "unknown", RetryAfter: -1, err: ErrNotFound}
+		}
+		now := s.now()
+		if err := e.admits(ctx, b, req, now); err != nil {
+			return err
+		}
+		pol := e.rec.pol
+		if req.Reserve > 0 {
+			for _, l := range pol.windows {
+				if _, err := b.Record(l, e.id, req.Reserve); err != nil {
+					return fmt.Errorf("keystore: key %s: reserving: %w", e.id, err)
+				}
+			}
+		}
+		a = &Admission{s: s, e: e, k: e.key(), pol: pol, reserve: req.Reserve, at: now,
+			deadline: satAdd(now, int64(s.opts.LeaseTTL)), held: true}
+		if e.leases == nil {
+			e.leases = new(leases)
+		}
+		e.leases.list = append(e.leases.list, a)
+		return nil
+	})
+	if err != nil && a == nil {
+		return nil, err
+	}
+	return a, err
+}
+
+// admits checks that e admits req at now, and takes one request from its
+// rate if so: the last check, so that a refusal changes nothing. The
+// caller holds e.mu.
+func (e *entry) admits(ctx context.Context, b *ratestore.Batch, req Request, now int64) error {
+	if err := e.refusal(now); err != nil {
+		return err
+	}
+	pol := e.rec.pol
+	if !pol.pub.allows(req.Model) {
+		return &Denial{Reason: "model", Limit: fmt.Sprintf("model %q", req.Model), RetryAfter: -1, key: e.id, err: ErrModel}
+	}
+	if max := pol.pub.MaxConcurrent; max > 0 && e.leases.held(now) >= max {
+		// When a request in flight finishes is not known; the earliest
+		// lease's end is when a slot is sure to be free.
+		return &Denial{Reason: "concurrency", Limit: fmt.Sprintf("%d requests in flight", max),
+			RetryAfter: time.Duration(e.leases.list[0].deadline - now), key: e.id, err: ErrLimited}
+	}
+	res, i, err := pol.peek(ctx, e.id, req.Reserve)
+	if err != nil {
+		return err
+	}
+	if !res.Allowed {
+		return &Denial{Reason: "window", Limit: "window " + pol.pub.Windows[i].Window.String(),
+			RetryAfter: res.RetryAfter, key: e.id, err: ErrLimited}
+	}
+	if pol.rate != nil {
+		r, err := b.AllowN(pol.rate, e.id, 1)
+		if err != nil {
+			return fmt.Errorf("keystore: key %s: request rate: %w", e.id, err)
+		}
+		if !r.Allowed {
+			return &Denial{Reason: "rate", Limit: fmt.Sprintf("%d requests per minute", pol.pub.RequestsPerMinute),
+				RetryAfter: r.RetryAfter, key: e.id, err: ErrLimited}
+		}
+	}
+	return nil
+}
+
+// Finish charges tokens, the request's real usage, in place of its
+// reservation, in the buckets the reservation went to (never below zero
+// there), adds them to LifetimeTokens, sets LastUsed, frees the
+// concurrency slot, and returns the key's usage after it, once that is as
+// durable as the database promises. Windows the key's policy gained since
+// Admit are charged tokens now.
+//
+// An admission past its lease (Options.LeaseTTL) has had its slot freed
+// and keeps its reservation charged: Finish then charges what tokens
+// exceed it, and gives nothing back. Finishing twice is an error matching
+// ErrInvalid and changes nothing; tokens < 0 likewise. For a key deleted
+// in the meantime Finish returns ErrNotFound.
+func (a *Admission) Finish(ctx context.Context, tokens int64) (Usage, error) {
+	if tokens < 0 {
+		return Usage{}, invalid("finish: negative tokens %d", tokens)
+	}
+	s, e := a.s, a.e
+	var u Usage
+	err := s.db.Update(ctx, func(b *ratestore.Batch) error {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if a.finished {
+			return errFinished
+		}
+		if e.rec.gone {
+			a.finished = true
+			return notFound(e.id)
+		}
+		now := s.now()
+		e.leases.expire(now)
+		if err := a.settle(b, tokens, now); err != nil {
+			return err
+		}
+		a.finished = true
+		e.leases.release(a)
+		e.used(tokens, now)
+		if err := b.Put(recordKey(e.id), e.rec.encode()); err != nil {
+			return err
+		}
+		var err error
+		u, err = s.usageOf(ctx, e, now)
+		return err
+	})
+	return u, err
+}
+
+// settle replaces a's reservation by tokens in the windows of the key's
+// policy: in a window the reservation went to (one of the same length),
+// by adding or refunding the difference in the reservation's bucket; in a
+// window the policy gained since Admit, by recording tokens now. Windows
+// the policy lost since do not count any more and are left as they are.
+// The caller holds the entry's lock.
+func (a *Admission) settle(b *ratestore.Batch, tokens, now int64) error {
+	id := a.e.id
+	delta := tokens - a.reserve
+	if !a.held && delta < 0 {
+		delta = 0 // past its lease: the reservation stays charged
+	}
+	pol := a.e.rec.pol
+	for i, w := range pol.pub.Windows {
+		var err error
+		if at, ok := a.reservedAt(w); ok {
+			_, err = b.Modify(pol.windows[i], id, func(st strategies.State, now int64) (strategies.State, error) {
+				return st, adjust(w.strategy(), st, now, at, delta)
+			})
+		} else if tokens > 0 {
+			_, err = b.Record(pol.windows[i], id, tokens)
+		}
+		if err != nil {
+			return fmt.Errorf("keystore: key %s: finishing: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// reservedAt reports whether a's reservation went to a window of w's
+// length and, if so, the instant of the bucket of w that holds it now. That
+// is the reservation's own bucket, unless w's Bucket changed since Admit:
+// the strategy then moved the usage of each old bucket to the new bucket
+// that starts at or after it (strategies.RollingWindow), so the
+// reservation is in the first bucket of w starting at or after the start
+// of the one it went to.
+func (a *Admission) reservedAt(w Window) (int64, bool) {
+	i := slices.IndexFunc(a.pol.pub.Windows, func(r Window) bool { return r.Window == w.Window })
+	if i < 0 {
+		return 0, false
+	}
+	old, b := int64(a.pol.pub.Windows[i].Bucket), int64(w.Bucket)
+	start := a.at - a.at%old
+	if start%b == 0 {
+		return start, true
+	}
+	return start - start%b + b, true
+}
+
+// adjust adds delta tokens to st, the state of rw, in the bucket that
+// holds at, or refunds -delta there. Added tokens whose bucket has expired
+// (a request that ran longer than the window) go to now's bucket instead:
+// never less is charged.
+func adjust(rw strategies.RollingWindow, st strategies.State, now, at, delta int64) error {
+	if delta < 0 {
+		_, err := rw.Refund(st, now, at, -delta)
+		return err
+	}
+	if start := at - at%int64(rw.Bucket); start <= now-int64(rw.Window) {
+		at = now
+	}
+	return rw.Merge(st, now, at, delta)
+}

@@ -1,0 +1,132 @@
+package keystore
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+
+	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/strategies"
+)
+
+// open loads the key store of db into memory (see Open).
+func open(db *ratestore.DB, o Options) (*Store, error) {
+	s := &Store{
+		db:      db,
+		opts:    o,
+		usage:   Window{Window: o.UsageWindow, Bucket: o.UsageBucket},
+		byID:    make(map[string]*entry),
+		byHash:  make(map[[sha256.Size]byte]*entry),
+		corrupt: make(map[string]error),
+	}
+	ctx := context.Background()
+	var v1 []upgrade
+	err := db.Scan(ctx, []byte(recordPrefix), func(k, v []byte) error {
+		id := string(k[len(recordPrefix):])
+		e, window, err := s.load(id, v)
+		if err != nil {
+			s.corrupt[id] = err
+			return nil
+		}
+		if other := s.byHash[e.rec.hash]; other != nil {
+			s.corrupt[id] = corrupt(id, "record: key %s has the same secret hash", other.id)
+			return nil
+		}
+		s.byID[id], s.byHash[e.rec.hash] = e, e
+		if window != nil {
+			v1 = append(v1, upgrade{e, window})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("keystore: open: loading the keys: %w", err)
+	}
+	if err := s.upgrade(ctx, v1); err != nil {
+		return nil, fmt.Errorf("keystore: open: rewriting version 1 records: %w", err)
+	}
+	return s, nil
+}
+
+// load decodes the record of id into an entry. For a version 1 record it
+// also returns the usage window it held (non-nil, maybe empty), which
+// upgrade moves into the engine.
+func (s *Store) load(id string, v []byte) (*entry, []byte, error) {
+	if !validID(id) {
+		return nil, nil, fmt.Errorf("keystore: stored key %.60q does not end in a key id: %w", recordPrefix+id, ErrCorrupt)
+	}
+	st, err := decodeRecord(id, v)
+	if err != nil {
+		return nil, nil, err
+	}
+	p := st.policy
+	var window []byte
+	if st.v1Limit > 0 {
+		w := s.usage
+		w.Limit = st.v1Limit
+		p = Policy{Windows: []Window{w}}
+		window = append([]byte{}, st.v1Window...)
+	}
+	e := &entry{id: id, rec: st.record}
+	if e.rec.pol, err = s.policy("load", p); err != nil {
+		return nil, nil, corruptWrap(id, "record: policy", err)
+	}
+	return e, window, nil
+}
+
+// upgrade is a version 1 record to rewrite: its entry and the usage window
+// it held.
+type upgrade struct {
+	e      *entry
+	window []byte
+}
+
+// upgrade rewrites version 1 records as version 2, moving the usage
+// window each held into the engine state of its token window, in two
+// commits so that a crash between them loses nothing: first the states,
+// then the records. A record still at version 1 after a crash has its
+// state set again from its window, which replaces (never adds to) what the
+// first commit wrote. A window that cannot be decoded makes its key
+// corrupt, as reading it did before.
+func (s *Store) upgrade(ctx context.Context, ups []upgrade) error {
+	if len(ups) == 0 {
+		return nil
+	}
+	err := s.db.Update(ctx, func(b *ratestore.Batch) error {
+		for _, u := range ups {
+			if len(u.window) == 0 {
+				continue
+			}
+			rw := u.e.rec.pol.pub.Windows[0].strategy()
+			_, err := b.Modify(u.e.rec.pol.windows[0], u.e.id, func(strategies.State, int64) (strategies.State, error) {
+				return rw.Decode(u.window)
+			})
+			if err != nil {
+				s.drop(u.e, corruptWrap(u.e.id, "usage window", err))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return s.db.Update(ctx, func(b *ratestore.Batch) error {
+		for _, u := range ups {
+			if !u.e.rec.gone {
+				if err := b.Put(recordKey(u.e.id), u.e.rec.encode()); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// drop takes e out of the maps as a key whose stored data is corrupt.
+func (s *Store) drop(e *entry, err error) {
+	s.mu.Lock()
+	delete(s.byID, e.id)
+	delete(s.byHash, e.rec.hash)
+	s.corrupt[e.id] = err
+	e.rec.gone = true
+	s.mu.Unlock()
+}

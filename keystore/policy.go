@@ -1,0 +1,264 @@
+package keystore
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/strategies"
+)
+
+// Limits of a Policy.
+const (
+	MaxWindows       = 16      // token windows of one key
+	MaxModels        = 256     // model patterns of one key
+	MaxMaxConcurrent = 1 << 20 // the largest MaxConcurrent
+)
+
+// Limiter names of the key store's engine states (see the package doc):
+// a token window's usage is the state of key id under windowPrefix and
+// its Window; the request rate under rateName.
+const (
+	windowPrefix = "keys:w:"
+	rateName     = "keys:rpm"
+)
+
+// rateWindow is the window of Policy.RequestsPerMinute: a rolling minute
+// in one-second buckets.
+var rateWindow = Window{Window: time.Minute, Bucket: time.Second}
+
+// policy is a Policy as the Store enforces it: validated, with every
+// Bucket filled in, and a limiter for each limit. Keys with equal policies
+// share one (see policies), so a key costs a pointer for it.
+type policy struct {
+	pub     Policy
+	enc     string               // appendPolicy's encoding: what records store, and the key that shares policies
+	windows []*ratestore.Limiter // pub.Windows[i]'s
+	rate    *ratestore.Limiter   // nil: no request-rate limit
+}
+
+// policies interns the policies of a Store. Policies are few (most keys
+// share a handful), so none is ever dropped.
+type policies struct {
+	mu sync.Mutex
+	m  map[string]*policy
+}
+
+// policy validates p, fills in its defaults, and returns the Store's
+// policy equal to it. op names the call in errors.
+func (s *Store) policy(op string, p Policy) (*policy, error) {
+	p, err := normalize(op, p)
+	if err != nil {
+		return nil, err
+	}
+	enc := string(appendPolicy(nil, &p))
+	s.policies.mu.Lock()
+	defer s.policies.mu.Unlock()
+	if pol, ok := s.policies.m[enc]; ok {
+		return pol, nil
+	}
+	pol := &policy{pub: p, enc: enc, windows: make([]*ratestore.Limiter, len(p.Windows))}
+	for i, w := range p.Windows {
+		if pol.windows[i], err = s.db.Limiter(windowName(w.Window), w.strategy()); err != nil {
+			return nil, fmt.Errorf("keystore: %s: Policy.Windows[%d]: %w", op, i, err)
+		}
+	}
+	if p.RequestsPerMinute > 0 {
+		w := rateWindow
+		w.Limit = p.RequestsPerMinute
+		if pol.rate, err = s.db.Limiter(rateName, w.strategy()); err != nil {
+			return nil, fmt.Errorf("keystore: %s: Policy.RequestsPerMinute: %w", op, err)
+		}
+	}
+	if s.policies.m == nil {
+		s.policies.m = make(map[string]*policy)
+	}
+	s.policies.m[enc] = pol
+	return pol, nil
+}
+
+// normalize validates p and returns a copy of it that owns its slices,
+// with every Window's Bucket set.
+func normalize(op string, p Policy) (Policy, error) {
+	switch {
+	case len(p.Windows) == 0:
+		return Policy{}, invalid("%s: Policy has no token window: give TokenLimit or Policy.Windows", op)
+	case len(p.Windows) > MaxWindows:
+		return Policy{}, invalid("%s: Policy has %d token windows, more than %d", op, len(p.Windows), MaxWindows)
+	case p.RequestsPerMinute < 0:
+		return Policy{}, invalid("%s: Policy.RequestsPerMinute %d is negative", op, p.RequestsPerMinute)
+	case p.MaxConcurrent < 0 || p.MaxConcurrent > MaxMaxConcurrent:
+		return Policy{}, invalid("%s: Policy.MaxConcurrent %d is out of range [0, %d]", op, p.MaxConcurrent, MaxMaxConcurrent)
+	case len(p.Models) > MaxModels:
+		return Policy{}, invalid("%s: Policy has %d models, more than %d", op, len(p.Models), MaxModels)
+	}
+	p.Windows = slices.Clone(p.Windows)
+	for i := range p.Windows {
+		w := &p.Windows[i]
+		if w.Bucket == 0 && w.Window > 0 {
+			w.Bucket = defaultBucket(w.Window)
+		}
+		if w.Limit <= 0 {
+			return Policy{}, invalid("%s: Policy.Windows[%d]: Limit must be positive, got %d", op, i, w.Limit)
+		}
+		if err := w.strategy().Validate(); err != nil {
+			return Policy{}, fmt.Errorf("keystore: %s: Policy.Windows[%d]: %w", op, i, err)
+		}
+		for j := range i {
+			if p.Windows[j].Window == w.Window {
+				return Policy{}, invalid("%s: Policy.Windows[%d] and [%d] are both %v windows", op, j, i, w.Window)
+			}
+		}
+	}
+	if p.RequestsPerMinute > 0 {
+		w := rateWindow
+		w.Limit = p.RequestsPerMinute
+		if err := w.strategy().Validate(); err != nil {
+			return Policy{}, fmt.Errorf("keystore: %s: Policy.RequestsPerMinute: %w", op, err)
+		}
+	}
+	if len(p.Models) == 0 {
+		p.Models = nil
+	} else {
+		p.Models = slices.Clone(p.Models)
+	}
+	for i, m := range p.Models {
+		if m == "" {
+			return Policy{}, invalid("%s: Policy.Models[%d] is empty", op, i)
+		}
+		if why := badText(m); why != "" {
+			return Policy{}, invalid("%s: Policy.Models[%d] %s", op, i, why)
+		}
+		if _, err := path.Match(m, ""); err != nil {
+			return Policy{}, invalid("%s: Policy.Models[%d] %q is not a valid pattern: %v", op, i, m, err)
+		}
+	}
+	return p, nil
+}
+
+// defaultBucket is the Bucket of a Window given without one: a sixtieth
+// of it when that divides it (5 hours count in 5-minute buckets, 7 days in
+// 2h48m ones), else a sixtieth rounded down to whole hours, minutes,
+// seconds, milliseconds or microseconds where it is that long, then down
+// to a divisor of window.
+func defaultBucket(window time.Duration) time.Duration {
+	b := window / 60
+	if b <= 0 {
+		return window
+	}
+	if window%b == 0 {
+		return b
+	}
+	unit := time.Duration(1)
+	for _, u := range []time.Duration{time.Hour, time.Minute, time.Second, time.Millisecond, time.Microsecond} {
+		if b >= u {
+			unit = u
+			break
+		}
+	}
+	for b = b / unit * unit; b > unit && window%b != 0; b -= unit {
+	}
+	if window%b != 0 {
+		for b = unit; window%b != 0; b-- {
+		}
+	}
+	return b
+}
+
+// strategy is w's rolling window.
+func (w Window) strategy() strategies.RollingWindow {
+	return strategies.RollingWindow{Limit: w.Limit, Window: w.Window, Bucket: w.Bucket}
+}
+
+// windowName is the limiter name of the token windows of length window:
+// windowPrefix and the duration as time.Duration writes it, with "u" for
+// "µ" (limiter names are ASCII).
+func windowName(window time.Duration) string {
+	return windowPrefix + strings.ReplaceAll(window.String(), "µ", "u")
+}
+
+// allows reports whether p lets a key ask for model. A request that names
+// no model is not refused by this check: there is nothing to check.
+func (p *Policy) allows(model string) bool {
+	if len(p.Models) == 0 || model == "" {
+		return true
+	}
+	for _, m := range p.Models {
+		if ok, _ := path.Match(m, model); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// peek asks every token window of key id whether n more tokens fit,
+// changing nothing, and returns the binding answer (see bind).
+func (pol *policy) peek(ctx context.Context, id string, n int64) (strategies.Result, int, error) {
+	var res strategies.Result
+	binding := 0
+	for i, l := range pol.windows {
+		r, err := l.PeekN(ctx, id, n)
+		if err != nil {
+			return strategies.Result{}, -1, fmt.Errorf("keystore: key %s: %w", id, err)
+		}
+		switch {
+		case i == 0:
+			res = r
+		case binds(r, res):
+			res, binding = bind(r, res), i
+		default:
+			res = bind(res, r)
+		}
+	}
+	return res, binding, nil
+}
+
+// binds reports whether r, one window's answer, is more binding than
+// res: denied where res is allowed; among denials, the one that can never
+// allow the call (RetryAfter -1), else the longer wait; among allowed
+// answers, the one with less Remaining.
+func binds(r, res strategies.Result) bool {
+	switch {
+	case r.Allowed != res.Allowed:
+		return !r.Allowed
+	case r.Allowed:
+		return r.Remaining < res.Remaining
+	case r.RetryAfter < 0 || res.RetryAfter < 0:
+		return r.RetryAfter < 0 && res.RetryAfter >= 0
+	}
+	return r.RetryAfter > res.RetryAfter
+}
+
+// bind merges two windows' answers to one call, a the binding one: as
+// for a Composite, Allowed only if both allow, the binding window's Limit
+// and Remaining, the largest ResetAfter, and RetryAfter the largest, or -1
+// when either can never allow the call.
+func bind(a, b strategies.Result) strategies.Result {
+	r := a
+	r.Allowed = a.Allowed && b.Allowed
+	r.ResetAfter = max(a.ResetAfter, b.ResetAfter)
+	if a.RetryAfter < 0 || b.RetryAfter < 0 {
+		r.RetryAfter = -1
+	} else {
+		r.RetryAfter = max(a.RetryAfter, b.RetryAfter)
+	}
+	return r
+}
+
+// reset forgets the usage of key id in every limit of pol, in b.
+func (pol *policy) reset(b *ratestore.Batch, id string) error {
+	for _, l := range pol.windows {
+		if err := b.Reset(l, id); err != nil {
+			return err
+		}
+	}
+	if pol.rate != nil {
+		return b.Reset(pol.rate, id)
+	}
+	return nil
+}
