@@ -1,9 +1,15 @@
 // Package gateway is a metering reverse proxy for a model API: it
 // authenticates each request's API key against the key store of a ratestore
-// database (DB.Keys), refuses keys that are unknown, disabled, expired or
-// past their token window, optionally limits each key's request rate,
-// forwards the rest to one upstream, and records the tokens that the
-// upstream reports having spent against the key.
+// database (keystore.Open), refuses keys that are unknown, disabled,
+// expired or past one of their token windows, optionally limits each key's
+// request rate, forwards the rest to one upstream, and records the tokens
+// that the upstream reports having spent against the key.
+//
+// Of a key's keystore.Policy the gateway enforces the token windows only:
+// it checks them before the request (keystore.Store.Check) and records
+// usage after it (RecordUsage). The policy's request rate, concurrency cap
+// and models are enforced by keystore.Store.Admit, which the gateway does
+// not use yet.
 //
 //	db, err := ratestore.Open("ratestore.db", ratestore.Options{})
 //	...
@@ -20,24 +26,26 @@
 //
 //   - 401 missing_api_key or invalid_api_key (with WWW-Authenticate: Bearer)
 //   - 403 key_disabled or key_expired
-//   - 429 token_limit_exceeded: the key used more than its TokenLimit in
-//     its usage window (keystore.Store.Check). Retry-After is the seconds,
+//   - 429 token_limit_exceeded: the key used more than the limit of one of
+//     its token windows (keystore.Store.Check). Retry-After is the seconds,
 //     rounded up, until the key is allowed again, and the body is
-//     {"error","tokens_used","token_limit","window_end","retry_after_seconds"};
-//     window_end (RFC 3339, UTC) is when the oldest usage still counted
-//     stops counting, as keystore.Usage.WindowEnd.
+//     {"error","window","tokens_used","token_limit","window_end","retry_after_seconds"},
+//     about the window past its limit (of several, the one whose usage
+//     takes longest to expire): window is its length as a Go duration
+//     ("5h0m0s"), window_end (RFC 3339, UTC) when the oldest usage it
+//     still counts stops counting, as keystore.WindowUsage.WindowEnd.
 //   - 429 rate_limited, with the RateLimit fields, when Options.RPS is set
 //     and the key is over its request rate (see below)
 //   - 502 upstream_unavailable when the upstream cannot be reached
 //   - 503 store_unavailable (or service_unavailable from the rate limit)
 //     when the database fails
 //
-// A refused request never reaches the upstream. The token window is
+// A refused request never reaches the upstream. The token windows are
 // checked before the request and usage recorded after the response, so
 // requests of one key that run at the same time are all let through while
 // the key is within its limit, and may together take it past the limit:
 // usage is only known afterwards. The key is then refused until enough of
-// its window has expired.
+// the window past its limit has expired.
 //
 // # Request rate
 //
@@ -88,8 +96,8 @@
 // not added. An OpenAI stream reports usage in its last chunk when the
 // request asks for it (stream_options.include_usage).
 //
-// The usage is recorded once, with keystore.Store.RecordUsage under the
-// key's ID, after the body has ended (at its end, or cut short: the caller
+// The usage is recorded once, in every token window of the key, with
+// keystore.Store.RecordUsage under the key's ID, after the body has ended (at its end, or cut short: the caller
 // went away, the upstream broke off) and the response has been flushed to
 // the caller, before the request is done: so the caller never waits for
 // the record (in Sync mode, an fsync) to get the end of the response, and
@@ -105,7 +113,8 @@
 //
 // GET Options.StatsPath (default "/stats") is answered by the gateway, not
 // forwarded: the usage of the caller's own key, authenticated like any
-// request, as Stats. It takes no arguments, so it cannot show another
+// request, as Stats: every token window, and the binding one (the least
+// remaining) at the top level. It takes no arguments, so it cannot show another
 // key's data, and it is neither token- nor rate-limited.
 //
 // # Logs

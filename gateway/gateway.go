@@ -95,19 +95,27 @@ type Gateway struct {
 }
 
 // New returns a Gateway in front of opts.Upstream that meters the keys of
-// db. Its errors match ratestore.ErrInvalid. db must stay open while the
-// Gateway serves; closing it after the server has shut down flushes the
-// last usage.
+// db's key store: keystore.Open(db, keystore.Options{}), the one Store of
+// db that every other user of it shares (an admin creating keys in the same
+// process sees the same keys and usage). It takes db rather than the Store
+// because the request rate of Options.RPS is a limiter of db too. Its
+// errors about opts match ratestore.ErrInvalid; so does that of a key store
+// opened already with other options. db must stay open while the Gateway
+// serves; closing it after the server has shut down flushes the last usage.
 func New(db *ratestore.DB, opts Options) (*Gateway, error) {
 	if db == nil {
 		return nil, fmt.Errorf("gateway: nil database: %w", ratestore.ErrInvalid)
+	}
+	keys, err := keystore.Open(db, keystore.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	u := opts.Upstream
 	if u == nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("gateway: upstream %s: want an http or https URL with a host: %w", redacted(u), ratestore.ErrInvalid)
 	}
 	g := &Gateway{
-		keys:      db.Keys(),
+		keys:      keys,
 		upstream:  u,
 		statsPath: opts.StatsPath,
 		maxJSON:   opts.MaxJSONBody,
@@ -299,21 +307,24 @@ func (g *Gateway) refuse(x *exchange, r *http.Request, err error) {
 	}
 }
 
-// tokenLimitBody is the body of a 429 for a key past its token window.
+// tokenLimitBody is the body of a 429 for a key past a token window.
 type tokenLimitBody struct {
 	Error             string  `json:"error"`
+	Window            string  `json:"window"` // the window past its limit: its length, as a Go duration
 	TokensUsed        int64   `json:"tokens_used"`
 	TokenLimit        int64   `json:"token_limit"`
 	WindowEnd         *string `json:"window_end"`
 	RetryAfterSeconds int64   `json:"retry_after_seconds"`
 }
 
-// tokenLimit answers a request of key k, which Check found past its token
-// window.
+// tokenLimit answers a request of key k, which Check found past a token
+// window. The body describes the window that refused it (see exceeded);
+// Retry-After is Check's, until every window allows again.
 func (g *Gateway) tokenLimit(x *exchange, r *http.Request, k keystore.Key, res strategies.Result) {
-	body := tokenLimitBody{Error: "token_limit_exceeded", TokenLimit: k.TokenLimit, TokensUsed: k.TokenLimit - res.Remaining}
+	body := tokenLimitBody{Error: "token_limit_exceeded", TokenLimit: res.Limit, TokensUsed: res.Limit - res.Remaining}
 	if u, err := g.keys.Usage(r.Context(), k.ID); err == nil {
-		body.TokensUsed, body.WindowEnd = u.Used, instant(u.WindowEnd)
+		w := exceeded(u)
+		body.Window, body.TokensUsed, body.TokenLimit, body.WindowEnd = w.Window.String(), w.Used, w.Limit, instant(w.WindowEnd)
 	} else {
 		g.log.LogAttrs(r.Context(), slog.LevelWarn, "gateway: usage of a key past its limit",
 			slog.String("request_id", x.id), slog.String("key_id", k.ID), slog.String("error", err.Error()))
@@ -327,16 +338,69 @@ func (g *Gateway) tokenLimit(x *exchange, r *http.Request, k keystore.Key, res s
 	writeJSON(x, http.StatusTooManyRequests, body)
 }
 
-// Stats is the body of the stats path: the caller's key and its usage.
+// exceeded returns the window of u that refuses the key: of those past
+// their limit, the one whose usage takes longest to expire. When none is
+// (the usage expired between the check and now) it is the binding one.
+func exceeded(u keystore.Usage) keystore.WindowUsage {
+	found := false
+	var w keystore.WindowUsage
+	for _, wu := range u.Windows {
+		if wu.Used > wu.Limit && (!found || wu.ResetAfter > w.ResetAfter) {
+			w, found = wu, true
+		}
+	}
+	if !found {
+		return binding(u)
+	}
+	return w
+}
+
+// binding returns the window of u whose figures u has at its top level:
+// the first with the least Remaining, as keystore.Store.Usage picks it.
+func binding(u keystore.Usage) keystore.WindowUsage {
+	if len(u.Windows) == 0 {
+		return keystore.WindowUsage{Used: u.Used, Limit: u.Limit, Remaining: u.Remaining, ResetAfter: u.ResetAfter, WindowEnd: u.WindowEnd}
+	}
+	b := u.Windows[0]
+	for _, w := range u.Windows[1:] {
+		if w.Remaining < b.Remaining {
+			b = w
+		}
+	}
+	return b
+}
+
+// Stats is the body of the stats path: the caller's key and its usage. The
+// top-level figures are those of the binding window (the one with the
+// least remaining), Windows those of every token window of the key.
 type Stats struct {
-	KeyID             string  `json:"key_id"`
-	Name              string  `json:"name"`
+	KeyID             string        `json:"key_id"`
+	Name              string        `json:"name"`
+	Window            string        `json:"window"` // the binding window's length, as a Go duration ("5h0m0s")
+	Used              int64         `json:"used"`
+	Limit             int64         `json:"limit"`
+	Remaining         int64         `json:"remaining"`
+	WindowEnd         *string       `json:"window_end"` // RFC 3339; null when nothing is in use
+	ResetAfterSeconds int64         `json:"reset_after_seconds"`
+	Windows           []WindowStats `json:"windows"`
+	LifetimeTokens    int64         `json:"lifetime_tokens"`
+}
+
+// WindowStats is one token window of Stats.
+type WindowStats struct {
+	Window            string  `json:"window"` // its length, as a Go duration
 	Used              int64   `json:"used"`
 	Limit             int64   `json:"limit"`
 	Remaining         int64   `json:"remaining"`
-	WindowEnd         *string `json:"window_end"` // RFC 3339; null when nothing is in use
+	WindowEnd         *string `json:"window_end"`
 	ResetAfterSeconds int64   `json:"reset_after_seconds"`
-	LifetimeTokens    int64   `json:"lifetime_tokens"`
+}
+
+func windowStats(w keystore.WindowUsage) WindowStats {
+	return WindowStats{
+		Window: w.Window.String(), Used: w.Used, Limit: w.Limit, Remaining: w.Remaining,
+		WindowEnd: instant(w.WindowEnd), ResetAfterSeconds: ceilSeconds(w.ResetAfter),
+	}
 }
 
 // stats answers the stats path for the key of secret.
@@ -357,12 +421,18 @@ func (g *Gateway) stats(x *exchange, r *http.Request, secret string) {
 		g.refuse(x, r, err)
 		return
 	}
-	writeJSON(x, http.StatusOK, Stats{
-		KeyID: k.ID, Name: k.Name,
-		Used: u.Used, Limit: u.Limit, Remaining: u.Remaining,
-		WindowEnd: instant(u.WindowEnd), ResetAfterSeconds: ceilSeconds(u.ResetAfter),
+	b := windowStats(binding(u))
+	st := Stats{
+		KeyID: k.ID, Name: k.Name, Window: b.Window,
+		Used: b.Used, Limit: b.Limit, Remaining: b.Remaining,
+		WindowEnd: b.WindowEnd, ResetAfterSeconds: b.ResetAfterSeconds,
+		Windows:        make([]WindowStats, len(u.Windows)),
 		LifetimeTokens: k.LifetimeTokens,
-	})
+	}
+	for i, w := range u.Windows {
+		st.Windows[i] = windowStats(w)
+	}
+	writeJSON(x, http.StatusOK, st)
 }
 
 // rewrite makes the upstream request: see Headers in the package

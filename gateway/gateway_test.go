@@ -66,14 +66,18 @@ func TestRefusals(t *testing.T) {
 	_, disabled := e.key("disabled", 100)
 	_, expired := e.key("expired", 100)
 	k, full := e.key("full", 100)
-	ks := e.db.Keys()
+	ks := e.keys()
 	ctx := context.Background()
 	dk, err := ks.Authenticate(ctx, disabled)
 	require.NoError(t, err)
 	require.NoError(t, ks.Disable(ctx, dk.ID))
 	ek, err := ks.Authenticate(ctx, expired)
 	require.NoError(t, err)
-	require.NoError(t, ks.SetExpiry(ctx, ek.ID, start.Add(time.Minute)))
+	_, err = ks.Update(ctx, ek.ID, func(s *keystore.Spec) error {
+		s.ExpiresAt = start.Add(time.Minute)
+		return nil
+	})
+	require.NoError(t, err)
 	e.clock.Advance(time.Minute) // expired from ExpiresAt on
 
 	// A key at its limit is still allowed: 150 tokens take it past.
@@ -118,9 +122,9 @@ func TestRefusals(t *testing.T) {
 	wait := start.Add(5 * time.Hour).Sub(e.clock.Now())
 	require.Equal(t, "17940", resp.Header.Get("Retry-After"))
 	require.Equal(t, 17940*time.Second, wait)
-	m := decode(t, body, "error", "tokens_used", "token_limit", "window_end", "retry_after_seconds")
+	m := decode(t, body, "error", "window", "tokens_used", "token_limit", "window_end", "retry_after_seconds")
 	require.Equal(t, map[string]any{
-		"error": "token_limit_exceeded", "tokens_used": 150.0, "token_limit": 100.0,
+		"error": "token_limit_exceeded", "window": "5h0m0s", "tokens_used": 150.0, "token_limit": 100.0,
 		"window_end": "2026-01-18T17:00:00Z", "retry_after_seconds": 17940.0,
 	}, m)
 	require.Equal(t, hits, e.up.hits.Load(), "a refused request reached the upstream")
@@ -242,17 +246,26 @@ func TestStats(t *testing.T) {
 	e.call("POST", "/v1/messages", secretB, fakeReq{Input: 60, Output: 10})
 	hits := e.up.hits.Load()
 
-	fields := []string{"key_id", "name", "used", "limit", "remaining", "window_end", "reset_after_seconds", "lifetime_tokens"}
+	fields := []string{"key_id", "name", "window", "used", "limit", "remaining", "window_end", "reset_after_seconds", "windows", "lifetime_tokens"}
+	// window is the usage of one 5-hour window, as the stats show it.
+	window := func(used, limit int64) map[string]any {
+		return map[string]any{"window": "5h0m0s", "used": float64(used), "limit": float64(limit), "remaining": float64(limit - used),
+			"window_end": "2026-01-18T17:00:00Z", "reset_after_seconds": 18000.0}
+	}
+	// stats is the stats of a key of one 5-hour window.
+	stats := func(id, name string, used, limit int64) map[string]any {
+		m := window(used, limit)
+		m["key_id"], m["name"], m["lifetime_tokens"] = id, name, float64(used)
+		m["windows"] = []any{window(used, limit)}
+		return m
+	}
 	for _, c := range []struct {
 		path, secret string
 		want         map[string]any
 	}{
-		{"/gateway/stats", secretA, map[string]any{"key_id": a.ID, "name": "alice", "used": 30.0, "limit": 1000.0, "remaining": 970.0,
-			"window_end": "2026-01-18T17:00:00Z", "reset_after_seconds": 18000.0, "lifetime_tokens": 30.0}},
-		{"/gateway/stats?key_id=" + b.ID, secretA, map[string]any{"key_id": a.ID, "name": "alice", "used": 30.0, "limit": 1000.0, "remaining": 970.0,
-			"window_end": "2026-01-18T17:00:00Z", "reset_after_seconds": 18000.0, "lifetime_tokens": 30.0}},
-		{"/gateway/stats", secretB, map[string]any{"key_id": b.ID, "name": "bob", "used": 70.0, "limit": 500.0, "remaining": 430.0,
-			"window_end": "2026-01-18T17:00:00Z", "reset_after_seconds": 18000.0, "lifetime_tokens": 70.0}},
+		{"/gateway/stats", secretA, stats(a.ID, "alice", 30, 1000)},
+		{"/gateway/stats?key_id=" + b.ID, secretA, stats(a.ID, "alice", 30, 1000)},
+		{"/gateway/stats", secretB, stats(b.ID, "bob", 70, 500)},
 	} {
 		resp, body := e.call("GET", c.path, c.secret, nil)
 		require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
@@ -271,10 +284,49 @@ func TestStats(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 	resp, _ = e.call("GET", "/gateway/stats", "rsk_nobody", nil)
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
-	require.NoError(t, e.db.Keys().Disable(context.Background(), b.ID))
+	require.NoError(t, e.keys().Disable(context.Background(), b.ID))
 	resp, _ = e.call("GET", "/gateway/stats", secretB, nil)
 	require.Equal(t, http.StatusForbidden, resp.StatusCode)
 	require.Equal(t, hits, e.up.hits.Load(), "the stats path was forwarded")
+}
+
+// TestWindows: a key of two token windows is refused by the one past its
+// limit, which the 429 names, until its usage expires, however much room
+// the other has; the stats show both, the binding one at the top.
+func TestWindows(t *testing.T) {
+	e := newEnv(t, Options{})
+	k, secret, err := e.keys().Create(context.Background(), keystore.Spec{Name: "two", Policy: keystore.Policy{
+		Windows: []keystore.Window{{Limit: 1000, Window: 5 * time.Hour}, {Limit: 100, Window: 24 * time.Hour}},
+	}})
+	require.NoError(t, err)
+	resp, body := e.call("POST", "/v1/chat/completions", secret, fakeReq{Input: 100, Output: 50})
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+
+	e.clock.Advance(5 * time.Hour) // the 5-hour window is empty again; the day is not
+	resp, body = e.call("POST", "/v1/chat/completions", secret, fakeReq{Input: 1})
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, string(body))
+	require.Equal(t, "68400", resp.Header.Get("Retry-After"))
+	require.Equal(t, map[string]any{
+		"error": "token_limit_exceeded", "window": "24h0m0s", "tokens_used": 150.0, "token_limit": 100.0,
+		"window_end": "2026-01-19T12:00:00Z", "retry_after_seconds": 68400.0,
+	}, decode(t, body, "error", "window", "tokens_used", "token_limit", "window_end", "retry_after_seconds"))
+
+	_, body = e.call("GET", DefaultStatsPath, secret, nil)
+	day := map[string]any{"window": "24h0m0s", "used": 150.0, "limit": 100.0, "remaining": 0.0,
+		"window_end": "2026-01-19T12:00:00Z", "reset_after_seconds": 68400.0}
+	want := map[string]any{"key_id": k.ID, "name": "two", "lifetime_tokens": 150.0, "windows": []any{
+		map[string]any{"window": "5h0m0s", "used": 0.0, "limit": 1000.0, "remaining": 1000.0, "window_end": nil, "reset_after_seconds": 0.0},
+		day,
+	}}
+	for f, v := range day {
+		want[f] = v
+	}
+	require.Equal(t, want, decode(t, body, "key_id", "name", "window", "used", "limit", "remaining", "window_end",
+		"reset_after_seconds", "windows", "lifetime_tokens"))
+
+	e.clock.Advance(19 * time.Hour)
+	resp, body = e.call("POST", "/v1/chat/completions", secret, fakeReq{Input: 1})
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
 }
 
 // TestRequestRate: with RPS, each key has its own GCRA allowance, with
@@ -631,9 +683,18 @@ func newEnvWith(t testing.TB, opts Options, dbOpts ratestore.Options) *env {
 // key creates a key of limit tokens and returns it with its secret.
 func (e *env) key(name string, limit int64) (keystore.Key, string) {
 	e.t.Helper()
-	k, secret, err := e.db.Keys().Create(context.Background(), keystore.Spec{Name: name, TokenLimit: limit})
+	k, secret, err := e.keys().Create(context.Background(), keystore.Spec{Name: name, TokenLimit: limit})
 	require.NoError(e.t, err)
 	return k, secret
+}
+
+// keys is the key store of the env's database: the same Store as the
+// gateway's.
+func (e *env) keys() *keystore.Store {
+	e.t.Helper()
+	ks, err := keystore.Open(e.db, keystore.Options{})
+	require.NoError(e.t, err)
+	return ks
 }
 
 // request makes a request to the gateway; secret goes in a bearer token
@@ -684,14 +745,14 @@ func (e *env) call(method, path, secret string, body any) (*http.Response, []byt
 
 func (e *env) usage(id string) keystore.Usage {
 	e.t.Helper()
-	u, err := e.db.Keys().Usage(context.Background(), id)
+	u, err := e.keys().Usage(context.Background(), id)
 	require.NoError(e.t, err)
 	return u
 }
 
 func (e *env) lifetime(id string) int64 {
 	e.t.Helper()
-	k, err := e.db.Keys().Get(context.Background(), id)
+	k, err := e.keys().Get(context.Background(), id)
 	require.NoError(e.t, err)
 	return k.LifetimeTokens
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/internal/storage"
 )
 
 // CopyReport says what Copy copied.
@@ -19,6 +20,14 @@ type CopyReport struct {
 // ErrMismatch is matched by the error of a Copy whose verification found
 // the copy different from its source.
 var ErrMismatch = errors.New("migrate: the copy differs from its source")
+
+// ErrTooBig is matched (errors.Is) by the error of a write too large for
+// one atomic transaction of the database's backend: badger's transactions
+// are bounded by its memtable size. Copy meets it only when a batch it
+// restores is too large all the same, and then splits the batch (see
+// copyBatchRecords). An import no longer meets it: the engine splits a
+// commit too large for one transaction (ratestore.DB.Update).
+var ErrTooBig = storage.ErrTooBig
 
 // Copy batches: at most copyBatchRecords records, and a batch is closed as
 // soon as its keys and values reach copyBatchBytes. badger, with the 8 MiB
@@ -36,17 +45,19 @@ const (
 // Copy copies every record of src into dst, which must be empty, and then
 // verifies the copy record by record: the same keys with the same values,
 // in the same order. dst and src may have different backends: Copy is how a
-// database moves from bolt to badger or back, and how a legacy file too big
-// for one badger transaction reaches badger (import it into bolt, then copy).
+// database moves from bolt to badger or back.
 //
-// Records are copied as they are stored: limiter states, API keys, their
-// hash index and legacy usage still pending (it stays pending in the copy).
-// Open dst with the same UsageWindow and UsageBucket as src, since the
-// usage windows are copied in that shape. Neither database may be used while
-// Copy runs: a change to src would make the verification fail, and dst must
-// hold no record and no limiter state (DB.Restore) when Copy starts, or
-// Copy fails with an error matching ratestore.ErrInvalid that names dst's
-// path.
+// Records are copied as they are stored: limiter states (the keys' token
+// windows and request rates among them), API keys, their hash index and
+// legacy usage still pending (it stays pending in the copy). A key's record
+// holds its policy, every window's length and bucket included, so the copy
+// enforces the same windows whatever keystore.Options its key store is
+// opened with. Neither database may be used while Copy runs: a change to
+// src would make the verification fail, and dst must hold no record and no
+// limiter state (DB.Restore) when Copy starts, or Copy fails with an error
+// matching ratestore.ErrInvalid that names dst's path. Do not open dst's
+// key store (keystore.Open) before Copy: it reads the keys into memory when
+// opened, and would not see the ones copied after.
 //
 // Records go over in batches (of 1,000 records, or fewer when large), each
 // one atomic and durable; progress, if not nil, is called with the number

@@ -66,15 +66,15 @@ func TestCopy(t *testing.T) {
 			secrets = append(secrets, s)
 		}
 		for i := range 3 {
-			_, s, err := src.Keys().Create(ctx, keystore.Spec{Name: fmt.Sprintf("created-%d", i), TokenLimit: 1000})
+			_, s, err := keys(t, src).Create(ctx, keystore.Spec{Name: fmt.Sprintf("created-%d", i), TokenLimit: 1000})
 			require.NoError(t, err)
 			secrets = append(secrets, s)
 		}
-		_, err = src.Keys().RecordUsage(ctx, keyID(t, src, secrets[len(secrets)-1]), 300)
+		_, err = keys(t, src).RecordUsage(ctx, keyID(t, src, secrets[len(secrets)-1]), 300)
 		require.NoError(t, err)
-		_, _, err = src.Keys().Check(ctx, fixtureSecrets["research-team"]) // migrated; the others pending
+		_, _, err = keys(t, src).Check(ctx, fixtureSecrets["research-team"]) // migrated; the others pending
 		require.NoError(t, err)
-		_, err = src.Keys().RecordUsage(ctx, keyID(t, src, fixtureSecrets["staging"]), 1) // migrated by the change
+		_, err = keys(t, src).RecordUsage(ctx, keyID(t, src, fixtureSecrets["staging"]), 1) // migrated by the change
 		require.NoError(t, err)
 		pending, err := Pending(ctx, src)
 		require.NoError(t, err)
@@ -100,15 +100,15 @@ func TestCopy(t *testing.T) {
 
 		clk.Add(90 * time.Second)
 		for _, s := range secrets {
-			sk, sres, serr := src.Keys().Check(ctx, s)
-			dk, dres, derr := dst.Keys().Check(ctx, s)
+			sk, sres, serr := keys(t, src).Check(ctx, s)
+			dk, dres, derr := keys(t, dst).Check(ctx, s)
 			require.NoError(t, serr)
 			require.NoError(t, derr)
 			assert.Equal(t, sk, dk)
 			assert.Equal(t, sres, dres)
-			su, err := src.Keys().Usage(ctx, sk.ID)
+			su, err := keys(t, src).Usage(ctx, sk.ID)
 			require.NoError(t, err)
-			du, err := dst.Keys().Usage(ctx, dk.ID)
+			du, err := keys(t, dst).Usage(ctx, dk.ID)
 			require.NoError(t, err)
 			assert.Equal(t, su, du)
 		}
@@ -148,7 +148,7 @@ func TestCopyRefusesNonEmpty(t *testing.T) {
 	src := openDB(t, ratestore.Bolt, clk)
 	importFixtures(t, src)
 	dst := openDB(t, ratestore.Badger, clk)
-	_, _, err := dst.Keys().Create(ctx, keystore.Spec{Name: "x", TokenLimit: 1})
+	_, _, err := keys(t, dst).Create(ctx, keystore.Spec{Name: "x", TokenLimit: 1})
 	require.NoError(t, err)
 	before := dump(t, dst)
 	_, err = Copy(ctx, dst, src, nil)

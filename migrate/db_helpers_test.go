@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/keystore"
 )
 
 var ctx = context.Background()
@@ -60,6 +61,14 @@ func openDB(t testing.TB, backend ratestore.Backend, c *fakeClock) *ratestore.DB
 	return db
 }
 
+// keys is the key store of db, as the package opens it.
+func keys(t testing.TB, db *ratestore.DB) *keystore.Store {
+	t.Helper()
+	ks, err := keystore.Open(db, keystore.Options{})
+	require.NoError(t, err)
+	return ks
+}
+
 // dump is every record of db, copied.
 func dump(t testing.TB, db *ratestore.DB) []ratestore.Record {
 	t.Helper()
@@ -97,7 +106,7 @@ func importFixtures(t testing.TB, db *ratestore.DB) {
 // keyID is the id of the key of secret, found without touching it.
 func keyID(t testing.TB, db *ratestore.DB, secret string) string {
 	t.Helper()
-	k, err := db.Keys().Authenticate(ctx, secret)
+	k, err := keys(t, db).Authenticate(ctx, secret)
 	if err != nil {
 		require.NotEmpty(t, k.ID, "%v", err) // expired or disabled: still found
 	}

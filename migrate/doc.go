@@ -8,32 +8,34 @@
 //
 //  1. Import (ImportLegacyFile, ImportLegacy). The file is read and judged
 //     as a whole (below); a refused file writes nothing. Otherwise every
-//     key is created in the database's key store (DB.Keys) in one
-//     transaction: all of them or none. Each keeps its legacy secret, stored
+//     key is created in the database's key store (keystore.Open) in one
+//     commit: all of them or none. Each keeps its legacy secret, stored
 //     only as its SHA-256, so clients keep working unchanged; its name,
 //     model, limit (token_limit_per_5h), dates and lifetime total
-//     (total_lifetime_tokens, never recomputed) come over as they are. Its
-//     usage windows are stored as they are, in a legacy record of the key,
-//     and are not converted yet. Importing is idempotent: a key whose
-//     secret the database already has is skipped (Report.Skips), so the
-//     same file imported twice changes nothing. CheckLegacyFile is the dry
-//     run: the same judgement, nothing written.
-//  2. Migration. The first time a key is touched (Check, Get, Usage,
-//     RecordUsage, any change), its legacy windows are merged into its
-//     rolling window, at that instant, in the same transaction that deletes
-//     the legacy record: all the tokens of a window land in the bucket that
-//     holds its window_start, so they expire when the old window would have
-//     (to the 5-minute bucket), and windows already over count nothing. This
-//     lazy migration needs no downtime and no pass over the database
-//     (Authenticate and List read without migrating). Pending
-//     counts the keys not migrated yet; MigrateAll migrates them all now,
-//     one key and one transaction at a time, with progress, and can be
-//     cancelled between keys and run again.
+//     (total_lifetime_tokens, never recomputed) come over as they are, and
+//     its policy is one token window of 5 hours, in 5-minute buckets, with
+//     that limit. Its usage windows are stored as they are, in a legacy
+//     record of the key, and are not converted yet. Importing is
+//     idempotent: a key whose secret the database already has is skipped
+//     (Report.Skips), so the same file imported twice changes nothing.
+//     CheckLegacyFile is the dry run: the same judgement, nothing written.
+//  2. Migration. The first time a key is touched (Check, Admit, Get, Usage,
+//     RecordUsage, any change), its legacy windows are merged into every
+//     token window of its policy (engine states: rolling windows), at that
+//     instant, in the same commit that deletes the legacy record: all the
+//     tokens of a window land in the bucket that holds its window_start, so
+//     they expire when the old window would have (to the 5-minute bucket),
+//     and windows already over count nothing. This lazy migration needs no
+//     downtime and no pass over the database (Authenticate and List read
+//     without migrating). Pending counts the keys not migrated yet;
+//     MigrateAll migrates them all now, one key and one commit at a time,
+//     with progress, and can be cancelled between keys and run again.
 //
 // On badger, one transaction holds some thousands of keys at most (its
-// memtable bounds it): a larger file fails with ErrTooBig and writes
-// nothing. Import it into a bolt database, which has no such bound, then
-// Copy that to badger.
+// memtable bounds it): the engine splits the commit of a larger import
+// into several transactions (ratestore.DB.Update), so a file of any size
+// imports, but a crash in the middle of that commit can leave part of it
+// on disk.
 //
 // Copy copies every record of one database into a new, empty one, bolt to
 // badger or badger to bolt, in batches that each backend takes in one

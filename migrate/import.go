@@ -2,7 +2,6 @@ package migrate
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,20 +12,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/ratestore/ratestore"
-	"github.com/ratestore/ratestore/internal/storage"
 	"github.com/ratestore/ratestore/keystore"
 )
 
-// ErrTooBig is matched (errors.Is) by the error of an import that is too
-// large for one atomic transaction of the database's backend: badger's
-// transactions are bounded by its memtable size, and a legacy file of some
-// thousands of keys exceeds it. Nothing was written. The way around it is to
-// import the file into a bolt database, which has no such bound, then Copy
-// that database to badger.
-var ErrTooBig = storage.ErrTooBig
-
 // ImportLegacyFile loads the legacy key file at path into db: all of it, in
-// one transaction, or nothing. See ImportLegacy.
+// one commit, or nothing. See ImportLegacy.
 func ImportLegacyFile(ctx context.Context, db *ratestore.DB, path string) (Report, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -37,26 +27,34 @@ func ImportLegacyFile(ctx context.Context, db *ratestore.DB, path string) (Repor
 }
 
 // ImportLegacy loads a legacy key file ({"keys": [...]}, LEGACY.md section
-// 1) read from r into db's key store, in one transaction: all of it or
+// 1) read from r into db's key store (keystore.Open(db, keystore.Options{}),
+// the Store every other user of db shares), in one commit: all of it or
 // nothing.
 //
 // The file is judged as a whole first (see the package doc). A refused file
 // writes nothing: the Report lists every refusal, and the error matches
 // ErrRefused. Otherwise every key is imported with its legacy secret (stored
 // as a hash), its limit, dates and lifetime total, and its usage windows
-// kept as they are, to be merged into its rolling window the first time the
-// key is touched (or by MigrateAll).
+// kept as they are, to be merged into its token window the first time the
+// key is touched (or by MigrateAll). Each key gets one token window of the
+// key store's usage window (5 hours, in 5-minute buckets) with its
+// token_limit_per_5h.
 //
 // Importing is idempotent: an entry whose secret already has a key in db is
 // not imported again but listed in Report.Skips, by index and name. Report.Keys
 // counts the keys imported by this call, Report.Windows their usage windows.
 //
-// On badger, a file with more keys than one transaction holds (some
-// thousands) fails with an error matching ErrTooBig, and nothing is written:
-// import it into a bolt database and Copy that to badger. Any other error of
-// the database also comes with a Report of no keys; only an error in making
-// the import durable (ctx cancelled while waiting for the sync) can leave it
-// committed, and importing the file again then skips the keys already there.
+// A file of any size imports on both backends: on badger, whose
+// transactions hold some thousands of keys at most, the engine splits a
+// commit too large for one into several (ratestore.DB.Update), so a crash
+// in the middle of writing it can leave part of the import on disk.
+//
+// Every error comes with a Report of no keys. A refusal, or an error before
+// the key store took the keys (reading the file, ctx), wrote nothing. An
+// error in committing them (ctx cancelled while waiting for the sync, a
+// failed write, which the engine retries at its next commit) may leave the
+// import committed, or committed later; importing the file again then
+// skips the keys already there.
 func ImportLegacy(ctx context.Context, db *ratestore.DB, r io.Reader) (Report, error) {
 	if db == nil {
 		return Report{}, fmt.Errorf("migrate: import: nil database: %w", ratestore.ErrInvalid)
@@ -68,13 +66,12 @@ func ImportLegacy(ctx context.Context, db *ratestore.DB, r io.Reader) (Report, e
 	if err := ctx.Err(); err != nil {
 		return none(rep), err
 	}
-	res, err := db.Keys().Import(ctx, toImported(keys))
-	switch {
-	case errors.Is(err, ErrTooBig):
-		return none(rep), fmt.Errorf("migrate: import: %s are too many for one %s transaction, nothing was written: "+
-			"import the file into a bolt database and copy it to %s with migrate.Copy (`ratestore copy`): %w",
-			plural(len(keys), "key"), db.Backend(), db.Backend(), err)
-	case err != nil:
+	ks, err := keyStore(db)
+	if err != nil {
+		return none(rep), fmt.Errorf("migrate: import: %w", err)
+	}
+	res, err := ks.Import(ctx, toImported(keys))
+	if err != nil {
 		return none(rep), fmt.Errorf("migrate: import: %w", err)
 	}
 	rep.Keys, rep.Windows = 0, 0
@@ -114,6 +111,17 @@ func CheckLegacyFile(path string) (Report, error) {
 func CheckLegacy(r io.Reader) (Report, error) {
 	_, _, rep, err := load(r)
 	return rep, err
+}
+
+// keyStore returns the key store of db: the one Store of db that every
+// caller shares (keystore.Open attaches it to db), opened with the default
+// options, so that legacy keys get the legacy window of 5 hours.
+func keyStore(db *ratestore.DB) (*keystore.Store, error) {
+	ks, err := keystore.Open(db, keystore.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("opening the key store: %w", err)
+	}
+	return ks, nil
 }
 
 // none is rep of a file from which nothing was imported.

@@ -3,12 +3,12 @@ package migrate
 import (
 	"bytes"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ratestore/ratestore"
-	"github.com/ratestore/ratestore/internal/storage"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/strategies"
 	"github.com/stretchr/testify/assert"
@@ -53,7 +53,7 @@ func TestImportFixtures(t *testing.T) {
 			{"staging", 5000, 5000, 9800, true},            // exactly at its limit: allowed; 2026-01-17T20:00 does not count
 		}
 		for _, tt := range tests {
-			k, res, err := db.Keys().Check(ctx, fixtureSecrets[tt.name])
+			k, res, err := keys(t, db).Check(ctx, fixtureSecrets[tt.name])
 			require.NoError(t, err, tt.name)
 			assert.Equal(t, tt.name, k.Name)
 			assert.Equal(t, tt.limit, k.TokenLimit, tt.name)
@@ -61,7 +61,7 @@ func TestImportFixtures(t *testing.T) {
 			assert.Equal(t, tt.allowed, res.Allowed, tt.name)
 			assert.Equal(t, tt.limit, res.Limit, tt.name)
 			assert.Equal(t, max(0, tt.limit-tt.used), res.Remaining, tt.name)
-			u, err := db.Keys().Usage(ctx, k.ID)
+			u, err := keys(t, db).Usage(ctx, k.ID)
 			require.NoError(t, err)
 			assert.Equal(t, tt.used, u.Used, tt.name)
 		}
@@ -69,21 +69,22 @@ func TestImportFixtures(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, 0, pending, "Check migrated every key")
 
-		k, err := db.Keys().Get(ctx, keyID(t, db, fixtureSecrets["research-team"]))
+		k, err := keys(t, db).Get(ctx, keyID(t, db, fixtureSecrets["research-team"]))
 		require.NoError(t, err)
 		assert.Equal(t, keystore.Key{ID: k.ID, Name: "research-team", Model: "glm-4.7", TokenLimit: 100000,
+			Policy:    keystore.Policy{Windows: []keystore.Window{{Limit: 100000, Window: 5 * time.Hour, Bucket: 5 * time.Minute}}},
 			ExpiresAt: ts("2027-06-30T23:59:59Z"), CreatedAt: ts("2026-01-05T09:14:22.318Z"),
 			LastUsed: ts("2026-01-18T11:02:41.907Z"), LifetimeTokens: 2418733}, k)
 
 		// research-team's window started at 07:40:12.5: the old check
 		// counted it until 12:40:12.5, the 5-minute bucket until 12:40.
 		clk.Set(ts("2026-01-18T12:39:59.999Z"))
-		u, err := db.Keys().Usage(ctx, k.ID)
+		u, err := keys(t, db).Usage(ctx, k.ID)
 		require.NoError(t, err)
 		assert.Equal(t, int64(61204), u.Used)
 		assert.Equal(t, ts("2026-01-18T12:40:00Z"), u.WindowEnd)
 		clk.Set(ts("2026-01-18T12:40:00Z"))
-		u, err = db.Keys().Usage(ctx, k.ID)
+		u, err = keys(t, db).Usage(ctx, k.ID)
 		require.NoError(t, err)
 		assert.Equal(t, int64(0), u.Used)
 	})
@@ -97,16 +98,16 @@ func TestImportMigratesAtFirstTouch(t *testing.T) {
 	db := openDB(t, ratestore.Bolt, clk)
 	importFixtures(t, db)
 	clk.Set(ts("2026-01-18T14:32:00Z")) // gateway-prod's 09:30 window counts until 14:30
-	k, res, err := db.Keys().Check(ctx, fixtureSecrets["gateway-prod"])
+	k, res, err := keys(t, db).Check(ctx, fixtureSecrets["gateway-prod"])
 	require.NoError(t, err)
 	assert.Equal(t, int64(100000), res.Remaining)
 	clk.Set(ts("2026-01-18T15:59:00Z")) // staging's 11:00 window counts until 16:00
-	k2, res, err := db.Keys().Check(ctx, fixtureSecrets["staging"])
+	k2, res, err := keys(t, db).Check(ctx, fixtureSecrets["staging"])
 	require.NoError(t, err)
 	assert.Equal(t, int64(0), res.Remaining)
 	require.NoError(t, MigrateAll(ctx, db, nil))
 	for _, id := range []string{k.ID, k2.ID} {
-		u, err := db.Keys().Usage(ctx, id)
+		u, err := keys(t, db).Usage(ctx, id)
 		require.NoError(t, err)
 		assert.Equal(t, map[string]int64{k.ID: 0, k2.ID: 5000}[id], u.Used)
 	}
@@ -138,16 +139,16 @@ func TestImportTwice(t *testing.T) {
 
 			// Touch every key (migrating them), then import again.
 			for _, secret := range fixtureSecrets {
-				_, _, err := db.Keys().Check(ctx, secret)
+				_, _, err := keys(t, db).Check(ctx, secret)
 				require.NoError(t, err)
 			}
 			before = dump(t, db)
 		}
-		k, res, err := db.Keys().Check(ctx, fixtureSecrets["ci-bot"])
+		k, res, err := keys(t, db).Check(ctx, fixtureSecrets["ci-bot"])
 		require.NoError(t, err)
 		assert.Equal(t, int64(150020), k.LifetimeTokens)
 		assert.False(t, res.Allowed)
-		u, err := db.Keys().Usage(ctx, k.ID)
+		u, err := keys(t, db).Usage(ctx, k.ID)
 		require.NoError(t, err)
 		assert.Equal(t, int64(20001), u.Used)
 	})
@@ -254,15 +255,18 @@ func TestImportStoreLimits(t *testing.T) {
 	assert.Equal(t, 1, rep.Keys)
 	assert.Equal(t, []Issue{{Index: 0, Name: strings.Repeat("n", 64) + "...", Field: "expiry_date",
 		Reason: "after 2262-04-11T23:47:16Z, the last instant the key store holds: the key expires then"}}, rep.Notes)
-	k, err := db.Keys().Authenticate(ctx, secret)
+	k, err := keys(t, db).Authenticate(ctx, secret)
 	require.NoError(t, err)
 	assert.Equal(t, maxStored, k.ExpiresAt)
 }
 
-// TestImportTooBigForBadger: a file of 10,000 keys exceeds one badger
-// transaction: nothing is written and the error says what to do. Imported
-// into bolt and copied, it reaches badger whole.
-func TestImportTooBigForBadger(t *testing.T) {
+// TestImportBigIntoBadger: a file of 10,000 keys is more than one badger
+// transaction holds; the engine splits the import's commit, so it
+// succeeds, whole: after the database is closed and opened again, every
+// key authenticates by its legacy secret with its usage, and the database
+// copies to bolt. (Before the engine split commits, this import failed
+// with ErrTooBig and wrote nothing.)
+func TestImportBigIntoBadger(t *testing.T) {
 	const n = 10_000
 	var b bytes.Buffer
 	b.WriteString(`{"keys":[`)
@@ -275,30 +279,45 @@ func TestImportTooBigForBadger(t *testing.T) {
 	b.WriteString(`]}`)
 	path := writeFile(t, b.Bytes())
 	clk := newClock(importNow)
+	// Async: the checks below each merge a key's legacy usage in a commit
+	// of its own, which Sync mode would wait an fsync for, 10,000 times.
+	opts := ratestore.Options{Backend: ratestore.Badger, Durability: ratestore.Async, Now: clk.Now}
+	dir := filepath.Join(t.TempDir(), "badger")
 
-	badger := openDB(t, ratestore.Badger, clk)
-	rep, err := ImportLegacyFile(ctx, badger, path)
-	require.ErrorIs(t, err, ErrTooBig)
-	require.ErrorIs(t, err, storage.ErrTooBig)
-	assert.NotErrorIs(t, err, ErrRefused)
-	assert.Contains(t, err.Error(), "10000 keys are too many for one badger transaction, nothing was written: "+
-		"import the file into a bolt database and copy it to badger with migrate.Copy (`ratestore copy`)")
-	assert.NotContains(t, err.Error(), "pk_live_")
-	assert.Zero(t, rep.Keys)
+	db, err := ratestore.Open(dir, opts)
+	require.NoError(t, err)
+	rep, err := ImportLegacyFile(ctx, db, path)
+	require.NoError(t, err)
 	assert.Equal(t, n, rep.Entries)
-	assert.Empty(t, dump(t, badger))
-
-	bolt := openDB(t, ratestore.Bolt, clk)
-	rep, err = ImportLegacyFile(ctx, bolt, path)
-	require.NoError(t, err)
 	assert.Equal(t, n, rep.Keys)
-	crep, err := Copy(ctx, badger, bolt, nil)
+	assert.Equal(t, n, rep.Windows)
+	assert.Empty(t, rep.Refusals)
+	assert.Empty(t, rep.Skips)
+	assert.Len(t, dump(t, db), 3*n-n/1000, "a record, an index entry and a legacy record a key; no legacy record for 0 tokens")
+	require.NoError(t, db.Close())
+
+	db, err = ratestore.Open(dir, opts)
 	require.NoError(t, err)
-	assert.Equal(t, 3*n-n/1000, crep.Records, "a record, an index entry and a legacy record a key; no legacy record for 0 tokens")
-	pending, err := Pending(ctx, badger)
+	t.Cleanup(func() { _ = db.Close() })
+	pending, err := Pending(ctx, db)
 	require.NoError(t, err)
 	assert.Equal(t, n-n/1000, pending)
-	_, res, err := badger.Keys().Check(ctx, fmt.Sprintf("pk_live_%032d", 1999))
+	ks := keys(t, db)
+	for i := range n {
+		k, res, err := ks.Check(ctx, fmt.Sprintf("pk_live_%032d", i))
+		if err != nil || k.Name != fmt.Sprintf("k%d", i) || !res.Allowed || res.Remaining != int64(1000-i%1000) {
+			t.Fatalf("key %d: %+v, %+v, %v", i, k, res, err) // no testify per key: 10,000 of them
+		}
+	}
+	pending, err = Pending(ctx, db)
+	require.NoError(t, err)
+	assert.Zero(t, pending, "Check migrated every key")
+
+	bolt := openDB(t, ratestore.Bolt, clk)
+	crep, err := Copy(ctx, bolt, db, nil)
+	require.NoError(t, err)
+	assert.Equal(t, 3*n-n/1000, crep.Records, "a record, an index entry and a token window a key; no window for 0 tokens")
+	_, res, err := keys(t, bolt).Check(ctx, fmt.Sprintf("pk_live_%032d", 1999))
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), res.Remaining)
 }
@@ -343,10 +362,10 @@ func TestGeneratedImportMigrate(t *testing.T) {
 				pending, err = Pending(ctx, db)
 				require.NoError(t, err)
 				assert.Zero(t, pending)
-				k, err := db.Keys().Authenticate(ctx, secret)
+				k, err := keys(t, db).Authenticate(ctx, secret)
 				require.NoError(t, err)
 				assert.Equal(t, int64(9_000_000_000), k.LifetimeTokens)
-				u, err := db.Keys().Usage(ctx, k.ID)
+				u, err := keys(t, db).Usage(ctx, k.ID)
 				require.NoError(t, err)
 				assert.Equal(t, want, u.Used, db.Backend())
 			}

@@ -10,12 +10,16 @@ import (
 )
 
 // Pending counts the imported keys whose legacy usage windows are not
-// merged into their rolling window yet.
+// merged into their token window yet.
 func Pending(ctx context.Context, db *ratestore.DB) (int, error) {
 	if db == nil {
 		return 0, fmt.Errorf("migrate: pending: nil database: %w", ratestore.ErrInvalid)
 	}
-	n, err := db.Keys().PendingLegacy(ctx)
+	ks, err := keyStore(db)
+	if err != nil {
+		return 0, fmt.Errorf("migrate: pending: %w", err)
+	}
+	n, err := ks.PendingLegacy(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("migrate: pending: %w", err)
 	}
@@ -23,8 +27,8 @@ func Pending(ctx context.Context, db *ratestore.DB) (int, error) {
 }
 
 // MigrateAll merges now the legacy usage of every key that has some
-// pending, one key at a time: each key's merge is one transaction, which
-// writes its rolling window and deletes its legacy record together, so a
+// pending, one key at a time: each key's merge is one commit, which
+// writes its token window and deletes its legacy record together, so a
 // key is either migrated or still pending, never half, whenever MigrateAll
 // stops. The merge is the one the first touch of the key would make (see the
 // package doc); doing it ahead of time only saves that first request the
@@ -45,9 +49,12 @@ func MigrateAll(ctx context.Context, db *ratestore.DB, progress func(done, total
 	if progress == nil {
 		progress = func(int, int) {}
 	}
-	ks := db.Keys()
+	ks, err := keyStore(db)
+	if err != nil {
+		return fmt.Errorf("migrate: migrate all: %w", err)
+	}
 	var ids []string
-	err := ks.LegacyIDs(ctx, func(id string) error {
+	err = ks.LegacyIDs(ctx, func(id string) error {
 		ids = append(ids, id)
 		return nil
 	})

@@ -65,14 +65,17 @@ func TestMigrateAllCancel(t *testing.T) {
 		migrated := 0
 		for i, id := range ids {
 			_, legacy := now["l/"+id]
+			_, window := now[windowState+id]
 			if legacy {
 				assert.Equal(t, imported["k/"+id], now["k/"+id], "key %d pending: its record as imported", i)
 				assert.Equal(t, imported["l/"+id], now["l/"+id])
+				assert.False(t, window, "key %d pending: no token window yet", i)
 				continue
 			}
 			migrated++
-			assert.NotEqual(t, imported["k/"+id], now["k/"+id], "key %d migrated: its window holds the usage", i)
-			u, err := db.Keys().Usage(ctx, id) // reads only: nothing pending
+			assert.NotEqual(t, imported["k/"+id], now["k/"+id], "key %d migrated: its record no longer says pending", i)
+			assert.True(t, window, "key %d migrated: its token window holds the usage", i)
+			u, err := keys(t, db).Usage(ctx, id) // reads only: nothing pending
 			require.NoError(t, err)
 			assert.Equal(t, int64(100+i), u.Used)
 		}
@@ -88,11 +91,11 @@ func TestMigrateAllCancel(t *testing.T) {
 		require.Zero(t, pending)
 		var sum int64
 		for i, id := range ids {
-			u, err := db.Keys().Usage(ctx, id)
+			u, err := keys(t, db).Usage(ctx, id)
 			require.NoError(t, err)
 			assert.Equal(t, int64(100+i), u.Used, "key %d", i)
 			sum += u.Used
-			k, err := db.Keys().Get(ctx, id)
+			k, err := keys(t, db).Get(ctx, id)
 			require.NoError(t, err)
 			assert.Equal(t, int64(5000+i), k.LifetimeTokens)
 		}
@@ -136,7 +139,7 @@ func TestMigrateAllSkipsDeleted(t *testing.T) {
 	require.NoError(t, MigrateAll(ctx, db, func(done, total int) {
 		if done == 0 {
 			for _, s := range secrets {
-				require.NoError(t, db.Keys().Delete(ctx, keyID(t, db, s)))
+				require.NoError(t, keys(t, db).Delete(ctx, keyID(t, db, s)))
 				deleted = true
 				break
 			}
@@ -147,6 +150,11 @@ func TestMigrateAllSkipsDeleted(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, pending)
 }
+
+// windowState is the stored key of the state of a key's 5-hour token
+// window, less the key's id: an engine state under the key store's
+// limiter name of the window.
+const windowState = "s/keys:w:5h0m0s\x00"
 
 // records is every record of db by key (as a string).
 func records(t *testing.T, db *ratestore.DB) map[string][]byte {

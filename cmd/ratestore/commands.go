@@ -25,9 +25,32 @@ type command struct {
 
 // keyJSON is the shape of a key in JSON output, named in the commands'
 // json texts.
-const keyJSON = `KEY is {"id", "name", "model", "token_limit", "expires_at" (null: never),
-"created_at" (null: unknown), "last_used" (null: never), "lifetime_tokens",
-"disabled", "expired", "status" ("active", "disabled" or "expired")}.`
+const keyJSON = `KEY is {"id", "name", "model", "token_limit" (the limit of the first window),
+"windows": [{"window", "bucket", "limit"}, ...], "requests_per_minute" (0: no
+limit), "max_concurrent" (0: no limit), "models" ([]: any), "expires_at" (null:
+never), "created_at" (null: unknown), "last_used" (null: never),
+"lifetime_tokens", "disabled", "expired", "status" ("active", "disabled" or
+"expired")}; window and bucket are Go durations ("5h0m0s").`
+
+// usageJSON is the shape of a key's usage in JSON output.
+const usageJSON = `USAGE is {"id", "window", "used", "limit", "remaining", "reset_after_ns"
+(until nothing is in use), "window_end" (null: nothing in use), "windows",
+"requests_per_minute", "max_concurrent", "models"}: the top-level figures are
+those of the binding window, the one with the least remaining, whose length
+"window" is; "windows" lists every token window as {"window", "bucket", "used",
+"limit", "remaining", "reset_after", "window_end"}, window, bucket and
+reset_after as Go durations ("5h0m0s").`
+
+// policyHelp is the help of the policy flags, for keys create and keys
+// set-limit.
+const policyHelp = `A key has one or more token windows: at most LIMIT tokens in any DURATION,
+counted in buckets of BUCKET (default DURATION/60, rounded to a divisor:
+5h counts in 5m buckets, 168h in 2h48m ones); every window must allow a
+request. DURATION and BUCKET are Go durations (90m, 5h, 168h for a week).
+--rpm caps the requests per minute, --max-concurrent those in flight at once,
+and --models the models a request may name (globs: "claude-*"). The key store
+enforces --rpm, --max-concurrent and --models in Store.Admit; the gateway
+command does not use Admit yet and enforces the token windows only.`
 
 // commands lists every command, in the order help shows them.
 var commands = []*command{
@@ -52,9 +75,14 @@ this migrates those of every key now. Progress is shown on a terminal.`,
 		setup: migrateCmd,
 	},
 	{
-		name: "keys create", args: "--name NAME --limit TOKENS [--model MODEL] [--expires WHEN]", maxArgs: 0,
+		name: "keys create", args: "--name NAME (--limit TOKENS | --window DURATION=LIMIT[/BUCKET]...) [--rpm N] [--max-concurrent N] [--models GLOBS] [--model MODEL] [--expires WHEN]", maxArgs: 0,
 		summary: "create an API key; prints its secret, once",
-		help: `WHEN is an RFC 3339 instant (2027-01-01T00:00:00Z), a duration from now (720h)
+		help: `--limit TOKENS is the one-window shorthand: --window 5h=TOKENS. Give --window
+once per window, as --window 5h=100000 --window 168h=1000000.
+
+` + policyHelp + `
+
+WHEN is an RFC 3339 instant (2027-01-01T00:00:00Z), a duration from now (720h)
 or "never" (the default). The secret is printed only here: the store keeps
 only its hash.`,
 		json:  `{"key": KEY, "secret"}.`,
@@ -68,20 +96,20 @@ only its hash.`,
 	},
 	{
 		name: "keys show", args: "ID", minArgs: 1, maxArgs: 1,
-		summary: "show an API key",
-		json:    `{"key": KEY}.`,
+		summary: "show an API key, its limits and the usage of each token window",
+		json:    `{"key": KEY, "usage": USAGE}.`,
 		setup:   keysShow,
 	},
 	{
 		name: "keys disable", args: "ID", minArgs: 1, maxArgs: 1,
 		summary: "disable an API key until enabled again",
-		json:    `{"key": KEY}, as changed.`,
+		json:    `{"key": KEY, "usage": USAGE}, as changed.`,
 		setup:   keysSet(setDisabled(true)),
 	},
 	{
 		name: "keys enable", args: "ID", minArgs: 1, maxArgs: 1,
 		summary: "enable a disabled API key",
-		json:    `{"key": KEY}, as changed.`,
+		json:    `{"key": KEY, "usage": USAGE}, as changed.`,
 		setup:   keysSet(setDisabled(false)),
 	},
 	{
@@ -91,26 +119,37 @@ only its hash.`,
 		setup:   keysDelete,
 	},
 	{
-		name: "keys set-limit", args: "ID TOKENS", minArgs: 2, maxArgs: 2,
-		summary: "set the tokens an API key may use per usage window",
-		json:    `{"key": KEY}, as changed.`,
-		setup:   keysSet(setLimit),
+		name: "keys set-limit", args: "ID [TOKENS] [--window DURATION=LIMIT[/BUCKET]]... [--drop-window DURATION]... [--rpm N] [--max-concurrent N] [--models GLOBS]", minArgs: 1, maxArgs: 2,
+		summary: "change the limits of an API key",
+		help: `Changes what its arguments and flags name, and nothing else. TOKENS sets the
+limit of the key's first window (a legacy key's only one). --window sets the
+limit of the key's window of that DURATION, and its bucket if /BUCKET is given,
+or adds a window; --drop-window removes one. --rpm 0 and --max-concurrent 0
+lift those limits; --models "" allows any model. Usage already counted stays
+counted: a window keeps its usage while its length stays, and a new window
+starts empty.
+
+` + policyHelp,
+		json:  `{"key": KEY, "usage": USAGE}, as changed.`,
+		setup: keysSetLimit,
 	},
 	{
 		name: "keys set-expiry", args: "ID WHEN", minArgs: 2, maxArgs: 2,
 		summary: "set when an API key expires",
 		help: `WHEN is an RFC 3339 instant, a duration from now (720h) or "never". An instant
 in the past expires the key at once.`,
-		json:  `{"key": KEY}, as changed.`,
+		json:  `{"key": KEY, "usage": USAGE}, as changed.`,
 		setup: keysSet(setExpiry),
 	},
 	{
 		name: "usage", args: "ID", minArgs: 1, maxArgs: 1,
-		summary: "show the token usage of an API key in its window",
-		help: `Used may exceed the limit (usage recorded after the fact). The window end is
-when the oldest usage still counted stops counting.`,
-		json: `{"id", "used", "limit", "remaining", "reset_after_ns" (until nothing is in
-use), "window_end" (null: nothing in use)}`,
+		summary: "show the token usage of an API key in each of its windows",
+		help: `Prints the binding window (the one with the least left), then every window:
+used, limit, remaining, when the oldest usage still counted stops counting
+(window end) and when nothing is in use any more (fully reset); and the key's
+request rate, max concurrent and models. Used may exceed the limit (usage
+recorded after the fact).`,
+		json:  `USAGE.`,
 		setup: usageCmd,
 	},
 	{
@@ -194,8 +233,10 @@ func (c *cli) help(args []string) error {
 		for _, cmd := range commands {
 			fmt.Fprintf(&b, "%s:\n%s\n\n", cmd.name, indent(cmd.json))
 		}
-		b.WriteString(keyJSON + "\n")
-		b.WriteString(`Instants are RFC 3339 strings, in UTC. Errors still go to stderr as text.` + "\n")
+		b.WriteString(keyJSON + "\n\n" + usageJSON + "\n")
+		b.WriteString(`Instants are RFC 3339 strings, in UTC; durations are integer nanoseconds in
+fields whose name ends in _ns, Go duration strings ("5h0m0s") elsewhere. Errors
+still go to stderr as text.` + "\n")
 		fmt.Fprint(c.stdout, b.String())
 	default:
 		i := slices.IndexFunc(commands, func(cmd *command) bool { return cmd.name == name })
@@ -289,6 +330,9 @@ func (cmd *command) usage() string {
 	fmt.Fprintf(&b, "\nJSON output (--json):\n%s\n", indent(cmd.json))
 	if strings.Contains(cmd.json, "KEY") {
 		fmt.Fprintf(&b, "%s\n", indent(keyJSON))
+	}
+	if strings.Contains(cmd.json, "USAGE") {
+		fmt.Fprintf(&b, "%s\n", indent(usageJSON))
 	}
 	return b.String()
 }

@@ -9,15 +9,17 @@
 //
 //	import FILE [--dry-run]       import a legacy API-key file, all or nothing
 //	migrate [--dry-run]           migrate all pending legacy usage now
-//	keys create --name NAME --limit TOKENS [--model MODEL] [--expires WHEN]
+//	keys create --name NAME (--limit TOKENS | --window DURATION=LIMIT[/BUCKET]...)
+//	            [--rpm N] [--max-concurrent N] [--models GLOBS] [--model MODEL] [--expires WHEN]
 //	keys list
-//	keys show ID
+//	keys show ID                  the key, its limits and the usage of each window
 //	keys disable ID
 //	keys enable ID
 //	keys delete ID
-//	keys set-limit ID TOKENS
+//	keys set-limit ID [TOKENS] [--window DURATION=LIMIT[/BUCKET]]... [--drop-window DURATION]...
+//	            [--rpm N] [--max-concurrent N] [--models GLOBS]
 //	keys set-expiry ID WHEN       WHEN: RFC 3339, a duration from now (720h) or never
-//	usage ID                      used, limit, remaining and window end of a key
+//	usage ID                      used, limit, remaining and window end of each window
 //	copy --to PATH [--to-backend bolt|badger]
 //	inspect LIMITER KEY           one stored limiter state, decoded and raw
 //	gateway --upstream URL [--listen 127.0.0.1:8080] [--rps R --burst B]
@@ -35,12 +37,45 @@
 //	ratestore import testdata/legacy/apikeys.valid.json
 //	ratestore keys list
 //
-// The database is opened in Sync mode and closed before the command exits:
-// every change is on disk by then. Only one process may open a database; a
+// The database is opened in Async mode and closed before the command
+// reports success: every change is on disk by then, written in one go
+// rather than one fsync per change. Only one process may open a database; a
 // command run while another process holds it fails with a message that says
 // so. Commands other than import and keys create refuse a database that does
 // not exist rather than create an empty one; import --dry-run and a refused
 // import create nothing.
+//
+// # Key policies
+//
+// A key's policy (keystore.Policy) is one or more token windows, a request
+// rate, a concurrency cap and the models it may ask for. keys create takes
+// them as flags:
+//
+//	ratestore keys create --name team-a --window 5h=100000 --window 168h=1000000 \
+//	    --rpm 60 --max-concurrent 4 --models 'gpt-4o,claude-*'
+//
+// --window DURATION=LIMIT allows LIMIT tokens in any DURATION (a Go
+// duration: 90m, 5h, 168h for a week), counted in buckets of DURATION/60
+// rounded to a divisor, or of BUCKET with DURATION=LIMIT/BUCKET; give it
+// once per window. --limit TOKENS is the one-window shorthand, --window
+// 5h=TOKENS, which legacy keys have. --rpm and --max-concurrent 0 mean no
+// limit; --models takes comma-separated names or path.Match globs, "" for
+// any model.
+//
+// keys set-limit changes what its arguments and flags name and nothing else,
+// in one keystore.Store.Update: TOKENS the limit of the first window,
+// --window the window of its length (its limit, and its bucket when given)
+// or a new window, --drop-window removes one, and --rpm, --max-concurrent
+// and --models (--models "" allows any) as for create. The usage already
+// counted stays counted: a window keeps its usage while its length stays.
+// keys set-expiry changes the expiry alone, the same way.
+//
+// A malformed value (a bad duration, a limit that is not a positive
+// integer, the same window length twice, a bad glob) is a usage error that
+// names the flag and the value; so is a value the key store refuses as
+// invalid. The gateway command enforces the token windows only, for now:
+// the request rate, concurrency cap and models are enforced by
+// keystore.Store.Admit, which it does not use yet.
 //
 // # Secrets
 //
@@ -53,8 +88,9 @@
 // Text output is for people. With --json every command prints one JSON
 // object on stdout instead, with field names in snake_case: "ratestore help
 // json" lists them, and "ratestore help COMMAND" shows the command's. Instants
-// are RFC 3339 strings in UTC (null when unset), durations integer
-// nanoseconds. Errors go to stderr as text, prefixed "ratestore: ", in both
+// are RFC 3339 strings in UTC (null when unset); durations are integer
+// nanoseconds in fields whose name ends in _ns, and Go duration strings
+// ("5h0m0s") elsewhere: a key's windows, buckets and their reset_after. Errors go to stderr as text, prefixed "ratestore: ", in both
 // modes. Progress (migrate, copy) is drawn on stderr only when both it and
 // stdout are terminals.
 //

@@ -31,10 +31,13 @@ const (
 const gatewayHelp = `A reverse proxy in front of a model API that meters tokens per API key (see
 package gateway). Callers send their ratestore secret as "Authorization:
 Bearer <secret>" or "X-API-Key: <secret>": unknown keys get 401, disabled or
-expired ones 403, keys past their token window 429 with Retry-After. The
-tokens of each response (OpenAI's usage.total_tokens, Anthropic's
-input_tokens + output_tokens; JSON or streamed) are recorded against the key.
-GET --stats-path shows callers their own usage.
+expired ones 403, keys past the limit of one of their token windows 429 with
+Retry-After. A key's request rate, max concurrent and models (keys create
+--rpm, --max-concurrent, --models) are not enforced here yet; --rps limits
+every key's request rate alike. The tokens of each response (OpenAI's
+usage.total_tokens, Anthropic's input_tokens + output_tokens; JSON or
+streamed) are recorded against the key, in every window. GET --stats-path
+shows callers their own usage.
 
 The callers' key fields are never forwarded. The upstream's own credential
 comes from --upstream-key or, better (a flag shows in the process list), from

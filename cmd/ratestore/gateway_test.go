@@ -16,6 +16,7 @@ import (
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/gateway"
+	"github.com/ratestore/ratestore/keystore"
 	"github.com/stretchr/testify/require"
 )
 
@@ -185,7 +186,9 @@ func TestGatewayCommand(t *testing.T) {
 	db, err := ratestore.Open(e.db, ratestore.Options{Now: func() time.Time { return now }})
 	require.NoError(t, err)
 	defer db.Close()
-	u, err := db.Keys().Usage(context.Background(), created.Key.ID)
+	ks, err := keystore.Open(db, keystore.Options{})
+	require.NoError(t, err)
+	u, err := ks.Usage(context.Background(), created.Key.ID)
 	require.NoError(t, err)
 	require.EqualValues(t, 42+8, u.Used)
 }

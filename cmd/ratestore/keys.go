@@ -6,12 +6,21 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/keystore"
 )
+
+// keyStore returns the key store of db. The command line opens it with the
+// default options, as every other user of a database does (migrate, the
+// gateway): a key's record holds its policy, so only keys created with
+// --limit and legacy keys depend on them (one window of 5 hours).
+func keyStore(db *ratestore.DB) (*keystore.Store, error) {
+	return keystore.Open(db, keystore.Options{})
+}
 
 func (c *cli) keyOut(k keystore.Key) keyOut {
 	expired := !k.ExpiresAt.IsZero() && !c.clock().Before(k.ExpiresAt)
@@ -22,11 +31,53 @@ func (c *cli) keyOut(k keystore.Key) keyOut {
 	case expired:
 		status = "expired"
 	}
-	return keyOut{
+	out := keyOut{
 		ID: k.ID, Name: k.Name, Model: k.Model, TokenLimit: k.TokenLimit,
+		Windows:           make([]windowOut, len(k.Policy.Windows)),
+		RequestsPerMinute: k.Policy.RequestsPerMinute, MaxConcurrent: k.Policy.MaxConcurrent,
+		Models:    append([]string{}, k.Policy.Models...),
 		ExpiresAt: timePtr(k.ExpiresAt), CreatedAt: timePtr(k.CreatedAt), LastUsed: timePtr(k.LastUsed),
 		LifetimeTokens: k.LifetimeTokens, Disabled: k.Disabled, Expired: expired, Status: status,
 	}
+	for i, w := range k.Policy.Windows {
+		out.Windows[i] = windowOut{Window: w.Window.String(), Bucket: w.Bucket.String(), Limit: w.Limit}
+	}
+	return out
+}
+
+// usageOut is u, the usage of key k, as the usage command prints it.
+func (c *cli) usageOut(k keystore.Key, u keystore.Usage) usageOut {
+	out := usageOut{
+		ID: k.ID, Used: u.Used, Limit: u.Limit, Remaining: u.Remaining,
+		ResetAfter: int64(u.ResetAfter), WindowEnd: timePtr(u.WindowEnd),
+		Windows:           make([]windowUsageOut, len(u.Windows)),
+		RequestsPerMinute: k.Policy.RequestsPerMinute, MaxConcurrent: k.Policy.MaxConcurrent,
+		Models: append([]string{}, k.Policy.Models...),
+	}
+	if i := binding(u); i >= 0 {
+		out.Window = u.Windows[i].Window.String()
+	}
+	for i, w := range u.Windows {
+		out.Windows[i] = windowUsageOut{
+			Window: w.Window.String(), Bucket: w.Bucket.String(),
+			Used: w.Used, Limit: w.Limit, Remaining: w.Remaining,
+			ResetAfter: w.ResetAfter.String(), WindowEnd: timePtr(w.WindowEnd),
+		}
+	}
+	return out
+}
+
+// binding is the index of the window whose figures u has at its top level:
+// the first with the least Remaining, as keystore.Store.Usage picks it; -1
+// when u has no window.
+func binding(u keystore.Usage) int {
+	b := -1
+	for i, w := range u.Windows {
+		if b < 0 || w.Remaining < u.Windows[b].Remaining {
+			b = i
+		}
+	}
+	return b
 }
 
 // timePtr is t in UTC, or nil when t is zero (not set).
@@ -46,19 +97,92 @@ func show(t *time.Time, unset string) string {
 	return t.Format(time.RFC3339Nano)
 }
 
-// writeKey writes k as "field: value" lines.
-func writeKey(w io.Writer, k keyOut) {
+// short formats a duration for text output without its zero tails: 5h
+// rather than 5h0m0s, 2h48m rather than 2h48m0s. time.ParseDuration reads
+// it back, so what keys show prints can be given to --window.
+func short(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// shortOf is short of a duration as JSON output writes it.
+func shortOf(s string) string {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return s
+	}
+	return short(d)
+}
+
+// writeKey writes k as "field: value" lines, then the table of u's
+// windows.
+func writeKey(w io.Writer, k keyOut, u usageOut, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
 	fmt.Fprintf(tw, "id:\t%s\n", k.ID)
 	fmt.Fprintf(tw, "name:\t%s\n", k.Name)
 	fmt.Fprintf(tw, "model:\t%s\n", k.Model)
-	fmt.Fprintf(tw, "token limit:\t%d per usage window\n", k.TokenLimit)
 	fmt.Fprintf(tw, "lifetime tokens:\t%d\n", k.LifetimeTokens)
 	fmt.Fprintf(tw, "created:\t%s\n", show(k.CreatedAt, "unknown"))
 	fmt.Fprintf(tw, "last used:\t%s\n", show(k.LastUsed, "never"))
 	fmt.Fprintf(tw, "expires:\t%s\n", show(k.ExpiresAt, "never"))
 	fmt.Fprintf(tw, "status:\t%s\n", k.Status)
+	writePolicy(tw, k.RequestsPerMinute, k.MaxConcurrent, k.Models)
 	tw.Flush()
+	writeWindows(w, u.Windows, now)
+}
+
+// writePolicy writes the limits of a policy besides its windows as "field:
+// value" lines.
+func writePolicy(tw io.Writer, rpm int64, maxConcurrent int, models []string) {
+	fmt.Fprintf(tw, "request rate:\t%s\n", limitText(rpm, " per minute"))
+	fmt.Fprintf(tw, "max concurrent:\t%s\n", limitText(int64(maxConcurrent), " requests"))
+	if len(models) == 0 {
+		fmt.Fprintf(tw, "models:\tany\n")
+	} else {
+		fmt.Fprintf(tw, "models:\t%s\n", strings.Join(models, ", "))
+	}
+}
+
+func limitText(n int64, unit string) string {
+	if n == 0 {
+		return "no limit"
+	}
+	return strconv.FormatInt(n, 10) + unit
+}
+
+// writeWindows writes the token windows of a key, with their usage at now,
+// as a table.
+func writeWindows(w io.Writer, ws []windowUsageOut, now time.Time) {
+	fmt.Fprintf(w, "\ntoken windows:\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  WINDOW\tBUCKET\tUSED\tLIMIT\tREMAINING\tWINDOW END\tFULLY RESET IN")
+	for _, u := range ws {
+		end, reset := "-", "-"
+		if u.WindowEnd != nil {
+			end = fmt.Sprintf("%s (in %v)", show(u.WindowEnd, ""), u.WindowEnd.Sub(now).Round(time.Second))
+		}
+		if d, err := time.ParseDuration(u.ResetAfter); err == nil && d > 0 {
+			reset = d.Round(time.Second).String()
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%d\t%s\t%s\n", shortOf(u.Window), shortOf(u.Bucket), u.Used, u.Limit, u.Remaining, end, reset)
+	}
+	tw.Flush()
+}
+
+// windowsText is the windows of k on one line, for keys list: "100000/5h,
+// 1000000/168h".
+func windowsText(k keyOut) string {
+	parts := make([]string, len(k.Windows))
+	for i, w := range k.Windows {
+		parts[i] = fmt.Sprintf("%d/%s", w.Limit, shortOf(w.Window))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // parseWhen reads an expiry: an RFC 3339 instant, a positive duration from
@@ -87,24 +211,41 @@ func parseTokens(cmd, s string) (int64, error) {
 
 func keysCreate(c *cli, fs *flag.FlagSet) func([]string) error {
 	name := fs.String("name", "", "the key's `name` (required)")
-	limit := fs.String("limit", "", "the `tokens` it may use per usage window (required)")
-	model := fs.String("model", "", "the `model` it is for")
+	limit := fs.String("limit", "", "the `tokens` it may use per 5 hours: one token window, as --window 5h=TOKENS")
+	pf := policyFlags(fs, false)
+	model := fs.String("model", "", "the `model` it is for (informational; --models restricts)")
 	expires := fs.String("expires", "never", "`when` it expires: RFC 3339, a duration from now (720h) or never")
 	return func([]string) error {
 		const cmd = "keys create"
-		if *name == "" || *limit == "" {
-			return usagef(cmd, "%s: --name and --limit are required", cmd)
+		if *name == "" || (*limit == "" && len(pf.windows) == 0) {
+			return usagef(cmd, "%s: --name and a token limit (--limit or --window) are required", cmd)
 		}
-		tokens, err := parseTokens(cmd, *limit)
+		if *limit != "" && len(pf.windows) > 0 {
+			return usagef(cmd, "%s: --limit and --window: give one or the other (--limit TOKENS is --window 5h=TOKENS)", cmd)
+		}
+		p, err := pf.parse(cmd)
 		if err != nil {
 			return err
 		}
-		at, err := parseWhen(cmd, *expires, c.clock())
-		if err != nil {
+		spec := keystore.Spec{Name: *name, Model: *model}
+		if *limit != "" {
+			if spec.TokenLimit, err = parseTokens(cmd, *limit); err != nil {
+				return err
+			}
+		}
+		for _, w := range p.windows {
+			spec.Policy.Windows = append(spec.Policy.Windows, w.win)
+		}
+		spec.Policy.RequestsPerMinute, spec.Policy.MaxConcurrent, spec.Policy.Models = p.rpm, p.maxConcurrent, p.models
+		if spec.ExpiresAt, err = parseWhen(cmd, *expires, c.clock()); err != nil {
 			return err
 		}
 		return c.withDB(true, func(db *ratestore.DB) error {
-			k, secret, err := db.Keys().Create(c.ctx, keystore.Spec{Name: *name, Model: *model, TokenLimit: tokens, ExpiresAt: at})
+			ks, err := keyStore(db)
+			if err != nil {
+				return err
+			}
+			k, secret, err := ks.Create(c.ctx, spec)
 			if err != nil {
 				return err
 			}
@@ -121,8 +262,12 @@ func keysCreate(c *cli, fs *flag.FlagSet) func([]string) error {
 func keysList(c *cli, _ *flag.FlagSet) func([]string) error {
 	return func([]string) error {
 		return c.withDB(false, func(db *ratestore.DB) error {
+			ks, err := keyStore(db)
+			if err != nil {
+				return err
+			}
 			keys := []keyOut{}
-			err := db.Keys().List(c.ctx, func(k keystore.Key) error {
+			err = ks.List(c.ctx, func(k keystore.Key) error {
 				keys = append(keys, c.keyOut(k))
 				return nil
 			})
@@ -136,10 +281,10 @@ func keysList(c *cli, _ *flag.FlagSet) func([]string) error {
 					return
 				}
 				tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tNAME\tMODEL\tLIMIT\tLIFETIME\tLAST USED\tEXPIRES\tSTATUS")
+				fmt.Fprintln(tw, "ID\tNAME\tMODEL\tTOKENS/WINDOW\tLIFETIME\tLAST USED\tEXPIRES\tSTATUS")
 				for _, k := range keys {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", k.ID, orDash(k.Name), orDash(k.Model),
-						k.TokenLimit, k.LifetimeTokens, show(k.LastUsed, "never"), show(k.ExpiresAt, "never"), k.Status)
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", k.ID, orDash(k.Name), orDash(k.Model),
+						windowsText(k), k.LifetimeTokens, show(k.LastUsed, "never"), show(k.ExpiresAt, "never"), k.Status)
 				}
 				tw.Flush()
 			})
@@ -157,31 +302,57 @@ func orDash(s string) string {
 func keysShow(c *cli, _ *flag.FlagSet) func([]string) error {
 	return func(args []string) error {
 		return c.withDB(false, func(db *ratestore.DB) error {
-			return c.emitKey(db, args[0], "")
+			ks, err := keyStore(db)
+			if err != nil {
+				return err
+			}
+			return c.emitKey(ks, args[0], "")
 		})
 	}
 }
 
-// emitKey prints key id, after a line that says what was done to it.
-func (c *cli) emitKey(db *ratestore.DB, id, done string) error {
-	k, err := db.Keys().Get(c.ctx, id)
+// emitKey prints key id and its usage, after a line that says what was
+// done to it.
+func (c *cli) emitKey(ks *keystore.Store, id, done string) error {
+	k, err := ks.Get(c.ctx, id)
 	if err != nil {
 		return err
 	}
-	out := keyResultOut{c.keyOut(k)}
+	u, err := ks.Usage(c.ctx, id)
+	if err != nil {
+		return err
+	}
+	out := keyResultOut{c.keyOut(k), c.usageOut(k, u)}
 	return c.emit(out, func(w io.Writer) {
 		if done != "" {
 			fmt.Fprintln(w, done)
 		}
-		writeKey(w, out.Key)
+		writeKey(w, out.Key, out.Usage, c.clock())
 	})
 }
 
 // keyChange changes key id and says what it did.
 type keyChange func(ctx context.Context, keys *keystore.Store, id string) (string, error)
 
-// keysSet is the setup of a command that changes a key: parse reads the
-// arguments after the key's id into the change.
+// runChange opens the database, makes change to key id and prints the key
+// as changed.
+func (c *cli) runChange(id string, change keyChange) error {
+	return c.withDB(false, func(db *ratestore.DB) error {
+		ks, err := keyStore(db)
+		if err != nil {
+			return err
+		}
+		done, err := change(c.ctx, ks, id)
+		if err != nil {
+			return err
+		}
+		return c.emitKey(ks, id, done)
+	})
+}
+
+// keysSet is the setup of a command that changes a key and has no flags
+// of its own: parse reads the arguments after the key's id into the
+// change.
 func keysSet(parse func(c *cli, args []string) (keyChange, error)) func(*cli, *flag.FlagSet) func([]string) error {
 	return func(c *cli, _ *flag.FlagSet) func([]string) error {
 		return func(args []string) error {
@@ -189,13 +360,7 @@ func keysSet(parse func(c *cli, args []string) (keyChange, error)) func(*cli, *f
 			if err != nil {
 				return err
 			}
-			return c.withDB(false, func(db *ratestore.DB) error {
-				done, err := change(c.ctx, db.Keys(), args[0])
-				if err != nil {
-					return err
-				}
-				return c.emitKey(db, args[0], done)
-			})
+			return c.runChange(args[0], change)
 		}
 	}
 }
@@ -211,14 +376,46 @@ func setDisabled(disabled bool) func(*cli, []string) (keyChange, error) {
 	}
 }
 
-func setLimit(_ *cli, args []string) (keyChange, error) {
-	tokens, err := parseTokens("keys set-limit", args[0])
-	if err != nil {
-		return nil, err
+// keysSetLimit is keys set-limit: it changes what its arguments and flags
+// name, and nothing else, in one Store.Update. TOKENS sets the limit of the
+// key's first window (the one legacy keys have); --window sets the limit,
+// and with /BUCKET the bucket, of the window of its length, or adds one;
+// --drop-window removes one. A window's usage stays counted while its
+// length stays (see keystore.Store.Update).
+func keysSetLimit(c *cli, fs *flag.FlagSet) func([]string) error {
+	pf := policyFlags(fs, true)
+	return func(args []string) error {
+		const cmd = "keys set-limit"
+		p, err := pf.parse(cmd)
+		if err != nil {
+			return err
+		}
+		var tokens int64
+		if len(args) > 1 {
+			if tokens, err = parseTokens(cmd, args[1]); err != nil {
+				return err
+			}
+			if len(p.windows) > 0 || len(p.drop) > 0 {
+				return usagef(cmd, "%s: TOKENS and --window or --drop-window: give one or the other (TOKENS sets the limit of the first window)", cmd)
+			}
+		} else if p.empty() {
+			return usagef(cmd, "%s: nothing to set: give TOKENS, --window, --drop-window, --rpm, --max-concurrent or --models", cmd)
+		}
+		id := args[0]
+		return c.runChange(id, func(ctx context.Context, ks *keystore.Store, id string) (string, error) {
+			var done []string
+			_, err := ks.Update(ctx, id, func(s *keystore.Spec) error {
+				if tokens > 0 {
+					s.TokenLimit = tokens
+					done = append(done, fmt.Sprintf("set the limit of its %s window to %d tokens", short(s.Policy.Windows[0].Window), tokens))
+				}
+				var err error
+				done, err = p.apply(cmd, id, &s.Policy, done)
+				return err
+			})
+			return fmt.Sprintf("changed %s: %s", id, strings.Join(done, "; ")), err
+		})
 	}
-	return func(ctx context.Context, keys *keystore.Store, id string) (string, error) {
-		return fmt.Sprintf("set the token limit of %s to %d", id, tokens), keys.SetTokenLimit(ctx, id, tokens)
-	}, nil
 }
 
 func setExpiry(c *cli, args []string) (keyChange, error) {
@@ -227,7 +424,11 @@ func setExpiry(c *cli, args []string) (keyChange, error) {
 		return nil, err
 	}
 	return func(ctx context.Context, keys *keystore.Store, id string) (string, error) {
-		return fmt.Sprintf("set the expiry of %s to %s", id, show(timePtr(at), "never")), keys.SetExpiry(ctx, id, at)
+		_, err := keys.Update(ctx, id, func(s *keystore.Spec) error {
+			s.ExpiresAt = at
+			return nil
+		})
+		return fmt.Sprintf("set the expiry of %s to %s", id, show(timePtr(at), "never")), err
 	}, nil
 }
 
@@ -235,7 +436,11 @@ func keysDelete(c *cli, _ *flag.FlagSet) func([]string) error {
 	return func(args []string) error {
 		id := args[0]
 		return c.withDB(false, func(db *ratestore.DB) error {
-			if err := db.Keys().Delete(c.ctx, id); err != nil {
+			ks, err := keyStore(db)
+			if err != nil {
+				return err
+			}
+			if err := ks.Delete(c.ctx, id); err != nil {
 				return err
 			}
 			out := deleteOut{id, true}
@@ -248,23 +453,38 @@ func usageCmd(c *cli, _ *flag.FlagSet) func([]string) error {
 	return func(args []string) error {
 		id := args[0]
 		return c.withDB(false, func(db *ratestore.DB) error {
-			u, err := db.Keys().Usage(c.ctx, id)
+			ks, err := keyStore(db)
 			if err != nil {
 				return err
 			}
-			out := usageOut{id, u.Used, u.Limit, u.Remaining, int64(u.ResetAfter), timePtr(u.WindowEnd)}
+			u, err := ks.Usage(c.ctx, id)
+			if err != nil {
+				return err
+			}
+			k, err := ks.Get(c.ctx, id)
+			if err != nil {
+				return err
+			}
+			out := c.usageOut(k, u)
 			return c.emit(out, func(w io.Writer) {
+				now := c.clock()
 				tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
 				fmt.Fprintf(tw, "key:\t%s\n", id)
-				fmt.Fprintf(tw, "used:\t%d of %d tokens\n", u.Used, u.Limit)
+				fmt.Fprintf(tw, "used:\t%d of %d tokens in its %s window", u.Used, u.Limit, shortOf(out.Window))
+				if len(u.Windows) > 1 {
+					fmt.Fprintf(tw, " (of its %d windows, the one with the least left)", len(u.Windows))
+				}
+				fmt.Fprintln(tw)
 				fmt.Fprintf(tw, "remaining:\t%d\n", u.Remaining)
 				if out.WindowEnd == nil {
 					fmt.Fprintf(tw, "window end:\t- (nothing in use)\n")
 				} else {
-					fmt.Fprintf(tw, "window end:\t%s (in %v)\n", show(out.WindowEnd, ""), out.WindowEnd.Sub(c.clock()).Round(time.Second))
+					fmt.Fprintf(tw, "window end:\t%s (in %v)\n", show(out.WindowEnd, ""), out.WindowEnd.Sub(now).Round(time.Second))
 					fmt.Fprintf(tw, "fully reset in:\t%v\n", u.ResetAfter.Round(time.Second))
 				}
+				writePolicy(tw, out.RequestsPerMinute, out.MaxConcurrent, out.Models)
 				tw.Flush()
+				writeWindows(w, out.Windows, now)
 			})
 		})
 	}

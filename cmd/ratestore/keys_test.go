@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/keystore"
 	"github.com/stretchr/testify/require"
 )
 
@@ -36,6 +39,7 @@ func TestImportThenListAndUsage(t *testing.T) {
 	gw := jsonOf[keyResultOut](e, "keys", "show", ids["gateway-prod"]).Key
 	require.Equal(t, keyOut{
 		ID: ids["gateway-prod"], Name: "gateway-prod", Model: "glm-4.7", TokenLimit: 100000,
+		Windows: []windowOut{{Window: "5h0m0s", Bucket: "5m0s", Limit: 100000}}, Models: []string{},
 		ExpiresAt:      timePtr(time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)),
 		CreatedAt:      timePtr(time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)),
 		LastUsed:       timePtr(time.Date(2026, 1, 18, 11, 58, 30, 250e6, time.UTC)),
@@ -44,11 +48,18 @@ func TestImportThenListAndUsage(t *testing.T) {
 
 	// At noon, the window of 09:30 counts and the one of 04:10 has expired.
 	u := jsonOf[usageOut](e, "usage", ids["gateway-prod"])
-	require.Equal(t, usageOut{ID: ids["gateway-prod"], Used: 41250, Limit: 100000, Remaining: 58750,
-		ResetAfter: int64(150 * time.Minute), WindowEnd: timePtr(time.Date(2026, 1, 18, 14, 30, 0, 0, time.UTC))}, u)
+	end := timePtr(time.Date(2026, 1, 18, 14, 30, 0, 0, time.UTC))
+	require.Equal(t, usageOut{ID: ids["gateway-prod"], Window: "5h0m0s", Used: 41250, Limit: 100000, Remaining: 58750,
+		ResetAfter: int64(150 * time.Minute), WindowEnd: end,
+		Windows: []windowUsageOut{{Window: "5h0m0s", Bucket: "5m0s", Used: 41250, Limit: 100000, Remaining: 58750,
+			ResetAfter: "2h30m0s", WindowEnd: end}},
+		Models: []string{}}, u)
+	require.Equal(t, u, jsonOf[keyResultOut](e, "keys", "show", ids["gateway-prod"]).Usage)
 	r = e.ok("usage", ids["gateway-prod"])
 	require.Contains(t, r.stdout, "41250 of 100000 tokens")
 	require.Contains(t, r.stdout, "2026-01-18T14:30:00Z (in 2h30m0s)")
+	require.Contains(t, r.stdout, "request rate:   no limit")
+	require.Regexp(t, `\n  5h +5m +41250 +100000 +58750 +2026-01-18T14:30:00Z \(in 2h30m0s\) +2h30m0s\n`, r.stdout)
 
 	u = jsonOf[usageOut](e, "usage", ids["staging"])
 	require.Equal(t, int64(5000), u.Used)
@@ -124,6 +135,7 @@ func TestKeysCreateShowsSecretOnce(t *testing.T) {
 	secret := created.Secret
 	require.True(t, strings.HasPrefix(secret, "rsk_"), secret)
 	require.Equal(t, keyOut{ID: created.Key.ID, Name: "team-a", Model: "glm-4.7", TokenLimit: 1000,
+		Windows: []windowOut{{Window: "5h0m0s", Bucket: "5m0s", Limit: 1000}}, Models: []string{},
 		CreatedAt: timePtr(now), Status: "active"}, created.Key)
 
 	r := e.ok("keys", "create", "--name", "team-b", "--limit", "5")
@@ -176,8 +188,8 @@ func TestKeysLifecycle(t *testing.T) {
 		{[]string{"keys", "set-limit", id, "1.5"}, `token limit "1.5"`},
 		{[]string{"keys", "set-expiry", id, "tomorrow"}, `expiry "tomorrow"`},
 		{[]string{"keys", "set-expiry", id, "-1h"}, "flag provided but not defined"},
-		{[]string{"keys", "create", "--name", "x"}, "--name and --limit are required"},
-		{[]string{"keys", "create", "--limit", "5"}, "--name and --limit are required"},
+		{[]string{"keys", "create", "--name", "x"}, "--name and a token limit (--limit or --window) are required"},
+		{[]string{"keys", "create", "--limit", "5"}, "--name and a token limit (--limit or --window) are required"},
 		{[]string{"keys", "create", "--name", "x", "--limit", "many"}, `token limit "many"`},
 		{[]string{"keys", "create", "--name", "x", "--limit", "5", "--expires", "2020-01-01T00:00:00Z"}, "ExpiresAt"},
 		{[]string{"keys", "create", "--name", "x\x01", "--limit", "5"}, "control character"},
@@ -201,4 +213,153 @@ func TestKeysLifecycle(t *testing.T) {
 	require.Equal(t, "no keys\n", e.ok("keys", "list").stdout)
 	require.Empty(t, jsonOf[keysOut](e, "keys", "list").Keys)
 	require.Contains(t, e.ok("keys", "list", "--json").stdout, `"keys": []`)
+}
+
+// record records tokens of usage against key id, as a gateway would, at
+// the tests' clock.
+func (e *env) record(id string, tokens int64) {
+	e.t.Helper()
+	db, err := ratestore.Open(e.db, ratestore.Options{Backend: ratestore.Backend(e.backend), Now: func() time.Time { return now }})
+	require.NoError(e.t, err)
+	ks, err := keystore.Open(db, keystore.Options{})
+	require.NoError(e.t, err)
+	_, err = ks.RecordUsage(context.Background(), id, tokens)
+	require.NoError(e.t, err)
+	require.NoError(e.t, db.Close())
+}
+
+// TestKeysPolicy: a key of two windows, a request rate, a concurrency cap
+// and models, shown by keys show and usage in text and JSON; set-limit
+// changes what it names and nothing else, usage included.
+func TestKeysPolicy(t *testing.T) {
+	e := newEnv(t)
+	created := jsonOf[createOut](e, "keys", "create", "--name", "team", "--window", "5h=1000", "--window", "168h=5000/1h",
+		"--rpm", "60", "--max-concurrent", "4", "--models", "gpt-4o, claude-*")
+	id := created.Key.ID
+	want := keyOut{ID: id, Name: "team", TokenLimit: 1000,
+		Windows:           []windowOut{{Window: "5h0m0s", Bucket: "5m0s", Limit: 1000}, {Window: "168h0m0s", Bucket: "1h0m0s", Limit: 5000}},
+		RequestsPerMinute: 60, MaxConcurrent: 4, Models: []string{"gpt-4o", "claude-*"},
+		CreatedAt: timePtr(now), Status: "active"}
+	require.Equal(t, want, created.Key)
+	e.record(id, 300)
+
+	// Both windows, with their usage: the bucket of 12:00 ends 5 hours and
+	// a week on.
+	end5h, endWeek := timePtr(now.Add(5*time.Hour)), timePtr(now.Add(168*time.Hour))
+	wantUsage := usageOut{ID: id, Window: "5h0m0s", Used: 300, Limit: 1000, Remaining: 700,
+		ResetAfter: int64(5 * time.Hour), WindowEnd: end5h,
+		Windows: []windowUsageOut{
+			{Window: "5h0m0s", Bucket: "5m0s", Used: 300, Limit: 1000, Remaining: 700, ResetAfter: "5h0m0s", WindowEnd: end5h},
+			{Window: "168h0m0s", Bucket: "1h0m0s", Used: 300, Limit: 5000, Remaining: 4700, ResetAfter: "168h0m0s", WindowEnd: endWeek},
+		},
+		RequestsPerMinute: 60, MaxConcurrent: 4, Models: []string{"gpt-4o", "claude-*"}}
+	require.Equal(t, wantUsage, jsonOf[usageOut](e, "usage", id))
+	want.LifetimeTokens, want.LastUsed = 300, timePtr(now)
+	require.Equal(t, keyResultOut{want, wantUsage}, jsonOf[keyResultOut](e, "keys", "show", id))
+	for _, args := range [][]string{{"keys", "show", id}, {"usage", id}} {
+		r := e.ok(args...)
+		for _, line := range []string{
+			"request rate:", "60 per minute", "max concurrent:", "4 requests", "models:", "gpt-4o, claude-*",
+			"  WINDOW  BUCKET  USED  LIMIT  REMAINING  WINDOW END",
+			"  5h      5m      300   1000   700        2026-01-18T17:00:00Z (in 5h0m0s)    5h0m0s\n",
+			"  168h    1h      300   5000   4700       2026-01-25T12:00:00Z (in 168h0m0s)  168h0m0s\n",
+		} {
+			require.Contains(t, r.stdout, line, args)
+		}
+	}
+	require.Contains(t, e.ok("usage", id).stdout, "used:           300 of 1000 tokens in its 5h window (of its 2 windows, the one with the least left)\n")
+	require.Contains(t, e.ok("keys", "list").stdout, "1000/5h, 5000/168h")
+
+	// Each change changes what it names; the usage stays counted.
+	for _, c := range []struct {
+		args   []string
+		done   string
+		change func(k *keyOut)
+	}{
+		{[]string{"--rpm", "30"}, "set its request rate to 30 per minute", func(k *keyOut) { k.RequestsPerMinute = 30 }},
+		{[]string{"--max-concurrent", "0"}, "set its max concurrent requests to no limit", func(k *keyOut) { k.MaxConcurrent = 0 }},
+		{[]string{"--models", "o3*"}, "set its models to o3*", func(k *keyOut) { k.Models = []string{"o3*"} }},
+		{[]string{"--models", ""}, "set its models to any", func(k *keyOut) { k.Models = []string{} }},
+		{[]string{"--window", "5h=2000"}, "set the limit of its 5h window to 2000 tokens", func(k *keyOut) {
+			k.TokenLimit, k.Windows[0].Limit = 2000, 2000
+		}},
+		{[]string{"1500"}, "set the limit of its 5h window to 1500 tokens", func(k *keyOut) {
+			k.TokenLimit, k.Windows[0].Limit = 1500, 1500
+		}},
+		{[]string{"--window", "168h=6000/30m", "--window", "24h=400"}, "set the limit of its 168h window to 6000 tokens, in 30m buckets; added a 24h window of 400 tokens", func(k *keyOut) {
+			k.Windows[1] = windowOut{Window: "168h0m0s", Bucket: "30m0s", Limit: 6000}
+			k.Windows = append(k.Windows, windowOut{Window: "24h0m0s", Bucket: "24m0s", Limit: 400})
+		}},
+		{[]string{"--drop-window", "5h"}, "dropped its 5h window", func(k *keyOut) {
+			k.Windows = k.Windows[1:]
+			k.TokenLimit = k.Windows[0].Limit
+		}},
+	} {
+		args := append([]string{"keys", "set-limit", id}, c.args...)
+		r := e.ok(args...)
+		require.True(t, strings.HasPrefix(r.stdout, "changed "+id+": "+c.done+"\n"), "%v: %s", args, r.stdout)
+		got := jsonOf[keyResultOut](e, "keys", "show", id)
+		c.change(&want)
+		require.Equal(t, want, got.Key, args)
+		for _, w := range got.Usage.Windows {
+			wantUsed := int64(300)
+			if w.Window == "24h0m0s" {
+				wantUsed = 0 // a new window starts empty
+			}
+			require.Equal(t, wantUsed, w.Used, "%v: window %s", args, w.Window)
+		}
+	}
+	k := jsonOf[keyResultOut](e, "keys", "set-expiry", id, "720h").Key
+	want.ExpiresAt = timePtr(now.Add(720 * time.Hour))
+	require.Equal(t, want, k, "set-expiry changes the expiry only")
+}
+
+// TestKeysPolicyErrors: a bad policy flag is a usage error (exit 2) that
+// names the flag and the value, and changes nothing.
+func TestKeysPolicyErrors(t *testing.T) {
+	e := newEnv(t)
+	id := jsonOf[createOut](e, "keys", "create", "--name", "k", "--window", "5h=100", "--window", "168h=1000").Key.ID
+	before := e.records()
+	create := []string{"keys", "create", "--name", "x"}
+	setLimit := []string{"keys", "set-limit", id}
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{append(create, "--window", "5h"), `--window "5h": want DURATION=LIMIT or DURATION=LIMIT/BUCKET`},
+		{append(create, "--window", "5 hours=10"), `--window "5 hours=10": window "5 hours": want a positive duration`},
+		{append(create, "--window", "-5h=10"), `--window "-5h=10": window "-5h": want a positive duration`},
+		{append(create, "--window", "5h=0"), `--window "5h=0": limit "0": want a positive whole number of tokens`},
+		{append(create, "--window", "5h=-3"), `--window "5h=-3": limit "-3"`},
+		{append(create, "--window", "5h=1e3"), `--window "5h=1e3": limit "1e3"`},
+		{append(create, "--window", "5h=10/7m"), `--window "5h=10/7m": bucket 7m0s does not divide the window 5h0m0s`},
+		{append(create, "--window", "5h=10/0s"), `--window "5h=10/0s": bucket "0s": want a positive duration`},
+		{append(create, "--window", "5h=10/1ms"), `--window "5h=10/1ms": bucket 1ms makes 18000000 buckets of the window, more than 65536`},
+		{append(create, "--window", "5h=10", "--window", "300m=20"), `--window "5h=10" and --window "300m=20": both are 5h windows`},
+		{append(create, "--window", "5h=10", "--limit", "10"), "--limit and --window: give one or the other"},
+		{append(create, "--limit", "10", "--rpm", "-1"), `--rpm "-1": want a whole number of requests per minute`},
+		{append(create, "--limit", "10", "--rpm", "fast"), `--rpm "fast"`},
+		{append(create, "--limit", "10", "--max-concurrent", "-2"), `--max-concurrent "-2": want a whole number of requests`},
+		{append(create, "--limit", "10", "--max-concurrent", "9999999999"), `--max-concurrent "9999999999"`},
+		{append(create, "--limit", "10", "--models", "gpt-["), `--models "gpt-[": "gpt-[" is not a valid glob`},
+		{append(create, "--limit", "10", "--models", "gpt-4o,,o3"), `--models "gpt-4o,,o3": an empty model name`},
+		{append(create, "--limit", "10", "--models", "a\tb"), "Policy.Models[0] holds the control character"}, // the key store's ErrInvalid
+		{append(setLimit, "--window", "5h=0"), `--window "5h=0": limit "0"`},
+		{append(setLimit, "--window", "5h=10/7m"), `bucket 7m0s does not divide the window 5h0m0s`},
+		{append(setLimit, "--drop-window", "24h"), "--drop-window 24h: key " + id + " has no 24h window (it has 5h, 168h)"},
+		{append(setLimit, "--drop-window", "soon"), `--drop-window "soon": want the duration of a window of the key`},
+		{append(setLimit, "--drop-window", "5h", "--drop-window", "168h"), "would have no token window left"},
+		{append(setLimit, "--drop-window", "5h", "--window", "5h=10"), `--drop-window "5h" and a --window of that length`},
+		{append(setLimit, "100", "--window", "5h=10"), "TOKENS and --window or --drop-window: give one or the other"},
+		{append(setLimit, "--rpm", "1.5"), `--rpm "1.5"`},
+		{append(setLimit, "--models", "["), `--models "[": "[" is not a valid glob`},
+		{append(setLimit, "0"), `token limit "0": want a positive integer`},
+	} {
+		r := e.run(c.args...)
+		require.Equal(t, exitUsage, r.code, "%v: %s", c.args, r.stderr)
+		require.Contains(t, r.stderr, c.msg, c.args)
+		require.Empty(t, r.stdout, c.args)
+	}
+	require.Equal(t, before, e.records(), "a refused change changes nothing")
+	require.Len(t, jsonOf[keysOut](e, "keys", "list").Keys, 1, "a refused create creates nothing")
 }

@@ -181,9 +181,15 @@ func TestJSONDocumented(t *testing.T) {
 		}
 	}
 	for _, cmd := range commands {
-		documented(cmd.json, outputs[cmd.name])
+		text := cmd.json
+		if strings.Contains(text, "USAGE") {
+			text += usageJSON
+		}
+		documented(text, outputs[cmd.name])
 	}
 	documented(keyJSON, keyOut{})
+	documented(keyJSON, windowOut{})
+	documented(usageJSON, windowUsageOut{})
 }
 
 func TestUsageErrors(t *testing.T) {
@@ -201,7 +207,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"keys", "list", "--bogus"}, "flag provided but not defined: -bogus"},
 		{[]string{"keys", "list", "extra"}, "want no arguments, got 1 argument"},
 		{[]string{"keys", "show"}, "want ID, got 0 arguments"},
-		{[]string{"keys", "set-limit", "key_0000000000000000"}, "want ID TOKENS"},
+		{[]string{"keys", "set-limit"}, "want ID [TOKENS], got 0 arguments"},
+		{[]string{"keys", "set-limit", "key_0000000000000000"}, "keys set-limit: nothing to set"},
 		{[]string{"import"}, "want FILE"},
 		{[]string{"inspect", "rps"}, "want LIMITER KEY"},
 		{[]string{"usage", "a", "b"}, "want ID, got 2 arguments"},

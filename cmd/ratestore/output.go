@@ -12,17 +12,29 @@ import (
 
 // keyOut is a key in JSON output; see keyJSON.
 type keyOut struct {
-	ID             string     `json:"id"`
-	Name           string     `json:"name"`
-	Model          string     `json:"model"`
-	TokenLimit     int64      `json:"token_limit"`
-	ExpiresAt      *time.Time `json:"expires_at"`
-	CreatedAt      *time.Time `json:"created_at"`
-	LastUsed       *time.Time `json:"last_used"`
-	LifetimeTokens int64      `json:"lifetime_tokens"`
-	Disabled       bool       `json:"disabled"`
-	Expired        bool       `json:"expired"`
-	Status         string     `json:"status"`
+	ID                string      `json:"id"`
+	Name              string      `json:"name"`
+	Model             string      `json:"model"`
+	TokenLimit        int64       `json:"token_limit"` // the limit of Windows[0], as before there were several
+	Windows           []windowOut `json:"windows"`
+	RequestsPerMinute int64       `json:"requests_per_minute"`
+	MaxConcurrent     int         `json:"max_concurrent"`
+	Models            []string    `json:"models"` // [] for any model
+	ExpiresAt         *time.Time  `json:"expires_at"`
+	CreatedAt         *time.Time  `json:"created_at"`
+	LastUsed          *time.Time  `json:"last_used"`
+	LifetimeTokens    int64       `json:"lifetime_tokens"`
+	Disabled          bool        `json:"disabled"`
+	Expired           bool        `json:"expired"`
+	Status            string      `json:"status"`
+}
+
+// windowOut is a token window of a key's policy; durations are Go
+// duration strings ("5h0m0s").
+type windowOut struct {
+	Window string `json:"window"`
+	Bucket string `json:"bucket"`
+	Limit  int64  `json:"limit"`
 }
 
 // createOut is the output of keys create.
@@ -39,7 +51,8 @@ type keysOut struct {
 // keyResultOut is the output of keys show and of the commands that change
 // a key.
 type keyResultOut struct {
-	Key keyOut `json:"key"`
+	Key   keyOut   `json:"key"`
+	Usage usageOut `json:"usage"`
 }
 
 // deleteOut is the output of keys delete.
@@ -48,13 +61,32 @@ type deleteOut struct {
 	Deleted bool   `json:"deleted"`
 }
 
-// usageOut is the output of usage.
+// usageOut is the output of usage; see usageJSON. Its top-level figures
+// are those of the binding window (the one with the least remaining), as
+// before keys had several; ResetAfter stays in nanoseconds for that reason.
 type usageOut struct {
-	ID         string     `json:"id"`
+	ID                string           `json:"id"`
+	Window            string           `json:"window"`
+	Used              int64            `json:"used"`
+	Limit             int64            `json:"limit"`
+	Remaining         int64            `json:"remaining"`
+	ResetAfter        int64            `json:"reset_after_ns"`
+	WindowEnd         *time.Time       `json:"window_end"`
+	Windows           []windowUsageOut `json:"windows"`
+	RequestsPerMinute int64            `json:"requests_per_minute"`
+	MaxConcurrent     int              `json:"max_concurrent"`
+	Models            []string         `json:"models"`
+}
+
+// windowUsageOut is one token window of usageOut; durations are Go
+// duration strings.
+type windowUsageOut struct {
+	Window     string     `json:"window"`
+	Bucket     string     `json:"bucket"`
 	Used       int64      `json:"used"`
 	Limit      int64      `json:"limit"`
 	Remaining  int64      `json:"remaining"`
-	ResetAfter int64      `json:"reset_after_ns"`
+	ResetAfter string     `json:"reset_after"`
 	WindowEnd  *time.Time `json:"window_end"`
 }
 

@@ -1,0 +1,257 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"math"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ratestore/ratestore/keystore"
+	"github.com/ratestore/ratestore/rollingwindow"
+	"github.com/ratestore/ratestore/strategies"
+)
+
+// The policy flags of keys create and keys set-limit: a key's token
+// windows, request rate, concurrency cap and models (keystore.Policy).
+// They are read as given and checked once parsed, so that a bad value is
+// reported as a usage error that names the flag and the value.
+
+// stringList is a flag that may be given more than once.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, " ") }
+func (l *stringList) Set(s string) error { *l = append(*l, s); return nil }
+
+// optional is a flag whose absence differs from any value it may be given
+// (--models "" clears the models; no --models leaves them).
+type optional struct {
+	value string
+	set   bool
+}
+
+func (o *optional) String() string { return o.value }
+func (o *optional) Set(s string) error {
+	o.value, o.set = s, true
+	return nil
+}
+
+// policyFlagSet holds the policy flags as given.
+type policyFlagSet struct {
+	windows, drop              stringList
+	rpm, maxConcurrent, models optional
+}
+
+// policyFlags defines the policy flags on fs; update adds those that only
+// a change has (--drop-window).
+func policyFlags(fs *flag.FlagSet, update bool) *policyFlagSet {
+	pf := &policyFlagSet{}
+	windowHelp := "a token window of `DURATION=LIMIT[/BUCKET]`: at most LIMIT tokens in any DURATION (5h=100000, 168h=1000000/1h); repeatable"
+	if update {
+		windowHelp += "; sets the limit (and bucket) of the key's window of that length, or adds one"
+		fs.Var(&pf.drop, "drop-window", "remove the key's token window of this `DURATION` (168h); repeatable")
+	}
+	fs.Var(&pf.windows, "window", windowHelp)
+	fs.Var(&pf.rpm, "rpm", "at most `N` requests a minute; 0: no limit")
+	fs.Var(&pf.maxConcurrent, "max-concurrent", "at most `N` requests in flight at once; 0: no limit")
+	fs.Var(&pf.models, "models", "the models it may ask for, as `GLOBS`: comma-separated names or globs (gpt-4o,claude-*); \"\": any")
+	return pf
+}
+
+// policyChange is the policy flags, checked.
+type policyChange struct {
+	windows       []windowFlag
+	drop          []time.Duration
+	rpm           int64
+	maxConcurrent int
+	models        []string
+	rpmSet        bool
+	maxSet        bool
+	modelsSet     bool
+}
+
+// windowFlag is one --window.
+type windowFlag struct {
+	win       keystore.Window
+	bucketSet bool // else Bucket is 0: the key store's default, or the window's bucket as it is
+}
+
+// empty reports whether no policy flag was given.
+func (p *policyChange) empty() bool {
+	return len(p.windows) == 0 && len(p.drop) == 0 && !p.rpmSet && !p.maxSet && !p.modelsSet
+}
+
+// parse checks the flags given for cmd.
+func (pf *policyFlagSet) parse(cmd string) (*policyChange, error) {
+	p := &policyChange{}
+	for _, s := range pf.windows {
+		w, err := parseWindow(cmd, s)
+		if err != nil {
+			return nil, err
+		}
+		if i := slices.IndexFunc(p.windows, func(o windowFlag) bool { return o.win.Window == w.win.Window }); i >= 0 {
+			return nil, usagef(cmd, "%s: --window %q and --window %q: both are %s windows: give each length once", cmd, pf.windows[i], s, short(w.win.Window))
+		}
+		p.windows = append(p.windows, w)
+	}
+	for _, s := range pf.drop {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			return nil, usagef(cmd, "%s: --drop-window %q: want the duration of a window of the key (168h)", cmd, s)
+		}
+		if slices.ContainsFunc(p.windows, func(w windowFlag) bool { return w.win.Window == d }) {
+			return nil, usagef(cmd, "%s: --drop-window %q and a --window of that length: give one or the other", cmd, s)
+		}
+		if !slices.Contains(p.drop, d) {
+			p.drop = append(p.drop, d)
+		}
+	}
+	if pf.rpm.set {
+		n, err := strconv.ParseInt(pf.rpm.value, 10, 64)
+		if err != nil || n < 0 {
+			return nil, usagef(cmd, "%s: --rpm %q: want a whole number of requests per minute, 0 for no limit", cmd, pf.rpm.value)
+		}
+		p.rpm, p.rpmSet = n, true
+	}
+	if pf.maxConcurrent.set {
+		n, err := strconv.ParseInt(pf.maxConcurrent.value, 10, 64)
+		if err != nil || n < 0 || n > math.MaxInt32 {
+			return nil, usagef(cmd, "%s: --max-concurrent %q: want a whole number of requests up to %d, 0 for no limit", cmd, pf.maxConcurrent.value, math.MaxInt32)
+		}
+		p.maxConcurrent, p.maxSet = int(n), true
+	}
+	if pf.models.set {
+		models, err := parseModels(cmd, pf.models.value)
+		if err != nil {
+			return nil, err
+		}
+		p.models, p.modelsSet = models, true
+	}
+	return p, nil
+}
+
+// parseWindow reads a --window: DURATION=LIMIT or DURATION=LIMIT/BUCKET.
+// It checks the shape of the window as the key store will (a bucket that
+// divides the window into at most rollingwindow.MaxBuckets), so that the
+// error names the flag rather than a field of keystore.Policy.
+func parseWindow(cmd, s string) (windowFlag, error) {
+	bad := func(format string, args ...any) error {
+		return usagef(cmd, "%s: --window %q: %s", cmd, s, fmt.Sprintf(format, args...))
+	}
+	dur, rest, ok := strings.Cut(s, "=")
+	if !ok {
+		return windowFlag{}, bad("want DURATION=LIMIT or DURATION=LIMIT/BUCKET, as 5h=100000 or 168h=1000000/1h")
+	}
+	limit, bucket, hasBucket := strings.Cut(rest, "/")
+	var w windowFlag
+	var err error
+	if w.win.Window, err = time.ParseDuration(dur); err != nil || w.win.Window <= 0 {
+		return windowFlag{}, bad("window %q: want a positive duration, as 5h, 90m or 168h (a week)", dur)
+	}
+	if w.win.Window > strategies.MaxWindow {
+		return windowFlag{}, bad("window %q: longer than the longest window, %v", dur, strategies.MaxWindow)
+	}
+	if w.win.Limit, err = strconv.ParseInt(limit, 10, 64); err != nil || w.win.Limit <= 0 {
+		return windowFlag{}, bad("limit %q: want a positive whole number of tokens", limit)
+	}
+	if !hasBucket {
+		return w, nil
+	}
+	w.bucketSet = true
+	b, err := time.ParseDuration(bucket)
+	switch {
+	case err != nil || b <= 0:
+		return windowFlag{}, bad("bucket %q: want a positive duration, as 5m", bucket)
+	case w.win.Window%b != 0:
+		return windowFlag{}, bad("bucket %v does not divide the window %v", b, w.win.Window)
+	case w.win.Window/b > rollingwindow.MaxBuckets:
+		return windowFlag{}, bad("bucket %v makes %d buckets of the window, more than %d", b, w.win.Window/b, rollingwindow.MaxBuckets)
+	}
+	w.win.Bucket = b
+	if err := (strategies.RollingWindow{Limit: w.win.Limit, Window: w.win.Window, Bucket: b}).Validate(); err != nil {
+		return windowFlag{}, bad("%v", err)
+	}
+	return w, nil
+}
+
+// parseModels reads a --models: comma-separated globs (path.Match), or ""
+// for none (any model).
+func parseModels(cmd, s string) ([]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var models []string
+	for _, m := range strings.Split(s, ",") {
+		m = strings.TrimSpace(m)
+		if m == "" {
+			return nil, usagef(cmd, "%s: --models %q: an empty model name: want comma-separated names or globs (gpt-4o,claude-*)", cmd, s)
+		}
+		if _, err := path.Match(m, ""); err != nil {
+			return nil, usagef(cmd, "%s: --models %q: %q is not a valid glob: %v", cmd, s, m, err)
+		}
+		if !slices.Contains(models, m) {
+			models = append(models, m)
+		}
+	}
+	return models, nil
+}
+
+// apply makes the change p to pol, the policy of key id, and returns done
+// with what it changed appended, for the message of keys set-limit.
+func (p *policyChange) apply(cmd, id string, pol *keystore.Policy, done []string) ([]string, error) {
+	for _, d := range p.drop {
+		i := slices.IndexFunc(pol.Windows, func(w keystore.Window) bool { return w.Window == d })
+		if i < 0 {
+			return nil, usagef(cmd, "%s: --drop-window %s: key %s has no %s window (it has %s)", cmd, short(d), id, short(d), windowLengths(pol.Windows))
+		}
+		pol.Windows = slices.Delete(pol.Windows, i, i+1)
+		done = append(done, "dropped its "+short(d)+" window")
+	}
+	for _, w := range p.windows {
+		i := slices.IndexFunc(pol.Windows, func(o keystore.Window) bool { return o.Window == w.win.Window })
+		if i < 0 {
+			pol.Windows = append(pol.Windows, w.win)
+			done = append(done, fmt.Sprintf("added a %s window of %d tokens", short(w.win.Window), w.win.Limit))
+			continue
+		}
+		pol.Windows[i].Limit = w.win.Limit
+		msg := fmt.Sprintf("set the limit of its %s window to %d tokens", short(w.win.Window), w.win.Limit)
+		if w.bucketSet {
+			pol.Windows[i].Bucket = w.win.Bucket
+			msg += fmt.Sprintf(", in %s buckets", short(w.win.Bucket))
+		}
+		done = append(done, msg)
+	}
+	if len(pol.Windows) == 0 {
+		return nil, usagef(cmd, "%s: --drop-window: key %s would have no token window left: a key needs at least one", cmd, id)
+	}
+	if p.rpmSet {
+		pol.RequestsPerMinute = p.rpm
+		done = append(done, "set its request rate to "+limitText(p.rpm, " per minute"))
+	}
+	if p.maxSet {
+		pol.MaxConcurrent = p.maxConcurrent
+		done = append(done, "set its max concurrent requests to "+limitText(int64(p.maxConcurrent), ""))
+	}
+	if p.modelsSet {
+		pol.Models = p.models
+		if len(p.models) == 0 {
+			done = append(done, "set its models to any")
+		} else {
+			done = append(done, "set its models to "+strings.Join(p.models, ", "))
+		}
+	}
+	return done, nil
+}
+
+// windowLengths lists the lengths of ws, for messages.
+func windowLengths(ws []keystore.Window) string {
+	parts := make([]string, len(ws))
+	for i, w := range ws {
+		parts[i] = short(w.Window)
+	}
+	return strings.Join(parts, ", ")
+}
