@@ -31,6 +31,10 @@ func TestMain(m *testing.M) {
 		crashChild(path, ratestore.Backend(os.Getenv(crashBackendEnv)))
 		return
 	}
+	if path := os.Getenv(keysCrashPathEnv); path != "" {
+		keysCrashChild(path, ratestore.Backend(os.Getenv(crashBackendEnv)), os.Getenv(keysCrashSecretEnv))
+		return
+	}
 	os.Exit(m.Run())
 }
 

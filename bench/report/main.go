@@ -41,7 +41,8 @@ type stage struct {
 
 // plan is the bounded run: BenchmarkHot 3 times, BenchmarkHotPaired
 // (the hot target, robust to the load of a shared machine) twice, the cheap key counts of
-// BenchmarkPeers, BenchmarkSync, BenchmarkAsync and BenchmarkRollingWindow
+// BenchmarkPeers, BenchmarkSync, BenchmarkAsync, BenchmarkRollingWindow
+// and the key store's families (BenchmarkKeys*, but BenchmarkKeysMemory)
 // twice, the rest once.
 // quick keeps the stages with tiny benchtimes, one round and no 1M keys.
 func plan(quick bool) []stage {
@@ -58,6 +59,11 @@ func plan(quick bool) []stage {
 		// 300ms: ours is ~40 ns an operation, and its flatness is a ratio
 		// of two of them.
 		{"rolling", "^BenchmarkRollingWindow$", "300ms", "", false, 2},
+		// The key store against its baselines; 200ms: its check is a few
+		// hundred ns, and each ratio is of two results of one invocation.
+		{"keys", "^BenchmarkKeys(Check|AdmitFinish|SyncRecord)$", "200ms", "", false, 2},
+		// Heap per loaded key: one load of 100k keys is the measurement.
+		{"keys-memory", "^BenchmarkKeysMemory$", "1x", "", false, 1},
 		// One backend per process, so that RSS is about it alone.
 		{"disk", "^BenchmarkDisk$/^backend=bolt$", "3x", "", true, 1},
 		{"disk", "^BenchmarkDisk$/^backend=badger$", "3x", "", true, 1},
@@ -66,7 +72,7 @@ func plan(quick bool) []stage {
 		for i := range stages {
 			st := &stages[i]
 			st.full, st.rounds, st.benchtime = false, 1, "10ms"
-			if st.name == "disk" {
+			if st.name == "disk" || st.name == "keys-memory" {
 				st.benchtime = "1x"
 			}
 		}

@@ -141,3 +141,47 @@ func TestFormat(t *testing.T) {
 		}
 	}
 }
+
+// keysSample is one invocation of the key store's families.
+const keysSample = `# run=1 stage=keys round=1 bench=^BenchmarkKeys benchtime=200ms
+BenchmarkKeysCheck/impl=legacy/windows=10-2         	109756096	        12.00 ns/op	       0 B/op	       0 allocs/op
+BenchmarkKeysCheck/impl=sha256+peek/windows=10-2    	 3091604	       300.0 ns/op	      48 B/op	       1 allocs/op
+BenchmarkKeysCheck/impl=keystore/windows=10-2       	 1889832	       600.0 ns/op	         2.000 ratio-vs-sha256-peek	         0.02 x-vs-legacy	      48 B/op	       1 allocs/op
+BenchmarkKeysCheck/impl=legacy/windows=10000-2      	  131523	      9000 ns/op	       0 B/op	       0 allocs/op
+BenchmarkKeysCheck/impl=sha256+peek/windows=10000-2 	 3284907	       400.0 ns/op	      48 B/op	       1 allocs/op
+BenchmarkKeysCheck/impl=keystore/windows=10000-2    	 1983241	       600.0 ns/op	         1.5 ratio-vs-sha256-peek	        15 x-vs-legacy	      48 B/op	       1 allocs/op
+BenchmarkKeysCheck/impl=legacy/windows=100000-2     	   13670	     90000 ns/op	       0 B/op	       0 allocs/op
+BenchmarkKeysCheck/impl=sha256+peek/windows=100000-2         	 3398707	       400.0 ns/op	      48 B/op	       1 allocs/op
+BenchmarkKeysCheck/impl=keystore/windows=100000-2            	 1892625	       660.0 ns/op	         1.65 ratio-vs-sha256-peek	       136.4 x-vs-legacy	      48 B/op	       1 allocs/op
+BenchmarkKeysAdmitFinish/impl=check+record-2                 	  798930	      2000 ns/op	     481 B/op	       7 allocs/op
+BenchmarkKeysAdmitFinish/impl=admit+finish-2                 	  305242	      5000 ns/op	         2.5 ratio-vs-check-record	    1615 B/op	      18 allocs/op
+BenchmarkKeysSyncRecord/impl=limiter-record/callers=64-2     	  184526	      8000 ns/op	         1.000 allowed/op	    125000 decisions/s	       424.5 p50-us	      1380 p99-us	      23 B/op	       0 allocs/op
+BenchmarkKeysSyncRecord/impl=keystore/callers=64-2           	  119724	     10000 ns/op	         1.000 allowed/op	    100000 decisions/s	       563.0 p50-us	      2309 p99-us	         1.25 ratio-vs-limiter-record	     596 B/op	       9 allocs/op
+# run=2 stage=keys-memory round=1 bench=^BenchmarkKeysMemory$ benchtime=1x
+BenchmarkKeysMemory/keys=100000-2                            	       1	 312183694 ns/op	       340.0 B/key	       298.0 live-B/key	        31.00 strings-B/key	73557280 B/op	 1005032 allocs/op
+`
+
+func TestRenderKeys(t *testing.T) {
+	rep, err := Parse(strings.NewReader(keysSample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := Render(rep, nil)
+	for _, want := range []string{
+		"| 10k | 9.0 µs | 400 ns | 600 ns | 1 | 15.00× | 1.50× |",
+		"| key check: 100k legacy windows over 10 <= 1.2 | 1.10× | met |",
+		"| key check: >= 100× the legacy filter-and-sum at 10k windows | 15.00×; at 100k windows 136.36× | **missed** |",
+		"| key check: <= 2 allocations | 1 allocs | met |",
+		"| key check: within 2× of sha256 + one Limiter.Peek | 10 windows 2.00×, 10k windows 1.50×, 100k windows 1.65× | met |",
+		"| Admit + Finish <= 2× Check + RecordUsage (one key, Async) | 2.50× | **missed** |",
+		"| Sync bolt, 64 callers: RecordUsage within 1.5× of Limiter.Record (time per record) | 1.25×, 100.0k/s | met |",
+		"| memory per loaded key: <= 300 B plus its strings (100k keys) | 309 B + 31 B of strings (id, name) | **missed** |",
+		"| Admit + Finish | 5.0 µs | – | – | 18 | 2.50× |",
+		"| RecordUsage, Sync, 64 callers | 10.0 µs | 100.0k/s | 563.0 µs / 2.31 ms | 9 | 1.25× |",
+		"340 B of heap in use per key (298 B of live objects)",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}
