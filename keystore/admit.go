@@ -78,7 +78,8 @@ type Admission struct {
 	deadline int64 // at + LeaseTTL: the slot is freed then
 
 	// Guarded by e.mu.
-	held     bool // the slot is held (not finished, not expired)
+	moved    int64 // how far changes of a window's Bucket may have moved the reservation (see adjust)
+	held     bool  // the slot is held (not finished, not expired)
 	finished bool
 }
 
@@ -289,9 +290,9 @@ func (a *Admission) settle(b *ratestore.Batch, tokens, now int64) error {
 	pol := a.e.rec.pol
 	for i, w := range pol.pub.Windows {
 		var err error
-		if at, ok := a.reservedAt(w); ok {
+		if a.reserved(w.Window) {
 			_, err = b.Modify(pol.windows[i], id, func(st strategies.State, now int64) (strategies.State, error) {
-				return st, adjust(w.strategy(), st, now, at, delta)
+				return st, adjust(w.strategy(), st, now, a.at, a.moved, delta)
 			})
 		} else if tokens > 0 {
 			_, err = b.Record(pol.windows[i], id, tokens)
@@ -303,37 +304,62 @@ func (a *Admission) settle(b *ratestore.Batch, tokens, now int64) error {
 	return nil
 }
 
-// reservedAt reports whether a's reservation went to a window of w's
-// length and, if so, the instant of the bucket of w that holds it now. That
-// is the reservation's own bucket, unless w's Bucket changed since Admit:
-// the strategy then moved the usage of each old bucket to the new bucket
-// that starts at or after it (strategies.RollingWindow), so the
-// reservation is in the first bucket of w starting at or after the start
-// of the one it went to.
-func (a *Admission) reservedAt(w Window) (int64, bool) {
-	i := slices.IndexFunc(a.pol.pub.Windows, func(r Window) bool { return r.Window == w.Window })
-	if i < 0 {
-		return 0, false
-	}
-	old, b := int64(a.pol.pub.Windows[i].Bucket), int64(w.Bucket)
-	start := a.at - a.at%old
-	if start%b == 0 {
-		return start, true
-	}
-	return start - start%b + b, true
+// reserved reports whether a's reservation went to a window of length
+// window.
+func (a *Admission) reserved(window time.Duration) bool {
+	return slices.ContainsFunc(a.pol.pub.Windows, func(w Window) bool { return w.Window == window })
 }
 
 // adjust adds delta tokens to st, the state of rw, in the bucket that
-// holds at, or refunds -delta there. Added tokens whose bucket has expired
-// (a request that ran longer than the window) go to now's bucket instead:
-// never less is charged.
-func adjust(rw strategies.RollingWindow, st strategies.State, now, at, delta int64) error {
-	if delta < 0 {
-		_, err := rw.Refund(st, now, at, -delta)
-		return err
+// holds at, the instant of the reservation, or gives -delta back from
+// there.
+//
+// Tokens added whose bucket has expired (a request that ran longer than
+// the window) go to now's bucket instead: never less is charged.
+//
+// Tokens given back come from at's bucket, never below zero. A change of
+// the window's Bucket while the request ran moves the reservation to a
+// bucket that starts at or after its own, less than the new Bucket later
+// (strategies.RollingWindow), and so a series of changes less than moved,
+// the sum of their Buckets, later: what at's bucket does not hold is given
+// back from the buckets after it within that reach, oldest first. Where
+// other usage shares those buckets, what is given back may come from it
+// rather than from the reservation: the total is the same, and the usage
+// left counts no shorter than the reservation would have.
+func adjust(rw strategies.RollingWindow, st strategies.State, now, at, moved, delta int64) error {
+	bucket, window := int64(rw.Bucket), int64(rw.Window)
+	start := at - at%bucket
+	if delta >= 0 {
+		if start <= now-window {
+			at = now
+		}
+		return rw.Merge(st, now, at, delta)
 	}
-	if start := at - at%int64(rw.Bucket); start <= now-int64(rw.Window) {
-		at = now
+	for end, left := start+moved+bucket, -delta; left > 0 && start < end; start += bucket {
+		got, err := rw.Refund(st, now, start, left)
+		if err != nil {
+			return err
+		}
+		left -= got
 	}
-	return rw.Merge(st, now, at, delta)
+	return nil
+}
+
+// rebucketed notes, in every admission of ls, that the key's policy
+// changed from old to pol: a window whose Bucket changed moves the
+// reservations in it (see adjust). The caller holds the entry's lock.
+func (ls *leases) rebucketed(old, pol *policy) {
+	if ls == nil {
+		return
+	}
+	var reach int64
+	for _, w := range pol.pub.Windows {
+		i := slices.IndexFunc(old.pub.Windows, func(o Window) bool { return o.Window == w.Window })
+		if i >= 0 && old.pub.Windows[i].Bucket != w.Bucket {
+			reach = max(reach, int64(w.Bucket))
+		}
+	}
+	for _, a := range ls.list {
+		a.moved = satAdd(a.moved, reach)
+	}
 }

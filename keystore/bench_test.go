@@ -1,32 +1,29 @@
 package keystore_test
 
 import (
-	"context"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ratestore/ratestore/internal/storage/boltstore"
+	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/keystore"
 )
 
-// benchStore returns a key store on bolt with one key that has usage in
-// its window. sync says whether Durable fsyncs (the storage's Sync) or
-// returns at once, which isolates the cost of the call itself.
-func benchStore(b *testing.B, sync bool) (*keystore.Store, keystore.Key, string) {
-	s, err := boltstore.Open(filepath.Join(b.TempDir(), "k.db"))
+// benchStore returns a key store on bolt in mode d with one key that has
+// usage in its windows.
+func benchStore(b *testing.B, d ratestore.Durability) (*keystore.Store, keystore.Key, string) {
+	c := newClock(t0)
+	db, err := ratestore.Open(filepath.Join(b.TempDir(), "k.db"), ratestore.Options{Durability: d, Now: c.Now})
 	require.NoError(b, err)
-	b.Cleanup(func() { s.Close() })
-	c := &clock{}
-	c.Set(t0)
-	opts := keystore.Options{Now: c.Now}
-	if !sync {
-		opts.Durable = func(context.Context) error { return nil }
-	}
-	ks, err := keystore.New(s, opts)
+	b.Cleanup(func() { db.Close() })
+	ks, err := keystore.Open(db, keystore.Options{})
 	require.NoError(b, err)
-	k, secret, err := ks.Create(ctx, keystore.Spec{Name: "bench", TokenLimit: 1 << 40})
+	k, secret, err := ks.Create(ctx, keystore.Spec{Name: "bench", Policy: keystore.Policy{
+		Windows:           []keystore.Window{{Limit: 1 << 40, Window: 5 * time.Hour}, {Limit: 1 << 41, Window: 7 * 24 * time.Hour}},
+		RequestsPerMinute: 1 << 40,
+	}})
 	require.NoError(b, err)
 	_, err = ks.RecordUsage(ctx, k.ID, 100)
 	require.NoError(b, err)
@@ -34,7 +31,7 @@ func benchStore(b *testing.B, sync bool) (*keystore.Store, keystore.Key, string)
 }
 
 func BenchmarkCheck(b *testing.B) {
-	ks, _, secret := benchStore(b, true)
+	ks, _, secret := benchStore(b, ratestore.Sync)
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, _, err := ks.Check(ctx, secret); err != nil {
@@ -44,15 +41,30 @@ func BenchmarkCheck(b *testing.B) {
 }
 
 func BenchmarkRecordUsage(b *testing.B) {
-	for _, c := range []struct {
-		name string
-		sync bool
-	}{{"sync", true}, {"nosync", false}} {
-		b.Run(c.name, func(b *testing.B) {
-			ks, k, _ := benchStore(b, c.sync)
+	for _, d := range []ratestore.Durability{ratestore.Sync, ratestore.Async} {
+		b.Run(d.String(), func(b *testing.B) {
+			ks, k, _ := benchStore(b, d)
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := ks.RecordUsage(ctx, k.ID, 7); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkAdmitFinish(b *testing.B) {
+	for _, d := range []ratestore.Durability{ratestore.Sync, ratestore.Async} {
+		b.Run(d.String(), func(b *testing.B) {
+			ks, _, secret := benchStore(b, d)
+			b.ReportAllocs()
+			for b.Loop() {
+				a, err := ks.Admit(ctx, secret, keystore.Request{Reserve: 100})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := a.Finish(ctx, 42); err != nil {
 					b.Fatal(err)
 				}
 			}

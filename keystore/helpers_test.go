@@ -2,181 +2,344 @@ package keystore_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/ratestore/ratestore/internal/storage"
-	"github.com/ratestore/ratestore/internal/storage/badgerstore"
-	"github.com/ratestore/ratestore/internal/storage/boltstore"
-	"github.com/ratestore/ratestore/keystore"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/keystore"
+	"github.com/ratestore/ratestore/strategies"
 )
 
 var (
 	ctx = context.Background()
-	// t0 is the start of every test's clock, 2026-01-18T09:00:00Z: a
-	// bucket start.
-	t0 = time.Unix(1768726800, 0).UTC()
+	// t0 is the start of every test's clock, 2026-01-18T09:00:00Z: the
+	// start of a bucket of every window the tests use.
+	t0 = time.Date(2026, 1, 18, 9, 0, 0, 0, time.UTC)
 )
 
-// backends are the storage backends every behavioural test runs on.
-var backends = []string{"bolt", "badger"}
-
-// openBackend opens the backend named at path: a file for bolt, a
-// directory for badger.
-func openBackend(name, path string) (storage.Store, error) {
-	if name == "badger" {
-		return badgerstore.Open(path, nil)
-	}
-	return boltstore.Open(path)
+// clock is a fake clock, the only time the tests know: it moves only when
+// a test moves it.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
 }
 
-// clock is a fake clock in Unix nanoseconds.
-type clock struct{ ns atomic.Int64 }
+func newClock(t time.Time) *clock { return &clock{t: t} }
 
-func (c *clock) Now() int64              { return c.ns.Load() }
-func (c *clock) Time() time.Time         { return time.Unix(0, c.ns.Load()).UTC() }
-func (c *clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
-func (c *clock) Set(t time.Time)         { c.ns.Store(t.UnixNano()) }
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
 
-// env is a key store on a backend, with a fake clock and a Durable hook
-// that counts its calls and can be made to fail.
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func (c *clock) Set(t time.Time) {
+	c.mu.Lock()
+	c.t = t
+	c.mu.Unlock()
+}
+
+// mode is one configuration of the database that every behavioural test of
+// the key store runs on: its conformance suite.
+type mode struct {
+	backend    ratestore.Backend
+	durability ratestore.Durability
+}
+
+func (m mode) String() string { return fmt.Sprintf("%s/%v", m.backend, m.durability) }
+
+var modes = []mode{
+	{ratestore.Bolt, ratestore.Sync},
+	{ratestore.Bolt, ratestore.Async},
+	{ratestore.Badger, ratestore.Sync},
+	{ratestore.Badger, ratestore.Async},
+}
+
+// env is a key store on a real database in one mode, with a fake clock.
+// In Async mode the flush interval is far longer than any test, so only
+// Close (and Flush) make changes durable: reopen proves that they do.
 type env struct {
-	t       *testing.T
-	backend string
-	path    string
-	raw     storage.Store // what the key store sees: the backend, maybe wrapped
-	base    storage.Store // the backend itself
-	ks      *keystore.Store
-	clock   *clock
-	durable atomic.Int64
-	failDur atomic.Pointer[error]
+	t     *testing.T
+	mode  mode
+	path  string
+	opts  keystore.Options
+	clock *clock
+	db    *ratestore.DB
+	ks    *keystore.Store
+	// wedged is set when a call under test never returned and still holds
+	// the database: Close would wait for it forever.
+	wedged bool
 }
 
-// forEachBackend runs f on a fresh env on each backend.
-func forEachBackend(t *testing.T, f func(t *testing.T, e *env)) {
+// forEach runs f on a fresh env in every mode, with the default Options.
+func forEach(t *testing.T, f func(t *testing.T, e *env)) {
 	t.Helper()
-	for _, b := range backends {
-		t.Run(b, func(t *testing.T) {
-			f(t, newEnv(t, b))
+	forEachOpts(t, keystore.Options{}, f)
+}
+
+// forEachOpts is forEach with the key store opened with opts.
+func forEachOpts(t *testing.T, opts keystore.Options, f func(t *testing.T, e *env)) {
+	t.Helper()
+	for _, m := range modes {
+		t.Run(m.String(), func(t *testing.T) {
+			f(t, newEnv(t, m, opts))
 		})
 	}
 }
 
-func newEnv(t *testing.T, backend string) *env {
-	e := &env{t: t, backend: backend, path: filepath.Join(t.TempDir(), "k.db"), clock: &clock{}}
-	e.clock.Set(t0)
-	e.open()
-	t.Cleanup(func() { e.base.Close() })
+// newEnv opens a database in mode m at a fresh path, and its key store.
+func newEnv(t *testing.T, m mode, opts keystore.Options) *env {
+	t.Helper()
+	e := &env{t: t, mode: m, path: filepath.Join(t.TempDir(), "keys.db"), opts: opts, clock: newClock(t0)}
+	e.openDB()
+	e.openStore()
+	t.Cleanup(func() {
+		if !e.wedged && e.db != nil {
+			e.db.Close()
+		}
+	})
 	return e
 }
 
-func (e *env) open() {
-	s, err := openBackend(e.backend, e.path)
-	require.NoError(e.t, err)
-	e.base, e.raw = s, s
-	e.ks = e.newKeys(s)
-}
-
-func (e *env) newKeys(s storage.Store) *keystore.Store {
-	ks, err := keystore.New(s, keystore.Options{
-		Now: e.clock.Now,
-		Durable: func(context.Context) error {
-			e.durable.Add(1)
-			if err := e.failDur.Load(); err != nil {
-				return *err
-			}
-			return s.Sync()
-		},
+// openDB opens the database at e.path, without its key store.
+func (e *env) openDB() {
+	e.t.Helper()
+	db, err := ratestore.Open(e.path, ratestore.Options{
+		Backend:       e.mode.backend,
+		Durability:    e.mode.durability,
+		FlushInterval: time.Hour, // never, in a test: only Close and Flush write
+		Now:           e.clock.Now,
 	})
 	require.NoError(e.t, err)
-	return ks
+	e.db, e.ks = db, nil
 }
 
-// reopen closes the backend and opens it again, with a new key store.
+// openStore opens the key store of the open database.
+func (e *env) openStore() {
+	e.t.Helper()
+	ks, err := keystore.Open(e.db, e.opts)
+	require.NoError(e.t, err)
+	e.ks = ks
+}
+
+// close closes the database.
+func (e *env) close() {
+	e.t.Helper()
+	require.NoError(e.t, e.db.Close())
+	e.db, e.ks = nil, nil
+}
+
+// reopen closes the database and opens it again at the same path, with a
+// new key store: what survives is what reached the disk.
 func (e *env) reopen() {
-	require.NoError(e.t, e.base.Close())
-	e.open()
+	e.t.Helper()
+	e.close()
+	e.openDB()
+	e.openStore()
 }
 
-// wrap puts w in front of the backend.
-func (e *env) wrap(w storage.Store) {
-	e.raw = w
-	e.ks = e.newKeys(w)
-}
-
-// dump returns every entry of the store.
-func (e *env) dump() map[string]string {
-	m := map[string]string{}
-	require.NoError(e.t, e.base.Scan(nil, nil, func(k, v []byte) error {
-		m[string(k)] = string(v)
-		return nil
-	}))
-	return m
-}
-
-// put writes value at key in the store, behind the key store's back.
-func (e *env) put(key string, value []byte) {
-	require.NoError(e.t, e.raw.Commit([]storage.Op{{Key: []byte(key), Value: value}}))
-}
-
-// create makes a key with limit tokens per window.
+// create makes a key with one window of limit tokens (the usage window).
 func (e *env) create(name string, limit int64) (keystore.Key, string) {
-	k, secret, err := e.ks.Create(ctx, keystore.Spec{Name: name, TokenLimit: limit})
+	e.t.Helper()
+	return e.createSpec(keystore.Spec{Name: name, TokenLimit: limit})
+}
+
+// createSpec makes a key from spec.
+func (e *env) createSpec(spec keystore.Spec) (keystore.Key, string) {
+	e.t.Helper()
+	k, secret, err := e.ks.Create(ctx, spec)
 	require.NoError(e.t, err)
 	return k, secret
 }
 
+// createPolicy makes a key with policy p.
+func (e *env) createPolicy(name string, p keystore.Policy) (keystore.Key, string) {
+	e.t.Helper()
+	return e.createSpec(keystore.Spec{Name: name, Policy: p})
+}
+
 func (e *env) usage(id string) keystore.Usage {
+	e.t.Helper()
 	u, err := e.ks.Usage(ctx, id)
 	require.NoError(e.t, err)
 	return u
 }
 
+// used returns the tokens used in every window of key id, in policy order.
+func (e *env) used(id string) []int64 {
+	e.t.Helper()
+	var out []int64
+	for _, w := range e.usage(id).Windows {
+		out = append(out, w.Used)
+	}
+	return out
+}
+
 func (e *env) get(id string) keystore.Key {
+	e.t.Helper()
 	k, err := e.ks.Get(ctx, id)
 	require.NoError(e.t, err)
 	return k
 }
 
+func (e *env) record(id string, tokens int64) strategies.Result {
+	e.t.Helper()
+	r, err := e.ks.RecordUsage(ctx, id, tokens)
+	require.NoError(e.t, err)
+	return r
+}
+
+func (e *env) check(secret string) strategies.Result {
+	e.t.Helper()
+	_, r, err := e.ks.Check(ctx, secret)
+	require.NoError(e.t, err)
+	return r
+}
+
+func (e *env) admit(secret string, req keystore.Request) *keystore.Admission {
+	e.t.Helper()
+	a, err := e.ks.Admit(ctx, secret, req)
+	require.NoError(e.t, err)
+	require.NotNil(e.t, a)
+	return a
+}
+
+func (e *env) finish(a *keystore.Admission, tokens int64) keystore.Usage {
+	e.t.Helper()
+	u, err := a.Finish(ctx, tokens)
+	require.NoError(e.t, err)
+	return u
+}
+
 func (e *env) pending() int {
+	e.t.Helper()
 	n, err := e.ks.PendingLegacy(ctx)
 	require.NoError(e.t, err)
 	return n
 }
 
-// failingCommit is a storage.Store whose Commit fails.
-type failingCommit struct {
-	storage.Store
-	err error
+// rawGet reads the record at key, behind the key store's back.
+func (e *env) rawGet(key string) []byte {
+	e.t.Helper()
+	v, err := e.db.Get(ctx, []byte(key))
+	require.NoError(e.t, err)
+	return v
 }
 
-func (f failingCommit) Commit([]storage.Op) error { return f.err }
+// rawPut writes value at key (nil: deletes it), behind the key store's
+// back.
+func (e *env) rawPut(key string, value []byte) {
+	e.t.Helper()
+	require.NoError(e.t, e.db.Update(ctx, func(b *ratestore.Batch) error {
+		if value == nil {
+			return b.Delete([]byte(key))
+		}
+		return b.Put([]byte(key), value)
+	}))
+}
 
-var errBoom = errors.New("boom")
+// dump returns every record of the key store (k/, h/ and l/), by key.
+func (e *env) dump() map[string]string {
+	e.t.Helper()
+	m := map[string]string{}
+	for _, p := range []string{"k/", "h/", "l/"} {
+		require.NoError(e.t, e.db.Scan(ctx, []byte(p), func(k, v []byte) error {
+			m[string(k)] = string(v)
+			return nil
+		}))
+	}
+	return m
+}
+
+// onlyPrefix returns the entries of m whose key starts with prefix.
+func onlyPrefix(m map[string]string, prefix string) map[string]string {
+	out := map[string]string{}
+	for k, v := range m {
+		if strings.HasPrefix(k, prefix) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// hashKey is the key of the index entry of secret.
+func hashKey(secret string) string {
+	h := sha256.Sum256([]byte(secret))
+	return "h/" + string(h[:])
+}
+
+// rateRemaining reports, straight from the engine, how many requests the
+// request rate of key id (a policy of rpm requests per minute) has left:
+// the key store keeps it under the limiter "keys:rpm".
+func (e *env) rateRemaining(id string, rpm int64) int64 {
+	e.t.Helper()
+	l, err := e.db.Limiter("keys:rpm", strategies.RollingWindow{Limit: rpm, Window: time.Minute, Bucket: time.Second})
+	require.NoError(e.t, err)
+	r, err := l.Peek(ctx, id)
+	require.NoError(e.t, err)
+	return r.Remaining
+}
+
+// within runs f and fails the test if it has not returned after d of real
+// time, and stops it: everything else would wait for the call too. It is
+// a watchdog for calls that deadlock, not a clock: nothing the tests
+// assert depends on it. A call that never returns is left running, and e
+// is marked wedged so that the cleanup does not wait for it.
+func (e *env) within(d time.Duration, what string, f func()) bool {
+	e.t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-done:
+		return true
+	case <-timer.C:
+		e.wedged = true
+		e.t.Fatalf("%s did not return within %v: deadlocked (it holds the database, so the test stops here)", what, d)
+		return false
+	}
+}
+
+// denial returns the *keystore.Denial in err, failing if there is none.
+func denial(t *testing.T, err error) *keystore.Denial {
+	t.Helper()
+	var d *keystore.Denial
+	require.True(t, errors.As(err, &d), "%v is not a *keystore.Denial", err)
+	return d
+}
 
 // parallel runs f(i) for i in [0, n) on n goroutines, all released at once,
-// and returns the first error.
+// and returns the errors they returned, joined.
 func parallel(n int, f func(i int) error) error {
 	var (
 		wg    sync.WaitGroup
 		start = make(chan struct{})
-		errs  = make(chan error, n)
+		errs  = make([]error, n)
 	)
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			if err := f(i); err != nil {
-				errs <- err
-			}
+			errs[i] = f(i)
 		})
 	}
 	close(start)
 	wg.Wait()
-	close(errs)
-	return <-errs
+	return errors.Join(errs...)
 }

@@ -178,6 +178,7 @@ func (s *Store) Update(ctx context.Context, id string, fn func(*Spec) error) (Ke
 		if err != nil {
 			return false, err
 		}
+		e.leases.rebucketed(e.rec.pol, rec.pol)
 		e.rec.name, e.rec.model, e.rec.pol = rec.name, rec.model, rec.pol
 		e.rec.expiresAt, e.rec.hasExpiry = rec.expiresAt, rec.hasExpiry
 		k = e.key()

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -13,52 +14,172 @@ import (
 
 const testID = "key_00112233445566ff"
 
-func sampleRecords() []*record {
-	full := &record{
-		name: "team-a ✓", model: "glm-4.7", tokenLimit: math.MaxInt64, lifetime: 1_234_567,
+// withPolicy returns r with the policy p as records store it.
+func withPolicy(r record, p Policy) record {
+	r.pol = &policy{pub: p, enc: string(appendPolicy(nil, &p))}
+	return r
+}
+
+// samplePolicies are policies as normalize leaves them.
+var samplePolicies = []Policy{
+	{Windows: []Window{{Limit: 100_000, Window: 5 * time.Hour, Bucket: 5 * time.Minute}}},
+	{
+		Windows: []Window{
+			{Limit: math.MaxInt64, Window: time.Hour, Bucket: time.Minute},
+			{Limit: 1, Window: 7 * 24 * time.Hour, Bucket: 2 * time.Hour},
+		},
+		RequestsPerMinute: 60,
+		MaxConcurrent:     4,
+		Models:            []string{"gpt-4o", "claude-*"},
+	},
+}
+
+// sampleRecords are version 2 records: every field set, and few.
+func sampleRecords() []record {
+	full := record{
+		name: "team-a ✓", model: "glm-4.7", lifetime: math.MaxInt64,
 		expiresAt: math.MaxInt64, createdAt: math.MinInt64, lastUsed: -1,
 		hasExpiry: true, hasCreated: true, hasUsed: true, disabled: true, legacy: true,
-		window: []byte("72|18000000000000|300000000000|1768723200000000000|902"),
 	}
 	for i := range full.hash {
 		full.hash[i] = byte(i * 7)
 	}
-	return []*record{full, {tokenLimit: 1}, {tokenLimit: 100_000, hasCreated: true, createdAt: 1768723200000000000}}
-}
-
-func TestRecordRoundTrip(t *testing.T) {
-	for _, r := range sampleRecords() {
-		b := r.appendEncode(nil)
-		got, err := decodeRecord(testID, b)
-		require.NoError(t, err)
-		if len(r.window) == 0 {
-			r.window = got.window // nil and empty alike
-		}
-		require.Equal(t, r, got)
-		require.Equal(t, b, got.appendEncode(nil))
+	return []record{
+		withPolicy(full, samplePolicies[1]),
+		withPolicy(record{}, samplePolicies[0]),
+		withPolicy(record{lifetime: 12, hasCreated: true, createdAt: 1768723200000000000}, samplePolicies[0]),
 	}
 }
 
+// v1Record is a record as version 1 stored it.
+type v1Record struct {
+	record
+	limit  int64
+	window []byte
+}
+
+// encodeV1 writes r as the version 1 record.go did: version, flags, hash,
+// uvarint token limit, uvarint lifetime, zigzag varints for the instants
+// set, then length-prefixed name, model and window.
+func (r *v1Record) encodeV1() []byte {
+	b := append([]byte{recordV1, r.flags()}, r.hash[:]...)
+	b = binary.AppendUvarint(b, uint64(r.limit))
+	b = binary.AppendUvarint(b, uint64(r.lifetime))
+	for _, t := range r.times() {
+		if *t.on {
+			b = binary.AppendVarint(b, *t.ns)
+		}
+	}
+	for _, s := range []string{r.name, r.model, string(r.window)} {
+		b = appendBytes(b, s)
+	}
+	return b
+}
+
+// sampleV1 are version 1 records, one with a usage window.
+func sampleV1(t testing.TB) []v1Record {
+	rw := strategies.RollingWindow{Limit: 1000, Window: 5 * time.Hour, Bucket: 5 * time.Minute}
+	st := rw.NewState()
+	_, err := rw.Apply(st, strategies.Call{Now: 1768723200000000000, N: 902, Record: true})
+	require.NoError(t, err)
+	full := v1Record{
+		record: record{name: "old ✓", model: "glm-4.7", lifetime: 1_234_567, hasCreated: true, createdAt: 1768723200000000000,
+			hasUsed: true, lastUsed: 1768726800000000000, legacy: true},
+		limit:  100_000,
+		window: st.AppendEncode(nil),
+	}
+	full.hash[0], full.hash[31] = 1, 2
+	return []v1Record{full, {limit: 1}, {record: record{disabled: true, hasExpiry: true, expiresAt: -5}, limit: math.MaxInt64}}
+}
+
+// reencode encodes what decodeRecord returned the way it was read: version
+// 2 with its policy, or version 1 with its limit and window.
+func reencode(st *stored, version byte) []byte {
+	if version == recordV1 {
+		v1 := v1Record{record: st.record, limit: st.v1Limit, window: st.v1Window}
+		return v1.encodeV1()
+	}
+	r := withPolicy(st.record, st.policy)
+	return r.appendEncode(nil)
+}
+
+// TestRecordRoundTrip asserts that a version 2 record decodes to what was
+// encoded, and encodes back to the same bytes.
+func TestRecordRoundTrip(t *testing.T) {
+	for _, r := range sampleRecords() {
+		b := r.encode()
+		require.Equal(t, byte(recordVersion), b[0])
+		st, err := decodeRecord(testID, b)
+		require.NoError(t, err)
+		want := r
+		want.pol = nil
+		require.Equal(t, want, st.record)
+		require.Equal(t, r.pol.pub, st.policy)
+		require.Zero(t, st.v1Limit)
+		require.Empty(t, st.v1Window)
+		require.Equal(t, b, reencode(st, recordVersion))
+	}
+}
+
+// TestRecordV1 asserts that a version 1 record decodes to its fields, its
+// token limit and its usage window.
+func TestRecordV1(t *testing.T) {
+	for _, r := range sampleV1(t) {
+		b := r.encodeV1()
+		st, err := decodeRecord(testID, b)
+		require.NoError(t, err)
+		require.Equal(t, r.record, st.record)
+		require.Equal(t, r.limit, st.v1Limit)
+		require.Equal(t, string(r.window), string(st.v1Window))
+		require.Zero(t, st.policy)
+		require.Equal(t, b, reencode(st, recordV1))
+	}
+}
+
+// TestRecordCorrupt asserts that damaged records are errors matching
+// ErrCorrupt that name the key.
 func TestRecordCorrupt(t *testing.T) {
-	valid := sampleRecords()[2].appendEncode(nil) // 1, flags, hash, limit (3 bytes), lifetime, created (9 bytes), name, model, window
+	r := sampleRecords()[2]
+	valid := r.encode() // 2, flags, hash, lifetime (1 byte), created (9 bytes), name, model, policy
+	const afterHash = 2 + 32
 	edit := func(i int, b ...byte) []byte {
 		return append(append(bytes.Clone(valid[:i]), b...), valid[i+len(b):]...)
 	}
+	withPol := func(p []byte) []byte {
+		end := len(valid) - len(r.pol.enc) - 1
+		return append(appendBytes(bytes.Clone(valid[:end]), string(p)), nil...)
+	}
+	badWindowPolicy := func(w Window) []byte {
+		return appendPolicy(nil, &Policy{Windows: []Window{w}})
+	}
+	v1 := sampleV1(t)[0]
+	v1valid := v1.encodeV1()
 	for name, b := range map[string][]byte{
-		"empty":             {},
-		"version 0":         edit(0, 0),
-		"version 2":         edit(0, 2),
-		"unknown flag":      edit(1, flagLegacy<<1|flagCreated),
-		"cut in the hash":   valid[:20],
-		"limit 0":           edit(34, 0, 0x80, 0), // the limit, then a minimal but padded 2-byte lifetime
-		"non-minimal":       edit(34, 0x81, 0x80, 0x00),
-		"limit overflow":    append(append(bytes.Clone(valid[:34]), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02), valid[37:]...),
-		"limit over int64":  append(append(bytes.Clone(valid[:34]), 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01), valid[37:]...),
-		"trailing":          append(bytes.Clone(valid), 0),
-		"cut in the window": valid[:len(valid)-1],
-		"name too long":     append(bytes.Clone(valid[:len(valid)-3]), 0x81, 0x02),
-		"name control":      append(bytes.Clone(valid[:len(valid)-3]), 1, '\n', 0, 0),
-		"name not utf-8":    append(bytes.Clone(valid[:len(valid)-3]), 1, 0xff, 0, 0),
+		"empty":               {},
+		"version 0":           edit(0, 0),
+		"version 3":           edit(0, 3),
+		"unknown flag":        edit(1, flagLegacy<<1|flagCreated),
+		"cut in the hash":     valid[:20],
+		"non-minimal":         edit(afterHash, 0x8c, 0x00),
+		"lifetime overflow":   append(append(bytes.Clone(valid[:afterHash]), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02), valid[afterHash+1:]...),
+		"lifetime over int64": append(append(bytes.Clone(valid[:afterHash]), 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01), valid[afterHash+1:]...),
+		"trailing":            append(bytes.Clone(valid), 0),
+		"cut in the policy":   valid[:len(valid)-1],
+		"policy trailing":     withPol(append([]byte(r.pol.enc), 0)),
+		"no window":           withPol([]byte{0, 0, 0, 0}),
+		"17 windows":          withPol(appendPolicy(nil, &Policy{Windows: make([]Window, MaxWindows+1)})),
+		"zero limit":          withPol(badWindowPolicy(Window{Limit: 0, Window: time.Hour, Bucket: time.Minute})),
+		"zero window":         withPol(badWindowPolicy(Window{Limit: 1, Window: 0, Bucket: time.Minute})),
+		"zero bucket":         withPol(badWindowPolicy(Window{Limit: 1, Window: time.Hour, Bucket: 0})),
+		"257 models":          withPol(appendPolicy(nil, &Policy{Windows: samplePolicies[0].Windows, Models: make([]string, MaxModels+1)})),
+		"model pattern ctl":   withPol(appendPolicy(nil, &Policy{Windows: samplePolicies[0].Windows, Models: []string{"a\x01"}})),
+		"max concurrent":      withPol(maxConcurrentPolicy(1 << 31)),
+		"name too long":       append(bytes.Clone(valid[:afterHash+10]), 0x81, 0x02),
+		"name control":        append(append(bytes.Clone(valid[:afterHash+10]), 1, '\n', 0), valid[len(valid)-len(r.pol.enc)-1:]...),
+		"name not utf-8":      append(append(bytes.Clone(valid[:afterHash+10]), 1, 0xff, 0), valid[len(valid)-len(r.pol.enc)-1:]...),
+		"v1 limit 0":          append(append(bytes.Clone(v1valid[:afterHash]), 0), v1valid[afterHash+3:]...),
+		"v1 cut in window":    v1valid[:len(v1valid)-1],
+		"v1 trailing":         append(bytes.Clone(v1valid), 0),
 	} {
 		_, err := decodeRecord(testID, b)
 		require.ErrorIs(t, err, strategies.ErrCorrupt, name)
@@ -66,6 +187,16 @@ func TestRecordCorrupt(t *testing.T) {
 	}
 }
 
+// maxConcurrentPolicy is the encoding of a policy of one window whose
+// concurrency cap is n.
+func maxConcurrentPolicy(n uint64) []byte {
+	p := appendPolicy(nil, &Policy{Windows: samplePolicies[0].Windows})
+	p = p[:len(p)-2] // up to the requests per minute
+	return append(binary.AppendUvarint(p, n), 0)
+}
+
+// TestLegacyRoundTrip asserts that legacy records round-trip, and that
+// damaged ones are errors matching ErrCorrupt that name the key.
 func TestLegacyRoundTrip(t *testing.T) {
 	for _, ws := range [][]legacyWindow{
 		{{start: 1768723200000000000, tokens: 902}},
@@ -85,35 +216,40 @@ func TestLegacyRoundTrip(t *testing.T) {
 		"trailing":      {1, 1, 0, 1, 0},
 		// The second window starts 2ns after math.MaxInt64 - 1.
 		"start overflow": append(binary.AppendVarint([]byte{1, 2}, math.MaxInt64-1), 1, 2, 1),
+		"tokens sum":     appendLegacy(nil, []legacyWindow{{start: 0, tokens: math.MaxInt64}, {start: 1, tokens: 1}}),
 	} {
 		_, err := decodeLegacy(testID, b)
 		require.ErrorIs(t, err, strategies.ErrCorrupt, name)
 		require.ErrorContains(t, err, testID, name)
 	}
-	sum := appendLegacy(nil, []legacyWindow{{start: 0, tokens: math.MaxInt64}, {start: 1, tokens: 1}})
-	_, err := decodeLegacy(testID, sum)
-	require.ErrorIs(t, err, strategies.ErrCorrupt)
 }
 
-// FuzzDecodeRecord checks that decoding never panics and that what decodes
-// encodes back to the same bytes: the encoding is canonical.
+// FuzzDecodeRecord asserts that decoding never panics, that its errors
+// match ErrCorrupt, and that what decodes encodes back to the same bytes
+// (as version 2, or as version 1 for a version 1 record): the encoding is
+// canonical.
 func FuzzDecodeRecord(f *testing.F) {
 	for _, r := range sampleRecords() {
-		f.Add(r.appendEncode(nil))
+		f.Add(r.encode())
+	}
+	for _, r := range sampleV1(f) {
+		f.Add(r.encodeV1())
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := decodeRecord(testID, b)
+		st, err := decodeRecord(testID, b)
 		if err != nil {
 			require.ErrorIs(t, err, strategies.ErrCorrupt)
+			require.ErrorContains(t, err, testID)
 			return
 		}
-		require.Equal(t, b, r.appendEncode(nil))
+		require.Equal(t, b, reencode(st, b[0]))
 	})
 }
 
 // FuzzDecodeLegacy is FuzzDecodeRecord for legacy records.
 func FuzzDecodeLegacy(f *testing.F) {
 	f.Add(appendLegacy(nil, []legacyWindow{{start: 5, tokens: 3}, {start: 9, tokens: 1}}))
+	f.Add(appendLegacy(nil, []legacyWindow{{start: 1768723200000000000, tokens: 902}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ws, err := decodeLegacy(testID, b)
 		if err != nil {

@@ -1,0 +1,88 @@
+package keystore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/keystore"
+)
+
+// Example opens a key store, creates a key with two token windows, a
+// request rate, a concurrency cap and the models it may use, and meters
+// one request: Admit holds an estimate of its tokens while it runs, and
+// Finish charges what it really used.
+func Example() {
+	dir, err := os.MkdirTemp("", "keystore-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+
+	// A fixed clock, so that the output does not depend on when it runs.
+	now := time.Date(2026, 1, 18, 9, 0, 0, 0, time.UTC)
+	db, err := ratestore.Open(filepath.Join(dir, "keys.db"), ratestore.Options{Now: func() time.Time { return now }})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	ks, err := keystore.Open(db, keystore.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	ctx := context.Background()
+	key, secret, err := ks.Create(ctx, keystore.Spec{
+		Name: "team-a",
+		Policy: keystore.Policy{
+			Windows: []keystore.Window{
+				{Limit: 100_000, Window: 5 * time.Hour},
+				{Limit: 1_000_000, Window: 7 * 24 * time.Hour},
+			},
+			RequestsPerMinute: 60,
+			MaxConcurrent:     4,
+			Models:            []string{"claude-*", "gpt-4o"},
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// The secret is shown once: hand it to the client. The store keeps
+	// only its hash.
+	_ = secret
+
+	a, err := ks.Admit(ctx, secret, keystore.Request{Model: "claude-sonnet-4", Reserve: 4096})
+	if err != nil {
+		log.Fatal(err)
+	}
+	u, err := ks.Usage(ctx, key.ID)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("admitted %s: %d tokens reserved, %d in flight\n", a.Key().Name, u.Used, u.InFlight)
+
+	// ... the request runs, and its response says it used 1234 tokens.
+	u, err = a.Finish(ctx, 1234)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, w := range u.Windows {
+		fmt.Printf("window %v: %d of %d used\n", w.Window, w.Used, w.Limit)
+	}
+
+	_, err = ks.Admit(ctx, secret, keystore.Request{Model: "gemini-2.5-pro"})
+	var d *keystore.Denial
+	if errors.As(err, &d) {
+		fmt.Println("refused:", d.Reason, errors.Is(err, keystore.ErrModel))
+	}
+	// Output:
+	// admitted team-a: 4096 tokens reserved, 1 in flight
+	// window 5h0m0s: 1234 of 100000 used
+	// window 168h0m0s: 1234 of 1000000 used
+	// refused: model true
+}
