@@ -340,14 +340,7 @@ func (s *Store) RecordUsage(ctx context.Context, id string, tokens int64) (strat
 			if err != nil {
 				return false, fmt.Errorf("keystore: key %s: %w", id, err)
 			}
-			switch {
-			case i == 0:
-				res = r
-			case binds(r, res):
-				res = bind(r, res)
-			default:
-				res = bind(res, r)
-			}
+			fold(i, r, &res)
 		}
 		e.used(tokens, now)
 		return true, nil

@@ -206,16 +206,26 @@ func (pol *policy) peek(ctx context.Context, id string, n int64) (strategies.Res
 		if err != nil {
 			return strategies.Result{}, -1, fmt.Errorf("keystore: key %s: %w", id, err)
 		}
-		switch {
-		case i == 0:
-			res = r
-		case binds(r, res):
-			res, binding = bind(r, res), i
-		default:
-			res = bind(res, r)
+		if fold(i, r, &res) {
+			binding = i
 		}
 	}
 	return res, binding, nil
+}
+
+// fold merges r, the answer of window i to a call, into *res, the
+// answer of windows 0 to i-1 (see bind), and reports whether r binds.
+func fold(i int, r strategies.Result, res *strategies.Result) bool {
+	switch {
+	case i == 0:
+		*res = r
+		return true
+	case binds(r, *res):
+		*res = bind(r, *res)
+		return true
+	}
+	*res = bind(*res, r)
+	return false
 }
 
 // binds reports whether r, one window's answer, is more binding than
