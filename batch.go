@@ -99,9 +99,7 @@ func (b *Batch) call(l *Limiter, key string, c strategies.Call, res *Result) err
 	if err := b.use(l); err != nil {
 		return err
 	}
-	g, err := l.decide(key, c, res)
-	b.joined(g)
-	return err
+	return l.do(context.Background(), key, c, res, b)
 }
 
 // Reset is l.Reset(ctx, key) without the wait.

@@ -80,7 +80,7 @@ func (l *Limiter) Strategy() strategies.Strategy { return strategies.Unprepare(l
 // Allow is AllowN(ctx, key, 1).
 func (l *Limiter) Allow(ctx context.Context, key string) (r Result, err error) {
 	// Not "return l.AllowN(ctx, key, 1)": see do on copies of a Result.
-	err = l.do(ctx, key, strategies.Call{N: 1}, &r)
+	err = l.do(ctx, key, strategies.Call{N: 1}, &r, nil)
 	return r, err
 }
 
@@ -95,14 +95,14 @@ func (l *Limiter) Allow(ctx context.Context, key string) (r Result, err error) {
 // fails, the error says so and the change stays in memory, to be retried by
 // the next commit.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (r Result, err error) {
-	err = l.do(ctx, key, strategies.Call{N: n}, &r)
+	err = l.do(ctx, key, strategies.Call{N: n}, &r, nil)
 	return r, err
 }
 
 // Peek reports what AllowN(ctx, key, 0) would: whether the key is within its
 // limit, and how much remains. It writes nothing.
 func (l *Limiter) Peek(ctx context.Context, key string) (r Result, err error) {
-	err = l.do(ctx, key, strategies.Call{DryRun: true}, &r)
+	err = l.do(ctx, key, strategies.Call{DryRun: true}, &r, nil)
 	return r, err
 }
 
@@ -110,7 +110,7 @@ func (l *Limiter) Peek(ctx context.Context, key string) (r Result, err error) {
 // without taking anything: it writes nothing. Callers that must check
 // several limits before taking from any of them ask each with PeekN first.
 func (l *Limiter) PeekN(ctx context.Context, key string, n int64) (r Result, err error) {
-	err = l.do(ctx, key, strategies.Call{N: n, DryRun: true}, &r)
+	err = l.do(ctx, key, strategies.Call{N: n, DryRun: true}, &r, nil)
 	return r, err
 }
 
@@ -149,7 +149,7 @@ func (l *Limiter) Inspect(ctx context.Context, key string, fn func(st strategies
 // denied until the excess has drained or expired. The Result says whether the
 // key is still within its limit after the call.
 func (l *Limiter) Record(ctx context.Context, key string, n int64) (r Result, err error) {
-	err = l.do(ctx, key, strategies.Call{N: n, Record: true}, &r)
+	err = l.do(ctx, key, strategies.Call{N: n, Record: true}, &r, nil)
 	return r, err
 }
 
@@ -182,40 +182,38 @@ func (l *Limiter) reset(key string) (*generation, error) {
 	return db.changed(sh, i), nil
 }
 
-// do decides c for key and waits, if the call changed the state, until
-// that change is as durable as the DB's mode promises. It writes the answer
-// to *res, where strategies.Decide writes it in the first place. The Result
-// goes through pointers, never up a call chain by value: Go keeps a struct
-// of more than four fields in memory, and copying it between stack slots
-// right after it was written made the CPU stall on store-to-load forwarding
-// (a one-byte store of Allowed read back by a 16-byte move), which cost
-// more than the decision itself.
-func (l *Limiter) do(ctx context.Context, key string, c strategies.Call, res *Result) error {
+// do decides c for key under the key's shard lock and waits, if the call
+// changed the state, until that change is as durable as the DB's mode
+// promises; within a Batch b (not nil) it notes the change's generation in
+// b instead of waiting. It writes the answer to *res, where
+// strategies.Decide writes it in the first place. The Result goes through
+// pointers, never up a call chain by value: Go keeps a struct of more than
+// four fields in memory, and copying it between stack slots right after it
+// was written made the CPU stall on store-to-load forwarding (a one-byte
+// store of Allowed read back by a 16-byte move), which cost more than the
+// decision itself. For the same reason do is one function, with the lookup
+// written out (see entry): each call level added to the hot path costs a
+// measurable share of a decision.
+func (l *Limiter) do(ctx context.Context, key string, c strategies.Call, res *Result, b *Batch) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	g, err := l.decide(key, c, res)
-	if g == nil || err != nil {
+	if err := validKey(key); err != nil {
 		return err
 	}
-	return l.db.committed(ctx, g)
-}
-
-// decide validates and decides c for key under the key's shard lock, and
-// returns the generation holding the change it made, or nil when it
-// changed nothing.
-func (l *Limiter) decide(key string, c strategies.Call, res *Result) (*generation, error) {
-	if err := validKey(key); err != nil {
-		return nil, err
-	}
 	if c.N < 0 {
-		return nil, fmt.Errorf("ratestore: limiter %q: key %q: negative n %d: %w", l.name, key, c.N, ErrInvalid)
+		return fmt.Errorf("ratestore: limiter %q: key %q: negative n %d: %w", l.name, key, c.N, ErrInvalid)
 	}
 	db := l.db
 	c.Now = db.now()
-	sh, i, err := l.entry(key, c.Now)
+	sh, at, err := l.lock(key)
 	if err != nil {
-		return nil, err
+		return err
+	}
+	i, err := db.lookup(sh, at, l.name, key, l.s, c.Now, true)
+	if err != nil {
+		sh.mu.Unlock()
+		return err
 	}
 	e := &sh.slots[i] // valid until sh.mu is unlocked: nothing is inserted until then
 	c.Now = e.see(c.Now)
@@ -225,7 +223,7 @@ func (l *Limiter) decide(key string, c strategies.Call, res *Result) (*generatio
 	}
 	if err := strategies.Decide(l.s, st, c, res); err != nil {
 		sh.mu.Unlock()
-		return nil, fmt.Errorf("ratestore: limiter %q: key %q: %w", l.name, key, err)
+		return fmt.Errorf("ratestore: limiter %q: key %q: %w", l.name, key, err)
 	}
 	e.idleAt = satAdd(c.Now, int64(res.ResetAfter))
 	if !c.Taken(res.Allowed) {
@@ -233,13 +231,20 @@ func (l *Limiter) decide(key string, c strategies.Call, res *Result) (*generatio
 		// has brought back to its initial value is deleted in passing.
 		sh.dropIfIdle(i, c.Now, db.gen.Load().seq)
 		sh.mu.Unlock()
-		return nil, nil
+		return nil
 	}
 	if res.ResetAfter == 0 {
 		st = nil // back at its initial value: delete rather than store
 	}
 	e.st = st
-	return db.changed(sh, i), nil
+	g := db.gen.Load() // db.changed, written out
+	sh.markDirty(i, g.seq)
+	sh.mu.Unlock()
+	if b != nil {
+		b.joined(g)
+		return nil
+	}
+	return db.committed(ctx, g)
 }
 
 // entry locks the shard of key and returns it with the slot of the key's
