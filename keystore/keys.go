@@ -287,7 +287,7 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (Key, error) {
 	if e.rec.gone {
 		return Key{}, errUnknownSecret
 	}
-	return e.key(), e.refusal(s.now())
+	return e.key(), e.refusal(s.expiryNow(e))
 }
 
 // Check authenticates secret as Authenticate does, then reports the key's
@@ -305,16 +305,20 @@ func (s *Store) Check(ctx context.Context, secret string) (Key, strategies.Resul
 	if err != nil {
 		return Key{}, strategies.Result{}, err
 	}
-	if err := s.settle(ctx, e); err != nil {
-		return Key{}, strategies.Result{}, err
-	}
 	e.mu.Lock()
+	if e.rec.legacy { // rare: merge it first (settle takes the lock itself)
+		e.mu.Unlock()
+		if err := s.settle(ctx, e); err != nil {
+			return Key{}, strategies.Result{}, err
+		}
+		e.mu.Lock()
+	}
 	defer e.mu.Unlock()
 	if e.rec.gone {
 		return Key{}, strategies.Result{}, errUnknownSecret
 	}
 	k := e.key()
-	if err := e.refusal(s.now()); err != nil {
+	if err := e.refusal(s.expiryNow(e)); err != nil {
 		return k, strategies.Result{}, err
 	}
 	res, _, err := e.rec.pol.peek(ctx, e.id, 0)
@@ -466,6 +470,16 @@ func (s *Store) settled(ctx context.Context, id string) (*entry, error) {
 		return nil, err
 	}
 	return e, s.settle(ctx, e)
+}
+
+// expiryNow returns the instant to check e's expiry at: now, or 0 for a
+// key that never expires, whose check needs no clock (a clock read is a
+// tenth of a Check). The caller holds e.mu.
+func (s *Store) expiryNow(e *entry) int64 {
+	if !e.rec.hasExpiry {
+		return 0
+	}
+	return s.now()
 }
 
 // refusal returns why e is refused at now: disabled first, then expired;
