@@ -1,15 +1,10 @@
 // Package gateway is a metering reverse proxy for a model API: it
 // authenticates each request's API key against the key store of a ratestore
-// database (keystore.Open), refuses keys that are unknown, disabled,
-// expired or past one of their token windows, optionally limits each key's
-// request rate, forwards the rest to one upstream, and records the tokens
-// that the upstream reports having spent against the key.
-//
-// Of a key's keystore.Policy the gateway enforces the token windows only:
-// it checks them before the request (keystore.Store.Check) and records
-// usage after it (RecordUsage). The policy's request rate, concurrency cap
-// and models are enforced by keystore.Store.Admit, which the gateway does
-// not use yet.
+// database (keystore.Open), admits it under the key's whole
+// keystore.Policy (token windows, request rate, concurrency cap, models)
+// with keystore.Store.Admit, forwards it to one upstream, and charges the
+// tokens that the upstream reports having spent with
+// keystore.Admission.Finish.
 //
 //	db, err := ratestore.Open("ratestore.db", ratestore.Options{})
 //	...
@@ -19,33 +14,63 @@
 //
 // # Requests
 //
-// A caller sends its ratestore secret as "Authorization: Bearer <secret>"
-// or, when there is no bearer token, as "X-API-Key: <secret>". Every answer
-// the gateway writes itself is JSON with an "error" code and a "message",
-// and never holds the secret:
+// A caller sends its ratestore secret as "Authorization: Bearer <secret>",
+// or, when there is no bearer token, as "X-API-Key: <secret>" (Anthropic
+// style) or "x-goog-api-key: <secret>" (Gemini style): the official SDKs
+// work unchanged with the gateway as base URL and a ratestore secret as
+// API key.
 //
-//   - 401 missing_api_key or invalid_api_key (with WWW-Authenticate: Bearer)
-//   - 403 key_disabled or key_expired
-//   - 429 token_limit_exceeded: the key used more than the limit of one of
-//     its token windows (keystore.Store.Check). Retry-After is the seconds,
-//     rounded up, until the key is allowed again, and the body is
-//     {"error","window","tokens_used","token_limit","window_end","retry_after_seconds"},
-//     about the window past its limit (of several, the one whose usage
-//     takes longest to expire): window is its length as a Go duration
-//     ("5h0m0s"), window_end (RFC 3339, UTC) when the oldest usage it
-//     still counts stops counting, as keystore.WindowUsage.WindowEnd.
-//   - 429 rate_limited, with the RateLimit fields, when Options.RPS is set
-//     and the key is over its request rate (see below)
-//   - 502 upstream_unavailable when the upstream cannot be reached
-//   - 503 store_unavailable (or service_unavailable from the rate limit)
-//     when the database fails
+// The gateway reads the request body whole, up to Options.MaxRequestBody
+// (413 above it), and forwards the same bytes. A model call is a request
+// that names a model: the "model" field of its JSON body (OpenAI chat
+// completions, completions, responses, embeddings; Anthropic messages) or
+// the Gemini path /v1beta/models/{model}:generateContent or
+// :streamGenerateContent. It is admitted with the model (refused when the
+// key's Policy.Models globs do not match it) and a reservation of its
+// estimated tokens: request bytes/4 plus its maximum output (max_tokens,
+// max_output_tokens, max_completion_tokens or
+// generationConfig.maxOutputTokens), or Options.DefaultMaxTokens when it
+// names none. The reservation counts as used in every token window of the
+// key while the request runs, so that requests of one key that run at the
+// same time cannot together take it far past a limit: a window admits a
+// request only when its usage plus the reservation fits. Other requests
+// (a POST that names no model) reserve nothing. GET, HEAD, DELETE and
+// OPTIONS requests (model lists, retrieving a stored response) are
+// admitted with no reservation and never charged tokens; they count
+// against the key's request rate and concurrency cap like any other.
 //
-// A refused request never reaches the upstream. The token windows are
-// checked before the request and usage recorded after the response, so
-// requests of one key that run at the same time are all let through while
-// the key is within its limit, and may together take it past the limit:
-// usage is only known afterwards. The key is then refused until enough of
-// the window past its limit has expired.
+// Every answer the gateway writes itself is JSON of the shape the
+// official SDKs read, {"type":"error","error":{"type","code","message"}},
+// with a message a person understands, and never holds the secret:
+//
+//   - 401 authentication_error: missing_api_key or invalid_api_key (with
+//     WWW-Authenticate: Bearer)
+//   - 403 permission_error: key_disabled, key_expired or
+//     model_not_allowed (the message names the model and the globs)
+//   - 429 rate_limit_error, code rate_limit_exceeded: a token window, the
+//     key's request rate or its concurrency cap refused the request; the
+//     message names the limit ("key key_… is over its 5h0m0s token
+//     window: 100000 tokens; retry after 4m10s"). Retry-After is the
+//     seconds, rounded up, until the limit admits the request, as
+//     keystore.Denial.RetryAfter tells; when it never will (a reservation
+//     larger than a window's limit) there is no Retry-After. When that is
+//     never or more than a minute away, x-should-retry: false tells the
+//     SDKs to fail at once rather than retry (they honour Retry-After and
+//     would otherwise sleep, up to hours). Of the concurrency cap,
+//     Retry-After is when the oldest request in flight loses its slot
+//     (keystore.Options.LeaseTTL): an upper bound.
+//   - 429 as above, with the RateLimit fields, when Options.RPS is set
+//     and the key is over that request rate (see below)
+//   - 413 invalid_request_error, request_too_large: a body over
+//     Options.MaxRequestBody
+//   - 502 api_error, upstream_unavailable: the upstream cannot be reached
+//     or failed before its response header
+//   - 504 api_error, upstream_timeout: the upstream did not connect or
+//     send its response header in time (see Timeouts)
+//   - 503 api_error, store_unavailable, when the database fails
+//
+// A refused request changes nothing (keystore.Store.Admit is all or
+// nothing) and never reaches the upstream.
 //
 // # Request rate
 //
@@ -53,9 +78,9 @@
 // second in bursts of Burst: a strategies.GCRA limiter of the same
 // database, named "gateway.requests", keyed by the key's ID, applied by
 // an httplimit.Middleware (so the answers carry the IETF RateLimit and
-// RateLimit-Policy fields, and a denial the 429 body of
-// httplimit.DefaultDeny). It is applied after the token check, which takes
-// nothing, so a request refused for its tokens spends no request.
+// RateLimit-Policy fields, and a denial
+// the error body above). It is applied after the admission, so a request
+// it refuses was admitted and is finished at once, charged nothing.
 //
 // # Headers
 //
@@ -78,8 +103,8 @@
 // every byte on unchanged and as soon as it arrives, and parses a copy.
 //
 //   - application/json (and +json) bodies are kept, up to
-//     Options.MaxJSONBody, and parsed at their end. A larger body records
-//     nothing (and a warning is logged).
+//     Options.MaxJSONBody, and parsed at their end. A larger body is
+//     passed on whole, its usage not read (see below).
 //   - text/event-stream bodies are parsed line by line as they pass, in a
 //     line and an event buffer of at most Options.MaxEventBytes each; an
 //     event larger than that is skipped. Only events whose data mentions
@@ -96,32 +121,57 @@
 // not added. An OpenAI stream reports usage in its last chunk when the
 // request asks for it (stream_options.include_usage).
 //
-// The usage is recorded once, in every token window of the key, with
-// keystore.Store.RecordUsage under the key's ID, after the body has ended (at its end, or cut short: the caller
-// went away, the upstream broke off) and the response has been flushed to
-// the caller, before the request is done: so the caller never waits for
-// the record (in Sync mode, an fsync) to get the end of the response, and
-// a graceful shutdown waits for it. A stream records whatever usage it
-// reported before it ended; a JSON body only when complete.
-// Nothing is recorded for an upstream error (a status of 400 or more, or no
-// response), for a body that reports no usage or zero tokens, or one of
-// another type or still encoded. The record does not depend on the
-// caller's context: tokens spent are recorded even when the caller has
-// gone away.
+// Every admission is finished exactly once, when the request is done: at
+// the end of the response, when the upstream failed or broke off, when the
+// caller went away (on a context that is not the request's, so the charge
+// is stored even then), after the response has been flushed to the caller,
+// so that the caller never waits for the record (in Sync mode, an fsync)
+// and a graceful shutdown waits for it. It charges, in place of the
+// reservation:
+//
+//   - a request that generates nothing (GET, HEAD, DELETE, OPTIONS): 0;
+//   - a response read to its end that reported usage: that usage;
+//   - a request that names no model: what usage was reported, if any,
+//     else 0;
+//   - a model call the upstream refused (status 400 to 499): what usage
+//     was reported, if any, else 0;
+//   - any other model call (the upstream failed, timed out or broke off a
+//     stream, the caller hung up, no usage could be read): the
+//     reservation, or the usage reported so far if more, logged at level
+//     Warn as estimated.
+//
+// A JSON body over Options.MaxJSONBody is passed on but its usage is not
+// read (a warning is logged), and a model call is charged its estimate.
+//
+// # Timeouts
+//
+// Options.ConnectTimeout (default 10s) bounds connecting to the upstream
+// (the dial and the TLS handshake), Options.FirstByteTimeout (default 10
+// minutes, the official SDKs' own request timeout: a non-streamed
+// response's header comes only after the whole generation) the wait for
+// its response header; either gives the caller 504. They are fields of
+// the default Transport (net.Dialer.Timeout, TLSHandshakeTimeout,
+// ResponseHeaderTimeout), so a Transport of the caller's brings its own.
+// Options.IdleTimeout (default 60s) bounds each read of the response body:
+// an upstream silent for longer has its request cancelled, and the
+// caller's response (a stream, mostly) is cut off where it is; the model
+// call is charged its estimate.
 //
 // # Stats
 //
 // GET Options.StatsPath (default "/stats") is answered by the gateway, not
 // forwarded: the usage of the caller's own key, authenticated like any
 // request, as Stats: every token window, and the binding one (the least
-// remaining) at the top level. It takes no arguments, so it cannot show another
+// remaining) at the top level; its Used counts the reservations of
+// requests in flight. It takes no arguments, so it cannot show another
 // key's data, and it is neither token- nor rate-limited.
 //
 // # Logs
 //
 // Every request is logged once at its end, at level Info, with its request
 // ID (also sent to the caller as Ratestore-Request-Id), method, path (never
-// the query), key ID (never the secret), status, tokens recorded and
-// latency. A failed record is logged at level Error with the key ID and
+// the query), key ID (never the secret), model, status, tokens charged,
+// tokens reserved, latency, and "estimated":true when the tokens are the
+// estimate. A failed charge is logged at level Error with the key ID and
 // the tokens, so that it can be reconciled.
 package gateway

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -10,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -29,6 +31,28 @@ const (
 	DefaultStatsPath     = "/stats"
 	DefaultMaxJSONBody   = 8 << 20
 	DefaultMaxEventBytes = 1 << 20
+
+	// DefaultMaxRequestBody bounds the request body the gateway reads
+	// (to find its model and reserve tokens) before forwarding it.
+	DefaultMaxRequestBody = 32 << 20
+	// DefaultMaxTokens is the output a request that names no max_tokens
+	// (or max_output_tokens, max_completion_tokens,
+	// generationConfig.maxOutputTokens) is expected to generate at most,
+	// for its reservation.
+	DefaultMaxTokens = 4096
+
+	// DefaultConnectTimeout bounds connecting to the upstream (TCP and
+	// TLS handshakes).
+	DefaultConnectTimeout = 10 * time.Second
+	// DefaultFirstByteTimeout bounds the wait for the upstream's response
+	// header once the request is sent. A non-streamed response's header
+	// comes only after the whole generation, so it is as long as the
+	// official SDKs' own default request timeout (10 minutes): the
+	// gateway does not give up on a call its caller still waits for.
+	DefaultFirstByteTimeout = 10 * time.Minute
+	// DefaultIdleTimeout bounds the wait for each read of the upstream's
+	// response body: a stream silent for longer is ended.
+	DefaultIdleTimeout = 60 * time.Second
 )
 
 // RequestLimiter is the name of the limiter of Options.RPS.
@@ -68,8 +92,25 @@ type Options struct {
 	// means DefaultMaxEventBytes. A larger event is skipped.
 	MaxEventBytes int
 
+	// MaxRequestBody bounds the request body, which the gateway reads
+	// whole before admitting the request; 0 means DefaultMaxRequestBody.
+	// A larger body is refused with 413.
+	MaxRequestBody int64
+	// DefaultMaxTokens is the output reserved for a request that names no
+	// maximum of its own; 0 means DefaultMaxTokens.
+	DefaultMaxTokens int64
+
+	// ConnectTimeout, FirstByteTimeout and IdleTimeout bound connecting
+	// to the upstream, waiting for its response header, and waiting for
+	// each read of its response body; 0 means DefaultConnectTimeout,
+	// DefaultFirstByteTimeout and DefaultIdleTimeout, a negative value no
+	// bound. ConnectTimeout and FirstByteTimeout apply to the default
+	// Transport only: a Transport of the caller's brings its own.
+	ConnectTimeout, FirstByteTimeout, IdleTimeout time.Duration
+
 	// Transport forwards the requests; nil means a clone of
-	// http.DefaultTransport that keeps more idle connections per host.
+	// http.DefaultTransport that keeps more idle connections per host,
+	// with ConnectTimeout and FirstByteTimeout.
 	Transport http.RoundTripper
 	// Logger receives a line per request and the failures; nil discards
 	// them.
@@ -88,6 +129,9 @@ type Gateway struct {
 	statsPath string
 	maxJSON   int64
 	maxEvent  int
+	maxBody   int64
+	maxTokens int64
+	idle      time.Duration // 0: none
 	log       *slog.Logger
 
 	idPrefix string
@@ -120,6 +164,9 @@ func New(db *ratestore.DB, opts Options) (*Gateway, error) {
 		statsPath: opts.StatsPath,
 		maxJSON:   opts.MaxJSONBody,
 		maxEvent:  opts.MaxEventBytes,
+		maxBody:   opts.MaxRequestBody,
+		maxTokens: opts.DefaultMaxTokens,
+		idle:      timeout(opts.IdleTimeout, DefaultIdleTimeout),
 		log:       opts.Logger,
 	}
 	if g.statsPath == "" {
@@ -134,8 +181,14 @@ func New(db *ratestore.DB, opts Options) (*Gateway, error) {
 	if g.maxEvent == 0 {
 		g.maxEvent = DefaultMaxEventBytes
 	}
-	if g.maxJSON < 0 || g.maxEvent < 0 {
-		return nil, fmt.Errorf("gateway: negative MaxJSONBody or MaxEventBytes: %w", ratestore.ErrInvalid)
+	if g.maxBody == 0 {
+		g.maxBody = DefaultMaxRequestBody
+	}
+	if g.maxTokens == 0 {
+		g.maxTokens = DefaultMaxTokens
+	}
+	if g.maxJSON < 0 || g.maxEvent < 0 || g.maxBody < 0 || g.maxTokens < 0 {
+		return nil, fmt.Errorf("gateway: negative MaxJSONBody, MaxEventBytes, MaxRequestBody or DefaultMaxTokens: %w", ratestore.ErrInvalid)
 	}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
@@ -150,6 +203,9 @@ func New(db *ratestore.DB, opts Options) (*Gateway, error) {
 	if transport == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConnsPerHost = 256
+		t.DialContext = (&net.Dialer{Timeout: timeout(opts.ConnectTimeout, DefaultConnectTimeout), KeepAlive: 30 * time.Second}).DialContext
+		t.TLSHandshakeTimeout = timeout(opts.ConnectTimeout, DefaultConnectTimeout)
+		t.ResponseHeaderTimeout = timeout(opts.FirstByteTimeout, DefaultFirstByteTimeout)
 		transport = t
 	}
 	g.proxy = &httputil.ReverseProxy{
@@ -173,6 +229,18 @@ func New(db *ratestore.DB, opts Options) (*Gateway, error) {
 	return g, nil
 }
 
+// timeout is the bound of an Options timeout d: def for 0, none (0) for a
+// negative d.
+func timeout(d, def time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return def
+	case d < 0:
+		return 0
+	}
+	return d
+}
+
 // requestRate returns the middleware of Options.RPS.
 func requestRate(db *ratestore.DB, rps float64, burst int64, log *slog.Logger) (*httplimit.Middleware, error) {
 	if !(rps > 0) || math.IsInf(rps, 0) || burst < 0 {
@@ -187,6 +255,7 @@ func requestRate(db *ratestore.DB, rps float64, burst int64, log *slog.Logger) (
 	}
 	return httplimit.New(httplimit.Options{
 		Rules:  []httplimit.Rule{{Limiter: lim, Key: exchangeKeyID, Policy: "requests"}},
+		Deny:   denyRate,
 		Logger: log,
 	})
 }
@@ -200,11 +269,21 @@ type exchange struct {
 	keyID  string
 	err    error // of the upstream
 
-	// What the response's meter found, once its body ended, to record
-	// when the request is done.
+	// The admission of the request, and what it was admitted with.
+	adm       *keystore.Admission
+	model     string
+	reserve   int64
+	charged   bool // the request may be charged tokens: not GET, DELETE, HEAD, OPTIONS
+	estimated bool // the tokens charged are the reservation: no usage could be read
+
+	// What the upstream answered, and what the response's meter found
+	// once its body ended, to charge when the request is done.
+	forwarded        bool // the request was sent upstream (not refused by Options.RPS)
+	upstatus         int
 	metered          bool
 	found, tooLarge  bool
-	reported, tokens int64 // tokens reported; recorded
+	complete         bool  // the body was read to its end
+	reported, tokens int64 // tokens reported; charged
 }
 
 func (x *exchange) WriteHeader(code int) {
@@ -249,15 +328,17 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	completed := false
 	defer func() {
 		// Also when aborted: ReverseProxy panics with http.ErrAbortHandler
-		// when a response cannot be copied to its end.
-		if x.metered {
-			g.record(context.WithoutCancel(r.Context()), x)
+		// when a response cannot be copied to its end, and the caller may
+		// have gone away: the admission is finished on a context of its
+		// own.
+		if x.adm != nil {
+			g.finish(context.WithoutCancel(r.Context()), x)
 		}
 		g.logExchange(r, x, start, !completed)
 	}()
 	g.serve(x, r)
 	completed = true
-	if x.metered {
+	if x.adm != nil {
 		// The caller gets all of the response before the usage is
 		// recorded, which in Sync mode waits for the disk.
 		http.NewResponseController(w).Flush()
@@ -267,92 +348,186 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) serve(x *exchange, r *http.Request) {
 	secret := httplimit.APISecret(r)
 	if secret == "" {
-		writeError(x, http.StatusUnauthorized, "missing_api_key", "send the API key as Authorization: Bearer <key> or X-API-Key")
+		secret = strings.TrimSpace(r.Header.Get("X-Goog-Api-Key")) // Gemini's
+	}
+	if secret == "" {
+		writeError(x, http.StatusUnauthorized, typeAuth, "missing_api_key", "no API key: send it as Authorization: Bearer <key>, x-api-key or x-goog-api-key")
 		return
 	}
 	if r.URL.Path == g.statsPath {
 		g.stats(x, r, secret)
 		return
 	}
-	k, res, err := g.keys.Check(r.Context(), secret)
+	// The key is known before its body is read.
+	k, err := g.keys.Authenticate(r.Context(), secret)
 	x.keyID = k.ID
 	if err != nil {
-		g.refuse(x, r, err)
+		g.refuse(x, r, k, err)
 		return
 	}
-	if !res.Allowed {
-		g.tokenLimit(x, r, k, res)
+	body, ok := g.readBody(x, r)
+	if !ok {
 		return
 	}
-	g.next.ServeHTTP(x, r.WithContext(context.WithValue(r.Context(), exchangeCtx{}, x)))
+	x.charged = charged(r.Method)
+	if x.charged {
+		var maxTokens int64
+		x.model, maxTokens = requestModel(r.URL.Path, body)
+		if x.model != "" {
+			if maxTokens <= 0 {
+				maxTokens = g.maxTokens
+			}
+			x.reserve = satAdd(int64(len(body))/4, maxTokens)
+		}
+	}
+	a, err := g.keys.Admit(r.Context(), secret, keystore.Request{Model: x.model, Reserve: x.reserve})
+	if a == nil {
+		g.refuse(x, r, k, err)
+		return
+	}
+	x.adm = a
+	if err != nil {
+		// Admitted, just not known to be on disk: serve it.
+		g.log.LogAttrs(r.Context(), slog.LevelWarn, "gateway: admission not known to be durable",
+			slog.String("request_id", x.id), slog.String("key_id", x.keyID), slog.String("error", err.Error()))
+	}
+	ctx, cancel := context.WithCancelCause(context.WithValue(r.Context(), exchangeCtx{}, x))
+	defer func() { // also when ReverseProxy panics
+		if cause := context.Cause(ctx); errors.Is(cause, errIdle) && x.err == nil {
+			x.err = cause
+		}
+		cancel(nil)
+	}()
+	ctx = context.WithValue(ctx, cancelCtx{}, cancel)
+	g.next.ServeHTTP(x, r.WithContext(ctx))
 }
 
-// refuse answers a request whose key Check or Authenticate refused.
-func (g *Gateway) refuse(x *exchange, r *http.Request, err error) {
+// cancelCtx is the context key of the function that cancels the upstream
+// request (when its body is idle too long).
+type cancelCtx struct{}
+
+// charged reports whether a request of method may be charged tokens:
+// requests that only read or delete generate nothing.
+func charged(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodDelete, http.MethodOptions:
+		return false
+	}
+	return true
+}
+
+// readBody reads the body of r whole, up to g.maxBody, and puts it back
+// as the body to forward. It answers 413 (or 400, when the body cannot be
+// read) and returns false when it cannot.
+func (g *Gateway) readBody(x *exchange, r *http.Request) ([]byte, bool) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, true
+	}
+	tooLarge := func() {
+		writeError(x, http.StatusRequestEntityTooLarge, typeInvalid, "request_too_large",
+			fmt.Sprintf("the request body is larger than this gateway accepts (%d bytes)", g.maxBody))
+	}
+	if r.ContentLength > g.maxBody {
+		tooLarge()
+		return nil, false
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, g.maxBody+1))
+	if err != nil {
+		writeError(x, http.StatusBadRequest, typeInvalid, "unreadable_body", "the request body could not be read")
+		return nil, false
+	}
+	if int64(len(body)) > g.maxBody {
+		tooLarge()
+		return nil, false
+	}
+	r.Body.Close()
+	r.ContentLength, r.TransferEncoding = int64(len(body)), nil
+	r.Body = http.NoBody
+	if len(body) > 0 {
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	return body, true
+}
+
+// finish finishes the admission of x: see Usage in the package
+// documentation.
+func (g *Gateway) finish(ctx context.Context, x *exchange) {
+	tokens := g.tokens(x)
+	if x.tooLarge {
+		g.log.LogAttrs(ctx, slog.LevelWarn, "gateway: JSON body too large to read its usage",
+			slog.String("request_id", x.id), slog.String("key_id", x.keyID), slog.Int64("max_json_body", g.maxJSON))
+	}
+	if x.estimated {
+		g.log.LogAttrs(ctx, slog.LevelWarn, "gateway: no usage read: charging the estimate",
+			slog.String("request_id", x.id), slog.String("key_id", x.keyID), slog.String("model", x.model),
+			slog.Int64("tokens", tokens), slog.Bool("estimated", true), slog.Int("upstream_status", x.upstatus))
+	}
+	if _, err := x.adm.Finish(ctx, tokens); err != nil {
+		level := slog.LevelError
+		if errors.Is(err, keystore.ErrNotFound) {
+			level = slog.LevelWarn // the key was deleted meanwhile
+		}
+		g.log.LogAttrs(ctx, level, "gateway: charging usage failed",
+			slog.String("request_id", x.id), slog.String("key_id", x.keyID), slog.Int64("tokens", tokens), slog.String("error", err.Error()))
+		return
+	}
+	x.tokens = tokens
+}
+
+// tokens returns the tokens to charge x with, and notes in x whether they
+// are an estimate.
+func (g *Gateway) tokens(x *exchange) int64 {
 	switch {
-	case errors.Is(err, keystore.ErrNotFound):
-		writeError(x, http.StatusUnauthorized, "invalid_api_key", "the API key is not known")
-	case errors.Is(err, keystore.ErrDisabled):
-		writeError(x, http.StatusForbidden, "key_disabled", "the API key is disabled")
-	case errors.Is(err, keystore.ErrExpired):
-		writeError(x, http.StatusForbidden, "key_expired", "the API key has expired")
-	default:
+	case !x.charged || !x.forwarded:
+		return 0
+	case x.found && x.complete:
+		return x.reported
+	case x.model == "" || (x.upstatus >= 400 && x.upstatus < 500):
+		// Not a model call (nothing reserved), or one the upstream
+		// refused: what usage was read, if any.
+		if x.found {
+			return x.reported
+		}
+		return 0
+	}
+	// The upstream failed, broke off or reported no usage, or the
+	// caller went away: the reservation, or more if more was reported.
+	x.estimated = true
+	return max(x.reported, x.reserve)
+}
+
+func satAdd(a, b int64) int64 {
+	if s := a + b; s >= a {
+		return s
+	}
+	return math.MaxInt64
+}
+
+// refuse answers a request whose key Authenticate or Admit refused, or
+// whose key store failed.
+func (g *Gateway) refuse(x *exchange, r *http.Request, k keystore.Key, err error) {
+	var d *keystore.Denial
+	if !errors.As(err, &d) {
+		switch {
+		case errors.Is(err, keystore.ErrNotFound):
+			d = &keystore.Denial{Reason: "unknown", RetryAfter: -1}
+		case errors.Is(err, keystore.ErrDisabled):
+			d = &keystore.Denial{Reason: "disabled", RetryAfter: -1}
+		case errors.Is(err, keystore.ErrExpired):
+			d = &keystore.Denial{Reason: "expired", RetryAfter: -1}
+		}
+	}
+	if d == nil {
 		level := slog.LevelError
 		if r.Context().Err() != nil {
 			level = slog.LevelDebug // the caller went away
 		}
 		g.log.LogAttrs(r.Context(), level, "gateway: key store failed",
 			slog.String("request_id", x.id), slog.String("key_id", x.keyID), slog.String("error", err.Error()))
-		writeError(x, http.StatusServiceUnavailable, "store_unavailable", "the key store failed; retry later")
+		writeError(x, http.StatusServiceUnavailable, typeAPI, "store_unavailable", "the gateway's key store failed; retry later")
+		return
 	}
-}
-
-// tokenLimitBody is the body of a 429 for a key past a token window.
-type tokenLimitBody struct {
-	Error             string  `json:"error"`
-	Window            string  `json:"window"` // the window past its limit: its length, as a Go duration
-	TokensUsed        int64   `json:"tokens_used"`
-	TokenLimit        int64   `json:"token_limit"`
-	WindowEnd         *string `json:"window_end"`
-	RetryAfterSeconds int64   `json:"retry_after_seconds"`
-}
-
-// tokenLimit answers a request of key k, which Check found past a token
-// window. The body describes the window that refused it (see exceeded);
-// Retry-After is Check's, until every window allows again.
-func (g *Gateway) tokenLimit(x *exchange, r *http.Request, k keystore.Key, res strategies.Result) {
-	body := tokenLimitBody{Error: "token_limit_exceeded", TokenLimit: res.Limit, TokensUsed: res.Limit - res.Remaining}
-	if u, err := g.keys.Usage(r.Context(), k.ID); err == nil {
-		w := exceeded(u)
-		body.Window, body.TokensUsed, body.TokenLimit, body.WindowEnd = w.Window.String(), w.Used, w.Limit, instant(w.WindowEnd)
-	} else {
-		g.log.LogAttrs(r.Context(), slog.LevelWarn, "gateway: usage of a key past its limit",
-			slog.String("request_id", x.id), slog.String("key_id", k.ID), slog.String("error", err.Error()))
-	}
-	wait := res.RetryAfter
-	if wait < 0 {
-		wait = res.ResetAfter
-	}
-	body.RetryAfterSeconds = max(1, ceilSeconds(wait))
-	x.Header().Set("Retry-After", strconv.FormatInt(body.RetryAfterSeconds, 10))
-	writeJSON(x, http.StatusTooManyRequests, body)
-}
-
-// exceeded returns the window of u that refuses the key: of those past
-// their limit, the one whose usage takes longest to expire. When none is
-// (the usage expired between the check and now) it is the binding one.
-func exceeded(u keystore.Usage) keystore.WindowUsage {
-	found := false
-	var w keystore.WindowUsage
-	for _, wu := range u.Windows {
-		if wu.Used > wu.Limit && (!found || wu.ResetAfter > w.ResetAfter) {
-			w, found = wu, true
-		}
-	}
-	if !found {
-		return binding(u)
-	}
-	return w
+	g.deny(x, k, d, x.reserve)
 }
 
 // binding returns the window of u whose figures u has at its top level:
@@ -407,18 +582,18 @@ func windowStats(w keystore.WindowUsage) WindowStats {
 func (g *Gateway) stats(x *exchange, r *http.Request, secret string) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		x.Header().Set("Allow", "GET, HEAD")
-		writeError(x, http.StatusMethodNotAllowed, "method_not_allowed", "the stats path answers GET")
+		writeError(x, http.StatusMethodNotAllowed, typeInvalid, "method_not_allowed", "the stats path answers GET only")
 		return
 	}
 	k, err := g.keys.Authenticate(r.Context(), secret)
 	x.keyID = k.ID
 	if err != nil {
-		g.refuse(x, r, err)
+		g.refuse(x, r, k, err)
 		return
 	}
 	u, err := g.keys.Usage(r.Context(), k.ID)
 	if err != nil {
-		g.refuse(x, r, err)
+		g.refuse(x, r, k, err)
 		return
 	}
 	b := windowStats(binding(u))
@@ -438,89 +613,97 @@ func (g *Gateway) stats(x *exchange, r *http.Request, secret string) {
 // rewrite makes the upstream request: see Headers in the package
 // documentation.
 func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
+	if x := exchangeOf(pr.In.Context()); x != nil {
+		x.forwarded = true
+	}
 	pr.SetURL(g.upstream)
 	pr.SetXForwarded()
-	if pr.Out.Body != nil && pr.Out.ContentLength > 0 {
-		pr.Out.Body = &sizedBody{pr.Out.Body, pr.Out.ContentLength}
-	}
 	h := pr.Out.Header
 	h.Del("Authorization")
 	h.Del("X-Api-Key")
+	h.Del("X-Goog-Api-Key")
 	h.Del("Accept-Encoding")
 	if g.keyField != "" {
 		h.Set(g.keyField, g.keyValue)
 	}
 }
 
-// sizedBody is a request body of a known length that ends there, without
-// reading the underlying body to its end. The transport reads a body past
-// its Content-Length to check that it ends; that read of the server's
-// request body would race with the server, which drains and closes the
-// body as soon as the proxy writes the response header: if the server
-// wins, the transport fails the request body, drops the upstream
-// connection and cuts off the response.
-type sizedBody struct {
-	io.ReadCloser
-	n int64 // left
-}
-
-func (b *sizedBody) Read(p []byte) (int, error) {
-	if b.n <= 0 {
-		return 0, io.EOF
-	}
-	if int64(len(p)) > b.n {
-		p = p[:b.n]
-	}
-	n, err := b.ReadCloser.Read(p)
-	b.n -= int64(n)
-	if err == io.EOF && b.n > 0 {
-		err = io.ErrUnexpectedEOF
-	}
-	return n, err
-}
-
-// modifyResponse wraps the body of a successful upstream response in a
-// meter that records its usage.
+// modifyResponse notes the upstream's status, bounds the wait for each
+// read of the body (Options.IdleTimeout), and wraps the body of a
+// successful response in a meter that reads its usage.
 func (g *Gateway) modifyResponse(res *http.Response) error {
 	ctx := res.Request.Context()
 	x := exchangeOf(ctx)
-	if x == nil || res.StatusCode < 200 || res.StatusCode >= 400 {
+	if x == nil {
+		return nil
+	}
+	x.upstatus = res.StatusCode
+	if cancel, ok := ctx.Value(cancelCtx{}).(context.CancelCauseFunc); ok && g.idle > 0 {
+		res.Body = newIdleBody(res.Body, g.idle, cancel)
+	}
+	if res.StatusCode < 200 || res.StatusCode >= 400 {
 		return nil
 	}
 	k := bodyKind(res.Header)
 	if k == kindNone {
 		return nil
 	}
-	res.Body = newMeter(res.Body, k, g.maxJSON, g.maxEvent, func(tokens int64, found, tooLarge bool) {
-		x.metered, x.reported, x.found, x.tooLarge = true, tokens, found, tooLarge
+	var m *meter
+	m = newMeter(res.Body, k, g.maxJSON, g.maxEvent, func(tokens int64, found, tooLarge bool) {
+		x.metered, x.reported, x.found, x.tooLarge, x.complete = true, tokens, found, tooLarge, m.eof
 	})
+	res.Body = m
 	return nil
 }
 
-// record records the usage that the response of x reported.
-func (g *Gateway) record(ctx context.Context, x *exchange) {
-	tokens := x.reported
-	if x.tooLarge {
-		g.log.LogAttrs(ctx, slog.LevelWarn, "gateway: JSON body too large to read its usage: nothing recorded",
-			slog.String("request_id", x.id), slog.String("key_id", x.keyID), slog.Int64("max_json_body", g.maxJSON))
-	}
-	if !x.found || tokens <= 0 {
-		return
-	}
-	if _, err := g.keys.RecordUsage(ctx, x.keyID, tokens); err != nil {
-		g.log.LogAttrs(ctx, slog.LevelError, "gateway: recording usage failed",
-			slog.String("request_id", x.id), slog.String("key_id", x.keyID), slog.Int64("tokens", tokens), slog.String("error", err.Error()))
-		return
-	}
-	x.tokens = tokens
+// errIdle is the cause of an upstream request cancelled because its body
+// was idle for longer than Options.IdleTimeout.
+var errIdle = errors.New("gateway: upstream idle timeout: no data within the idle timeout")
+
+// idleBody is a response body whose reads each end the request (cancel)
+// when they wait longer than idle. The time between reads (spent writing
+// to the caller) does not count.
+type idleBody struct {
+	io.ReadCloser
+	idle   time.Duration
+	timer  *time.Timer
+	cancel context.CancelCauseFunc
 }
 
-// proxyError answers a request that got no response from the upstream.
+func newIdleBody(body io.ReadCloser, idle time.Duration, cancel context.CancelCauseFunc) *idleBody {
+	b := &idleBody{ReadCloser: body, idle: idle, cancel: cancel}
+	b.timer = time.AfterFunc(idle, func() { cancel(errIdle) })
+	b.timer.Stop()
+	return b
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	b.timer.Reset(b.idle)
+	n, err := b.ReadCloser.Read(p)
+	b.timer.Stop()
+	return n, err
+}
+
+func (b *idleBody) Close() error {
+	b.timer.Stop()
+	return b.ReadCloser.Close()
+}
+
+// proxyError answers a request that got no response from the upstream:
+// 504 when it timed out, else 502.
 func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	if cause := context.Cause(r.Context()); cause != nil && !errors.Is(err, cause) {
+		err = fmt.Errorf("%w (%w)", err, cause)
+	}
 	if x := exchangeOf(r.Context()); x != nil {
 		x.err = err
 	}
-	writeError(w, http.StatusBadGateway, "upstream_unavailable", "the upstream did not answer")
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errIdle) || (errors.As(err, &ne) && ne.Timeout()) {
+		writeError(w, http.StatusGatewayTimeout, typeAPI, "upstream_timeout", "the upstream API did not answer in time")
+		return
+	}
+	writeError(w, http.StatusBadGateway, typeAPI, "upstream_unavailable", "the upstream API could not be reached or failed")
 }
 
 // logExchange logs request r at its end.
@@ -529,11 +712,15 @@ func (g *Gateway) logExchange(r *http.Request, x *exchange, start time.Time, abo
 	if !g.log.Enabled(ctx, slog.LevelInfo) {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 10)
+	attrs := make([]slog.Attr, 0, 13)
 	attrs = append(attrs,
 		slog.String("request_id", x.id), slog.String("method", r.Method), slog.String("path", r.URL.Path),
-		slog.String("key_id", x.keyID), slog.Int("status", x.status), slog.Int64("tokens", x.tokens),
+		slog.String("key_id", x.keyID), slog.String("model", x.model), slog.Int("status", x.status),
+		slog.Int64("tokens", x.tokens), slog.Int64("reserved", x.reserve),
 		slog.Duration("latency", time.Since(start)))
+	if x.estimated {
+		attrs = append(attrs, slog.Bool("estimated", true))
+	}
 	if aborted {
 		attrs = append(attrs, slog.Bool("aborted", true))
 	}
@@ -541,19 +728,6 @@ func (g *Gateway) logExchange(r *http.Request, x *exchange, start time.Time, abo
 		attrs = append(attrs, slog.String("upstream_error", x.err.Error()))
 	}
 	g.log.LogAttrs(ctx, slog.LevelInfo, "gateway request", attrs...)
-}
-
-// errorBody is the body of the gateway's own errors.
-type errorBody struct {
-	Error   string `json:"error"`
-	Message string `json:"message"`
-}
-
-func writeError(w http.ResponseWriter, status int, code, msg string) {
-	if status == http.StatusUnauthorized {
-		w.Header().Set("WWW-Authenticate", "Bearer")
-	}
-	writeJSON(w, status, errorBody{code, msg})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -93,6 +93,7 @@ func TestRefusals(t *testing.T) {
 		code   string
 	}{
 		{"none", func(http.Header) {}, 401, "missing_api_key"},
+		{"unknown x-goog-api-key", func(h http.Header) { h.Set("X-Goog-Api-Key", "rsk_unknown") }, 401, "invalid_api_key"},
 		{"empty bearer", func(h http.Header) { h.Set("Authorization", "Bearer  ") }, 401, "missing_api_key"},
 		{"basic", func(h http.Header) { h.Set("Authorization", "Basic "+full) }, 401, "missing_api_key"},
 		{"unknown", func(h http.Header) { h.Set("Authorization", "Bearer rsk_unknown") }, 401, "invalid_api_key"},
@@ -105,8 +106,8 @@ func TestRefusals(t *testing.T) {
 		resp, body := e.do(req)
 		require.Equal(t, c.status, resp.StatusCode, c.name)
 		require.Equal(t, "application/json", resp.Header.Get("Content-Type"))
-		m := decode(t, body, "error", "message")
-		require.Equal(t, c.code, m["error"], c.name)
+		typ := map[int]string{401: "authentication_error", 403: "permission_error"}[c.status]
+		require.Equal(t, c.code, apiError(t, body, typ)["code"], c.name)
 		if c.status == 401 {
 			require.Equal(t, "Bearer", resp.Header.Get("WWW-Authenticate"))
 		}
@@ -121,12 +122,11 @@ func TestRefusals(t *testing.T) {
 	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
 	wait := start.Add(5 * time.Hour).Sub(e.clock.Now())
 	require.Equal(t, "17940", resp.Header.Get("Retry-After"))
+	require.Equal(t, "false", resp.Header.Get("X-Should-Retry"))
 	require.Equal(t, 17940*time.Second, wait)
-	m := decode(t, body, "error", "window", "tokens_used", "token_limit", "window_end", "retry_after_seconds")
-	require.Equal(t, map[string]any{
-		"error": "token_limit_exceeded", "window": "5h0m0s", "tokens_used": 150.0, "token_limit": 100.0,
-		"window_end": "2026-01-18T17:00:00Z", "retry_after_seconds": 17940.0,
-	}, m)
+	m := apiError(t, body, "rate_limit_error")
+	require.Equal(t, "rate_limit_exceeded", m["code"])
+	require.Equal(t, "key "+k.ID+" is over its 5h0m0s token window: 100 tokens; retry after 4h59m0s", m["message"])
 	require.Equal(t, hits, e.up.hits.Load(), "a refused request reached the upstream")
 
 	e.clock.Advance(wait)
@@ -157,7 +157,7 @@ func TestNothingRecorded(t *testing.T) {
 	e.up.srv.Close()
 	resp, body = e.call("POST", "/v1/chat/completions", secret, fakeReq{Input: 5})
 	require.Equal(t, http.StatusBadGateway, resp.StatusCode)
-	require.Equal(t, "upstream_unavailable", decode(t, body, "error", "message")["error"])
+	require.Equal(t, "upstream_unavailable", apiError(t, body, "api_error")["code"])
 	require.Zero(t, e.usage(k.ID).Used)
 }
 
@@ -226,7 +226,7 @@ func TestJSONDialects(t *testing.T) {
 	require.Equal(t, anthropicJSON(10, 20), string(body))
 	require.EqualValues(t, 37, e.usage(k.ID).Used)
 
-	req := e.request("GET", "/gzip", secret, nil)
+	req := e.request("POST", "/gzip", secret, nil)
 	req.Header.Set("Accept-Encoding", "br") // not forwarded
 	resp, body = e.do(req)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -306,10 +306,8 @@ func TestWindows(t *testing.T) {
 	resp, body = e.call("POST", "/v1/chat/completions", secret, fakeReq{Input: 1})
 	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, string(body))
 	require.Equal(t, "68400", resp.Header.Get("Retry-After"))
-	require.Equal(t, map[string]any{
-		"error": "token_limit_exceeded", "window": "24h0m0s", "tokens_used": 150.0, "token_limit": 100.0,
-		"window_end": "2026-01-19T12:00:00Z", "retry_after_seconds": 68400.0,
-	}, decode(t, body, "error", "window", "tokens_used", "token_limit", "window_end", "retry_after_seconds"))
+	require.Equal(t, "key "+k.ID+" is over its 24h0m0s token window: 100 tokens; retry after 19h0m0s",
+		apiError(t, body, "rate_limit_error")["message"])
 
 	_, body = e.call("GET", DefaultStatsPath, secret, nil)
 	day := map[string]any{"window": "24h0m0s", "used": 150.0, "limit": 100.0, "remaining": 0.0,
@@ -333,7 +331,7 @@ func TestWindows(t *testing.T) {
 // the RateLimit fields; a denied request does not reach the upstream.
 func TestRequestRate(t *testing.T) {
 	e := newEnv(t, Options{RPS: 1, Burst: 2})
-	_, secretA := e.key("a", 1000)
+	kA, secretA := e.key("a", 1000)
 	_, secretB := e.key("b", 1000)
 	for i := range 2 {
 		resp, body := e.call("POST", "/v1/chat/completions", secretA, fakeReq{Input: 1})
@@ -341,13 +339,16 @@ func TestRequestRate(t *testing.T) {
 		require.Equal(t, `"requests";q=2;w=2`, resp.Header.Get("RateLimit-Policy"))
 		require.Contains(t, resp.Header.Get("RateLimit"), `"requests";r=`+[]string{"1", "0"}[i])
 	}
-	resp, body := e.call("POST", "/v1/chat/completions", secretA, fakeReq{Input: 1})
+	// A model call refused by the rate is charged nothing, not its
+	// reservation.
+	resp, body := e.call("POST", "/v1/chat/completions", secretA, fakeReq{Model: "gpt-4o", MaxTokens: 10, Input: 1})
 	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	require.EqualValues(t, 2, e.usage(kA.ID).Used)
+	require.Zero(t, e.usage(kA.ID).InFlight)
 	require.Equal(t, "1", resp.Header.Get("Retry-After"))
 	require.Equal(t, `"requests";r=0;t=1`, resp.Header.Get("RateLimit"))
-	var denial map[string]any
-	require.NoError(t, json.Unmarshal(body, &denial))
-	require.Equal(t, "rate_limited", denial["error"])
+	require.Equal(t, "rate_limit_exceeded", apiError(t, body, "rate_limit_error")["code"])
+	require.Empty(t, resp.Header.Get("X-Should-Retry"))
 	require.EqualValues(t, 2, e.up.hits.Load())
 
 	resp, _ = e.call("POST", "/v1/chat/completions", secretB, fakeReq{Input: 1})
@@ -413,6 +414,10 @@ func TestUpstreamPrefix(t *testing.T) {
 	resp, _ := e.call("GET", "/v1/models?limit=2", secret, nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Equal(t, "/api/v1/models?limit=2", got.Load())
+	require.Zero(t, e.usage(k.ID).Used, "a GET is never charged tokens")
+	resp, _ = e.call("POST", "/v1/embeddings", secret, fakeReq{})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "/api/v1/embeddings", got.Load())
 	require.EqualValues(t, 5, e.usage(k.ID).Used)
 }
 
@@ -455,6 +460,8 @@ func TestNewErrors(t *testing.T) {
 		{Upstream: e.up.url(t), RPS: -1},
 		{Upstream: e.up.url(t), RPS: 1, Burst: -1},
 		{Upstream: e.up.url(t), MaxJSONBody: -1},
+		{Upstream: e.up.url(t), MaxRequestBody: -1},
+		{Upstream: e.up.url(t), DefaultMaxTokens: -1},
 	} {
 		_, err := New(e.db, opts)
 		require.ErrorIs(t, err, ratestore.ErrInvalid, "%+v", opts)
@@ -486,6 +493,10 @@ type fakeReq struct {
 	// Gate makes a stream wait, after its first event, until the test
 	// closes upstream.gate.
 	Gate bool `json:"gate"`
+	// Model and MaxTokens are what a model call names: the gateway
+	// reserves tokens for a request that names a model.
+	Model     string `json:"model,omitempty"`
+	MaxTokens int64  `json:"max_tokens,omitempty"`
 }
 
 // upstream is a fake model API speaking OpenAI's and Anthropic's dialects,
@@ -527,6 +538,14 @@ func newUpstream(t testing.TB) *upstream {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusInternalServerError)
 		io.WriteString(w, `{"error":{"message":"overloaded"},"usage":{"total_tokens":999}}`)
+	})
+	mux.HandleFunc("/hang", func(w http.ResponseWriter, r *http.Request) {
+		u.request(w, r)
+		<-r.Context().Done() // never answers; the gateway gives up
+	})
+	mux.HandleFunc("POST /v1beta/", func(w http.ResponseWriter, r *http.Request) {
+		u.request(w, r)
+		writeBody(w, "application/json", `{"candidates":[]}`) // no usage the gateway reads
 	})
 	mux.HandleFunc("/nousage", func(w http.ResponseWriter, r *http.Request) {
 		u.request(w, r)
@@ -769,6 +788,22 @@ func decode(t testing.TB, body []byte, fields ...string) map[string]any {
 	}
 	require.ElementsMatch(t, fields, got, string(body))
 	return m
+}
+
+// apiError decodes an error body of the gateway, requiring its shape
+// ({"type":"error","error":{"type","code","message"}}) and error type typ,
+// and returns its "error" object.
+func apiError(t testing.TB, body []byte, typ string) map[string]any {
+	t.Helper()
+	m := decode(t, body, "type", "error")
+	require.Equal(t, "error", m["type"])
+	inner, ok := m["error"].(map[string]any)
+	require.True(t, ok, string(body))
+	require.Len(t, inner, 3, string(body))
+	require.Equal(t, typ, inner["type"], string(body))
+	require.NotEmpty(t, inner["code"])
+	require.NotEmpty(t, inner["message"])
+	return inner
 }
 
 // syncBuffer is a buffer safe for concurrent writes, for logs.

@@ -30,14 +30,30 @@ const (
 // gatewayHelp is the help text of the gateway command.
 const gatewayHelp = `A reverse proxy in front of a model API that meters tokens per API key (see
 package gateway). Callers send their ratestore secret as "Authorization:
-Bearer <secret>" or "X-API-Key: <secret>": unknown keys get 401, disabled or
-expired ones 403, keys past the limit of one of their token windows 429 with
-Retry-After. A key's request rate, max concurrent and models (keys create
---rpm, --max-concurrent, --models) are not enforced here yet; --rps limits
-every key's request rate alike. The tokens of each response (OpenAI's
+Bearer <secret>", "X-API-Key: <secret>" or "x-goog-api-key: <secret>".
+Each key's whole policy is enforced (keys create --limit/--window, --rpm,
+--max-concurrent, --models): unknown keys get 401, disabled or expired ones
+and models the key may not use 403, a request over a token window, the
+request rate or the concurrency cap 429 with Retry-After (and
+x-should-retry: false when waiting will not help within a minute, so that the
+SDKs fail at once). Errors have the body the official SDKs read:
+{"type":"error","error":{"type","code","message"}}. --rps limits every key's
+request rate alike, on top.
+
+A model call (a request whose JSON body or Gemini path names a model) reserves
+request bytes/4 + its max_tokens (max_output_tokens, max_completion_tokens,
+generationConfig.maxOutputTokens), or --default-max-tokens, in every window
+while it runs; at its end the tokens the response reports (OpenAI's
 usage.total_tokens, Anthropic's input_tokens + output_tokens; JSON or
-streamed) are recorded against the key, in every window. GET --stats-path
-shows callers their own usage.
+streamed) are charged instead. When no usage can be read (the upstream failed,
+timed out or broke off a stream, the caller hung up) the reservation is
+charged and logged at warn as estimated. GET, HEAD and DELETE are never
+charged tokens but count against the request rate and concurrency. Request
+bodies over --max-request-body get 413. The upstream gets --connect-timeout
+to accept a connection, --first-byte-timeout to send its response header
+(504 when it does not) and --idle-timeout between reads of a response body (a
+stream silent longer is ended); 0 means no bound. GET --stats-path shows
+callers their own usage.
 
 The callers' key fields are never forwarded. The upstream's own credential
 comes from --upstream-key or, better (a flag shows in the process list), from
@@ -69,6 +85,11 @@ func gatewayCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 	statsPath := fs.String("stats-path", gateway.DefaultStatsPath, "the `path` that shows callers their own usage (default "+gateway.DefaultStatsPath+")")
 	durability := fs.String("durability", ratestore.Sync.String(), "the durability `mode`: sync, usage on disk as each request ends (the default), or async, written every 100ms (a crash loses the last)")
 	shutdown := fs.Duration("shutdown-timeout", defaultShutdown, "how long requests in flight may take to finish when stopped (default 30s)")
+	maxTokens := fs.Int64("default-max-tokens", gateway.DefaultMaxTokens, "the output `tokens` reserved for a model call that names no max_tokens (default 4096)")
+	maxBody := fs.Int64("max-request-body", gateway.DefaultMaxRequestBody, "the largest request body, in `bytes`; larger ones get 413 (default 32 MiB)")
+	connect := fs.Duration("connect-timeout", gateway.DefaultConnectTimeout, "how long connecting to the upstream may take (default 10s; 0: no bound)")
+	firstByte := fs.Duration("first-byte-timeout", gateway.DefaultFirstByteTimeout, "how long the upstream may take to send its response header, after which the caller gets 504 (default 10m: a non-streamed response's header comes after the whole generation; 0: no bound)")
+	idle := fs.Duration("idle-timeout", gateway.DefaultIdleTimeout, "how long the upstream may leave a response body silent between reads; a stream silent longer is ended (default 1m; 0: no bound)")
 	return func([]string) error {
 		const cmd = "gateway"
 		u, err := url.Parse(*upstream)
@@ -81,6 +102,12 @@ func gatewayCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 			return usagef(cmd, "%s: --rps %v --burst %d: want a rate >= 0, and a burst >= 0 only with a rate", cmd, *rps, *burst)
 		case *shutdown <= 0:
 			return usagef(cmd, "%s: --shutdown-timeout %v: want a positive duration", cmd, *shutdown)
+		case *maxTokens <= 0:
+			return usagef(cmd, "%s: --default-max-tokens %d: want a positive number", cmd, *maxTokens)
+		case *maxBody <= 0:
+			return usagef(cmd, "%s: --max-request-body %d: want a positive number of bytes", cmd, *maxBody)
+		case *connect < 0 || *firstByte < 0 || *idle < 0:
+			return usagef(cmd, "%s: --connect-timeout %v --first-byte-timeout %v --idle-timeout %v: want durations >= 0", cmd, *connect, *firstByte, *idle)
 		}
 		var dur ratestore.Durability
 		switch *durability {
@@ -107,6 +134,8 @@ func gatewayCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 		g, err := gateway.New(db, gateway.Options{
 			Upstream: u, UpstreamKey: key, UpstreamKeyHeader: *keyHeader,
 			RPS: *rps, Burst: *burst, StatsPath: *statsPath, Logger: log,
+			DefaultMaxTokens: *maxTokens, MaxRequestBody: *maxBody,
+			ConnectTimeout: noBound(*connect), FirstByteTimeout: noBound(*firstByte), IdleTimeout: noBound(*idle),
 		})
 		var ln net.Listener
 		if err == nil {
@@ -119,6 +148,15 @@ func gatewayCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 		out := gatewayOut{ln.Addr().String(), u.Redacted(), *statsPath, *rps, *burst, dur.String()}
 		return c.serve(ln, g, db, log, *shutdown, out)
 	}
+}
+
+// noBound maps a timeout flag to its gateway.Options field: 0 (no bound)
+// is negative there, where 0 means the default.
+func noBound(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // openServing opens the database of the global flags for a server: with

@@ -136,9 +136,9 @@ func TestGatewayCommand(t *testing.T) {
 	require.Equal(t, "127.0.0.1", host)
 	base := "http://" + g.out.Listen
 
-	call := func(path, secret string) (*http.Response, string) {
+	call := func(method, path, secret string) (*http.Response, string) {
 		t.Helper()
-		req, err := http.NewRequest("GET", base+path, nil)
+		req, err := http.NewRequest(method, base+path, nil)
 		require.NoError(t, err)
 		req.Header.Set("Authorization", "Bearer "+secret)
 		resp, err := http.DefaultClient.Do(req)
@@ -148,21 +148,21 @@ func TestGatewayCommand(t *testing.T) {
 		require.NoError(t, err)
 		return resp, string(b)
 	}
-	resp, body := call("/v1/chat/completions", created.Secret)
+	resp, body := call("POST", "/v1/chat/completions", created.Secret)
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
 	require.NotEmpty(t, resp.Header.Get("RateLimit"))
 	auth, _ := gotAuth.Load("/v1/chat/completions")
 	require.Equal(t, "Bearer sk-upstream", auth)
-	resp, body = call("/stats", created.Secret)
+	resp, body = call("GET", "/stats", created.Secret)
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
 	var st gateway.Stats
 	require.NoError(t, json.Unmarshal([]byte(body), &st))
 	require.Equal(t, created.Key.ID, st.KeyID)
-	resp, _ = call("/v1/chat/completions", "rsk_nobody")
+	resp, _ = call("POST", "/v1/chat/completions", "rsk_nobody")
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 
 	// A stream in flight when the command is stopped.
-	req, err := http.NewRequest("GET", base+"/slow", nil)
+	req, err := http.NewRequest("POST", base+"/slow", nil)
 	require.NoError(t, err)
 	req.Header.Set("X-Api-Key", created.Secret)
 	slow, err := http.DefaultClient.Do(req)
@@ -207,6 +207,9 @@ func TestGatewayUsageErrors(t *testing.T) {
 		{[]string{"gateway", "--upstream", "http://x", "--durability", "never"}, `--durability "never"`},
 		{[]string{"gateway", "--upstream", "http://x", "--shutdown-timeout", "0s"}, "--shutdown-timeout 0s"},
 		{[]string{"gateway", "--upstream", "http://x", "extra"}, "want no arguments"},
+		{[]string{"gateway", "--upstream", "http://x", "--default-max-tokens", "0"}, "--default-max-tokens 0"},
+		{[]string{"gateway", "--upstream", "http://x", "--max-request-body", "-1"}, "--max-request-body -1"},
+		{[]string{"gateway", "--upstream", "http://x", "--idle-timeout", "-1s"}, "want durations >= 0"},
 	} {
 		r := e.run(c.args...)
 		require.Equal(t, exitUsage, r.code, "%v: %s", c.args, r.stderr)
@@ -242,9 +245,14 @@ func TestGatewayDefaults(t *testing.T) {
 	require.Equal(t, "127.0.0.1:8080", fs.Lookup("listen").DefValue)
 	require.Equal(t, "sync", fs.Lookup("durability").DefValue)
 	require.Equal(t, "/stats", fs.Lookup("stats-path").DefValue)
+	require.Equal(t, "4096", fs.Lookup("default-max-tokens").DefValue)
+	require.Equal(t, "10s", fs.Lookup("connect-timeout").DefValue)
+	require.Equal(t, "10m0s", fs.Lookup("first-byte-timeout").DefValue)
+	require.Equal(t, "1m0s", fs.Lookup("idle-timeout").DefValue)
 	r := runArgs(false, "help", "gateway")
 	require.Equal(t, exitOK, r.code)
-	for _, s := range []string{"127.0.0.1:8080", upstreamKeyEnv, "--upstream-key-header", "loopback"} {
+	for _, s := range []string{"127.0.0.1:8080", upstreamKeyEnv, "--upstream-key-header", "loopback",
+		"--default-max-tokens", "--max-request-body", "--connect-timeout", "--first-byte-timeout", "--idle-timeout", "x-should-retry"} {
 		require.Contains(t, r.stdout, s)
 	}
 }

@@ -1,0 +1,192 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ratestore/ratestore/httplimit"
+	"github.com/ratestore/ratestore/keystore"
+)
+
+// The error types of the gateway's own answers, as the official SDKs
+// know them.
+const (
+	typeAuth       = "authentication_error"
+	typePermission = "permission_error"
+	typeRate       = "rate_limit_error"
+	typeInvalid    = "invalid_request_error"
+	typeAPI        = "api_error"
+)
+
+// maxRetryWait is the longest wait after which a refused request is worth
+// retrying by a client by itself: beyond it, x-should-retry: false.
+const maxRetryWait = 60 * time.Second
+
+// concurrencyRetry is the Retry-After of a request refused by a key's cap
+// on requests in flight (see deny).
+const concurrencyRetry = time.Second
+
+// errorBody is the body of the gateway's own errors:
+// {"type":"error","error":{"type","code","message"}}, which the OpenAI,
+// Anthropic and other SDKs read.
+type errorBody struct {
+	Type  string      `json:"type"`
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Type    string `json:"type"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func writeError(w http.ResponseWriter, status int, typ, code, msg string) {
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", "Bearer")
+	}
+	writeJSON(w, status, errorBody{Type: "error", Error: errorDetail{Type: typ, Code: code, Message: msg}})
+}
+
+// retryFields sets Retry-After (seconds, rounded up, at least 1) when
+// wait >= 0, and x-should-retry: false when waiting will not help within
+// maxRetryWait.
+func retryFields(h http.Header, wait time.Duration) {
+	if wait >= 0 {
+		h.Set("Retry-After", strconv.FormatInt(max(1, ceilSeconds(wait)), 10))
+	}
+	if wait < 0 || wait > maxRetryWait {
+		h.Set("X-Should-Retry", "false")
+	}
+}
+
+// roundWait is wait rounded up to the second, for messages.
+func roundWait(wait time.Duration) time.Duration {
+	return time.Duration(max(1, ceilSeconds(wait))) * time.Second
+}
+
+// deny answers a request of key k that d refused; reserve is the tokens
+// it asked to reserve.
+func (g *Gateway) deny(x *exchange, k keystore.Key, d *keystore.Denial, reserve int64) {
+	id := k.ID
+	retry := ""
+	if d.RetryAfter > 0 {
+		retry = fmt.Sprintf("; retry after %v", roundWait(d.RetryAfter))
+	}
+	switch d.Reason {
+	case "unknown":
+		writeError(x, http.StatusUnauthorized, typeAuth, "invalid_api_key", "the API key is not known to this gateway")
+		return
+	case "disabled":
+		writeError(x, http.StatusForbidden, typePermission, "key_disabled", fmt.Sprintf("key %s is disabled", id))
+		return
+	case "expired":
+		msg := fmt.Sprintf("key %s has expired", id)
+		if !k.ExpiresAt.IsZero() {
+			msg = fmt.Sprintf("key %s expired at %s", id, k.ExpiresAt.UTC().Format(time.RFC3339))
+		}
+		writeError(x, http.StatusForbidden, typePermission, "key_expired", msg)
+		return
+	case "model":
+		msg := fmt.Sprintf("key %s may not use model %q", id, x.model)
+		if len(k.Policy.Models) > 0 {
+			msg += "; it may use " + strings.Join(k.Policy.Models, ", ")
+		}
+		writeError(x, http.StatusForbidden, typePermission, "model_not_allowed", msg)
+		return
+	}
+	var msg string
+	wait := d.RetryAfter
+	switch d.Reason {
+	case "window":
+		window, limit := strings.TrimPrefix(d.Limit, "window "), int64(-1)
+		for _, w := range k.Policy.Windows {
+			if w.Window.String() == window {
+				limit = w.Limit
+			}
+		}
+		switch {
+		case d.RetryAfter < 0:
+			msg = fmt.Sprintf("key %s: this request reserves %d tokens (request bytes/4 + its maximum output), more than its %s token window allows (%d tokens); ask for fewer output tokens",
+				id, reserve, window, limit)
+		default:
+			msg = fmt.Sprintf("key %s is over its %s token window: %d tokens%s", id, window, limit, retry)
+		}
+	case "rate":
+		msg = fmt.Sprintf("key %s is over its request rate: %s%s", id, d.Limit, retry)
+	case "concurrency":
+		// A slot frees when a request in flight ends, which nothing can
+		// foresee; the key store's RetryAfter is the end of the oldest
+		// lease, a bound, not an estimate. Ask for a short wait instead,
+		// which the SDKs' own retries honour.
+		wait = concurrencyRetry
+		msg = fmt.Sprintf("key %s is at its limit of %s; retry shortly", id, d.Limit)
+	default:
+		msg = fmt.Sprintf("key %s is over a limit: %s%s", id, d.Limit, retry)
+	}
+	retryFields(x.Header(), wait)
+	writeError(x, http.StatusTooManyRequests, typeRate, "rate_limit_exceeded", msg)
+}
+
+// denyRate is the Deny of the Options.RPS middleware: the gateway's error
+// body, with the RateLimit fields httplimit has set.
+func denyRate(w http.ResponseWriter, r *http.Request, d httplimit.Decision) {
+	if d.Status != http.StatusTooManyRequests {
+		writeError(w, d.Status, typeAPI, "rate_limit_failed", "the gateway could not apply its request rate; retry later")
+		return
+	}
+	id := ""
+	if x := exchangeOf(r.Context()); x != nil {
+		id = x.keyID
+	}
+	wait := d.Result.RetryAfter
+	w.Header().Del("Retry-After")
+	retryFields(w.Header(), wait)
+	writeError(w, http.StatusTooManyRequests, typeRate, "rate_limit_exceeded",
+		fmt.Sprintf("key %s is over the gateway's request rate (--rps); retry after %v", id, roundWait(wait)))
+}
+
+// requestJSON is what the gateway reads of a request body: the model and
+// the maximum output of OpenAI's, Anthropic's and Gemini's requests.
+type requestJSON struct {
+	Model               string `json:"model"`
+	MaxTokens           *int64 `json:"max_tokens"`
+	MaxOutputTokens     *int64 `json:"max_output_tokens"`
+	MaxCompletionTokens *int64 `json:"max_completion_tokens"`
+	GenerationConfig    *struct {
+		MaxOutputTokens *int64 `json:"maxOutputTokens"`
+	} `json:"generationConfig"`
+}
+
+// requestModel returns the model a request asks for, from the Gemini path
+// (/v1beta/models/{model}:generateContent or :streamGenerateContent) or
+// the "model" field of its JSON body, and the maximum output the body
+// names (0 when none). A request that names no model is "" (not a model
+// call: nothing is reserved).
+func requestModel(urlPath string, body []byte) (model string, maxTokens int64) {
+	if i := strings.LastIndex(urlPath, "/models/"); i >= 0 {
+		m, action, ok := strings.Cut(urlPath[i+len("/models/"):], ":")
+		if ok && (action == "generateContent" || action == "streamGenerateContent") && m != "" {
+			model = m
+		}
+	}
+	var q requestJSON
+	if len(body) > 0 && json.Unmarshal(body, &q) == nil {
+		if model == "" {
+			model = q.Model
+		}
+		for _, n := range []*int64{q.MaxTokens, q.MaxOutputTokens, q.MaxCompletionTokens} {
+			if n != nil && *n > 0 {
+				maxTokens = *n
+				break
+			}
+		}
+		if maxTokens == 0 && q.GenerationConfig != nil && q.GenerationConfig.MaxOutputTokens != nil && *q.GenerationConfig.MaxOutputTokens > 0 {
+			maxTokens = *q.GenerationConfig.MaxOutputTokens
+		}
+	}
+	return model, maxTokens
+}
