@@ -276,6 +276,10 @@ type exchange struct {
 	charged   bool // the request may be charged tokens: not GET, DELETE, HEAD, OPTIONS
 	estimated bool // the tokens charged are the reservation: no usage could be read
 
+	// stripUsage: the gateway asked the upstream for the stream's usage,
+	// which the caller did not (askUsage), and takes it out of the stream.
+	stripUsage bool
+
 	// What the upstream answered, and what the response's meter found
 	// once its body ended, to charge when the request is done.
 	forwarded        bool // the request was sent upstream (not refused by Options.RPS)
@@ -379,6 +383,10 @@ func (g *Gateway) serve(x *exchange, r *http.Request) {
 			}
 			x.reserve = satAdd(int64(len(body))/4, maxTokens)
 		}
+	}
+	if asked, ok := askUsage(r.URL.Path, body); ok {
+		x.stripUsage = true
+		r.ContentLength, r.Body = int64(len(asked)), io.NopCloser(bytes.NewReader(asked))
 	}
 	a, err := g.keys.Admit(r.Context(), secret, keystore.Request{Model: x.model, Reserve: x.reserve})
 	if a == nil {
@@ -653,6 +661,10 @@ func (g *Gateway) modifyResponse(res *http.Response) error {
 		x.metered, x.reported, x.found, x.tooLarge, x.complete = true, tokens, found, tooLarge, m.eof
 	})
 	res.Body = m
+	if x.stripUsage && k == kindSSE {
+		res.Body = newStripUsage(m, g.maxEvent)
+		withoutLength(res)
+	}
 	return nil
 }
 

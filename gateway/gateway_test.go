@@ -166,17 +166,26 @@ func TestNothingRecorded(t *testing.T) {
 // and the usage of its final events is recorded: OpenAI's last chunk, and
 // Anthropic's message_start plus message_delta, each counted once.
 func TestStreaming(t *testing.T) {
+	chat := openAIStream(11, 29)
 	for _, c := range []struct {
-		path   string
-		events []string
+		name, path string
+		usage      bool // the request asks for the usage chunk (OpenAI)
+		events     []string
 	}{
-		{"/v1/chat/completions", openAIStream(11, 29)},
-		{"/v1/messages", anthropicStream(11, 29)},
+		{"chat/completions", "/v1/chat/completions", true, chat},
+		// The gateway asks for the usage on the caller's behalf and takes
+		// its chunk out: the caller sees the rest byte for byte.
+		{"chat/completions without usage", "/v1/chat/completions", false, append(chat[:4:4], chat[5])},
+		{"messages", "/v1/messages", false, anthropicStream(11, 29)},
 	} {
-		t.Run(strings.TrimPrefix(c.path, "/v1/"), func(t *testing.T) {
+		t.Run(c.name, func(t *testing.T) {
 			e := newEnv(t, Options{})
 			k, secret := e.key("k", 1000)
-			resp, err := e.client.Do(e.request("POST", c.path, secret, fakeReq{Stream: true, Gate: true, Input: 11, Output: 29}))
+			req := fakeReq{Stream: true, Gate: true, Input: 11, Output: 29}
+			if c.usage {
+				req.StreamOptions = map[string]bool{"include_usage": true}
+			}
+			resp, err := e.client.Do(e.request("POST", c.path, secret, req))
 			require.NoError(t, err)
 			defer resp.Body.Close()
 			require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -497,6 +506,9 @@ type fakeReq struct {
 	// reserves tokens for a request that names a model.
 	Model     string `json:"model,omitempty"`
 	MaxTokens int64  `json:"max_tokens,omitempty"`
+	// StreamOptions is OpenAI's: {"include_usage": true} asks a stream for
+	// its usage chunk.
+	StreamOptions map[string]bool `json:"stream_options,omitempty"`
 }
 
 // upstream is a fake model API speaking OpenAI's and Anthropic's dialects,
