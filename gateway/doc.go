@@ -113,13 +113,18 @@
 // The tokens are read from a "usage" object at the top of a JSON document,
 // or inside its "message" (Anthropic's message_start) or "response"
 // (OpenAI's Responses API events): total_tokens when present (OpenAI),
-// else input_tokens + output_tokens (Anthropic; prompt_tokens and
-// completion_tokens count as those). In a stream each count is cumulative,
-// so the latest value of each wins: Anthropic's message_start reports
-// input_tokens, its message_delta the final output_tokens, and the tokens
-// are their sum, each counted once. Anthropic's cache_* input counts are
-// not added. An OpenAI stream reports usage in its last chunk when the
-// request asks for it (stream_options.include_usage).
+// else input_tokens + output_tokens + cache_creation_input_tokens +
+// cache_read_input_tokens (Anthropic, which counts its prompt cache apart
+// from input_tokens; prompt_tokens and completion_tokens count as input
+// and output, and OpenAI's prompt_tokens already include cached ones). In
+// a stream each count is cumulative, so the latest value of each wins:
+// Anthropic's message_start reports the input and cache tokens, its
+// message_delta the final output_tokens, and the tokens are their sum,
+// each counted once. An OpenAI chat or completions stream reports usage in
+// its last chunk only when the request asks for it
+// (stream_options.include_usage): when the caller did not, the gateway
+// asks on its behalf and takes that chunk out of the stream the caller
+// sees, which is otherwise passed on byte for byte.
 //
 // Every admission is finished exactly once, when the request is done: at
 // the end of the response, when the upstream failed or broke off, when the

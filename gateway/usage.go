@@ -227,13 +227,17 @@ func (s *sseParser) flush(t *tally) {
 
 // usageJSON is a usage object: OpenAI's (prompt, completion and total
 // tokens; input, output and total in the Responses API) or Anthropic's
-// (input and output tokens).
+// (input and output tokens, and the prompt-cache tokens, which Anthropic
+// counts apart from input_tokens where OpenAI's prompt_tokens includes
+// them).
 type usageJSON struct {
-	TotalTokens      *int64 `json:"total_tokens"`
-	InputTokens      *int64 `json:"input_tokens"`
-	OutputTokens     *int64 `json:"output_tokens"`
-	PromptTokens     *int64 `json:"prompt_tokens"`
-	CompletionTokens *int64 `json:"completion_tokens"`
+	TotalTokens              *int64 `json:"total_tokens"`
+	InputTokens              *int64 `json:"input_tokens"`
+	OutputTokens             *int64 `json:"output_tokens"`
+	PromptTokens             *int64 `json:"prompt_tokens"`
+	CompletionTokens         *int64 `json:"completion_tokens"`
+	CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     *int64 `json:"cache_read_input_tokens"`
 }
 
 // envelope is where a JSON document may hold a usage object: at its top
@@ -254,7 +258,9 @@ type envelope struct {
 // cumulative, so the latest of each wins.
 type tally struct {
 	total, input, output          int64
+	cacheWrite, cacheRead         int64
 	hasTotal, hasInput, hasOutput bool
+	hasCacheWrite, hasCacheRead   bool
 }
 
 // addJSON adds the usage of one JSON document, if it holds any.
@@ -279,6 +285,8 @@ func (t *tally) add(u *usageJSON) {
 	set(&t.total, &t.hasTotal, u.TotalTokens)
 	set(&t.input, &t.hasInput, u.InputTokens, u.PromptTokens)
 	set(&t.output, &t.hasOutput, u.OutputTokens, u.CompletionTokens)
+	set(&t.cacheWrite, &t.hasCacheWrite, u.CacheCreationInputTokens)
+	set(&t.cacheRead, &t.hasCacheRead, u.CacheReadInputTokens)
 }
 
 // set sets *v to the first of counts that is there and not negative.
@@ -292,16 +300,19 @@ func set(v *int64, has *bool, counts ...*int64) {
 }
 
 // tokens returns the tokens reported: total_tokens when there is one, else
-// input plus output tokens; found is false when no usage was reported.
+// input plus output tokens plus Anthropic's cache writes and reads (added
+// up saturating); found is false when no usage was reported.
 func (t *tally) tokens() (n int64, found bool) {
 	switch {
 	case t.hasTotal:
 		return t.total, true
-	case t.hasInput || t.hasOutput:
-		if s := t.input + t.output; s >= t.input {
-			return s, true
+	case t.hasInput || t.hasOutput || t.hasCacheWrite || t.hasCacheRead:
+		for _, c := range [...]int64{t.input, t.output, t.cacheWrite, t.cacheRead} {
+			if n += c; n < c {
+				return 1<<63 - 1, true
+			}
 		}
-		return 1<<63 - 1, true
+		return n, true
 	}
 	return 0, false
 }

@@ -119,6 +119,9 @@ func TestJSONUsage(t *testing.T) {
 		{openAIJSON(3, 4), 7, true},
 		{anthropicJSON(10, 20), 30, true},
 		{`{"usage":{"prompt_tokens":5,"completion_tokens":6}}`, 11, true},
+		// Anthropic counts prompt-cache tokens apart from input_tokens.
+		{`{"type":"message","usage":{"input_tokens":10,"cache_creation_input_tokens":200,"cache_read_input_tokens":3000,"output_tokens":20}}`, 3230, true},
+		{`{"usage":{"input_tokens":0,"cache_read_input_tokens":7,"output_tokens":1,"cache_creation_input_tokens":null}}`, 8, true},
 		{`{"usage":{"total_tokens":0}}`, 0, true},
 		{`{"data":[]}`, 0, false},
 		{`{"usage":{"total_tokens":5}`, 0, false},
@@ -201,4 +204,10 @@ func TestTallySaturates(t *testing.T) {
 	require.True(t, found)
 	require.Equal(t, int64(1<<63-1), n)
 	require.False(t, bytes.Contains(nil, usageWord))
+
+	tl = tally{}
+	tl.addJSON([]byte(`{"usage":{"input_tokens":1,"cache_read_input_tokens":9223372036854775807}}`))
+	n, found = tl.tokens()
+	require.True(t, found)
+	require.Equal(t, int64(1<<63-1), n, "cache tokens saturate too")
 }

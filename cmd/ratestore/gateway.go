@@ -44,8 +44,9 @@ A model call (a request whose JSON body or Gemini path names a model) reserves
 request bytes/4 + its max_tokens (max_output_tokens, max_completion_tokens,
 generationConfig.maxOutputTokens), or --default-max-tokens, in every window
 while it runs; at its end the tokens the response reports (OpenAI's
-usage.total_tokens, Anthropic's input_tokens + output_tokens; JSON or
-streamed) are charged instead. When no usage can be read (the upstream failed,
+usage.total_tokens, Anthropic's input, output and prompt-cache tokens; JSON or
+streamed, with the usage of an OpenAI stream asked for when the caller did not)
+are charged instead. When no usage can be read (the upstream failed,
 timed out or broke off a stream, the caller hung up) the reservation is
 charged and logged at warn as estimated. GET, HEAD and DELETE are never
 charged tokens but count against the request rate and concurrency. Request
