@@ -155,15 +155,16 @@ func (s *Store) Admit(ctx context.Context, secret string, req Request) (*Admissi
 	if err != nil {
 		return nil, err
 	}
-	if err := s.settle(ctx, e); err != nil {
-		return nil, err
-	}
 	var a *Admission
 	err = s.db.Update(ctx, func(b *ratestore.Batch) error {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		if e.rec.gone {
 			return &Denial{Reason: "unknown", RetryAfter: -1, err: ErrNotFound}
+		}
+		// Before the checks, which count it; it stands even if they refuse.
+		if err := s.mergePending(ctx, b, e); err != nil {
+			return err
 		}
 		now := s.now()
 		if err := e.admits(ctx, b, req, now); err != nil {

@@ -432,11 +432,14 @@ func (s *Store) windowUsage(ctx context.Context, e *entry, i int) (WindowUsage, 
 	return wu, nil
 }
 
-// change runs fn on key id, after merging its pending legacy usage, in a
-// Batch and under the key's lock, then writes its record if fn reports
+// change runs fn on key id, after merging its pending legacy usage in the
+// same commit, in a Batch and under the key's lock, then writes its record if fn reports
 // that it changed it. An error from fn commits nothing of the record.
 func (s *Store) change(ctx context.Context, id string, fn func(b *ratestore.Batch, e *entry, now int64) (bool, error)) error {
-	e, err := s.settled(ctx, id)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	e, err := s.find(id)
 	if err != nil {
 		return err
 	}
@@ -446,10 +449,8 @@ func (s *Store) change(ctx context.Context, id string, fn func(b *ratestore.Batc
 		if e.rec.gone {
 			return notFound(id)
 		}
-		if e.rec.legacy { // imported again since settled: cannot be, but merge rather than lose it
-			if err := s.mergeLegacy(ctx, b, e); err != nil {
-				return err
-			}
+		if err := s.mergePending(ctx, b, e); err != nil {
+			return err
 		}
 		changed, err := fn(b, e, s.now())
 		if err != nil || !changed {

@@ -219,11 +219,20 @@ func (s *Store) settle(ctx context.Context, e *entry) error {
 	return s.db.Update(ctx, func(b *ratestore.Batch) error {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		if e.rec.gone || !e.rec.legacy {
-			return nil // merged or deleted meanwhile
+		if e.rec.gone {
+			return nil // deleted meanwhile
 		}
-		return s.mergeLegacy(ctx, b, e)
+		return s.mergePending(ctx, b, e)
 	})
+}
+
+// mergePending merges e's legacy usage windows in b if any are pending
+// (see mergeLegacy). The caller holds e.mu, inside b's Update.
+func (s *Store) mergePending(ctx context.Context, b *ratestore.Batch, e *entry) error {
+	if !e.rec.legacy {
+		return nil
+	}
+	return s.mergeLegacy(ctx, b, e)
 }
 
 // mergeLegacy merges the legacy usage windows of e into every token window
