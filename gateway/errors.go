@@ -72,6 +72,7 @@ func roundWait(wait time.Duration) time.Duration {
 // it asked to reserve.
 func (g *Gateway) deny(x *exchange, k keystore.Key, d *keystore.Denial, reserve int64) {
 	id := k.ID
+	x.reason = d.Reason
 	retry := ""
 	if d.RetryAfter > 0 {
 		retry = fmt.Sprintf("; retry after %v", roundWait(d.RetryAfter))
@@ -140,7 +141,7 @@ func denyRate(w http.ResponseWriter, r *http.Request, d httplimit.Decision) {
 	}
 	id := ""
 	if x := exchangeOf(r.Context()); x != nil {
-		id = x.keyID
+		id, x.reason = x.keyID, "rps"
 	}
 	wait := d.Result.RetryAfter
 	w.Header().Del("Retry-After")

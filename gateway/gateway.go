@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -115,6 +116,11 @@ type Options struct {
 	// Logger receives a line per request and the failures; nil discards
 	// them.
 	Logger *slog.Logger
+
+	// AdminToken, when set, opens the admin API (under /admin/) and the
+	// metrics (/metrics) to requests that bear it (Authorization: Bearer
+	// <AdminToken>). Without it both answer 404.
+	AdminToken string
 }
 
 // Gateway is the metering reverse proxy, an http.Handler. It is safe for
@@ -133,6 +139,8 @@ type Gateway struct {
 	maxTokens int64
 	idle      time.Duration // 0: none
 	log       *slog.Logger
+	admin     [32]byte // SHA-256 of Options.AdminToken; zero: no admin API
+	metrics   *metrics
 
 	idPrefix string
 	seq      atomic.Uint64
@@ -223,6 +231,10 @@ func New(db *ratestore.DB, opts Options) (*Gateway, error) {
 		}
 		g.next = mw.Wrap(g.proxy)
 	}
+	if opts.AdminToken != "" {
+		g.admin = sha256.Sum256([]byte(opts.AdminToken))
+	}
+	g.metrics = newMetrics()
 	var b [4]byte
 	rand.Read(b[:])
 	g.idPrefix = hex.EncodeToString(b[:]) + "-"
@@ -273,8 +285,9 @@ type exchange struct {
 	adm       *keystore.Admission
 	model     string
 	reserve   int64
-	charged   bool // the request may be charged tokens: not GET, DELETE, HEAD, OPTIONS
-	estimated bool // the tokens charged are the reservation: no usage could be read
+	reason    string // why the gateway refused it: a keystore.Denial's Reason, or ""
+	charged   bool   // the request may be charged tokens: not GET, DELETE, HEAD, OPTIONS
+	estimated bool   // the tokens charged are the reservation: no usage could be read
 
 	// stripUsage: the gateway asked the upstream for the stream's usage,
 	// which the caller did not (askUsage), and takes it out of the stream.
@@ -282,7 +295,9 @@ type exchange struct {
 
 	// What the upstream answered, and what the response's meter found
 	// once its body ended, to charge when the request is done.
-	forwarded        bool // the request was sent upstream (not refused by Options.RPS)
+	forwarded        bool          // the request was sent upstream (not refused by Options.RPS)
+	sent             time.Time     // when it was
+	upLatency        time.Duration // from sent to the upstream's response header
 	upstatus         int
 	metered          bool
 	found, tooLarge  bool
@@ -326,6 +341,10 @@ func exchangeKeyID(r *http.Request) (string, error) {
 
 // ServeHTTP serves one request: see the package documentation.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if isAdminPath(r.URL.Path) {
+		g.serveAdmin(w, r)
+		return
+	}
 	start := time.Now()
 	x := &exchange{ResponseWriter: w, id: g.idPrefix + strconv.FormatUint(g.seq.Add(1), 36)}
 	w.Header().Set(RequestIDHeader, x.id)
@@ -338,8 +357,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if x.adm != nil {
 			g.finish(context.WithoutCancel(r.Context()), x)
 		}
+		g.metrics.end(r, x, time.Since(start))
 		g.logExchange(r, x, start, !completed)
 	}()
+	g.metrics.begin(x)
 	g.serve(x, r)
 	completed = true
 	if x.adm != nil {
@@ -622,7 +643,7 @@ func (g *Gateway) stats(x *exchange, r *http.Request, secret string) {
 // documentation.
 func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	if x := exchangeOf(pr.In.Context()); x != nil {
-		x.forwarded = true
+		x.forwarded, x.sent = true, time.Now()
 	}
 	pr.SetURL(g.upstream)
 	pr.SetXForwarded()
@@ -645,7 +666,7 @@ func (g *Gateway) modifyResponse(res *http.Response) error {
 	if x == nil {
 		return nil
 	}
-	x.upstatus = res.StatusCode
+	x.upstatus, x.upLatency = res.StatusCode, time.Since(x.sent)
 	if cancel, ok := ctx.Value(cancelCtx{}).(context.CancelCauseFunc); ok && g.idle > 0 {
 		res.Body = newIdleBody(res.Body, g.idle, cancel)
 	}
