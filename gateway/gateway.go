@@ -283,6 +283,7 @@ type exchange struct {
 
 	// The admission of the request, and what it was admitted with.
 	adm       *keystore.Admission
+	shadowed  *keystore.Denial // Options.Shadow: the refusal it would have had; served and charged without an admission
 	model     string
 	reserve   int64
 	reason    string // why the gateway refused it: a keystore.Denial's Reason, or ""
@@ -301,8 +302,9 @@ type exchange struct {
 	upstatus         int
 	metered          bool
 	found, tooLarge  bool
-	complete         bool  // the body was read to its end
-	reported, tokens int64 // tokens reported; charged
+	complete         bool        // the body was read to its end
+	reported, tokens int64       // tokens reported; charged
+	counts           tokenCounts // the tokens reported, by type
 }
 
 func (x *exchange) WriteHeader(code int) {
@@ -354,7 +356,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// when a response cannot be copied to its end, and the caller may
 		// have gone away: the admission is finished on a context of its
 		// own.
-		if x.adm != nil {
+		if x.adm != nil || x.shadowed != nil {
 			g.finish(context.WithoutCancel(r.Context()), x)
 		}
 		g.metrics.end(r, x, time.Since(start))
@@ -415,6 +417,7 @@ func (g *Gateway) serve(x *exchange, r *http.Request) {
 		return
 	}
 	x.adm = a
+	g.metrics.admitted(x)
 	if err != nil {
 		// Admitted, just not known to be on disk: serve it.
 		g.log.LogAttrs(r.Context(), slog.LevelWarn, "gateway: admission not known to be durable",
@@ -491,7 +494,13 @@ func (g *Gateway) finish(ctx context.Context, x *exchange) {
 			slog.String("request_id", x.id), slog.String("key_id", x.keyID), slog.String("model", x.model),
 			slog.Int64("tokens", tokens), slog.Bool("estimated", true), slog.Int("upstream_status", x.upstatus))
 	}
-	if _, err := x.adm.Finish(ctx, tokens); err != nil {
+	var err error
+	if x.adm != nil {
+		_, err = x.adm.Finish(ctx, tokens)
+	} else if tokens > 0 { // shadowed: served without an admission
+		_, err = g.keys.RecordUsage(ctx, x.keyID, tokens)
+	}
+	if err != nil {
 		level := slog.LevelError
 		if errors.Is(err, keystore.ErrNotFound) {
 			level = slog.LevelWarn // the key was deleted meanwhile

@@ -254,6 +254,15 @@ type envelope struct {
 	} `json:"response"`
 }
 
+// tokenCounts are the tokens a response reported, by type. input
+// includes the cached input (cacheRead and cacheWrite), output the
+// reasoning tokens.
+type tokenCounts struct {
+	input, output         int64
+	cacheRead, cacheWrite int64
+	reasoning             int64
+}
+
 // tally is the usage a response reported. The counts of a stream are
 // cumulative, so the latest of each wins.
 type tally struct {
