@@ -1,9 +1,29 @@
 package gateway
 
 import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
+	"time"
+
+	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/keystore"
 )
+
+// MaxAdminBody bounds the body of an admin request: a key's fields are a
+// few kilobytes at most (keystore.MaxModels patterns of keystore.MaxName
+// bytes), so anything larger is a mistake or an attack, refused with 413
+// before it is read whole.
+const MaxAdminBody = 1 << 20
 
 // isAdminPath reports whether a request path is the admin API's or the
 // metrics', which the gateway answers itself and never forwards.
@@ -11,7 +31,625 @@ func isAdminPath(p string) bool {
 	return p == "/metrics" || p == "/admin" || strings.HasPrefix(p, "/admin/")
 }
 
-// serveAdmin answers the admin API and the metrics.
+// AdminKey is a key as the admin API shows it (KEY in the package
+// documentation), with the usage of each of its token windows at the time
+// of the answer. It never holds the secret. Model and CreatedAt are the
+// keystore.Key fields of the same names, which the command line shows.
+type AdminKey struct {
+	ID                string        `json:"id"`
+	Name              string        `json:"name"`
+	Model             string        `json:"model"`  // informational (legacy keys); Models restricts
+	Models            []string      `json:"models"` // [] for any model
+	Windows           []AdminWindow `json:"windows"`
+	RequestsPerMinute int64         `json:"requests_per_minute"` // 0: no limit
+	MaxConcurrent     int           `json:"max_concurrent"`      // 0: no limit
+	ExpiresAt         *time.Time    `json:"expires_at"`          // null: never
+	Disabled          bool          `json:"disabled"`
+	LifetimeTokens    int64         `json:"lifetime_tokens"`
+	LastUsed          *time.Time    `json:"last_used"`  // null: never
+	CreatedAt         *time.Time    `json:"created_at"` // null: unknown (an imported key)
+	InFlight          int           `json:"in_flight"`  // requests admitted and not finished
+}
+
+// AdminWindow is one token window of an AdminKey and its usage. Used
+// includes the tokens reserved by requests still in flight
+// (keystore.WindowUsage), so that it is what the next request is
+// admitted against.
+type AdminWindow struct {
+	Limit             int64      `json:"limit"`
+	Window            string     `json:"window"` // a Go duration: "5h0m0s"
+	Bucket            string     `json:"bucket"` // the same
+	Used              int64      `json:"used"`
+	Remaining         int64      `json:"remaining"`
+	ResetAfterSeconds int64      `json:"reset_after_seconds"` // until nothing is in use, rounded up
+	WindowEnd         *time.Time `json:"window_end"`          // when Used next goes down; null when it is 0
+}
+
+// AdminKeyRequest is the body of POST /admin/keys and PATCH
+// /admin/keys/{id}, for clients: a field left out is not set (POST: the
+// key has none). The gateway reads it field by field, so that an error
+// names the field (windows[1].window).
+type AdminKeyRequest struct {
+	Name              *string               `json:"name,omitempty"`
+	Model             *string               `json:"model,omitempty"`
+	Models            *[]string             `json:"models,omitempty"` // []: any model
+	Windows           *[]AdminWindowRequest `json:"windows,omitempty"`
+	RequestsPerMinute *int64                `json:"requests_per_minute,omitempty"`
+	MaxConcurrent     *int                  `json:"max_concurrent,omitempty"`
+	// ExpiresAt is an RFC 3339 instant as a JSON string, or null (or "")
+	// for never; left out (nil), the expiry is not changed.
+	ExpiresAt json.RawMessage `json:"expires_at,omitempty"`
+	Disabled  *bool           `json:"disabled,omitempty"`
+}
+
+// AdminWindowRequest is a token window of an AdminKeyRequest. Bucket may
+// be left out: the window's length / 60, rounded to a divisor.
+type AdminWindowRequest struct {
+	Limit  int64  `json:"limit"`
+	Window string `json:"window"`
+	Bucket string `json:"bucket,omitempty"`
+}
+
+// AdminCreated is the answer to POST /admin/keys: the only one that holds
+// the key's secret.
+type AdminCreated struct {
+	Key    AdminKey `json:"key"`
+	Secret string   `json:"secret"`
+}
+
+// AdminKeys is the answer to GET /admin/keys, in id order.
+type AdminKeys struct {
+	Keys []AdminKey `json:"keys"`
+}
+
+// adminCall is the ResponseWriter of an admin request: it notes the
+// status and the key the request was about, for the log line.
+type adminCall struct {
+	statusWriter
+	keyID string
+}
+
+// serveAdmin answers the admin API and the metrics: see Admin API in the
+// package documentation. Without Options.AdminToken both are 404, as if
+// they did not exist, so that a gateway without one does not even tell
+// that it has them.
 func (g *Gateway) serveAdmin(w http.ResponseWriter, r *http.Request) {
-	writeError(w, http.StatusNotFound, typeInvalid, "not_found", "no such path")
+	c := &adminCall{statusWriter: statusWriter{ResponseWriter: w}}
+	defer g.logAdmin(r, c)
+	if g.admin == [sha256.Size]byte{} {
+		writeError(c, http.StatusNotFound, typeInvalid, "not_found", "no such path")
+		return
+	}
+	if code, msg := g.adminAuth(r); code != "" {
+		writeError(c, http.StatusUnauthorized, typeAuth, code, msg)
+		return
+	}
+	if r.URL.Path == "/metrics" {
+		g.metrics.handler().ServeHTTP(c, r)
+		return
+	}
+	mux := g.adminAPI
+	if h, pattern := mux.Handler(r); pattern == "" {
+		// No route: the mux would answer 404 or 405 in plain text. Answer
+		// with the error body instead, and the mux's Allow.
+		rec := &headerRecorder{header: http.Header{}}
+		h.ServeHTTP(rec, r)
+		if rec.status == http.StatusMethodNotAllowed {
+			allow := rec.header.Get("Allow")
+			c.Header().Set("Allow", allow)
+			writeError(c, http.StatusMethodNotAllowed, typeInvalid, "method_not_allowed",
+				fmt.Sprintf("%s %s: method not allowed; allowed: %s", r.Method, r.URL.Path, allow))
+			return
+		}
+		writeError(c, http.StatusNotFound, typeInvalid, "not_found", "no such path: the admin API is /admin/keys and /admin/keys/{id}")
+		return
+	}
+	mux.ServeHTTP(c, r)
+}
+
+// adminAuth checks the admin token of r: "" when it is right, else the
+// error code and message of the 401. The token is compared by its SHA-256
+// in constant time, so that neither its length nor its bytes leak through
+// the time of the answer.
+func (g *Gateway) adminAuth(r *http.Request) (code, msg string) {
+	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	token = strings.TrimSpace(token)
+	if !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return "missing_admin_token", "the admin API needs the admin token: send it as Authorization: Bearer <token>"
+	}
+	h := sha256.Sum256([]byte(token))
+	if subtle.ConstantTimeCompare(h[:], g.admin[:]) != 1 {
+		return "invalid_admin_token", "the admin token is wrong"
+	}
+	return "", ""
+}
+
+// adminMux returns the routes of the admin API.
+func (g *Gateway) adminMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /admin/keys", g.adminCreate)
+	mux.HandleFunc("GET /admin/keys", g.adminList)
+	mux.HandleFunc("GET /admin/keys/{id}", g.adminGet)
+	mux.HandleFunc("PATCH /admin/keys/{id}", g.adminPatch)
+	mux.HandleFunc("DELETE /admin/keys/{id}", g.adminDelete)
+	return mux
+}
+
+// headerRecorder keeps the status and header the mux's own 404 and 405
+// would write, and drops the body.
+type headerRecorder struct {
+	header http.Header
+	status int
+}
+
+func (h *headerRecorder) Header() http.Header         { return h.header }
+func (h *headerRecorder) Write(b []byte) (int, error) { return len(b), nil }
+func (h *headerRecorder) WriteHeader(code int)        { h.status = code }
+
+// noteKey notes the key id an admin call is about, for its log line.
+func noteKey(w http.ResponseWriter, id string) {
+	if c, ok := w.(*adminCall); ok {
+		c.keyID = id
+	}
+}
+
+// logAdmin logs admin call r at its end: method, path, status and key id;
+// never a body, which may hold a secret. A successful scrape of the
+// metrics is logged at level Debug: it comes every few seconds.
+func (g *Gateway) logAdmin(r *http.Request, c *adminCall) {
+	level := slog.LevelInfo
+	if r.URL.Path == "/metrics" && c.status == http.StatusOK || g.admin == [sha256.Size]byte{} {
+		level = slog.LevelDebug
+	}
+	g.log.LogAttrs(r.Context(), level, "gateway admin",
+		slog.String("method", r.Method), slog.String("path", r.URL.Path),
+		slog.Int("status", c.status), slog.String("key_id", c.keyID))
+}
+
+// adminCreate answers POST /admin/keys.
+func (g *Gateway) adminCreate(w http.ResponseWriter, r *http.Request) {
+	f, ok := readKeyFields(w, r, true)
+	if !ok {
+		return
+	}
+	var spec keystore.Spec
+	f.apply(&spec)
+	k, secret, err := g.keys.Create(r.Context(), spec)
+	if err != nil {
+		g.adminFailed(w, r, "", err)
+		return
+	}
+	noteKey(w, k.ID)
+	if f.disabled != nil && *f.disabled {
+		// Nobody has the secret before the answer: disabling it now
+		// leaves no moment in which it works.
+		if err := g.keys.Disable(r.Context(), k.ID); err != nil {
+			g.adminFailed(w, r, k.ID, err)
+			return
+		}
+	}
+	a, err := g.adminKey(r.Context(), k.ID)
+	if err != nil {
+		g.adminFailed(w, r, k.ID, err)
+		return
+	}
+	w.Header().Set("Location", "/admin/keys/"+k.ID)
+	writeJSON(w, http.StatusCreated, AdminCreated{Key: a, Secret: secret})
+}
+
+// adminList answers GET /admin/keys.
+func (g *Gateway) adminList(w http.ResponseWriter, r *http.Request) {
+	out := AdminKeys{Keys: []AdminKey{}}
+	err := g.keys.List(r.Context(), func(k keystore.Key) error {
+		u, err := g.keys.Usage(r.Context(), k.ID)
+		switch {
+		case errors.Is(err, keystore.ErrNotFound):
+			return nil // deleted meanwhile
+		case err != nil:
+			return err
+		}
+		out.Keys = append(out.Keys, adminKey(k, u))
+		return nil
+	})
+	if err != nil {
+		g.adminFailed(w, r, "", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// adminGet answers GET /admin/keys/{id}.
+func (g *Gateway) adminGet(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	noteKey(w, id)
+	a, err := g.adminKey(r.Context(), id)
+	if err != nil {
+		g.adminFailed(w, r, id, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, a)
+}
+
+// adminPatch answers PATCH /admin/keys/{id}: it sets the fields given and
+// no other. "windows" replaces the key's whole list of token windows
+// rather than merging into it, so that a window can be removed; one whose
+// length stays keeps its usage (keystore.Store.Update). The fields of the
+// key's Spec change in one Update, then "disabled", if given; a field
+// that is wrong changes nothing, as every field is checked first.
+func (g *Gateway) adminPatch(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	noteKey(w, id)
+	f, ok := readKeyFields(w, r, false)
+	if !ok {
+		return
+	}
+	ctx := r.Context()
+	var err error
+	if f.changesSpec() {
+		_, err = g.keys.Update(ctx, id, func(s *keystore.Spec) error {
+			f.apply(s)
+			return nil
+		})
+	} else {
+		_, err = g.keys.Get(ctx, id) // 404 for an unknown key, even with nothing to change
+	}
+	if err == nil && f.disabled != nil {
+		if *f.disabled {
+			err = g.keys.Disable(ctx, id)
+		} else {
+			err = g.keys.Enable(ctx, id)
+		}
+	}
+	if err != nil {
+		g.adminFailed(w, r, id, err)
+		return
+	}
+	a, err := g.adminKey(ctx, id)
+	if err != nil {
+		g.adminFailed(w, r, id, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, a)
+}
+
+// adminDelete answers DELETE /admin/keys/{id}.
+func (g *Gateway) adminDelete(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	noteKey(w, id)
+	if err := g.keys.Delete(r.Context(), id); err != nil {
+		g.adminFailed(w, r, id, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// adminKey returns key id and its usage now.
+func (g *Gateway) adminKey(ctx context.Context, id string) (AdminKey, error) {
+	k, err := g.keys.Get(ctx, id)
+	if err != nil {
+		return AdminKey{}, err
+	}
+	u, err := g.keys.Usage(ctx, id)
+	if err != nil {
+		return AdminKey{}, err
+	}
+	return adminKey(k, u), nil
+}
+
+// adminKey is k with its usage u. The windows are u's, which hold their
+// policy too: the key's policy may have changed between the two reads.
+func adminKey(k keystore.Key, u keystore.Usage) AdminKey {
+	a := AdminKey{
+		ID: k.ID, Name: k.Name, Model: k.Model,
+		Models:            append([]string{}, k.Policy.Models...),
+		Windows:           make([]AdminWindow, len(u.Windows)),
+		RequestsPerMinute: k.Policy.RequestsPerMinute, MaxConcurrent: k.Policy.MaxConcurrent,
+		ExpiresAt: utcPtr(k.ExpiresAt), Disabled: k.Disabled, LifetimeTokens: k.LifetimeTokens,
+		LastUsed: utcPtr(k.LastUsed), CreatedAt: utcPtr(k.CreatedAt), InFlight: u.InFlight,
+	}
+	for i, w := range u.Windows {
+		a.Windows[i] = AdminWindow{
+			Limit: w.Limit, Window: w.Window.String(), Bucket: w.Bucket.String(),
+			Used: w.Used, Remaining: w.Remaining, ResetAfterSeconds: ceilSeconds(w.ResetAfter),
+			WindowEnd: utcPtr(w.WindowEnd),
+		}
+	}
+	return a
+}
+
+// utcPtr is t in UTC, nil for the zero Time (unset).
+func utcPtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
+}
+
+// adminFailed answers an admin call whose key store call failed: 404 for
+// an unknown key, 400 for a field the key store refuses, with its message
+// in the request's terms; otherwise the failure is logged and the answer
+// is 500 (a corrupt record) or 503.
+func (g *Gateway) adminFailed(w http.ResponseWriter, r *http.Request, id string, err error) {
+	switch {
+	case errors.Is(err, keystore.ErrNotFound):
+		msg := "no key has the id " + id
+		if id == "" {
+			msg = "no such key"
+		}
+		writeError(w, http.StatusNotFound, typeInvalid, "key_not_found", msg)
+		return
+	case errors.Is(err, ratestore.ErrInvalid):
+		writeError(w, http.StatusBadRequest, typeInvalid, "invalid_field", fieldMessage(err))
+		return
+	}
+	g.log.LogAttrs(r.Context(), slog.LevelError, "gateway admin: key store failed",
+		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("key_id", id), slog.String("error", err.Error()))
+	if errors.Is(err, ratestore.ErrCorrupt) {
+		writeError(w, http.StatusInternalServerError, typeAPI, "key_corrupt", "a key's record cannot be read: see the gateway's log")
+		return
+	}
+	writeError(w, http.StatusServiceUnavailable, typeAPI, "store_unavailable", "the gateway's key store failed; retry later")
+}
+
+// fieldNames maps the key store's names of a Spec's fields, in its error
+// messages, to the admin API's.
+var fieldNames = strings.NewReplacer(
+	"Policy.Windows[", "windows[",
+	"Policy.Windows", "windows",
+	"Policy.RequestsPerMinute", "requests_per_minute",
+	"Policy.MaxConcurrent", "max_concurrent",
+	"Policy.Models[", "models[",
+	"Policy has", "the key has",
+	"TokenLimit or ", "",
+	"ExpiresAt", "expires_at",
+	"Name ", "name ",
+	"Model ", "model ",
+	"Limit must", "limit must",
+)
+
+// fieldMessage is the message of err, an error of the key store about a
+// field, in the admin API's terms: "windows[1]: limit must be positive,
+// got 0" rather than "keystore: create: Policy.Windows[1]: Limit must be
+// positive, got 0: invalid argument".
+func fieldMessage(err error) string {
+	msg := strings.TrimPrefix(err.Error(), "keystore: ")
+	msg = strings.TrimSuffix(msg, ": "+ratestore.ErrInvalid.Error())
+	if rest, ok := strings.CutPrefix(msg, "create: "); ok {
+		msg = rest
+	} else if rest, ok := strings.CutPrefix(msg, "update key "); ok {
+		if _, after, ok := strings.Cut(rest, ": "); ok {
+			msg = after
+		}
+	}
+	return fieldNames.Replace(msg)
+}
+
+// keyFields is an AdminKeyRequest as read and checked: nil for a field
+// left out.
+type keyFields struct {
+	name, model   *string
+	models        *[]string
+	windows       []keystore.Window // nil: left out
+	rpm           *int64
+	maxConcurrent *int
+	expiresAt     *time.Time // the zero Time: never
+	disabled      *bool
+}
+
+// changesSpec reports whether f changes a field of a keystore.Spec.
+func (f *keyFields) changesSpec() bool {
+	return f.name != nil || f.model != nil || f.models != nil || f.windows != nil ||
+		f.rpm != nil || f.maxConcurrent != nil || f.expiresAt != nil
+}
+
+// apply sets the fields of s that f gives. Windows replace the key's
+// whole list.
+func (f *keyFields) apply(s *keystore.Spec) {
+	if f.name != nil {
+		s.Name = *f.name
+	}
+	if f.model != nil {
+		s.Model = *f.model
+	}
+	if f.models != nil {
+		s.Policy.Models = *f.models
+	}
+	if f.windows != nil {
+		s.Policy.Windows = f.windows
+	}
+	if f.rpm != nil {
+		s.Policy.RequestsPerMinute = *f.rpm
+	}
+	if f.maxConcurrent != nil {
+		s.Policy.MaxConcurrent = *f.maxConcurrent
+	}
+	if f.expiresAt != nil {
+		s.ExpiresAt = *f.expiresAt
+	}
+}
+
+// keyBody is AdminKeyRequest as the gateway decodes it: each window apart,
+// so that an error names its index.
+type keyBody struct {
+	Name              *string            `json:"name"`
+	Model             *string            `json:"model"`
+	Models            *[]string          `json:"models"`
+	Windows           *[]json.RawMessage `json:"windows"`
+	RequestsPerMinute *int64             `json:"requests_per_minute"`
+	MaxConcurrent     *int               `json:"max_concurrent"`
+	ExpiresAt         json.RawMessage    `json:"expires_at"`
+	Disabled          *bool              `json:"disabled"`
+}
+
+// readKeyFields reads the body of r, an AdminKeyRequest, and checks what
+// can be checked without the key: the types, the durations, the instant,
+// and (create) that there is a token window. It answers 400 or 413 and
+// returns false when the body is wrong.
+func readKeyFields(w http.ResponseWriter, r *http.Request, create bool) (*keyFields, bool) {
+	bad := func(format string, args ...any) (*keyFields, bool) {
+		writeError(w, http.StatusBadRequest, typeInvalid, "invalid_field", fmt.Sprintf(format, args...))
+		return nil, false
+	}
+	var b keyBody
+	if status, code, msg := decodeStrict(http.MaxBytesReader(w, r.Body, MaxAdminBody), &b, ""); status != 0 {
+		writeError(w, status, typeInvalid, code, msg)
+		return nil, false
+	}
+	f := &keyFields{name: b.Name, model: b.Model, models: b.Models, rpm: b.RequestsPerMinute, maxConcurrent: b.MaxConcurrent, disabled: b.Disabled}
+	if b.Windows != nil {
+		if len(*b.Windows) == 0 {
+			return bad("windows: empty: a key needs at least one token window")
+		}
+		f.windows = make([]keystore.Window, len(*b.Windows))
+		for i, raw := range *b.Windows {
+			field := fmt.Sprintf("windows[%d]", i)
+			var wr AdminWindowRequest
+			if status, code, msg := decodeStrict(bytes.NewReader(raw), &wr, field); status != 0 {
+				writeError(w, status, typeInvalid, code, msg)
+				return nil, false
+			}
+			win := &f.windows[i]
+			var err error
+			if win.Window, err = positiveDuration(wr.Window); err != nil {
+				return bad("%s.window: %q: %v", field, wr.Window, err)
+			}
+			if wr.Limit <= 0 {
+				return bad("%s.limit: want a positive number of tokens, got %d", field, wr.Limit)
+			}
+			win.Limit = wr.Limit
+			if wr.Bucket != "" {
+				if win.Bucket, err = positiveDuration(wr.Bucket); err != nil {
+					return bad("%s.bucket: %q: %v", field, wr.Bucket, err)
+				}
+			}
+			if j := slices.IndexFunc(f.windows[:i], func(o keystore.Window) bool { return o.Window == win.Window }); j >= 0 {
+				return bad("%s.window: %q: windows[%d] is a %v window already: give each length once", field, wr.Window, j, win.Window)
+			}
+		}
+	} else if create {
+		return bad(`windows: required: a key needs at least one token window, as [{"limit":100000,"window":"5h"}]`)
+	}
+	if f.rpm != nil && *f.rpm < 0 {
+		return bad("requests_per_minute: want 0 (no limit) or more, got %d", *f.rpm)
+	}
+	if f.maxConcurrent != nil && *f.maxConcurrent < 0 {
+		return bad("max_concurrent: want 0 (no limit) or more, got %d", *f.maxConcurrent)
+	}
+	if f.models != nil {
+		for i, m := range *f.models {
+			if strings.TrimSpace(m) == "" {
+				return bad("models[%d]: empty: want a model name or glob (gpt-4o, claude-*)", i)
+			}
+		}
+	}
+	if b.ExpiresAt != nil {
+		var s *string
+		if err := json.Unmarshal(b.ExpiresAt, &s); err != nil {
+			return bad("expires_at: want an RFC 3339 instant as a string, or null for never")
+		}
+		var at time.Time
+		if s != nil && *s != "" {
+			t, err := time.Parse(time.RFC3339, *s)
+			if err != nil {
+				return bad("expires_at: %q: want an RFC 3339 instant (2027-01-01T00:00:00Z), or null for never", *s)
+			}
+			at = t.UTC()
+		}
+		f.expiresAt = &at
+	}
+	return f, true
+}
+
+// positiveDuration parses a Go duration that must be positive.
+func positiveDuration(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		return 0, errors.New("not a duration: want a Go duration, as 5h, 90m or 168h")
+	case d <= 0:
+		return 0, errors.New("want a positive duration")
+	}
+	return d, nil
+}
+
+// decodeStrict decodes the one JSON object of rd into v, refusing fields
+// v does not have. It returns the status, error code and message of the
+// answer when it cannot: 400 invalid_field for a field of the wrong type
+// or unknown, 400 invalid_json for a body that is not one JSON value, 413
+// for a body over MaxAdminBody. field, when not "", is the field rd is the
+// value of, for messages.
+func decodeStrict(rd io.Reader, v any, field string) (status int, code, msg string) {
+	at := func(name string) string {
+		switch {
+		case field == "":
+			return name
+		case name == "":
+			return field
+		}
+		return field + "." + name
+	}
+	dec := json.NewDecoder(rd)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		if _, terr := dec.Token(); terr != io.EOF {
+			var mbe *http.MaxBytesError
+			if errors.As(terr, &mbe) {
+				err = terr
+			} else {
+				return http.StatusBadRequest, "invalid_json", "the body holds more than one JSON value: want one object"
+			}
+		}
+	}
+	var (
+		mbe *http.MaxBytesError
+		se  *json.SyntaxError
+		te  *json.UnmarshalTypeError
+	)
+	switch {
+	case err == nil:
+		return 0, "", ""
+	case errors.As(err, &mbe):
+		return http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("the body is larger than %d bytes", mbe.Limit)
+	case errors.Is(err, io.EOF) && field == "":
+		return http.StatusBadRequest, "invalid_json", "the body is empty: want a JSON object"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return http.StatusBadRequest, "invalid_json", "the body is not valid JSON: it ends too early"
+	case errors.As(err, &se):
+		return http.StatusBadRequest, "invalid_json", fmt.Sprintf("the body is not valid JSON: %v (at byte %d)", se, se.Offset)
+	case errors.As(err, &te):
+		want := "an object"
+		if te.Type != nil {
+			want = jsonKind(te.Type.String())
+		}
+		where := at(te.Field)
+		if where == "" {
+			where = "the body"
+		}
+		return http.StatusBadRequest, "invalid_field", fmt.Sprintf("%s: want %s, got a JSON %s", where, want, te.Value)
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		if field == "" {
+			return http.StatusBadRequest, "invalid_field", "unknown field " + name
+		}
+		return http.StatusBadRequest, "invalid_field", fmt.Sprintf("%s: unknown field %s", field, name)
+	}
+	return http.StatusBadRequest, "invalid_json", fmt.Sprintf("the body is not a valid key request: %v", err)
+}
+
+// jsonKind names the JSON a Go type of the requests is read from.
+func jsonKind(goType string) string {
+	goType = strings.TrimLeft(goType, "*")
+	switch {
+	case goType == "string":
+		return "a string"
+	case goType == "bool":
+		return "true or false"
+	case strings.HasPrefix(goType, "int"):
+		return "a whole number"
+	case strings.HasPrefix(goType, "[]"):
+		return "an array"
+	}
+	return "an object"
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -241,28 +242,67 @@ func TestReservation(t *testing.T) {
 	require.Equal(t, ok.Load(), e.up.hits.Load())
 }
 
-// TestHangUp: a caller that hangs up mid-stream, before any usage, is
-// charged the reservation, and its admission is finished.
+// hangUp sends q as a stream on a key of e, reads its first event and
+// hangs up once the gateway's handler knows it, the upstream's stream
+// still open (gated). It returns the key.
+func (e *env) hangUp(q fakeReq) keystore.Key {
+	e.t.Helper()
+	k, secret := e.key("h", 1e6)
+	hungUp := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		context.AfterFunc(r.Context(), func() { close(hungUp) })
+		defer func() { e.served <- struct{}{} }()
+		e.gw.ServeHTTP(w, r)
+	}))
+	e.t.Cleanup(srv.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	req := e.request("POST", "/v1/chat/completions", secret, q).WithContext(ctx)
+	req.URL.Host = srv.Listener.Addr().String()
+	resp, err := e.client.Do(req)
+	require.NoError(e.t, err)
+	firstEvent(e.t, bufio.NewReader(resp.Body))
+	require.Equal(e.t, 1, e.usage(k.ID).InFlight)
+	cancel()
+	resp.Body.Close()
+	<-hungUp
+	return k
+}
+
+// TestHangUp: a caller that hangs up mid-stream is charged what the
+// upstream reports at the end of the stream, which the gateway goes on
+// reading: the upstream generates, and bills, all the same.
 func TestHangUp(t *testing.T) {
 	var logs syncBuffer
 	e := newEnv(t, Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
-	k, secret := e.key("h", 1e6)
 	q := fakeReq{Model: "gpt-4o", MaxTokens: 100, Stream: true, Gate: true, Input: 11, Output: 29}
-	ctx, cancel := context.WithCancel(context.Background())
-	resp, err := e.client.Do(e.request("POST", "/v1/chat/completions", secret, q).WithContext(ctx))
-	require.NoError(t, err)
-	firstEvent(t, bufio.NewReader(resp.Body))
-	require.Equal(t, 1, e.usage(k.ID).InFlight)
-	cancel()
-	resp.Body.Close()
+	k := e.hangUp(q)
+	close(e.up.gate) // the upstream goes on to its end
 	<-e.served
+	u := e.usage(k.ID)
+	require.Zero(t, u.InFlight)
+	require.EqualValues(t, 40, u.Used)
+	require.EqualValues(t, 40, e.lifetime(k.ID))
+	require.NotContains(t, logs.String(), `"estimated":true`)
+	require.NotContains(t, logs.String(), "charging usage failed") // finished once
+}
+
+// TestHangUpDrainTimeout: when the upstream does not end within the drain
+// timeout after the caller hung up (here: at once), its request is ended
+// and the reservation charged, logged as estimated.
+func TestHangUpDrainTimeout(t *testing.T) {
+	var logs syncBuffer
+	e := newEnv(t, Options{DrainTimeout: -1, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	q := fakeReq{Model: "gpt-4o", MaxTokens: 100, Stream: true, Gate: true, Input: 11, Output: 29}
+	k := e.hangUp(q)
+	<-e.served // the gate stays shut
 	u := e.usage(k.ID)
 	require.Zero(t, u.InFlight)
 	require.Equal(t, reserveOf(t, q, 100), u.Used)
 	require.Equal(t, reserveOf(t, q, 100), e.lifetime(k.ID))
 	require.Contains(t, logs.String(), `"estimated":true`)
+	require.Contains(t, logs.String(), "drain timeout")
 	require.Equal(t, 1, strings.Count(logs.String(), "no usage read: charging the estimate"))
-	require.NotContains(t, logs.String(), "charging usage failed") // finished once
+	require.NotContains(t, logs.String(), "charging usage failed")
 }
 
 // TestNotCharged: GET, HEAD and DELETE are never charged tokens, even

@@ -2,7 +2,8 @@
 // authenticates each request's API key against the key store of a ratestore
 // database (keystore.Open), admits it under the key's whole
 // keystore.Policy (token windows, request rate, concurrency cap, models)
-// with keystore.Store.Admit, forwards it to one upstream, and charges the
+// with keystore.Store.Admit, forwards it to its upstream (one per path
+// prefix: see Routes), and charges the
 // tokens that the upstream reports having spent with
 // keystore.Admission.Finish.
 //
@@ -68,6 +69,8 @@
 //   - 504 api_error, upstream_timeout: the upstream did not connect or
 //     send its response header in time (see Timeouts)
 //   - 503 api_error, store_unavailable, when the database fails
+//   - 404 invalid_request_error, no_route: no route serves the path (see
+//     Routes)
 //
 // A refused request changes nothing (keystore.Store.Admit is all or
 // nothing) and never reaches the upstream.
@@ -82,11 +85,46 @@
 // the error body above). It is applied after the admission, so a request
 // it refuses was admitted and is finished at once, charged nothing.
 //
+// # Routes
+//
+// Options.Upstream is the default route. Options.Routes add routes by path
+// prefix, each to an upstream of its own with a credential of its own (the
+// upstreams only accept their own keys): a request goes to the route of the
+// longest prefix that matches its path on segment boundaries
+// ("/v1/messages" matches /v1/messages and /v1/messages/count_tokens, not
+// /v1/messagesX), else to the default route. The path is matched cleaned of
+// dot segments, as an upstream resolves it, and forwarded as it came. A
+// path that no route matches, when there is no default route, is answered
+// 404 once the key is authenticated, before its body is read: it is never
+// forwarded, and charges nothing. New refuses (ratestore.ErrInvalid,
+// naming the route) a prefix that does not start with "/" or is not clean,
+// two routes of the same prefix (a trailing "/" is ignored, and "/" is the
+// default route's), and an upstream that is not an http or https URL.
+//
+// # Shadow mode
+//
+// With Options.Shadow, a request that a key's token windows, request rate,
+// concurrency cap or models refuse is served all the same, and logged at
+// level Warn as "gateway: shadow: would refuse" with its request ID, key
+// ID, model, the reason (window, rate, concurrency, model, or rps for
+// Options.RPS), the limit and retry_after (in seconds; -1 for never): to
+// roll limits out and see whom they would refuse before they refuse
+// anyone. Such a request has no admission: it reserves nothing and holds
+// no slot, and its usage is charged at its end with
+// keystore.Store.RecordUsage, past the limits, as usage is otherwise. The
+// refusal it would have had is in the request's exchange (shadowed), not
+// in its refusal reason: it was not refused. A request over Options.RPS is
+// served the same way, its RateLimit fields telling it is over but with no
+// Retry-After. Unknown keys (401), disabled and expired ones (403), and
+// requests the key store failed to decide (503) are refused still: shadow
+// mode tries out limits, not who may call.
+//
 // # Headers
 //
 // The caller's Authorization and X-API-Key fields are never forwarded: they
 // carry the ratestore secret, which the upstream has no use for. With
-// Options.UpstreamKey set, the gateway sends its own credential instead, in
+// Options.UpstreamKey set (Route.UpstreamKey, for a route), the gateway
+// sends its own credential instead, to that route's upstream only, in
 // Authorization as a bearer token or in the field that
 // Options.UpstreamKeyHeader names (x-api-key for Anthropic's API): callers
 // never see the upstream's key. Without it the request goes out with no
@@ -100,38 +138,59 @@
 //
 // A response of status 200 to 399 is metered as it streams through,
 // without being held back: the body is wrapped in a reader that passes
-// every byte on unchanged and as soon as it arrives, and parses a copy.
+// every byte on unchanged and as soon as it arrives, and scans it on the
+// way. Neither a JSON body (application/json and +json) nor an event
+// stream (text/event-stream) is kept: the scanner holds the containers it
+// is in and copies out only the usage objects, so a body, a line or an
+// event of any size is metered in a few kilobytes (see usageScan).
 //
-//   - application/json (and +json) bodies are kept, up to
-//     Options.MaxJSONBody, and parsed at their end. A larger body is
-//     passed on whole, its usage not read (see below).
-//   - text/event-stream bodies are parsed line by line as they pass, in a
-//     line and an event buffer of at most Options.MaxEventBytes each; an
-//     event larger than that is skipped. Only events whose data mentions
-//     "usage" are decoded.
+// The usage objects are "usage" (or Gemini's "usageMetadata") at the top
+// of a JSON document, or "usage" inside its "message" (Anthropic's
+// message_start) or "response" (the OpenAI Responses API's events,
+// response.completed, response.incomplete and response.failed alike),
+// where a document is a JSON body, each object of a JSON array (Gemini's
+// streamGenerateContent without alt=sse) or the data of each event of a
+// stream. A "usage" anywhere else (in a string, in a choice) is not the
+// response's. Tokens are counted by type, as each API defines them:
 //
-// The tokens are read from a "usage" object at the top of a JSON document,
-// or inside its "message" (Anthropic's message_start) or "response"
-// (OpenAI's Responses API events): total_tokens when present (OpenAI),
-// else input_tokens + output_tokens + cache_creation_input_tokens +
-// cache_read_input_tokens (Anthropic, which counts its prompt cache apart
-// from input_tokens; prompt_tokens and completion_tokens count as input
-// and output, and OpenAI's prompt_tokens already include cached ones). In
-// a stream each count is cumulative, so the latest value of each wins:
+//   - input: OpenAI's prompt_tokens or input_tokens (which include the
+//     cached tokens of prompt_tokens_details or input_tokens_details);
+//     Anthropic's input_tokens plus cache_creation_input_tokens and
+//     cache_read_input_tokens (which it counts apart); Gemini's
+//     promptTokenCount (cachedContentTokenCount included) plus
+//     toolUsePromptTokenCount;
+//   - output: completion_tokens or output_tokens (reasoning tokens
+//     included); Gemini's candidatesTokenCount plus thoughtsTokenCount,
+//     which it counts apart;
+//   - of which cache reads, cache writes and reasoning, for Options.Weights
+//     and the metrics.
+//
+// A key is charged input + output, or with Options.Weights
+// Input*(uncached input) + CacheRead*(cache reads) + CacheWrite*(cache
+// writes) + Output*(output), rounded up (--weights in the command). A
+// usage object with a total alone (total_tokens) is charged that total.
+// In a stream each count is cumulative, so the latest value of each wins:
 // Anthropic's message_start reports the input and cache tokens, its
-// message_delta the final output_tokens, and the tokens are their sum,
-// each counted once. An OpenAI chat or completions stream reports usage in
-// its last chunk only when the request asks for it
-// (stream_options.include_usage): when the caller did not, the gateway
-// asks on its behalf and takes that chunk out of the stream the caller
-// sees, which is otherwise passed on byte for byte.
+// message_delta the final output_tokens, and every Gemini chunk its usage
+// so far. An OpenAI chat or completions stream reports usage in its last
+// chunk only when the request asks for it (stream_options.include_usage):
+// when the caller did not, the gateway asks on its behalf and takes that
+// chunk out of the stream the caller sees, which is otherwise passed on
+// byte for byte.
+//
+// The upstream generates, and bills, to the end whether the caller waits
+// for it or not. So a caller's hanging up does not end the upstream
+// request of a POST: the gateway reads the rest of the response (passing
+// it nowhere) to its usage, for up to Options.DrainTimeout (default 5
+// minutes) after the hang-up, and then ends it. Requests that generate
+// nothing (GET, HEAD, DELETE, OPTIONS) end with their caller.
 //
 // Every admission is finished exactly once, when the request is done: at
-// the end of the response, when the upstream failed or broke off, when the
-// caller went away (on a context that is not the request's, so the charge
-// is stored even then), after the response has been flushed to the caller,
-// so that the caller never waits for the record (in Sync mode, an fsync)
-// and a graceful shutdown waits for it. It charges, in place of the
+// the end of the response, when the upstream failed or broke off, after
+// the caller went away (on a context that is not the request's, so the
+// charge is stored even then), after the response has been flushed to the
+// caller, so that the caller never waits for the record (in Sync mode, an
+// fsync) and a graceful shutdown waits for it. It charges, in place of the
 // reservation:
 //
 //   - a request that generates nothing (GET, HEAD, DELETE, OPTIONS): 0;
@@ -141,12 +200,11 @@
 //   - a model call the upstream refused (status 400 to 499): what usage
 //     was reported, if any, else 0;
 //   - any other model call (the upstream failed, timed out or broke off a
-//     stream, the caller hung up, no usage could be read): the
+//     stream, the drain timeout ended it, no usage could be read): the
 //     reservation, or the usage reported so far if more, logged at level
 //     Warn as estimated.
 //
-// A JSON body over Options.MaxJSONBody is passed on but its usage is not
-// read (a warning is logged), and a model call is charged its estimate.
+// A usage object over 64 KiB (none is) is skipped, with a warning.
 //
 // # Timeouts
 //
@@ -171,6 +229,67 @@
 // requests in flight. It takes no arguments, so it cannot show another
 // key's data, and it is neither token- nor rate-limited.
 //
+// # Admin API
+//
+// With Options.AdminToken set, the gateway answers /admin/keys itself
+// (never forwarded) to requests that bear "Authorization: Bearer <admin
+// token>"; a missing or wrong token gets 401 (compared by SHA-256 in
+// constant time). Without an AdminToken, everything under /admin/ and
+// /metrics is 404, as if it did not exist. Bodies are JSON, at most
+// MaxAdminBody bytes (413 above), and fields the API does not have are
+// refused:
+//
+//	POST   /admin/keys       AdminKeyRequest -> 201 AdminCreated {"key":KEY,"secret"}
+//	GET    /admin/keys       -> 200 AdminKeys {"keys":[KEY,...]}, in id order
+//	GET    /admin/keys/{id}  -> 200 KEY
+//	PATCH  /admin/keys/{id}  AdminKeyRequest, any subset, and "disabled" -> 200 KEY
+//	DELETE /admin/keys/{id}  -> 204
+//
+// The request's fields are "name", "model", "models" (globs; [] for any),
+// "windows" ([{"limit":100000,"window":"5h","bucket":"5m"}], Go durations,
+// bucket optional), "requests_per_minute", "max_concurrent" (0: no limit),
+// "expires_at" (RFC 3339; null for never) and "disabled". A POST needs
+// "windows". A PATCH changes the fields it gives and no other; its
+// "windows" replace the key's whole list (a window whose length stays
+// keeps its usage, see keystore.Store.Update). KEY is AdminKey: the key's
+// fields and, per window, "used" (with the tokens reserved by requests in
+// flight), "remaining" and "reset_after_seconds". The secret is in the
+// answer to POST only. A field that is wrong gets 400 with the error body
+// above, whose message names it (`windows[1].window: "5x": not a
+// duration`), and changes nothing; an unknown id 404; a wrong method 405
+// with Allow. Every admin call is logged at level Info with its method,
+// path, status and key id, never a body.
+//
+// # Metrics
+//
+// GET /metrics, with the admin token, serves Prometheus metrics of a
+// registry of the Gateway's own: the Go runtime's and the process's, and
+//
+//   - ratestore_gateway_requests_total{key_id, http_response_status_code,
+//     reason}: requests ended, by the status the caller got and the
+//     refusal's reason ("window", "rate", "concurrency", "model",
+//     "unknown", "disabled", "expired", "rps"; "" when not refused on a
+//     key's account);
+//   - ratestore_gateway_tokens_total{key_id, gen_ai_token_type}: tokens
+//     the upstream reported, by type: input (with the cache reads and
+//     writes), output (with the reasoning), cache_read, cache_write,
+//     reasoning;
+//   - ratestore_gateway_charged_tokens_total{key_id, estimated}: tokens
+//     charged, and whether they were the estimate;
+//   - gen_ai_client_token_usage{gen_ai_token_type, gen_ai_request_model}:
+//     the OpenTelemetry GenAI histogram of input and output tokens per
+//     model call;
+//   - ratestore_gateway_upstream_latency_seconds{gen_ai_request_model}: a
+//     histogram of the time to the upstream's response header, 0.05s to
+//     600s;
+//   - ratestore_gateway_requests_in_flight, ratestore_gateway_reservations
+//     and ratestore_gateway_reserved_tokens: gauges of the requests in
+//     flight, of those admitted, and of the tokens they reserved.
+//
+// key_id has a value per key (never the secret; "" without a known key).
+// gen_ai_request_model is only a model the key store admitted, and at most
+// 100 of them: the rest are "other".
+//
 // # Logs
 //
 // Every request is logged once at its end, at level Info, with its request
@@ -179,4 +298,16 @@
 // tokens reserved, latency, and "estimated":true when the tokens are the
 // estimate. A failed charge is logged at level Error with the key ID and
 // the tokens, so that it can be reconciled.
+//
+// # Shutdown
+//
+// http.Server.Shutdown stops accepting and waits for the connections to
+// go idle, not for the handlers, and a model call whose caller went away
+// still reads its upstream response for its usage (Options.DrainTimeout).
+// Gateway.Abort ends the upstream requests in flight, which then charge the
+// usage read so far or their estimate; Gateway.Wait waits for every
+// request to have recorded its usage. A graceful stop is: Shutdown with a
+// timeout (the streams in flight finish); if it times out, Close and
+// Abort; Wait, bounded; then close the database, which flushes the last
+// usage. The gateway command does so on SIGINT and SIGTERM.
 package gateway

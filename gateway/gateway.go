@@ -29,9 +29,7 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultStatsPath     = "/stats"
-	DefaultMaxJSONBody   = 8 << 20
-	DefaultMaxEventBytes = 1 << 20
+	DefaultStatsPath = "/stats"
 
 	// DefaultMaxRequestBody bounds the request body the gateway reads
 	// (to find its model and reserve tokens) before forwarding it.
@@ -54,6 +52,10 @@ const (
 	// DefaultIdleTimeout bounds the wait for each read of the upstream's
 	// response body: a stream silent for longer is ended.
 	DefaultIdleTimeout = 60 * time.Second
+	// DefaultDrainTimeout bounds how long the gateway keeps reading a
+	// response for its usage once the caller has hung up: long enough
+	// for most generations to end, short of the first-byte timeout.
+	DefaultDrainTimeout = 5 * time.Minute
 )
 
 // RequestLimiter is the name of the limiter of Options.RPS.
@@ -66,8 +68,10 @@ const RequestIDHeader = "Ratestore-Request-Id"
 // Options configures a Gateway.
 type Options struct {
 	// Upstream is the API that requests are forwarded to: scheme, host and
-	// an optional path prefix that the request's path is appended to.
-	// Required.
+	// an optional path prefix that the request's path is appended to. It
+	// is the default route, for the paths that no route of Routes
+	// matches; without it, such paths are answered 404 and never
+	// forwarded. Required unless Routes are given.
 	Upstream *url.URL
 	// UpstreamKey, when set, is the credential sent to the upstream with
 	// every request. The caller's own key fields are never forwarded.
@@ -76,6 +80,16 @@ type Options struct {
 	// Authorization, as "Bearer <key>"; any other field (x-api-key) gets
 	// the key as it is.
 	UpstreamKeyHeader string
+	// Routes send the requests under a path prefix to upstreams of their
+	// own, each with its own credential: the longest prefix that matches
+	// a request's path wins (see Route), and Upstream takes the rest.
+	Routes []Route
+
+	// Shadow serves the requests that a key's limits or models would
+	// refuse, and logs that they would have been refused: to roll limits
+	// out without refusing anyone. See Shadow mode in the package
+	// documentation.
+	Shadow bool
 
 	// RPS, when > 0, limits every key to RPS requests per second, in
 	// bursts of Burst (strategies.GCRA, keyed by key ID); Burst 0 means
@@ -86,12 +100,9 @@ type Options struct {
 	// StatsPath is the path the gateway answers with the caller's own
 	// usage rather than forwarding; "" means DefaultStatsPath.
 	StatsPath string
-	// MaxJSONBody bounds the JSON response body kept to read its usage;
-	// 0 means DefaultMaxJSONBody. A larger body records nothing.
-	MaxJSONBody int64
-	// MaxEventBytes bounds a line and an event of an event stream; 0
-	// means DefaultMaxEventBytes. A larger event is skipped.
-	MaxEventBytes int
+	// Weights weigh the tokens a response reports by type; nil means
+	// UnitWeights.
+	Weights *Weights
 
 	// MaxRequestBody bounds the request body, which the gateway reads
 	// whole before admitting the request; 0 means DefaultMaxRequestBody.
@@ -108,6 +119,12 @@ type Options struct {
 	// bound. ConnectTimeout and FirstByteTimeout apply to the default
 	// Transport only: a Transport of the caller's brings its own.
 	ConnectTimeout, FirstByteTimeout, IdleTimeout time.Duration
+	// DrainTimeout bounds how long the gateway goes on reading a model
+	// call's response for its usage after the caller has hung up (the
+	// upstream generates, and bills, to the end all the same); then the
+	// upstream request is ended and the estimate charged. 0 means
+	// DefaultDrainTimeout, a negative value that it is ended at once.
+	DrainTimeout time.Duration
 
 	// Transport forwards the requests; nil means a clone of
 	// http.DefaultTransport that keeps more idle connections per host,
@@ -129,18 +146,19 @@ type Gateway struct {
 	keys      *keystore.Store
 	proxy     *httputil.ReverseProxy
 	next      http.Handler // proxy, behind the request-rate middleware if any
-	upstream  *url.URL
-	keyField  string
-	keyValue  string
+	routes    []route      // longest prefix first, the default route last
+	shadow    bool         // Options.Shadow
+	active    *activity    // the requests being served, for Wait and Abort
 	statsPath string
-	maxJSON   int64
-	maxEvent  int
+	weights   Weights
+	drain     time.Duration // < 0: none
 	maxBody   int64
 	maxTokens int64
 	idle      time.Duration // 0: none
 	log       *slog.Logger
 	admin     [32]byte // SHA-256 of Options.AdminToken; zero: no admin API
 	metrics   *metrics
+	adminAPI  *http.ServeMux // the admin API's routes
 
 	idPrefix string
 	seq      atomic.Uint64
@@ -162,16 +180,18 @@ func New(db *ratestore.DB, opts Options) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	u := opts.Upstream
-	if u == nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("gateway: upstream %s: want an http or https URL with a host: %w", redacted(u), ratestore.ErrInvalid)
+	routes, err := newRoutes(opts)
+	if err != nil {
+		return nil, err
 	}
 	g := &Gateway{
 		keys:      keys,
-		upstream:  u,
+		routes:    routes,
+		shadow:    opts.Shadow,
+		active:    newActivity(),
 		statsPath: opts.StatsPath,
-		maxJSON:   opts.MaxJSONBody,
-		maxEvent:  opts.MaxEventBytes,
+		weights:   UnitWeights,
+		drain:     opts.DrainTimeout,
 		maxBody:   opts.MaxRequestBody,
 		maxTokens: opts.DefaultMaxTokens,
 		idle:      timeout(opts.IdleTimeout, DefaultIdleTimeout),
@@ -183,11 +203,14 @@ func New(db *ratestore.DB, opts Options) (*Gateway, error) {
 	if !strings.HasPrefix(g.statsPath, "/") {
 		return nil, fmt.Errorf("gateway: stats path %q: want an absolute path: %w", g.statsPath, ratestore.ErrInvalid)
 	}
-	if g.maxJSON == 0 {
-		g.maxJSON = DefaultMaxJSONBody
+	if g.drain == 0 {
+		g.drain = DefaultDrainTimeout
 	}
-	if g.maxEvent == 0 {
-		g.maxEvent = DefaultMaxEventBytes
+	if opts.Weights != nil {
+		if !opts.Weights.valid() {
+			return nil, fmt.Errorf("gateway: weights %+v: want finite weights >= 0: %w", *opts.Weights, ratestore.ErrInvalid)
+		}
+		g.weights = *opts.Weights
 	}
 	if g.maxBody == 0 {
 		g.maxBody = DefaultMaxRequestBody
@@ -195,17 +218,11 @@ func New(db *ratestore.DB, opts Options) (*Gateway, error) {
 	if g.maxTokens == 0 {
 		g.maxTokens = DefaultMaxTokens
 	}
-	if g.maxJSON < 0 || g.maxEvent < 0 || g.maxBody < 0 || g.maxTokens < 0 {
-		return nil, fmt.Errorf("gateway: negative MaxJSONBody, MaxEventBytes, MaxRequestBody or DefaultMaxTokens: %w", ratestore.ErrInvalid)
+	if g.maxBody < 0 || g.maxTokens < 0 {
+		return nil, fmt.Errorf("gateway: negative MaxRequestBody or DefaultMaxTokens: %w", ratestore.ErrInvalid)
 	}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
-	}
-	if opts.UpstreamKey != "" {
-		g.keyField, g.keyValue = http.CanonicalHeaderKey(opts.UpstreamKeyHeader), opts.UpstreamKey
-		if g.keyField == "" || g.keyField == "Authorization" {
-			g.keyField, g.keyValue = "Authorization", "Bearer "+opts.UpstreamKey
-		}
 	}
 	transport := opts.Transport
 	if transport == nil {
@@ -225,7 +242,11 @@ func New(db *ratestore.DB, opts Options) (*Gateway, error) {
 	}
 	g.next = g.proxy
 	if opts.RPS != 0 || opts.Burst != 0 {
-		mw, err := requestRate(db, opts.RPS, opts.Burst, g.log)
+		deny := denyRate
+		if opts.Shadow {
+			deny = g.shadowRate
+		}
+		mw, err := requestRate(db, opts.RPS, opts.Burst, deny, g.log)
 		if err != nil {
 			return nil, err
 		}
@@ -235,6 +256,7 @@ func New(db *ratestore.DB, opts Options) (*Gateway, error) {
 		g.admin = sha256.Sum256([]byte(opts.AdminToken))
 	}
 	g.metrics = newMetrics()
+	g.adminAPI = g.adminMux()
 	var b [4]byte
 	rand.Read(b[:])
 	g.idPrefix = hex.EncodeToString(b[:]) + "-"
@@ -254,7 +276,7 @@ func timeout(d, def time.Duration) time.Duration {
 }
 
 // requestRate returns the middleware of Options.RPS.
-func requestRate(db *ratestore.DB, rps float64, burst int64, log *slog.Logger) (*httplimit.Middleware, error) {
+func requestRate(db *ratestore.DB, rps float64, burst int64, deny func(http.ResponseWriter, *http.Request, httplimit.Decision), log *slog.Logger) (*httplimit.Middleware, error) {
 	if !(rps > 0) || math.IsInf(rps, 0) || burst < 0 {
 		return nil, fmt.Errorf("gateway: request rate %v, burst %d: want a rate > 0 and a burst >= 0: %w", rps, burst, ratestore.ErrInvalid)
 	}
@@ -267,7 +289,7 @@ func requestRate(db *ratestore.DB, rps float64, burst int64, log *slog.Logger) (
 	}
 	return httplimit.New(httplimit.Options{
 		Rules:  []httplimit.Rule{{Limiter: lim, Key: exchangeKeyID, Policy: "requests"}},
-		Deny:   denyRate,
+		Deny:   deny,
 		Logger: log,
 	})
 }
@@ -275,15 +297,15 @@ func requestRate(db *ratestore.DB, rps float64, burst int64, log *slog.Logger) (
 // exchange is one request going through the gateway: the ResponseWriter
 // it is answered through, which notes the status, and what the log says.
 type exchange struct {
-	http.ResponseWriter
-	status int
-	id     string
-	keyID  string
-	err    error // of the upstream
+	statusWriter
+	id    string
+	keyID string
+	err   error // of the upstream
 
 	// The admission of the request, and what it was admitted with.
 	adm       *keystore.Admission
 	shadowed  *keystore.Denial // Options.Shadow: the refusal it would have had; served and charged without an admission
+	route     *route           // where it is forwarded to
 	model     string
 	reserve   int64
 	reason    string // why the gateway refused it: a keystore.Denial's Reason, or ""
@@ -301,29 +323,36 @@ type exchange struct {
 	upLatency        time.Duration // from sent to the upstream's response header
 	upstatus         int
 	metered          bool
-	found, tooLarge  bool
+	used             usage       // what the response reported
 	complete         bool        // the body was read to its end
-	reported, tokens int64       // tokens reported; charged
+	reported, tokens int64       // tokens reported (weighed); charged
 	counts           tokenCounts // the tokens reported, by type
 }
 
-func (x *exchange) WriteHeader(code int) {
-	if code >= 200 && x.status == 0 { // not 1xx, which the transport's goroutine may write
-		x.status = code
-	}
-	x.ResponseWriter.WriteHeader(code)
+// statusWriter is a ResponseWriter that notes the status it answered
+// with, for the log and the metrics.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
 }
 
-func (x *exchange) Write(b []byte) (int, error) {
-	if x.status == 0 {
-		x.status = http.StatusOK
+func (w *statusWriter) WriteHeader(code int) {
+	if code >= 200 && w.status == 0 { // not 1xx, which the transport's goroutine may write
+		w.status = code
 	}
-	return x.ResponseWriter.Write(b)
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
 }
 
 // Unwrap lets http.ResponseController (which ReverseProxy flushes
 // streams with) reach the server's writer.
-func (x *exchange) Unwrap() http.ResponseWriter { return x.ResponseWriter }
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 type exchangeCtx struct{}
 
@@ -343,12 +372,14 @@ func exchangeKeyID(r *http.Request) (string, error) {
 
 // ServeHTTP serves one request: see the package documentation.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.active.begin()
+	defer g.active.end()
 	if isAdminPath(r.URL.Path) {
 		g.serveAdmin(w, r)
 		return
 	}
 	start := time.Now()
-	x := &exchange{ResponseWriter: w, id: g.idPrefix + strconv.FormatUint(g.seq.Add(1), 36)}
+	x := &exchange{statusWriter: statusWriter{ResponseWriter: w}, id: g.idPrefix + strconv.FormatUint(g.seq.Add(1), 36)}
 	w.Header().Set(RequestIDHeader, x.id)
 	completed := false
 	defer func() {
@@ -392,6 +423,10 @@ func (g *Gateway) serve(x *exchange, r *http.Request) {
 		g.refuse(x, r, k, err)
 		return
 	}
+	if x.route = match(g.routes, r.URL.Path); x.route == nil {
+		writeError(x, http.StatusNotFound, typeInvalid, "no_route", "no upstream serves this path on this gateway")
+		return
+	}
 	body, ok := g.readBody(x, r)
 	if !ok {
 		return
@@ -412,20 +447,51 @@ func (g *Gateway) serve(x *exchange, r *http.Request) {
 		r.ContentLength, r.Body = int64(len(asked)), io.NopCloser(bytes.NewReader(asked))
 	}
 	a, err := g.keys.Admit(r.Context(), secret, keystore.Request{Model: x.model, Reserve: x.reserve})
-	if a == nil {
+	switch {
+	case a == nil && g.shadowServes(x, r, err):
+		// Served without an admission; finish charges its usage.
+	case a == nil:
 		g.refuse(x, r, k, err)
 		return
+	default:
+		x.adm = a
+		g.metrics.admitted(x)
+		if err != nil {
+			// Admitted, just not known to be on disk: serve it.
+			g.log.LogAttrs(r.Context(), slog.LevelWarn, "gateway: admission not known to be durable",
+				slog.String("request_id", x.id), slog.String("key_id", x.keyID), slog.String("error", err.Error()))
+		}
 	}
-	x.adm = a
-	g.metrics.admitted(x)
-	if err != nil {
-		// Admitted, just not known to be on disk: serve it.
-		g.log.LogAttrs(r.Context(), slog.LevelWarn, "gateway: admission not known to be durable",
-			slog.String("request_id", x.id), slog.String("key_id", x.keyID), slog.String("error", err.Error()))
+	parent := context.WithValue(r.Context(), exchangeCtx{}, x)
+	if x.charged {
+		// The upstream generates, and bills, to the end whether the
+		// caller waits for it or not: its request outlives the caller's
+		// by up to the drain timeout, so that the usage at its end is
+		// read (see meter).
+		parent = context.WithoutCancel(parent)
 	}
-	ctx, cancel := context.WithCancelCause(context.WithValue(r.Context(), exchangeCtx{}, x))
+	ctx, cancel := context.WithCancelCause(parent)
+	if x.charged {
+		var drain atomic.Pointer[time.Timer]
+		stop := context.AfterFunc(r.Context(), func() {
+			if g.drain < 0 {
+				cancel(errDrain)
+				return
+			}
+			drain.Store(time.AfterFunc(g.drain, func() { cancel(errDrain) }))
+		})
+		defer func() {
+			// A timer stored after this Load (the caller hung up as the
+			// request ended) only cancels a context that is done.
+			if !stop() {
+				if t := drain.Load(); t != nil {
+					t.Stop()
+				}
+			}
+		}()
+	}
 	defer func() { // also when ReverseProxy panics
-		if cause := context.Cause(ctx); errors.Is(cause, errIdle) && x.err == nil {
+		if cause := context.Cause(ctx); (errors.Is(cause, errIdle) || errors.Is(cause, errDrain)) && x.err == nil {
 			x.err = cause
 		}
 		cancel(nil)
@@ -433,6 +499,10 @@ func (g *Gateway) serve(x *exchange, r *http.Request) {
 	ctx = context.WithValue(ctx, cancelCtx{}, cancel)
 	g.next.ServeHTTP(x, r.WithContext(ctx))
 }
+
+// errDrain is the cause of an upstream request ended because its caller
+// hung up longer than Options.DrainTimeout ago.
+var errDrain = errors.New("gateway: the caller hung up, and the upstream did not end within the drain timeout")
 
 // cancelCtx is the context key of the function that cancels the upstream
 // request (when its body is idle too long).
@@ -485,9 +555,9 @@ func (g *Gateway) readBody(x *exchange, r *http.Request) ([]byte, bool) {
 // documentation.
 func (g *Gateway) finish(ctx context.Context, x *exchange) {
 	tokens := g.tokens(x)
-	if x.tooLarge {
-		g.log.LogAttrs(ctx, slog.LevelWarn, "gateway: JSON body too large to read its usage",
-			slog.String("request_id", x.id), slog.String("key_id", x.keyID), slog.Int64("max_json_body", g.maxJSON))
+	if x.used.tooLarge {
+		g.log.LogAttrs(ctx, slog.LevelWarn, "gateway: a usage object too large to read was skipped",
+			slog.String("request_id", x.id), slog.String("key_id", x.keyID), slog.Int("max_usage_bytes", maxUsageBytes))
 	}
 	if x.estimated {
 		g.log.LogAttrs(ctx, slog.LevelWarn, "gateway: no usage read: charging the estimate",
@@ -515,15 +585,16 @@ func (g *Gateway) finish(ctx context.Context, x *exchange) {
 // tokens returns the tokens to charge x with, and notes in x whether they
 // are an estimate.
 func (g *Gateway) tokens(x *exchange) int64 {
+	x.counts, x.reported = x.used.counts, g.weights.charge(x.used.counts)
 	switch {
 	case !x.charged || !x.forwarded:
 		return 0
-	case x.found && x.complete:
+	case x.used.found && x.complete:
 		return x.reported
 	case x.model == "" || (x.upstatus >= 400 && x.upstatus < 500):
 		// Not a model call (nothing reserved), or one the upstream
 		// refused: what usage was read, if any.
-		if x.found {
+		if x.used.found {
 			return x.reported
 		}
 		return 0
@@ -532,13 +603,6 @@ func (g *Gateway) tokens(x *exchange) int64 {
 	// caller went away: the reservation, or more if more was reported.
 	x.estimated = true
 	return max(x.reported, x.reserve)
-}
-
-func satAdd(a, b int64) int64 {
-	if s := a + b; s >= a {
-		return s
-	}
-	return math.MaxInt64
 }
 
 // refuse answers a request whose key Authenticate or Admit refused, or
@@ -651,18 +715,24 @@ func (g *Gateway) stats(x *exchange, r *http.Request, secret string) {
 // rewrite makes the upstream request: see Headers in the package
 // documentation.
 func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
+	var rt *route
 	if x := exchangeOf(pr.In.Context()); x != nil {
 		x.forwarded, x.sent = true, time.Now()
+		rt = x.route
 	}
-	pr.SetURL(g.upstream)
+	if rt == nil { // cannot be: serve answers a path without a route itself
+		rt = &route{upstream: &url.URL{}} // the transport fails it: 502
+	}
+	pr.Out = pr.Out.WithContext(g.active.abortable(pr.Out.Context()))
+	pr.SetURL(rt.upstream)
 	pr.SetXForwarded()
 	h := pr.Out.Header
 	h.Del("Authorization")
 	h.Del("X-Api-Key")
 	h.Del("X-Goog-Api-Key")
 	h.Del("Accept-Encoding")
-	if g.keyField != "" {
-		h.Set(g.keyField, g.keyValue)
+	if rt.keyField != "" {
+		h.Set(rt.keyField, rt.keyValue)
 	}
 }
 
@@ -687,12 +757,12 @@ func (g *Gateway) modifyResponse(res *http.Response) error {
 		return nil
 	}
 	var m *meter
-	m = newMeter(res.Body, k, g.maxJSON, g.maxEvent, func(tokens int64, found, tooLarge bool) {
-		x.metered, x.reported, x.found, x.tooLarge, x.complete = true, tokens, found, tooLarge, m.eof
+	m = newMeter(res.Body, k, x.charged, func(u usage) {
+		x.metered, x.used, x.complete = true, u, m.eof
 	})
 	res.Body = m
 	if x.stripUsage && k == kindSSE {
-		res.Body = newStripUsage(m, g.maxEvent)
+		res.Body = newStripUsage(m, maxStripEvent)
 		withoutLength(res)
 	}
 	return nil
@@ -762,6 +832,9 @@ func (g *Gateway) logExchange(r *http.Request, x *exchange, start time.Time, abo
 		slog.Duration("latency", time.Since(start)))
 	if x.estimated {
 		attrs = append(attrs, slog.Bool("estimated", true))
+	}
+	if x.shadowed != nil {
+		attrs = append(attrs, slog.String("shadow", x.shadowed.Reason))
 	}
 	if aborted {
 		attrs = append(attrs, slog.Bool("aborted", true))

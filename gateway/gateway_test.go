@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -468,7 +469,9 @@ func TestNewErrors(t *testing.T) {
 		{Upstream: e.up.url(t), StatsPath: "stats"},
 		{Upstream: e.up.url(t), RPS: -1},
 		{Upstream: e.up.url(t), RPS: 1, Burst: -1},
-		{Upstream: e.up.url(t), MaxJSONBody: -1},
+		{Upstream: e.up.url(t), Weights: &Weights{Input: -1, Output: 1}},
+		{Upstream: e.up.url(t), Weights: &Weights{Output: math.Inf(1)}},
+		{Upstream: e.up.url(t), Weights: &Weights{CacheRead: math.NaN()}},
 		{Upstream: e.up.url(t), MaxRequestBody: -1},
 		{Upstream: e.up.url(t), DefaultMaxTokens: -1},
 	} {

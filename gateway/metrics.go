@@ -2,22 +2,277 @@ package gateway
 
 import (
 	"net/http"
+	"strconv"
+	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// metrics are the gateway's Prometheus metrics.
-type metrics struct{}
+// metrics are the gateway's Prometheus metrics, on a registry of each
+// Gateway's own (with the Go runtime's and the process's collectors), so
+// that two Gateways in one process, or in one test binary, never share or
+// clash over a series.
+//
+// # Names
+//
+// The metrics that have an OpenTelemetry semantic convention (GenAI
+// metrics, experimental) take its name and attributes as OpenTelemetry's
+// Prometheus exporter writes them: dots become underscores, a unit of
+// UCUM "s" appends "_seconds", an annotation unit such as "{token}"
+// appends nothing, and a counter ends in "_total". So the histogram
+// gen_ai.client.token.usage ({token}) is gen_ai_client_token_usage, the
+// attribute gen_ai.token.type the label gen_ai_token_type,
+// gen_ai.request.model gen_ai_request_model, and http.response.status_code
+// http_response_status_code. The rest, which no convention covers (per
+// key, reservations, refusals), are named the same way as if they were
+// OpenTelemetry instruments "ratestore.gateway.*".
+//
+// The upstream latency is not named after a GenAI duration, because it is
+// none of them: gen_ai.client.operation.duration ends when the response
+// has ended, gen_ai.client.operation.time_to_first_chunk at the first
+// chunk of a stream's body, and gen_ai.server.time_to_first_token is the
+// model server's own. The time to the upstream's response header comes
+// close to the first of them for a plain response (whose header follows
+// the generation) and to the second for a stream.
+//
+// # Metrics
+//
+//   - ratestore_gateway_requests_total{key_id, http_response_status_code,
+//     reason} (counter): requests that ended, by the status the caller got
+//     and the reason the gateway refused them: a keystore.Denial's Reason
+//     ("unknown", "disabled", "expired", "model", "window", "rate",
+//     "concurrency") or "rps" (Options.RPS), "" when the gateway did not
+//     refuse it on a key's account (served, or refused as malformed, too
+//     large, or for want of a key: the status tells). Status 0: the
+//     request ended before anything was written.
+//   - ratestore_gateway_tokens_total{key_id, gen_ai_token_type} (counter):
+//     the tokens the upstream reported, by type: "input" and "output" (the
+//     convention's values), and "cache_read", "cache_write" and
+//     "reasoning". "input" includes the cache reads and writes, "output"
+//     the reasoning tokens, as the convention's input and output tokens
+//     do: input + output is the usage, and summing every type counts
+//     tokens twice. A series appears with its first token.
+//   - ratestore_gateway_charged_tokens_total{key_id, estimated} (counter):
+//     the tokens charged to the key (keystore.Admission.Finish), estimated
+//     "true" when they are the request's estimate because no usage could
+//     be read (see Usage), else "false". It is apart from the tokens
+//     reported because it is what the key's windows count, an estimate
+//     or a figure of the usage as the gateway weighs it, not a type of
+//     token; a charge that failed counts nothing.
+//   - gen_ai_client_token_usage{gen_ai_token_type, gen_ai_request_model}
+//     (histogram, buckets 1, 4, 16, ... 67108864 as the convention
+//     advises): the input and output tokens of each model call whose usage
+//     was reported, one observation each. The convention's required
+//     gen_ai.operation.name and gen_ai.provider.name are left out: the
+//     gateway forwards to one upstream and reads no operation.
+//   - ratestore_gateway_upstream_latency_seconds{gen_ai_request_model}
+//     (histogram, buckets 0.05s to 600s): from sending a request upstream
+//     to its response header, of every request that got one.
+//   - ratestore_gateway_requests_in_flight (gauge): requests begun and not
+//     yet ended.
+//   - ratestore_gateway_reservations (gauge): requests in flight that the
+//     key store admitted, each holding a slot of its key's concurrency cap
+//     and its reservation.
+//   - ratestore_gateway_reserved_tokens (gauge): the tokens those requests
+//     reserved, which count as used in their keys' windows until they end.
+//
+// # Cardinality
+//
+// key_id is the ID of the request's key, "" for a request with no key or
+// an unknown one (the secret never appears): there are at most as many
+// values as keys, and a series of a key lives, once created, as long as
+// the Gateway, also after the key is deleted. gen_ai_request_model comes
+// from the request body, which the caller writes, so it is bounded twice:
+// only the model of a request the key store admitted is used (which
+// passed the key's Policy.Models, where it has any; a request served in
+// shadow mode that the models would have refused is "other"), and only
+// the first maxModels distinct models are; any later one is "other". A
+// request that names no model (not a model call) has "". The other labels
+// take a few fixed values each.
+type metrics struct {
+	reg     *prometheus.Registry
+	handle  http.Handler
+	metered sync.Map // *exchange -> int64, its reservation: admitted, not yet ended
 
-func newMetrics() *metrics { return &metrics{} }
+	requests      *prometheus.CounterVec
+	tokens        *prometheus.CounterVec
+	charged       *prometheus.CounterVec
+	tokenUsage    *prometheus.HistogramVec
+	upLatency     *prometheus.HistogramVec
+	inFlight      prometheus.Gauge
+	reservations  prometheus.Gauge
+	reservedToken prometheus.Gauge
+
+	mu     sync.Mutex
+	models map[string]struct{} // the values of gen_ai_request_model but "other"
+}
+
+// maxModels is the most distinct values of the gen_ai_request_model label
+// (besides "other"): enough for the models of every provider a gateway
+// serves, few enough that a key allowed any model cannot make the
+// histograms' series grow without end.
+const maxModels = 100
+
+// otherModel is the gen_ai_request_model of the models past maxModels.
+const otherModel = "other"
+
+// Token types, the values of gen_ai_token_type.
+const (
+	tokenInput      = "input"
+	tokenOutput     = "output"
+	tokenCacheRead  = "cache_read"
+	tokenCacheWrite = "cache_write"
+	tokenReasoning  = "reasoning"
+)
+
+var (
+	// tokenBuckets are the bucket bounds the GenAI conventions advise for
+	// gen_ai.client.token.usage: powers of 4 from 1 to 4^13.
+	tokenBuckets = prometheus.ExponentialBuckets(1, 4, 14)
+	// latencyBuckets bound the wait for an upstream's response header,
+	// from a cached or refused answer (50ms) through a stream's first
+	// token (seconds) to the whole of a long generation, up to the
+	// default FirstByteTimeout (10 minutes).
+	latencyBuckets = []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 300, 600}
+)
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg:    prometheus.NewRegistry(),
+		models: make(map[string]struct{}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratestore_gateway_requests_total",
+			Help: "Requests that ended, by key, the status the caller got, and the reason the gateway refused them (\"\" if it did not on a key's account).",
+		}, []string{"key_id", "http_response_status_code", "reason"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratestore_gateway_tokens_total",
+			Help: "Tokens the upstream reported, by key and type; input includes cache_read and cache_write, output includes reasoning.",
+		}, []string{"key_id", "gen_ai_token_type"}),
+		charged: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratestore_gateway_charged_tokens_total",
+			Help: "Tokens charged to keys, by key and whether they are the estimate of a request whose usage could not be read.",
+		}, []string{"key_id", "estimated"}),
+		tokenUsage: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "gen_ai_client_token_usage",
+			Help:    "Input and output tokens used by each model call whose usage was reported (OpenTelemetry gen_ai.client.token.usage).",
+			Buckets: tokenBuckets,
+		}, []string{"gen_ai_token_type", "gen_ai_request_model"}),
+		upLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "ratestore_gateway_upstream_latency_seconds",
+			Help:    "Time from sending a request upstream to its response header.",
+			Buckets: latencyBuckets,
+		}, []string{"gen_ai_request_model"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ratestore_gateway_requests_in_flight",
+			Help: "Requests begun and not yet ended.",
+		}),
+		reservations: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ratestore_gateway_reservations",
+			Help: "Requests in flight that the key store admitted, each holding a concurrency slot and a token reservation.",
+		}),
+		reservedToken: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ratestore_gateway_reserved_tokens",
+			Help: "Tokens reserved by admitted requests in flight, counted as used in their keys' windows until they end.",
+		}),
+	}
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.requests, m.tokens, m.charged, m.tokenUsage, m.upLatency,
+		m.inFlight, m.reservations, m.reservedToken,
+	)
+	m.handle = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
+		// A collector that fails (the process collector, on a system
+		// without /proc) should not take the gateway's own metrics
+		// down with it; the failures are counted in
+		// promhttp_metric_handler_errors_total.
+		ErrorHandling: promhttp.ContinueOnError,
+		Registry:      m.reg,
+		// Scrapes are an operator's, behind the admin token: a few at a
+		// time is plenty, and more are refused rather than left to pile
+		// up gathering.
+		MaxRequestsInFlight: 4,
+	})
+	return m
+}
 
 // begin notes that x has started.
-func (m *metrics) begin(x *exchange) {}
+func (m *metrics) begin(x *exchange) { m.inFlight.Inc() }
 
-// admitted notes that x was admitted, reserving x.reserve tokens.
-func (m *metrics) admitted(x *exchange) {}
+// admitted notes that x was admitted, reserving x.reserve tokens. It
+// remembers the reservation so that end returns what it added, whatever
+// becomes of x meanwhile.
+func (m *metrics) admitted(x *exchange) {
+	m.metered.Store(x, x.reserve)
+	m.reservations.Inc()
+	m.reservedToken.Add(float64(x.reserve))
+}
 
-// handler serves the metrics in Prometheus' text exposition format.
-func (m *metrics) handler() http.Handler { return http.NotFoundHandler() }
+// handler serves the metrics in Prometheus' text exposition format (or
+// its protobuf format, when the scraper asks for it), gzipped when asked.
+func (m *metrics) handler() http.Handler { return m.handle }
 
-// end notes that x, a request r, ended after d.
-func (m *metrics) end(r *http.Request, x *exchange, d time.Duration) {}
+// end notes that x, a request r, ended after d, once it has been charged.
+func (m *metrics) end(r *http.Request, x *exchange, d time.Duration) {
+	defer m.inFlight.Dec()
+	served := x.shadowed != nil // Options.Shadow: served without an admission
+	if v, ok := m.metered.LoadAndDelete(x); ok {
+		served = true
+		m.reservations.Dec()
+		m.reservedToken.Sub(float64(v.(int64)))
+	}
+	model := ""
+	switch {
+	case x.shadowed != nil && x.shadowed.Reason == "model":
+		// A model the key's policy does not allow, served anyway: it
+		// is the caller's to name, bound by nothing.
+		model = otherModel
+	case served:
+		model = m.model(x.model)
+	}
+	m.requests.WithLabelValues(x.keyID, strconv.Itoa(x.status), x.reason).Inc()
+	c := x.counts
+	for _, t := range [...]struct {
+		typ string
+		n   int64
+	}{
+		{tokenInput, c.input}, {tokenOutput, c.output},
+		{tokenCacheRead, c.cacheRead}, {tokenCacheWrite, c.cacheWrite}, {tokenReasoning, c.reasoning},
+	} {
+		if t.n > 0 {
+			m.tokens.WithLabelValues(x.keyID, t.typ).Add(float64(t.n))
+		}
+	}
+	if x.tokens > 0 {
+		m.charged.WithLabelValues(x.keyID, strconv.FormatBool(x.estimated)).Add(float64(x.tokens))
+	}
+	if served && x.model != "" && x.used.found {
+		m.tokenUsage.WithLabelValues(tokenInput, model).Observe(float64(c.input))
+		m.tokenUsage.WithLabelValues(tokenOutput, model).Observe(float64(c.output))
+	}
+	if x.forwarded && x.upstatus != 0 {
+		m.upLatency.WithLabelValues(model).Observe(x.upLatency.Seconds())
+	}
+}
+
+// model returns the gen_ai_request_model of the model of an admitted
+// request: itself, if it is one of the first maxModels seen, else
+// otherModel.
+func (m *metrics) model(model string) string {
+	if model == "" {
+		return ""
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.models[model]; ok {
+		return model
+	}
+	if len(m.models) >= maxModels {
+		return otherModel
+	}
+	m.models[model] = struct{}{}
+	return model
+}

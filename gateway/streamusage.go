@@ -58,8 +58,9 @@ func askUsage(urlPath string, body []byte) ([]byte, bool) {
 
 // stripUsage is an event stream less its usage-only chunks (see
 // askUsage). It reads whole events (lines up to a blank one) and passes
-// every other event on as it came. An event longer than max is passed on
-// as it comes, unread: a usage chunk is a few hundred bytes.
+// every other event on as it came. An event longer than max
+// (maxStripEvent) is passed on as it comes, unread: a usage chunk is a few
+// hundred bytes.
 type stripUsage struct {
 	src     *bufio.Reader
 	body    io.Closer
@@ -69,6 +70,9 @@ type stripUsage struct {
 	passing bool   // inside an event longer than max: pass lines on
 	err     error
 }
+
+// maxStripEvent bounds the event a stripUsage holds.
+const maxStripEvent = 64 << 10
 
 func newStripUsage(body io.ReadCloser, max int) *stripUsage {
 	return &stripUsage{src: bufio.NewReader(body), body: body, max: max}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"math"
 	"net/http"
 	"strings"
 )
@@ -36,31 +37,35 @@ func bodyKind(h http.Header) kind {
 }
 
 // meter is a response body that passes every byte through as it is, and
-// reads the usage from a copy: a JSON body kept up to a bound and parsed at
-// its end, or an event stream parsed line by line. It calls end once, when
+// reads the usage on the way: a JSON body through a usageScan, an event
+// stream through an sseParser, which each hold only the usage objects
+// they copy out, whatever the size of the body. It calls end once, when
 // the body ends or is closed, whichever comes first.
+//
+// When it is closed before its end (ReverseProxy closes the body when the
+// caller has gone away), it first reads the rest, up to drain, so that the
+// usage the upstream reports at the end of what it generated is charged.
+// The upstream request's own context bounds how long that takes.
 //
 // ReverseProxy reads and closes a response body in the handler's
 // goroutine, so a meter needs no lock.
 type meter struct {
 	body  io.ReadCloser
 	kind  kind
+	drain bool // read the rest at Close
 	eof   bool
 	done  bool
 	tally tally
-	end   func(tokens int64, found, tooLarge bool)
-
-	// JSON
-	buf      []byte
-	maxJSON  int64
-	tooLarge bool
-
-	// event stream
-	sse sseParser
+	json  usageScan
+	sse   sseParser
+	end   func(u usage)
 }
 
-func newMeter(body io.ReadCloser, k kind, maxJSON int64, maxEvent int, end func(tokens int64, found, tooLarge bool)) *meter {
-	return &meter{body: body, kind: k, maxJSON: maxJSON, sse: sseParser{max: maxEvent}, end: end}
+func newMeter(body io.ReadCloser, k kind, drain bool, end func(u usage)) *meter {
+	m := &meter{body: body, kind: k, drain: drain, end: end}
+	m.json.found = m.tally.addJSON
+	m.sse.scan.found = m.tally.addJSON
+	return m
 }
 
 func (m *meter) Read(p []byte) (int, error) {
@@ -78,6 +83,14 @@ func (m *meter) Read(p []byte) (int, error) {
 }
 
 func (m *meter) Close() error {
+	if !m.done && m.drain {
+		buf := make([]byte, 32<<10)
+		for !m.done {
+			if _, err := m.Read(buf); err != nil {
+				break
+			}
+		}
+	}
 	err := m.body.Close()
 	if !m.done {
 		m.finish()
@@ -88,59 +101,45 @@ func (m *meter) Close() error {
 func (m *meter) feed(p []byte) {
 	switch m.kind {
 	case kindJSON:
-		if m.tooLarge {
-			return
-		}
-		if int64(len(m.buf))+int64(len(p)) > m.maxJSON {
-			m.tooLarge, m.buf = true, nil
-			return
-		}
-		m.buf = append(m.buf, p...)
+		m.json.feed(p)
 	case kindSSE:
-		m.sse.feed(p, &m.tally)
+		m.sse.feed(p)
 	}
 }
 
-// finish reads what is left and reports the usage. A JSON body counts only
-// when it was read to its end; an event stream counts the usage its events
-// reported before it ended.
+// finish reports the usage read: every usage object that was whole, of a
+// body read to its end or not.
 func (m *meter) finish() {
 	m.done = true
-	switch m.kind {
-	case kindJSON:
-		if m.eof && !m.tooLarge {
-			m.tally.addJSON(m.buf)
-		}
-		m.buf = nil
-	case kindSSE:
-		m.sse.flush(&m.tally)
-	}
-	tokens, found := m.tally.tokens()
-	m.end(tokens, found, m.tooLarge)
+	u := m.tally.usage()
+	u.tooLarge = m.json.tooLarge || m.sse.scan.tooLarge
+	m.end(u)
 }
 
-// sseParser splits an event stream (text/event-stream, as the WHATWG HTML
-// standard defines it) into events and hands the data of those that
-// mention "usage" to a tally. Lines end with LF, CRLF or CR. A line longer
-// than max is skipped, and so is the event of a data line longer than max
-// or of data longer than max in all; so it never holds more than max bytes
-// of line and max of data.
+// sseParser reads an event stream (text/event-stream, as the WHATWG HTML
+// standard defines it) as it arrives and feeds the data of each event to
+// a usageScan, its lines joined by LF, one document per event. Lines end
+// with LF, CRLF or CR. It holds no line and no event: only the first
+// bytes of a line until its field name is known.
 type sseParser struct {
-	max  int
-	line []byte // the start of a line that a read split
-	data []byte // the data of the event being read, its lines joined by LF
-	skip bool   // the line is too long: discard it up to its end
-	drop bool   // the event is too long: discard its data up to its end
-	cr   bool   // the last byte was a CR that ended a line: an LF next is part of it
+	scan  usageScan
+	head  []byte // the start of the line, until its field is known
+	state uint8
+	lines int  // data lines of the event so far
+	cr    bool // the last byte was a CR that ended a line: an LF next is part of it
 }
 
-var (
-	dataField  = []byte("data")
-	dataPrefix = []byte("data:")
-	usageWord  = []byte(`"usage"`)
+// The states of an sseParser within a line.
+const (
+	lineHead  = iota // reading the field name
+	lineSpace        // after "data:": a space may come, which is not data
+	lineData         // in the value of a data line
+	lineSkip         // in another line: ignored
 )
 
-func (s *sseParser) feed(p []byte, t *tally) {
+var dataPrefix = []byte("data:")
+
+func (s *sseParser) feed(p []byte) {
 	for len(p) > 0 {
 		if s.cr {
 			s.cr = false
@@ -150,108 +149,68 @@ func (s *sseParser) feed(p []byte, t *tally) {
 			}
 		}
 		i := bytes.IndexAny(p, "\r\n")
+		seg := p
+		if i >= 0 {
+			seg = p[:i]
+		}
+		s.segment(seg)
 		if i < 0 {
-			s.appendLine(p)
 			return
 		}
-		if len(s.line) == 0 && !s.skip {
-			s.processLine(p[:i], t) // the whole line is in p: no copy
-		} else {
-			s.appendLine(p[:i])
-			if !s.skip {
-				s.processLine(s.line, t)
-			}
-		}
-		s.line, s.skip = s.line[:0], false
+		s.endLine()
 		s.cr = p[i] == '\r'
 		p = p[i+1:]
 	}
 }
 
-func (s *sseParser) appendLine(b []byte) {
-	if s.skip {
-		return
-	}
-	if len(s.line)+len(b) > s.max {
-		// A data line drops its event; another (a comment) only itself.
-		var hb [len("data:")]byte
-		head := s.line
-		if len(head) < len(hb) {
-			head = append(append(hb[:0], s.line...), b[:min(len(b), len(hb)-len(s.line))]...)
-		}
-		if bytes.HasPrefix(head, dataPrefix) {
-			s.drop = true
-		}
-		s.line, s.skip = s.line[:0], true
-		return
-	}
-	s.line = append(s.line, b...)
-}
-
-func (s *sseParser) processLine(line []byte, t *tally) {
-	if len(line) == 0 {
-		s.dispatch(t)
-		return
-	}
-	name, value, _ := bytes.Cut(line, []byte{':'})
-	if s.drop || !bytes.Equal(name, dataField) { // comments (":...") and other fields
-		return
-	}
-	value = bytes.TrimPrefix(value, []byte{' '})
-	if len(s.data) > 0 {
-		if len(s.data)+1+len(value) > s.max {
-			s.data, s.drop = s.data[:0], true
+// segment reads part of a line.
+func (s *sseParser) segment(b []byte) {
+	for len(b) > 0 {
+		switch s.state {
+		case lineHead:
+			n := min(len(b), len(dataPrefix)-len(s.head))
+			s.head = append(s.head, b[:n]...)
+			b = b[n:]
+			switch {
+			case bytes.Equal(s.head, dataPrefix):
+				s.state = lineSpace
+				s.startData()
+			case len(s.head) == len(dataPrefix) || bytes.IndexByte(s.head, ':') >= 0:
+				s.state = lineSkip // another field, or a comment (":...")
+			}
+		case lineSpace:
+			if b[0] == ' ' {
+				b = b[1:]
+			}
+			s.state = lineData
+		case lineData:
+			s.scan.feed(b)
+			return
+		case lineSkip:
 			return
 		}
-		s.data = append(s.data, '\n')
 	}
-	s.data = append(s.data, value...)
 }
 
-// dispatch ends the event being read.
-func (s *sseParser) dispatch(t *tally) {
-	if !s.drop && bytes.Contains(s.data, usageWord) {
-		t.addJSON(s.data)
+// startData starts the value of a data line.
+func (s *sseParser) startData() {
+	if s.lines > 0 {
+		s.scan.feed([]byte{'\n'})
 	}
-	s.data, s.drop = s.data[:0], false
+	s.lines++
 }
 
-// flush ends the stream: a last line or event without its end counts.
-func (s *sseParser) flush(t *tally) {
-	if len(s.line) > 0 && !s.skip {
-		s.processLine(s.line, t)
+// endLine ends a line: a blank one ends the event, and "data" alone is a
+// data line with an empty value.
+func (s *sseParser) endLine() {
+	switch {
+	case s.state == lineHead && len(s.head) == 0:
+		s.scan.reset()
+		s.lines = 0
+	case s.state == lineHead && string(s.head) == "data":
+		s.startData()
 	}
-	s.dispatch(t)
-	s.line, s.data = nil, nil
-}
-
-// usageJSON is a usage object: OpenAI's (prompt, completion and total
-// tokens; input, output and total in the Responses API) or Anthropic's
-// (input and output tokens, and the prompt-cache tokens, which Anthropic
-// counts apart from input_tokens where OpenAI's prompt_tokens includes
-// them).
-type usageJSON struct {
-	TotalTokens              *int64 `json:"total_tokens"`
-	InputTokens              *int64 `json:"input_tokens"`
-	OutputTokens             *int64 `json:"output_tokens"`
-	PromptTokens             *int64 `json:"prompt_tokens"`
-	CompletionTokens         *int64 `json:"completion_tokens"`
-	CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
-	CacheReadInputTokens     *int64 `json:"cache_read_input_tokens"`
-}
-
-// envelope is where a JSON document may hold a usage object: at its top
-// (a response; an OpenAI chunk; Anthropic's message_delta), in "message"
-// (Anthropic's message_start), or in "response" (the OpenAI Responses
-// API's events).
-type envelope struct {
-	Usage   *usageJSON `json:"usage"`
-	Message *struct {
-		Usage *usageJSON `json:"usage"`
-	} `json:"message"`
-	Response *struct {
-		Usage *usageJSON `json:"usage"`
-	} `json:"response"`
+	s.head, s.state = s.head[:0], lineHead
 }
 
 // tokenCounts are the tokens a response reported, by type. input
@@ -263,65 +222,181 @@ type tokenCounts struct {
 	reasoning             int64
 }
 
-// tally is the usage a response reported. The counts of a stream are
-// cumulative, so the latest of each wins.
+// rawUsage is a usage object, in any of the dialects the gateway reads:
+//   - OpenAI chat and completions: prompt_tokens (cached included, in
+//     prompt_tokens_details.cached_tokens), completion_tokens (reasoning
+//     included, in completion_tokens_details.reasoning_tokens),
+//     total_tokens; embeddings: prompt_tokens and total_tokens;
+//   - OpenAI Responses: input_tokens (cached included, in
+//     input_tokens_details), output_tokens (reasoning included, in
+//     output_tokens_details), total_tokens;
+//   - Anthropic: input_tokens, which leaves out the prompt cache's
+//     cache_creation_input_tokens and cache_read_input_tokens, and
+//     output_tokens (thinking included);
+//   - Gemini's usageMetadata: promptTokenCount (cachedContentTokenCount
+//     included), toolUsePromptTokenCount, candidatesTokenCount, which
+//     leaves out thoughtsTokenCount, and totalTokenCount.
+type rawUsage struct {
+	PromptTokens            *int64   `json:"prompt_tokens"`
+	CompletionTokens        *int64   `json:"completion_tokens"`
+	TotalTokens             *int64   `json:"total_tokens"`
+	PromptTokensDetails     *details `json:"prompt_tokens_details"`
+	CompletionTokensDetails *details `json:"completion_tokens_details"`
+
+	InputTokens         *int64   `json:"input_tokens"`
+	OutputTokens        *int64   `json:"output_tokens"`
+	InputTokensDetails  *details `json:"input_tokens_details"`
+	OutputTokensDetails *details `json:"output_tokens_details"`
+
+	CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     *int64 `json:"cache_read_input_tokens"`
+
+	PromptTokenCount        *int64 `json:"promptTokenCount"`
+	ToolUsePromptTokenCount *int64 `json:"toolUsePromptTokenCount"`
+	CachedContentTokenCount *int64 `json:"cachedContentTokenCount"`
+	CandidatesTokenCount    *int64 `json:"candidatesTokenCount"`
+	ThoughtsTokenCount      *int64 `json:"thoughtsTokenCount"`
+	TotalTokenCount         *int64 `json:"totalTokenCount"`
+}
+
+type details struct {
+	CachedTokens    *int64 `json:"cached_tokens"`
+	ReasoningTokens *int64 `json:"reasoning_tokens"`
+}
+
+// tally merges the usage objects of a response. The counts of a stream
+// are cumulative (Anthropic's message_delta repeats or raises what
+// message_start said; every Gemini chunk has its usageMetadata so far), so
+// the latest of each count wins.
 type tally struct {
-	total, input, output          int64
-	cacheWrite, cacheRead         int64
-	hasTotal, hasInput, hasOutput bool
-	hasCacheWrite, hasCacheRead   bool
+	counts [countFields]int64
+	has    [countFields]bool
 }
 
-// addJSON adds the usage of one JSON document, if it holds any.
+// The counts a tally keeps, each the first of its fields a usage object has.
+const (
+	cInput      = iota // input_tokens, prompt_tokens, promptTokenCount
+	cToolPrompt        // toolUsePromptTokenCount
+	cOutput            // output_tokens, completion_tokens, candidatesTokenCount
+	cThoughts          // thoughtsTokenCount: output that candidatesTokenCount leaves out
+	cReasoning         // reasoning_tokens (within output_tokens) or thoughtsTokenCount
+	cCacheRead         // cache_read_input_tokens, cached_tokens, cachedContentTokenCount
+	cCacheWrite        // cache_creation_input_tokens
+	cAnthropic         // > 0: input_tokens leaves the cache out (Anthropic's cache fields were seen)
+	cTotal             // total_tokens, totalTokenCount
+	countFields
+)
+
+// addJSON merges a usage object; one that does not decode is ignored.
 func (t *tally) addJSON(b []byte) {
-	var e envelope
-	if json.Unmarshal(b, &e) != nil {
+	var u rawUsage
+	if json.Unmarshal(b, &u) != nil {
 		return
 	}
-	t.add(e.Usage)
-	if e.Message != nil {
-		t.add(e.Message.Usage)
+	dt := func(d *details, reasoning bool) *int64 {
+		switch {
+		case d == nil:
+			return nil
+		case reasoning:
+			return d.ReasoningTokens
+		}
+		return d.CachedTokens
 	}
-	if e.Response != nil {
-		t.add(e.Response.Usage)
+	t.set(cInput, u.InputTokens, u.PromptTokens, u.PromptTokenCount)
+	t.set(cToolPrompt, u.ToolUsePromptTokenCount)
+	t.set(cOutput, u.OutputTokens, u.CompletionTokens, u.CandidatesTokenCount)
+	t.set(cThoughts, u.ThoughtsTokenCount)
+	t.set(cReasoning, dt(u.CompletionTokensDetails, true), dt(u.OutputTokensDetails, true), u.ThoughtsTokenCount)
+	t.set(cCacheRead, u.CacheReadInputTokens, dt(u.PromptTokensDetails, false), dt(u.InputTokensDetails, false), u.CachedContentTokenCount)
+	t.set(cCacheWrite, u.CacheCreationInputTokens)
+	if u.CacheCreationInputTokens != nil || u.CacheReadInputTokens != nil {
+		one := int64(1)
+		t.set(cAnthropic, &one)
 	}
+	t.set(cTotal, u.TotalTokens, u.TotalTokenCount)
 }
 
-func (t *tally) add(u *usageJSON) {
-	if u == nil {
-		return
-	}
-	set(&t.total, &t.hasTotal, u.TotalTokens)
-	set(&t.input, &t.hasInput, u.InputTokens, u.PromptTokens)
-	set(&t.output, &t.hasOutput, u.OutputTokens, u.CompletionTokens)
-	set(&t.cacheWrite, &t.hasCacheWrite, u.CacheCreationInputTokens)
-	set(&t.cacheRead, &t.hasCacheRead, u.CacheReadInputTokens)
-}
-
-// set sets *v to the first of counts that is there and not negative.
-func set(v *int64, has *bool, counts ...*int64) {
-	for _, c := range counts {
-		if c != nil && *c >= 0 {
-			*v, *has = *c, true
+// set sets count i to the first of vs that is there and not negative.
+func (t *tally) set(i int, vs ...*int64) {
+	for _, v := range vs {
+		if v != nil && *v >= 0 {
+			t.counts[i], t.has[i] = *v, true
 			return
 		}
 	}
 }
 
-// tokens returns the tokens reported: total_tokens when there is one, else
-// input plus output tokens plus Anthropic's cache writes and reads (added
-// up saturating); found is false when no usage was reported.
-func (t *tally) tokens() (n int64, found bool) {
-	switch {
-	case t.hasTotal:
-		return t.total, true
-	case t.hasInput || t.hasOutput || t.hasCacheWrite || t.hasCacheRead:
-		for _, c := range [...]int64{t.input, t.output, t.cacheWrite, t.cacheRead} {
-			if n += c; n < c {
-				return 1<<63 - 1, true
-			}
-		}
-		return n, true
+// usage is what a response reported.
+type usage struct {
+	counts   tokenCounts
+	found    bool // a usage object with a count was read
+	tooLarge bool // a usage object over maxUsageBytes was skipped
+}
+
+// usage returns the tally's counts by type: input with the cache reads
+// and writes, output with the reasoning. A usage object with a total only
+// counts it as input.
+func (t *tally) usage() usage {
+	c, h := &t.counts, &t.has
+	var u usage
+	u.counts.input = satAdd(c[cInput], c[cToolPrompt])
+	u.counts.output = satAdd(c[cOutput], c[cThoughts])
+	u.counts.reasoning = c[cReasoning]
+	u.counts.cacheRead, u.counts.cacheWrite = c[cCacheRead], c[cCacheWrite]
+	if h[cAnthropic] {
+		u.counts.input = satAdd(u.counts.input, satAdd(c[cCacheRead], c[cCacheWrite]))
 	}
-	return 0, false
+	switch {
+	case h[cInput] || h[cToolPrompt] || h[cOutput] || h[cThoughts] || h[cCacheRead] || h[cCacheWrite]:
+		u.found = true
+	case h[cTotal]:
+		u.found, u.counts.input = true, c[cTotal]
+	}
+	return u
+}
+
+// Weights weigh the tokens of a response by type, for what a key is
+// charged: Input*(uncached input) + CacheRead*(cache reads) +
+// CacheWrite*(cache writes) + Output*(output, reasoning included), rounded
+// up. Every weight is finite and >= 0. Prices differ by type (a cache
+// read costs a tenth of fresh input at Anthropic and OpenAI, a cache
+// write more), and weights let a key's windows count what the upstream
+// bills rather than raw tokens.
+type Weights struct {
+	Input, Output, CacheRead, CacheWrite float64
+}
+
+// UnitWeights count every token as one: what a nil Options.Weights means.
+var UnitWeights = Weights{Input: 1, Output: 1, CacheRead: 1, CacheWrite: 1}
+
+// valid reports whether every weight is finite and >= 0.
+func (w Weights) valid() bool {
+	for _, v := range [...]float64{w.Input, w.Output, w.CacheRead, w.CacheWrite} {
+		if !(v >= 0) || math.IsInf(v, 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// charge returns the tokens to charge for c. Unit weights add up in
+// integers, saturating; others in float64, rounded up and saturating.
+func (w Weights) charge(c tokenCounts) int64 {
+	if w == UnitWeights {
+		return satAdd(c.input, c.output)
+	}
+	cached := min(c.input, satAdd(c.cacheRead, c.cacheWrite))
+	f := w.Input*float64(c.input-cached) + w.CacheRead*float64(c.cacheRead) +
+		w.CacheWrite*float64(c.cacheWrite) + w.Output*float64(c.output)
+	if f >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(math.Ceil(f))
+}
+
+func satAdd(a, b int64) int64 {
+	if s := a + b; s >= a {
+		return s
+	}
+	return math.MaxInt64
 }

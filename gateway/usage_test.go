@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"net/http"
@@ -15,16 +14,16 @@ import (
 // result is what a meter reported at its end.
 type result struct {
 	calls           int
-	tokens          int64
+	tokens          int64 // charged with unit weights
 	found, tooLarge bool
 }
 
 // meterOf returns a meter over body and what it reports.
-func meterOf(body string, k kind, maxJSON int64, maxEvent int) (*meter, *result) {
+func meterOf(body string, k kind) (*meter, *result) {
 	r := &result{}
-	m := newMeter(io.NopCloser(strings.NewReader(body)), k, maxJSON, maxEvent, func(tokens int64, found, tooLarge bool) {
+	m := newMeter(io.NopCloser(strings.NewReader(body)), k, false, func(u usage) {
 		r.calls++
-		r.tokens, r.found, r.tooLarge = tokens, found, tooLarge
+		r.tokens, r.found, r.tooLarge = UnitWeights.charge(u.counts), u.found, u.tooLarge
 	})
 	return m, r
 }
@@ -73,39 +72,46 @@ func TestStreamUsage(t *testing.T) {
 		{"no space after colon, comment", ": keep-alive\ndata:{\"usage\":{\"total_tokens\":3}}\n\n", 3, true},
 		{"responses api", "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":5,\"output_tokens\":6,\"total_tokens\":11}}}\n\n", 11, true},
 		{"other fields ignored", "event: x\nid: 1\nretry: 10\ndata: {\"usage\":{\"output_tokens\":4}}\n\n", 4, true},
+		{"responses incomplete", "event: response.incomplete\ndata: {\"type\":\"response.incomplete\",\"response\":{\"status\":\"incomplete\",\"usage\":{\"input_tokens\":5,\"output_tokens\":64,\"output_tokens_details\":{\"reasoning_tokens\":60}}}}\n\n", 69, true},
+		{"responses failed", "event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"status\":\"failed\",\"error\":{\"code\":\"server_error\"},\"usage\":{\"input_tokens\":5,\"output_tokens\":2}}}\n\n", 7, true},
+		{"gemini sse", "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"Hi\"}]}}],\"usageMetadata\":{\"promptTokenCount\":9,\"totalTokenCount\":9}}\r\n\r\ndata: {\"candidates\":[],\"usageMetadata\":{\"promptTokenCount\":9,\"candidatesTokenCount\":4,\"thoughtsTokenCount\":20,\"totalTokenCount\":33}}\r\n\r\n", 33, true},
+		{"usage in a nested object is not the response's", "data: {\"choices\":[{\"delta\":{\"usage\":{\"total_tokens\":500}}}],\"x\":{\"usage\":{\"total_tokens\":500}}}\n\n", 0, false},
+		{"usage in a string", "data: {\"text\":\"{\\\"usage\\\":{\\\"total_tokens\\\":500}}\"}\n\n", 0, false},
 		{"malformed json", "data: {\"usage\":{\"total_tokens\":3.5}}\n\n", 0, false},
 		{"negative", "data: {\"usage\":{\"total_tokens\":-3}}\n\n", 0, false},
 	} {
 		// Every split of the stream into two reads, and one byte at a time.
 		for i := 0; i <= len(c.stream); i++ {
-			m, r := meterOf(c.stream, kindSSE, 0, 1<<10)
+			m, r := meterOf(c.stream, kindSSE)
 			readVia(t, m, func(rd io.Reader) io.Reader { return &splitReader{rd, []int{i}} }, c.stream)
 			require.Equal(t, result{1, c.tokens, c.found, false}, *r, "%s split at %d", c.name, i)
 		}
-		m, r := meterOf(c.stream, kindSSE, 0, 1<<10)
+		m, r := meterOf(c.stream, kindSSE)
 		readVia(t, m, iotest.OneByteReader, c.stream)
 		require.Equal(t, result{1, c.tokens, c.found, false}, *r, c.name)
 	}
 }
 
-// TestStreamBounds: a line or an event over the bound is skipped, and the
-// events after it still count.
-func TestStreamBounds(t *testing.T) {
-	long := strings.Repeat("x", 100)
+// TestStreamSizes: lines and events of any size are read, holding
+// neither: a usage after megabytes of data in the same event counts, and
+// so do the events after it.
+func TestStreamSizes(t *testing.T) {
+	big := strings.Repeat("x", 3<<20)
 	for _, stream := range []string{
-		"data: {\"usage\":{\"total_tokens\":1000},\"pad\":\"" + long + "\"}\n\ndata: {\"usage\":{\"total_tokens\":7}}\n\n",
-		"data: {\"usage\":{\"total_tokens\":1000},\ndata: \"pad\":\"" + long[:40] + "\",\ndata: \"pad2\":\"" + long[:40] + "\"}\n\ndata: {\"usage\":{\"total_tokens\":7}}\n\n",
-		": " + long + long + "\ndata: {\"usage\":{\"total_tokens\":7}}\n\n",
+		"data: {\"pad\":\"" + big + "\",\"usage\":{\"total_tokens\":1000}}\n\ndata: {\"usage\":{\"total_tokens\":7}}\n\n",
+		"data: {\"usage\":{\"total_tokens\":7},\ndata: \"pad\":\"" + big + "\",\ndata: \"pad2\":\"" + big[:40] + "\"}\n\n",
+		": " + big + "\ndata: {\"usage\":{\"total_tokens\":7}}\n\n",
+		"data: {\"choices\":[{\"delta\":{\"content\":\"" + big + "\"}}],\"usage\":{\"total_tokens\":7}}\n\n",
 	} {
 		for _, wrap := range []func(io.Reader) io.Reader{
 			func(r io.Reader) io.Reader { return r },
-			iotest.OneByteReader,
 			iotest.HalfReader,
 		} {
-			m, r := meterOf(stream, kindSSE, 0, 64)
+			m, r := meterOf(stream, kindSSE)
 			readVia(t, m, wrap, stream)
-			require.Equal(t, result{1, 7, true, false}, *r, stream)
-			require.LessOrEqual(t, cap(m.sse.line), 64)
+			require.Equal(t, result{1, 7, true, false}, *r)
+			require.Less(t, cap(m.sse.head), 64)
+			require.Less(t, cap(m.sse.scan.capture), 1<<10)
 		}
 	}
 }
@@ -124,30 +130,46 @@ func TestJSONUsage(t *testing.T) {
 		{`{"usage":{"input_tokens":0,"cache_read_input_tokens":7,"output_tokens":1,"cache_creation_input_tokens":null}}`, 8, true},
 		{`{"usage":{"total_tokens":0}}`, 0, true},
 		{`{"data":[]}`, 0, false},
-		{`{"usage":{"total_tokens":5}`, 0, false},
+		// Embeddings.
+		{`{"object":"list","data":[{"embedding":[0.1,-2e-3]}],"usage":{"prompt_tokens":8,"total_tokens":8}}`, 8, true},
+		// OpenAI's prompt_tokens includes its cached tokens; completion_tokens its reasoning.
+		{`{"usage":{"prompt_tokens":100,"completion_tokens":50,"total_tokens":150,"prompt_tokens_details":{"cached_tokens":80},"completion_tokens_details":{"reasoning_tokens":40}}}`, 150, true},
+		// The Responses API.
+		{`{"object":"response","status":"completed","output":[],"usage":{"input_tokens":10,"input_tokens_details":{"cached_tokens":4},"output_tokens":30,"output_tokens_details":{"reasoning_tokens":25},"total_tokens":40}}`, 40, true},
+		// Gemini: thoughtsTokenCount is output that candidatesTokenCount leaves out.
+		{`{"candidates":[{"content":{"parts":[{"text":"Hi"}]}}],"usageMetadata":{"promptTokenCount":9,"cachedContentTokenCount":3,"candidatesTokenCount":4,"thoughtsTokenCount":20,"toolUsePromptTokenCount":2,"totalTokenCount":35}}`, 35, true},
+		// Gemini's streamGenerateContent without alt=sse: an array of chunks, the last usage wins.
+		{`[{"candidates":[],"usageMetadata":{"promptTokenCount":9}},` + "\n" + `{"candidates":[],"usageMetadata":{"promptTokenCount":9,"candidatesTokenCount":7,"totalTokenCount":16}}]`, 16, true},
+		// A total alone counts.
+		{`{"usage":{"total_tokens":12}}`, 12, true},
+		{`{"usage":{"total_tokens":5}`, 5, true}, // the usage object is whole
+		{`{"usage":{"total_tokens":5`, 0, false},
 		{`[1,2]`, 0, false},
 	} {
-		m, r := meterOf(c.body, kindJSON, 1<<20, 0)
+		m, r := meterOf(c.body, kindJSON)
 		readVia(t, m, iotest.HalfReader, c.body)
 		require.Equal(t, result{1, c.tokens, c.found, false}, *r, c.body)
 	}
 
-	// Over the bound: passed through, nothing found.
-	body := openAIJSON(3, 4)
-	m, r := meterOf(body, kindJSON, int64(len(body)-1), 0)
-	readVia(t, m, iotest.OneByteReader, body)
+	// A body of any size: the usage after 20 MiB of content counts, and
+	// the meter holds none of it.
+	big := `{"id":"x","choices":[{"message":{"content":"` + strings.Repeat("y", 20<<20) + `"}}],` + `"usage":{"prompt_tokens":5,"completion_tokens":6}}`
+	m, r := meterOf(big, kindJSON)
+	readVia(t, m, func(r io.Reader) io.Reader { return r }, big)
+	require.Equal(t, result{1, 11, true, false}, *r)
+	require.Less(t, cap(m.json.capture), 1<<10)
+
+	// A usage object too large to be one is skipped, and said so.
+	huge := `{"usage":{"pad":"` + strings.Repeat("z", maxUsageBytes) + `","total_tokens":5}}`
+	m, r = meterOf(huge, kindJSON)
+	readVia(t, m, iotest.HalfReader, huge)
 	require.Equal(t, result{1, 0, false, true}, *r)
-	require.Nil(t, m.buf)
-	// At the bound: read.
-	m, r = meterOf(body, kindJSON, int64(len(body)), 0)
-	readVia(t, m, iotest.OneByteReader, body)
-	require.Equal(t, result{1, 7, true, false}, *r)
 }
 
 // TestMeterEnds: the usage is reported once, at the end or the close; a
 // JSON body cut short counts nothing, a stream what it reported before.
 func TestMeterEnds(t *testing.T) {
-	m, r := meterOf(openAIJSON(1, 2), kindJSON, 1<<20, 0)
+	m, r := meterOf(openAIJSON(1, 2), kindJSON)
 	buf := make([]byte, 10)
 	_, err := m.Read(buf)
 	require.NoError(t, err)
@@ -156,7 +178,7 @@ func TestMeterEnds(t *testing.T) {
 
 	stream := strings.Join(anthropicStream(25, 15), "")
 	cut := strings.Index(stream, "event: message_stop")
-	m, r = meterOf(stream[:cut], kindSSE, 0, 1<<10)
+	m, r = meterOf(stream[:cut], kindSSE)
 	_, err = io.ReadAll(m)
 	require.NoError(t, err)
 	require.Equal(t, 1, r.calls)
@@ -166,8 +188,8 @@ func TestMeterEnds(t *testing.T) {
 	// A read error: the stream's usage so far counts, once, at Close.
 	broken := errors.New("connection reset")
 	r = &result{}
-	m = newMeter(io.NopCloser(io.MultiReader(strings.NewReader(stream[:cut]), iotest.ErrReader(broken))), kindSSE, 0, 1<<10,
-		func(tokens int64, found, tooLarge bool) { r.calls, r.tokens, r.found = r.calls+1, tokens, found })
+	m = newMeter(io.NopCloser(io.MultiReader(strings.NewReader(stream[:cut]), iotest.ErrReader(broken))), kindSSE, false,
+		func(u usage) { r.calls, r.tokens, r.found = r.calls+1, UnitWeights.charge(u.counts), u.found })
 	_, err = io.ReadAll(m)
 	require.ErrorIs(t, err, broken)
 	require.Zero(t, r.calls)
@@ -199,15 +221,16 @@ func TestBodyKind(t *testing.T) {
 
 func TestTallySaturates(t *testing.T) {
 	var tl tally
-	tl.addJSON([]byte(`{"usage":{"input_tokens":9223372036854775807,"output_tokens":5}}`))
-	n, found := tl.tokens()
-	require.True(t, found)
-	require.Equal(t, int64(1<<63-1), n)
-	require.False(t, bytes.Contains(nil, usageWord))
+	tl.addJSON([]byte(`{"input_tokens":9223372036854775807,"output_tokens":5}`))
+	u := tl.usage()
+	require.True(t, u.found)
+	require.Equal(t, int64(1<<63-1), UnitWeights.charge(u.counts))
 
 	tl = tally{}
-	tl.addJSON([]byte(`{"usage":{"input_tokens":1,"cache_read_input_tokens":9223372036854775807}}`))
-	n, found = tl.tokens()
-	require.True(t, found)
-	require.Equal(t, int64(1<<63-1), n, "cache tokens saturate too")
+	tl.addJSON([]byte(`{"input_tokens":1,"cache_read_input_tokens":9223372036854775807}`))
+	u = tl.usage()
+	require.True(t, u.found)
+	require.Equal(t, int64(1<<63-1), UnitWeights.charge(u.counts), "cache tokens saturate too")
+	w := Weights{Input: 2, Output: 2, CacheRead: 2, CacheWrite: 2}
+	require.Equal(t, int64(1<<63-1), w.charge(u.counts), "weighed ones too")
 }

@@ -22,7 +22,7 @@
 //	usage ID                      used, limit, remaining and window end of each window
 //	copy --to PATH [--to-backend bolt|badger]
 //	inspect LIMITER KEY           one stored limiter state, decoded and raw
-//	gateway --upstream URL [--listen 127.0.0.1:8080] [--rps R --burst B]
+//	gateway --upstream [PREFIX=]URL... [--listen 127.0.0.1:8080] [--rps R --burst B] [--shadow]
 //	                              a metering reverse proxy in front of a model API
 //	version
 //	help [COMMAND]                "help json" lists the JSON output of every command
@@ -44,6 +44,16 @@
 // so. Commands other than import and keys create refuse a database that does
 // not exist rather than create an empty one; import --dry-run and a refused
 // import create nothing.
+//
+// A running gateway holds its database, so the keys commands and usage take
+// --admin URL: they then work through the gateway's admin API (see package
+// gateway) instead of opening the database, with the admin token of
+// $RATESTORE_ADMIN_TOKEN or --admin-token-file, and print the same output:
+//
+//	RATESTORE_ADMIN_TOKEN=... ratestore keys create --name ci --limit 100000 --admin http://127.0.0.1:8080
+//
+// A keys command that finds the database held by another process says to
+// do so.
 //
 // # Key policies
 //
@@ -73,9 +83,8 @@
 // A malformed value (a bad duration, a limit that is not a positive
 // integer, the same window length twice, a bad glob) is a usage error that
 // names the flag and the value; so is a value the key store refuses as
-// invalid. The gateway command enforces the token windows only, for now:
-// the request rate, concurrency cap and models are enforced by
-// keystore.Store.Admit, which it does not use yet.
+// invalid. The gateway command enforces the whole policy
+// (keystore.Store.Admit).
 //
 // # Secrets
 //

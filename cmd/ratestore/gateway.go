@@ -13,6 +13,8 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -25,6 +27,10 @@ const (
 	defaultListen   = "127.0.0.1:8080" // loopback: reachable from this host only
 	upstreamKeyEnv  = "RATESTORE_UPSTREAM_KEY"
 	defaultShutdown = 30 * time.Second
+	// closeGrace bounds the wait, after the shutdown timeout has cut the
+	// requests still in flight, for them to record their usage before the
+	// database is closed: they only write it.
+	closeGrace = 10 * time.Second
 )
 
 // gatewayHelp is the help text of the gateway command.
@@ -43,12 +49,16 @@ request rate alike, on top.
 A model call (a request whose JSON body or Gemini path names a model) reserves
 request bytes/4 + its max_tokens (max_output_tokens, max_completion_tokens,
 generationConfig.maxOutputTokens), or --default-max-tokens, in every window
-while it runs; at its end the tokens the response reports (OpenAI's
-usage.total_tokens, Anthropic's input, output and prompt-cache tokens; JSON or
-streamed, with the usage of an OpenAI stream asked for when the caller did not)
-are charged instead. When no usage can be read (the upstream failed,
-timed out or broke off a stream, the caller hung up) the reservation is
-charged and logged at warn as estimated. GET, HEAD and DELETE are never
+while it runs; at its end the tokens the response reports are charged instead:
+input (with OpenAI's cached, Anthropic's prompt-cache and Gemini's tool-use
+prompt tokens) plus output (with reasoning and Gemini's thoughts), read from
+JSON or streamed responses of any size, OpenAI, Anthropic and Gemini style,
+with the usage of an OpenAI stream asked for when the caller did not.
+--weights output=4,cache_read=0.1 weighs the types. A caller that hangs up
+does not end the upstream request: the gateway reads on to its usage, for up
+to --drain-timeout. When no usage can be read (the upstream failed, timed out
+or broke off a stream, the drain timeout passed) the reservation is charged
+and logged at warn as estimated. GET, HEAD and DELETE are never
 charged tokens but count against the request rate and concurrency. Request
 bodies over --max-request-body get 413. The upstream gets --connect-timeout
 to accept a connection, --first-byte-timeout to send its response header
@@ -56,31 +66,115 @@ to accept a connection, --first-byte-timeout to send its response header
 stream silent longer is ended); 0 means no bound. GET --stats-path shows
 callers their own usage.
 
-The callers' key fields are never forwarded. The upstream's own credential
-comes from --upstream-key or, better (a flag shows in the process list), from
-$` + upstreamKeyEnv + `; it is sent in --upstream-key-header. Without one,
-requests go out with no credential.
+--upstream URL forwards every request to URL. Given as PREFIX=URL
+(--upstream /v1/messages=https://api.anthropic.com), it forwards the paths
+under PREFIX (/v1/messages and /v1/messages/count_tokens, not /v1/messagesX)
+to URL instead; the longest prefix wins, and a bare URL takes the rest. It may
+be given once per prefix. Without a bare URL, a path no prefix matches gets
+404 and is never forwarded.
 
-It listens on ` + defaultListen + ` unless told otherwise: loopback only. Logs go to
-stderr (JSON lines with --json). SIGINT or SIGTERM stops it: requests in
-flight get --shutdown-timeout to finish, then the database is closed, which
-writes every change to disk.`
+The callers' key fields are never forwarded. Each upstream's own credential
+comes from the environment, never from the command line (which shows in the
+process list): --upstream-key-env PREFIX=VAR names the variable that holds the
+credential of the route of PREFIX, and --upstream-key-header PREFIX=FIELD
+the field it goes in (Authorization, as a bearer token, by default; x-api-key
+for Anthropic's API, as it is). The default route's credential is
+$` + upstreamKeyEnv + ` (or a bare --upstream-key-env VAR; --upstream-key KEY is
+kept for existing users), and a bare --upstream-key-header FIELD its field. A
+route without one sends no credential. For example:
+
+  ANTHROPIC_KEY=... ` + upstreamKeyEnv + `=... ratestore gateway \
+    --upstream https://api.openai.com \
+    --upstream /v1/messages=https://api.anthropic.com \
+    --upstream-key-env /v1/messages=ANTHROPIC_KEY \
+    --upstream-key-header /v1/messages=x-api-key
+
+--shadow serves the requests that a key's token windows, request rate,
+concurrency cap or models (and --rps) would refuse, and logs each at warn
+("gateway: shadow: would refuse", with the key ID, the reason, the limit and
+retry_after in seconds, -1 for never): to roll limits out and see whom they
+would refuse before they do. Their usage is charged as ever, past the limits.
+Unknown keys (401) and disabled or expired ones (403) are refused still:
+shadow mode tries out limits, not who may call.
+
+The admin API (under /admin/) and /metrics answer requests that bear the admin
+token, from $` + adminTokenEnv + ` or the file --admin-token-file names;
+without one they answer 404. A warning is logged when it is set and the
+gateway listens beyond loopback.
+
+It listens on ` + defaultListen + ` unless told otherwise: loopback only. It
+creates the database if it does not exist (keys are then created through the
+admin API). Logs go to stderr, a line per request with its key ID, model,
+tokens and status (JSON lines with --json). SIGINT or SIGTERM stops it: it
+stops accepting connections, lets the requests in flight (streams included)
+finish for up to --shutdown-timeout, then cuts those still running, which are
+charged their estimate (logged at warn as estimated); once every request has
+recorded its usage, the database is closed, which writes every change to disk.`
 
 // gatewayOut is what the gateway command prints once it listens.
 type gatewayOut struct {
-	Listen     string  `json:"listen"`
-	Upstream   string  `json:"upstream"`
-	StatsPath  string  `json:"stats_path"`
-	RPS        float64 `json:"rps"`
-	Burst      int64   `json:"burst"`
-	Durability string  `json:"durability"`
+	Listen     string     `json:"listen"`
+	Upstream   string     `json:"upstream"` // the default route's; "" when there is none
+	Routes     []routeOut `json:"routes"`   // the routes by path prefix, as given
+	StatsPath  string     `json:"stats_path"`
+	RPS        float64    `json:"rps"`
+	Burst      int64      `json:"burst"`
+	Durability string     `json:"durability"`
+	Shadow     bool       `json:"shadow"`
+	Admin      bool       `json:"admin"` // an admin token is set: the admin API and /metrics answer
+}
+
+// routeOut is a route of gatewayOut.
+type routeOut struct {
+	Prefix   string `json:"prefix"`
+	Upstream string `json:"upstream"` // redacted
+	KeyEnv   string `json:"key_env"`  // the variable its credential came from; "" for none
+}
+
+// perRoute is the values of a repeatable per-route flag: PREFIX=VALUE for
+// the route of PREFIX (a path, so it starts with "/"), a bare VALUE for the
+// default route (key ""), in the order given.
+type perRoute struct {
+	flag     string
+	prefixes []string
+	values   map[string]string
+}
+
+func newPerRoute(flag string) *perRoute { return &perRoute{flag: flag, values: map[string]string{}} }
+
+func (p *perRoute) set(v string) error {
+	prefix, value := "", v
+	if strings.HasPrefix(v, "/") {
+		var ok bool
+		if prefix, value, ok = strings.Cut(v, "="); !ok {
+			return fmt.Errorf("%q: want PREFIX=VALUE, PREFIX a path", v)
+		}
+	}
+	if value == "" {
+		return fmt.Errorf("%q: empty value", v)
+	}
+	if _, dup := p.values[prefix]; dup {
+		if prefix == "" {
+			return fmt.Errorf("%q: the default route's is given already", v)
+		}
+		return fmt.Errorf("%q: the route %s's is given already", v, prefix)
+	}
+	p.prefixes = append(p.prefixes, prefix)
+	p.values[prefix] = value
+	return nil
 }
 
 func gatewayCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 	listen := fs.String("listen", defaultListen, "the `address` to serve on (default "+defaultListen+")")
-	upstream := fs.String("upstream", "", "the `URL` of the model API to forward to (required)")
-	upstreamKey := fs.String("upstream-key", "", "the `key` sent to the upstream (default $"+upstreamKeyEnv+")")
-	keyHeader := fs.String("upstream-key-header", "Authorization", "the `field` the upstream key goes in: Authorization, as a bearer token, or any other (x-api-key), as it is")
+	upstreams := newPerRoute("--upstream")
+	fs.Func("upstream", "the `URL` of the model API to forward to: a bare URL is the default route, PREFIX=URL (/v1/messages=https://api.anthropic.com) routes the paths under PREFIX; repeatable (one at least)", upstreams.set)
+	upstreamKey := fs.String("upstream-key", "", "the `key` sent to the default route's upstream (default $"+upstreamKeyEnv+")")
+	keyEnvs := newPerRoute("--upstream-key-env")
+	fs.Func("upstream-key-env", "PREFIX=`VAR`: the environment variable that holds the credential of the route of PREFIX (a bare VAR: the default route's, default "+upstreamKeyEnv+"); repeatable", keyEnvs.set)
+	keyHeaders := newPerRoute("--upstream-key-header")
+	fs.Func("upstream-key-header", "PREFIX=`FIELD`: the field the credential of the route of PREFIX goes in (a bare FIELD: the default route's): Authorization, as a bearer token (the default), or any other (x-api-key), as it is; repeatable", keyHeaders.set)
+	shadow := fs.Bool("shadow", false, "shadow mode: serve the requests that a key's limits or models would refuse, logging them at warn, to roll limits out safely")
+	adminTokenFile := fs.String("admin-token-file", "", "the `file` that holds the admin token (default $"+adminTokenEnv+"); without one, /admin/ and /metrics answer 404")
 	rps := fs.Float64("rps", 0, "each key's request `rate` per second (0: no limit)")
 	burst := fs.Int64("burst", 0, "each key's burst of `requests`; 0: the rate rounded up")
 	statsPath := fs.String("stats-path", gateway.DefaultStatsPath, "the `path` that shows callers their own usage (default "+gateway.DefaultStatsPath+")")
@@ -90,15 +184,37 @@ func gatewayCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 	maxBody := fs.Int64("max-request-body", gateway.DefaultMaxRequestBody, "the largest request body, in `bytes`; larger ones get 413 (default 32 MiB)")
 	connect := fs.Duration("connect-timeout", gateway.DefaultConnectTimeout, "how long connecting to the upstream may take (default 10s; 0: no bound)")
 	firstByte := fs.Duration("first-byte-timeout", gateway.DefaultFirstByteTimeout, "how long the upstream may take to send its response header, after which the caller gets 504 (default 10m: a non-streamed response's header comes after the whole generation; 0: no bound)")
+	drain := fs.Duration("drain-timeout", gateway.DefaultDrainTimeout, "after a caller hangs up, how long the gateway goes on reading a model call's response for the usage at its end (the upstream generates, and bills, all the same); then the estimate is charged (default 5m; 0: at once)")
+	var weights *gateway.Weights
+	fs.Func("weights", "`TYPE=W,...`: what a token of each type counts for in a key's windows, of input (uncached), output (reasoning included), cache_read, cache_write; a type left out counts 1 (default: every token 1)", func(v string) (err error) {
+		weights, err = parseWeights(v)
+		return err
+	})
 	idle := fs.Duration("idle-timeout", gateway.DefaultIdleTimeout, "how long the upstream may leave a response body silent between reads; a stream silent longer is ended (default 1m; 0: no bound)")
 	return func([]string) error {
 		const cmd = "gateway"
-		u, err := url.Parse(*upstream)
-		switch {
-		case *upstream == "":
+		if len(upstreams.prefixes) == 0 {
 			return usagef(cmd, "%s: --upstream is required", cmd)
-		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-			return usagef(cmd, "%s: --upstream %q: want an http or https URL", cmd, *upstream)
+		}
+		urls := make(map[string]*url.URL, len(upstreams.prefixes))
+		for _, prefix := range upstreams.prefixes {
+			raw := upstreams.values[prefix]
+			u, err := url.Parse(raw)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return usagef(cmd, "%s: --upstream %q: want an http or https URL", cmd, routeArg(prefix, raw))
+			}
+			urls[prefix] = u
+		}
+		for _, p := range []*perRoute{keyEnvs, keyHeaders} {
+			for _, prefix := range p.prefixes {
+				if _, ok := urls[prefix]; !ok {
+					return usagef(cmd, "%s: %s %q: no --upstream for %s", cmd, p.flag, routeArg(prefix, p.values[prefix]), routeName(prefix))
+				}
+			}
+		}
+		switch {
+		case *upstreamKey != "" && keyEnvs.values[""] != "":
+			return usagef(cmd, "%s: --upstream-key and a bare --upstream-key-env both name the default route's credential: give one", cmd)
 		case !(*rps >= 0) || math.IsInf(*rps, 0) || *burst < 0 || (*burst > 0 && *rps == 0):
 			return usagef(cmd, "%s: --rps %v --burst %d: want a rate >= 0, and a burst >= 0 only with a rate", cmd, *rps, *burst)
 		case *shutdown <= 0:
@@ -107,8 +223,10 @@ func gatewayCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 			return usagef(cmd, "%s: --default-max-tokens %d: want a positive number", cmd, *maxTokens)
 		case *maxBody <= 0:
 			return usagef(cmd, "%s: --max-request-body %d: want a positive number of bytes", cmd, *maxBody)
-		case *connect < 0 || *firstByte < 0 || *idle < 0:
-			return usagef(cmd, "%s: --connect-timeout %v --first-byte-timeout %v --idle-timeout %v: want durations >= 0", cmd, *connect, *firstByte, *idle)
+		case *connect < 0 || *firstByte < 0 || *idle < 0 || *drain < 0:
+			return usagef(cmd, "%s: --connect-timeout %v --first-byte-timeout %v --idle-timeout %v --drain-timeout %v: want durations >= 0", cmd, *connect, *firstByte, *idle, *drain)
+		case !strings.HasPrefix(*statsPath, "/"):
+			return usagef(cmd, "%s: --stats-path %q: want an absolute path", cmd, *statsPath)
 		}
 		var dur ratestore.Durability
 		switch *durability {
@@ -118,37 +236,117 @@ func gatewayCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 		default:
 			return usagef(cmd, "%s: --durability %q: want sync or async", cmd, *durability)
 		}
-		key := *upstreamKey
-		if key == "" {
-			key = os.Getenv(upstreamKeyEnv)
+
+		// The credentials, from the environment: never the command line,
+		// which shows in the process list (--upstream-key is kept for
+		// existing users).
+		opts := gateway.Options{
+			RPS: *rps, Burst: *burst, StatsPath: *statsPath, Shadow: *shadow,
+			DefaultMaxTokens: *maxTokens, MaxRequestBody: *maxBody,
+			ConnectTimeout: noBound(*connect), FirstByteTimeout: noBound(*firstByte), IdleTimeout: noBound(*idle),
+			DrainTimeout: noBound(*drain), // negative: at once
+			Weights:      weights,
 		}
+		out := gatewayOut{Routes: []routeOut{}, StatsPath: *statsPath, RPS: *rps, Burst: *burst, Durability: dur.String(), Shadow: *shadow}
+		for _, prefix := range upstreams.prefixes {
+			key, env := "", keyEnvs.values[prefix]
+			switch {
+			case env != "":
+				if key = os.Getenv(env); key == "" {
+					return fmt.Errorf("%s: --upstream-key-env %s: $%s is empty or not set", cmd, routeArg(prefix, env), env)
+				}
+			case prefix == "" && *upstreamKey != "":
+				key = *upstreamKey
+			case prefix == "":
+				if key = os.Getenv(upstreamKeyEnv); key != "" {
+					env = upstreamKeyEnv
+				}
+			}
+			u, header := urls[prefix], keyHeaders.values[prefix]
+			if prefix == "" {
+				opts.Upstream, opts.UpstreamKey, opts.UpstreamKeyHeader = u, key, header
+				out.Upstream = u.Redacted()
+				continue
+			}
+			opts.Routes = append(opts.Routes, gateway.Route{Prefix: prefix, Upstream: u, UpstreamKey: key, UpstreamKeyHeader: header})
+			out.Routes = append(out.Routes, routeOut{Prefix: prefix, Upstream: u.Redacted(), KeyEnv: env})
+		}
+		admin, err := adminToken(*adminTokenFile)
+		if err != nil {
+			return fmt.Errorf("%s: %w", cmd, err)
+		}
+		opts.AdminToken, out.Admin = admin, admin != ""
+
 		var h slog.Handler = slog.NewTextHandler(c.stderr, nil)
 		if c.json {
 			h = slog.NewJSONHandler(c.stderr, nil)
 		}
 		log := slog.New(h)
+		opts.Logger = log
 
-		db, err := c.openServing(dur, log)
+		db, created, err := c.openServing(dur, log)
 		if err != nil {
 			return err
 		}
-		g, err := gateway.New(db, gateway.Options{
-			Upstream: u, UpstreamKey: key, UpstreamKeyHeader: *keyHeader,
-			RPS: *rps, Burst: *burst, StatsPath: *statsPath, Logger: log,
-			DefaultMaxTokens: *maxTokens, MaxRequestBody: *maxBody,
-			ConnectTimeout: noBound(*connect), FirstByteTimeout: noBound(*firstByte), IdleTimeout: noBound(*idle),
-		})
+		g, err := gateway.New(db, opts)
 		var ln net.Listener
 		if err == nil {
 			ln, err = net.Listen("tcp", *listen)
 		}
 		if err != nil {
-			db.Close()
+			if cerr := db.Close(); cerr == nil {
+				// Nothing was served: leave no database behind that a
+				// failed start alone made.
+				removeAll(created)
+			}
 			return err
 		}
-		out := gatewayOut{ln.Addr().String(), u.Redacted(), *statsPath, *rps, *burst, dur.String()}
+		if created != nil {
+			log.Info("gateway: created the database: create keys through the admin API", "db", c.db)
+		}
+		out.Listen = ln.Addr().String()
 		return c.serve(ln, g, db, log, *shutdown, out)
 	}
+}
+
+// routeArg is a per-route flag's value as it was given.
+func routeArg(prefix, value string) string {
+	if prefix == "" {
+		return value
+	}
+	return prefix + "=" + value
+}
+
+// routeName names a route in messages.
+func routeName(prefix string) string {
+	if prefix == "" {
+		return "the default route"
+	}
+	return "the route " + prefix
+}
+
+// parseWeights parses --weights: input=W,output=W,cache_read=W,cache_write=W,
+// any subset (the others 1), each W a finite number >= 0.
+func parseWeights(v string) (*gateway.Weights, error) {
+	w := gateway.UnitWeights
+	fields := map[string]*float64{"input": &w.Input, "output": &w.Output, "cache_read": &w.CacheRead, "cache_write": &w.CacheWrite}
+	seen := map[string]bool{}
+	for part := range strings.SplitSeq(v, ",") {
+		name, num, ok := strings.Cut(strings.TrimSpace(part), "=")
+		f, known := fields[name]
+		switch {
+		case !ok || !known:
+			return nil, fmt.Errorf("%q: want TYPE=WEIGHT, TYPE one of input, output, cache_read, cache_write", part)
+		case seen[name]:
+			return nil, fmt.Errorf("%s given twice", name)
+		}
+		x, err := strconv.ParseFloat(num, 64)
+		if err != nil || !(x >= 0) || math.IsInf(x, 0) {
+			return nil, fmt.Errorf("%s=%s: want a number >= 0", name, num)
+		}
+		*f, seen[name] = x, true
+	}
+	return &w, nil
 }
 
 // noBound maps a timeout flag to its gateway.Options field: 0 (no bound)
@@ -160,25 +358,34 @@ func noBound(d time.Duration) time.Duration {
 	return d
 }
 
-// openServing opens the database of the global flags for a server: with
-// the durability asked for, and its failures logged.
-func (c *cli) openServing(d ratestore.Durability, log *slog.Logger) (*ratestore.DB, error) {
-	if ok, err := exists(c.db); err != nil {
-		return nil, err
-	} else if !ok {
-		return nil, fmt.Errorf("no database at %s: create a key first (ratestore keys create), or name one with --db", c.db)
+// openServing opens the database of the global flags for a server, with
+// the durability asked for and its failures logged, and returns the paths
+// it created, if it did: a gateway starts on an empty database, whose keys
+// are then created through its admin API.
+func (c *cli) openServing(d ratestore.Durability, log *slog.Logger) (db *ratestore.DB, created []string, err error) {
+	have, err := exists(c.db)
+	if err != nil {
+		return nil, nil, err
 	}
-	db, err := ratestore.Open(c.db, ratestore.Options{Backend: ratestore.Backend(c.backend), Durability: d, Now: c.now, Logger: log})
+	if !have {
+		created = missing(dbFiles(c.db)...)
+	}
+	db, err = ratestore.Open(c.db, ratestore.Options{Backend: ratestore.Backend(c.backend), Durability: d, Now: c.now, Logger: log})
 	if errors.Is(err, ratestore.ErrLocked) {
-		return nil, fmt.Errorf("%s: %w: only one process may open a database at a time; stop the other one, then retry", c.db, ratestore.ErrLocked)
+		return nil, nil, fmt.Errorf("%s: %w: only one process may open a database at a time; stop the other one, then retry", c.db, ratestore.ErrLocked)
 	}
-	return db, err
+	if err != nil {
+		removeAll(created)
+		return nil, nil, err
+	}
+	return db, created, nil
 }
 
 // serve serves g on ln until the command's context ends or SIGINT or
 // SIGTERM arrives, lets the requests in flight finish for up to timeout,
-// and closes db.
-func (c *cli) serve(ln net.Listener, g http.Handler, db *ratestore.DB, log *slog.Logger, timeout time.Duration, out gatewayOut) error {
+// cuts those that do not, waits for every request to have recorded its
+// usage, and closes db.
+func (c *cli) serve(ln net.Listener, g *gateway.Gateway, db *ratestore.DB, log *slog.Logger, timeout time.Duration, out gatewayOut) error {
 	ctx, stop := signal.NotifyContext(c.ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	srv := &http.Server{
@@ -192,10 +399,30 @@ func (c *cli) serve(ln net.Listener, g http.Handler, db *ratestore.DB, log *slog
 
 	if a, ok := ln.Addr().(*net.TCPAddr); ok && !a.IP.IsLoopback() {
 		log.Warn("gateway: listening beyond loopback: other hosts can reach it", "listen", out.Listen)
+		if out.Admin {
+			log.Warn("gateway: the admin API is reachable beyond loopback, in clear text: anyone who learns the admin token can create keys; listen on loopback behind a TLS proxy",
+				"listen", out.Listen)
+		}
 	}
-	log.Info("gateway: listening", "listen", out.Listen, "upstream", out.Upstream, "durability", out.Durability)
+	if out.Shadow {
+		log.Warn("gateway: shadow mode: requests over a key's limits or models are served and logged, not refused")
+	}
+	log.Info("gateway: listening", "listen", out.Listen, "upstream", out.Upstream, "routes", out.Routes,
+		"durability", out.Durability, "shadow", out.Shadow, "admin", out.Admin)
 	err := c.emit(out, func(w io.Writer) {
-		fmt.Fprintf(w, "gateway listening on http://%s, forwarding to %s\n", out.Listen, out.Upstream)
+		if len(out.Routes) == 0 {
+			fmt.Fprintf(w, "gateway listening on http://%s, forwarding to %s\n", out.Listen, out.Upstream)
+			return
+		}
+		fmt.Fprintf(w, "gateway listening on http://%s, forwarding by path:\n", out.Listen)
+		for _, r := range out.Routes {
+			fmt.Fprintf(w, "  %s -> %s\n", r.Prefix, r.Upstream)
+		}
+		if out.Upstream != "" {
+			fmt.Fprintf(w, "  (any other path) -> %s\n", out.Upstream)
+		} else {
+			fmt.Fprintf(w, "  (any other path) -> 404\n")
+		}
 	})
 
 	var serveErr error
@@ -208,6 +435,15 @@ func (c *cli) serve(ln net.Listener, g http.Handler, db *ratestore.DB, log *slog
 	if serr := srv.Shutdown(sctx); serr != nil {
 		log.Warn("gateway: requests still in flight at the shutdown timeout: closing them", "error", serr.Error())
 		srv.Close()
+		g.Abort()
+	}
+	cancel()
+	// Shutdown waits for the connections, not for the handlers: those of
+	// the requests just cut still record their usage, which must not go
+	// to a closed database.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeGrace)
+	if werr := g.Wait(wctx); werr != nil {
+		log.Error("gateway: requests still recording their usage at close: it may be lost", "wait", closeGrace)
 	}
 	cancel()
 	if serveErr == nil {

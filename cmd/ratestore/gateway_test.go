@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -130,7 +132,7 @@ func TestGatewayCommand(t *testing.T) {
 	e := newEnv(t)
 	created := jsonOf[createOut](e, "keys", "create", "--name", "gw", "--limit", "1000")
 	g := e.startGateway("--upstream", up.URL, "--rps", "100")
-	require.Equal(t, gatewayOut{Listen: g.out.Listen, Upstream: up.URL, StatsPath: "/stats", RPS: 100, Burst: 0, Durability: "sync"}, g.out)
+	require.Equal(t, gatewayOut{Listen: g.out.Listen, Upstream: up.URL, Routes: []routeOut{}, StatsPath: "/stats", RPS: 100, Burst: 0, Durability: "sync"}, g.out)
 	host, _, err := net.SplitHostPort(g.out.Listen)
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.1", host)
@@ -181,6 +183,14 @@ func TestGatewayCommand(t *testing.T) {
 	require.NotContains(t, logs, "sk-upstream")
 	require.Contains(t, logs, `"key_id":"`+created.Key.ID+`"`)
 	require.Contains(t, logs, `"msg":"gateway: stopped"`)
+	require.NotContains(t, logs, `"level":"ERROR"`)
+	require.NotContains(t, logs, "closing them", "the stream finished within the timeout")
+
+	// One line per request, with its key, model, tokens and status.
+	reqs := requestLines(t, logs)
+	require.Len(t, reqs, 4, logs)
+	require.Equal(t, map[string]any{"path": "/v1/chat/completions", "key_id": created.Key.ID, "model": "", "tokens": 42.0, "status": 200.0}, pick(reqs[0], "path", "key_id", "model", "tokens", "status"))
+	require.Equal(t, map[string]any{"path": "/slow", "key_id": created.Key.ID, "model": "", "tokens": 8.0, "status": 200.0}, pick(reqs[3], "path", "key_id", "model", "tokens", "status"))
 
 	// The database is closed (it opens again) and holds all the usage.
 	db, err := ratestore.Open(e.db, ratestore.Options{Now: func() time.Time { return now }})
@@ -210,16 +220,52 @@ func TestGatewayUsageErrors(t *testing.T) {
 		{[]string{"gateway", "--upstream", "http://x", "--default-max-tokens", "0"}, "--default-max-tokens 0"},
 		{[]string{"gateway", "--upstream", "http://x", "--max-request-body", "-1"}, "--max-request-body -1"},
 		{[]string{"gateway", "--upstream", "http://x", "--idle-timeout", "-1s"}, "want durations >= 0"},
+		{[]string{"gateway", "--upstream", "/v1/messages"}, "want PREFIX=VALUE"},
+		{[]string{"gateway", "--upstream", "/v1=localhost:9000"}, `--upstream "/v1=localhost:9000": want an http or https URL`},
+		{[]string{"gateway", "--upstream", "http://x", "--upstream", "http://y"}, "the default route's is given already"},
+		{[]string{"gateway", "--upstream", "/v1=http://x", "--upstream", "/v1=http://y"}, "the route /v1's is given already"},
+		{[]string{"gateway", "--upstream", "http://x", "--upstream-key-env", "/v1=VAR"}, "--upstream-key-env \"/v1=VAR\": no --upstream for the route /v1"},
+		{[]string{"gateway", "--upstream", "/v1=http://x", "--upstream-key-header", "x-api-key"}, "no --upstream for the default route"},
+		{[]string{"gateway", "--upstream", "http://x", "--upstream-key", "k", "--upstream-key-env", "VAR"}, "give one"},
+		{[]string{"gateway", "--upstream", "http://x", "--stats-path", "stats"}, `--stats-path "stats"`},
+		{[]string{"gateway", "--upstream", "http://x", "--upstream-key-header", "/v1="}, "empty value"},
+		{[]string{"gateway", "--upstream", "http://x", "--drain-timeout", "-1s"}, "--drain-timeout -1s"},
+		{[]string{"gateway", "--upstream", "http://x", "--weights", "input=1,thinking=2"}, `"thinking=2": want TYPE=WEIGHT`},
+		{[]string{"gateway", "--upstream", "http://x", "--weights", "output=-1"}, "output=-1: want a number >= 0"},
+		{[]string{"gateway", "--upstream", "http://x", "--weights", "output=NaN"}, "output=NaN: want a number >= 0"},
+		{[]string{"gateway", "--upstream", "http://x", "--weights", "output=2,output=3"}, "output given twice"},
 	} {
 		r := e.run(c.args...)
 		require.Equal(t, exitUsage, r.code, "%v: %s", c.args, r.stderr)
 		require.Contains(t, r.stderr, c.msg, c.args)
 	}
 	e.requireNoDB()
-	r := e.run("gateway", "--upstream", "http://x")
+
+	// Failures before serving leave no database behind.
+	t.Setenv("RATESTORE_TEST_EMPTY", "")
+	for _, c := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"--upstream", "/v1=http://x", "--upstream-key-env", "/v1=RATESTORE_TEST_EMPTY"}, exitError, "$RATESTORE_TEST_EMPTY is empty or not set"},
+		{[]string{"--upstream", "http://x", "--upstream-key-env", "RATESTORE_TEST_EMPTY"}, exitError, "$RATESTORE_TEST_EMPTY is empty"},
+		{[]string{"--upstream", "http://x", "--admin-token-file", e.dir + "/missing"}, exitError, "--admin-token-file"},
+		{[]string{"--upstream", "/v1=http://x", "--upstream", "/v1/=http://y"}, exitUsage, `route "/v1/": another route has the same prefix`},
+		{[]string{"--upstream", "/a/../b=http://x"}, exitUsage, "want a clean path"},
+	} {
+		r := e.run(append([]string{"gateway", "--listen", "127.0.0.1:0"}, c.args...)...)
+		require.Equal(t, c.code, r.code, "%v: %s", c.args, r.stderr)
+		require.Contains(t, r.stderr, c.msg, c.args)
+		e.requireNoDB()
+	}
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	r := e.run("gateway", "--upstream", "http://x", "--listen", taken.Addr().String())
 	require.Equal(t, exitError, r.code)
-	require.Contains(t, r.stderr, "no database at")
+	require.Contains(t, r.stderr, "address already in use")
 	e.requireNoDB()
+	require.NoError(t, taken.Close())
 
 	// A database in use by another process, and an address taken.
 	e.ok("keys", "create", "--name", "k", "--limit", "10")
@@ -254,5 +300,226 @@ func TestGatewayDefaults(t *testing.T) {
 	for _, s := range []string{"127.0.0.1:8080", upstreamKeyEnv, "--upstream-key-header", "loopback",
 		"--default-max-tokens", "--max-request-body", "--connect-timeout", "--first-byte-timeout", "--idle-timeout", "x-should-retry"} {
 		require.Contains(t, r.stdout, s)
+	}
+}
+
+// requestLines returns the per-request log lines of logs, decoded.
+func requestLines(t *testing.T, logs string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, line := range strings.Split(logs, "\n") {
+		if !strings.Contains(line, `"msg":"gateway request"`) {
+			continue
+		}
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &m), line)
+		out = append(out, m)
+	}
+	return out
+}
+
+// pick returns the fields of m named.
+func pick(m map[string]any, fields ...string) map[string]any {
+	out := make(map[string]any, len(fields))
+	for _, f := range fields {
+		out[f] = m[f]
+	}
+	return out
+}
+
+// usageOf opens the database, which must be closed, and returns the usage
+// of key id.
+func (e *env) usageOf(id string) keystore.Usage {
+	e.t.Helper()
+	db, err := ratestore.Open(e.db, ratestore.Options{Now: func() time.Time { return now }})
+	require.NoError(e.t, err)
+	defer func() { require.NoError(e.t, db.Close()) }()
+	ks, err := keystore.Open(db, keystore.Options{})
+	require.NoError(e.t, err)
+	u, err := ks.Usage(context.Background(), id)
+	require.NoError(e.t, err)
+	return u
+}
+
+// TestGatewayShutdownCut: a stream that outlives --shutdown-timeout is cut
+// at it; its usage, an estimate, is recorded (logged at warn as
+// estimated) before the database is closed, and nothing is logged as an
+// error.
+func TestGatewayShutdownCut(t *testing.T) {
+	started := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n")
+		http.NewResponseController(w).Flush()
+		close(started)
+		<-r.Context().Done() // never ends by itself
+	}))
+	defer up.Close()
+
+	e := newEnv(t)
+	created := jsonOf[createOut](e, "keys", "create", "--name", "gw", "--limit", "100000")
+	g := e.startGateway("--upstream", up.URL, "--shutdown-timeout", "50ms")
+	body := `{"model":"claude-x","max_tokens":100,"stream":true}`
+	req, err := http.NewRequest("POST", "http://"+g.out.Listen+"/v1/messages", strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("X-Api-Key", created.Secret)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	<-started
+
+	g.cancel()
+	io.Copy(io.Discard, resp.Body) // cut at the timeout
+	require.Equal(t, exitOK, g.stop(), g.stderr.String())
+	logs := g.stderr.String()
+	require.Contains(t, logs, "requests still in flight at the shutdown timeout")
+	require.Contains(t, logs, `"level":"WARN","msg":"gateway: no usage read: charging the estimate"`)
+	require.NotContains(t, logs, `"level":"ERROR"`)
+	reserve := int64(len(body)/4 + 100)
+	reqs := requestLines(t, logs)
+	require.Len(t, reqs, 1, logs)
+	require.Equal(t, map[string]any{"key_id": created.Key.ID, "model": "claude-x", "tokens": float64(reserve), "status": 200.0, "estimated": true},
+		pick(reqs[0], "key_id", "model", "tokens", "status", "estimated"))
+	require.Less(t, strings.Index(logs, `"msg":"gateway request"`), strings.Index(logs, `"msg":"gateway: stopped"`))
+
+	u := e.usageOf(created.Key.ID) // the database was closed: it opens
+	require.Equal(t, reserve, u.Used)
+	require.Zero(t, u.InFlight)
+}
+
+// TestGatewayRoutesCommand: routes by path prefix, each with the
+// credential of its own variable in its own field, listed at startup with
+// their URLs redacted.
+func TestGatewayRoutesCommand(t *testing.T) {
+	t.Setenv(upstreamKeyEnv, "sk-default")
+	t.Setenv("RATESTORE_TEST_ANTHROPIC", "sk-ant")
+	type got struct{ auth, xak string }
+	seen := make(chan got, 2)
+	handler := func(w http.ResponseWriter, r *http.Request) {
+		seen <- got{r.Header.Get("Authorization"), r.Header.Get("X-Api-Key")}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"usage":{"input_tokens":3,"output_tokens":4}}`)
+	}
+	def, anth := httptest.NewServer(http.HandlerFunc(handler)), httptest.NewServer(http.HandlerFunc(handler))
+	defer def.Close()
+	defer anth.Close()
+	anthURL := strings.Replace(anth.URL, "http://", "http://user:hunter2@", 1)
+
+	e := newEnv(t)
+	created := jsonOf[createOut](e, "keys", "create", "--name", "gw", "--limit", "1000")
+	g := e.startGateway("--upstream", "/v1/messages="+anthURL, "--upstream", def.URL,
+		"--upstream-key-env", "/v1/messages=RATESTORE_TEST_ANTHROPIC", "--upstream-key-header", "/v1/messages=x-api-key")
+	require.Equal(t, def.URL, g.out.Upstream)
+	require.Equal(t, []routeOut{{Prefix: "/v1/messages", Upstream: strings.Replace(anthURL, "hunter2", "xxxxx", 1), KeyEnv: "RATESTORE_TEST_ANTHROPIC"}}, g.out.Routes)
+	for path, want := range map[string]got{
+		"/v1/messages":         {"", "sk-ant"},
+		"/v1/chat/completions": {"Bearer sk-default", ""},
+	} {
+		req, err := http.NewRequest("POST", "http://"+g.out.Listen+path, strings.NewReader(`{}`))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+created.Secret)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, path)
+		require.Equal(t, want, <-seen, path)
+	}
+	require.Equal(t, exitOK, g.stop())
+	logs := g.stdout.String() + g.stderr.String()
+	for _, s := range []string{"hunter2", "sk-ant", "sk-default", created.Secret} {
+		require.NotContains(t, logs, s)
+	}
+	require.EqualValues(t, 14, e.usageOf(created.Key.ID).Used)
+}
+
+// TestGatewayTextRoutes: the text startup output lists the routes.
+func TestGatewayTextRoutes(t *testing.T) {
+	e := newEnv(t)
+	stdout := newLines()
+	ctx, cancel := context.WithCancel(context.Background())
+	code := make(chan int, 1)
+	cfg := config{Now: func() time.Time { return now }, Terminal: func(io.Writer) bool { return false }}
+	args := []string{"--db", e.db, "gateway", "--listen", "127.0.0.1:0", "--upstream", "/v1/messages=https://u:p@api.anthropic.com", "--upstream", "/v1beta=https://generativelanguage.googleapis.com"}
+	go func() { code <- run(ctx, args, strings.NewReader(""), stdout, io.Discard, cfg) }()
+	stdout.await(t, "(any other path)")
+	cancel()
+	require.Equal(t, exitOK, <-code)
+	out := stdout.String()
+	require.Contains(t, out, "forwarding by path:\n  /v1/messages -> https://u:xxxxx@api.anthropic.com\n  /v1beta -> https://generativelanguage.googleapis.com\n  (any other path) -> 404\n")
+}
+
+// TestGatewayCreatesDB: the gateway starts on a database that does not
+// exist yet, creates it, and says so; with no bare --upstream, an
+// unrouted path gets 404.
+func TestGatewayCreatesDB(t *testing.T) {
+	e := newEnv(t)
+	g := e.startGateway("--upstream", "/v1/messages=http://127.0.0.1:1")
+	require.Empty(t, g.out.Upstream)
+	g.stderr.await(t, "gateway: created the database")
+	require.Equal(t, exitOK, g.stop())
+	e.ok("keys", "list")
+	_, err := os.Stat(e.db)
+	require.NoError(t, err)
+}
+
+// TestGatewayShadowAdmin: --shadow serves a key over its limit and logs
+// it; an admin token from the environment or a file opens the admin API,
+// with a warning when listening beyond loopback.
+func TestGatewayShadowAdmin(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"usage":{"total_tokens":30}}`)
+	}))
+	defer up.Close()
+	e := newEnv(t)
+	created := jsonOf[createOut](e, "keys", "create", "--name", "gw", "--limit", "20")
+	t.Setenv(adminTokenEnv, "admin-token-from-env-0123456789")
+	g := e.startGateway("--upstream", up.URL, "--shadow")
+	require.True(t, g.out.Shadow)
+	require.True(t, g.out.Admin)
+	for range 2 { // the second is over the limit
+		req, err := http.NewRequest("POST", "http://"+g.out.Listen+"/v1/chat/completions", strings.NewReader(`{}`))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+created.Secret)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+	}
+	line := g.stderr.await(t, "gateway: shadow: would refuse")
+	require.Contains(t, line, `"key_id":"`+created.Key.ID+`"`)
+	require.Contains(t, line, `"reason":"window"`)
+	require.Equal(t, exitOK, g.stop())
+	require.Contains(t, g.stderr.String(), "gateway: shadow mode")
+	require.NotContains(t, g.stderr.String(), "admin-token-from-env")
+	require.NotContains(t, g.stderr.String(), "admin API is reachable beyond loopback")
+	require.EqualValues(t, 60, e.usageOf(created.Key.ID).Used)
+
+	file := filepath.Join(t.TempDir(), "admin-token")
+	require.NoError(t, os.WriteFile(file, []byte("admin-token-from-file-0123456789\n"), 0o600))
+	t.Setenv(adminTokenEnv, "")
+	g = e.startGateway("--upstream", up.URL, "--admin-token-file", file, "--listen", "0.0.0.0:0")
+	require.True(t, g.out.Admin)
+	require.False(t, g.out.Shadow)
+	g.stderr.await(t, "admin API is reachable beyond loopback")
+	require.Equal(t, exitOK, g.stop())
+
+	g = e.startGateway("--upstream", up.URL)
+	require.False(t, g.out.Admin)
+	require.Equal(t, exitOK, g.stop())
+}
+
+func TestParseWeights(t *testing.T) {
+	w, err := parseWeights("output=4, cache_read=0.1")
+	require.NoError(t, err)
+	require.Equal(t, gateway.Weights{Input: 1, Output: 4, CacheRead: 0.1, CacheWrite: 1}, *w)
+	w, err = parseWeights("input=0,output=0,cache_read=0,cache_write=0")
+	require.NoError(t, err)
+	require.Equal(t, gateway.Weights{}, *w)
+	for _, bad := range []string{"", "input", "input=", "input=x", "input=1e400", "Input=1", "input=1,,output=2"} {
+		_, err := parseWeights(bad)
+		require.Error(t, err, bad)
 	}
 }

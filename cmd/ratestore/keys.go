@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -20,6 +21,65 @@ import (
 // --limit and legacy keys depend on them (one window of 5 hours).
 func keyStore(db *ratestore.DB) (*keystore.Store, error) {
 	return keystore.Open(db, keystore.Options{})
+}
+
+// adminFlags are --admin and --admin-token-file, flags of every command
+// that reads or changes keys: with --admin, the command works through the
+// admin API of the gateway at that URL instead of opening the database,
+// which a running gateway holds (one process at a time may open it). They
+// are flags of those commands rather than global ones because no other
+// command can use them: import, migrate, copy or inspect given --admin
+// would have to ignore it, and the database they then opened is not the
+// gateway's (or is locked by it).
+type adminFlags struct {
+	url, tokenFile string
+}
+
+func keyFlags(fs *flag.FlagSet) *adminFlags {
+	af := &adminFlags{}
+	fs.StringVar(&af.url, "admin", "", "work through the admin API of the gateway at `URL` (http://"+defaultListen+") rather than opening the database; the token is $"+adminTokenEnv+" or --admin-token-file's")
+	fs.StringVar(&af.tokenFile, "admin-token-file", "", "read the admin token from `PATH` rather than $"+adminTokenEnv)
+	return af
+}
+
+// lockedError is the error of a key command that finds the database
+// held by another process: most likely the gateway, whose admin API does
+// what the command would.
+type lockedError struct{ path string }
+
+func (e *lockedError) Error() string {
+	return fmt.Sprintf("%s: the database is held by another process (a running gateway?); use --admin http://%s with $%s", e.path, defaultListen, adminTokenEnv)
+}
+
+func (e *lockedError) Unwrap() error { return ratestore.ErrLocked }
+
+// withKeys calls fn with the keys: those of the gateway's admin API with
+// --admin, else those of the database, opened (and created, with create)
+// for fn and closed after it.
+func (c *cli) withKeys(af *adminFlags, create bool, fn func(keyService) error) error {
+	if af.url != "" {
+		ac, err := newAdminClient(af.url, af.tokenFile, c.stderr)
+		if err != nil {
+			return err
+		}
+		return fn(ac)
+	}
+	if af.tokenFile != "" {
+		return usagef("", "--admin-token-file without --admin: the token is for a gateway's admin API")
+	}
+	opened := false
+	err := c.withDB(create, func(db *ratestore.DB) error {
+		opened = true
+		ks, err := keyStore(db)
+		if err != nil {
+			return err
+		}
+		return fn(ks)
+	})
+	if !opened && errors.Is(err, ratestore.ErrLocked) {
+		return &lockedError{c.db}
+	}
+	return err
 }
 
 func (c *cli) keyOut(k keystore.Key) keyOut {
@@ -215,6 +275,7 @@ func keysCreate(c *cli, fs *flag.FlagSet) func([]string) error {
 	pf := policyFlags(fs, false)
 	model := fs.String("model", "", "the `model` it is for (informational; --models restricts)")
 	expires := fs.String("expires", "never", "`when` it expires: RFC 3339, a duration from now (720h) or never")
+	af := keyFlags(fs)
 	return func([]string) error {
 		const cmd = "keys create"
 		if *name == "" || (*limit == "" && len(pf.windows) == 0) {
@@ -240,11 +301,7 @@ func keysCreate(c *cli, fs *flag.FlagSet) func([]string) error {
 		if spec.ExpiresAt, err = parseWhen(cmd, *expires, c.clock()); err != nil {
 			return err
 		}
-		return c.withDB(true, func(db *ratestore.DB) error {
-			ks, err := keyStore(db)
-			if err != nil {
-				return err
-			}
+		return c.withKeys(af, true, func(ks keyService) error {
 			k, secret, err := ks.Create(c.ctx, spec)
 			if err != nil {
 				return err
@@ -259,15 +316,12 @@ func keysCreate(c *cli, fs *flag.FlagSet) func([]string) error {
 	}
 }
 
-func keysList(c *cli, _ *flag.FlagSet) func([]string) error {
+func keysList(c *cli, fs *flag.FlagSet) func([]string) error {
+	af := keyFlags(fs)
 	return func([]string) error {
-		return c.withDB(false, func(db *ratestore.DB) error {
-			ks, err := keyStore(db)
-			if err != nil {
-				return err
-			}
+		return c.withKeys(af, false, func(ks keyService) error {
 			keys := []keyOut{}
-			err = ks.List(c.ctx, func(k keystore.Key) error {
+			err := ks.List(c.ctx, func(k keystore.Key) error {
 				keys = append(keys, c.keyOut(k))
 				return nil
 			})
@@ -299,13 +353,10 @@ func orDash(s string) string {
 	return s
 }
 
-func keysShow(c *cli, _ *flag.FlagSet) func([]string) error {
+func keysShow(c *cli, fs *flag.FlagSet) func([]string) error {
+	af := keyFlags(fs)
 	return func(args []string) error {
-		return c.withDB(false, func(db *ratestore.DB) error {
-			ks, err := keyStore(db)
-			if err != nil {
-				return err
-			}
+		return c.withKeys(af, false, func(ks keyService) error {
 			return c.emitKey(ks, args[0], "")
 		})
 	}
@@ -313,7 +364,7 @@ func keysShow(c *cli, _ *flag.FlagSet) func([]string) error {
 
 // emitKey prints key id and its usage, after a line that says what was
 // done to it.
-func (c *cli) emitKey(ks *keystore.Store, id, done string) error {
+func (c *cli) emitKey(ks keyService, id, done string) error {
 	k, err := ks.Get(c.ctx, id)
 	if err != nil {
 		return err
@@ -332,16 +383,12 @@ func (c *cli) emitKey(ks *keystore.Store, id, done string) error {
 }
 
 // keyChange changes key id and says what it did.
-type keyChange func(ctx context.Context, keys *keystore.Store, id string) (string, error)
+type keyChange func(ctx context.Context, keys keyService, id string) (string, error)
 
-// runChange opens the database, makes change to key id and prints the key
-// as changed.
-func (c *cli) runChange(id string, change keyChange) error {
-	return c.withDB(false, func(db *ratestore.DB) error {
-		ks, err := keyStore(db)
-		if err != nil {
-			return err
-		}
+// runChange opens the database (or the admin API, with --admin), makes
+// change to key id and prints the key as changed.
+func (c *cli) runChange(af *adminFlags, id string, change keyChange) error {
+	return c.withKeys(af, false, func(ks keyService) error {
 		done, err := change(c.ctx, ks, id)
 		if err != nil {
 			return err
@@ -354,20 +401,21 @@ func (c *cli) runChange(id string, change keyChange) error {
 // of its own: parse reads the arguments after the key's id into the
 // change.
 func keysSet(parse func(c *cli, args []string) (keyChange, error)) func(*cli, *flag.FlagSet) func([]string) error {
-	return func(c *cli, _ *flag.FlagSet) func([]string) error {
+	return func(c *cli, fs *flag.FlagSet) func([]string) error {
+		af := keyFlags(fs)
 		return func(args []string) error {
 			change, err := parse(c, args[1:])
 			if err != nil {
 				return err
 			}
-			return c.runChange(args[0], change)
+			return c.runChange(af, args[0], change)
 		}
 	}
 }
 
 func setDisabled(disabled bool) func(*cli, []string) (keyChange, error) {
 	return func(*cli, []string) (keyChange, error) {
-		return func(ctx context.Context, keys *keystore.Store, id string) (string, error) {
+		return func(ctx context.Context, keys keyService, id string) (string, error) {
 			if disabled {
 				return "disabled " + id, keys.Disable(ctx, id)
 			}
@@ -384,6 +432,7 @@ func setDisabled(disabled bool) func(*cli, []string) (keyChange, error) {
 // length stays (see keystore.Store.Update).
 func keysSetLimit(c *cli, fs *flag.FlagSet) func([]string) error {
 	pf := policyFlags(fs, true)
+	af := keyFlags(fs)
 	return func(args []string) error {
 		const cmd = "keys set-limit"
 		p, err := pf.parse(cmd)
@@ -402,7 +451,7 @@ func keysSetLimit(c *cli, fs *flag.FlagSet) func([]string) error {
 			return usagef(cmd, "%s: nothing to set: give TOKENS, --window, --drop-window, --rpm, --max-concurrent or --models", cmd)
 		}
 		id := args[0]
-		return c.runChange(id, func(ctx context.Context, ks *keystore.Store, id string) (string, error) {
+		return c.runChange(af, id, func(ctx context.Context, ks keyService, id string) (string, error) {
 			var done []string
 			_, err := ks.Update(ctx, id, func(s *keystore.Spec) error {
 				if tokens > 0 {
@@ -423,7 +472,7 @@ func setExpiry(c *cli, args []string) (keyChange, error) {
 	if err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, keys *keystore.Store, id string) (string, error) {
+	return func(ctx context.Context, keys keyService, id string) (string, error) {
 		_, err := keys.Update(ctx, id, func(s *keystore.Spec) error {
 			s.ExpiresAt = at
 			return nil
@@ -432,14 +481,11 @@ func setExpiry(c *cli, args []string) (keyChange, error) {
 	}, nil
 }
 
-func keysDelete(c *cli, _ *flag.FlagSet) func([]string) error {
+func keysDelete(c *cli, fs *flag.FlagSet) func([]string) error {
+	af := keyFlags(fs)
 	return func(args []string) error {
 		id := args[0]
-		return c.withDB(false, func(db *ratestore.DB) error {
-			ks, err := keyStore(db)
-			if err != nil {
-				return err
-			}
+		return c.withKeys(af, false, func(ks keyService) error {
 			if err := ks.Delete(c.ctx, id); err != nil {
 				return err
 			}
@@ -449,14 +495,11 @@ func keysDelete(c *cli, _ *flag.FlagSet) func([]string) error {
 	}
 }
 
-func usageCmd(c *cli, _ *flag.FlagSet) func([]string) error {
+func usageCmd(c *cli, fs *flag.FlagSet) func([]string) error {
+	af := keyFlags(fs)
 	return func(args []string) error {
 		id := args[0]
-		return c.withDB(false, func(db *ratestore.DB) error {
-			ks, err := keyStore(db)
-			if err != nil {
-				return err
-			}
+		return c.withKeys(af, false, func(ks keyService) error {
 			u, err := ks.Usage(c.ctx, id)
 			if err != nil {
 				return err

@@ -1,0 +1,415 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/gateway"
+	"github.com/ratestore/ratestore/keystore"
+)
+
+// adminTokenEnv is the environment variable of the admin token, read by
+// the gateway command (which opens its admin API with it) and by the key
+// commands given --admin (which send it).
+const adminTokenEnv = "RATESTORE_ADMIN_TOKEN"
+
+// adminTimeout bounds one call of the admin API: a key store call is
+// milliseconds, so a gateway that takes longer is stuck or unreachable.
+const adminTimeout = 30 * time.Second
+
+// adminToken returns the admin token: the content of file when file is
+// not "" (--admin-token-file, which keeps the token out of the process
+// list and the environment), else $RATESTORE_ADMIN_TOKEN; surrounding
+// white space (the newline an editor leaves) is trimmed. A file that is
+// empty, or cannot be read, is an error: it was named to hold a token.
+// Without a file, no token is "" and no error: the gateway then runs
+// without its admin API, and a key command says what it lacks.
+func adminToken(file string) (string, error) {
+	if file == "" {
+		return strings.TrimSpace(os.Getenv(adminTokenEnv)), nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("--admin-token-file: %w", err)
+	}
+	token := strings.TrimSpace(string(b))
+	if token == "" {
+		return "", fmt.Errorf("--admin-token-file %s: the file is empty: want the admin token", file)
+	}
+	return token, nil
+}
+
+// keyService is what the key commands do with keys: the methods of
+// *keystore.Store they call, which adminClient implements over the
+// admin API of a running gateway.
+type keyService interface {
+	Create(ctx context.Context, spec keystore.Spec) (keystore.Key, string, error)
+	Get(ctx context.Context, id string) (keystore.Key, error)
+	List(ctx context.Context, fn func(keystore.Key) error) error
+	Update(ctx context.Context, id string, fn func(*keystore.Spec) error) (keystore.Key, error)
+	Usage(ctx context.Context, id string) (keystore.Usage, error)
+	Disable(ctx context.Context, id string) error
+	Enable(ctx context.Context, id string) error
+	Delete(ctx context.Context, id string) error
+}
+
+var (
+	_ keyService = (*keystore.Store)(nil)
+	_ keyService = (*adminClient)(nil)
+)
+
+// adminClient is a keyService over the admin API of a running gateway
+// (see package gateway, Admin API): for a database the gateway holds,
+// which no other process may open.
+type adminClient struct {
+	base   *url.URL // the gateway, without a trailing slash
+	token  string
+	client *http.Client
+}
+
+// newAdminClient returns the client of the gateway at rawURL, with the
+// admin token of tokenFile or the environment (see adminToken). Plain
+// http to a host other than loopback sends the token in the clear: warn
+// writes a warning about it.
+func newAdminClient(rawURL, tokenFile string, warn io.Writer) (*adminClient, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return nil, usagef("", "--admin %q: want the gateway's http or https URL, as http://%s", rawURL, defaultListen)
+	}
+	token, err := adminToken(tokenFile)
+	if err != nil {
+		return nil, err
+	}
+	if token == "" {
+		return nil, usagef("", "--admin %s: no admin token: set $%s or give --admin-token-file, as the gateway was given", rawURL, adminTokenEnv)
+	}
+	if u.Scheme == "http" && !loopback(u.Hostname()) {
+		fmt.Fprintf(warn, "ratestore: warning: --admin %s: the admin token goes over plain http to a host that is not loopback\n", u.Redacted())
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/")
+	return &adminClient{base: u, token: token, client: &http.Client{Timeout: adminTimeout}}, nil
+}
+
+// loopback reports whether host is a loopback address or localhost.
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// adminError is an answer of the admin API other than success: its status
+// and error body. It matches keystore.ErrNotFound for an unknown key and
+// ratestore.ErrInvalid for a field the gateway refused, as the key store's
+// own errors do, so that the commands exit alike either way.
+type adminError struct {
+	method, url string
+	status      int
+	code, msg   string
+}
+
+func (e *adminError) Error() string {
+	msg := e.msg
+	if msg == "" {
+		msg = "(no message)"
+	}
+	return fmt.Sprintf("admin API: %s %s: %d %s: %s", e.method, e.url, e.status, http.StatusText(e.status), msg)
+}
+
+func (e *adminError) Unwrap() error {
+	switch {
+	case e.status == http.StatusNotFound && e.code == "key_not_found":
+		return keystore.ErrNotFound
+	case e.status == http.StatusBadRequest:
+		return ratestore.ErrInvalid
+	}
+	return nil
+}
+
+// call sends a request of method to path with body as JSON (none when
+// nil) and decodes the answer into out (when not nil) if its status is
+// want.
+func (a *adminClient) call(ctx context.Context, method, path string, body, out any, want int) error {
+	u := *a.base
+	u.Path += path
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+a.token)
+	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := a.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("admin API: %s %s: %w", method, u.Redacted(), err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("admin API: %s %s: reading the answer: %w", method, u.Redacted(), err)
+	}
+	if resp.StatusCode != want {
+		e := &adminError{method: method, url: u.Redacted(), status: resp.StatusCode}
+		var eb struct {
+			Error struct{ Code, Message string } `json:"error"`
+		}
+		if json.Unmarshal(b, &eb) == nil && eb.Error.Message != "" {
+			e.code, e.msg = eb.Error.Code, eb.Error.Message
+		} else {
+			e.msg = strings.TrimSpace(string(b[:min(len(b), 200)]))
+		}
+		if resp.StatusCode == http.StatusNotFound && e.code == "not_found" {
+			e.msg += " (is the gateway running with an admin token?)"
+		}
+		return e
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("admin API: %s %s: the answer is not what the admin API answers: %w", method, u.Redacted(), err)
+	}
+	return nil
+}
+
+// keyPath is the path of key id: escaped, so that an id typed wrong stays
+// one path segment (and gets 404).
+func keyPath(id string) string { return "/admin/keys/" + url.PathEscape(id) }
+
+func (a *adminClient) Create(ctx context.Context, spec keystore.Spec) (keystore.Key, string, error) {
+	windows := spec.Policy.Windows
+	if len(windows) == 0 && spec.TokenLimit > 0 {
+		// --limit: the key store's default window, which the gateway's
+		// key store has too (it is opened with the default options).
+		windows = []keystore.Window{{Limit: spec.TokenLimit, Window: keystore.DefaultWindow, Bucket: keystore.DefaultBucket}}
+	}
+	req := gateway.AdminKeyRequest{
+		Name: &spec.Name, Models: &spec.Policy.Models, Windows: windowRequests(windows),
+		RequestsPerMinute: &spec.Policy.RequestsPerMinute, MaxConcurrent: &spec.Policy.MaxConcurrent,
+	}
+	if spec.Model != "" {
+		req.Model = &spec.Model
+	}
+	if req.Models != nil && *req.Models == nil {
+		req.Models = &[]string{}
+	}
+	if !spec.ExpiresAt.IsZero() {
+		req.ExpiresAt = expiresJSON(spec.ExpiresAt)
+	}
+	var out gateway.AdminCreated
+	if err := a.call(ctx, http.MethodPost, "/admin/keys", req, &out, http.StatusCreated); err != nil {
+		return keystore.Key{}, "", err
+	}
+	k, _, err := fromAdmin(out.Key)
+	return k, out.Secret, err
+}
+
+func (a *adminClient) get(ctx context.Context, id string) (keystore.Key, keystore.Usage, error) {
+	var out gateway.AdminKey
+	if err := a.call(ctx, http.MethodGet, keyPath(id), nil, &out, http.StatusOK); err != nil {
+		return keystore.Key{}, keystore.Usage{}, err
+	}
+	return fromAdmin(out)
+}
+
+func (a *adminClient) Get(ctx context.Context, id string) (keystore.Key, error) {
+	k, _, err := a.get(ctx, id)
+	return k, err
+}
+
+func (a *adminClient) Usage(ctx context.Context, id string) (keystore.Usage, error) {
+	_, u, err := a.get(ctx, id)
+	return u, err
+}
+
+func (a *adminClient) List(ctx context.Context, fn func(keystore.Key) error) error {
+	var out gateway.AdminKeys
+	if err := a.call(ctx, http.MethodGet, "/admin/keys", nil, &out, http.StatusOK); err != nil {
+		return err
+	}
+	for _, ak := range out.Keys {
+		k, _, err := fromAdmin(ak)
+		if err != nil {
+			return err
+		}
+		if err := fn(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Update reads key id, lets fn change its Spec as keystore.Store.Update
+// does, and sends the fields that changed (windows as the whole list).
+// Unlike the key store's, it is not atomic: a change made by someone else
+// between the read and the PATCH, to a field fn changes too, is
+// overwritten; to the other fields, it stays.
+func (a *adminClient) Update(ctx context.Context, id string, fn func(*keystore.Spec) error) (keystore.Key, error) {
+	k, err := a.Get(ctx, id)
+	if err != nil {
+		return keystore.Key{}, err
+	}
+	old := keystore.Spec{Name: k.Name, Model: k.Model, TokenLimit: k.TokenLimit, Policy: k.Policy, ExpiresAt: k.ExpiresAt}
+	spec := old
+	spec.Policy.Windows = slices.Clone(old.Policy.Windows)
+	spec.Policy.Models = slices.Clone(old.Policy.Models)
+	if err := fn(&spec); err != nil {
+		return keystore.Key{}, err
+	}
+	if spec.TokenLimit != old.TokenLimit && slices.Equal(spec.Policy.Windows, old.Policy.Windows) && len(spec.Policy.Windows) > 0 {
+		spec.Policy.Windows[0].Limit = spec.TokenLimit // as keystore.Store.Update
+	}
+	var req gateway.AdminKeyRequest
+	changed := false
+	if spec.Name != old.Name {
+		req.Name, changed = &spec.Name, true
+	}
+	if spec.Model != old.Model {
+		req.Model, changed = &spec.Model, true
+	}
+	if !slices.Equal(spec.Policy.Models, old.Policy.Models) {
+		models := append([]string{}, spec.Policy.Models...)
+		req.Models, changed = &models, true
+	}
+	if !slices.Equal(spec.Policy.Windows, old.Policy.Windows) {
+		req.Windows, changed = windowRequests(spec.Policy.Windows), true
+	}
+	if spec.Policy.RequestsPerMinute != old.Policy.RequestsPerMinute {
+		req.RequestsPerMinute, changed = &spec.Policy.RequestsPerMinute, true
+	}
+	if spec.Policy.MaxConcurrent != old.Policy.MaxConcurrent {
+		req.MaxConcurrent, changed = &spec.Policy.MaxConcurrent, true
+	}
+	if !spec.ExpiresAt.Equal(old.ExpiresAt) {
+		req.ExpiresAt, changed = expiresJSON(spec.ExpiresAt), true
+	}
+	if !changed {
+		return k, nil
+	}
+	return a.patch(ctx, id, req)
+}
+
+func (a *adminClient) patch(ctx context.Context, id string, req gateway.AdminKeyRequest) (keystore.Key, error) {
+	var out gateway.AdminKey
+	if err := a.call(ctx, http.MethodPatch, keyPath(id), req, &out, http.StatusOK); err != nil {
+		return keystore.Key{}, err
+	}
+	k, _, err := fromAdmin(out)
+	return k, err
+}
+
+func (a *adminClient) Disable(ctx context.Context, id string) error {
+	disabled := true
+	_, err := a.patch(ctx, id, gateway.AdminKeyRequest{Disabled: &disabled})
+	return err
+}
+
+func (a *adminClient) Enable(ctx context.Context, id string) error {
+	disabled := false
+	_, err := a.patch(ctx, id, gateway.AdminKeyRequest{Disabled: &disabled})
+	return err
+}
+
+func (a *adminClient) Delete(ctx context.Context, id string) error {
+	return a.call(ctx, http.MethodDelete, keyPath(id), nil, nil, http.StatusNoContent)
+}
+
+// windowRequests is ws as the admin API takes them; a Bucket of 0 is left
+// out (the key store's default).
+func windowRequests(ws []keystore.Window) *[]gateway.AdminWindowRequest {
+	out := make([]gateway.AdminWindowRequest, len(ws))
+	for i, w := range ws {
+		out[i] = gateway.AdminWindowRequest{Limit: w.Limit, Window: w.Window.String()}
+		if w.Bucket > 0 {
+			out[i].Bucket = w.Bucket.String()
+		}
+	}
+	return &out
+}
+
+// expiresJSON is the expires_at of an AdminKeyRequest: null for never.
+func expiresJSON(t time.Time) json.RawMessage {
+	if t.IsZero() {
+		return json.RawMessage("null")
+	}
+	b, _ := json.Marshal(t.UTC().Format(time.RFC3339Nano))
+	return b
+}
+
+// fromAdmin is a key of the admin API as the key store returns it, with
+// its usage, so that the commands print it as they print a key of a
+// database they open. The one difference: ResetAfter is in whole seconds
+// (rounded up), as the admin API gives it.
+func fromAdmin(a gateway.AdminKey) (keystore.Key, keystore.Usage, error) {
+	k := keystore.Key{
+		ID: a.ID, Name: a.Name, Model: a.Model,
+		Policy: keystore.Policy{
+			Windows:           make([]keystore.Window, len(a.Windows)),
+			RequestsPerMinute: a.RequestsPerMinute, MaxConcurrent: a.MaxConcurrent,
+		},
+		ExpiresAt: timeOf(a.ExpiresAt), CreatedAt: timeOf(a.CreatedAt), LastUsed: timeOf(a.LastUsed),
+		LifetimeTokens: a.LifetimeTokens, Disabled: a.Disabled,
+	}
+	if len(a.Models) > 0 {
+		k.Policy.Models = a.Models
+	}
+	u := keystore.Usage{Windows: make([]keystore.WindowUsage, len(a.Windows)), InFlight: a.InFlight}
+	for i, w := range a.Windows {
+		win, err := time.ParseDuration(w.Window)
+		if err != nil {
+			return keystore.Key{}, keystore.Usage{}, fmt.Errorf("admin API: key %s: windows[%d].window %q: %w", a.ID, i, w.Window, err)
+		}
+		bucket, err := time.ParseDuration(w.Bucket)
+		if err != nil {
+			return keystore.Key{}, keystore.Usage{}, fmt.Errorf("admin API: key %s: windows[%d].bucket %q: %w", a.ID, i, w.Bucket, err)
+		}
+		k.Policy.Windows[i] = keystore.Window{Limit: w.Limit, Window: win, Bucket: bucket}
+		u.Windows[i] = keystore.WindowUsage{
+			Window: win, Bucket: bucket, Used: w.Used, Limit: w.Limit, Remaining: w.Remaining,
+			ResetAfter: time.Duration(w.ResetAfterSeconds) * time.Second, WindowEnd: timeOf(w.WindowEnd),
+		}
+		// The binding window, as keystore.Store.Usage picks it: the most
+		// over its limit, else the least remaining.
+		if b := &u.Windows[u.Binding]; w.Used-w.Limit > max(0, b.Used-b.Limit) || b.Used <= b.Limit && w.Remaining < b.Remaining {
+			u.Binding = i
+		}
+	}
+	if len(k.Policy.Windows) == 0 {
+		return keystore.Key{}, keystore.Usage{}, errors.New("admin API: key " + a.ID + " has no token window")
+	}
+	k.TokenLimit = k.Policy.Windows[0].Limit
+	b := u.Windows[u.Binding]
+	u.Used, u.Limit, u.Remaining, u.ResetAfter, u.WindowEnd = b.Used, b.Limit, b.Remaining, b.ResetAfter, b.WindowEnd
+	return k, u, nil
+}
+
+// timeOf is *t, or the zero Time for nil.
+func timeOf(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.UTC()
+}

@@ -1,0 +1,99 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"sync"
+)
+
+// errAborted is the cause of the upstream requests that Abort ended.
+var errAborted = errors.New("gateway: aborted: the gateway is shutting down")
+
+// activity counts the requests a Gateway is serving, for Wait, and ends
+// their upstream requests on Abort. It does not use a sync.WaitGroup,
+// whose Wait may not run while the count rises from zero: a server may
+// still hand the Gateway a request while its owner waits.
+type activity struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to 0; nil while n is 0
+
+	// aborted ends with Abort; every upstream request is ended with it.
+	aborted context.Context
+	abort   context.CancelCauseFunc
+}
+
+func newActivity() *activity {
+	a := &activity{}
+	a.aborted, a.abort = context.WithCancelCause(context.Background())
+	return a
+}
+
+func (a *activity) begin() {
+	a.mu.Lock()
+	if a.n == 0 {
+		a.idle = make(chan struct{})
+	}
+	a.n++
+	a.mu.Unlock()
+}
+
+func (a *activity) end() {
+	a.mu.Lock()
+	if a.n--; a.n == 0 {
+		close(a.idle)
+		a.idle = nil
+	}
+	a.mu.Unlock()
+}
+
+// abortable returns ctx, for an upstream request, ended by Abort too. It
+// stops watching for Abort once ctx ends, which the gateway's own cancel
+// of the request's context does when the request is done.
+func (a *activity) abortable(ctx context.Context) context.Context {
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(a.aborted, func() { cancel(context.Cause(a.aborted)) })
+	context.AfterFunc(ctx, func() { stop() })
+	return ctx
+}
+
+// Wait waits until g serves no request, every admission it made finished
+// and its usage recorded, or until ctx ends; it returns context.Cause(ctx)
+// in that case.
+//
+// http.Server.Shutdown waits for the connections, not for their handlers,
+// and a request whose caller is gone may still be reading its upstream
+// response for its usage (see Options.DrainTimeout). A graceful shutdown
+// shuts the server down, then, if that times out, closes it and calls
+// Abort, and always waits for the Gateway before closing the database, so
+// that the last usage is recorded and none is written to a closed one:
+//
+//	if err := srv.Shutdown(ctx); err != nil {
+//		srv.Close()
+//		g.Abort()
+//	}
+//	g.Wait(ctx2) // a short bound: after Abort, the handlers only record usage
+//	db.Close()
+func (g *Gateway) Wait(ctx context.Context) error {
+	g.active.mu.Lock()
+	idle := g.active.idle
+	g.active.mu.Unlock()
+	if idle == nil {
+		return nil
+	}
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// Abort ends the upstream request of every request g is serving, and of
+// every one it serves later (which fails with 502): for a shutdown that has
+// waited long enough. Each request still finishes its admission, charged
+// the usage read so far or its estimate (logged as estimated), as when an
+// upstream breaks off; Wait waits for that.
+func (g *Gateway) Abort() {
+	g.active.abort(errAborted)
+}
