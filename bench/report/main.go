@@ -43,6 +43,7 @@ type stage struct {
 // (the hot target, robust to the load of a shared machine) twice, the cheap key counts of
 // BenchmarkPeers, BenchmarkSync, BenchmarkAsync, BenchmarkRollingWindow
 // and the key store's families (BenchmarkKeys*, but BenchmarkKeysMemory)
+// and the gateway's (BenchmarkGatewayOverhead, BenchmarkGatewayStream)
 // twice, the rest once.
 // quick keeps the stages with tiny benchtimes, one round and no 1M keys.
 func plan(quick bool) []stage {
@@ -62,6 +63,9 @@ func plan(quick bool) []stage {
 		// The key store against its baselines; 200ms: its check is a few
 		// hundred ns, and each ratio is of two results of one invocation.
 		{"keys", "^BenchmarkKeys(Check|AdmitFinish|SyncRecord)$", "200ms", "", false, 2},
+		// The gateway against direct calls to the same fake upstream: a
+		// few seconds per round (the paced load is 1000 requests/s).
+		{"gateway", "^BenchmarkGateway(Overhead|Stream)$", "700ms", "", false, 2},
 		// Heap per loaded key: one load of 100k keys is the measurement.
 		{"keys-memory", "^BenchmarkKeysMemory$", "1x", "", false, 1},
 		// One backend per process, so that RSS is about it alone.

@@ -100,6 +100,7 @@ func Render(rep *Report, plots []string) string {
 	v.disk(&b)
 	v.rolling(&b)
 	v.keys(&b)
+	v.gateway(&b)
 	v.profiles(&b)
 	if len(plots) > 0 {
 		b.WriteString("## Plots\n\n")
@@ -478,7 +479,8 @@ const method = `## Method
   at 1 and 10k keys twice at 250ms, and at 1M keys once (RATESTORE_BENCH_FULL=1) at a fixed 200,000 decisions per
   sub-benchmark, all at -cpu 1,2; BenchmarkSync (400ms), BenchmarkAsync (300ms), BenchmarkRollingWindow (300ms)
   and the key store's BenchmarkKeysCheck, BenchmarkKeysAdmitFinish and BenchmarkKeysSyncRecord (200ms) twice;
-  BenchmarkApply and BenchmarkClock once; BenchmarkKeysMemory once (one load of 100k keys); BenchmarkDisk once
+  BenchmarkApply and BenchmarkClock once; the gateway's BenchmarkGatewayOverhead and BenchmarkGatewayStream twice
+  at 700ms; BenchmarkKeysMemory once (one load of 100k keys); BenchmarkDisk once
   per backend (1M keys), each in a process of its own; then it CPU-profiles the two hot strategies furthest
   above x/time/rate. The rounds of a family are
   spread over the run. Bounded to about four minutes on 2 cores: enough to tell the ratios apart, not to quote
