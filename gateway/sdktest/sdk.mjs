@@ -1,29 +1,64 @@
-// sdk.mjs runs the official openai and @anthropic-ai/sdk clients against a
-// ratestore gateway and prints one JSON line per scenario:
-// {sdk, scenario, ok, status, error_message, elapsed_ms, detail}.
+// sdk.mjs runs the official openai, @anthropic-ai/sdk and @google/genai
+// clients against a ratestore gateway and prints one JSON line per scenario:
+// {sdk, scenario, ok, status, error_message, elapsed_ms, detail}, and first a
+// line {sdk: "versions", ...} of the versions it runs.
 //
-// Env: BASE_URL (the gateway, no /v1), API_KEY (a ratestore secret with room),
-// FULL_KEY (a secret past its token window), NOMODEL_KEY (a secret whose
-// policy refuses the model "forbidden-model"), TIMEOUT_MS (client timeout of
-// the refusal scenarios, default 15000: bounds retries that would otherwise
-// wait for Retry-After).
+// Env: BASE_URL (the gateway, no /v1), API_KEY (a ratestore secret with room,
+// for the chat and messages calls), GEMINI_KEY, RESPONSES_KEY and ABORT_KEY
+// (secrets with room, one per group of scenarios, so that the test can tell
+// each group's charge apart; default API_KEY), FULL_KEY (a secret past its
+// token window), NOMODEL_KEY (a secret whose policy refuses the model
+// "forbidden-model"), TIMEOUT_MS (client timeout of the refusal scenarios,
+// default 15000: bounds retries that would otherwise wait for Retry-After),
+// SCENARIOS (comma-separated "sdk/scenario" names or "sdk/" prefixes to run;
+// default all).
+import { readFileSync } from 'node:fs';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
+import { GoogleGenAI } from '@google/genai';
 
 const base = process.env.BASE_URL;
 const key = process.env.API_KEY;
+const geminiKey = process.env.GEMINI_KEY || key;
+const responsesKey = process.env.RESPONSES_KEY || key;
+const abortKey = process.env.ABORT_KEY || key;
 const fullKey = process.env.FULL_KEY || 'rs_unset';
 const noModelKey = process.env.NOMODEL_KEY || 'rs_unset';
 const timeout = Number(process.env.TIMEOUT_MS || 15000);
+const only = (process.env.SCENARIOS || '').split(',').map((s) => s.trim()).filter(Boolean);
 if (!base || !key) {
   console.error('sdk.mjs: set BASE_URL and API_KEY');
   process.exit(2);
 }
 
+const version = (pkg) => JSON.parse(readFileSync(new URL(`./node_modules/${pkg}/package.json`, import.meta.url), 'utf8')).version;
+console.log(JSON.stringify({
+  sdk: 'versions', scenario: 'versions', ok: true, node: process.version,
+  detail: { openai: version('openai'), '@anthropic-ai/sdk': version('@anthropic-ai/sdk'), '@google/genai': version('@google/genai') },
+}));
+
 const oa = (apiKey, opts = {}) => new OpenAI({ apiKey, baseURL: base + '/v1', ...opts });
 const an = (apiKey, opts = {}) => new Anthropic({ apiKey, baseURL: base, ...opts });
+// The Gemini API's default version is v1beta: the SDK calls
+// {baseUrl}/v1beta/models/{model}:generateContent with x-goog-api-key.
+const gm = (apiKey, httpOptions = {}) => new GoogleGenAI({ apiKey, httpOptions: { baseUrl: base, apiVersion: 'v1beta', ...httpOptions } });
+
+// apiError reads the API's error object out of an SDK error: openai and
+// @anthropic-ai/sdk parse it (e.error); @google/genai's ApiError has the
+// whole JSON body as its message, as with the real Gemini API.
+function apiError(e) {
+  if (e?.error && typeof e.error === 'object') return e.error.error ?? e.error;
+  try {
+    const b = JSON.parse(e?.message);
+    return b?.error ?? null;
+  } catch {
+    return null;
+  }
+}
 
 async function run(sdk, scenario, fn) {
+  const name = `${sdk}/${scenario}`;
+  if (only.length && !only.some((o) => (o.endsWith('/') ? name.startsWith(o) : name === o))) return;
   const t0 = Date.now();
   const line = { sdk, scenario, ok: false, status: 0, error_message: '', elapsed_ms: 0 };
   try {
@@ -31,14 +66,16 @@ async function run(sdk, scenario, fn) {
     line.ok = true;
     line.status = 200;
   } catch (e) {
+    const ae = apiError(e);
     line.status = e?.status ?? 0;
     line.error_message = String(e?.message ?? e);
     line.error_name = e?.constructor?.name;
     // What a program would show: the API's own message when the SDK parsed
-    // one (Anthropic's e.message is the whole JSON body, as with the real API).
-    line.api_message = e?.apiMessage ?? e?.error?.message ?? null;
-    line.error_type = e?.type ?? e?.error?.type ?? null;
-    line.code = e?.code ?? e?.error?.code ?? null;
+    // one (Anthropic's and Gemini's e.message is the whole JSON body, as with
+    // the real APIs).
+    line.api_message = e?.apiMessage ?? ae?.message ?? null;
+    line.error_type = e?.type ?? ae?.type ?? null;
+    line.code = e?.code ?? ae?.code ?? null;
     line.retry_after = e?.headers?.get?.('retry-after') ?? null;
     line.should_retry = e?.headers?.get?.('x-should-retry') ?? null;
   }
@@ -92,4 +129,62 @@ await run('openai', 'model_forbidden', async () => {
 });
 await run('anthropic', 'model_forbidden', async () => {
   await an(noModelKey, bounded).messages.create({ model: 'forbidden-model', max_tokens: 64, messages: msg });
+});
+
+// Gemini: generateContent and streamGenerateContent (alt=sse), with the key
+// sent as x-goog-api-key.
+const contents = 'hello';
+await run('gemini', 'json', async () => {
+  const r = await gm(geminiKey).models.generateContent({ model: 'gemini-test', contents });
+  return { text: r.text, usage: r.usageMetadata };
+});
+await run('gemini', 'stream', async () => {
+  const s = await gm(geminiKey).models.generateContentStream({ model: 'gemini-test', contents });
+  let text = '', usage = null, chunks = 0;
+  for await (const c of s) { chunks++; text += c.text ?? ''; if (c.usageMetadata) usage = c.usageMetadata; }
+  return { text, usage, chunks };
+});
+await run('gemini', 'unknown_key', async () => {
+  await gm('rs_not_a_key', bounded).models.generateContent({ model: 'gemini-test', contents });
+});
+await run('gemini', 'window_exhausted', async () => {
+  await gm(fullKey, bounded).models.generateContent({ model: 'gemini-test', contents });
+});
+await run('gemini', 'model_forbidden', async () => {
+  await gm(noModelKey, bounded).models.generateContent({ model: 'forbidden-model', contents });
+});
+
+// The OpenAI Responses API, plain, streamed, and a stream that ends
+// incomplete (response.incomplete, at max_output_tokens).
+await run('openai', 'responses_json', async () => {
+  const r = await oa(responsesKey).responses.create({ model: 'gpt-test', input: 'hello' });
+  return { text: r.output_text, usage: r.usage, status: r.status };
+});
+async function responseStream(params) {
+  const s = await oa(responsesKey).responses.create({ model: 'gpt-test', input: 'hello', stream: true, ...params });
+  let text = '', usage = null, status = null, events = 0;
+  for await (const e of s) {
+    events++;
+    if (e.type === 'response.output_text.delta') text += e.delta;
+    if (e.type === 'response.completed' || e.type === 'response.incomplete') { usage = e.response.usage; status = e.response.status; }
+  }
+  return { text, usage, status, events };
+}
+await run('openai', 'responses_stream', () => responseStream({}));
+await run('openai', 'responses_incomplete', () => responseStream({ max_output_tokens: 16 }));
+
+// The caller hangs up after the first chunk of a chat stream. The fake
+// upstream holds the rest until the gateway has seen the hang-up, then
+// sends it, usage last: the gateway reads on to that usage.
+await run('openai', 'abort', async () => {
+  const s = await oa(abortKey).chat.completions.create({ model: 'gpt-abort', messages: msg, stream: true },
+    { headers: { 'X-Sdktest-Scenario': 'abort' } });
+  let text = '', chunks = 0;
+  for await (const c of s) {
+    chunks++;
+    text += c.choices[0]?.delta?.content ?? '';
+    s.controller.abort();
+    break;
+  }
+  return { text, chunks, aborted: s.controller.signal.aborted };
 });

@@ -1,9 +1,37 @@
-// Package sdktest runs the official npm clients, openai and
-// @anthropic-ai/sdk, against a gateway on loopback in front of a fake
-// upstream. It needs node and the packages of package-lock.json:
+// Package sdktest runs the official npm clients, openai, @anthropic-ai/sdk
+// and @google/genai, against a gateway on loopback in front of a fake
+// upstream. It needs node (20 or later: @google/genai 2.x requires it; its
+// 3.x, npm's latest, requires 22) and the packages of package-lock.json:
 //
 //	npm ci --prefix gateway/sdktest
 //	go test ./gateway/sdktest -v
+//
+// sdk.mjs prints a JSON line per scenario, the first one the versions it
+// ran; TestSDKs logs them. As of the lock file (node v20.20.2, openai
+// 6.49.0, @anthropic-ai/sdk 1.12.0, @google/genai 2.32.0):
+//
+//   - chat completions (JSON, stream with and without include_usage),
+//     messages (JSON, stream), Gemini generateContent and
+//     streamGenerateContent (alt=sse, the key as x-goog-api-key), the
+//     Responses API (JSON, stream, and a stream that ends with
+//     response.incomplete): the text arrives, and each key is charged
+//     exactly the usage the upstream reported (18 tokens a chat or
+//     messages call; 22 a Gemini call, 13 prompt + 5 candidates + 4
+//     thoughts; 110 a completed response, 101 + 9; 117 the incomplete
+//     one, 101 + 16), never an estimate.
+//   - a chat stream whose caller aborts after its first chunk
+//     (stream.controller.abort()): the upstream sends the rest once the
+//     gateway has seen the hang-up, and the key is charged the 54 tokens
+//     (23 + 31) of its final usage, not the reservation (4116), in about
+//     70 ms.
+//   - refusals, with the clients' default retries: an unknown key is 401,
+//     a used-up window 429 (Retry-After ~17934 s and x-should-retry: false
+//     for openai and anthropic; @google/genai does not retry unless
+//     retryOptions are set), a model outside the key's globs 403, each in
+//     3 to 30 ms. openai's message is "429 key key_… is over its 5h0m0s
+//     token window: 100000 tokens; retry after 4h58m54s"; anthropic's and
+//     @google/genai's (ApiError) are the whole JSON error body, as with the
+//     real APIs, from which sdk.mjs reads error.message.
 package sdktest
 
 import (
@@ -32,88 +60,278 @@ const (
 	inTokens  = 11
 	outTokens = 7
 	reply     = "hi there"
+
+	// Gemini's usageMetadata: the prompt (of which cachedContentTokenCount
+	// were cached), the candidates, and the thoughts, which it counts apart
+	// and the gateway counts as output.
+	geminiPrompt   = 13
+	geminiCached   = 3
+	geminiOut      = 5
+	geminiThoughts = 4
+
+	// The Responses API's usage: input_tokens (cached_tokens included) and
+	// output_tokens (reasoning_tokens included). respIncompleteOut is the
+	// output of a stream that ends at max_output_tokens (response.incomplete).
+	respIn            = 101
+	respCached        = 5
+	respOut           = 9
+	respReasoning     = 3
+	respIncompleteOut = 16
+
+	// The usage the upstream reports at the end of the stream whose caller
+	// hangs up after its first chunk.
+	abortIn  = 23
+	abortOut = 31
+
+	upstreamKey = "upstream-secret"
 )
 
-// fakeUpstream answers /v1/chat/completions and /v1/messages, JSON and
-// SSE, with usage as each API reports it.
-func fakeUpstream(t *testing.T) *httptest.Server {
-	h := func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Model         string `json:"model"`
-			Stream        bool   `json:"stream"`
-			StreamOptions *struct {
-				IncludeUsage bool `json:"include_usage"`
-			} `json:"stream_options"`
-		}
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		event := func(name string, v any) {
-			b, _ := json.Marshal(v)
-			if name != "" {
-				fmt.Fprintf(w, "event: %s\n", name)
-			}
-			fmt.Fprintf(w, "data: %s\n\n", b)
-			w.(http.Flusher).Flush()
-		}
-		switch r.URL.Path {
-		case "/v1/chat/completions":
-			usage := map[string]any{"prompt_tokens": inTokens, "completion_tokens": outTokens, "total_tokens": inTokens + outTokens}
-			if !req.Stream {
-				w.Header().Set("Content-Type", "application/json")
-				json.NewEncoder(w).Encode(map[string]any{
-					"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": req.Model,
-					"choices": []any{map[string]any{"index": 0, "finish_reason": "stop",
-						"message": map[string]any{"role": "assistant", "content": reply}}},
-					"usage": usage,
-				})
-				return
-			}
-			w.Header().Set("Content-Type", "text/event-stream")
-			chunk := func(delta map[string]any, finish any) map[string]any {
-				return map[string]any{"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": req.Model,
-					"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}}
-			}
-			event("", chunk(map[string]any{"role": "assistant", "content": ""}, nil))
-			for _, word := range strings.SplitAfter(reply, " ") {
-				event("", chunk(map[string]any{"content": word}, nil))
-			}
-			event("", chunk(map[string]any{}, "stop"))
-			if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
-				event("", map[string]any{"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": req.Model,
-					"choices": []any{}, "usage": usage})
-			}
-			fmt.Fprint(w, "data: [DONE]\n\n")
-		case "/v1/messages":
-			msg := map[string]any{"id": "msg_1", "type": "message", "role": "assistant", "model": req.Model,
-				"content": []any{map[string]any{"type": "text", "text": reply}}, "stop_reason": "end_turn", "stop_sequence": nil,
-				"usage": map[string]any{"input_tokens": inTokens, "output_tokens": outTokens}}
-			if !req.Stream {
-				w.Header().Set("Content-Type", "application/json")
-				json.NewEncoder(w).Encode(msg)
-				return
-			}
-			w.Header().Set("Content-Type", "text/event-stream")
-			msg["content"] = []any{}
-			msg["stop_reason"] = nil
-			msg["usage"] = map[string]any{"input_tokens": inTokens, "output_tokens": 1}
-			event("message_start", map[string]any{"type": "message_start", "message": msg})
-			event("content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "text", "text": ""}})
-			for _, word := range strings.SplitAfter(reply, " ") {
-				event("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "text_delta", "text": word}})
-			}
-			event("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
-			event("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": "end_turn", "stop_sequence": nil},
-				"usage": map[string]any{"output_tokens": outTokens}})
-			event("message_stop", map[string]any{"type": "message_stop"})
-		default:
-			http.NotFound(w, r)
+// upstream is a fake model API: it answers /v1/chat/completions,
+// /v1/messages, /v1/responses and Gemini's /v1beta/models/{model}:
+// generateContent and :streamGenerateContent, JSON and SSE, with usage as
+// each API reports it, and notes what it finds wrong in the requests the
+// gateway forwards.
+type upstream struct {
+	*httptest.Server
+	// hungUp is closed once the gateway has seen the caller of the "abort"
+	// scenario hang up; the upstream holds the rest of that stream until then.
+	hungUp <-chan struct{}
+
+	mu       sync.Mutex
+	problems []string
+}
+
+func (u *upstream) problem(format string, args ...any) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.problems = append(u.problems, fmt.Sprintf(format, args...))
+}
+
+func (u *upstream) Problems() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]string(nil), u.problems...)
+}
+
+func fakeUpstream(t *testing.T, hungUp <-chan struct{}) *upstream {
+	u := &upstream{hungUp: hungUp}
+	u.Server = httptest.NewServer(http.HandlerFunc(u.serve))
+	t.Cleanup(u.Close)
+	return u
+}
+
+func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
+	// The gateway sends its own credential, never the caller's secret.
+	if got := r.Header.Get("Authorization"); got != "Bearer "+upstreamKey {
+		u.problem("%s %s: Authorization %q, want the gateway's upstream key", r.Method, r.URL.Path, got)
+	}
+	for _, h := range []string{"X-Api-Key", "X-Goog-Api-Key"} {
+		if r.Header.Get(h) != "" {
+			u.problem("%s %s: the caller's %s was forwarded", r.Method, r.URL.Path, h)
 		}
 	}
-	srv := httptest.NewServer(http.HandlerFunc(h))
-	t.Cleanup(srv.Close)
-	return srv
+	var req struct {
+		Model         string `json:"model"`
+		Stream        bool   `json:"stream"`
+		StreamOptions *struct {
+			IncludeUsage bool `json:"include_usage"`
+		} `json:"stream_options"`
+		MaxOutputTokens int `json:"max_output_tokens"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	flush := func() { w.(http.Flusher).Flush() }
+	event := func(name string, v any) {
+		b, _ := json.Marshal(v)
+		if name != "" {
+			fmt.Fprintf(w, "event: %s\n", name)
+		}
+		fmt.Fprintf(w, "data: %s\n\n", b)
+		flush()
+	}
+	writeJSON := func(v any) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(v)
+	}
+	switch p := r.URL.Path; {
+	case p == "/v1/chat/completions":
+		usage := map[string]any{"prompt_tokens": inTokens, "completion_tokens": outTokens, "total_tokens": inTokens + outTokens}
+		if req.Model == "gpt-abort" {
+			usage = map[string]any{"prompt_tokens": abortIn, "completion_tokens": abortOut, "total_tokens": abortIn + abortOut}
+		}
+		if !req.Stream {
+			writeJSON(map[string]any{
+				"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": req.Model,
+				"choices": []any{map[string]any{"index": 0, "finish_reason": "stop",
+					"message": map[string]any{"role": "assistant", "content": reply}}},
+				"usage": usage,
+			})
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		chunk := func(delta map[string]any, finish any) map[string]any {
+			return map[string]any{"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": req.Model,
+				"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}}
+		}
+		words := strings.SplitAfter(reply, " ")
+		if req.Model == "gpt-abort" {
+			// The first word, then nothing until the gateway has seen the
+			// caller hang up: the rest, usage last, goes to a gateway whose
+			// caller is gone.
+			event("", chunk(map[string]any{"role": "assistant", "content": words[0]}, nil))
+			guard := time.NewTimer(10 * time.Second) // a failure bound, not a wait
+			defer guard.Stop()
+			select {
+			case <-u.hungUp:
+			case <-r.Context().Done():
+				u.problem("gpt-abort: the gateway ended the upstream request when its caller hung up (%v)", context.Cause(r.Context()))
+				return
+			case <-guard.C:
+				u.problem("gpt-abort: the gateway did not see its caller hang up within 10s")
+			}
+			// More than socket buffers hold, so that the gateway's writes to
+			// the gone caller fail and it reads the rest passing it nowhere.
+			pad := strings.Repeat("x", 4096)
+			for range 128 {
+				event("", chunk(map[string]any{"content": pad}, nil))
+			}
+			words = words[1:]
+		} else {
+			event("", chunk(map[string]any{"role": "assistant", "content": ""}, nil))
+		}
+		for _, word := range words {
+			event("", chunk(map[string]any{"content": word}, nil))
+		}
+		event("", chunk(map[string]any{}, "stop"))
+		if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
+			event("", map[string]any{"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": req.Model,
+				"choices": []any{}, "usage": usage})
+		}
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	case p == "/v1/messages":
+		msg := map[string]any{"id": "msg_1", "type": "message", "role": "assistant", "model": req.Model,
+			"content": []any{map[string]any{"type": "text", "text": reply}}, "stop_reason": "end_turn", "stop_sequence": nil,
+			"usage": map[string]any{"input_tokens": inTokens, "output_tokens": outTokens}}
+		if !req.Stream {
+			writeJSON(msg)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		msg["content"] = []any{}
+		msg["stop_reason"] = nil
+		msg["usage"] = map[string]any{"input_tokens": inTokens, "output_tokens": 1}
+		event("message_start", map[string]any{"type": "message_start", "message": msg})
+		event("content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "text", "text": ""}})
+		for _, word := range strings.SplitAfter(reply, " ") {
+			event("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "text_delta", "text": word}})
+		}
+		event("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
+		event("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": "end_turn", "stop_sequence": nil},
+			"usage": map[string]any{"output_tokens": outTokens}})
+		event("message_stop", map[string]any{"type": "message_stop"})
+	case p == "/v1/responses":
+		u.responses(w, req.Model, req.Stream, req.MaxOutputTokens, event, writeJSON)
+	case strings.HasPrefix(p, "/v1beta/models/"):
+		model, method, _ := strings.Cut(strings.TrimPrefix(p, "/v1beta/models/"), ":")
+		u.gemini(w, r, model, method, writeJSON, flush)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// responses answers /v1/responses as the OpenAI Responses API does: a
+// response object, or a stream of events whose response.completed (or
+// response.incomplete, when the request set max_output_tokens) carries the
+// usage; the earlier events carry "usage": null.
+func (u *upstream) responses(w http.ResponseWriter, model string, stream bool, maxOut int, event func(string, any), writeJSON func(any)) {
+	words := strings.SplitAfter(reply, " ")
+	status, out, incomplete := "completed", respOut, any(nil)
+	if maxOut > 0 {
+		status, out, incomplete, words = "incomplete", maxOut, map[string]any{"reason": "max_output_tokens"}, words[:1]
+	}
+	text := strings.Join(words, "")
+	usage := map[string]any{
+		"input_tokens": respIn, "input_tokens_details": map[string]any{"cached_tokens": respCached},
+		"output_tokens": out, "output_tokens_details": map[string]any{"reasoning_tokens": respReasoning},
+		"total_tokens": respIn + out,
+	}
+	msg := func(text, status string) map[string]any {
+		return map[string]any{"type": "message", "id": "msg_1", "status": status, "role": "assistant",
+			"content": []any{map[string]any{"type": "output_text", "text": text, "annotations": []any{}}}}
+	}
+	response := func(status string, output []any, usage any) map[string]any {
+		return map[string]any{"id": "resp_1", "object": "response", "created_at": 1, "status": status, "model": model,
+			"error": nil, "incomplete_details": incomplete, "output": output, "usage": usage}
+	}
+	reasoning := map[string]any{"type": "reasoning", "id": "rs_1", "summary": []any{}}
+	if !stream {
+		writeJSON(response(status, []any{reasoning, msg(text, "completed")}, usage))
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	seq := 0
+	ev := func(typ string, v map[string]any) {
+		v["type"], v["sequence_number"] = typ, seq
+		seq++
+		event(typ, v)
+	}
+	ev("response.created", map[string]any{"response": response("in_progress", []any{}, nil)})
+	ev("response.in_progress", map[string]any{"response": response("in_progress", []any{}, nil)})
+	ev("response.output_item.added", map[string]any{"output_index": 0, "item": reasoning})
+	ev("response.output_item.done", map[string]any{"output_index": 0, "item": reasoning})
+	ev("response.output_item.added", map[string]any{"output_index": 1, "item": msg("", "in_progress")})
+	for _, word := range words {
+		ev("response.output_text.delta", map[string]any{"item_id": "msg_1", "output_index": 1, "content_index": 0, "delta": word})
+	}
+	ev("response.output_text.done", map[string]any{"item_id": "msg_1", "output_index": 1, "content_index": 0, "text": text})
+	ev("response.output_item.done", map[string]any{"output_index": 1, "item": msg(text, status)})
+	ev("response."+status, map[string]any{"response": response(status, []any{reasoning, msg(text, status)}, usage)})
+}
+
+// gemini answers generateContent with a GenerateContentResponse, and
+// streamGenerateContent?alt=sse with one per event (CRLF-delimited, as the
+// Gemini API sends them), each with the usageMetadata so far.
+func (u *upstream) gemini(w http.ResponseWriter, r *http.Request, model, method string, writeJSON func(any), flush func()) {
+	chunk := func(text string, out int, last bool) map[string]any {
+		cand := map[string]any{"content": map[string]any{"role": "model", "parts": []any{map[string]any{"text": text}}}, "index": 0}
+		if last {
+			cand["finishReason"] = "STOP"
+		}
+		return map[string]any{
+			"candidates": []any{cand},
+			"usageMetadata": map[string]any{
+				"promptTokenCount": geminiPrompt, "cachedContentTokenCount": geminiCached,
+				"candidatesTokenCount": out, "thoughtsTokenCount": geminiThoughts,
+				"totalTokenCount":     geminiPrompt + out + geminiThoughts,
+				"promptTokensDetails": []any{map[string]any{"modality": "TEXT", "tokenCount": geminiPrompt}},
+			},
+			"modelVersion": model, "responseId": "gemini-1",
+		}
+	}
+	switch method {
+	case "generateContent":
+		writeJSON(chunk(reply, geminiOut, true))
+	case "streamGenerateContent":
+		if r.URL.Query().Get("alt") != "sse" {
+			u.problem("streamGenerateContent without alt=sse: %s", r.URL.RawQuery)
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		words := strings.SplitAfter(reply, " ")
+		for i, word := range words {
+			last := i == len(words)-1
+			out := geminiOut
+			if !last {
+				out = 2
+			}
+			b, _ := json.Marshal(chunk(word, out, last))
+			fmt.Fprintf(w, "data: %s\r\n\r\n", b)
+			flush()
+		}
+	default:
+		http.NotFound(w, r)
+	}
 }
 
 // syncBuffer is a bytes.Buffer for the gateway's log, safe for concurrent use.
@@ -153,9 +371,9 @@ type result struct {
 func TestSDKs(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Fatal("node is not installed: install Node.js >= 18, then run `npm ci --prefix gateway/sdktest`")
+		t.Fatal("node is not installed: install Node.js >= 20, then run `npm ci --prefix gateway/sdktest`")
 	}
-	for _, p := range []string{"node_modules/openai/package.json", "node_modules/@anthropic-ai/sdk/package.json"} {
+	for _, p := range []string{"node_modules/openai/package.json", "node_modules/@anthropic-ai/sdk/package.json", "node_modules/@google/genai/package.json"} {
 		if _, err := os.Stat(p); err != nil {
 			t.Fatalf("%s is missing: run `npm ci --prefix gateway/sdktest` from the repository root", p)
 		}
@@ -171,10 +389,19 @@ func TestSDKs(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	sdkKey, secret, err := ks.Create(ctx, keystore.Spec{Name: "sdk", TokenLimit: 1 << 30})
-	if err != nil {
-		t.Fatal(err)
+	// One key per group of scenarios, so that each group's charge is told
+	// apart.
+	newKey := func(name string) (keystore.Key, string) {
+		k, secret, err := ks.Create(ctx, keystore.Spec{Name: name, TokenLimit: 1 << 30})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k, secret
 	}
+	sdkKey, secret := newKey("sdk")
+	geminiKey, geminiSecret := newKey("gemini")
+	respKey, respSecret := newKey("responses")
+	abortKey, abortSecret := newKey("abort")
 	// A key whose window is used up, yet large enough for any one of the
 	// requests below: the 429 is "wait for the window", with a Retry-After
 	// hours away that the SDKs would honour by default.
@@ -186,31 +413,49 @@ func TestSDKs(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, noModelSecret, err := ks.Create(ctx, keystore.Spec{Name: "nomodel", TokenLimit: 1 << 30,
-		Policy: keystore.Policy{Models: []string{"gpt-*", "claude-*"}}})
+		Policy: keystore.Policy{Models: []string{"gpt-*", "claude-*", "gemini-*"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	secrets := []string{secret, geminiSecret, respSecret, abortSecret, fullSecret, noModelSecret}
 
-	up := fakeUpstream(t)
+	hungUp := make(chan struct{})
+	up := fakeUpstream(t, hungUp)
 	upURL, _ := url.Parse(up.URL)
 	var logs syncBuffer
-	gw, err := gateway.New(db, gateway.Options{Upstream: upURL, UpstreamKey: "upstream-secret",
+	gw, err := gateway.New(db, gateway.Options{Upstream: upURL, UpstreamKey: upstreamKey,
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(gw)
+	// The gateway, and a watch on the context of the request of the "abort"
+	// scenario: the server cancels it when the caller's connection closes
+	// (the gateway's own cue that its caller hung up). hungUp is closed
+	// then, not when the request ends.
+	var hangUp sync.Once
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Sdktest-Scenario") == "abort" {
+			stop := context.AfterFunc(r.Context(), func() { hangUp.Do(func() { close(hungUp) }) })
+			defer stop()
+		}
+		gw.ServeHTTP(w, r)
+	}))
 	t.Cleanup(srv.Close)
 
-	cmd := exec.Command(node, "sdk.mjs")
+	nodeCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(nodeCtx, node, "sdk.mjs")
 	cmd.Env = append(os.Environ(), "BASE_URL="+srv.URL, "API_KEY="+secret,
-		"FULL_KEY="+fullSecret, "NOMODEL_KEY="+noModelSecret, "TIMEOUT_MS=15000")
+		"GEMINI_KEY="+geminiSecret, "RESPONSES_KEY="+respSecret, "ABORT_KEY="+abortSecret,
+		"FULL_KEY="+fullSecret, "NOMODEL_KEY="+noModelSecret, "TIMEOUT_MS=15000", "SCENARIOS=")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
+	start := time.Now()
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("node sdk.mjs: %v\n%s", err, stderr.String())
 	}
+	t.Logf("node sdk.mjs ran in %v", time.Since(start).Round(time.Millisecond))
 	got := map[string]result{}
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
@@ -221,56 +466,124 @@ func TestSDKs(t *testing.T) {
 		t.Logf("%s", sc.Bytes())
 		got[r.SDK+"/"+r.Scenario] = r
 	}
+	// Every request has been answered; the gateway records each one's usage
+	// after its caller has the last byte (the "abort" one after its upstream
+	// ends, once the gateway saw the hang-up).
+	waitCtx, cancelWait := context.WithTimeout(ctx, 15*time.Second)
+	defer cancelWait()
+	if err := gw.Wait(waitCtx); err != nil {
+		t.Fatalf("gateway still serving: %v; gateway log:\n%s", err, logs.String())
+	}
 
-	for _, name := range []string{"openai/json", "openai/stream_include_usage", "openai/stream_no_usage", "anthropic/json", "anthropic/stream"} {
-		t.Run(name, func(t *testing.T) {
-			r, ok := got[name]
+	type detail struct {
+		Text    string         `json:"text"`
+		Usage   map[string]any `json:"usage"`
+		Status  string         `json:"status"`
+		Aborted bool           `json:"aborted"`
+	}
+	success := []struct {
+		name, text string
+		usage      bool // the client sees usage
+	}{
+		{"openai/json", reply, true},
+		{"openai/stream_include_usage", reply, true},
+		// The client sees usage only when it asked for it (the gateway may
+		// ask the upstream on its own, and must strip what it added).
+		{"openai/stream_no_usage", reply, false},
+		{"anthropic/json", reply, true},
+		{"anthropic/stream", reply, true},
+		{"gemini/json", reply, true},
+		{"gemini/stream", reply, true},
+		{"openai/responses_json", reply, true},
+		{"openai/responses_stream", reply, true},
+		{"openai/responses_incomplete", "hi ", true},
+		// The caller read the first chunk, then hung up.
+		{"openai/abort", "hi ", false},
+	}
+	for _, c := range success {
+		t.Run(c.name, func(t *testing.T) {
+			r, ok := got[c.name]
 			if !ok {
 				t.Fatal("no result")
 			}
 			if !r.OK {
 				t.Fatalf("failed: status %d: %s", r.Status, r.ErrorMessage)
 			}
-			var d struct {
-				Text  string         `json:"text"`
-				Usage map[string]any `json:"usage"`
-			}
+			var d detail
 			json.Unmarshal(r.Detail, &d)
-			if d.Text != reply {
-				t.Errorf("text %q, want %q", d.Text, reply)
+			if d.Text != c.text {
+				t.Errorf("text %q, want %q", d.Text, c.text)
 			}
-			// The client sees usage only when it asked for it (the gateway may
-			// ask the upstream on its own, and must strip what it added).
-			if name == "openai/stream_no_usage" {
-				if d.Usage != nil {
-					t.Errorf("usage %v in a stream that did not ask for it", d.Usage)
-				}
-			} else if d.Usage == nil {
+			if c.usage && d.Usage == nil {
 				t.Error("no usage")
+			} else if !c.usage && d.Usage != nil {
+				t.Errorf("usage %v in a stream that did not ask for it", d.Usage)
+			}
+			switch c.name {
+			case "openai/responses_json", "openai/responses_stream":
+				if d.Status != "completed" {
+					t.Errorf("status %q, want completed", d.Status)
+				}
+			case "openai/responses_incomplete":
+				if d.Status != "incomplete" {
+					t.Errorf("status %q, want incomplete", d.Status)
+				}
+			case "openai/abort":
+				if !d.Aborted {
+					t.Error("the client did not abort")
+				}
 			}
 		})
 	}
-	// Every successful call is metered, the stream that did not ask for
-	// usage too: 5 calls of inTokens+outTokens.
-	// The gateway may finish recording after the client has its last byte.
-	want := int64(5 * (inTokens + outTokens))
-	var u keystore.Usage
-	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if u, err = ks.Usage(ctx, sdkKey.ID); err != nil {
+	select {
+	case <-hungUp:
+	default:
+		t.Error("the gateway never saw the caller of the abort scenario hang up")
+	}
+	for _, p := range up.Problems() {
+		t.Errorf("upstream: %s", p)
+	}
+
+	// Every successful call is charged the usage its upstream reported: the
+	// stream that did not ask for usage too, Gemini's thoughts as output,
+	// and the stream whose caller hung up its usage at the end, not its
+	// reservation.
+	charges := []struct {
+		key   keystore.Key
+		want  int64
+		calls string
+	}{
+		{sdkKey, 5 * (inTokens + outTokens), "5 chat and messages calls"},
+		{geminiKey, 2 * (geminiPrompt + geminiOut + geminiThoughts), "generateContent and streamGenerateContent, thoughts as output"},
+		{respKey, 2*(respIn+respOut) + respIn + respIncompleteOut, "2 responses completed, 1 incomplete"},
+		{abortKey, abortIn + abortOut, "a stream whose caller hung up after its first chunk"},
+	}
+	for _, c := range charges {
+		u, err := ks.Usage(ctx, c.key.ID)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if u.Used == want && u.InFlight == 0 || time.Now().After(deadline) {
-			break
+		if u.Used != c.want || u.InFlight != 0 {
+			t.Errorf("key %s used %d tokens with %d in flight, want %d (%s)", c.key.Name, u.Used, u.InFlight, c.want, c.calls)
 		}
 	}
-	if u.Used != want || u.InFlight != 0 {
-		t.Errorf("key used %d tokens with %d in flight, want %d tokens (5 calls of %d); gateway log:\n%s", u.Used, u.InFlight, want, inTokens+outTokens, logs.String())
+	if strings.Contains(logs.String(), "estimated") {
+		t.Error(`a charge was the estimate: the gateway log says "estimated"`)
 	}
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "model=gpt-abort") {
+			t.Logf("gateway: %s", l)
+		}
+	}
+	if t.Failed() {
+		t.Logf("gateway log:\n%s", logs.String())
+	}
+
 	refusals := []struct {
 		scenario string
 		status   int
 	}{{"unknown_key", 401}, {"window_exhausted", 429}, {"model_forbidden", 403}}
-	for _, sdk := range []string{"openai", "anthropic"} {
+	for _, sdk := range []string{"openai", "anthropic", "gemini"} {
 		for _, want := range refusals {
 			name := sdk + "/" + want.scenario
 			t.Run(name, func(t *testing.T) {
@@ -292,7 +605,7 @@ func TestSDKs(t *testing.T) {
 				if r.ElapsedMS >= 5000 {
 					t.Errorf("took %v, want < 5s", time.Duration(r.ElapsedMS)*time.Millisecond)
 				}
-				for _, s := range []string{secret, fullSecret, noModelSecret} {
+				for _, s := range secrets {
 					if strings.Contains(r.ErrorMessage, s) {
 						t.Error("message echoes a secret")
 					}
