@@ -23,6 +23,11 @@ import (
 // them). Callers that must check several limits before taking from any of
 // them ask first (Limiter.PeekN) under a lock of their own.
 //
+// A failed commit fails Update as it fails Limiter.AllowN: with an error
+// matching ErrUncertain when the batch's changes may be on disk (they stand
+// in memory and are retried: do not run the batch again), with another
+// error when they were not made (all of them undone in memory).
+//
 // The committer does not start a commit while an fn runs, so fn must be
 // short: decisions and records, no I/O, no waiting for other goroutines,
 // and no nested Update (which would wait for itself). ctx bounds only the
@@ -107,7 +112,7 @@ func (b *Batch) Reset(l *Limiter, key string) error {
 	if err := b.use(l); err != nil {
 		return err
 	}
-	g, err := l.reset(key)
+	g, err := l.reset(nil, key)
 	b.joined(g)
 	return err
 }
@@ -128,12 +133,12 @@ func (b *Batch) Modify(l *Limiter, key string, fn func(st strategies.State, now 
 	}
 	db := l.db
 	now := db.now()
-	sh, i, err := l.entry(key, now)
+	sh, i, err := l.entry(nil, key, now) // no wait for room: see DB.makeRoom
 	if err != nil {
 		return Result{}, err
 	}
+	now = db.see(sh, i, l.s, now)
 	e := &sh.slots[i]
-	now = e.see(now)
 	st := e.st
 	if st == nil {
 		st = l.s.NewState()

@@ -1,6 +1,7 @@
 package ratestore
 
 import (
+	"context"
 	"fmt"
 	"hash/maphash"
 	"math"
@@ -118,6 +119,7 @@ type shard struct {
 	used  int      // slots not free: live ones and tombstones
 	hand  int      // the eviction clock's position in slots
 	dirty []uint32 // the slots of the dirty entries
+	peak  int      // the most entries it has held: see TestCacheBoundAsync
 	_     [64]byte // keep neighbouring shard locks off one cache line
 }
 
@@ -174,6 +176,7 @@ func (db *DB) insert(sh *shard, h uint64, e entry) int {
 	e.tag, e.ctl = uint32(h>>32), slotLive
 	sh.slots[i] = e
 	sh.live++
+	sh.peak = max(sh.peak, sh.live)
 	if e.dirty {
 		sh.dirty = append(sh.dirty, uint32(i))
 	}
@@ -227,13 +230,48 @@ func (sh *shard) remove(i int) {
 // lookup returns the slot of the entry of key under the limiter name in its
 // shard, loading its state from the store on a miss. With load false a
 // missing key gets an empty entry without reading the store (Reset, which
-// needs no old state). The caller holds sh.mu.
+// needs no old state). The caller holds sh.mu. It never waits for room in
+// a full shard (see lookupWait): the table may then exceed its bound.
 func (db *DB) lookup(sh *shard, at slot, name, key string, s strategies.Strategy, now int64, load bool) (int, error) {
+	return db.lookupWait(nil, sh, at, name, key, s, now, load)
+}
+
+// lookupWait is lookup, which on a miss in a full shard may wait for room
+// (see makeRoom) when ctx is not nil: sh.mu is then unlocked meanwhile,
+// and locked again when lookupWait returns, with or without an error.
+// Callers that hold up the committer (a Batch, within Update) pass a nil
+// ctx.
+func (db *DB) lookupWait(ctx context.Context, sh *shard, at slot, name, key string, s strategies.Strategy, now int64, load bool) (int, error) {
 	if i := sh.find(at.h, name, key); i >= 0 {
 		if e := &sh.slots[i]; !e.ref { // no store when unchanged: it would dirty the cache line
 			e.ref = true
 		}
 		return i, nil
+	}
+	return db.miss(ctx, sh, at, name, key, s, now, load)
+}
+
+// miss is lookupWait for a key not found in its shard: apart, so that the
+// hit, on every hot decision, stays a small function.
+func (db *DB) miss(ctx context.Context, sh *shard, at slot, name, key string, s strategies.Strategy, now int64, load bool) (int, error) {
+	for waits := 0; ; waits++ {
+		if waits > 0 {
+			// The shard was unlocked: another call may have loaded the key.
+			if i := sh.find(at.h, name, key); i >= 0 {
+				sh.slots[i].ref = true
+				return i, nil
+			}
+		}
+		if sh.live < db.shardCap {
+			break
+		}
+		waited, err := db.makeRoom(ctx, sh, now, waits)
+		if err != nil {
+			return -1, fmt.Errorf("ratestore: limiter %q: key %q: %w", name, key, err)
+		}
+		if !waited {
+			break // room made, or none to wait for: insert
+		}
 	}
 	// A copy of the key, which may be a slice of a larger buffer (a request
 	// header) that must not stay alive with the entry.
@@ -248,14 +286,80 @@ func (db *DB) lookup(sh *shard, at slot, name, key string, s strategies.Strategy
 			if err != nil {
 				return -1, fmt.Errorf("ratestore: limiter %q: key %q: %w", name, key, err)
 			}
+			if strategies.Clamp(s, st, now) {
+				// Written ahead of a clock that has come back since (see
+				// DB.rewind): stored clamped, so that it is clamped once.
+				db.clockJumped(e.sk, 0)
+				e.dirty, e.gen = true, db.gen.Load().seq
+			}
 			e.st = st
 			e.idleAt = math.MaxInt64 // unknown until the first Apply
 		}
 	}
-	if sh.live >= db.shardCap {
-		db.evict(sh, now)
+	if db.async && 4*len(sh.dirty) >= 3*db.shardCap {
+		// Changes fill the shard: start the commit that makes them
+		// evictable before a call has to wait for room (see makeRoom).
+		db.wake()
 	}
 	return db.insert(sh, at.h, e), nil
+}
+
+// maxRoomWaits bounds how many commits a call waits for room in a full
+// shard (see makeRoom) before it inserts its key over the bound: each
+// commit frees the whole shard, so only callers racing for that room wait
+// for more than one, and the bound gives way rather than starve one.
+const maxRoomWaits = 4
+
+// makeRoom frees room for one entry in sh, which holds shardCap of them
+// or more. It reports whether it waited, having unlocked sh.mu meanwhile;
+// if not, the caller inserts, within the bound if room was made.
+//
+// An entry can go only once its latest change is durable (see evict), so
+// a shard full of changes not yet committed has no room until a commit
+// ends: in Async mode, up to FlushInterval later. Rather than grow the
+// table past MaxCachedKeys (Async mode once grew it threefold), makeRoom
+// starts the next commit at once and, when ctx is not nil, waits for it
+// (or for ctx), up to maxRoomWaits times; the caller then looks again.
+// With a nil ctx (a Batch, which holds the committer off and so could
+// never see the commit end), or after maxRoomWaits commits, the caller
+// inserts over the bound: the table exceeds it by at most the keys that
+// such callers add to full shards before the next commit ends.
+//
+// A commit that fails leaves every change in memory: the error is
+// returned, and nothing has changed.
+func (db *DB) makeRoom(ctx context.Context, sh *shard, now int64, waits int) (bool, error) {
+	db.evict(sh, now, false)
+	if sh.live < db.shardCap {
+		return false, nil
+	}
+	if len(sh.dirty) < sh.live {
+		// Some entries may go: a whole round of the clock, passing each
+		// entry twice, finds one if any is durable and clean.
+		db.evict(sh, now, true)
+		if sh.live < db.shardCap {
+			return false, nil
+		}
+	}
+	g := db.gen.Load()
+	db.wake()
+	if ctx == nil || waits >= maxRoomWaits {
+		db.roomMisses.Add(1)
+		return false, nil
+	}
+	sh.mu.Unlock()
+	defer sh.mu.Lock()
+	select {
+	case <-g.done:
+	case <-ctx.Done():
+		return true, ctx.Err()
+	}
+	if db.closed.Load() {
+		return true, ErrClosed
+	}
+	if g.err != nil {
+		return true, fmt.Errorf("no room in memory for a new key: the commit that would make room failed: %w", g.err)
+	}
+	return true, nil
 }
 
 // evictScan bounds the work of one eviction: at most this many entries are
@@ -267,11 +371,17 @@ const evictScan = 32
 // it loses its ref bit and stays, one not used since goes. Only entries
 // whose latest change is durable can go, so a reload from the store never
 // sees an older state than memory had; an idle state is first turned into a
-// delete, and goes once that is durable. The caller holds sh.mu.
-func (db *DB) evict(sh *shard, now int64) {
+// delete, and goes once that is durable. It examines evictScan entries at
+// most, or, with all set, two rounds of the slots: enough to find an entry
+// that can go if there is one (makeRoom). The caller holds sh.mu.
+func (db *DB) evict(sh *shard, now int64, all bool) {
 	durable, g := db.durable.Load(), db.gen.Load().seq
 	mask := len(sh.slots) - 1
-	for seen, steps := 0, 0; seen < evictScan && steps <= mask; steps++ {
+	scan, steps := evictScan, mask
+	if all {
+		scan, steps = len(sh.slots)*2, len(sh.slots)*2
+	}
+	for seen, step := 0, 0; seen < scan && step <= steps; step++ {
 		i := sh.hand
 		sh.hand = (i + 1) & mask
 		e := &sh.slots[i]

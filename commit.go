@@ -42,6 +42,11 @@ type committer struct {
 	exited  chan struct{} // closed when the committer has exited
 	exitErr error         // the final commit's error, read after exited
 
+	// carried is set while changes of a failed, uncertain commit wait in
+	// memory for a later one: a commit that then fails cannot be undone
+	// (see rollback). Touched only by the committer.
+	carried bool
+
 	// Buffers reused by every commit; touched only by the committer.
 	ops   []storage.Op
 	arena []byte
@@ -151,6 +156,7 @@ func (db *DB) commit() error {
 	db.batchMu.Unlock()
 
 	var err error
+	applied := false // some of ops may have reached the store
 	if len(ops) > 0 {
 		// In key order, bbolt's cursor walks its tree forward instead of
 		// seeking from the root for every put, and pages fill in order.
@@ -171,20 +177,33 @@ func (db *DB) commit() error {
 			})
 			err = nil
 			for start := 0; start < len(ops) && err == nil; start += commitChunk {
+				if start > 0 {
+					applied = true // the parts before this one
+				}
 				err = db.store.Commit(ops[start:min(start+commitChunk, len(ops))])
 			}
+		}
+		if err == nil || !errors.Is(err, storage.ErrNotApplied) && !errors.Is(err, storage.ErrTooBig) {
+			applied = true
 		}
 		if err == nil {
 			err = db.store.Sync()
 		}
 	}
-	db.records.landed(err == nil)
-	if err != nil {
-		err = fmt.Errorf("ratestore: commit of %d states and records: %w", len(ops), err)
-		db.log.Error("ratestore: commit failed; changes stay in memory and will be retried", "err", err)
-		db.redirty(swept)
-	} else {
+	switch {
+	case err == nil:
+		db.records.landed(true)
 		db.durable.Store(old.seq)
+		db.carried = false
+	case !applied && db.rollback(swept):
+		err = fmt.Errorf("ratestore: commit of %d states and records failed before writing; nothing was changed: %w", len(ops), err)
+		db.log.Error("ratestore: commit failed; its changes were undone", "err", err)
+	default:
+		err = fmt.Errorf("ratestore: commit of %d states and records: %w: %w", len(ops), ErrUncertain, err)
+		db.log.Error("ratestore: commit failed; changes stay in memory and will be retried", "err", err)
+		db.records.landed(false)
+		db.redirty(swept)
+		db.carried = true
 	}
 	old.err = err
 	close(old.done)
@@ -198,6 +217,70 @@ func (db *DB) commit() error {
 		db.ops, db.arena, db.swept = nil, nil, nil
 	}
 	return err
+}
+
+// ErrUncertain is matched by the error of a call whose change may or may
+// not be on disk: the commit holding it failed after it may have reached
+// the store (a log record written whose fdatasync failed, a bbolt
+// transaction that failed while or after writing, a commit split in parts
+// of which some were applied). The change stands in memory, where every
+// later call counts it, and later commits retry it (Close too): a caller
+// must not retry the call, which would count it twice. If the process
+// stops before a later commit succeeds, the change is on disk after a
+// restart, or not, whole either way.
+//
+// An error that does not match ErrUncertain from a call that changes state
+// (AllowN, Record, Reset, Update) means the change was not made: a commit
+// that failed before writing anything is undone in memory too, so memory
+// and disk agree that nothing changed and the call may be retried.
+var ErrUncertain = errors.New("the change may or may not be on disk")
+
+// rollback undoes in memory a commit that applied nothing to the store,
+// whose states are named by swept: their entries are dropped, and read
+// back from the store, which holds what they replaced, when next used; its
+// records are forgotten. It does so only if nothing else has changed
+// those states or records since the sweep, and they carry no change from
+// an earlier failed commit (carried): undoing the commit would then undo
+// more than it held. It reports whether it rolled back; if not, the commit
+// is uncertain. All shard locks and the records' lock are held meanwhile,
+// so no call sees the commit half undone. Only the committer calls it.
+func (db *DB) rollback(swept []string) bool {
+	if db.carried {
+		return false
+	}
+	for i := range db.shards {
+		db.shards[i].mu.Lock()
+	}
+	defer func() {
+		for i := range db.shards {
+			db.shards[i].mu.Unlock()
+		}
+	}()
+	rs := &db.records
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	for k := range rs.flight {
+		if _, ok := rs.dirty[k]; ok {
+			return false
+		}
+	}
+	slots := make([]int, len(swept))
+	for n, sk := range swept {
+		at := db.locateKey(sk)
+		name, key := splitKey(sk)
+		i := db.shards[at.idx].find(at.h, name, key)
+		if i < 0 || db.shards[at.idx].slots[i].dirty {
+			return false // changed since the sweep (or, impossibly, gone)
+		}
+		slots[n] = i
+	}
+	for n, sk := range swept {
+		// Entries never move while their shard is locked but for an
+		// insertion: the slots found above still hold them.
+		db.shards[db.locateKey(sk).idx].remove(slots[n])
+	}
+	rs.flight = nil
+	return true
 }
 
 // isState reports whether a store key is a limiter state's.

@@ -293,16 +293,21 @@ func TestRestartKeepsState(t *testing.T) {
 	})
 }
 
+// TestClockBackwards: a step back within the strategy's longest wait
+// (strategies.Horizon; the shortest here is 500ms) gives no refill and no
+// penalty. A longer one is a clock jump, whose states are clamped instead:
+// see TestClockJump.
 func TestClockBackwards(t *testing.T) {
+	const step = 200 * time.Millisecond
 	forEach(t, func(t *testing.T, s *store, c strategyCase, l *ratestore.Limiter) {
 		_, err := l.Allow(ctx, "k")
 		require.NoError(t, err)
-		s.clock.Advance(-time.Hour)
+		s.clock.Advance(-step)
 		r, err := l.Allow(ctx, "k") // no penalty: still allowed
 		require.NoError(t, err)
 		require.True(t, r.Allowed)
 		require.Equal(t, c.limit-2, r.Remaining)
-		s.clock.Advance(time.Hour)
+		s.clock.Advance(step)
 		r, err = l.Peek(ctx, "k") // no refill was gained meanwhile
 		require.NoError(t, err)
 		require.Equal(t, c.limit-2, r.Remaining)

@@ -91,14 +91,38 @@ type Options struct {
 	Now           func() time.Time // the clock; nil means the system clock (see SystemClock). Tests and simulations inject a fake one.
 
 	// MaxCachedKeys bounds how many key states are kept in memory; 0 means
-	// DefaultMaxCachedKeys. It is a soft bound: states changed but not yet
-	// committed are never evicted, so in Async mode the table may exceed it
-	// by what changes in one FlushInterval.
+	// DefaultMaxCachedKeys. It holds in both modes: each of the table's 128
+	// shards keeps MaxCachedKeys/128 (at least 1). States changed but not
+	// yet committed are never evicted, so a shard full of them starts the
+	// next commit at once (in Async mode too, before FlushInterval) and a
+	// call on a key not in memory waits for it, bounded by its ctx and a
+	// few commits. The slack: calls within DB.Update, which cannot wait
+	// for a commit, and calls still without room after those commits,
+	// insert over the bound until the next commit lets the table shrink.
+
 	MaxCachedKeys int
 
 	// Logger receives commit failures and the backend's warnings; nil
 	// discards them.
 	Logger *slog.Logger
+
+	// Recover opens a Bolt database whose write-ahead log is damaged (a
+	// bad record followed by good ones: a flipped bit, a bad sector, not
+	// a crash) instead of failing with ErrCorrupt: every valid record is
+	// kept, the damaged ones are dropped, and what was dropped is logged
+	// at Error and reported by DB.Recovery. A torn last record, what a
+	// crash leaves, is dropped with or without it. Badger ignores it.
+	Recover bool
+}
+
+// Recovery reports what Open dropped from a damaged write-ahead log with
+// Options.Recover: the states those records held are lost, and the keys
+// read back their previous states.
+type Recovery struct {
+	File    string // the log file
+	Offset  int64  // where the first damaged bytes start
+	Records uint64 // how many records (group commits) were dropped
+	Bytes   int64  // how many bytes of the log were skipped
 }
 
 var (
@@ -124,9 +148,14 @@ type DB struct {
 	async   bool
 	log     *slog.Logger
 
+	clockWarned atomic.Bool  // a clock jump was logged (see DB.clockJumped)
+	roomMisses  atomic.Int64 // keys inserted over the cache bound (see DB.makeRoom)
+
 	seed     maphash.Seed
 	shards   [numShards]shard
 	shardCap int // entries per shard before eviction
+
+	recovery *Recovery // see Recovery
 
 	attachMu sync.Mutex
 	attached map[any]any // see Attach
@@ -160,9 +189,17 @@ func Open(path string, opts Options) (*DB, error) {
 		store storage.Store
 		err   error
 	)
+	var recovery *Recovery
 	switch backend {
 	case Bolt:
-		store, err = boltstore.Open(path)
+		var bs *boltstore.Store
+		bs, err = boltstore.OpenWith(path, boltstore.Options{Recover: opts.Recover})
+		if err == nil {
+			store = bs
+			if r := bs.Recovery(); r != nil {
+				recovery = (*Recovery)(r)
+			}
+		}
 	case Badger:
 		store, err = badgerstore.Open(path, opts.Logger)
 	default:
@@ -172,8 +209,18 @@ func Open(path string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("ratestore: open: %w", err)
 	}
 
-	return newDB(store, backend, path, opts), nil
+	db := newDB(store, backend, path, opts)
+	if recovery != nil {
+		db.recovery = recovery
+		db.log.Error("ratestore: open: dropped damaged write-ahead log records (Options.Recover)",
+			"file", recovery.File, "offset", recovery.Offset, "records", recovery.Records, "bytes", recovery.Bytes)
+	}
+	return db, nil
 }
+
+// Recovery reports what Open dropped from a damaged write-ahead log
+// (Options.Recover), or nil if it dropped nothing.
+func (db *DB) Recovery() *Recovery { return db.recovery }
 
 // newDB starts the engine over an open store; opts is already validated.
 func newDB(store storage.Store, backend Backend, path string, opts Options) *DB {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
+	"time"
 
 	"github.com/ratestore/ratestore/strategies"
 )
@@ -77,7 +78,9 @@ func (l *Limiter) Name() string { return l.name }
 // Strategy reports the limiter's strategy.
 func (l *Limiter) Strategy() strategies.Strategy { return strategies.Unprepare(l.s) }
 
-// Allow is AllowN(ctx, key, 1).
+// Allow is AllowN(ctx, key, 1). An error matching ErrUncertain means the
+// call may have been counted (do not retry it); any other error, that it
+// was not (see AllowN).
 func (l *Limiter) Allow(ctx context.Context, key string) (r Result, err error) {
 	// Not "return l.AllowN(ctx, key, 1)": see do on copies of a Result.
 	err = l.do(ctx, key, strategies.Call{N: 1}, &r, nil)
@@ -88,12 +91,23 @@ func (l *Limiter) Allow(ctx context.Context, key string) (r Result, err error) {
 // nothing. n = 0 asks without taking. In Sync mode an allowed call with
 // n > 0 returns once its change is on disk.
 //
-// The decision is made at once; ctx bounds only the wait for the commit. If
-// ctx ends during that wait, AllowN returns the Result with ctx's error: the
-// change stands and is committed with its group, it is just not known to be
-// on disk yet. The same holds for Record and Reset. If the commit itself
-// fails, the error says so and the change stays in memory, to be retried by
-// the next commit.
+// The decision is made at once; ctx bounds only the wait for the commit
+// (and, for a key not in memory while the table is full of changes not yet
+// committed, a wait for room: see Options.MaxCachedKeys). If ctx ends
+// during the wait for the commit, AllowN returns the Result with ctx's
+// error: the change stands and is committed with its group, it is just not
+// known to be on disk yet. The same holds for Record and Reset.
+//
+// If the commit itself fails, the error says which way it failed, and the
+// same holds for Record, Reset and DB.Update:
+//   - matching ErrUncertain: the commit failed after the change may have
+//     reached the disk. The change stands in memory, counts for every later
+//     call, and is retried by later commits; do not retry the call, which
+//     would count it twice. After a crash before a later commit succeeds,
+//     it is on disk or not, whole either way.
+//   - any other error: the change was not made. A commit that failed
+//     before writing anything is undone in memory too, so a retry counts
+//     once. The Result is what the call would have answered.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (r Result, err error) {
 	err = l.do(ctx, key, strategies.Call{N: n}, &r, nil)
 	return r, err
@@ -127,16 +141,16 @@ func (l *Limiter) Inspect(ctx context.Context, key string, fn func(st strategies
 		return err
 	}
 	now := l.db.now()
-	sh, i, err := l.entry(key, now)
+	sh, i, err := l.entry(ctx, key, now)
 	if err != nil {
 		return err
 	}
-	e := &sh.slots[i]
-	st := e.st
+	now = l.db.see(sh, i, l.s, now)
+	st := sh.slots[i].st
 	if st == nil {
 		st = l.s.NewState()
 	}
-	err = fn(st, e.see(now))
+	err = fn(st, now)
 	sh.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("ratestore: limiter %q: key %q: %w", l.name, key, err)
@@ -147,7 +161,9 @@ func (l *Limiter) Inspect(ctx context.Context, key string, fn func(st strategies
 // Record takes n unconditionally, even past the limit: it is for usage known
 // only afterwards, such as LLM tokens counted from a response. Later calls are
 // denied until the excess has drained or expired. The Result says whether the
-// key is still within its limit after the call.
+// key is still within its limit after the call. As for AllowN, an error
+// matching ErrUncertain means the usage may have been recorded, and must
+// not be recorded again; any other error, that it was not.
 func (l *Limiter) Record(ctx context.Context, key string, n int64) (r Result, err error) {
 	err = l.do(ctx, key, strategies.Call{N: n, Record: true}, &r, nil)
 	return r, err
@@ -159,7 +175,7 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	g, err := l.reset(key)
+	g, err := l.reset(ctx, key)
 	if err != nil {
 		return err
 	}
@@ -168,7 +184,8 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 
 // reset forgets key's state and returns the generation that holds the
 // change. It does not read the stored state, so it cannot fail on it.
-func (l *Limiter) reset(key string) (*generation, error) {
+// ctx bounds a wait for room in the table (see DB.lookupWait); nil: none.
+func (l *Limiter) reset(ctx context.Context, key string) (*generation, error) {
 	if err := validKey(key); err != nil {
 		return nil, err
 	}
@@ -177,7 +194,11 @@ func (l *Limiter) reset(key string) (*generation, error) {
 	if err != nil {
 		return nil, err
 	}
-	i, _ := db.lookup(sh, at, l.name, key, l.s, db.now(), false) // no load: cannot fail
+	i, err := db.lookupWait(ctx, sh, at, l.name, key, l.s, db.now(), false) // no load: fails only waiting for room
+	if err != nil {
+		sh.mu.Unlock()
+		return nil, err
+	}
 	sh.slots[i].st = nil
 	return db.changed(sh, i), nil
 }
@@ -210,13 +231,21 @@ func (l *Limiter) do(ctx context.Context, key string, c strategies.Call, res *Re
 	if err != nil {
 		return err
 	}
-	i, err := db.lookup(sh, at, l.name, key, l.s, c.Now, true)
+	var wait context.Context // a Batch holds the committer off: it cannot wait for room
+	if b == nil {
+		wait = ctx
+	}
+	i, err := db.lookupWait(wait, sh, at, l.name, key, l.s, c.Now, true)
 	if err != nil {
 		sh.mu.Unlock()
 		return err
 	}
-	e := &sh.slots[i] // valid until sh.mu is unlocked: nothing is inserted until then
-	c.Now = e.see(c.Now)
+	e := &sh.slots[i]   // valid until sh.mu is unlocked: nothing is inserted until then
+	if c.Now < e.seen { // db.see, written out
+		c.Now = db.rewind(sh, i, l.s, c.Now)
+	} else {
+		e.seen = c.Now
+	}
 	st := e.st
 	if st == nil {
 		st = l.s.NewState()
@@ -248,14 +277,15 @@ func (l *Limiter) do(ctx context.Context, key string, c strategies.Call, res *Re
 }
 
 // entry locks the shard of key and returns it with the slot of the key's
-// entry, loaded from the store on a miss. The caller unlocks the shard; on
+// entry, loaded from the store on a miss; ctx bounds a wait for room in the
+// table (nil: none, see DB.lookupWait). The caller unlocks the shard; on
 // an error nothing is locked.
-func (l *Limiter) entry(key string, now int64) (*shard, int, error) {
+func (l *Limiter) entry(ctx context.Context, key string, now int64) (*shard, int, error) {
 	sh, at, err := l.lock(key)
 	if err != nil {
 		return nil, -1, err
 	}
-	i, err := l.db.lookup(sh, at, l.name, key, l.s, now, true)
+	i, err := l.db.lookupWait(ctx, sh, at, l.name, key, l.s, now, true)
 	if err != nil {
 		sh.mu.Unlock()
 		return nil, -1, err
@@ -263,15 +293,57 @@ func (l *Limiter) entry(key string, now int64) (*shard, int, error) {
 	return sh, i, nil
 }
 
-// see returns the instant a call on e made at now uses: never one earlier
-// than a call on e used before. While a key is in memory, a clock that goes
+// see returns the instant a call at now on the entry of slot i, under the
+// strategy s, uses: never one earlier than a call on it used before, unless
+// the clock jumped (see rewind). While a key is in memory, a clock that goes
 // backwards gives it no refill and no penalty, whatever its strategy stores.
-func (e *entry) see(now int64) int64 {
+// This is where a state in memory meets the current time; lookupWait is
+// where one read from the store does.
+func (db *DB) see(sh *shard, i int, s strategies.Strategy, now int64) int64 {
+	e := &sh.slots[i]
 	if now < e.seen {
-		return e.seen
+		return db.rewind(sh, i, s, now)
 	}
 	e.seen = now
 	return now
+}
+
+// rewind is see for an instant before the key's last call. A step back no
+// longer than the strategy's longest wait (strategies.Horizon) uses the
+// last call's instant: the key waits for the clock to catch up, at most
+// that long. A longer one is a clock that ran ahead and came back, whose
+// last instant would lock the key out until the clock got there again (100
+// years for a clock that ran 100 years ahead): the key takes the clock's
+// instant from now on, and its state is clamped to it (strategies.Clamp),
+// and stored so. The caller holds sh.mu.
+func (db *DB) rewind(sh *shard, i int, s strategies.Strategy, now int64) int64 {
+	e := &sh.slots[i]
+	back := uint64(e.seen) - uint64(now) // > 0: no overflow in uint64
+	if back <= uint64(strategies.Horizon(s)) {
+		return e.seen
+	}
+	e.seen = now
+	if e.st != nil && strategies.Clamp(s, e.st, now) {
+		e.idleAt = math.MaxInt64 // unknown until the next Apply
+		sh.markDirty(i, db.gen.Load().seq)
+		db.clockJumped(e.sk, time.Duration(min(back, math.MaxInt64)))
+	}
+	return now
+}
+
+// clockJumped logs, once per DB, that the state of sk (see joinKey) lay
+// further ahead of the clock than its strategy can reach: the clock ran
+// ahead and came back, by ahead if known (> 0).
+func (db *DB) clockJumped(sk string, ahead time.Duration) {
+	if db.clockWarned.Swap(true) {
+		return
+	}
+	name, key := splitKey(sk)
+	args := []any{"limiter", name, "key", key}
+	if ahead > 0 {
+		args = append(args, "clock_back", ahead)
+	}
+	db.log.Warn("ratestore: a state lies further ahead of the clock than its strategy can reach: the clock ran ahead and came back; such states are clamped to the clock as they are read (logged once per DB)", args...)
 }
 
 // changed marks the entry of slot i, whose state a call changed, dirty in

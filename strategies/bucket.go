@@ -121,6 +121,30 @@ func (b *bucket) decide(st State, c Call, res *Result) error {
 	return nil
 }
 
+// clamp bounds a state read at now that lies further ahead than a bucket
+// can (see Clamp): a last after now, which only a clock that ran ahead and
+// came back leaves behind, and from which the bucket would not move until
+// the clock got there again. It becomes now, the amount as it is: the
+// bucket drains or refills from now on, in at most horizon (plus what a
+// Record put past the limit, which is usage and stays).
+func (b *bucket) clamp(st State, now int64) bool {
+	s := b.stateOf(st)
+	if s == nil || s.last <= now {
+		return false
+	}
+	s.last = now
+	return true
+}
+
+// horizon is the longest a bucket makes a key wait short of a Record's
+// excess: from empty to full, or full to empty, limit/rate, saturated.
+func (b *bucket) horizon() int64 {
+	if x := float64(b.limit) * b.perUnit; x < 0x1p63 {
+		return int64(math.Ceil(x))
+	}
+	return math.MaxInt64
+}
+
 // stateOf returns the bucket state of st, a token bucket's (sign +1) or a
 // leaky bucket's (sign -1), or nil for any other state. It is small enough
 // to be inlined into decide, which runs on every call; wrongState is the

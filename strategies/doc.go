@@ -36,7 +36,10 @@
 //     them.
 //   - A clock that goes backwards gives no refill and no penalty: elapsed
 //     time is never negative, and stored instants do not move backwards
-//     while they still matter.
+//     while they still matter. Apply never moves them; Clamp, which an
+//     engine applies to a state that lies further ahead of the clock than
+//     Horizon allows (a clock that ran ahead and came back), moves them
+//     back to the clock, so that no key waits longer than its period.
 //   - Arithmetic saturates: no n up to math.MaxInt64 and no stored number
 //     makes anything wrap around or panic. Durations that do not fit in
 //     int64 nanoseconds (292 years) are reported as math.MaxInt64.

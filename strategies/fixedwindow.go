@@ -404,6 +404,34 @@ func (f *FixedWindow) take(ws []window, c Call, res *Result) bool {
 	return true
 }
 
+// clamp bounds a state read at now that lies further ahead than a fixed
+// window can (see Clamp): a window that counts something and starts after
+// now, which only a clock that ran ahead and came back leaves behind, and
+// which would count (an instant before start counts as inside) until the
+// clock got past its end again. It starts at now instead, its count kept:
+// it ends at most the longest Window after now.
+func (s *fixedWindowState) clamp(now int64) bool {
+	changed := false
+	ws := s.windows(len(*s.names))
+	for i := range ws {
+		if ws[i].count > 0 && ws[i].start > now {
+			ws[i].start = now
+			changed = true
+		}
+	}
+	return changed
+}
+
+// horizon is the longest a fixed window makes a key wait: its longest
+// Window.
+func (f *FixedWindow) horizon() int64 {
+	var h int64
+	for _, q := range f.Quotas {
+		h = max(h, int64(q.Window))
+	}
+	return h
+}
+
 // laidOut reports whether s holds the configured quotas qs and no other,
 // in their order: as on every call but the first after a change of the
 // configuration.

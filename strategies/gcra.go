@@ -184,6 +184,27 @@ func (p *gcraPlan) decide(st State, c Call, res *Result) error {
 	return nil
 }
 
+// clamp bounds a state read at now that lies further ahead than a GCRA
+// can book one (see Clamp): a TAT past now + Burst*T, which only a clock
+// that ran ahead and came back leaves behind, becomes now + Burst*T, a
+// burst used up at now that drains in Burst*T. A Record's excess books the
+// same way, and a TAT that far ahead cannot be told from a clock's, so an
+// excess of more than one burst is capped at one burst too.
+func (p *gcraPlan) clamp(st State, now int64) bool {
+	s, ok := st.(*gcraState)
+	if !ok {
+		return false
+	}
+	if end := satAdd(now, p.tau); s.tat > end {
+		s.tat = end
+		return true
+	}
+	return false
+}
+
+// horizon is the longest a GCRA makes a key wait: one burst, Burst*T.
+func (p *gcraPlan) horizon() int64 { return p.tau }
+
 // AppendEncode implements State: "42|tat".
 func (s *gcraState) AppendEncode(dst []byte) []byte {
 	return appendInt(kindGCRA.appendHeader(dst), s.tat)

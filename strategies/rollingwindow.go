@@ -174,6 +174,53 @@ func (rw *RollingWindow) dryRun(v *rollingwindow.State, c Call, used int64, res 
 	}
 }
 
+// clamp bounds a state read at now that lies further ahead than a rolling
+// window can (see Clamp): buckets that start after now's bucket, which only
+// a clock that ran ahead and came back leaves behind, and which would count
+// until the clock got past them again. Their usage moves to now's bucket
+// (of the Window and Bucket the state was written under): none of it is
+// lost, and all of it expires within one Window. It allocates, once, for
+// the rare state it changes.
+func (rw *RollingWindow) clamp(st State, now int64) bool {
+	s, ok := st.(*rollingWindowState)
+	if !ok || s.win.Len() == 0 {
+		return false
+	}
+	cfg := s.win.Config()
+	at := cfg.BucketStart(now)
+	var newest int64
+	for start := range s.win.All() {
+		newest = start
+	}
+	if newest <= at {
+		return false
+	}
+	s.win.Expire(now) // drops nothing after now; what it drops no longer counts
+	var ahead int64
+	kept := func(yield func(start, n int64) bool) {
+		for start, n := range s.win.All() {
+			if start >= at {
+				ahead += n // cannot overflow: the total fits in an int64
+				continue
+			}
+			if !yield(start, n) {
+				return
+			}
+		}
+		yield(at, ahead)
+	}
+	w, err := rollingwindow.Rebuild(cfg, kept)
+	if err != nil { // cannot happen: the buckets kept are s's own, older than at
+		s.win.Reset()
+		return true
+	}
+	s.win = *w
+	return true
+}
+
+// horizon is the longest a rolling window makes a key wait: its Window.
+func (rw *RollingWindow) horizon() int64 { return int64(rw.Window) }
+
 // window returns the buckets to decide on: s's own, or, when the Window
 // or Bucket changed since s was written, a copy of them moved to the
 // configuration (rollingwindow.State.Reconfigure), which becomes the state

@@ -159,6 +159,25 @@ func (sw *SlidingWindow) decide(st State, c Call, res *Result) error {
 	return nil
 }
 
+// clamp bounds a state read at now that lies further ahead than a sliding
+// window can (see Clamp): a current window that counts something and
+// starts after now, which only a clock that ran ahead and came back leaves
+// behind, and which would stay current until the clock got there again. It
+// becomes now's window, its counts kept: they slide out within horizon.
+func (sw *SlidingWindow) clamp(st State, now int64) bool {
+	s, ok := st.(*slidingWindowState)
+	if !ok || sw.Window <= 0 || s.prev == 0 && s.curr == 0 || s.start <= now {
+		return false
+	}
+	s.start = alignDown(now, int64(sw.Window))
+	return true
+}
+
+// horizon is the longest a sliding window makes a key wait: what the
+// current window counts slides out by the end of the next one, two
+// Windows from its start.
+func (sw *SlidingWindow) horizon() int64 { return satMul(2, int64(sw.Window)) }
+
 // fitsAt returns the first instant at which a call of need <= Limit fits
 // s, which does not fit it now. The count of a window weighs
 // count*(W - e)/W at e nanoseconds into the next window, so a call fits

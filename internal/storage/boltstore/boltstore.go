@@ -8,10 +8,20 @@
 //
 //   - path, the bbolt file: bucket "ratestore" holds every key; bucket
 //     "ratestore-meta" holds "wal-seq", the sequence number of the last log
-//     record applied to it (big-endian uint64).
+//     record applied to it (big-endian uint64), and "db-id", the database's
+//     identity (16 random bytes, made with the database).
 //   - path+"-wal", the log (format: package wal), opened only once bbolt's
-//     file lock is held, so that lock guards both. After a clean Close it
-//     holds just its header.
+//     file lock is held, so that lock guards both. Its header names the
+//     database's id, and every record's CRC covers it, so a log of another
+//     database is refused (Open fails with an error matching
+//     strategies.ErrCorrupt that names both files) and none of its records
+//     is ever taken for one of this database. After a clean Close it holds
+//     just its header.
+//
+// The id is stored in bbolt before any log names it: a new database writes
+// it with its buckets, then creates the log; a database from before ids
+// (a version 1 log, which names none) gets one once its log has replayed,
+// and its log is rewritten as version 2 right after.
 //
 // # Writes
 //
@@ -62,16 +72,40 @@
 //     new record is written only after the reset was synced.
 //
 // Open replays records above bbolt's sequence number into the overlay, stops
-// at the first record that is short or fails its CRC (never acknowledged),
-// checkpoints them in one transaction and resets the log. A log that is not
-// ours, or of an unknown version, is refused.
+// at a torn last record (never acknowledged), checkpoints them in one
+// transaction and resets the log. A log that is not ours, or of an unknown
+// version, is refused. Damage that a crash cannot cause (a bad record with a
+// record of this database after it, missing sequence numbers) fails Open
+// with an error matching strategies.ErrCorrupt naming the log and the
+// offset, unless Options.Recover asks to keep every valid record, drop the
+// damaged ones and report them (Store.Recovery).
+//
+// # Damaged bbolt files
+//
+// bbolt trusts its pages: a damaged one makes it panic (an index out of
+// range, an assertion) or fault on its memory map. Every call into bbolt
+// (Open, Get, Scan, the checkpoint, Compact) runs under
+// debug.SetPanicOnFault(true), restored after, and a panic is recovered
+// into an error matching strategies.ErrCorrupt that names the file (and the
+// key, when one is known). bbolt starts no goroutines of its own on these
+// paths (Batch, which does, is not used), so no panic escapes. What this
+// cannot catch: a runtime fatal error (a page cycle deep enough to overflow
+// the stack, an allocation too large for memory) still ends the process.
+// After such an error the DB should be closed and checked (bbolt's
+// Tx.Check) or restored; writes may keep failing. A panic inside
+// bolt.Open itself leaves the file open (and locked) until the process
+// exits, as bbolt returns no handle to close.
 package boltstore
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -81,6 +115,7 @@ import (
 
 	"github.com/ratestore/ratestore/internal/storage"
 	"github.com/ratestore/ratestore/internal/storage/wal"
+	"github.com/ratestore/ratestore/strategies"
 )
 
 var (
@@ -89,7 +124,13 @@ var (
 	// metaBucket holds seqKey, the last log record in bucket.
 	metaBucket = []byte("ratestore-meta")
 	seqKey     = []byte("wal-seq")
+	// idKey holds the database's id, which its log's header also names.
+	idKey = []byte("db-id")
 )
+
+// errCorrupt is what every error about a damaged file matches: the
+// module's one sentinel for bytes that cannot be trusted.
+var errCorrupt = strategies.ErrCorrupt
 
 // LockTimeout is how long Open waits for another holder of the file lock
 // before it gives up with storage.ErrLocked.
@@ -115,8 +156,10 @@ var errClosed = fmt.Errorf("boltstore: %w", bolt.ErrDatabaseNotOpen)
 // the overlay to hold still. mu guards ov.m between its writers (who also
 // hold wmu) and Get, so a Get never waits for an fdatasync or a checkpoint.
 type Store struct {
-	db  *bolt.DB
-	log *wal.Log
+	db       *bolt.DB
+	log      *wal.Log
+	path     string    // the bbolt file
+	recovery *Recovery // what Open dropped (Options.Recover), or nil
 
 	wmu      sync.Mutex
 	mu       sync.RWMutex
@@ -135,27 +178,61 @@ type Store struct {
 
 var _ storage.Store = (*Store)(nil)
 
+// Options configures OpenWith. The zero value is Open's behaviour.
+type Options struct {
+	// Recover opens a log with damaged records instead of refusing it: every
+	// valid record is replayed, the damaged ones are dropped, and Recovery
+	// reports what was dropped.
+	Recover bool
+}
+
+// Recovery reports the records Open dropped from a damaged log.
+type Recovery struct {
+	File    string // the log
+	Offset  int64  // where the first damaged bytes start
+	Records uint64 // how many records (sequence numbers) are missing
+	Bytes   int64  // how many bytes of the log were skipped
+}
+
+// Recovery reports what Open dropped from a damaged log with
+// Options.Recover, or nil if it dropped nothing.
+func (s *Store) Recovery() *Recovery { return s.recovery }
+
 // Open opens or creates the database at path (see the package doc for its
 // two files) and replays its log.
-func Open(path string) (*Store, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{
-		Timeout:      LockTimeout,
-		FreelistType: bolt.FreelistMapType,
+func Open(path string) (*Store, error) { return OpenWith(path, Options{}) }
+
+// OpenWith is Open with options.
+func OpenWith(path string, opts Options) (*Store, error) {
+	var db *bolt.DB
+	err := guard(path, "open", nil, func() (err error) {
+		db, err = bolt.Open(path, 0o600, &bolt.Options{
+			Timeout:      LockTimeout,
+			FreelistType: bolt.FreelistMapType,
+		})
+		return err
 	})
 	if errors.Is(err, bolt.ErrTimeout) {
 		return nil, fmt.Errorf("bolt %s: %w", path, storage.ErrLocked)
 	}
+	if errors.Is(err, bolt.ErrInvalid) || errors.Is(err, bolt.ErrChecksum) || errors.Is(err, bolt.ErrVersionMismatch) {
+		return nil, fmt.Errorf("bolt %s: %w: %w", path, err, errCorrupt)
+	}
 	if err != nil {
+		if errors.Is(err, errCorrupt) {
+			return nil, err // guard named the file
+		}
 		return nil, fmt.Errorf("bolt %s: %w", path, err)
 	}
 	s := &Store{
 		db:        db,
+		path:      path,
 		ckptKeys:  checkpointKeys,
 		ckptBytes: checkpointLogBytes,
 		ckptEvery: checkpointEvery,
 		now:       time.Now,
 	}
-	if err := s.open(path + "-wal"); err != nil {
+	if err := s.open(path+"-wal", opts.Recover); err != nil {
 		if s.log != nil {
 			s.log.Close()
 		}
@@ -165,51 +242,184 @@ func Open(path string) (*Store, error) {
 	return s, nil
 }
 
+// guard runs fn, which calls into bbolt, so that a damaged page cannot
+// crash the process: faults on bbolt's memory map panic instead of killing
+// the process (debug.SetPanicOnFault, restored after), and a panic becomes
+// an error matching errCorrupt naming path, op and, if not nil, *key (fn
+// may update it as it goes). bbolt's Update and View roll their
+// transaction back as the panic unwinds them.
+func guard(path, op string, key *[]byte, fn func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			what := op
+			if key != nil && *key != nil {
+				what = fmt.Sprintf("%s at key %q", op, *key)
+			}
+			err = fmt.Errorf("bolt %s: %s: damaged page (%v): %w", path, what, r, errCorrupt)
+		}
+	}()
+	return fn()
+}
+
+// view and update are bolt's View and Update under guard.
+func (s *Store) view(op string, key *[]byte, fn func(*bolt.Tx) error) error {
+	return guard(s.path, op, key, func() error { return s.db.View(fn) })
+}
+
+func (s *Store) update(op string, key *[]byte, fn func(*bolt.Tx) error) error {
+	return guard(s.path, op, key, func() error { return s.db.Update(fn) })
+}
+
 // open opens the log, prepares the buckets and replays the log. Nothing is
 // written to either file before the log's header and records have been
-// found good (bbolt's lock is already held).
-func (s *Store) open(logPath string) error {
-	var err error
-	if s.log, err = wal.Open(logPath); err != nil {
-		return err
-	}
-	var missing bool
-	if err := s.db.View(func(tx *bolt.Tx) error {
+// found good (bbolt's lock is already held), except a new database's id.
+func (s *Store) open(logPath string, salvage bool) error {
+	var (
+		missing bool
+		id      wal.ID
+		hasID   bool
+	)
+	if err := s.view("read meta", nil, func(tx *bolt.Tx) error {
 		missing = tx.Bucket(bucket) == nil || tx.Bucket(metaBucket) == nil
-		return s.readSeq(tx)
+		if err := s.readSeq(tx); err != nil {
+			return err
+		}
+		var err error
+		id, hasID, err = readID(tx)
+		return err
 	}); err != nil {
 		return err
 	}
+	if !hasID {
+		if _, err := rand.Read(id[:]); err != nil {
+			return err
+		}
+		_, err := os.Stat(logPath)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		if err != nil {
+			// A new database: its id goes into bbolt before a log names it.
+			if err := s.initMeta(id); err != nil {
+				return err
+			}
+			hasID, missing = true, false
+		}
+	}
+	var err error
+	if s.log, err = wal.Open(logPath, id); err != nil {
+		if errors.Is(err, wal.ErrNotLog) {
+			err = fmt.Errorf("%w: %w", err, errCorrupt)
+		}
+		return err
+	}
+	if fileID, ok := s.log.FileID(); ok && (!hasID || fileID != id) {
+		theirs := "has no id (it is new, or was replaced)"
+		if hasID {
+			theirs = fmt.Sprintf("is database %x", id[:])
+		}
+		return fmt.Errorf("log %s belongs to another database (%x), but %s %s: %w (remove the log only if that database is gone)",
+			logPath, fileID[:], s.path, theirs, errCorrupt)
+	}
+	if _, ok := s.log.FileID(); !ok && hasID {
+		// A version 1 log next to a database with an id: left by a crash
+		// between storing the id and rewriting the log's header (all its
+		// records are checkpointed), or a version 2 log whose version
+		// field was damaged, which names the id right after.
+		if err := notOurID(logPath, s.path, id); err != nil {
+			return err
+		}
+	}
 	replayed := 0
-	if err := s.log.Replay(s.ckptSeq, func(_ uint64, ops []storage.Op) error {
+	apply := func(_ uint64, ops []storage.Op) error {
 		s.apply(ops)
 		replayed++
 		return nil
-	}); err != nil {
+	}
+	if salvage {
+		var dmg wal.Damage
+		dmg, err = s.log.Recover(s.ckptSeq, apply)
+		if dmg != (wal.Damage{}) {
+			s.recovery = &Recovery{File: logPath, Offset: dmg.Offset, Records: dmg.Records, Bytes: dmg.Bytes}
+		}
+	} else {
+		err = s.log.Replay(s.ckptSeq, apply)
+	}
+	if errors.Is(err, wal.ErrCorrupt) {
+		err = fmt.Errorf("%w: %w", err, errCorrupt)
+	}
+	if err != nil {
 		return err
 	}
 	if missing && replayed > 0 {
 		// A bbolt file that was never checkpointed (new, or replaced) next
-		// to a log with records: the log belongs to another database.
-		// Replaying it would bring that database's state back into this one.
-		return fmt.Errorf("log %s holds %d records, but the database next to it has never been checkpointed: the log belongs to another database file (remove it only if that database is gone)", logPath, replayed)
+		// to a version 1 log with records: the log belongs to another
+		// database file. Replaying it would bring that database's state
+		// back into this one.
+		return fmt.Errorf("log %s holds %d records, but the database next to it has never been checkpointed: the log belongs to another database file (remove it only if that database is gone): %w", logPath, replayed, errCorrupt)
 	}
-	if missing {
-		if err := s.db.Update(func(tx *bolt.Tx) error {
-			for _, name := range [][]byte{bucket, metaBucket} {
-				if _, err := tx.CreateBucketIfNotExists(name); err != nil {
-					return err
-				}
-			}
-			return nil
-		}); err != nil {
+	if missing || !hasID {
+		if err := s.initMeta(id); err != nil {
 			return err
 		}
 	}
 	// Apply what was replayed, and reset the log even if it was all
 	// skipped, so that new records do not follow old ones.
 	s.lastCkpt = s.now()
-	return s.checkpoint()
+	if err := s.checkpoint(); err != nil {
+		return err
+	}
+	if _, ok := s.log.FileID(); !ok {
+		return s.log.Reset() // a version 1 log: write version 2 from now on
+	}
+	return nil
+}
+
+// notOurID refuses a version 1 log whose bytes 16 to 32 are id: a version
+// 2 header with a damaged version.
+func notOurID(logPath, dbPath string, id wal.ID) error {
+	f, err := os.Open(logPath)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var b [wal.HeaderSize]byte
+	if n, _ := f.ReadAt(b[:], 0); n == len(b) && wal.ID(b[16:]) == id {
+		return fmt.Errorf("log %s: %w: its header says version 1 but holds the id of %s (%x), as a version 2 header does", logPath, errCorrupt, dbPath, id[:])
+	}
+	return nil
+}
+
+// initMeta creates the buckets and stores id if there is none.
+func (s *Store) initMeta(id wal.ID) error {
+	return s.update("init", nil, func(tx *bolt.Tx) error {
+		for _, name := range [][]byte{bucket, metaBucket} {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		if tx.Bucket(metaBucket).Get(idKey) != nil {
+			return nil
+		}
+		return tx.Bucket(metaBucket).Put(idKey, id[:])
+	})
+}
+
+// readID reads the database's id, if it has one.
+func readID(tx *bolt.Tx) (id wal.ID, ok bool, err error) {
+	meta := tx.Bucket(metaBucket)
+	if meta == nil {
+		return id, false, nil
+	}
+	v := meta.Get(idKey)
+	if v == nil {
+		return id, false, nil
+	}
+	if len(v) != len(id) {
+		return id, false, fmt.Errorf("%s/%s is %d bytes, want %d: %w", metaBucket, idKey, len(v), len(id), errCorrupt)
+	}
+	return wal.ID(v), true, nil
 }
 
 // readSeq reads the checkpointed sequence number, if there is one.
@@ -220,7 +430,7 @@ func (s *Store) readSeq(tx *bolt.Tx) error {
 	}
 	if v := meta.Get(seqKey); v != nil {
 		if len(v) != 8 {
-			return fmt.Errorf("%s/%s is %d bytes, want 8", metaBucket, seqKey, len(v))
+			return fmt.Errorf("%s/%s is %d bytes, want 8: %w", metaBucket, seqKey, len(v), errCorrupt)
 		}
 		s.ckptSeq = binary.BigEndian.Uint64(v)
 	}
@@ -241,7 +451,7 @@ func (s *Store) Get(key []byte) (value []byte, err error) {
 	// Reading bbolt without the lock is fine: a checkpoint that ran since
 	// moved the overlay's values there, so this still returns a value the
 	// key held while Get ran.
-	err = s.db.View(func(tx *bolt.Tx) error {
+	err = s.view("get", &key, func(tx *bolt.Tx) error {
 		if v := tx.Bucket(bucket).Get(key); v != nil {
 			value = bytes.Clone(v)
 		}
@@ -342,10 +552,12 @@ func (s *Store) checkpoint() error {
 	}
 	if seq != s.ckptSeq {
 		keys := s.ov.keys() // in order: bbolt's cursor walks forward
-		err := s.db.Update(func(tx *bolt.Tx) error {
+		var at []byte       // the key being written, for guard's error
+		err := s.update("checkpoint", &at, func(tx *bolt.Tx) error {
 			b := tx.Bucket(bucket)
 			for _, k := range keys {
 				var err error
+				at = []byte(k)
 				// The overlay is not written while wmu is held, so its
 				// values outlive the transaction as bbolt requires.
 				if v := s.ov.m[k]; v == nil {
@@ -357,6 +569,7 @@ func (s *Store) checkpoint() error {
 					return fmt.Errorf("key %q: %w", k, err)
 				}
 			}
+			at = nil
 			return tx.Bucket(metaBucket).Put(seqKey, binary.BigEndian.AppendUint64(nil, seq))
 		})
 		if err != nil {
@@ -389,7 +602,7 @@ func (s *Store) Scan(prefix, start []byte, fn func(k, v []byte) error) error {
 		keys := s.ov.keys()
 		pfx := string(prefix)
 		i, _ := slices.BinarySearch(keys, string(start))
-		return s.db.View(func(tx *bolt.Tx) error {
+		return s.view("scan", &start, func(tx *bolt.Tx) error {
 			c := tx.Bucket(bucket).Cursor()
 			k, v := c.Seek(start)
 			for !page.Full() {
@@ -456,9 +669,6 @@ func (s *Store) Compact(dst string) error {
 	if err != nil {
 		return err
 	}
-	if err := bolt.Compact(out, s.db, 64<<20); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
+	err = guard(s.path, "compact", nil, func() error { return bolt.Compact(out, s.db, 64<<20) })
+	return errors.Join(err, out.Close())
 }

@@ -266,6 +266,9 @@ func TestUnknownLogRefused(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			path, _ := logWith(t)
+			orig, err := os.ReadFile(path + "-wal")
+			require.NoError(t, err)
+			orig = orig[:len(header)]
 			writeAt(t, path+"-wal", 0, header)
 			dbBefore, err := os.ReadFile(path)
 			require.NoError(t, err)
@@ -290,7 +293,7 @@ func TestUnknownLogRefused(t *testing.T) {
 
 			// The lock was released: with the header put back, every
 			// record is still there.
-			writeAt(t, path+"-wal", 0, []byte("RSTORWAL\x01\x00\x00\x00\x00\x00\x00\x00"))
+			writeAt(t, path+"-wal", 0, orig)
 			s := open(t, path)
 			requireState(t, s, map[string]string{"base": "0", "a": "1", "b": "2", "c": "3"})
 		})

@@ -18,7 +18,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		ops("a", "1"),
 		ops("k", "", "gone", "<del>", "longer key", "longer value"),
 	} {
-		b, err := AppendRecord(nil, 7, seed)
+		b, err := AppendRecord(nil, testSalt, 7, seed)
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -30,7 +30,7 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add(make([]byte, 16))
 	f.Add([]byte("\x08\x00\x00\x00\xff\xff\xff\xff12345678"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		seq, got, n, err := DecodeRecord(b)
+		seq, got, n, err := DecodeRecord(b, testSalt)
 		if err != nil {
 			if !errors.Is(err, errEnd) && !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("unexpected error kind: %v", err)
@@ -40,11 +40,11 @@ func FuzzDecodeRecord(f *testing.F) {
 		if n > len(b) {
 			t.Fatalf("n %d > len %d", n, len(b))
 		}
-		again, err := AppendRecord(nil, seq, got)
+		again, err := AppendRecord(nil, testSalt, seq, got)
 		if err != nil {
 			t.Fatal(err)
 		}
-		seq2, got2, _, err := DecodeRecord(again)
+		seq2, got2, _, err := DecodeRecord(again, testSalt)
 		if err != nil || seq2 != seq || len(got2) != len(got) {
 			t.Fatalf("re-encoded record: seq %d/%d, %d/%d ops, %v", seq, seq2, len(got), len(got2), err)
 		}
@@ -60,8 +60,8 @@ func FuzzDecodeRecord(f *testing.F) {
 // FuzzReplay: whatever follows a valid header, Replay returns (records, or
 // an error) without panicking, and a log it accepted takes new records.
 func FuzzReplay(f *testing.F) {
-	r1, _ := AppendRecord(nil, 1, ops("a", "1"))
-	r2, _ := AppendRecord(nil, 2, ops("b", "<del>"))
+	r1, _ := AppendRecord(nil, testSalt, 1, ops("a", "1"))
+	r2, _ := AppendRecord(nil, testSalt, 2, ops("b", "<del>"))
 	f.Add(append(r1, r2...), uint64(0))
 	f.Add(append(r1, r2...), uint64(1))
 	f.Add(r1[:5], uint64(0))
@@ -69,10 +69,10 @@ func FuzzReplay(f *testing.F) {
 	f.Add(append(r2, r1...), uint64(1))
 	f.Fuzz(func(t *testing.T, body []byte, after uint64) {
 		path := filepath.Join(t.TempDir(), "wal")
-		if err := os.WriteFile(path, append(appendHeader(nil), body...), 0o600); err != nil {
+		if err := os.WriteFile(path, append(appendHeader(nil, testID), body...), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		l, err := Open(path)
+		l, err := Open(path, testID)
 		if err != nil {
 			t.Fatal(err)
 		}

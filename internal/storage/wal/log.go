@@ -29,6 +29,14 @@ var zeros [64 << 10]byte
 type Log struct {
 	f    *os.File
 	path string
+	// The header: its version and size (where the first record goes), the
+	// id it names (version 2) and the CRC salt of its records.
+	version uint32
+	hdr     int64
+	fileID  ID
+	salt    uint32
+	id      ID // the database's id, written by an upgrade to version 2
+
 	end  int64  // where the next record goes
 	size int64  // the file's size; what lies past end is zeros or stale
 	last uint64 // the sequence number of the newest record (or checkpoint)
@@ -37,27 +45,43 @@ type Log struct {
 	buf      []byte
 }
 
-// Open opens the log at path, or creates an empty one with mode 0600 if
-// there is none. The creation is atomic (written to path+".tmp", synced,
-// renamed, directory synced), so a log file that exists always has a whole
-// header; one whose header is not ours or has an unknown version is refused
-// with an error wrapping ErrNotLog or ErrVersion that names the file.
+// Open opens the log at path, or creates an empty one naming id, with mode
+// 0600, if there is none. The creation is atomic (written to path+".tmp",
+// synced, renamed, directory synced), so a log file that exists always has
+// a whole header; one whose header is not ours or has an unknown version is
+// refused with an error wrapping ErrNotLog or ErrVersion that names the
+// file. Open does not compare an existing log's id with id (see FileID);
+// id is what a version 1 log's header becomes at its first Reset.
 //
 // Open does not read the records: call Replay before the first Append.
-func Open(path string) (*Log, error) {
+func Open(path string, id ID) (*Log, error) {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if errors.Is(err, fs.ErrNotExist) {
-		return create(path)
+		return create(path, id)
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("wal %s: %w", path, err)
 	}
-	l := &Log{f: f, path: path, end: HeaderSize}
+	l := &Log{f: f, path: path, id: id}
 	if err := l.readHeader(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("wal %s: %w", path, err)
 	}
 	return l, nil
+}
+
+// FileID returns the id named by the log's header, and false for a version
+// 1 log, which names none.
+func (l *Log) FileID() (ID, bool) { return l.fileID, l.version >= 2 }
+
+// setHeader records the header's fields.
+func (l *Log) setHeader(version uint32, id ID) {
+	l.version, l.fileID = version, id
+	l.hdr, l.salt = headerSizeV1, 0
+	if version >= 2 {
+		l.hdr, l.salt = HeaderSize, Salt(id)
+	}
+	l.end = l.hdr
 }
 
 func (l *Log) readHeader() error {
@@ -67,23 +91,32 @@ func (l *Log) readHeader() error {
 	}
 	l.size = fi.Size()
 	var h [HeaderSize]byte
-	if _, err := l.f.ReadAt(h[:], 0); err != nil {
-		if errors.Is(err, io.EOF) {
-			return fmt.Errorf("%w: %d bytes, shorter than a header", ErrNotLog, l.size)
-		}
+	n, err := l.f.ReadAt(h[:], 0)
+	if err != nil && !errors.Is(err, io.EOF) {
 		return err
 	}
-	return checkHeader(h[:])
+	if n < headerSizeV1 {
+		return fmt.Errorf("%w: %d bytes, shorter than a header", ErrNotLog, l.size)
+	}
+	version, id, err := parseHeader(h[:n])
+	if err != nil {
+		return err
+	}
+	l.setHeader(version, id)
+	return nil
 }
 
-func create(path string) (*Log, error) {
+// create makes a new log. Errors name path, the file the caller asked for,
+// and the temporary file only when it is the one that failed.
+func create(path string, id ID) (*Log, error) {
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("wal %s: create: %w", path, err)
 	}
-	l := &Log{f: f, path: path, end: HeaderSize, size: HeaderSize}
-	err = l.writeFull(appendHeader(nil), 0)
+	l := &Log{f: f, path: path, id: id, size: HeaderSize}
+	l.setHeader(Version, id)
+	err = l.writeFull(appendHeader(nil, id), 0)
 	if err == nil {
 		err = l.grow(chunkSize)
 	}
@@ -96,12 +129,19 @@ func create(path string) (*Log, error) {
 	if err == nil {
 		err = syncDir(filepath.Dir(path))
 	}
-	if err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return nil, fmt.Errorf("wal %s: create: %w", path, err)
+	if err == nil {
+		// Reopen under the final name: errors of an *os.File name the
+		// file it was opened as, and tmp no longer exists.
+		var g *os.File
+		if g, err = os.OpenFile(path, os.O_RDWR, 0); err == nil {
+			f.Close()
+			l.f = g
+			return l, nil
+		}
 	}
-	return l, nil
+	f.Close()
+	os.Remove(tmp)
+	return nil, fmt.Errorf("wal %s: create: %w", path, err)
 }
 
 // Path is the log's file name.
@@ -109,7 +149,7 @@ func (l *Log) Path() string { return l.path }
 
 // Size is the number of bytes of records written since the last Reset (or,
 // after Replay, found in the file).
-func (l *Log) Size() int64 { return l.end - HeaderSize }
+func (l *Log) Size() int64 { return l.end - l.hdr }
 
 // Last is the sequence number of the newest record appended, or the one
 // Replay ended on.
@@ -118,61 +158,171 @@ func (l *Log) Last() uint64 { return l.last }
 // Replay reads the records in order and calls fn for each one with a
 // sequence number above after (the database's checkpoint; older records
 // are already in it), with ops valid only during the call. It stops at the
-// end of the log (see the package doc: a torn record ends it too) and
+// end of the log (see the package doc: a torn last record ends it too) and
 // leaves the log positioned there, with Last the newest sequence number
 // seen or after, whichever is larger.
 //
 // Records are numbered without gaps from after+1 on. A log whose first
 // record is numbered above after+1 does not continue this database (the
-// bbolt file was swapped for an older one?) and is refused with ErrCorrupt,
-// as is a record with a matching CRC that does not decode.
+// bbolt file was swapped for an older one?), and a bad record followed by
+// a good one of this database numbered after it is damage, not a crash:
+// both are refused with an error wrapping ErrCorrupt that names the file
+// and the offset, as is a record with a matching CRC that does not decode.
 func (l *Log) Replay(after uint64, fn func(seq uint64, ops []storage.Op) error) error {
-	r := bufio.NewReaderSize(io.NewSectionReader(l.f, HeaderSize, max(0, l.size-HeaderSize)), 1<<20)
-	off := int64(HeaderSize)
+	_, err := l.replay(after, false, fn)
+	return err
+}
+
+// Damage describes what Recover skipped. The zero value means nothing.
+type Damage struct {
+	Offset  int64  // where the first damaged bytes start
+	Records uint64 // how many sequence numbers are missing
+	Bytes   int64  // how many bytes were skipped in all
+}
+
+// Recover is Replay that keeps going past damage: it skips the bad bytes
+// and missing sequence numbers, applies every valid record after them, and
+// reports what it skipped. It still fails on an I/O error or fn's error.
+func (l *Log) Recover(after uint64, fn func(seq uint64, ops []storage.Op) error) (Damage, error) {
+	return l.replay(after, true, fn)
+}
+
+func (l *Log) replay(after uint64, salvage bool, fn func(seq uint64, ops []storage.Op) error) (Damage, error) {
 	var (
+		dmg  Damage
+		off  = l.hdr
+		r    = bufio.NewReaderSize(l.section(off), 1<<20)
 		rec  = make([]byte, recordHeaderSize) // the record being read, header first
 		ops  []storage.Op
 		prev uint64 // sequence number of the previous record
 		seen bool   // whether there was one
 	)
+	damaged := func(at, bytes int64, records uint64) {
+		if dmg == (Damage{}) {
+			dmg.Offset = at
+		}
+		dmg.Bytes += bytes
+		dmg.Records += records
+	}
 	for {
-		if _, err := io.ReadFull(r, rec[:recordHeaderSize]); err != nil {
-			break // a tail shorter than a record header
+		// want is the lowest number a record must have to matter: the
+		// next one, and above the checkpoint.
+		want := max(after, prev) + 1
+		var body []byte
+		if _, err := io.ReadFull(r, rec[:recordHeaderSize]); err == nil {
+			length := int64(binary.LittleEndian.Uint32(rec))
+			if length >= 8 && length <= l.size-off-recordHeaderSize {
+				rec = slices.Grow(rec[:recordHeaderSize], int(length))[:recordHeaderSize+length]
+				if _, err := io.ReadFull(r, rec[recordHeaderSize:]); err != nil {
+					return dmg, fmt.Errorf("wal %s: read at %d: %w", l.path, off, err)
+				}
+				body, _ = recordBody(rec, l.salt)
+			}
 		}
-		length := int64(binary.LittleEndian.Uint32(rec))
-		if length < 8 || length > l.size-off-recordHeaderSize {
-			break // zero (the end), or torn
+		var seq uint64
+		if body != nil {
+			seq = binary.LittleEndian.Uint64(body)
+			switch {
+			case seen && seq == prev+1, !seen && seq <= after+1:
+				// the next record
+			case seq >= want:
+				// Whole records are missing: not a crash, which only
+				// ever cuts the log short.
+				if !salvage {
+					if !seen {
+						return dmg, fmt.Errorf("wal %s: %w: its first record, at offset %d, is %d, but the database was checkpointed at %d (records are missing, or the log does not belong to this database file)",
+							l.path, ErrCorrupt, off, seq, after)
+					}
+					return dmg, fmt.Errorf("wal %s: %w: at offset %d record %d follows record %d", l.path, ErrCorrupt, off, seq, prev)
+				}
+				damaged(off, 0, seq-want)
+			default:
+				body = nil // a record of an earlier round
+			}
 		}
-		rec = slices.Grow(rec[:recordHeaderSize], int(length))[:recordHeaderSize+length]
-		if _, err := io.ReadFull(r, rec[recordHeaderSize:]); err != nil {
-			return fmt.Errorf("wal %s: read at %d: %w", l.path, off, err)
+		if body != nil && seq > after {
+			var err error
+			if _, ops, err = decodeBody(body, ops); err != nil {
+				if !salvage {
+					return dmg, fmt.Errorf("wal %s: at offset %d: %w", l.path, off, err)
+				}
+				body = nil
+			}
 		}
-		body, err := recordBody(rec)
-		if err != nil {
-			break // torn
-		}
-		seq := binary.LittleEndian.Uint64(body)
-		if seen && seq != prev+1 {
-			break // a record of an earlier round
-		}
-		if !seen && seq > after+1 {
-			return fmt.Errorf("wal %s: %w: its first record is %d, but the database was checkpointed at %d (the log does not belong to this database file)",
-				l.path, ErrCorrupt, seq, after)
+		if body == nil {
+			// The end, unless a record that matters follows (damage).
+			next, nseq, err := l.scan(off, want)
+			if err != nil {
+				return dmg, err
+			}
+			if next < 0 {
+				break
+			}
+			if !salvage {
+				return dmg, fmt.Errorf("wal %s: %w: damaged record at offset %d: record %d follows at offset %d (expected %d at %d)",
+					l.path, ErrCorrupt, off, nseq, next, want, off)
+			}
+			damaged(off, next-off, nseq-want)
+			off, prev, seen = next, nseq-1, true
+			r.Reset(l.section(off))
+			continue
 		}
 		if seq > after {
-			if _, ops, err = decodeBody(body, ops); err != nil {
-				return fmt.Errorf("wal %s: at offset %d: %w", l.path, off, err)
-			}
 			if err := fn(seq, ops); err != nil {
-				return err
+				return dmg, err
 			}
 		}
 		prev, seen = seq, true
-		off += recordHeaderSize + length
+		off += int64(len(rec))
 	}
 	l.end = off
 	l.last = max(after, prev)
-	return nil
+	return dmg, nil
+}
+
+// section reads the file from off to its end.
+func (l *Log) section(off int64) *io.SectionReader {
+	return io.NewSectionReader(l.f, off, max(0, l.size-off))
+}
+
+// scan looks from off on for a record that matters after damage at from:
+// whole, with this log's salt, numbered want or more, decodable, and no
+// further past want than the records between could account for (each
+// takes at least minRecordSize bytes: a cheap test that rules out nearly
+// every offset before any CRC is computed). It returns its offset and
+// sequence number, or -1 if there is none.
+func (l *Log) scan(from int64, want uint64) (int64, uint64, error) {
+	const window = 1 << 20
+	buf := make([]byte, min(window+16, max(0, l.size-from)))
+	var rec []byte
+	for base := from; base+minRecordSize <= l.size; base += window {
+		n, err := l.f.ReadAt(buf[:min(int64(len(buf)), l.size-base)], base)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return -1, 0, fmt.Errorf("wal %s: read at %d: %w", l.path, base, err)
+		}
+		b := buf[:n]
+		for i := 0; i < window && i+16 <= len(b); i++ {
+			length := int64(binary.LittleEndian.Uint32(b[i:]))
+			if length < minRecordSize-recordHeaderSize {
+				continue // zeros, mostly
+			}
+			off := base + int64(i)
+			seq := binary.LittleEndian.Uint64(b[i+recordHeaderSize:])
+			if length > l.size-off-recordHeaderSize || seq < want || seq-want > uint64(off-from)/minRecordSize {
+				continue
+			}
+			rec = slices.Grow(rec[:0], int(recordHeaderSize+length))[:recordHeaderSize+length]
+			if _, err := l.f.ReadAt(rec, off); err != nil {
+				return -1, 0, fmt.Errorf("wal %s: read at %d: %w", l.path, off, err)
+			}
+			if body, err := recordBody(rec, l.salt); err == nil {
+				if _, _, err := decodeBody(body, nil); err == nil {
+					return off, seq, nil
+				}
+			}
+		}
+	}
+	return -1, 0, nil
 }
 
 // Append writes one record numbered Last()+1 holding ops, with one write
@@ -181,7 +331,7 @@ func (l *Log) Replay(after uint64, fn func(seq uint64, ops []storage.Op) error) 
 // record reached the file.
 func (l *Log) Append(ops []storage.Op) error {
 	var err error
-	l.buf, err = AppendRecord(l.buf[:0], l.last+1, ops)
+	l.buf, err = AppendRecord(l.buf[:0], l.salt, l.last+1, ops)
 	if err != nil {
 		return err
 	}
@@ -204,11 +354,20 @@ func (l *Log) Append(ops []storage.Op) error {
 
 // grow extends the file with zeros by at least need bytes, rounded up to a
 // whole chunk.
+//
+// A grow that fails (a full disk) gives back what it added: those bytes
+// are zeros past the last record, and the space is better left to the
+// checkpoint that follows a failed append (boltstore then makes the
+// changes durable in bbolt instead of the log).
 func (l *Log) grow(need int64) error {
+	old := l.size
 	target := l.size + (need+chunkSize-1)/chunkSize*chunkSize
 	for l.size < target {
 		n := min(int64(len(zeros)), target-l.size)
 		if err := l.writeFull(zeros[:n], l.size); err != nil {
+			if l.f.Truncate(old) == nil {
+				l.size = old
+			}
 			return err
 		}
 		l.size += n
@@ -237,7 +396,9 @@ func (l *Log) Sync() error {
 // Reset empties the log once its records are checkpointed: it zeroes the
 // first record's header and syncs that, keeping the file's preallocated
 // space (down to keepSize) for the next round. Records numbering carries on
-// from Last.
+// from Last. A version 1 log becomes version 2 (its header names the id
+// given to Open) in the same fdatasync: its old records were checkpointed,
+// and they fail the new salt's CRC.
 func (l *Log) Reset() error {
 	if l.size > keepSize {
 		if err := l.f.Truncate(keepSize); err != nil {
@@ -245,8 +406,11 @@ func (l *Log) Reset() error {
 		}
 		l.size = keepSize
 	}
-	if l.size >= HeaderSize+recordHeaderSize {
-		if err := l.writeFull(zeros[:recordHeaderSize], HeaderSize); err != nil {
+	if err := l.upgrade(); err != nil {
+		return err
+	}
+	if l.size >= l.hdr+recordHeaderSize {
+		if err := l.writeFull(zeros[:recordHeaderSize], l.hdr); err != nil {
 			return fmt.Errorf("wal %s: reset: %w", l.path, err)
 		}
 	}
@@ -254,17 +418,35 @@ func (l *Log) Reset() error {
 	if err := l.Sync(); err != nil {
 		return err
 	}
-	l.end = HeaderSize
+	l.end = l.hdr
+	return nil
+}
+
+// upgrade rewrites a version 1 header as version 2, unsynced. The caller
+// has checkpointed every record.
+func (l *Log) upgrade() error {
+	if l.version >= Version {
+		return nil
+	}
+	if err := l.writeFull(appendHeader(nil, l.id), 0); err != nil {
+		return fmt.Errorf("wal %s: rewrite header: %w", l.path, err)
+	}
+	l.setHeader(Version, l.id)
+	l.size = max(l.size, HeaderSize)
+	l.unsynced = true
 	return nil
 }
 
 // Truncate cuts the file back to its header and syncs that, for a log that
 // is closed with nothing in it.
 func (l *Log) Truncate() error {
-	if err := l.f.Truncate(HeaderSize); err != nil {
+	if err := l.upgrade(); err != nil {
+		return err
+	}
+	if err := l.f.Truncate(l.hdr); err != nil {
 		return fmt.Errorf("wal %s: truncate: %w", l.path, err)
 	}
-	l.size, l.end, l.unsynced = HeaderSize, HeaderSize, true
+	l.size, l.end, l.unsynced = l.hdr, l.hdr, true
 	return l.Sync()
 }
 

@@ -2,41 +2,68 @@
 // file: an append-only file of checksummed records, each holding the ops of
 // one storage.Store Commit.
 //
-// # File format (version 1)
+// # File format (version 2)
 //
 // All integers are little-endian.
 //
-//	file header, 16 bytes:
+//	file header, 32 bytes:
 //	  magic    [8]byte  "RSTORWAL"
-//	  version  uint32   1
+//	  version  uint32   2
 //	  reserved uint32   0 (a non-zero value is refused, like an unknown version)
-//	records, back to back from offset 16:
+//	  id       [16]byte the database's identity: random, made with the
+//	                    database and also stored in its bbolt file
+//	records, back to back from offset 32:
 //	  length   uint32   bytes that follow the crc field (8 + len(ops))
-//	  crc      uint32   CRC-32C (Castagnoli) of those bytes
+//	  crc      uint32   CRC-32C (Castagnoli) of id followed by those bytes
 //	  seq      uint64   the record's sequence number
 //	  ops      count uvarint, then per op:
 //	             kind   byte     0 delete, 1 put
 //	             klen   uvarint, key bytes
 //	             vlen   uvarint, value bytes   (puts only)
 //
+// The id in every record's CRC is a salt, as in SQLite's WAL frames: a
+// record copied from another database's log (or left by one that used the
+// same file) never validates here, so sequence numbers that happen to
+// overlap cannot bring another database's state into this one. A log whose
+// header names another id is refused outright (boltstore compares it with
+// its bbolt file's).
+//
+// Version 1, written before database ids existed, is still read: its header
+// is the first 16 bytes above and its CRCs cover the bytes after the crc
+// field only. The first Reset (or Truncate) rewrites its header as version
+// 2; records are written in version 2 only.
+//
 // A record is all or nothing: a reader accepts it only if it is complete and
 // its CRC matches, which is what makes a Commit atomic across a crash.
 //
-// # Where the log ends
+// # Where the log ends, and damage
 //
 // The file is preallocated in zero-filled chunks (fdatasync after an
 // overwrite inside the file's size need not journal a size change: measured
 // ~240us against ~400us for an append on this ext4), and it is reused after
 // every checkpoint rather than truncated, so past the last record there may
-// be zeros or records of earlier rounds. A reader therefore stops at the
-// first place that is not the next record: a length of zero (the zero-filled
-// or reset tail), a record that is short or fails its CRC (a write that did
-// not finish before a crash), or a record whose sequence number is not the
-// previous one plus one (data of an earlier round: sequence numbers only
-// grow over the life of a database, and the log writes them without gaps).
-// None of these can hide an acknowledged record, because a record is
-// acknowledged only after an fdatasync that covered it and every record
-// before it.
+// be zeros or records of earlier rounds. Sequence numbers only grow over the
+// life of a database and the log writes them without gaps, so the records of
+// earlier rounds are numbered at most the database's checkpoint.
+//
+// The reader takes records while each is the next one. At the first place
+// that is not (a zero length: the reset or zero-filled tail; a record that
+// is short or fails its CRC; a record not numbered one past the previous
+// one), it scans the rest of the file for a record of this database, with
+// a matching CRC, numbered at least the next expected number. Finding none,
+// that place is the end: a torn last record (a write cut short by a crash)
+// is dropped, as it was never acknowledged (a record is acknowledged only
+// after an fdatasync that covered it and every record before it). Finding
+// one means records in between were damaged after they were written (a
+// flipped bit, a bad sector): Replay refuses the log with ErrCorrupt naming
+// the offset, and Recover skips the damage and reports it (Damage).
+//
+// The scan costs one pass over the rest of the file (a few milliseconds for
+// a 4 MiB chunk, most of it zeros) and only runs at Open. What it cannot
+// tell apart: a flipped byte in the last record looks like a torn append,
+// and is dropped as one; a power loss that kept an unsynced record but not
+// the unsynced one before it looks like damage (both were unacknowledged;
+// Recover opens such a log).
 package wal
 
 import (
@@ -49,14 +76,21 @@ import (
 	"github.com/ratestore/ratestore/internal/storage"
 )
 
-// Version is the log format this package writes and reads.
-const Version = 1
+// Version is the log format this package writes; it reads 1 and 2.
+const Version = 2
 
-// HeaderSize is the size of the file header; the first record starts here.
-const HeaderSize = 16
+// HeaderSize is the size of a version 2 file header; the first record
+// starts here. headerSizeV1 is that of version 1.
+const (
+	HeaderSize   = 32
+	headerSizeV1 = 16
+)
 
 // recordHeaderSize is the length and crc fields in front of every record.
 const recordHeaderSize = 8
+
+// minRecordSize is the smallest record: its header, seq and an op count.
+const minRecordSize = recordHeaderSize + 8 + 1
 
 // maxBody bounds a record's length field.
 const maxBody = math.MaxUint32
@@ -70,6 +104,14 @@ var magic = [8]byte{'R', 'S', 'T', 'O', 'R', 'W', 'A', 'L'}
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
+// ID is a database's identity, written in its log's header and folded into
+// every record's CRC.
+type ID [16]byte
+
+// Salt is the CRC-32C of id: a record's CRC is crc32.Update(Salt(id), body),
+// the CRC of id followed by the body. Version 1 records use a salt of 0.
+func Salt(id ID) uint32 { return crc32.Checksum(id[:], castagnoli) }
+
 var (
 	// ErrNotLog: the file does not start with a version-1-or-later log
 	// header. Open refuses it rather than discard what it holds.
@@ -77,36 +119,46 @@ var (
 	// ErrVersion: the header is ours but its version is not one this code
 	// reads.
 	ErrVersion = errors.New("unsupported write-ahead log version")
-	// ErrCorrupt: a complete record with a matching CRC that does not
-	// decode, or a log that does not continue from its database's
-	// checkpoint. Neither comes from a crash.
+	// ErrCorrupt: records damaged after they were written (a record of
+	// this database follows a bad one), a complete record with a matching
+	// CRC that does not decode, or a log that does not continue from its
+	// database's checkpoint. None of these comes from a crash.
 	ErrCorrupt = errors.New("corrupt write-ahead log")
 	// errEnd: b does not start with a complete record with a matching CRC
 	// (the end of the log, or a record torn by a crash).
 	errEnd = errors.New("end of log")
 )
 
-// appendHeader appends the file header.
-func appendHeader(dst []byte) []byte {
+// appendHeader appends a version 2 file header naming id.
+func appendHeader(dst []byte, id ID) []byte {
 	dst = append(dst, magic[:]...)
 	dst = binary.LittleEndian.AppendUint32(dst, Version)
-	return binary.LittleEndian.AppendUint32(dst, 0)
+	dst = binary.LittleEndian.AppendUint32(dst, 0)
+	return append(dst, id[:]...)
 }
 
-// checkHeader validates a file header.
-func checkHeader(h []byte) error {
-	if len(h) < HeaderSize || [8]byte(h[:8]) != magic {
-		return ErrNotLog
+// parseHeader validates a file header (h holds the file's first bytes, up
+// to HeaderSize of them) and returns its version and id (zero in version 1).
+func parseHeader(h []byte) (version uint32, id ID, err error) {
+	if len(h) < headerSizeV1 || [8]byte(h[:8]) != magic {
+		return 0, id, ErrNotLog
 	}
-	if v, flags := binary.LittleEndian.Uint32(h[8:]), binary.LittleEndian.Uint32(h[12:]); v != Version || flags != 0 {
-		return fmt.Errorf("%w %d (flags %#x); this build reads version %d", ErrVersion, v, flags, Version)
+	v, flags := binary.LittleEndian.Uint32(h[8:]), binary.LittleEndian.Uint32(h[12:])
+	if v < 1 || v > Version || flags != 0 {
+		return 0, id, fmt.Errorf("%w %d (flags %#x); this build reads versions 1 to %d", ErrVersion, v, flags, Version)
 	}
-	return nil
+	if v == 1 {
+		return v, id, nil
+	}
+	if len(h) < HeaderSize {
+		return 0, id, fmt.Errorf("%w: %d bytes, shorter than a version %d header", ErrNotLog, len(h), v)
+	}
+	return v, ID(h[16:HeaderSize]), nil
 }
 
-// AppendRecord appends the record holding seq and ops to dst. A nil Value
-// is a delete.
-func AppendRecord(dst []byte, seq uint64, ops []storage.Op) ([]byte, error) {
+// AppendRecord appends the record holding seq and ops to dst, its CRC
+// seeded with salt (see Salt). A nil Value is a delete.
+func AppendRecord(dst []byte, salt uint32, seq uint64, ops []storage.Op) ([]byte, error) {
 	start := len(dst)
 	dst = append(dst, make([]byte, recordHeaderSize)...)
 	dst = binary.LittleEndian.AppendUint64(dst, seq)
@@ -129,17 +181,17 @@ func AppendRecord(dst []byte, seq uint64, ops []storage.Op) ([]byte, error) {
 		return dst[:start], fmt.Errorf("wal: record of %d bytes exceeds the format's %d", len(body), maxBody)
 	}
 	binary.LittleEndian.PutUint32(dst[start:], uint32(len(body)))
-	binary.LittleEndian.PutUint32(dst[start+4:], crc32.Checksum(body, castagnoli))
+	binary.LittleEndian.PutUint32(dst[start+4:], crc32.Update(salt, castagnoli, body))
 	return dst, nil
 }
 
 // DecodeRecord decodes the record at the start of b and returns its
 // sequence number, its ops (aliasing b; a nil Value is a delete) and its
-// encoded size. It never panics: bytes that are not a complete record with
+// encoded size; salt is the one it was appended with. It never panics: bytes that are not a complete record with
 // a matching CRC give an error wrapping errEnd, a record with a matching CRC
 // that does not decode one wrapping ErrCorrupt.
-func DecodeRecord(b []byte) (seq uint64, ops []storage.Op, n int, err error) {
-	body, err := recordBody(b)
+func DecodeRecord(b []byte, salt uint32) (seq uint64, ops []storage.Op, n int, err error) {
+	body, err := recordBody(b, salt)
 	if err != nil {
 		return 0, nil, 0, err
 	}
@@ -148,7 +200,7 @@ func DecodeRecord(b []byte) (seq uint64, ops []storage.Op, n int, err error) {
 }
 
 // recordBody returns the checked body of the record at the start of b.
-func recordBody(b []byte) ([]byte, error) {
+func recordBody(b []byte, salt uint32) ([]byte, error) {
 	if len(b) < recordHeaderSize {
 		return nil, errEnd
 	}
@@ -157,7 +209,7 @@ func recordBody(b []byte) ([]byte, error) {
 		return nil, errEnd
 	}
 	body := b[recordHeaderSize : recordHeaderSize+int(length)]
-	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(b[4:]) {
+	if crc32.Update(salt, castagnoli, body) != binary.LittleEndian.Uint32(b[4:]) {
 		return nil, errEnd
 	}
 	return body, nil

@@ -14,6 +14,12 @@ import (
 	"github.com/ratestore/ratestore/internal/storage"
 )
 
+// testID is the database id of the tests' logs.
+var (
+	testID   = ID{0x72, 0x61, 0x74, 0x65, 0x73, 0x74, 0x6f, 0x72, 0x65, 1, 2, 3, 4, 5, 6, 7}
+	testSalt = Salt(testID)
+)
+
 // rec is a replayed record, copied.
 type rec struct {
 	seq uint64
@@ -44,7 +50,7 @@ func cloneOps(in []storage.Op) []storage.Op {
 // replay opens path and returns the records above after.
 func replay(t *testing.T, path string, after uint64) (*Log, []rec) {
 	t.Helper()
-	l, err := Open(path)
+	l, err := Open(path, testID)
 	require.NoError(t, err)
 	t.Cleanup(func() { l.Close() })
 	var got []rec
@@ -67,7 +73,7 @@ func appendAll(t *testing.T, l *Log, batches ...[]storage.Op) {
 func newLog(t *testing.T) (*Log, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "db-wal")
-	l, err := Open(path)
+	l, err := Open(path, testID)
 	require.NoError(t, err)
 	require.NoError(t, l.Replay(0, func(uint64, []storage.Op) error { return nil }))
 	return l, path
@@ -75,9 +81,9 @@ func newLog(t *testing.T) (*Log, string) {
 
 func TestRecordRoundTrip(t *testing.T) {
 	in := ops("a", "1", "empty", "", "gone", "<del>")
-	b, err := AppendRecord([]byte("prefix"), 42, in)
+	b, err := AppendRecord([]byte("prefix"), testSalt, 42, in)
 	require.NoError(t, err)
-	seq, out, n, err := DecodeRecord(b[len("prefix"):])
+	seq, out, n, err := DecodeRecord(b[len("prefix"):], testSalt)
 	require.NoError(t, err)
 	require.Equal(t, uint64(42), seq)
 	require.Equal(t, len(b)-len("prefix"), n)
@@ -86,7 +92,7 @@ func TestRecordRoundTrip(t *testing.T) {
 	require.Nil(t, out[2].Value, "a delete stays a delete")
 
 	for cut := range n {
-		_, _, _, err := DecodeRecord(b[len("prefix") : len("prefix")+cut])
+		_, _, _, err := DecodeRecord(b[len("prefix"):len("prefix")+cut], testSalt)
 		require.ErrorIs(t, err, errEnd, "cut at %d", cut)
 	}
 }
@@ -212,9 +218,27 @@ func TestLogTornTail(t *testing.T) {
 	})
 	t.Run("a later record than the next one", func(t *testing.T) {
 		path, ends := setup(t)
-		// A well-formed record numbered 5 where 3 should follow 2: the
-		// end of the log (in a real log, data of an earlier round).
-		b, err := AppendRecord(nil, 5, ops("z", "9"))
+		// A well-formed record numbered 5 where 3 should follow 2: records
+		// are missing, which no crash does.
+		b, err := AppendRecord(nil, testSalt, 5, ops("z", "9"))
+		require.NoError(t, err)
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		require.NoError(t, err)
+		_, err = f.WriteAt(b, ends[1])
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+		l, err := Open(path, testID)
+		require.NoError(t, err)
+		defer l.Close()
+		err = l.Replay(0, func(uint64, []storage.Op) error { return nil })
+		require.ErrorIs(t, err, ErrCorrupt)
+		require.ErrorContains(t, err, fmt.Sprintf("offset %d", ends[1]))
+	})
+	t.Run("an earlier record than the next one", func(t *testing.T) {
+		path, ends := setup(t)
+		// Record 1 again where 3 should follow 2: data of an earlier
+		// round, the end of the log.
+		b, err := AppendRecord(nil, testSalt, 1, ops("z", "9"))
 		require.NoError(t, err)
 		f, err := os.OpenFile(path, os.O_RDWR, 0)
 		require.NoError(t, err)
@@ -231,7 +255,7 @@ func TestLogRefused(t *testing.T) {
 		"not ours":    func(h []byte) []byte { return append([]byte("NOTAWAL!"), h[8:]...) },
 		"empty":       func([]byte) []byte { return nil },
 		"short":       func(h []byte) []byte { return h[:10] },
-		"version 2":   func(h []byte) []byte { binary.LittleEndian.PutUint32(h[8:], 2); return h },
+		"version 3":   func(h []byte) []byte { binary.LittleEndian.PutUint32(h[8:], 3); return h },
 		"flags":       func(h []byte) []byte { binary.LittleEndian.PutUint32(h[12:], 1); return h },
 		"all zeroes":  func(h []byte) []byte { return make([]byte, len(h)) },
 		"a bolt file": func(h []byte) []byte { return append([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0xed, 0xda, 0x0c, 0xed}, h...) },
@@ -249,10 +273,10 @@ func TestLogRefused(t *testing.T) {
 			}
 			require.NoError(t, os.WriteFile(path, b, 0o600))
 
-			_, err = Open(path)
+			_, err = Open(path, testID)
 			require.Error(t, err)
 			require.Contains(t, err.Error(), path)
-			if name == "version 2" || name == "flags" {
+			if name == "version 3" || name == "flags" {
 				require.ErrorIs(t, err, ErrVersion)
 			} else {
 				require.ErrorIs(t, err, ErrNotLog)
@@ -273,11 +297,11 @@ func TestLogNotThisDatabase(t *testing.T) {
 	// Drop record 1: the log now starts at 2, the database at 0.
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
-	_, _, n, err := DecodeRecord(b[HeaderSize:])
+	_, _, n, err := DecodeRecord(b[HeaderSize:], testSalt)
 	require.NoError(t, err)
 	b = append(b[:HeaderSize:HeaderSize], b[HeaderSize+n:]...)
 	require.NoError(t, os.WriteFile(path, b, 0o600))
-	l2, err := Open(path)
+	l2, err := Open(path, testID)
 	require.NoError(t, err)
 	defer l2.Close()
 	err = l2.Replay(0, func(uint64, []storage.Op) error { return nil })
@@ -294,7 +318,7 @@ func TestLogCorruptRecord(t *testing.T) {
 	body = append(body, 5, 7) // five ops, then a bad kind
 	require.NoError(t, l.writeFull(rawRecord(body), HeaderSize+l.Size()))
 	require.NoError(t, l.Close())
-	l, err := Open(path)
+	l, err := Open(path, testID)
 	require.NoError(t, err)
 	defer l.Close()
 	err = l.Replay(0, func(uint64, []storage.Op) error { return nil })
@@ -304,7 +328,7 @@ func TestLogCorruptRecord(t *testing.T) {
 // rawRecord frames body with its length and CRC.
 func rawRecord(body []byte) []byte {
 	b := binary.LittleEndian.AppendUint32(nil, uint32(len(body)))
-	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(body, castagnoli))
+	b = binary.LittleEndian.AppendUint32(b, crc32.Update(testSalt, castagnoli, body))
 	return append(b, body...)
 }
 
