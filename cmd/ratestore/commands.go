@@ -174,6 +174,15 @@ error, the decoding error, is left out when there is none.`,
 		setup: inspectCmd,
 	},
 	{
+		name: "check", maxArgs: 0,
+		summary: "verify the whole database offline: files, log and every stored value",
+		help:    checkHelp,
+		json: `{"db", "backend", "ok", "keys", "states", "records", "other", "bytes",
+"checked" (what was verified), "problems": [{"file", "key", "what"}, ...]};
+file and key are left out when not known; key is quoted as Go does.`,
+		setup: checkCmd,
+	},
+	{
 		name: "gateway", args: "--upstream [PREFIX=]URL... [--listen ADDR] [--rps R --burst B] [--shadow]", maxArgs: 0,
 		summary: "serve a reverse proxy that meters tokens per API key",
 		help:    gatewayHelp,

@@ -1,7 +1,8 @@
 // Command ratestore manages a ratestore database from the command line:
 // it imports legacy API-key files and migrates their usage, creates and
 // manages API keys, reports their token usage, copies a database to another
-// file or backend, and shows the stored state of a limiter's key.
+// file or backend, shows the stored state of a limiter's key, and verifies a
+// whole database (check).
 //
 // Usage:
 //
@@ -22,6 +23,7 @@
 //	usage ID                      used, limit, remaining and window end of each window
 //	copy --to PATH [--to-backend bolt|badger]
 //	inspect LIMITER KEY           one stored limiter state, decoded and raw
+//	check                         verify the whole database offline; exits 1 naming each problem
 //	gateway --upstream [PREFIX=]URL... [--listen 127.0.0.1:8080] [--rps R --burst B] [--shadow]
 //	                              a metering reverse proxy in front of a model API
 //	version

@@ -167,6 +167,7 @@ func TestJSONDocumented(t *testing.T) {
 		"usage":           usageOut{},
 		"copy":            copyOut{},
 		"inspect":         stateOut{Error: "e", State: &strategies.Description{Legacy: true}},
+		"check":           checkOut{},
 		"version":         versionOut{},
 		"gateway":         gatewayOut{},
 	}

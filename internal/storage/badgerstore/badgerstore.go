@@ -10,24 +10,80 @@
 // cache and 1 GiB value-log files, which costs an empty database about
 // 100 MB of RSS. Rate-limit states are tens of bytes, so small memtables, a
 // small cache and values kept inline in the LSM tree fit far better.
+//
+// # Damaged files
+//
+// badger trusts its files more than a store that promises never to crash
+// should: a truncated or damaged table panics while it is opened (in one
+// of Open's own goroutines, where no recover of ours can reach it), and by
+// default no block checksum is ever checked. So:
+//
+//   - Open first reads the MANIFEST and every table it names, in the
+//     caller's goroutine, from a copy in memory (no memory map to fault
+//     on), with every block's checksum verified (see verifyTables). A
+//     damaged MANIFEST, a missing table or a damaged one fails Open with
+//     an error matching strategies.ErrCorrupt that names the file, before
+//     badger is given the chance to panic on it.
+//   - badger then runs with ChecksumVerificationMode OnBlockRead: every
+//     block read later (Get, Scan, compactions) is verified.
+//   - Every call into badger (Open, Get, Scan, Commit) runs under
+//     debug.SetPanicOnFault(true), and a panic is recovered into an error
+//     matching strategies.ErrCorrupt (see guard). That covers the value
+//     log and memtable (.vlog, .mem) replay, which badger runs in Open's
+//     goroutine.
+//
+// What this cannot catch: a panic in badger's background goroutines
+// (memtable flushes and compactions, which read tables that Open
+// verified, with block checksums on), and a table damaged after Open,
+// while the process runs. A panic recovered in Open leaves badger's
+// directory lock held until the process exits (badger offers no way to
+// release it from a half-opened DB): a retry in the same process fails
+// with ErrLocked.
+//
+// # Full disk
+//
+// badger writes its memtable log (.mem) and new tables through memory maps
+// of sparse files: on a full disk the first store to a page with no block
+// behind it kills the process with SIGBUS, a signal no recover catches.
+// Commit therefore refuses a write, with an error wrapping
+// syscall.ENOSPC, while the file system has less free space than badger
+// may still touch without another check (see diskReserve): the unwritten
+// part of its memtable logs plus room for a memtable flush and a
+// compaction. Nothing is written by a refused Commit, and once space is
+// freed the next Commit succeeds: there is no state to reset.
 package badgerstore
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime/debug"
 	"strings"
+	"syscall"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
+	"github.com/dgraph-io/badger/v4/table"
+	"github.com/dgraph-io/badger/v4/y"
 
 	"github.com/ratestore/ratestore/internal/storage"
+	"github.com/ratestore/ratestore/strategies"
 )
+
+// errCorrupt is what every error about a damaged file matches.
+var errCorrupt = strategies.ErrCorrupt
 
 // Store is a badger database.
 type Store struct {
-	db *badger.DB
+	db   *badger.DB
+	path string
+	// memTableSize is the badger option, which bounds how much of a
+	// memtable log a Commit may still write to (see diskReserve).
+	memTableSize int64
 }
 
 var _ storage.Store = (*Store)(nil)
@@ -52,25 +108,151 @@ func Options(path string, logger *slog.Logger) badger.Options {
 		WithIndexCacheSize(4 << 20).
 		WithValueLogFileSize(64 << 20).
 		WithValueThreshold(1 << 10).
-		WithCompression(options.None)
+		WithCompression(options.None).
+		// Open verifies every table in full first (verifyTables); from
+		// then on each block is verified as it is read.
+		WithChecksumVerificationMode(options.OnBlockRead)
 }
 
 // Open opens or creates the badger directory at path.
 func Open(path string, logger *slog.Logger) (*Store, error) {
-	db, err := badger.Open(Options(path, logger))
+	opts := Options(path, logger)
+	if err := verifyTables(path, opts); err != nil {
+		return nil, err
+	}
+	var db *badger.DB
+	err := guard(path, "open", nil, func() (err error) {
+		db, err = badger.Open(opts)
+		return err
+	})
 	if err != nil {
 		// badger reports a held directory lock only in its message.
 		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
 			return nil, fmt.Errorf("badger %s: %w", path, storage.ErrLocked)
 		}
-		return nil, fmt.Errorf("badger %s: %w", path, err)
+		return nil, classify(path, "open", err)
 	}
-	return &Store{db: db}, nil
+	return &Store{db: db, path: path, memTableSize: opts.MemTableSize}, nil
+}
+
+// classify wraps an error of badger's. badger's errors about damaged files
+// are plain strings; an error that is not a system call's (a full disk, a
+// permission) or a closed database is taken for damage, which errs on the
+// side of making the caller look at the files.
+func classify(path, op string, err error) error {
+	var errno syscall.Errno
+	switch {
+	case errors.Is(err, errCorrupt):
+		return err // guard named the file
+	case errors.Is(err, y.ErrChecksumMismatch):
+		return fmt.Errorf("badger %s: %s: %w: %w", path, op, err, errCorrupt)
+	case errors.As(err, &errno), errors.Is(err, badger.ErrDBClosed), errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("badger %s: %s: %w", path, op, err)
+	case op == "open", strings.Contains(strings.ToLower(err.Error()), "checksum"):
+		return fmt.Errorf("badger %s: %s: %w: %w", path, op, err, errCorrupt)
+	}
+	return fmt.Errorf("badger %s: %s: %w", path, op, err)
+}
+
+// guard runs fn, which calls into badger, so that a damaged file cannot
+// crash the process: faults on badger's memory maps panic instead
+// (debug.SetPanicOnFault, restored after), and a panic becomes an error
+// matching errCorrupt naming path, op and, if not nil, key.
+func guard(path, op string, key []byte, fn func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			what := op
+			if key != nil {
+				what = fmt.Sprintf("%s at key %q", op, key)
+			}
+			err = fmt.Errorf("badger %s: %s: damaged file (%v): %w", path, what, firstLine(r), errCorrupt)
+		}
+	}()
+	return fn()
+}
+
+// firstLine is the first line of a recovered panic's value: badger's
+// table panics carry a page of debugging dump.
+func firstLine(r any) string {
+	s := strings.TrimSpace(fmt.Sprint(r))
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}
+
+// verifyTables reads the MANIFEST of the badger directory at path, if it
+// has one, and every table it names, verifying each block's checksum, so
+// that badger.Open never meets a damaged table: it would panic on one in a
+// goroutine of its own (a truncated table's index is read past its end),
+// or, for a table whose checksum does not match, leave the table out and
+// carry on without its keys. Each table is read into memory, not mapped,
+// so a truncated file cannot fault. An error names the file and matches
+// errCorrupt.
+func verifyTables(path string, opts badger.Options) error {
+	mfPath := filepath.Join(path, badger.ManifestFilename)
+	f, err := os.Open(mfPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // a new database, or not one at all: badger.Open decides
+	}
+	if err != nil {
+		return fmt.Errorf("badger %s: %w", path, err)
+	}
+	defer f.Close()
+	var mf badger.Manifest
+	err = guard(mfPath, "read", nil, func() (err error) {
+		mf, _, err = badger.ReplayManifestFile(f, opts.ExternalMagicVersion, opts)
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, errCorrupt) {
+			return err
+		}
+		return fmt.Errorf("badger %s: %w: %w", mfPath, err, errCorrupt)
+	}
+	for id, tm := range mf.Tables {
+		name := table.NewFilename(id, path)
+		data, err := os.ReadFile(name)
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("badger %s: named by %s but missing: %w", name, badger.ManifestFilename, errCorrupt)
+		}
+		if err != nil {
+			return fmt.Errorf("badger %s: %w", name, err)
+		}
+		topt := table.Options{
+			ChkMode:     options.OnTableRead,
+			Compression: tm.Compression,
+			BlockSize:   opts.BlockSize,
+		}
+		err = guard(name, "verify", nil, func() error {
+			t, err := table.OpenInMemoryTable(data, id, &topt)
+			if err != nil {
+				return err
+			}
+			return t.VerifyChecksum()
+		})
+		if err != nil {
+			if errors.Is(err, errCorrupt) {
+				return err
+			}
+			return fmt.Errorf("badger %s: %w: %w", name, err, errCorrupt)
+		}
+	}
+	return nil
 }
 
 // Get implements storage.Store.
 func (s *Store) Get(key []byte) (value []byte, err error) {
-	err = s.db.View(func(txn *badger.Txn) error {
+	err = guard(s.path, "get", key, func() error { return s.get(key, &value) })
+	if err != nil {
+		return nil, classify(s.path, fmt.Sprintf("get %q", key), err)
+	}
+	return value, nil
+}
+
+func (s *Store) get(key []byte, value *[]byte) error {
+	return s.db.View(func(txn *badger.Txn) error {
 		item, err := txn.Get(key)
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			return nil
@@ -78,17 +260,29 @@ func (s *Store) Get(key []byte) (value []byte, err error) {
 		if err != nil {
 			return err
 		}
-		value, err = item.ValueCopy(nil)
+		*value, err = item.ValueCopy(nil)
 		return err
 	})
-	return value, err
 }
 
-// Commit implements storage.Store: one transaction, not synced.
+// Commit implements storage.Store: one transaction, not synced. It is
+// refused while the disk is too full to take it safely (see the package
+// doc).
 func (s *Store) Commit(ops []storage.Op) error {
 	if len(ops) == 0 {
 		return nil
 	}
+	if err := s.checkSpace(ops); err != nil {
+		return err
+	}
+	err := guard(s.path, "commit", nil, func() error { return s.commit(ops) })
+	if err != nil && !errors.Is(err, storage.ErrTooBig) {
+		return classify(s.path, "commit", err)
+	}
+	return err
+}
+
+func (s *Store) commit(ops []storage.Op) error {
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
 	for _, op := range ops {
@@ -114,21 +308,30 @@ func (s *Store) Scan(prefix, start []byte, fn func(k, v []byte) error) error {
 		start = prefix
 	}
 	return storage.ScanPages(start, fn, func(start []byte, page *storage.Page) error {
-		return s.db.View(func(txn *badger.Txn) error {
-			it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: false})
-			defer it.Close()
-			for it.Seek(start); it.Valid() && !page.Full(); it.Next() {
-				item := it.Item()
-				err := item.Value(func(v []byte) error {
-					page.Add(item.Key(), v)
-					return nil
-				})
-				if err != nil {
-					return err
-				}
+		err := guard(s.path, "scan", start, func() error { return s.scanPage(prefix, start, page) })
+		if err != nil {
+			return classify(s.path, fmt.Sprintf("scan from %q", start), err)
+		}
+		return nil
+	})
+}
+
+// scanPage reads one page of Scan from start.
+func (s *Store) scanPage(prefix, start []byte, page *storage.Page) error {
+	return s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: false})
+		defer it.Close()
+		for it.Seek(start); it.Valid() && !page.Full(); it.Next() {
+			item := it.Item()
+			err := item.Value(func(v []byte) error {
+				page.Add(item.Key(), v)
+				return nil
+			})
+			if err != nil {
+				return err
 			}
-			return nil
-		})
+		}
+		return nil
 	})
 }
 
@@ -156,3 +359,17 @@ func (q quietLogger) Warningf(f string, v ...any) {
 
 func (quietLogger) Infof(string, ...any)  {}
 func (quietLogger) Debugf(string, ...any) {}
+
+// Verify reads every table of the database and checks the checksum of each
+// of its blocks (badger's DB.VerifyChecksum), for an offline check: Open
+// verified the tables it found, but a check wants to say so of the
+// database as it is now. Its errors match strategies.ErrCorrupt.
+func (s *Store) Verify() error {
+	if err := guard(s.path, "verify", nil, s.db.VerifyChecksum); err != nil {
+		if errors.Is(err, errCorrupt) {
+			return err
+		}
+		return fmt.Errorf("badger %s: verify: %w: %w", s.path, err, errCorrupt)
+	}
+	return nil
+}

@@ -1,0 +1,358 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/internal/storage"
+	"github.com/ratestore/ratestore/internal/storage/badgerstore"
+	"github.com/ratestore/ratestore/internal/storage/boltstore"
+	"github.com/ratestore/ratestore/keystore"
+	"github.com/ratestore/ratestore/strategies"
+)
+
+// checkHelp is the help of the check command.
+const checkHelp = `Reads the whole database and reports every problem it finds; it changes
+nothing a database open in Sync mode would not (opening a bbolt database
+replays its write-ahead log into the file, as any open does).
+
+bolt:   every page of the bbolt file (bbolt's own consistency check, after a
+        walk of every key that turns a damaged page into a report rather than
+        a crash), the write-ahead log (it must replay: a damaged record fails),
+        and every stored value decoded.
+badger: the MANIFEST and every table, each block's checksum verified, the
+        logs replayed, and every stored value decoded.
+
+Values are decoded by what their key says they are: limiter states by the
+strategy their header names (as inspect does), the key store's records,
+legacy usage and secret hashes by the key store (a hash must name a key
+that has a record). Other keys (records of your own, written with
+DB.Update) are counted, not decoded.
+
+Exits 0 when nothing is wrong, 1 naming each problem (file, key, what).
+Run it only while nothing else uses the database (it is locked anyway).`
+
+// checkProblem is one thing check found wrong.
+type checkProblem struct {
+	File string `json:"file,omitempty"` // the file, when one is known
+	Key  string `json:"key,omitempty"`  // the stored key, quoted as Go does
+	What string `json:"what"`
+}
+
+func (p checkProblem) String() string {
+	var b strings.Builder
+	if p.File != "" {
+		fmt.Fprintf(&b, "file %s: ", p.File)
+	}
+	if p.Key != "" {
+		fmt.Fprintf(&b, "key %s: ", p.Key)
+	}
+	b.WriteString(p.What)
+	return b.String()
+}
+
+// checkOut is the result of check, as --json prints it.
+type checkOut struct {
+	DB       string         `json:"db"`
+	Backend  string         `json:"backend"`
+	OK       bool           `json:"ok"`
+	Keys     int            `json:"keys"`     // stored entries read
+	States   int            `json:"states"`   // limiter states decoded
+	Records  int            `json:"records"`  // key-store entries decoded
+	Other    int            `json:"other"`    // entries of other kinds, not decoded
+	Bytes    int64          `json:"bytes"`    // of keys and values
+	Checked  []string       `json:"checked"`  // what was verified
+	Problems []checkProblem `json:"problems"` // empty when OK
+}
+
+// checker accumulates what check finds.
+type checker struct {
+	out     checkOut
+	ids     map[string]bool   // key ids with a record
+	hashes  map[string]string // key id named by a secret hash -> the hash's key
+	decoded bool              // values were decoded (the store opened)
+}
+
+func checkCmd(c *cli, _ *flag.FlagSet) func([]string) error {
+	return func([]string) error {
+		fi, err := os.Stat(c.db)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return fmt.Errorf("check: no database at %s", c.db)
+		case err != nil:
+			return fmt.Errorf("check: %w", err)
+		case fi.IsDir() && c.backend == string(ratestore.Bolt):
+			return fmt.Errorf("check: %s is a directory, not a bbolt file: for a badger database, add --backend badger", c.db)
+		case !fi.IsDir() && c.backend == string(ratestore.Badger):
+			return fmt.Errorf("check: %s is a file, not a badger directory", c.db)
+		}
+		ck := &checker{
+			out: checkOut{DB: c.db, Backend: c.backend, Checked: []string{}, Problems: []checkProblem{}},
+			ids: map[string]bool{}, hashes: map[string]string{},
+		}
+		if c.backend == string(ratestore.Badger) {
+			err = ck.badger(c.db)
+		} else {
+			err = ck.bolt(c.db)
+		}
+		if err != nil {
+			return err // the check itself could not run (locked, unreadable)
+		}
+		ck.finish()
+		out := ck.out
+		if err := c.emit(out, func(w io.Writer) { writeCheck(w, out) }); err != nil {
+			return err
+		}
+		if !out.OK {
+			return fmt.Errorf("check: %s: %d problem%s found", c.db, len(out.Problems), plural(len(out.Problems)))
+		}
+		return nil
+	}
+}
+
+// writeCheck prints the result of check as text.
+func writeCheck(w io.Writer, out checkOut) {
+	for _, p := range out.Problems {
+		fmt.Fprintf(w, "problem: %s\n", p)
+	}
+	status := "ok"
+	if !out.OK {
+		status = fmt.Sprintf("%d problem%s", len(out.Problems), plural(len(out.Problems)))
+	}
+	fmt.Fprintf(w, "%s: %s (%s): %d key%s (%d limiter state%s, %d key-store entr%s, %d other), %d bytes\n",
+		status, out.DB, out.Backend, out.Keys, plural(out.Keys), out.States, plural(out.States),
+		out.Records, map[bool]string{true: "y", false: "ies"}[out.Records == 1], out.Other, out.Bytes)
+	if len(out.Checked) > 0 {
+		fmt.Fprintf(w, "checked: %s\n", strings.Join(out.Checked, "; "))
+	}
+}
+
+func (ck *checker) problem(file, key, format string, args ...any) {
+	p := checkProblem{File: file, What: fmt.Sprintf(format, args...)}
+	if key != "" {
+		p.Key = strconv.Quote(key)
+	}
+	ck.out.Problems = append(ck.out.Problems, p)
+}
+
+// finish checks what needs every entry seen: each secret hash names a key
+// with a record.
+func (ck *checker) finish() {
+	if ck.decoded {
+		ids := make([]string, 0, len(ck.hashes))
+		for id := range ck.hashes {
+			ids = append(ids, id)
+		}
+		slices.Sort(ids)
+		for _, id := range ids {
+			if !ck.ids[id] {
+				ck.problem("", ck.hashes[id], "secret hash names key id %q, which has no record: %v", id, strategies.ErrCorrupt)
+			}
+		}
+	}
+	ck.out.OK = len(ck.out.Problems) == 0
+}
+
+// entry decodes one stored entry. It never stops the scan: every problem is
+// reported.
+func (ck *checker) entry(file string, k, v []byte) error {
+	ck.out.Keys++
+	ck.out.Bytes += int64(len(k) + len(v))
+	err := recovered(func() error {
+		if name, key, ok := bytes.Cut(bytes.TrimPrefix(k, []byte("s/")), []byte{0}); bytes.HasPrefix(k, []byte("s/")) {
+			ck.out.States++
+			if !ok || len(name) == 0 || len(key) == 0 {
+				return fmt.Errorf("a limiter state's key has no limiter name and key: %w", strategies.ErrCorrupt)
+			}
+			if _, err := strategies.Describe(v); err != nil {
+				return fmt.Errorf("limiter %q key %q: the stored state cannot be decoded: %w", name, key, err)
+			}
+			return nil
+		}
+		ours, id, err := keystore.CheckRecord(k, v)
+		switch {
+		case !ours:
+			ck.out.Other++
+		case id != "":
+			ck.hashes[id] = string(k)
+		case bytes.HasPrefix(k, keystore.RecordKey("")):
+			ck.ids[string(bytes.TrimPrefix(k, keystore.RecordKey("")))] = true
+		}
+		if ours {
+			ck.out.Records++
+		}
+		return err
+	})
+	if err != nil {
+		ck.problem(file, string(k), "%v", err)
+	}
+	return nil
+}
+
+// recovered runs fn and turns a panic into an error: a decoder that trusts
+// bytes it should not must not end the check.
+func recovered(fn func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic while reading (%v): %w", r, strategies.ErrCorrupt)
+		}
+	}()
+	return fn()
+}
+
+// bolt checks a bbolt database: its pages (read-only), then its log and
+// its values through the store, which replays the log.
+func (ck *checker) bolt(path string) error {
+	pagesOK, err := ck.boltPages(path, false)
+	if err != nil {
+		return err
+	}
+	s, err := boltstore.Open(path)
+	if errors.Is(err, storage.ErrLocked) {
+		return fmt.Errorf("check: %s: %w: stop the process that has it open, then retry", path, err)
+	}
+	if err != nil {
+		file := path
+		if strings.Contains(err.Error(), path+"-wal") {
+			file = path + "-wal"
+		}
+		ck.problem(file, "", "%v", err)
+		if pagesOK {
+			// The log is what failed: still decode what the file holds.
+			_, err := ck.boltPages(path, true)
+			return err
+		}
+		return nil
+	}
+	ck.out.Checked = append(ck.out.Checked, "write-ahead log replayed")
+	ck.scan(path, s)
+	if err := s.Close(); err != nil {
+		ck.problem(path, "", "close: %v", err)
+	}
+	return nil
+}
+
+// boltPages opens the bbolt file read-only, walks every key of every
+// bucket (decoding the values of the store's bucket if decode is set) and
+// runs bbolt's consistency check. A damaged page is reported, not a crash:
+// the walk runs under recovered first, so that bbolt's check, which runs
+// in a goroutine of its own, meets only pages already read safely.
+func (ck *checker) boltPages(path string, decode bool) (ok bool, err error) {
+	var db *bolt.DB
+	oerr := recovered(func() (err error) {
+		db, err = bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: boltstore.LockTimeout})
+		return err
+	})
+	if errors.Is(oerr, bolt.ErrTimeout) {
+		return false, fmt.Errorf("check: %s: %w: stop the process that has it open, then retry", path, ratestore.ErrLocked)
+	}
+	if oerr != nil {
+		ck.problem(path, "", "open: %v", oerr)
+		return false, nil
+	}
+	defer db.Close()
+	before := len(ck.out.Problems)
+	var at []byte
+	werr := recovered(func() error {
+		return db.View(func(tx *bolt.Tx) error {
+			return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+				return b.ForEach(func(k, v []byte) error {
+					at = k
+					if decode && string(name) == "ratestore" {
+						return ck.entry(path, k, v)
+					}
+					return nil
+				})
+			})
+		})
+	})
+	if werr != nil {
+		ck.problem(path, string(at), "reading pages: %v", werr)
+		return false, nil
+	}
+	cerr := recovered(func() error {
+		return db.View(func(tx *bolt.Tx) error {
+			for err := range tx.Check() {
+				ck.problem(path, "", "bbolt check: %v", err)
+			}
+			return nil
+		})
+	})
+	if cerr != nil {
+		ck.problem(path, "", "bbolt check: %v", cerr)
+	}
+	if !decode {
+		ck.out.Checked = append(ck.out.Checked, "bbolt pages (Tx.Check)")
+	} else {
+		ck.decoded = true
+		ck.out.Checked = append(ck.out.Checked, "values in the bbolt file decoded (the log could not be read)")
+	}
+	return len(ck.out.Problems) == before, nil
+}
+
+// badger checks a badger database: Open verifies the MANIFEST and the
+// tables and replays the logs; Verify reads every block; then every value
+// is decoded.
+func (ck *checker) badger(path string) error {
+	s, err := badgerstore.Open(path, nil)
+	if errors.Is(err, storage.ErrLocked) {
+		return fmt.Errorf("check: %s: %w: stop the process that has it open, then retry", path, err)
+	}
+	if err != nil {
+		ck.problem(badgerFile(path, err), "", "%v", err)
+		return nil
+	}
+	ck.out.Checked = append(ck.out.Checked, "MANIFEST and tables opened, logs replayed")
+	if err := s.Verify(); err != nil {
+		ck.problem(badgerFile(path, err), "", "%v", err)
+	} else {
+		ck.out.Checked = append(ck.out.Checked, "every table block's checksum (VerifyChecksum)")
+	}
+	ck.scan(path, s)
+	if err := s.Close(); err != nil {
+		ck.problem(path, "", "close: %v", err)
+	}
+	return nil
+}
+
+// badgerFile is the file of the badger directory at path that err names,
+// or path.
+func badgerFile(path string, err error) string {
+	m := badgerFileRE.FindString(err.Error())
+	switch {
+	case m == "":
+		return path
+	case filepath.IsAbs(m) || strings.HasPrefix(m, path):
+		return m
+	}
+	return filepath.Join(path, filepath.Base(m))
+}
+
+// badgerFileRE finds a file of a badger directory in an error message.
+var badgerFileRE = regexp.MustCompile(`[^\s:"]*(\.sst|\.vlog|\.mem|MANIFEST|KEYREGISTRY)`)
+
+// scan decodes every entry of an open store.
+func (ck *checker) scan(path string, s storage.Store) {
+	err := s.Scan(nil, nil, func(k, v []byte) error { return ck.entry(path, k, v) })
+	if err != nil {
+		ck.problem(path, "", "reading entries: %v", err)
+		return
+	}
+	ck.decoded = true
+	ck.out.Checked = append(ck.out.Checked, "every value decoded")
+}

@@ -1,0 +1,208 @@
+package badgerstore_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	mrand "math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratestore/ratestore/internal/storage"
+	"github.com/ratestore/ratestore/internal/storage/badgerstore"
+	"github.com/ratestore/ratestore/strategies"
+)
+
+// The damage test runs its trials in a child process (this test binary
+// again, running TestDamageChild) so that a panic or a signal in badger is
+// a failed test rather than a lost run.
+const (
+	damageDirEnv   = "RATESTORE_BADGER_DAMAGE_DIR"
+	damageSeedEnv  = "RATESTORE_BADGER_DAMAGE_SEED"
+	damageKeys     = 3000
+	damageScaleEnv = "RATESTORE_FAULT_SCALE"
+	// damageTrials is per kind of file and of damage. CI runs a sixth of
+	// them (each Open and Close of badger costs ~0.25 s, ~2 s under -race);
+	// RATESTORE_FAULT_SCALE=1 runs them all, any other value scales them.
+	damageTrials = 12
+)
+
+// TestDamagedFilesNeverCrash damages every kind of badger file (tables,
+// value log, memtable log, MANIFEST) by flipping bytes and by truncating,
+// and checks that opening and reading the database never panics or
+// faults: each trial either reads or fails with an error, and a damaged
+// table or MANIFEST fails Open with an error matching ErrCorrupt that names
+// the file.
+func TestDamagedFilesNeverCrash(t *testing.T) {
+	dir := t.TempDir()
+	seed := strconv.FormatUint(mrand.Uint64(), 10)
+	if s := os.Getenv(damageSeedEnv); s != "" {
+		seed = s
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestDamageChild$", "-test.v")
+	cmd.Env = append(os.Environ(), damageDirEnv+"="+dir, damageSeedEnv+"="+seed)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !bytes.Contains(out, []byte("--- PASS: TestDamageChild")) {
+		t.Fatalf("child (seed %s) failed: %v (%s)\n%s", seed, err, cmd.ProcessState, out)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, "SUMMARY") {
+			t.Log(strings.TrimSpace(line))
+		}
+	}
+}
+
+// TestDamageChild is the child of TestDamagedFilesNeverCrash; run on its
+// own it skips.
+func TestDamageChild(t *testing.T) {
+	dir := os.Getenv(damageDirEnv)
+	if dir == "" {
+		t.Skip("the child process of TestDamagedFilesNeverCrash")
+	}
+	seed, err := strconv.ParseUint(os.Getenv(damageSeedEnv), 10, 64)
+	require.NoError(t, err)
+	rng := mrand.New(mrand.NewPCG(seed, seed>>1|1))
+	scale := 1.0 / 6
+	if s := os.Getenv(damageScaleEnv); s != "" {
+		scale, err = strconv.ParseFloat(s, 64)
+		require.NoError(t, err)
+	}
+	trials := max(1, int(damageTrials*scale))
+	tmpl := filepath.Join(dir, "template")
+	makeTemplate(t, tmpl)
+
+	for _, kind := range []string{".sst", ".vlog", ".mem", "MANIFEST"} {
+		files := matching(t, tmpl, kind)
+		require.NotEmpty(t, files, "the template has no %s file", kind)
+		for _, damage := range []string{"flip", "truncate"} {
+			var opened, refused, readErrs int
+			for trial := range trials {
+				db := filepath.Join(dir, fmt.Sprintf("%s-%s-%d", strings.TrimPrefix(kind, "."), damage, trial))
+				copyDir(t, tmpl, db)
+				name := files[rng.IntN(len(files))]
+				path := filepath.Join(db, name)
+				b, err := os.ReadFile(path)
+				require.NoError(t, err)
+				// Damage the part that holds data: the logs are sparse
+				// files, zeros past their last record.
+				end := len(bytes.TrimRight(b, "\x00"))
+				if end == 0 {
+					continue
+				}
+				if damage == "flip" {
+					for range 1 + rng.IntN(8) {
+						b[rng.IntN(end)] ^= byte(1 + rng.IntN(255))
+					}
+				} else {
+					b = b[:rng.IntN(end)]
+				}
+				writeSparse(t, path, b)
+
+				s, err := badgerstore.Open(db, nil)
+				if err != nil {
+					if refused == 0 {
+						fmt.Printf("SUMMARY %s %s: e.g. %v\n", kind, damage, err)
+					}
+					refused++
+					if kind == ".sst" || kind == "MANIFEST" {
+						if !errors.Is(err, strategies.ErrCorrupt) && !errors.Is(err, fs.ErrNotExist) {
+							t.Errorf("%s %s: Open: %v: does not match ErrCorrupt", damage, name, err)
+						}
+					}
+					continue
+				}
+				opened++
+				err = s.Scan(nil, nil, func(k, v []byte) error { return nil })
+				for i := 0; i < damageKeys && err == nil; i += 97 {
+					_, err = s.Get(fmt.Appendf(nil, "k%05d", i))
+				}
+				if err != nil {
+					readErrs++
+				}
+				_ = s.Close()
+			}
+			fmt.Printf("SUMMARY %s %s: %d trials, %d opened (%d read errors), %d refused\n",
+				kind, damage, trials, opened, readErrs, refused)
+		}
+	}
+}
+
+// makeTemplate builds a database with tables (a first round, closed), and
+// a memtable log and value log with records (a second round, left open, as
+// a crash leaves it), and copies it to dir.
+func makeTemplate(t *testing.T, dir string) {
+	build := dir + "-build"
+	s, err := badgerstore.Open(build, nil)
+	require.NoError(t, err)
+	commitKeys(t, s, 0, damageKeys/2)
+	require.NoError(t, s.Close())
+	s, err = badgerstore.Open(build, nil)
+	require.NoError(t, err)
+	commitKeys(t, s, damageKeys/2, damageKeys)
+	require.NoError(t, s.Sync())
+	copyDir(t, build, dir) // while open: what a crash leaves
+	require.NoError(t, s.Close())
+}
+
+func commitKeys(t *testing.T, s storage.Store, from, to int) {
+	for i := from; i < to; i += 100 {
+		var ops []storage.Op
+		for j := i; j < min(i+100, to); j++ {
+			v := bytes.Repeat([]byte{byte(j)}, 40)
+			if j%50 == 0 {
+				v = bytes.Repeat([]byte{byte(j)}, 2000) // into the value log
+			}
+			ops = append(ops, storage.Op{Key: fmt.Appendf(nil, "k%05d", j), Value: v})
+		}
+		require.NoError(t, s.Commit(ops))
+	}
+}
+
+func matching(t *testing.T, dir, suffix string) []string {
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var out []string
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), suffix) || strings.HasPrefix(e.Name(), suffix) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+func copyDir(t *testing.T, from, to string) {
+	require.NoError(t, os.MkdirAll(to, 0o700))
+	entries, err := os.ReadDir(from)
+	require.NoError(t, err)
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(from, e.Name()))
+		require.NoError(t, err)
+		writeSparse(t, filepath.Join(to, e.Name()), b)
+	}
+}
+
+// writeSparse writes b to path leaving holes for its runs of zeros, as
+// badger's preallocated logs are: copying them whole costs a hundred MiB
+// per trial.
+func writeSparse(t *testing.T, path string, b []byte) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	require.NoError(t, err)
+	defer f.Close()
+	const chunk = 64 << 10
+	var zero [chunk]byte
+	for off := 0; off < len(b); off += chunk {
+		part := b[off:min(off+chunk, len(b))]
+		if !bytes.Equal(part, zero[:len(part)]) {
+			_, err := f.WriteAt(part, int64(off))
+			require.NoError(t, err)
+		}
+	}
+	require.NoError(t, f.Truncate(int64(len(b))))
+}
