@@ -572,6 +572,13 @@ func (g *Gateway) finish(ctx context.Context, x *exchange) {
 	} else if tokens > 0 { // shadowed: served without an admission
 		_, err = g.keys.RecordUsage(ctx, x.keyID, tokens)
 	}
+	if errors.Is(err, ratestore.ErrUncertain) {
+		// Charged in memory, which every later request sees; the next
+		// commit writes it. Not an error an operator reconciles from.
+		g.log.LogAttrs(ctx, slog.LevelWarn, "gateway: usage charged, not yet known to be on disk (the next commit retries)",
+			slog.String("request_id", x.id), slog.String("key_id", x.keyID), slog.Int64("tokens", tokens), slog.String("error", err.Error()))
+		err = nil
+	}
 	if err != nil {
 		level := slog.LevelError
 		if errors.Is(err, keystore.ErrNotFound) {
