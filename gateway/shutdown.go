@@ -52,6 +52,12 @@ func (a *activity) end() {
 // of the request's context does when the request is done.
 func (a *activity) abortable(ctx context.Context) context.Context {
 	ctx, cancel := context.WithCancelCause(ctx)
+	if a.aborted.Err() != nil {
+		// Aborted already: AfterFunc would cancel in a goroutine of its
+		// own, after the request may have gone out.
+		cancel(context.Cause(a.aborted))
+		return ctx
+	}
 	stop := context.AfterFunc(a.aborted, func() { cancel(context.Cause(a.aborted)) })
 	context.AfterFunc(ctx, func() { stop() })
 	return ctx

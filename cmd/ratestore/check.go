@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime/debug"
@@ -81,6 +83,7 @@ type checkOut struct {
 
 // checker accumulates what check finds.
 type checker struct {
+	ctx     context.Context
 	out     checkOut
 	ids     map[string]bool   // key ids with a record
 	hashes  map[string]string // key id named by a secret hash -> the hash's key
@@ -101,6 +104,7 @@ func checkCmd(c *cli, _ *flag.FlagSet) func([]string) error {
 			return fmt.Errorf("check: %s is a file, not a badger directory", c.db)
 		}
 		ck := &checker{
+			ctx: c.ctx,
 			out: checkOut{DB: c.db, Backend: c.backend, Checked: []string{}, Problems: []checkProblem{}},
 			ids: map[string]bool{}, hashes: map[string]string{},
 		}
@@ -249,9 +253,9 @@ func (ck *checker) bolt(path string) error {
 
 // boltPages opens the bbolt file read-only, walks every key of every
 // bucket (decoding the values of the store's bucket if decode is set) and
-// runs bbolt's consistency check. A damaged page is reported, not a crash:
-// the walk runs under recovered first, so that bbolt's check, which runs
-// in a goroutine of its own, meets only pages already read safely.
+// runs bbolt's consistency check (txCheck). A damaged page is reported,
+// not a crash: the walk runs under recovered, the check in a child
+// process.
 func (ck *checker) boltPages(path string, decode bool) (ok bool, err error) {
 	var db *bolt.DB
 	oerr := recovered(func() (err error) {
@@ -265,14 +269,13 @@ func (ck *checker) boltPages(path string, decode bool) (ok bool, err error) {
 		ck.problem(path, "", "open: %v", oerr)
 		return false, nil
 	}
-	defer db.Close()
 	before := len(ck.out.Problems)
 	var at []byte
 	werr := recovered(func() error {
 		return db.View(func(tx *bolt.Tx) error {
 			return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
 				return b.ForEach(func(k, v []byte) error {
-					at = k
+					at = append(at[:0], k...) // a copy, read under recovered: the file is closed before it is reported
 					if decode && string(name) == "ratestore" {
 						return ck.entry(path, k, v)
 					}
@@ -281,20 +284,17 @@ func (ck *checker) boltPages(path string, decode bool) (ok bool, err error) {
 			})
 		})
 	})
+	db.Close()
 	if werr != nil {
 		ck.problem(path, string(at), "reading pages: %v", werr)
 		return false, nil
 	}
-	cerr := recovered(func() error {
-		return db.View(func(tx *bolt.Tx) error {
-			for err := range tx.Check() {
-				ck.problem(path, "", "bbolt check: %v", err)
-			}
-			return nil
-		})
-	})
-	if cerr != nil {
-		ck.problem(path, "", "bbolt check: %v", cerr)
+	problems, err := txCheck(ck.ctx, path)
+	if err != nil {
+		return false, err
+	}
+	for _, p := range problems {
+		ck.problem(path, "", "bbolt check: %s", p)
 	}
 	if !decode {
 		ck.out.Checked = append(ck.out.Checked, "bbolt pages (Tx.Check)")
@@ -355,4 +355,56 @@ func (ck *checker) scan(path string, s storage.Store) {
 	}
 	ck.decoded = true
 	ck.out.Checked = append(ck.out.Checked, "every value decoded")
+}
+
+// checkPagesEnv names the bbolt file that this program, started with it
+// set, runs Tx.Check on and nothing else (see txCheck).
+const checkPagesEnv = "RATESTORE_CHECK_PAGES"
+
+// txCheck runs bbolt's Tx.Check on the file at path in a child process of
+// this program and returns the problems it found. bbolt runs its check in
+// a goroutine of its own, where a damaged page that points outside the
+// file faults, and a fault in a goroutine that did not ask for a panic
+// (debug.SetPanicOnFault) ends the process: in a child, it ends the child,
+// which is reported as one more problem.
+func txCheck(ctx context.Context, path string) ([]string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("check: %s: bbolt check: %w", path, err)
+	}
+	cmd := exec.CommandContext(ctx, exe)
+	cmd.Env = append(os.Environ(), checkPagesEnv+"="+path)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	var problems []string
+	for line := range strings.Lines(stdout.String()) {
+		if line = strings.TrimSpace(line); line != "" {
+			problems = append(problems, line)
+		}
+	}
+	if runErr != nil {
+		first, _, _ := strings.Cut(strings.TrimSpace(stderr.String()), "\n")
+		problems = append(problems, fmt.Sprintf("the check crashed on a damaged page (%v: %s)", runErr, first))
+	}
+	return problems, nil
+}
+
+// checkPagesChild is the child process of txCheck: it prints what
+// Tx.Check finds in the bbolt file at path, a problem a line, and returns
+// the exit code, 0 when it could check.
+func checkPagesChild(path string) int {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: boltstore.LockTimeout})
+	if err != nil {
+		fmt.Println("open:", err)
+		return 0
+	}
+	defer db.Close()
+	db.View(func(tx *bolt.Tx) error {
+		for err := range tx.Check() {
+			fmt.Println(strings.ReplaceAll(err.Error(), "\n", " "))
+		}
+		return nil
+	})
+	return 0
 }

@@ -17,6 +17,9 @@ import (
 )
 
 func main() {
+	if path := os.Getenv(checkPagesEnv); path != "" {
+		os.Exit(checkPagesChild(path)) // a child of the check command
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, config{})
 	stop()
