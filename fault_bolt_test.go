@@ -11,13 +11,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/internal/childtest"
 	"github.com/ratestore/ratestore/internal/storage"
 	"github.com/ratestore/ratestore/internal/storage/boltstore"
 	"github.com/ratestore/ratestore/internal/storage/wal"
@@ -33,10 +33,9 @@ import (
 // (about 25 s under -race); RATESTORE_FAULT_SCALE=1 runs them all (a few
 // minutes under -race), any other value scales them.
 const (
-	faultModeEnv  = "RATESTORE_FAULT_CHILD"
-	faultDirEnv   = "RATESTORE_FAULT_DIR"
-	faultSeedEnv  = "RATESTORE_FAULT_SEED"
-	faultScaleEnv = "RATESTORE_FAULT_SCALE"
+	faultModeEnv = "RATESTORE_FAULT_CHILD"
+	faultDirEnv  = "RATESTORE_FAULT_DIR"
+	faultSeedEnv = "RATESTORE_FAULT_SEED"
 
 	walRecords   = 500 // acknowledged Sync calls in the damaged log
 	walFlips     = 100
@@ -53,22 +52,8 @@ var faultBucket = strategies.TokenBucket{Rate: 1e-6, Burst: 1 << 40}
 // way: an error it reports, a panic, or a signal.
 func runFaultChild(t *testing.T, mode, dir string) string {
 	t.Helper()
-	seed := strconv.FormatUint(mrand.Uint64(), 10)
-	if s := os.Getenv(faultSeedEnv); s != "" {
-		seed = s
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestFaultBoltChild$", "-test.v")
-	cmd.Env = append(os.Environ(), faultModeEnv+"="+mode, faultDirEnv+"="+dir, faultSeedEnv+"="+seed)
-	out, err := cmd.CombinedOutput()
-	if err != nil || !bytes.Contains(out, []byte("--- PASS: TestFaultBoltChild")) {
-		t.Fatalf("child %s (seed %s) failed: %v (%s)\n%s", mode, seed, err, cmd.ProcessState, out)
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if strings.Contains(line, "SUMMARY") {
-			t.Log(strings.TrimSpace(line))
-		}
-	}
-	return string(out)
+	return childtest.Run(t, "TestFaultBoltChild",
+		faultModeEnv+"="+mode, faultDirEnv+"="+dir, faultSeedEnv+"="+childtest.Seed(faultSeedEnv))
 }
 
 // TestFaultBoltChild is the child of the tests below; run on its own it
@@ -78,14 +63,8 @@ func TestFaultBoltChild(t *testing.T) {
 	if mode == "" {
 		t.Skip("the child process of the TestFaultBolt tests")
 	}
-	seed, err := strconv.ParseUint(os.Getenv(faultSeedEnv), 10, 64)
-	require.NoError(t, err)
-	rng := mrand.New(mrand.NewPCG(seed, seed>>1|1))
-	scale := 0.2
-	if s := os.Getenv(faultScaleEnv); s != "" {
-		scale, err = strconv.ParseFloat(s, 64)
-		require.NoError(t, err)
-	}
+	rng := childtest.Rand(t, faultSeedEnv)
+	scale := childtest.Scale(t, 0.2)
 	n := func(count int) int { return max(1, int(float64(count)*scale)) }
 	switch mode {
 	case "wal-writer":

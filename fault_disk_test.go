@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/internal/childtest"
 	"github.com/ratestore/ratestore/internal/storage/badgerstore"
 	"github.com/ratestore/ratestore/strategies"
 )
@@ -78,18 +78,8 @@ func TestFullDisk(t *testing.T) {
 			if c.leave >= 0 {
 				mount(t, dir, fullDiskSize[backend])
 			}
-			cmd := exec.Command(os.Args[0], "-test.run=^TestFullDiskChild$", "-test.v")
-			cmd.Env = append(os.Environ(), fullDiskDirEnv+"="+dir, fullDiskBackendEnv+"="+string(backend),
+			childtest.Run(t, "TestFullDiskChild", fullDiskDirEnv+"="+dir, fullDiskBackendEnv+"="+string(backend),
 				fullDiskLeaveEnv+"="+strconv.FormatInt(c.leave, 10))
-			out, err := cmd.CombinedOutput()
-			if err != nil || !bytes.Contains(out, []byte("--- PASS: TestFullDiskChild")) {
-				t.Fatalf("child failed: %v (%s)\n%s", err, cmd.ProcessState, out)
-			}
-			for _, line := range strings.Split(string(out), "\n") {
-				if strings.Contains(line, "SUMMARY") {
-					t.Log(strings.TrimSpace(line))
-				}
-			}
 		})
 	}
 }

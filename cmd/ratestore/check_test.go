@@ -5,9 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	mrand "math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/internal/childtest"
 	"github.com/ratestore/ratestore/internal/storage"
 	"github.com/ratestore/ratestore/internal/storage/badgerstore"
 	"github.com/ratestore/ratestore/internal/storage/boltstore"
@@ -116,22 +115,8 @@ const (
 // did not matter: free space, padding) or 1 naming a file, never 2 or a
 // signal; and a flipped byte in a stored state is reported under its key.
 func TestCheckDamagedFiles(t *testing.T) {
-	dir := t.TempDir()
-	seed := strconv.FormatUint(mrand.Uint64(), 10)
-	if s := os.Getenv(checkSeedEnv); s != "" {
-		seed = s
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCheckDamageChild$", "-test.v")
-	cmd.Env = append(os.Environ(), checkChildEnv+"="+dir, checkSeedEnv+"="+seed)
-	out, err := cmd.CombinedOutput()
-	if err != nil || !bytes.Contains(out, []byte("--- PASS: TestCheckDamageChild")) {
-		t.Fatalf("child (seed %s) failed: %v (%s)\n%s", seed, err, cmd.ProcessState, out)
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if strings.Contains(line, "SUMMARY") {
-			t.Log(strings.TrimSpace(line))
-		}
-	}
+	childtest.Run(t, "TestCheckDamageChild",
+		checkChildEnv+"="+t.TempDir(), checkSeedEnv+"="+childtest.Seed(checkSeedEnv))
 }
 
 // TestCheckDamageChild is the child of TestCheckDamagedFiles; run on its
@@ -141,9 +126,7 @@ func TestCheckDamageChild(t *testing.T) {
 	if dir == "" {
 		t.Skip("the child process of TestCheckDamagedFiles")
 	}
-	seed, err := strconv.ParseUint(os.Getenv(checkSeedEnv), 10, 64)
-	require.NoError(t, err)
-	rng := mrand.New(mrand.NewPCG(seed, seed>>1|1))
+	rng := childtest.Rand(t, checkSeedEnv)
 
 	// bolt: a database whose log holds records (a crash before the
 	// checkpoint: copied while open).

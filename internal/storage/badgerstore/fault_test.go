@@ -5,16 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	mrand "math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ratestore/ratestore/internal/childtest"
 	"github.com/ratestore/ratestore/internal/storage"
 	"github.com/ratestore/ratestore/internal/storage/badgerstore"
 	"github.com/ratestore/ratestore/strategies"
@@ -24,10 +22,9 @@ import (
 // again, running TestDamageChild) so that a panic or a signal in badger is
 // a failed test rather than a lost run.
 const (
-	damageDirEnv   = "RATESTORE_BADGER_DAMAGE_DIR"
-	damageSeedEnv  = "RATESTORE_BADGER_DAMAGE_SEED"
-	damageKeys     = 3000
-	damageScaleEnv = "RATESTORE_FAULT_SCALE"
+	damageDirEnv  = "RATESTORE_BADGER_DAMAGE_DIR"
+	damageSeedEnv = "RATESTORE_BADGER_DAMAGE_SEED"
+	damageKeys    = 3000
 	// damageTrials is per kind of file and of damage. CI runs a sixth of
 	// them (each Open and Close of badger costs ~0.25 s, ~2 s under -race);
 	// RATESTORE_FAULT_SCALE=1 runs them all, any other value scales them.
@@ -41,22 +38,8 @@ const (
 // table or MANIFEST fails Open with an error matching ErrCorrupt that names
 // the file.
 func TestDamagedFilesNeverCrash(t *testing.T) {
-	dir := t.TempDir()
-	seed := strconv.FormatUint(mrand.Uint64(), 10)
-	if s := os.Getenv(damageSeedEnv); s != "" {
-		seed = s
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestDamageChild$", "-test.v")
-	cmd.Env = append(os.Environ(), damageDirEnv+"="+dir, damageSeedEnv+"="+seed)
-	out, err := cmd.CombinedOutput()
-	if err != nil || !bytes.Contains(out, []byte("--- PASS: TestDamageChild")) {
-		t.Fatalf("child (seed %s) failed: %v (%s)\n%s", seed, err, cmd.ProcessState, out)
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if strings.Contains(line, "SUMMARY") {
-			t.Log(strings.TrimSpace(line))
-		}
-	}
+	childtest.Run(t, "TestDamageChild",
+		damageDirEnv+"="+t.TempDir(), damageSeedEnv+"="+childtest.Seed(damageSeedEnv))
 }
 
 // TestDamageChild is the child of TestDamagedFilesNeverCrash; run on its
@@ -66,15 +49,8 @@ func TestDamageChild(t *testing.T) {
 	if dir == "" {
 		t.Skip("the child process of TestDamagedFilesNeverCrash")
 	}
-	seed, err := strconv.ParseUint(os.Getenv(damageSeedEnv), 10, 64)
-	require.NoError(t, err)
-	rng := mrand.New(mrand.NewPCG(seed, seed>>1|1))
-	scale := 1.0 / 6
-	if s := os.Getenv(damageScaleEnv); s != "" {
-		scale, err = strconv.ParseFloat(s, 64)
-		require.NoError(t, err)
-	}
-	trials := max(1, int(damageTrials*scale))
+	rng := childtest.Rand(t, damageSeedEnv)
+	trials := max(1, int(damageTrials*childtest.Scale(t, 1.0/6)))
 	tmpl := filepath.Join(dir, "template")
 	makeTemplate(t, tmpl)
 
