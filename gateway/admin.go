@@ -262,6 +262,11 @@ func (g *Gateway) adminList(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) adminGet(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	noteKey(w, id)
+	g.writeKey(w, r, id)
+}
+
+// writeKey answers with key id as it is now, or the error of reading it.
+func (g *Gateway) writeKey(w http.ResponseWriter, r *http.Request, id string) {
 	a, err := g.adminKey(r.Context(), id)
 	if err != nil {
 		g.adminFailed(w, r, id, err)
@@ -304,12 +309,7 @@ func (g *Gateway) adminPatch(w http.ResponseWriter, r *http.Request) {
 		g.adminFailed(w, r, id, err)
 		return
 	}
-	a, err := g.adminKey(ctx, id)
-	if err != nil {
-		g.adminFailed(w, r, id, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, a)
+	g.writeKey(w, r, id)
 }
 
 // adminDelete answers DELETE /admin/keys/{id}.
