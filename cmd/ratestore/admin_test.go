@@ -57,13 +57,7 @@ func (e *env) startAdminGateway(token string) *adminGateway {
 // returns its status.
 func (g *adminGateway) proxy(t *testing.T, secret string) int {
 	t.Helper()
-	req, err := http.NewRequest("POST", g.url+"/v1/chat/completions", strings.NewReader(`{"model":"gpt-4o","max_tokens":10}`))
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+secret)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
+	resp, _ := send(t, "POST", g.url+"/v1/chat/completions", `{"model":"gpt-4o","max_tokens":10}`, secret)
 	return resp.StatusCode
 }
 

@@ -140,15 +140,7 @@ func TestGatewayCommand(t *testing.T) {
 
 	call := func(method, path, secret string) (*http.Response, string) {
 		t.Helper()
-		req, err := http.NewRequest(method, base+path, nil)
-		require.NoError(t, err)
-		req.Header.Set("Authorization", "Bearer "+secret)
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		return resp, string(b)
+		return send(t, method, base+path, "", secret)
 	}
 	resp, body := call("POST", "/v1/chat/completions", created.Secret)
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
@@ -415,13 +407,7 @@ func TestGatewayRoutesCommand(t *testing.T) {
 		"/v1/messages":         {"", "sk-ant"},
 		"/v1/chat/completions": {"Bearer sk-default", ""},
 	} {
-		req, err := http.NewRequest("POST", "http://"+g.out.Listen+path, strings.NewReader(`{}`))
-		require.NoError(t, err)
-		req.Header.Set("Authorization", "Bearer "+created.Secret)
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+		resp, _ := send(t, "POST", "http://"+g.out.Listen+path, `{}`, created.Secret)
 		require.Equal(t, http.StatusOK, resp.StatusCode, path)
 		require.Equal(t, want, <-seen, path)
 	}
@@ -479,13 +465,7 @@ func TestGatewayShadowAdmin(t *testing.T) {
 	require.True(t, g.out.Shadow)
 	require.True(t, g.out.Admin)
 	for range 2 { // the second is over the limit
-		req, err := http.NewRequest("POST", "http://"+g.out.Listen+"/v1/chat/completions", strings.NewReader(`{}`))
-		require.NoError(t, err)
-		req.Header.Set("Authorization", "Bearer "+created.Secret)
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+		resp, _ := send(t, "POST", "http://"+g.out.Listen+"/v1/chat/completions", `{}`, created.Secret)
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 	}
 	line := g.stderr.await(t, "gateway: shadow: would refuse")
@@ -509,6 +489,25 @@ func TestGatewayShadowAdmin(t *testing.T) {
 	g = e.startGateway("--upstream", up.URL)
 	require.False(t, g.out.Admin)
 	require.Equal(t, exitOK, g.stop())
+}
+
+// send sends a request with body ("": none) and secret as its bearer
+// token, and returns the response and its body, read whole.
+func send(t *testing.T, method, url, body, secret string) (*http.Response, string) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+secret)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp, string(b)
 }
 
 func TestParseWeights(t *testing.T) {
