@@ -46,6 +46,12 @@ type committer struct {
 	// memory for a later one: a commit that then fails cannot be undone
 	// (see rollback). Touched only by the committer.
 	carried bool
+	// sweptAhead is set when the last commit's sweep took changes made in
+	// the generation after its own (see commit): some of the next
+	// generation's callers then have their change in that commit, not in
+	// the next one, which therefore cannot be undone either. Touched only
+	// by the committer.
+	sweptAhead bool
 
 	// Buffers reused by every commit; touched only by the committer.
 	ops   []storage.Op
@@ -122,6 +128,13 @@ func (db *DB) wake() {
 // the old generation either marked its entry before that shard's sweep (and
 // is written now) or read the swap; one that read the new generation waits
 // for the next commit, which takes whatever this one did not.
+//
+// A call that read the new generation before its shard's sweep has its
+// change written by this commit, one early, and still waits for the next:
+// it is never told early, but a failed commit holding such a change ("ahead")
+// cannot be undone (its caller may be told the next commit's success), nor
+// can the next one (its caller's change is not in it): both are uncertain
+// (see rollback).
 func (db *DB) commit() error {
 	// No Update runs from here to the end of the sweep: its changes are
 	// all in this commit or all in the next.
@@ -130,12 +143,14 @@ func (db *DB) commit() error {
 	db.gen.Store(&generation{seq: old.seq + 1, done: make(chan struct{})})
 
 	ops, arena, swept := db.ops[:0], db.arena[:0], db.swept[:0]
+	ahead := false // a change of the next generation is swept here
 	for i := range db.shards {
 		sh := &db.shards[i]
 		sh.mu.Lock()
 		for _, j := range sh.dirty {
 			e := &sh.slots[j]
 			e.dirty = false
+			ahead = ahead || e.gen > old.seq
 			kstart := len(arena)
 			arena = appendStoreKey(arena, e.sk)
 			key := arena[kstart:len(arena):len(arena)]
@@ -195,7 +210,7 @@ func (db *DB) commit() error {
 		db.records.landed(true)
 		db.durable.Store(old.seq)
 		db.carried = false
-	case !applied && db.rollback(swept):
+	case !applied && !ahead && !db.sweptAhead && db.rollback(swept):
 		err = fmt.Errorf("ratestore: commit of %d states and records failed before writing; nothing was changed: %w", len(ops), err)
 		db.log.Error("ratestore: commit failed; its changes were undone", "err", err)
 	default:
@@ -205,6 +220,7 @@ func (db *DB) commit() error {
 		db.redirty(swept)
 		db.carried = true
 	}
+	db.sweptAhead = ahead
 	old.err = err
 	close(old.done)
 
@@ -241,7 +257,9 @@ var ErrUncertain = errors.New("the change may or may not be on disk")
 // records are forgotten. It does so only if nothing else has changed
 // those states or records since the sweep, and they carry no change from
 // an earlier failed commit (carried): undoing the commit would then undo
-// more than it held. It reports whether it rolled back; if not, the commit
+// more than it held. The committer does not call it when the commit, or
+// the one before, swept changes of the generation after its own (see
+// commit). It reports whether it rolled back; if not, the commit
 // is uncertain. All shard locks and the records' lock are held meanwhile,
 // so no call sees the commit half undone. Only the committer calls it.
 func (db *DB) rollback(swept []string) bool {

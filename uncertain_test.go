@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -16,11 +17,12 @@ import (
 
 // Faults a faultStore injects.
 const (
-	noFault     = iota
-	failBefore  // Commit fails before writing anything: storage.ErrNotApplied
-	failAfter   // Commit writes, then fails (bbolt failing after its writes)
-	failSync    // Sync fails: the log record is written, its fdatasync fails
-	failPartial // Commit applies half of the ops, then fails
+	noFault        = iota
+	failBefore     // Commit fails before writing anything: storage.ErrNotApplied
+	failAfter      // Commit writes, then fails (bbolt failing after its writes)
+	failSync       // Sync fails: the log record is written, its fdatasync fails
+	failPartial    // Commit applies half of the ops, then fails
+	failEveryOther // every second Commit fails as failBefore does
 )
 
 var errInjected = errors.New("injected fault")
@@ -29,6 +31,7 @@ var errInjected = errors.New("injected fault")
 type faultStore struct {
 	storage.Store
 	fault   atomic.Int32
+	commits atomic.Int64  // Commit calls under failEveryOther
 	entered chan struct{} // if non-nil, Commit sends on it, then waits on hold
 	hold    chan struct{}
 }
@@ -39,6 +42,11 @@ func (f *faultStore) Commit(ops []storage.Op) error {
 		<-f.hold
 	}
 	switch f.fault.Load() {
+	case failEveryOther:
+		if f.commits.Add(1)%2 == 0 {
+			break
+		}
+		fallthrough
 	case failBefore:
 		return fmt.Errorf("%w: disk full: %w", errInjected, storage.ErrNotApplied)
 	case failAfter:
@@ -182,4 +190,62 @@ func TestFailedCommitNotUndoneWhenChangedSince(t *testing.T) {
 	require.NoError(t, db.Close())
 	l = mustLimiter(t, reopen(t, path), "l")
 	require.Equal(t, bucket.Burst-2, remaining(t, l, "k"), "both changes, once each")
+}
+
+// TestFailedCommitRacingCalls: under calls that keep coming while commits
+// alternately fail before writing and succeed, every call that failed
+// without ErrUncertain changed nothing and every call that succeeded is on
+// disk. A call that comes between a commit's swap of the generation and
+// the sweep of its key's shard has its change written by that commit while
+// it waits for the next one, so neither of the two may be undone.
+func TestFailedCommitRacingCalls(t *testing.T) {
+	db, f, path := openFaulty(t)
+	l := mustLimiter(t, db, "l")
+	f.fault.Store(failEveryOther)
+	const workers, calls = 8, 4000
+	var (
+		mu      sync.Mutex
+		acked   []string
+		undone  []string
+		unknown int
+		next    atomic.Int64
+		wg      sync.WaitGroup
+	)
+	for range workers {
+		wg.Go(func() {
+			for {
+				n := next.Add(1)
+				if n > calls {
+					return
+				}
+				key := fmt.Sprint("k", n)
+				_, err := l.Allow(bg, key)
+				mu.Lock()
+				switch {
+				case err == nil:
+					acked = append(acked, key)
+				case errors.Is(err, ErrUncertain):
+					unknown++
+				default:
+					undone = append(undone, key)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	require.NotEmpty(t, undone, "no commit failed")
+	for _, key := range undone {
+		require.Equal(t, bucket.Burst, remaining(t, l, key), "key %s: failed without ErrUncertain, but changed", key)
+	}
+	f.fault.Store(noFault)
+	require.NoError(t, db.Close())
+	l = mustLimiter(t, reopen(t, path), "l")
+	for _, key := range acked {
+		require.Equal(t, bucket.Burst-1, remaining(t, l, key), "key %s: acknowledged, but lost", key)
+	}
+	for _, key := range undone {
+		require.Equal(t, bucket.Burst, remaining(t, l, key), "key %s: failed without ErrUncertain, but on disk", key)
+	}
+	t.Logf("%d calls: %d acknowledged, %d undone, %d uncertain", calls, len(acked), len(undone), unknown)
 }
