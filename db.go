@@ -108,21 +108,32 @@ type Options struct {
 
 	// Recover opens a Bolt database whose write-ahead log is damaged (a
 	// bad record followed by good ones: a flipped bit, a bad sector, not
-	// a crash) instead of failing with ErrCorrupt: every valid record is
-	// kept, the damaged ones are dropped, and what was dropped is logged
-	// at Error and reported by DB.Recovery. A torn last record, what a
-	// crash leaves, is dropped with or without it. Badger ignores it.
+	// a crash) or truncated (the file ends inside the log) instead of
+	// failing with ErrCorrupt: every valid record is kept, the damaged
+	// ones are dropped, and what was dropped is logged at Error and
+	// reported by DB.Recovery. An unreadable last record, what a crash
+	// leaves, is dropped with or without it, and reported (at Warn).
+	// Badger ignores it.
 	Recover bool
 }
 
-// Recovery reports what Open dropped from a damaged write-ahead log with
-// Options.Recover: the states those records held are lost, and the keys
-// read back their previous states.
+// Recovery reports what Open dropped from a Bolt database's write-ahead
+// log: the states those records held are lost, and their keys read back
+// their previous states.
 type Recovery struct {
 	File    string // the log file
-	Offset  int64  // where the first damaged bytes start
+	Offset  int64  // where the first damaged or dropped bytes start
 	Records uint64 // how many records (group commits) were dropped
 	Bytes   int64  // how many bytes of the log were skipped
+	// Tail: the log's last record could not be read and was dropped. A
+	// crash that cut its write short leaves this (that record was never
+	// acknowledged), and so does damage to the last acknowledged record:
+	// the two cannot be told apart. Not counted in Records.
+	Tail bool
+	// Truncated: the log's file ends inside the log, cut short after it was
+	// written (Options.Recover only): records after the end are gone, and
+	// how many is not known.
+	Truncated bool
 }
 
 var (
@@ -210,16 +221,21 @@ func Open(path string, opts Options) (*DB, error) {
 	}
 
 	db := newDB(store, backend, path, opts)
-	if recovery != nil {
-		db.recovery = recovery
-		db.log.Error("ratestore: open: dropped damaged write-ahead log records (Options.Recover)",
-			"file", recovery.File, "offset", recovery.Offset, "records", recovery.Records, "bytes", recovery.Bytes)
+	if r := recovery; r != nil {
+		db.recovery = r
+		if r.Records > 0 || r.Truncated {
+			db.log.Error("ratestore: open: dropped damaged write-ahead log records (Options.Recover)",
+				"file", r.File, "offset", r.Offset, "records", r.Records, "bytes", r.Bytes, "tail", r.Tail, "truncated", r.Truncated)
+		} else {
+			db.log.Warn("ratestore: open: dropped the write-ahead log's unreadable last record (a write a crash cut short, or damage)",
+				"file", r.File, "offset", r.Offset, "bytes", r.Bytes)
+		}
 	}
 	return db, nil
 }
 
-// Recovery reports what Open dropped from a damaged write-ahead log
-// (Options.Recover), or nil if it dropped nothing.
+// Recovery reports what Open dropped from the write-ahead log, or nil if it
+// dropped nothing.
 func (db *DB) Recovery() *Recovery { return db.recovery }
 
 // newDB starts the engine over an open store; opts is already validated.

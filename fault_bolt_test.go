@@ -39,6 +39,7 @@ const (
 
 	walRecords   = 500 // acknowledged Sync calls in the damaged log
 	walFlips     = 100
+	walCuts      = 100
 	foreignLogs  = 100
 	boltFlips    = 300
 	boltRuns     = 50
@@ -71,6 +72,8 @@ func TestFaultBoltChild(t *testing.T) {
 		walWriter(t, dir)
 	case "wal-flips":
 		walFlipTrials(t, dir, rng, n(walFlips))
+	case "wal-cuts":
+		walCutTrials(t, dir, rng, n(walCuts))
 	case "foreign":
 		foreignTrials(t, dir, rng, n(foreignLogs))
 	case "bolt":
@@ -192,9 +195,13 @@ func walFlipTrials(t *testing.T, dir string, rng *mrand.Rand, trials int) {
 				intact++
 			case rec == walRecords-1:
 				// The last record, damaged: what a torn append looks
-				// like, dropped by design (see package wal).
+				// like, dropped by design but reported (see package
+				// wal), or with its length grown past the end of the
+				// file, a truncated log (Recover).
 				require.Equal(t, []int{rec}, missing, what)
-				require.Nil(t, report, what)
+				require.NotNil(t, report, "%s: the last record dropped without a report", what)
+				require.True(t, report.Tail || recover && report.Truncated, "%s: %+v", what, report)
+				require.Equal(t, starts[rec], report.Offset, what)
 				lastRecord++
 			default:
 				require.True(t, recover, "%s: silently lost %v", what, missing)
@@ -209,8 +216,60 @@ func walFlipTrials(t *testing.T, dir string, rng *mrand.Rand, trials int) {
 			}
 		}
 	}
-	fmt.Printf("SUMMARY wal flips: %d trials, each opened without and with Recover; opens: %d refused (ErrCorrupt, offset named), %d recovered with a report, %d refused for header damage, %d intact, %d with the last record damaged (dropped as torn)\n",
+	fmt.Printf("SUMMARY wal flips: %d trials, each opened without and with Recover; opens: %d refused (ErrCorrupt, offset named), %d recovered with a report, %d refused for header damage, %d intact, %d with the last record damaged (dropped as torn, reported)\n",
 		trials, refused, recovered, header, intact, lastRecord)
+}
+
+// walCutTrials cuts the log short per trial, at a record boundary or
+// anywhere, before its end marker: Open refuses it (ErrCorrupt naming the
+// log), and with Recover keeps every whole record before the cut and
+// reports the truncation.
+func walCutTrials(t *testing.T, dir string, rng *mrand.Rand, trials int) {
+	src := filepath.Join(dir, "src")
+	raw, err := os.ReadFile(filepath.Join(src, "db-wal"))
+	require.NoError(t, err)
+	starts, end := logRecords(t, raw)
+	for trial := range trials {
+		cut := int64(wal.HeaderSize) + rng.Int64N(end+8-wal.HeaderSize)
+		if trial%2 == 0 {
+			cut = starts[rng.IntN(len(starts))] // a record boundary
+		}
+		whole := 0 // records that end before the cut
+		for i := range starts {
+			recEnd := end
+			if i+1 < len(starts) {
+				recEnd = starts[i+1]
+			}
+			if recEnd <= cut {
+				whole = i + 1
+			}
+		}
+		what := fmt.Sprintf("trial %d: cut at %d (%d whole records)", trial, cut, whole)
+		for _, recover := range []bool{false, true} {
+			trialDir := t.TempDir()
+			copyDB(t, src, trialDir, int(cut), "", nil)
+			path := filepath.Join(trialDir, "db")
+			db, err := ratestore.Open(path, ratestore.Options{Now: newClock().Now, Recover: recover})
+			if !recover {
+				require.ErrorIs(t, err, ratestore.ErrCorrupt, what)
+				require.ErrorContains(t, err, path+"-wal", what)
+				continue
+			}
+			require.NoError(t, err, what)
+			l, err := db.Limiter("fault", faultBucket)
+			require.NoError(t, err)
+			for i := range walRecords {
+				r, err := l.Peek(ctx, fmt.Sprint("k", i))
+				require.NoError(t, err, what)
+				require.Equal(t, i < whole, faultBucket.Burst-r.Remaining == 1, "%s: record %d", what, i)
+			}
+			report := db.Recovery()
+			require.NoError(t, db.Close())
+			require.NotNil(t, report, what)
+			require.True(t, report.Truncated, "%s: %+v", what, report)
+		}
+	}
+	fmt.Printf("SUMMARY wal cuts: %d logs cut short before their end marker, each refused, and opened with Recover keeping every whole record\n", trials)
 }
 
 // foreignTrials puts the log of another database, with records numbered
@@ -226,7 +285,8 @@ func foreignTrials(t *testing.T, dir string, rng *mrand.Rand, trials int) {
 		_, _ = rand.Read(id[:])
 		l, err := wal.Open(path+"-wal", id)
 		require.NoError(t, err)
-		require.NoError(t, l.Replay(0, func(uint64, []storage.Op) error { return nil }))
+		_, err = l.Replay(0, func(uint64, []storage.Op) error { return nil })
+		require.NoError(t, err)
 		for i := range 1 + rng.IntN(2*walRecords) {
 			require.NoError(t, l.Append([]storage.Op{{Key: fmt.Appendf(nil, "foreign%d", i), Value: []byte("v")}}))
 		}
@@ -350,6 +410,7 @@ func TestFaultBoltLogFlips(t *testing.T) {
 	require.Equal(t, "ready\n", string(line))
 
 	runFaultChild(t, "wal-flips", dir)
+	runFaultChild(t, "wal-cuts", dir)
 	runFaultChild(t, "foreign", dir)
 }
 

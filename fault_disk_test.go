@@ -137,9 +137,10 @@ func TestFullDiskChild(t *testing.T) {
 
 	// Fill the rest with Sync writes, one new key each, until they fail.
 	var (
-		mu      sync.Mutex
-		acked   []string
-		failed  = map[string]bool{}
+		mu     sync.Mutex
+		acked  []string
+		failed = map[string]error{}
+
 		lastErr error
 		next    int
 		wg      sync.WaitGroup
@@ -158,7 +159,7 @@ func TestFullDiskChild(t *testing.T) {
 				_, err := l.Allow(ctx, key)
 				mu.Lock()
 				if err != nil {
-					failed[key] = true
+					failed[key] = err
 					lastErr = err
 				} else {
 					acked = append(acked, key)
@@ -179,7 +180,14 @@ func TestFullDiskChild(t *testing.T) {
 	for i := range 20 {
 		key := fmt.Sprint("b", i)
 		if _, err := l.Allow(ctx, key); err != nil {
-			failed[key] = true
+			failed[key] = err
+		}
+	}
+	// A call that failed without ErrUncertain changed nothing, in memory
+	// as on disk (checked again after the reopen).
+	for key, failure := range failed {
+		if r, err := l.Peek(ctx, key); err == nil && !errors.Is(failure, ratestore.ErrUncertain) {
+			require.Equal(t, fullDiskBucket.Burst, r.Remaining, "key %s: a write that failed without ErrUncertain changed the state: %v", key, failure)
 		}
 	}
 
@@ -204,12 +212,18 @@ func TestFullDiskChild(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, fullDiskBucket.Burst-1, r.Remaining, "key %s: an acknowledged write was lost", key)
 	}
-	for key := range failed {
+	unchanged := 0
+	for key, failure := range failed {
 		r, err := l.Peek(ctx, key)
 		require.NoError(t, err)
 		require.GreaterOrEqual(t, r.Remaining, fullDiskBucket.Burst-1, "key %s: a failed write was applied twice", key)
+		if !errors.Is(failure, ratestore.ErrUncertain) {
+			require.Equal(t, fullDiskBucket.Burst, r.Remaining, "key %s: a write that failed without ErrUncertain is on disk", key)
+			unchanged++
+		}
 	}
-	fmt.Printf("SUMMARY %s: %d acknowledged writes read back after reopen, %d failed ones checked\n", backend, len(acked), len(failed))
+	fmt.Printf("SUMMARY %s: %d acknowledged writes read back after reopen; %d failed writes checked: %d said nothing changed (and nothing had), %d ErrUncertain\n",
+		backend, len(acked), len(failed), unchanged, len(failed)-unchanged)
 }
 
 // freeBytes is the free space of the file system holding dir.

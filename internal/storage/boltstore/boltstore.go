@@ -186,16 +186,25 @@ type Options struct {
 	Recover bool
 }
 
-// Recovery reports the records Open dropped from a damaged log.
+// Recovery reports the records Open dropped from its log: a last record it
+// could not read (Tail), and with Options.Recover damaged records and the
+// end of a truncated file.
 type Recovery struct {
 	File    string // the log
-	Offset  int64  // where the first damaged bytes start
+	Offset  int64  // where the first damaged or dropped bytes start
 	Records uint64 // how many records (sequence numbers) are missing
 	Bytes   int64  // how many bytes of the log were skipped
+	// Tail: the last record could not be read and was dropped: a write a
+	// crash cut short (never acknowledged) or a damaged record; the two
+	// look alike (see package wal).
+	Tail bool
+	// Truncated: the file ends inside the log; an unknown number of
+	// records after the end are gone.
+	Truncated bool
 }
 
-// Recovery reports what Open dropped from a damaged log with
-// Options.Recover, or nil if it dropped nothing.
+// Recovery reports what Open dropped from its log, or nil if it dropped
+// nothing.
 func (s *Store) Recovery() *Recovery { return s.recovery }
 
 // Open opens or creates the database at path (see the package doc for its
@@ -337,14 +346,15 @@ func (s *Store) open(logPath string, salvage bool) error {
 		replayed++
 		return nil
 	}
+	var dmg wal.Damage
 	if salvage {
-		var dmg wal.Damage
 		dmg, err = s.log.Recover(s.ckptSeq, apply)
-		if dmg != (wal.Damage{}) {
-			s.recovery = &Recovery{File: logPath, Offset: dmg.Offset, Records: dmg.Records, Bytes: dmg.Bytes}
-		}
 	} else {
-		err = s.log.Replay(s.ckptSeq, apply)
+		dmg, err = s.log.Replay(s.ckptSeq, apply)
+	}
+	if dmg != (wal.Damage{}) {
+		s.recovery = &Recovery{File: logPath, Offset: dmg.Offset, Records: dmg.Records, Bytes: dmg.Bytes,
+			Tail: dmg.Tail, Truncated: dmg.Truncated}
 	}
 	if errors.Is(err, wal.ErrCorrupt) {
 		err = fmt.Errorf("%w: %w", err, errCorrupt)
@@ -370,8 +380,8 @@ func (s *Store) open(logPath string, salvage bool) error {
 	if err := s.checkpoint(); err != nil {
 		return err
 	}
-	if _, ok := s.log.FileID(); !ok {
-		return s.log.Reset() // a version 1 log: write version 2 from now on
+	if s.log.Version() < wal.Version {
+		return s.log.Reset() // an older log: write the current version from now on
 	}
 	return nil
 }
@@ -462,7 +472,8 @@ func (s *Store) Get(key []byte) (value []byte, err error) {
 
 // Commit implements storage.Store: one log record, durable at the next
 // Sync. Keys bbolt would refuse are refused here, before anything is logged,
-// since a checkpoint could not apply them.
+// since a checkpoint could not apply them. Those errors, a closed store and a
+// failed append wrap storage.ErrNotApplied: nothing of ops was applied.
 func (s *Store) Commit(ops []storage.Op) error {
 	if len(ops) == 0 {
 		return nil
@@ -478,15 +489,17 @@ func (s *Store) Commit(ops []storage.Op) error {
 			err = bolt.ErrValueTooLarge
 		}
 		if err != nil {
-			return fmt.Errorf("key %q: %w", op.Key, err)
+			return fmt.Errorf("key %q: %w: %w", op.Key, err, storage.ErrNotApplied)
 		}
 	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if s.closed {
-		return errClosed
+		return fmt.Errorf("%w: %w", errClosed, storage.ErrNotApplied)
 	}
 	if err := s.log.Append(ops); err != nil {
+		// Not applied (see wal.Log.Append): the overlay does not have
+		// the ops, and no replay will take the record.
 		s.logBad = true
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ratestore/ratestore/internal/storage"
 	"github.com/ratestore/ratestore/internal/storage/wal"
+	"github.com/ratestore/ratestore/strategies"
 )
 
 // abandon closes the store's files the way a crash would leave them: no
@@ -187,9 +188,18 @@ func logWith(t *testing.T) (path string, ends []int64) {
 
 func TestTornLastRecord(t *testing.T) {
 	t.Run("truncated", func(t *testing.T) {
+		// A crash never shortens the log: a file cut short is refused,
+		// and Recover keeps what is whole and says so.
 		path, ends := logWith(t)
-		require.NoError(t, os.Truncate(path+"-wal", (ends[1]+ends[2])/2))
-		s := open(t, path)
+		cut := (ends[1] + ends[2]) / 2
+		require.NoError(t, os.Truncate(path+"-wal", cut))
+		_, err := Open(path)
+		require.ErrorIs(t, err, strategies.ErrCorrupt)
+		require.ErrorContains(t, err, path+"-wal")
+		s, err := OpenWith(path, Options{Recover: true})
+		require.NoError(t, err)
+		defer s.Close()
+		require.Equal(t, &Recovery{File: path + "-wal", Offset: ends[1], Bytes: cut - ends[1], Truncated: true}, s.Recovery())
 		requireState(t, s, map[string]string{"base": "0", "a": "1", "b": "2"})
 		requireMissing(t, s, "c")
 	})
@@ -198,6 +208,7 @@ func TestTornLastRecord(t *testing.T) {
 		flip(t, path+"-wal", ends[2]-1)
 		s := open(t, path)
 		requireState(t, s, map[string]string{"base": "0", "a": "1", "b": "2"})
+		require.Equal(t, &Recovery{File: path + "-wal", Offset: ends[1], Bytes: ends[2] - ends[1], Tail: true}, s.Recovery())
 	})
 	t.Run("garbage after the last record", func(t *testing.T) {
 		path, ends := logWith(t)
@@ -205,6 +216,7 @@ func TestTornLastRecord(t *testing.T) {
 		s := open(t, path)
 		want := map[string]string{"base": "0", "a": "1", "b": "2", "c": "3"}
 		requireState(t, s, want)
+		require.True(t, s.Recovery().Tail, "garbage over the end marker looks like a torn record")
 		// The store carries on past the garbage.
 		commitSync(t, s, put("d", "4"))
 		s.abandon()
@@ -214,11 +226,14 @@ func TestTornLastRecord(t *testing.T) {
 	})
 }
 
-func flip(t *testing.T, path string, off int64) {
+func flip(t *testing.T, path string, off int64) { flipBits(t, path, off, 1) }
+
+// flipBits xors the byte at off of the file at path with x.
+func flipBits(t *testing.T, path string, off int64, x byte) {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
-	b[off] ^= 1
+	b[off] ^= x
 	require.NoError(t, os.WriteFile(path, b, 0o600))
 }
 

@@ -77,7 +77,7 @@ func FuzzReplay(f *testing.F) {
 			t.Fatal(err)
 		}
 		defer l.Close()
-		if err := l.Replay(after, func(seq uint64, _ []storage.Op) error {
+		if _, err := l.Replay(after, func(seq uint64, _ []storage.Op) error {
 			if seq <= after {
 				t.Fatalf("record %d replayed after %d", seq, after)
 			}

@@ -74,6 +74,9 @@ func Open(path string, id ID) (*Log, error) {
 // 1 log, which names none.
 func (l *Log) FileID() (ID, bool) { return l.fileID, l.version >= 2 }
 
+// Version is the format version of the log's header.
+func (l *Log) Version() uint32 { return l.version }
+
 // setHeader records the header's fields.
 func (l *Log) setHeader(version uint32, id ID) {
 	l.version, l.fileID = version, id
@@ -158,26 +161,36 @@ func (l *Log) Last() uint64 { return l.last }
 // Replay reads the records in order and calls fn for each one with a
 // sequence number above after (the database's checkpoint; older records
 // are already in it), with ops valid only during the call. It stops at the
-// end of the log (see the package doc: a torn last record ends it too) and
-// leaves the log positioned there, with Last the newest sequence number
-// seen or after, whichever is larger.
+// end of the log and leaves the log positioned there, with Last the newest
+// sequence number seen or after, whichever is larger. A last record it
+// could not read, and dropped, is reported in Damage.Tail (see the package
+// doc: a torn write and a damaged record look alike); the rest of Damage
+// is zero.
 //
 // Records are numbered without gaps from after+1 on. A log whose first
 // record is numbered above after+1 does not continue this database (the
 // bbolt file was swapped for an older one?), and a bad record followed by
 // a good one of this database numbered after it is damage, not a crash:
 // both are refused with an error wrapping ErrCorrupt that names the file
-// and the offset, as is a record with a matching CRC that does not decode.
-func (l *Log) Replay(after uint64, fn func(seq uint64, ops []storage.Op) error) error {
-	_, err := l.replay(after, false, fn)
-	return err
+// and the offset, as is a record with a matching CRC that does not decode
+// and a version 3 log whose file ends inside it.
+func (l *Log) Replay(after uint64, fn func(seq uint64, ops []storage.Op) error) (Damage, error) {
+	return l.replay(after, false, fn)
 }
 
-// Damage describes what Recover skipped. The zero value means nothing.
+// Damage describes what Replay dropped and Recover skipped. The zero value
+// means nothing.
 type Damage struct {
-	Offset  int64  // where the first damaged bytes start
-	Records uint64 // how many sequence numbers are missing
+	Offset  int64  // where the first damaged or dropped bytes start
+	Records uint64 // how many sequence numbers are missing between records
 	Bytes   int64  // how many bytes were skipped in all
+	// Tail: the last record could not be read and was dropped, a write a
+	// crash cut short or a damaged record (see the package doc). It is not
+	// counted in Records: it may never have been acknowledged.
+	Tail bool
+	// Truncated: the file ends inside the log (Recover only; Replay
+	// refuses such a log). Any number of records past the end may be gone.
+	Truncated bool
 }
 
 // Recover is Replay that keeps going past damage: it skips the bad bytes
@@ -196,6 +209,7 @@ func (l *Log) replay(after uint64, salvage bool, fn func(seq uint64, ops []stora
 		ops  []storage.Op
 		prev uint64 // sequence number of the previous record
 		seen bool   // whether there was one
+		want uint64 // the number the next record must have at least
 	)
 	damaged := func(at, bytes int64, records uint64) {
 		if dmg == (Damage{}) {
@@ -207,7 +221,7 @@ func (l *Log) replay(after uint64, salvage bool, fn func(seq uint64, ops []stora
 	for {
 		// want is the lowest number a record must have to matter: the
 		// next one, and above the checkpoint.
-		want := max(after, prev) + 1
+		want = max(after, prev) + 1
 		var body []byte
 		if _, err := io.ReadFull(r, rec[:recordHeaderSize]); err == nil {
 			length := int64(binary.LittleEndian.Uint32(rec))
@@ -275,9 +289,70 @@ func (l *Log) replay(after uint64, salvage bool, fn func(seq uint64, ops []stora
 		prev, seen = seq, true
 		off += int64(len(rec))
 	}
+	if l.version >= 3 {
+		end, n, err := l.ending(off, want)
+		if err != nil {
+			return dmg, err
+		}
+		switch end {
+		case endTruncated:
+			if !salvage {
+				return dmg, fmt.Errorf("wal %s: %w: the file ends at %d, inside the log (at the record at offset %d): it was cut short, or that record's length is damaged",
+					l.path, ErrCorrupt, l.size, off)
+			}
+			damaged(off, l.size-off, 0)
+			dmg.Truncated = true
+		case endTorn:
+			damaged(off, n, 0)
+			dmg.Tail = true
+		}
+	}
 	l.end = off
 	l.last = max(after, prev)
 	return dmg, nil
+}
+
+// How a version 3 log ended (see the package doc).
+const (
+	endClean     = iota // an end marker
+	endTorn             // a last record that fails its CRC
+	endTruncated        // the end of the file
+)
+
+// ending tells how the log that stopped at off ended (want is the number
+// its next record would have had) and, for a torn record, its size.
+func (l *Log) ending(off int64, want uint64) (end int, n int64, err error) {
+	if off+recordHeaderSize > l.size {
+		if off == l.hdr && l.size == l.hdr {
+			return endClean, 0, nil // emptied by Truncate
+		}
+		return endTruncated, 0, nil
+	}
+	var h [recordHeaderSize + 8]byte
+	k, err := l.f.ReadAt(h[:min(int64(len(h)), l.size-off)], off)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return 0, 0, fmt.Errorf("wal %s: read at %d: %w", l.path, off, err)
+	}
+	length := int64(binary.LittleEndian.Uint32(h[:]))
+	if length == 0 {
+		if k == len(h) && binary.LittleEndian.Uint64(h[recordHeaderSize:]) == want {
+			return endTorn, recordHeaderSize, nil // a record whose length was zeroed
+		}
+		return endClean, 0, nil
+	}
+	if off+recordHeaderSize+length > l.size {
+		return endTruncated, 0, nil
+	}
+	rec := make([]byte, recordHeaderSize+length)
+	if _, err := l.f.ReadAt(rec, off); err != nil {
+		return 0, 0, fmt.Errorf("wal %s: read at %d: %w", l.path, off, err)
+	}
+	if body, err := recordBody(rec, l.salt); err == nil && binary.LittleEndian.Uint64(body) < want {
+		// A record of an earlier round: the end marker after the last
+		// record was lost with the rest of an unsynced write.
+		return endClean, 0, nil
+	}
+	return endTorn, int64(len(rec)), nil
 }
 
 // section reads the file from off to its end.
@@ -325,25 +400,28 @@ func (l *Log) scan(from int64, want uint64) (int64, uint64, error) {
 	return -1, 0, nil
 }
 
-// Append writes one record numbered Last()+1 holding ops, with one write
-// call at the end of the log. It is not durable until Sync. On error
-// nothing is numbered and the next Append writes over whatever part of the
-// record reached the file.
+// Append writes one record numbered Last()+1 holding ops, and the end
+// marker after it, with one write call at the end of the log. It is not
+// durable until Sync. On error nothing is numbered, the next Append writes
+// over whatever part of the record reached the file, and the error wraps
+// storage.ErrNotApplied: no reader takes a record that is not whole.
 func (l *Log) Append(ops []storage.Op) error {
 	var err error
 	l.buf, err = AppendRecord(l.buf[:0], l.salt, l.last+1, ops)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %w", err, storage.ErrNotApplied)
 	}
+	n := int64(len(l.buf))
+	l.buf = append(l.buf, zeros[:recordHeaderSize]...)
 	if need := l.end + int64(len(l.buf)) - l.size; need > 0 {
 		if err := l.grow(need); err != nil {
-			return fmt.Errorf("wal %s: preallocate: %w", l.path, err)
+			return fmt.Errorf("wal %s: preallocate: %w: %w", l.path, err, storage.ErrNotApplied)
 		}
 	}
 	if err := l.writeFull(l.buf, l.end); err != nil {
-		return fmt.Errorf("wal %s: append: %w", l.path, err)
+		return fmt.Errorf("wal %s: append: %w: %w", l.path, err, storage.ErrNotApplied)
 	}
-	l.end += int64(len(l.buf))
+	l.end += n
 	l.last++
 	l.unsynced = true
 	if cap(l.buf) > 1<<20 {
@@ -396,9 +474,9 @@ func (l *Log) Sync() error {
 // Reset empties the log once its records are checkpointed: it zeroes the
 // first record's header and syncs that, keeping the file's preallocated
 // space (down to keepSize) for the next round. Records numbering carries on
-// from Last. A version 1 log becomes version 2 (its header names the id
-// given to Open) in the same fdatasync: its old records were checkpointed,
-// and they fail the new salt's CRC.
+// from Last. An older log becomes version 3 (its header names the id given
+// to Open) in the same fdatasync: its old records were checkpointed (a
+// version 1 log's fail the new salt's CRC).
 func (l *Log) Reset() error {
 	if l.size > keepSize {
 		if err := l.f.Truncate(keepSize); err != nil {
@@ -422,8 +500,8 @@ func (l *Log) Reset() error {
 	return nil
 }
 
-// upgrade rewrites a version 1 header as version 2, unsynced. The caller
-// has checkpointed every record.
+// upgrade rewrites an older header as version 3, unsynced. The caller has
+// checkpointed every record.
 func (l *Log) upgrade() error {
 	if l.version >= Version {
 		return nil

@@ -2,13 +2,13 @@
 // file: an append-only file of checksummed records, each holding the ops of
 // one storage.Store Commit.
 //
-// # File format (version 2)
+// # File format (version 3)
 //
 // All integers are little-endian.
 //
 //	file header, 32 bytes:
 //	  magic    [8]byte  "RSTORWAL"
-//	  version  uint32   2
+//	  version  uint32   3
 //	  reserved uint32   0 (a non-zero value is refused, like an unknown version)
 //	  id       [16]byte the database's identity: random, made with the
 //	                    database and also stored in its bbolt file
@@ -20,6 +20,12 @@
 //	             kind   byte     0 delete, 1 put
 //	             klen   uvarint, key bytes
 //	             vlen   uvarint, value bytes   (puts only)
+//	end marker, 8 zero bytes after the last record
+//
+// Every record is written together with an end marker after it (the next
+// record overwrites it), and the file always has room for that marker:
+// version 3's one change from version 2, and what lets the reader tell how
+// the log ended (see below).
 //
 // The id in every record's CRC is a salt, as in SQLite's WAL frames: a
 // record copied from another database's log (or left by one that used the
@@ -30,8 +36,9 @@
 //
 // Version 1, written before database ids existed, is still read: its header
 // is the first 16 bytes above and its CRCs cover the bytes after the crc
-// field only. The first Reset (or Truncate) rewrites its header as version
-// 2; records are written in version 2 only.
+// field only. Version 2 is version 3 without end markers. The first Reset
+// (or Truncate) rewrites an older header as version 3; records are written
+// in version 3 only.
 //
 // A record is all or nothing: a reader accepts it only if it is complete and
 // its CRC matches, which is what makes a Commit atomic across a crash.
@@ -51,19 +58,39 @@
 // is short or fails its CRC; a record not numbered one past the previous
 // one), it scans the rest of the file for a record of this database, with
 // a matching CRC, numbered at least the next expected number. Finding none,
-// that place is the end: a torn last record (a write cut short by a crash)
-// is dropped, as it was never acknowledged (a record is acknowledged only
-// after an fdatasync that covered it and every record before it). Finding
-// one means records in between were damaged after they were written (a
+// that place is the end (see below). Finding one means records in between were damaged after they were written (a
 // flipped bit, a bad sector): Replay refuses the log with ErrCorrupt naming
 // the offset, and Recover skips the damage and reports it (Damage).
 //
 // The scan costs one pass over the rest of the file (a few milliseconds for
-// a 4 MiB chunk, most of it zeros) and only runs at Open. What it cannot
-// tell apart: a flipped byte in the last record looks like a torn append,
-// and is dropped as one; a power loss that kept an unsynced record but not
-// the unsynced one before it looks like damage (both were unacknowledged;
-// Recover opens such a log).
+// a 4 MiB chunk, most of it zeros) and only runs at Open.
+//
+// # How the log ended (version 3)
+//
+// With no record of this database after it, the place the reader stopped
+// at is the log's end, and the end marker says how it ended:
+//
+//   - An end marker (zero length): a clean end. Replay reports nothing.
+//   - The file ends there, or ends inside the record there: the file was
+//     cut short after it was written (a crash never shortens it, as the
+//     space for a record and its marker is allocated before it is written),
+//     or the record's length field was damaged. Either way an unknown
+//     number of acknowledged records may be gone: Replay refuses the log
+//     with ErrCorrupt, and Recover reports it (Damage.Truncated).
+//   - A record that fails its CRC: the write a crash cut short (never
+//     acknowledged), or damage to the last acknowledged record. The two
+//     look alike, and a crash is the likely one, so Replay drops it, as
+//     SQLite drops a last frame that fails its checksum, but does not
+//     drop it silently: Damage.Tail reports it, and the caller logs it.
+//     (A zero length with the next sequence number behind it is a record
+//     whose length field was zeroed: reported the same way.)
+//
+// What no reader can tell: a log cut back to its header, or to exactly
+// where an end marker was, looks like a clean end; a power loss that kept
+// an unsynced record but not the unsynced one before it looks like damage
+// (both were unacknowledged; Recover opens such a log). Version 1 and 2
+// logs, which have no end markers, end at the first place that is not a
+// next record, silently, as they always did.
 package wal
 
 import (
@@ -76,17 +103,18 @@ import (
 	"github.com/ratestore/ratestore/internal/storage"
 )
 
-// Version is the log format this package writes; it reads 1 and 2.
-const Version = 2
+// Version is the log format this package writes; it reads 1 to 3.
+const Version = 3
 
-// HeaderSize is the size of a version 2 file header; the first record
+// HeaderSize is the size of a version 2 or 3 file header; the first record
 // starts here. headerSizeV1 is that of version 1.
 const (
 	HeaderSize   = 32
 	headerSizeV1 = 16
 )
 
-// recordHeaderSize is the length and crc fields in front of every record.
+// recordHeaderSize is the length and crc fields in front of every record,
+// and the size of the end marker that follows the last one.
 const recordHeaderSize = 8
 
 // minRecordSize is the smallest record: its header, seq and an op count.
@@ -129,7 +157,7 @@ var (
 	errEnd = errors.New("end of log")
 )
 
-// appendHeader appends a version 2 file header naming id.
+// appendHeader appends a version 3 file header naming id.
 func appendHeader(dst []byte, id ID) []byte {
 	dst = append(dst, magic[:]...)
 	dst = binary.LittleEndian.AppendUint32(dst, Version)

@@ -3,6 +3,7 @@ package wal
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"os"
@@ -47,18 +48,28 @@ func cloneOps(in []storage.Op) []storage.Op {
 	return out
 }
 
-// replay opens path and returns the records above after.
+// replay opens path and returns the records above after, from a log that
+// ends cleanly.
 func replay(t *testing.T, path string, after uint64) (*Log, []rec) {
+	t.Helper()
+	l, got, dmg := replayDamaged(t, path, after)
+	require.Zero(t, dmg, "a log written whole ends cleanly")
+	return l, got
+}
+
+// replayDamaged is replay that returns what Replay reported.
+func replayDamaged(t *testing.T, path string, after uint64) (*Log, []rec, Damage) {
 	t.Helper()
 	l, err := Open(path, testID)
 	require.NoError(t, err)
 	t.Cleanup(func() { l.Close() })
 	var got []rec
-	require.NoError(t, l.Replay(after, func(seq uint64, o []storage.Op) error {
+	dmg, err := l.Replay(after, func(seq uint64, o []storage.Op) error {
 		got = append(got, rec{seq, cloneOps(o)})
 		return nil
-	}))
-	return l, got
+	})
+	require.NoError(t, err)
+	return l, got, dmg
 }
 
 // appendAll appends one record per batch and syncs.
@@ -75,7 +86,8 @@ func newLog(t *testing.T) (*Log, string) {
 	path := filepath.Join(t.TempDir(), "db-wal")
 	l, err := Open(path, testID)
 	require.NoError(t, err)
-	require.NoError(t, l.Replay(0, func(uint64, []storage.Op) error { return nil }))
+	_, err = l.Replay(0, func(uint64, []storage.Op) error { return nil })
+	require.NoError(t, err)
 	return l, path
 }
 
@@ -180,27 +192,83 @@ func TestLogTornTail(t *testing.T) {
 		require.NoError(t, l.Close())
 		return path, ends
 	}
-	t.Run("truncated", func(t *testing.T) {
+	t.Run("cut short after the end marker", func(t *testing.T) {
 		path, ends := setup(t)
-		for cut := ends[1] + 1; cut < ends[2]; cut++ {
-			require.NoError(t, os.Truncate(path, cut))
-			l, got := replay(t, path, 0)
-			require.Len(t, got, 2, "cut at %d", cut)
-			require.Equal(t, ends[1]-HeaderSize, l.Size())
+		require.NoError(t, os.Truncate(path, ends[2]+recordHeaderSize))
+		_, got := replay(t, path, 0)
+		require.Len(t, got, 3)
+	})
+	t.Run("truncated", func(t *testing.T) {
+		// A file cut anywhere before the last record's end marker lost
+		// records (how many, no reader can tell): refused, and Recover
+		// keeps what is whole and says the file was truncated.
+		path, ends := setup(t)
+		orig, err := os.ReadFile(path)
+		require.NoError(t, err)
+		for cut := ends[0] + 1; cut < ends[2]+recordHeaderSize; cut++ {
+			require.NoError(t, os.WriteFile(path, orig[:cut], 0o600))
+			l, err := Open(path, testID)
+			require.NoError(t, err)
+			_, err = l.Replay(0, func(uint64, []storage.Op) error { return nil })
+			require.ErrorIs(t, err, ErrCorrupt, "cut at %d", cut)
+			require.ErrorContains(t, err, fmt.Sprintf("ends at %d", cut))
+			whole := 1
+			if cut >= ends[1] {
+				whole = 2
+			}
+			if cut >= ends[2] {
+				whole = 3
+			}
+			var got int
+			dmg, err := l.Recover(0, func(uint64, []storage.Op) error { got++; return nil })
+			require.NoError(t, err)
+			require.Equal(t, whole, got, "cut at %d", cut)
+			require.True(t, dmg.Truncated, "cut at %d", cut)
+			require.Equal(t, ends[whole-1], dmg.Offset)
+			require.Equal(t, ends[whole-1]-HeaderSize, l.Size())
 			require.NoError(t, l.Close())
 		}
 	})
 	t.Run("flipped byte", func(t *testing.T) {
+		// A flip in the last record looks like a torn write: dropped,
+		// and reported.
 		path, ends := setup(t)
 		orig, err := os.ReadFile(path)
 		require.NoError(t, err)
 		for off := ends[1]; off < ends[2]; off++ {
-			b := bytes.Clone(orig)
-			b[off] ^= 0x40
-			require.NoError(t, os.WriteFile(path, b, 0o600))
-			_, got := replay(t, path, 0)
-			require.Len(t, got, 2, "flip at %d", off)
+			for _, flip := range []byte{0x40, 0xff} {
+				b := bytes.Clone(orig)
+				b[off] ^= flip
+				require.NoError(t, os.WriteFile(path, b, 0o600))
+				l, err := Open(path, testID)
+				require.NoError(t, err)
+				var got int
+				dmg, err := l.Replay(0, func(uint64, []storage.Op) error { got++; return nil })
+				require.NoError(t, l.Close())
+				what := fmt.Sprintf("byte %d ^= %#x", off, flip)
+				if off < ends[1]+4 && errors.Is(err, ErrCorrupt) {
+					// The length field, grown past the end of the file.
+					require.ErrorContains(t, err, "ends at", what)
+					continue
+				}
+				require.NoError(t, err, what)
+				require.Equal(t, 2, got, what)
+				require.Equal(t, Damage{Offset: ends[1], Bytes: dmg.Bytes, Tail: true}, dmg, what)
+			}
 		}
+	})
+	t.Run("zeroed length", func(t *testing.T) {
+		// The last record's length field zeroed reads as an end marker,
+		// but the record's number behind it gives it away.
+		path, ends := setup(t)
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		require.NoError(t, err)
+		_, err = f.WriteAt(make([]byte, 4), ends[1])
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+		_, got, dmg := replayDamaged(t, path, 0)
+		require.Len(t, got, 2)
+		require.Equal(t, Damage{Offset: ends[1], Bytes: recordHeaderSize, Tail: true}, dmg)
 	})
 	t.Run("garbage after the last record", func(t *testing.T) {
 		path, ends := setup(t)
@@ -209,8 +277,11 @@ func TestLogTornTail(t *testing.T) {
 		_, err = f.WriteAt([]byte("\xff\x00\x00\x00garbage that is no record"), ends[2])
 		require.NoError(t, err)
 		require.NoError(t, f.Close())
-		l, got := replay(t, path, 0)
+		// Garbage over the end marker: it cannot be told from a
+		// record torn by a crash, and is reported as one.
+		l, got, dmg := replayDamaged(t, path, 0)
 		require.Len(t, got, 3)
+		require.True(t, dmg.Tail)
 		appendAll(t, l, ops("d", "4"))
 		require.NoError(t, l.Close())
 		_, got = replay(t, path, 0)
@@ -230,7 +301,7 @@ func TestLogTornTail(t *testing.T) {
 		l, err := Open(path, testID)
 		require.NoError(t, err)
 		defer l.Close()
-		err = l.Replay(0, func(uint64, []storage.Op) error { return nil })
+		_, err = l.Replay(0, func(uint64, []storage.Op) error { return nil })
 		require.ErrorIs(t, err, ErrCorrupt)
 		require.ErrorContains(t, err, fmt.Sprintf("offset %d", ends[1]))
 	})
@@ -255,7 +326,7 @@ func TestLogRefused(t *testing.T) {
 		"not ours":    func(h []byte) []byte { return append([]byte("NOTAWAL!"), h[8:]...) },
 		"empty":       func([]byte) []byte { return nil },
 		"short":       func(h []byte) []byte { return h[:10] },
-		"version 3":   func(h []byte) []byte { binary.LittleEndian.PutUint32(h[8:], 3); return h },
+		"version 4":   func(h []byte) []byte { binary.LittleEndian.PutUint32(h[8:], 4); return h },
 		"flags":       func(h []byte) []byte { binary.LittleEndian.PutUint32(h[12:], 1); return h },
 		"all zeroes":  func(h []byte) []byte { return make([]byte, len(h)) },
 		"a bolt file": func(h []byte) []byte { return append([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0xed, 0xda, 0x0c, 0xed}, h...) },
@@ -276,7 +347,7 @@ func TestLogRefused(t *testing.T) {
 			_, err = Open(path, testID)
 			require.Error(t, err)
 			require.Contains(t, err.Error(), path)
-			if name == "version 3" || name == "flags" {
+			if name == "version 4" || name == "flags" {
 				require.ErrorIs(t, err, ErrVersion)
 			} else {
 				require.ErrorIs(t, err, ErrNotLog)
@@ -304,7 +375,7 @@ func TestLogNotThisDatabase(t *testing.T) {
 	l2, err := Open(path, testID)
 	require.NoError(t, err)
 	defer l2.Close()
-	err = l2.Replay(0, func(uint64, []storage.Op) error { return nil })
+	_, err = l2.Replay(0, func(uint64, []storage.Op) error { return nil })
 	require.ErrorIs(t, err, ErrCorrupt)
 	require.Contains(t, err.Error(), path)
 }
@@ -321,7 +392,7 @@ func TestLogCorruptRecord(t *testing.T) {
 	l, err := Open(path, testID)
 	require.NoError(t, err)
 	defer l.Close()
-	err = l.Replay(0, func(uint64, []storage.Op) error { return nil })
+	_, err = l.Replay(0, func(uint64, []storage.Op) error { return nil })
 	require.ErrorIs(t, err, ErrCorrupt)
 }
 
@@ -346,4 +417,28 @@ func TestLogTruncate(t *testing.T) {
 	require.NoError(t, l.Close())
 	_, got = replay(t, path, 1)
 	require.Equal(t, []rec{{2, ops("b", "2")}}, got)
+}
+
+// TestLogVersion2: a version 2 log (no end markers) is read as it always
+// was, its end never reported, and the first Reset makes it version 3.
+func TestLogVersion2(t *testing.T) {
+	l, path := newLog(t)
+	appendAll(t, l, ops("a", "1"), ops("b", "2"))
+	require.NoError(t, l.Close())
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	binary.LittleEndian.PutUint32(b[8:], 2)
+	b = b[:HeaderSize+l.Size()+5] // no end marker, and cut
+	require.NoError(t, os.WriteFile(path, b, 0o600))
+
+	l, got := replay(t, path, 0)
+	require.Len(t, got, 2)
+	require.Equal(t, uint32(2), l.Version())
+	require.NoError(t, l.Reset())
+	require.Equal(t, uint32(3), l.Version())
+	appendAll(t, l, ops("c", "3"))
+	require.NoError(t, l.Close())
+	l, got = replay(t, path, 2)
+	require.Len(t, got, 1)
+	require.Equal(t, uint32(3), l.Version())
 }
