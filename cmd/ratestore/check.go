@@ -219,10 +219,11 @@ func recovered(fn func() error) (err error) {
 	return fn()
 }
 
-// bolt checks a bbolt database: its pages (read-only), then its log and
-// its values through the store, which replays the log.
+// bolt checks a bbolt database: its pages (read-only), then its log,
+// replayed and checkpointed by opening it as a store, then every value in
+// the file: its checksum, and its decoding.
 func (ck *checker) bolt(path string) error {
-	pagesOK, err := ck.boltPages(path, false)
+	pagesOK, err := ck.boltPages(path)
 	if err != nil {
 		return err
 	}
@@ -230,56 +231,60 @@ func (ck *checker) bolt(path string) error {
 	if errors.Is(err, storage.ErrLocked) {
 		return fmt.Errorf("check: %s: %w: stop the process that has it open, then retry", path, err)
 	}
+	what := "every value's checksum verified, every value decoded"
 	if err != nil {
 		file := path
 		if strings.Contains(err.Error(), path+"-wal") {
 			file = path + "-wal"
 		}
 		ck.problem(file, "", "%v", err)
-		if pagesOK {
-			// The log is what failed: still decode what the file holds.
-			_, err := ck.boltPages(path, true)
-			return err
+		if !pagesOK {
+			return nil
 		}
-		return nil
+		// The log is what failed: still check what the file holds.
+		what = "every value in the bbolt file checked and decoded (the log could not be read)"
+	} else {
+		ck.out.Checked = append(ck.out.Checked, "write-ahead log replayed")
+		if err := s.Close(); err != nil { // a checkpoint: the file then holds every value
+			ck.problem(path, "", "close: %v", err)
+			return nil
+		}
 	}
-	ck.out.Checked = append(ck.out.Checked, "write-ahead log replayed")
-	ck.scan(path, s)
-	if err := s.Close(); err != nil {
-		ck.problem(path, "", "close: %v", err)
-	}
-	return nil
+	return ck.boltValues(path, what)
 }
 
-// boltPages opens the bbolt file read-only, walks every key of every
-// bucket (decoding the values of the store's bucket if decode is set) and
-// runs bbolt's consistency check (txCheck). A damaged page is reported,
-// not a crash: the walk runs under recovered, the check in a child
-// process.
-func (ck *checker) boltPages(path string, decode bool) (ok bool, err error) {
+// openReadOnly opens the bbolt file at path read-only, reporting a failure
+// as a problem (nil, nil) unless another process holds it.
+func (ck *checker) openReadOnly(path string) (*bolt.DB, error) {
 	var db *bolt.DB
-	oerr := recovered(func() (err error) {
+	err := recovered(func() (err error) {
 		db, err = bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: boltstore.LockTimeout})
 		return err
 	})
-	if errors.Is(oerr, bolt.ErrTimeout) {
-		return false, fmt.Errorf("check: %s: %w: stop the process that has it open, then retry", path, ratestore.ErrLocked)
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("check: %s: %w: stop the process that has it open, then retry", path, ratestore.ErrLocked)
 	}
-	if oerr != nil {
-		ck.problem(path, "", "open: %v", oerr)
-		return false, nil
+	if err != nil {
+		ck.problem(path, "", "open: %v", err)
 	}
-	before := len(ck.out.Problems)
+	return db, nil
+}
+
+// walk calls fn for every key of every bucket of the bbolt file at path,
+// read-only. A damaged page is reported as a problem, not a crash (the
+// walk runs under recovered); walk reports whether it read every page.
+func (ck *checker) walk(path string, fn func(bucket, k, v []byte) error) (ok bool, err error) {
+	db, err := ck.openReadOnly(path)
+	if db == nil {
+		return false, err
+	}
 	var at []byte
 	werr := recovered(func() error {
 		return db.View(func(tx *bolt.Tx) error {
 			return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
 				return b.ForEach(func(k, v []byte) error {
 					at = append(at[:0], k...) // a copy, read under recovered: the file is closed before it is reported
-					if decode && string(name) == "ratestore" {
-						return ck.entry(path, k, v)
-					}
-					return nil
+					return fn(name, k, v)
 				})
 			})
 		})
@@ -289,6 +294,17 @@ func (ck *checker) boltPages(path string, decode bool) (ok bool, err error) {
 		ck.problem(path, string(at), "reading pages: %v", werr)
 		return false, nil
 	}
+	return true, nil
+}
+
+// boltPages walks every page of the bbolt file at path and runs bbolt's
+// consistency check (txCheck) on it, in a child process: a damaged page
+// that faults bbolt's own goroutine ends the child, not this one.
+func (ck *checker) boltPages(path string) (ok bool, err error) {
+	before := len(ck.out.Problems)
+	if ok, err := ck.walk(path, func(_, _, _ []byte) error { return nil }); !ok {
+		return false, err
+	}
 	problems, err := txCheck(ck.ctx, path)
 	if err != nil {
 		return false, err
@@ -296,13 +312,33 @@ func (ck *checker) boltPages(path string, decode bool) (ok bool, err error) {
 	for _, p := range problems {
 		ck.problem(path, "", "bbolt check: %s", p)
 	}
-	if !decode {
-		ck.out.Checked = append(ck.out.Checked, "bbolt pages (Tx.Check)")
-	} else {
-		ck.decoded = true
-		ck.out.Checked = append(ck.out.Checked, "values in the bbolt file decoded (the log could not be read)")
-	}
+	ck.out.Checked = append(ck.out.Checked, "bbolt pages (Tx.Check)")
 	return len(ck.out.Problems) == before, nil
+}
+
+// boltValues checks the checksum of every value of the bbolt file at path
+// and decodes it (a file from before checksums has none to check), and
+// records what as checked if it read them all.
+func (ck *checker) boltValues(path, what string) error {
+	ok, err := ck.walk(path, func(bucket, k, v []byte) error {
+		switch string(bucket) {
+		case boltstore.ValueBucket:
+			value, err := boltstore.DecodeValue(k, v)
+			if err != nil {
+				ck.problem(path, string(k), "%v", err)
+				return nil
+			}
+			return ck.entry(path, k, value)
+		case boltstore.LegacyBucket:
+			return ck.entry(path, k, v)
+		}
+		return nil
+	})
+	if ok {
+		ck.decoded = true
+		ck.out.Checked = append(ck.out.Checked, what)
+	}
+	return err
 }
 
 // badger checks a badger database: Open verifies the MANIFEST and the

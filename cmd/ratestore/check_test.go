@@ -181,7 +181,8 @@ func TestCheckDamageChild(t *testing.T) {
 		return true
 	}
 
-	// A flipped byte in a stored state is reported under its key.
+	// A flipped byte in a stored state is reported under its key: its
+	// checksum fails.
 	r := trial("state", "bolt", func(db string) bool {
 		b, err := os.ReadFile(db)
 		require.NoError(t, err)
@@ -193,7 +194,7 @@ func TestCheckDamageChild(t *testing.T) {
 		return true
 	})
 	require.Equal(t, exitError, r.code, r.stdout)
-	require.Contains(t, r.stdout, `key "s/rps\x00user-1": limiter "rps" key "user-1": the stored state cannot be decoded`)
+	require.Contains(t, r.stdout, `key "s/rps\x00user-1": stored value fails its checksum`)
 
 	kinds := []struct {
 		name, backend string

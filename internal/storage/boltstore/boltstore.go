@@ -6,10 +6,13 @@
 // A database at path is two files, both mode 0600, that belong together
 // (copy or move them as a pair, and only while the database is closed):
 //
-//   - path, the bbolt file: bucket "ratestore" holds every key; bucket
+//   - path, the bbolt file: bucket "ratestore-v2" holds every key, its
+//     value followed by a checksum (see ValueBucket); bucket
 //     "ratestore-meta" holds "wal-seq", the sequence number of the last log
 //     record applied to it (big-endian uint64), and "db-id", the database's
-//     identity (16 random bytes, made with the database).
+//     identity (16 random bytes, made with the database). Files from before
+//     checksums held the values in bucket "ratestore" (LegacyBucket), which
+//     Open migrates.
 //   - path+"-wal", the log (format: package wal), opened only once bbolt's
 //     file lock is held, so that lock guards both. Its header names the
 //     database's id, and every record's CRC covers it, so a log of another
@@ -21,7 +24,7 @@
 // The id is stored in bbolt before any log names it: a new database writes
 // it with its buckets, then creates the log; a database from before ids
 // (a version 1 log, which names none) gets one once its log has replayed,
-// and its log is rewritten as version 2 right after.
+// and its log is rewritten in the current version right after.
 //
 // # Writes
 //
@@ -119,8 +122,9 @@ import (
 )
 
 var (
-	// bucket holds every key; callers namespace with prefixes.
-	bucket = []byte("ratestore")
+	// bucket holds every key, its value checksummed (see ValueBucket);
+	// callers namespace keys with prefixes.
+	bucket = []byte(ValueBucket)
 	// metaBucket holds seqKey, the last log record in bucket.
 	metaBucket = []byte("ratestore-meta")
 	seqKey     = []byte("wal-seq")
@@ -289,6 +293,10 @@ func (s *Store) open(logPath string, salvage bool) error {
 		id      wal.ID
 		hasID   bool
 	)
+	// Values first: the log's replay is checkpointed into bucket.
+	if err := s.migrate(); err != nil {
+		return err
+	}
 	if err := s.view("read meta", nil, func(tx *bolt.Tx) error {
 		missing = tx.Bucket(bucket) == nil || tx.Bucket(metaBucket) == nil
 		if err := s.readSeq(tx); err != nil {
@@ -334,7 +342,7 @@ func (s *Store) open(logPath string, salvage bool) error {
 	if _, ok := s.log.FileID(); !ok && hasID {
 		// A version 1 log next to a database with an id: left by a crash
 		// between storing the id and rewriting the log's header (all its
-		// records are checkpointed), or a version 2 log whose version
+		// records are checkpointed), or a later log whose version
 		// field was damaged, which names the id right after.
 		if err := notOurID(logPath, s.path, id); err != nil {
 			return err
@@ -396,7 +404,7 @@ func notOurID(logPath, dbPath string, id wal.ID) error {
 	defer f.Close()
 	var b [wal.HeaderSize]byte
 	if n, _ := f.ReadAt(b[:], 0); n == len(b) && wal.ID(b[16:]) == id {
-		return fmt.Errorf("log %s: %w: its header says version 1 but holds the id of %s (%x), as a version 2 header does", logPath, errCorrupt, dbPath, id[:])
+		return fmt.Errorf("log %s: %w: its header says version 1 but holds the id of %s (%x), as a later header does", logPath, errCorrupt, dbPath, id[:])
 	}
 	return nil
 }
@@ -462,9 +470,15 @@ func (s *Store) Get(key []byte) (value []byte, err error) {
 	// moved the overlay's values there, so this still returns a value the
 	// key held while Get ran.
 	err = s.view("get", &key, func(tx *bolt.Tx) error {
-		if v := tx.Bucket(bucket).Get(key); v != nil {
-			value = bytes.Clone(v)
+		stored := tx.Bucket(bucket).Get(key)
+		if stored == nil {
+			return nil
 		}
+		v, err := DecodeValue(key, stored)
+		if err != nil {
+			return fmt.Errorf("bolt %s: key %q: %w", s.path, key, err)
+		}
+		value = bytes.Clone(v)
 		return nil
 	})
 	return value, err
@@ -571,12 +585,10 @@ func (s *Store) checkpoint() error {
 			for _, k := range keys {
 				var err error
 				at = []byte(k)
-				// The overlay is not written while wmu is held, so its
-				// values outlive the transaction as bbolt requires.
 				if v := s.ov.m[k]; v == nil {
-					err = b.Delete([]byte(k))
+					err = b.Delete(at)
 				} else {
-					err = b.Put([]byte(k), v)
+					err = b.Put(at, encodeValue(at, v))
 				}
 				if err != nil {
 					return fmt.Errorf("key %q: %w", k, err)
@@ -633,7 +645,11 @@ func (s *Store) Scan(prefix, start []byte, fn func(k, v []byte) error) error {
 					}
 					i++
 				default:
-					page.Add(k, v)
+					value, err := DecodeValue(k, v)
+					if err != nil {
+						return fmt.Errorf("bolt %s: key %q: %w", s.path, k, err)
+					}
+					page.Add(k, value)
 					k, v = c.Next()
 				}
 			}
