@@ -276,6 +276,8 @@ Global flags, before or after the command:
   --db PATH          the database: a bbolt file or a badger directory (default ` + defaultDB + `)
   --backend NAME     its backend: bolt or badger (default ` + defaultBackend + `)
   --json             print one JSON object on stdout (see "ratestore help json")
+  --recover          open a bolt database whose write-ahead log is damaged or cut
+                     short: keep every valid record, and print what is dropped
 
 Every change is on disk when the command exits. Only one process may open a
 database at a time.
@@ -337,7 +339,7 @@ func (cmd *command) usage() string {
 	if flags.Len() > 0 {
 		fmt.Fprintf(&b, "\nFlags:\n%s", flags.String())
 	}
-	fmt.Fprintf(&b, "\nGlobal flags: --db PATH, --backend bolt|badger, --json (see 'ratestore help').\n")
+	fmt.Fprintf(&b, "\nGlobal flags: --db PATH, --backend bolt|badger, --json, --recover (see 'ratestore help').\n")
 	fmt.Fprintf(&b, "\nJSON output (--json):\n%s\n", indent(cmd.json))
 	if strings.Contains(cmd.json, "KEY") {
 		fmt.Fprintf(&b, "%s\n", indent(keyJSON))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 
 	"github.com/ratestore/ratestore"
 )
@@ -39,11 +40,43 @@ func (c *cli) open(path string, backend ratestore.Backend, create bool) (*ratest
 	// database, which it does before reporting success (exit 0), rather than
 	// one fsync per change (a migrate of 10k keys took seconds in Sync mode).
 	// A command that dies before Close has reported nothing.
-	db, err := ratestore.Open(path, ratestore.Options{Backend: backend, Durability: ratestore.Async, Now: c.now})
-	if errors.Is(err, ratestore.ErrLocked) {
-		return nil, fmt.Errorf("%s: %w: only one process may open a database at a time; stop the other one, then retry", path, ratestore.ErrLocked)
+	db, err := ratestore.Open(path, ratestore.Options{Backend: backend, Durability: ratestore.Async, Now: c.now, Recover: c.recover})
+	if err != nil {
+		return nil, c.openError(path, err)
 	}
-	return db, err
+	c.reportRecovery(db)
+	return db, nil
+}
+
+// openError explains an error of ratestore.Open at path.
+func (c *cli) openError(path string, err error) error {
+	switch {
+	case errors.Is(err, ratestore.ErrLocked):
+		return fmt.Errorf("%s: %w: only one process may open a database at a time; stop the other one, then retry", path, ratestore.ErrLocked)
+	case errors.Is(err, ratestore.ErrCorrupt) && !c.recover && strings.Contains(err.Error(), path+"-wal"):
+		return fmt.Errorf("%w (--recover opens it, keeping every valid record of the log and printing what it drops; 'ratestore check' lists every problem)", err)
+	}
+	return err
+}
+
+// reportRecovery prints on stderr what Open dropped from db's write-ahead
+// log, if anything.
+func (c *cli) reportRecovery(db *ratestore.DB) {
+	r := db.Recovery()
+	if r == nil {
+		return
+	}
+	var what []string
+	if r.Records > 0 {
+		what = append(what, fmt.Sprintf("dropped %d damaged record%s", r.Records, plural(int(r.Records))))
+	}
+	if r.Truncated {
+		what = append(what, "the file was cut short: the records after its end are gone, how many is not known")
+	}
+	if r.Tail {
+		what = append(what, "dropped an unreadable last record (a write a crash cut short, or damage)")
+	}
+	fmt.Fprintf(c.stderr, "ratestore: warning: %s: %s (%d bytes from offset %d)\n", r.File, strings.Join(what, "; "), r.Bytes, r.Offset)
 }
 
 // exists reports whether path exists.

@@ -30,8 +30,10 @@
 //	help [COMMAND]                "help json" lists the JSON output of every command
 //
 // Global flags, accepted before or after the command: --db PATH (default
-// ./ratestore.db), --backend bolt|badger (default bolt) and --json. Flags may
-// come before or after the positional arguments; "--" ends them.
+// ./ratestore.db), --backend bolt|badger (default bolt), --json and
+// --recover (open a bolt database whose write-ahead log is damaged or cut
+// short, keeping every valid record and printing what is dropped). Flags
+// may come before or after the positional arguments; "--" ends them.
 //
 // For example, to bring a legacy key file into a new database and look at
 // its keys (a second import changes nothing):

@@ -370,15 +370,12 @@ func (c *cli) openServing(d ratestore.Durability, log *slog.Logger) (db *ratesto
 	if !have {
 		created = missing(dbFiles(c.db)...)
 	}
-	db, err = ratestore.Open(c.db, ratestore.Options{Backend: ratestore.Backend(c.backend), Durability: d, Now: c.now, Logger: log})
-	if errors.Is(err, ratestore.ErrLocked) {
-		return nil, nil, fmt.Errorf("%s: %w: only one process may open a database at a time; stop the other one, then retry", c.db, ratestore.ErrLocked)
-	}
+	db, err = ratestore.Open(c.db, ratestore.Options{Backend: ratestore.Backend(c.backend), Durability: d, Now: c.now, Logger: log, Recover: c.recover})
 	if err != nil {
 		removeAll(created)
-		return nil, nil, err
+		return nil, nil, c.openError(c.db, err)
 	}
-	return db, created, nil
+	return db, created, nil // the logger has the recovery report, if any
 }
 
 // serve serves g on ln until the command's context ends or SIGINT or
