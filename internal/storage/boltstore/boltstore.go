@@ -19,7 +19,7 @@
 //     database is refused (Open fails with an error matching
 //     strategies.ErrCorrupt that names both files) and none of its records
 //     is ever taken for one of this database. After a clean Close it holds
-//     just its header.
+//     just its header and an end marker.
 //
 // The id is stored in bbolt before any log names it: a new database writes
 // it with its buckets, then creates the log; a database from before ids

@@ -323,10 +323,7 @@ const (
 // its next record would have had) and, for a torn record, its size.
 func (l *Log) ending(off int64, want uint64) (end int, n int64, err error) {
 	if off+recordHeaderSize > l.size {
-		if off == l.hdr && l.size == l.hdr {
-			return endClean, 0, nil // emptied by Truncate
-		}
-		return endTruncated, 0, nil
+		return endTruncated, 0, nil // even Truncate leaves an end marker
 	}
 	var h [recordHeaderSize + 8]byte
 	k, err := l.f.ReadAt(h[:min(int64(len(h)), l.size-off)], off)
@@ -487,11 +484,10 @@ func (l *Log) Reset() error {
 	if err := l.upgrade(); err != nil {
 		return err
 	}
-	if l.size >= l.hdr+recordHeaderSize {
-		if err := l.writeFull(zeros[:recordHeaderSize], l.hdr); err != nil {
-			return fmt.Errorf("wal %s: reset: %w", l.path, err)
-		}
+	if err := l.writeFull(zeros[:recordHeaderSize], l.hdr); err != nil {
+		return fmt.Errorf("wal %s: reset: %w", l.path, err)
 	}
+	l.size = max(l.size, l.hdr+recordHeaderSize)
 	l.unsynced = true
 	if err := l.Sync(); err != nil {
 		return err
@@ -515,16 +511,22 @@ func (l *Log) upgrade() error {
 	return nil
 }
 
-// Truncate cuts the file back to its header and syncs that, for a log that
-// is closed with nothing in it.
+// Truncate cuts the file back to its header and an end marker, and syncs
+// that, for a log that is closed with nothing in it. The marker is written
+// before the file is cut, so that no crash leaves a log without one: a log
+// that ends without an end marker was cut short by something else.
 func (l *Log) Truncate() error {
 	if err := l.upgrade(); err != nil {
 		return err
 	}
-	if err := l.f.Truncate(l.hdr); err != nil {
+	if err := l.writeFull(zeros[:recordHeaderSize], l.hdr); err != nil {
 		return fmt.Errorf("wal %s: truncate: %w", l.path, err)
 	}
-	l.size, l.end, l.unsynced = l.hdr, l.hdr, true
+	size := l.hdr + recordHeaderSize
+	if err := l.f.Truncate(size); err != nil {
+		return fmt.Errorf("wal %s: truncate: %w", l.path, err)
+	}
+	l.size, l.end, l.unsynced = size, l.hdr, true
 	return l.Sync()
 }
 

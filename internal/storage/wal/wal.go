@@ -85,10 +85,11 @@
 //     (A zero length with the next sequence number behind it is a record
 //     whose length field was zeroed: reported the same way.)
 //
-// What no reader can tell: a log cut back to its header, or to exactly
-// where an end marker was, looks like a clean end; a power loss that kept
-// an unsynced record but not the unsynced one before it looks like damage
-// (both were unacknowledged; Recover opens such a log). Version 1 and 2
+// Every version 3 log has an end marker: a new one gets one with its first
+// chunk, Reset writes one, and Truncate (an empty log at Close) keeps one.
+// What no reader can tell: a power loss that kept an unsynced record but
+// not the unsynced one before it looks like damage (both were
+// unacknowledged; Recover opens such a log). Version 1 and 2
 // logs, which have no end markers, end at the first place that is not a
 // next record, silently, as they always did.
 package wal
