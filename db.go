@@ -106,20 +106,21 @@ type Options struct {
 	// discards them.
 	Logger *slog.Logger
 
-	// Recover opens a Bolt database whose write-ahead log is damaged (a
-	// bad record followed by good ones: a flipped bit, a bad sector, not
-	// a crash) or truncated (the file ends inside the log) instead of
-	// failing with ErrCorrupt: every valid record is kept, the damaged
-	// ones are dropped, and what was dropped is logged at Error and
-	// reported by DB.Recovery. An unreadable last record, what a crash
-	// leaves, is dropped with or without it, and reported (at Warn).
-	// Badger ignores it.
+	// Recover opens a database whose write-ahead log is damaged (a bad
+	// record followed by good ones: a flipped bit, a bad sector, not a
+	// crash) or truncated (the file ends inside the log) instead of
+	// failing with ErrCorrupt; what was dropped is logged at Error and
+	// reported by DB.Recovery. Bolt keeps every valid record and drops the
+	// damaged ones. Badger's memtable and value logs cannot skip damage:
+	// badger keeps what comes before it and drops the rest of that file.
+	// An unreadable last record, what a crash leaves, is dropped with or
+	// without Recover, and reported (at Warn).
 	Recover bool
 }
 
-// Recovery reports what Open dropped from a Bolt database's write-ahead
-// log: the states those records held are lost, and their keys read back
-// their previous states.
+// Recovery reports what Open dropped from a database's write-ahead log
+// (Bolt's, or one of Badger's memtable and value logs): the states those
+// records held are lost, and their keys read back their previous states.
 type Recovery struct {
 	File    string // the log file
 	Offset  int64  // where the first damaged or dropped bytes start
@@ -212,7 +213,14 @@ func Open(path string, opts Options) (*DB, error) {
 			}
 		}
 	case Badger:
-		store, err = badgerstore.Open(path, opts.Logger)
+		var bs *badgerstore.Store
+		bs, err = badgerstore.OpenRecover(path, opts.Logger, opts.Recover)
+		if err == nil {
+			store = bs
+			if r := bs.Recovery(); r != nil {
+				recovery = (*Recovery)(r)
+			}
+		}
 	default:
 		return nil, fmt.Errorf("ratestore: open: unknown backend %q (want %q or %q): %w", backend, Bolt, Badger, ErrInvalid)
 	}

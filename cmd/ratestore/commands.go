@@ -276,8 +276,8 @@ Global flags, before or after the command:
   --db PATH          the database: a bbolt file or a badger directory (default ` + defaultDB + `)
   --backend NAME     its backend: bolt or badger (default ` + defaultBackend + `)
   --json             print one JSON object on stdout (see "ratestore help json")
-  --recover          open a bolt database whose write-ahead log is damaged or cut
-                     short: keep every valid record, and print what is dropped
+  --recover          open a database whose write-ahead log is damaged or cut short,
+                     keeping what it can, and print what is dropped
 
 Every change is on disk when the command exits. Only one process may open a
 database at a time.

@@ -53,10 +53,17 @@ func (c *cli) openError(path string, err error) error {
 	switch {
 	case errors.Is(err, ratestore.ErrLocked):
 		return fmt.Errorf("%s: %w: only one process may open a database at a time; stop the other one, then retry", path, ratestore.ErrLocked)
-	case errors.Is(err, ratestore.ErrCorrupt) && !c.recover && strings.Contains(err.Error(), path+"-wal"):
+	case errors.Is(err, ratestore.ErrCorrupt) && !c.recover && inLog(err.Error(), path):
 		return fmt.Errorf("%w (--recover opens it, keeping every valid record of the log and printing what it drops; 'ratestore check' lists every problem)", err)
 	}
 	return err
+}
+
+// inLog reports whether msg, an error of opening the database at path,
+// names one of its write-ahead logs: bolt's, or badger's memtable and value
+// logs, which --recover can open.
+func inLog(msg, path string) bool {
+	return strings.Contains(msg, path+"-wal") || strings.Contains(msg, path+"/") && (strings.Contains(msg, ".mem:") || strings.Contains(msg, ".vlog:"))
 }
 
 // reportRecovery prints on stderr what Open dropped from db's write-ahead

@@ -31,8 +31,8 @@
 //
 // Global flags, accepted before or after the command: --db PATH (default
 // ./ratestore.db), --backend bolt|badger (default bolt), --json and
-// --recover (open a bolt database whose write-ahead log is damaged or cut
-// short, keeping every valid record and printing what is dropped). Flags
+// --recover (open a database whose write-ahead log is damaged or cut short,
+// keeping what it can and printing what is dropped). Flags
 // may come before or after the positional arguments; "--" ends them.
 //
 // For example, to bring a legacy key file into a new database and look at

@@ -183,7 +183,7 @@ func (c *cli) flagSet(name string) *flag.FlagSet {
 	fs.StringVar(&c.db, "db", c.db, "the database: a bbolt file or a badger directory")
 	fs.StringVar(&c.backend, "backend", c.backend, "the database's backend: bolt or badger")
 	fs.BoolVar(&c.json, "json", c.json, "print JSON on stdout")
-	fs.BoolVar(&c.recover, "recover", c.recover, "open a bolt database whose write-ahead log is damaged or cut short, keeping every valid record (what is dropped is printed)")
+	fs.BoolVar(&c.recover, "recover", c.recover, "open a database whose write-ahead log is damaged or cut short, keeping what it can (what is dropped is printed)")
 	return fs
 }
 

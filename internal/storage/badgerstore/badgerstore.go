@@ -24,8 +24,17 @@
 //     damaged MANIFEST, a missing table or a damaged one fails Open with
 //     an error matching strategies.ErrCorrupt that names the file, before
 //     badger is given the chance to panic on it.
-//   - badger then runs with ChecksumVerificationMode OnBlockRead: every
-//     block read later (Get, Scan, compactions) is verified.
+//   - Open then reads every memtable and value log (.mem, .vlog), which
+//     badger replays by stopping at the first entry that fails its
+//     checksum and cutting the file there: an acknowledged commit after a
+//     damaged one would be dropped without a word. A damaged entry with
+//     entries of later commits after it fails Open with ErrCorrupt naming
+//     the file and the offset (OpenRecover lets badger cut it, and reports
+//     what was dropped); a torn last entry, what a crash leaves, is
+//     dropped by badger and reported (Recovery.Tail). See scanLogs.
+//   - badger then runs with ChecksumVerificationMode OnBlockRead (every
+//     block read later, by Get, Scan and compactions, is verified) and
+//     VerifyValueChecksum (so is every value read from the value log).
 //   - Every call into badger (Open, Get, Scan, Commit) runs under
 //     debug.SetPanicOnFault(true), and a panic is recovered into an error
 //     matching strategies.ErrCorrupt (see guard). That covers the value
@@ -63,6 +72,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/dgraph-io/badger/v4"
@@ -84,6 +94,8 @@ type Store struct {
 	// memTableSize is the badger option, which bounds how much of a
 	// memtable log a Commit may still write to (see diskReserve).
 	memTableSize int64
+	recovery     *storage.Recovery // see Recovery
+	closed       atomic.Bool
 }
 
 var _ storage.Store = (*Store)(nil)
@@ -109,19 +121,30 @@ func Options(path string, logger *slog.Logger) badger.Options {
 		WithValueLogFileSize(64 << 20).
 		WithValueThreshold(1 << 10).
 		WithCompression(options.None).
+		WithVerifyValueChecksum(true).
 		// Open verifies every table in full first (verifyTables); from
 		// then on each block is verified as it is read.
 		WithChecksumVerificationMode(options.OnBlockRead)
 }
 
-// Open opens or creates the badger directory at path.
-func Open(path string, logger *slog.Logger) (*Store, error) {
+// Open opens or creates the badger directory at path. A memtable or value
+// log damaged before entries of later commits is refused (see scanLogs).
+func Open(path string, logger *slog.Logger) (*Store, error) { return OpenRecover(path, logger, false) }
+
+// OpenRecover is Open that, if recover is set, opens a database whose logs
+// are damaged instead of refusing it: badger drops everything from the
+// damage on, and Recovery reports what.
+func OpenRecover(path string, logger *slog.Logger, recover bool) (*Store, error) {
 	opts := Options(path, logger)
 	if err := verifyTables(path, opts); err != nil {
 		return nil, err
 	}
+	recovery, err := scanLogs(path, recover)
+	if err != nil {
+		return nil, err
+	}
 	var db *badger.DB
-	err := guard(path, "open", nil, func() (err error) {
+	err = guard(path, "open", nil, func() (err error) {
 		db, err = badger.Open(opts)
 		return err
 	})
@@ -132,8 +155,11 @@ func Open(path string, logger *slog.Logger) (*Store, error) {
 		}
 		return nil, classify(path, "open", err)
 	}
-	return &Store{db: db, path: path, memTableSize: opts.MemTableSize}, nil
+	return &Store{db: db, path: path, memTableSize: opts.MemTableSize, recovery: recovery}, nil
 }
+
+// Recovery reports what Open dropped from the logs, or nil if nothing.
+func (s *Store) Recovery() *storage.Recovery { return s.recovery }
 
 // classify wraps an error of badger's. badger's errors about damaged files
 // are plain strings; an error that is not a system call's (a full disk, a
@@ -267,19 +293,28 @@ func (s *Store) get(key []byte, value *[]byte) error {
 
 // Commit implements storage.Store: one transaction, not synced. It is
 // refused while the disk is too full to take it safely (see the package
-// doc).
+// doc). Its errors from before badger's own commit (a refusal, an op
+// badger refuses, a closed store) wrap storage.ErrNotApplied, and so does
+// badger's refusal to take writes (ErrBlockedWrites, once it is closing):
+// nothing of ops was written.
 func (s *Store) Commit(ops []storage.Op) error {
 	if len(ops) == 0 {
 		return nil
 	}
+	if s.closed.Load() {
+		return fmt.Errorf("badger %s: commit: %w: %w", s.path, badger.ErrDBClosed, storage.ErrNotApplied)
+	}
 	if err := s.checkSpace(ops); err != nil {
-		return err
+		return fmt.Errorf("%w: %w", err, storage.ErrNotApplied)
 	}
 	err := guard(s.path, "commit", nil, func() error { return s.commit(ops) })
-	if err != nil && !errors.Is(err, storage.ErrTooBig) {
-		return classify(s.path, "commit", err)
+	switch {
+	case err == nil, errors.Is(err, storage.ErrTooBig):
+		return err
+	case errors.Is(err, storage.ErrNotApplied), errors.Is(err, badger.ErrBlockedWrites):
+		return fmt.Errorf("badger %s: commit: %w: %w", s.path, err, storage.ErrNotApplied)
 	}
-	return err
+	return classify(s.path, "commit", err)
 }
 
 func (s *Store) commit(ops []storage.Op) error {
@@ -296,7 +331,7 @@ func (s *Store) commit(ops []storage.Op) error {
 			return fmt.Errorf("badger: %d ops: %w (%w)", len(ops), storage.ErrTooBig, err)
 		}
 		if err != nil {
-			return fmt.Errorf("key %q: %w", op.Key, err)
+			return fmt.Errorf("key %q: %w: %w", op.Key, err, storage.ErrNotApplied)
 		}
 	}
 	return txn.Commit()
@@ -339,7 +374,12 @@ func (s *Store) scanPage(prefix, start []byte, page *storage.Page) error {
 func (s *Store) Sync() error { return s.db.Sync() }
 
 // Close implements storage.Store. badger syncs its log on Close.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	return s.db.Close()
+}
 
 // quietLogger forwards badger's errors and warnings to slog and drops its
 // chatty info and debug lines.

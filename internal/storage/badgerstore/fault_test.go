@@ -25,18 +25,25 @@ const (
 	damageDirEnv  = "RATESTORE_BADGER_DAMAGE_DIR"
 	damageSeedEnv = "RATESTORE_BADGER_DAMAGE_SEED"
 	damageKeys    = 3000
-	// damageTrials is per kind of file and of damage. CI runs a sixth of
-	// them (each Open and Close of badger costs ~0.25 s, ~2 s under -race);
-	// RATESTORE_FAULT_SCALE=1 runs them all, any other value scales them.
-	damageTrials = 12
+	damageRun     = 32 // bytes overwritten by a "run" trial
 )
 
+// damages are the trials per kind of file (four kinds): 300 single-byte
+// flips, 50 runs of damageRun random bytes and 48 truncations in all. CI
+// runs a twentieth of them (each Open and Close of badger costs ~0.25 s,
+// ~2 s under -race); RATESTORE_FAULT_SCALE=1 runs them all, any other
+// value scales them.
+var damages = []struct {
+	name   string
+	trials int
+}{{"flip", 75}, {"run", 13}, {"truncate", 12}}
+
 // TestDamagedFilesNeverCrash damages every kind of badger file (tables,
-// value log, memtable log, MANIFEST) by flipping bytes and by truncating,
-// and checks that opening and reading the database never panics or
-// faults: each trial either reads or fails with an error, and a damaged
-// table or MANIFEST fails Open with an error matching ErrCorrupt that names
-// the file.
+// value log, memtable log, MANIFEST) with single-byte flips, runs of
+// random bytes and truncation, and checks that opening and reading the
+// database never panics or faults: each trial either reads or fails with
+// an error, and a damaged table or MANIFEST fails Open with an error
+// matching ErrCorrupt that names the file.
 func TestDamagedFilesNeverCrash(t *testing.T) {
 	childtest.Run(t, "TestDamageChild",
 		damageDirEnv+"="+t.TempDir(), damageSeedEnv+"="+childtest.Seed(damageSeedEnv))
@@ -50,14 +57,15 @@ func TestDamageChild(t *testing.T) {
 		t.Skip("the child process of TestDamagedFilesNeverCrash")
 	}
 	rng := childtest.Rand(t, damageSeedEnv)
-	trials := max(1, int(damageTrials*childtest.Scale(t, 1.0/6)))
+	scale := childtest.Scale(t, 1.0/20)
 	tmpl := filepath.Join(dir, "template")
 	makeTemplate(t, tmpl)
 
 	for _, kind := range []string{".sst", ".vlog", ".mem", "MANIFEST"} {
 		files := matching(t, tmpl, kind)
 		require.NotEmpty(t, files, "the template has no %s file", kind)
-		for _, damage := range []string{"flip", "truncate"} {
+		for _, d := range damages {
+			damage, trials := d.name, max(1, int(float64(d.trials)*scale))
 			var opened, refused, readErrs int
 			for trial := range trials {
 				db := filepath.Join(dir, fmt.Sprintf("%s-%s-%d", strings.TrimPrefix(kind, "."), damage, trial))
@@ -72,11 +80,15 @@ func TestDamageChild(t *testing.T) {
 				if end == 0 {
 					continue
 				}
-				if damage == "flip" {
-					for range 1 + rng.IntN(8) {
-						b[rng.IntN(end)] ^= byte(1 + rng.IntN(255))
+				switch damage {
+				case "flip":
+					b[rng.IntN(end)] ^= byte(1 + rng.IntN(255))
+				case "run":
+					at := rng.IntN(max(1, end-damageRun))
+					for i := at; i < min(at+damageRun, len(b)); i++ {
+						b[i] = byte(rng.UintN(256))
 					}
-				} else {
+				default:
 					b = b[:rng.IntN(end)]
 				}
 				writeSparse(t, path, b)

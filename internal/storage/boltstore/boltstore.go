@@ -162,8 +162,8 @@ var errClosed = fmt.Errorf("boltstore: %w", bolt.ErrDatabaseNotOpen)
 type Store struct {
 	db       *bolt.DB
 	log      *wal.Log
-	path     string    // the bbolt file
-	recovery *Recovery // what Open dropped (Options.Recover), or nil
+	path     string            // the bbolt file
+	recovery *storage.Recovery // what Open dropped, or nil
 
 	wmu      sync.Mutex
 	mu       sync.RWMutex
@@ -190,26 +190,10 @@ type Options struct {
 	Recover bool
 }
 
-// Recovery reports the records Open dropped from its log: a last record it
-// could not read (Tail), and with Options.Recover damaged records and the
-// end of a truncated file.
-type Recovery struct {
-	File    string // the log
-	Offset  int64  // where the first damaged or dropped bytes start
-	Records uint64 // how many records (sequence numbers) are missing
-	Bytes   int64  // how many bytes of the log were skipped
-	// Tail: the last record could not be read and was dropped: a write a
-	// crash cut short (never acknowledged) or a damaged record; the two
-	// look alike (see package wal).
-	Tail bool
-	// Truncated: the file ends inside the log; an unknown number of
-	// records after the end are gone.
-	Truncated bool
-}
-
-// Recovery reports what Open dropped from its log, or nil if it dropped
+// Recovery reports what Open dropped from its log (see package wal: a
+// torn record and a damaged last one look alike), or nil if it dropped
 // nothing.
-func (s *Store) Recovery() *Recovery { return s.recovery }
+func (s *Store) Recovery() *storage.Recovery { return s.recovery }
 
 // Open opens or creates the database at path (see the package doc for its
 // two files) and replays its log.
@@ -361,7 +345,7 @@ func (s *Store) open(logPath string, salvage bool) error {
 		dmg, err = s.log.Replay(s.ckptSeq, apply)
 	}
 	if dmg != (wal.Damage{}) {
-		s.recovery = &Recovery{File: logPath, Offset: dmg.Offset, Records: dmg.Records, Bytes: dmg.Bytes,
+		s.recovery = &storage.Recovery{File: logPath, Offset: dmg.Offset, Records: dmg.Records, Bytes: dmg.Bytes,
 			Tail: dmg.Tail, Truncated: dmg.Truncated}
 	}
 	if errors.Is(err, wal.ErrCorrupt) {

@@ -46,7 +46,7 @@ func TestDamagedRecordRefused(t *testing.T) {
 	s, err := OpenWith(path, Options{Recover: true})
 	require.NoError(t, err)
 	defer s.Close()
-	require.Equal(t, &Recovery{File: path + "-wal", Offset: starts[3], Records: 1, Bytes: starts[4] - starts[3]}, s.Recovery())
+	require.Equal(t, &storage.Recovery{File: path + "-wal", Offset: starts[3], Records: 1, Bytes: starts[4] - starts[3]}, s.Recovery())
 	want := map[string]string{}
 	for i := range 10 {
 		if i != 3 {
@@ -71,7 +71,7 @@ func TestMissingRecordsRefused(t *testing.T) {
 	s, err := OpenWith(path, Options{Recover: true})
 	require.NoError(t, err)
 	defer s.Close()
-	require.Equal(t, &Recovery{File: path + "-wal", Offset: starts[2], Records: 3}, s.Recovery())
+	require.Equal(t, &storage.Recovery{File: path + "-wal", Offset: starts[2], Records: 3}, s.Recovery())
 	requireMissing(t, s, "k2", "k3", "k4")
 }
 

@@ -199,7 +199,7 @@ func TestTornLastRecord(t *testing.T) {
 		s, err := OpenWith(path, Options{Recover: true})
 		require.NoError(t, err)
 		defer s.Close()
-		require.Equal(t, &Recovery{File: path + "-wal", Offset: ends[1], Bytes: cut - ends[1], Truncated: true}, s.Recovery())
+		require.Equal(t, &storage.Recovery{File: path + "-wal", Offset: ends[1], Bytes: cut - ends[1], Truncated: true}, s.Recovery())
 		requireState(t, s, map[string]string{"base": "0", "a": "1", "b": "2"})
 		requireMissing(t, s, "c")
 	})
@@ -208,7 +208,7 @@ func TestTornLastRecord(t *testing.T) {
 		flip(t, path+"-wal", ends[2]-1)
 		s := open(t, path)
 		requireState(t, s, map[string]string{"base": "0", "a": "1", "b": "2"})
-		require.Equal(t, &Recovery{File: path + "-wal", Offset: ends[1], Bytes: ends[2] - ends[1], Tail: true}, s.Recovery())
+		require.Equal(t, &storage.Recovery{File: path + "-wal", Offset: ends[1], Bytes: ends[2] - ends[1], Tail: true}, s.Recovery())
 	})
 	t.Run("garbage after the last record", func(t *testing.T) {
 		path, ends := logWith(t)

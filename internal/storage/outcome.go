@@ -13,3 +13,20 @@ import "errors"
 // applied: the engine then reports ratestore.ErrUncertain. ErrTooBig implies
 // it.
 var ErrNotApplied = errors.New("nothing was applied")
+
+// Recovery reports what a store's Open dropped from its logs: a last record
+// it could not read (Tail), and, when the caller asked it to recover
+// rather than refuse, damaged records and the end of a file cut short.
+type Recovery struct {
+	File    string // the log
+	Offset  int64  // where the first damaged or dropped bytes start
+	Records uint64 // how many records (commits) are missing, when known
+	Bytes   int64  // how many bytes of the log were skipped
+	// Tail: the last record could not be read and was dropped: a write a
+	// crash cut short (never acknowledged) or a damaged record; the two
+	// look alike.
+	Tail bool
+	// Truncated: the file ends inside the log; an unknown number of
+	// records after the end are gone.
+	Truncated bool
+}
