@@ -129,7 +129,11 @@ type Recovery struct {
 	// Tail: the log's last record could not be read and was dropped. A
 	// crash that cut its write short leaves this (that record was never
 	// acknowledged), and so does damage to the last acknowledged record:
-	// the two cannot be told apart. Not counted in Records.
+	// the two cannot be told apart. Not counted in Records. With Badger,
+	// File may also be its MANIFEST, whose last change set was cut short,
+	// or a table file the MANIFEST does not name, which badger deletes: a
+	// crash between writing a table and recording it leaves both (nothing
+	// is lost), and so does a MANIFEST cut short (the table's keys are).
 	Tail bool
 	// Truncated: the log's file ends inside the log, cut short after it was
 	// written (Options.Recover only): records after the end are gone, and
@@ -235,7 +239,7 @@ func Open(path string, opts Options) (*DB, error) {
 			db.log.Error("ratestore: open: dropped damaged write-ahead log records (Options.Recover)",
 				"file", r.File, "offset", r.Offset, "records", r.Records, "bytes", r.Bytes, "tail", r.Tail, "truncated", r.Truncated)
 		} else {
-			db.log.Warn("ratestore: open: dropped the write-ahead log's unreadable last record (a write a crash cut short, or damage)",
+			db.log.Warn("ratestore: open: dropped what a crash may have left half written, or damage (see DB.Recovery)",
 				"file", r.File, "offset", r.Offset, "bytes", r.Bytes)
 		}
 	}

@@ -136,12 +136,16 @@ func Open(path string, logger *slog.Logger) (*Store, error) { return OpenRecover
 // damage on, and Recovery reports what.
 func OpenRecover(path string, logger *slog.Logger, recover bool) (*Store, error) {
 	opts := Options(path, logger)
-	if err := verifyTables(path, opts); err != nil {
+	torn, err := verifyTables(path, opts)
+	if err != nil {
 		return nil, err
 	}
 	recovery, err := scanLogs(path, recover)
 	if err != nil {
 		return nil, err
+	}
+	if recovery == nil {
+		recovery = torn
 	}
 	var db *badger.DB
 	err = guard(path, "open", nil, func() (err error) {
@@ -216,35 +220,56 @@ func firstLine(r any) string {
 // carry on without its keys. Each table is read into memory, not mapped,
 // so a truncated file cannot fault. An error names the file and matches
 // errCorrupt.
-func verifyTables(path string, opts badger.Options) error {
+//
+// A MANIFEST whose last change set is cut short is what a crash during its
+// append leaves, and what a MANIFEST cut short by something else leaves
+// too: badger drops that change set. And badger deletes, at Debug level,
+// every table file the MANIFEST does not name: a table a crash left
+// between writing it and recording it (its data is still in a memtable
+// log, or in the tables it was compacted from), or one whose record a
+// MANIFEST cut short lost (its data is gone). verifyTables reports either
+// (Tail), naming the MANIFEST or the first such table.
+func verifyTables(path string, opts badger.Options) (*storage.Recovery, error) {
 	mfPath := filepath.Join(path, badger.ManifestFilename)
 	f, err := os.Open(mfPath)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil // a new database, or not one at all: badger.Open decides
+		return nil, nil // a new database, or not one at all: badger.Open decides
 	}
 	if err != nil {
-		return fmt.Errorf("badger %s: %w", path, err)
+		return nil, fmt.Errorf("badger %s: %w", path, err)
 	}
 	defer f.Close()
-	var mf badger.Manifest
+	var (
+		mf  badger.Manifest
+		end int64 // where the last whole change set ends
+	)
 	err = guard(mfPath, "read", nil, func() (err error) {
-		mf, _, err = badger.ReplayManifestFile(f, opts.ExternalMagicVersion, opts)
+		mf, end, err = badger.ReplayManifestFile(f, opts.ExternalMagicVersion, opts)
 		return err
 	})
 	if err != nil {
 		if errors.Is(err, errCorrupt) {
-			return err
+			return nil, err
 		}
-		return fmt.Errorf("badger %s: %w: %w", mfPath, err, errCorrupt)
+		return nil, fmt.Errorf("badger %s: %w: %w", mfPath, err, errCorrupt)
+	}
+	var torn *storage.Recovery
+	if fi, err := f.Stat(); err == nil && end < fi.Size() {
+		torn = &storage.Recovery{File: mfPath, Offset: end, Bytes: fi.Size() - end, Tail: true}
+	}
+	if torn == nil {
+		if torn, err = orphanTables(path, mf); err != nil {
+			return nil, err
+		}
 	}
 	for id, tm := range mf.Tables {
 		name := table.NewFilename(id, path)
 		data, err := os.ReadFile(name)
 		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("badger %s: named by %s but missing: %w", name, badger.ManifestFilename, errCorrupt)
+			return nil, fmt.Errorf("badger %s: named by %s but missing: %w", name, badger.ManifestFilename, errCorrupt)
 		}
 		if err != nil {
-			return fmt.Errorf("badger %s: %w", name, err)
+			return nil, fmt.Errorf("badger %s: %w", name, err)
 		}
 		topt := table.Options{
 			ChkMode:     options.OnTableRead,
@@ -260,12 +285,38 @@ func verifyTables(path string, opts badger.Options) error {
 		})
 		if err != nil {
 			if errors.Is(err, errCorrupt) {
-				return err
+				return nil, err
 			}
-			return fmt.Errorf("badger %s: %w: %w", name, err, errCorrupt)
+			return nil, fmt.Errorf("badger %s: %w: %w", name, err, errCorrupt)
 		}
 	}
-	return nil
+	return torn, nil
+}
+
+// orphanTables reports the table files of the directory at path that mf
+// does not name, which badger.Open will delete: the first one, and the
+// bytes of them all.
+func orphanTables(path string, mf badger.Manifest) (*storage.Recovery, error) {
+	names, err := filepath.Glob(filepath.Join(path, "*.sst"))
+	if err != nil {
+		return nil, err
+	}
+	var r *storage.Recovery
+	for _, name := range names {
+		id, ok := table.ParseFileID(name)
+		if _, named := mf.Tables[id]; !ok || named {
+			continue
+		}
+		fi, err := os.Stat(name)
+		if err != nil {
+			return nil, fmt.Errorf("badger %s: %w", name, err)
+		}
+		if r == nil {
+			r = &storage.Recovery{File: name, Tail: true}
+		}
+		r.Bytes += fi.Size()
+	}
+	return r, nil
 }
 
 // Get implements storage.Store.
