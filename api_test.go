@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/badger"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -115,8 +116,8 @@ func TestClosed(t *testing.T) {
 }
 
 func TestOpenLockedByAnotherHandle(t *testing.T) {
-	for _, b := range []ratestore.Backend{ratestore.Bolt, ratestore.Badger} {
-		t.Run(string(b), func(t *testing.T) {
+	for _, b := range []ratestore.Backend{ratestore.Bolt, badger.Backend} {
+		t.Run(b.String(), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "db")
 			db, err := ratestore.Open(path, ratestore.Options{Backend: b})
 			require.NoError(t, err)
@@ -131,7 +132,6 @@ func TestOpenLockedByAnotherHandle(t *testing.T) {
 func TestOpenRejectsBadOptions(t *testing.T) {
 	dir := t.TempDir()
 	for name, o := range map[string]ratestore.Options{
-		"backend":        {Backend: "sqlite"},
 		"durability":     {Durability: 7},
 		"flush interval": {FlushInterval: -time.Second},
 		"cache bound":    {MaxCachedKeys: -1},

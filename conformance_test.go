@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/badger"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -45,8 +46,8 @@ type env struct {
 var envs = []env{
 	{ratestore.Bolt, ratestore.Sync},
 	{ratestore.Bolt, ratestore.Async},
-	{ratestore.Badger, ratestore.Sync},
-	{ratestore.Badger, ratestore.Async},
+	{badger.Backend, ratestore.Sync},
+	{badger.Backend, ratestore.Async},
 }
 
 func (e env) String() string { return fmt.Sprintf("%s/%s", e.backend, e.durability) }

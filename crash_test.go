@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/badger"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -28,14 +29,22 @@ var crashBucket = strategies.TokenBucket{Rate: 1e-6, Burst: 1 << 40}
 
 func TestMain(m *testing.M) {
 	if path := os.Getenv(crashPathEnv); path != "" {
-		crashChild(path, ratestore.Backend(os.Getenv(crashBackendEnv)))
+		crashChild(path, backendNamed(os.Getenv(crashBackendEnv)))
 		return
 	}
 	if path := os.Getenv(keysCrashPathEnv); path != "" {
-		keysCrashChild(path, ratestore.Backend(os.Getenv(crashBackendEnv)), os.Getenv(keysCrashSecretEnv))
+		keysCrashChild(path, backendNamed(os.Getenv(crashBackendEnv)), os.Getenv(keysCrashSecretEnv))
 		return
 	}
 	os.Exit(m.Run())
+}
+
+// backendNamed is the backend a child is told to open by name.
+func backendNamed(name string) ratestore.Backend {
+	if name == badger.Backend.String() {
+		return badger.Backend
+	}
+	return ratestore.Bolt
 }
 
 // crashChild takes from one key per worker in Sync mode and prints
@@ -80,11 +89,11 @@ func crashChild(path string, backend ratestore.Backend) {
 // not exercise the fsync itself (a power cut would); that every commit is
 // synced before its callers are told is what commit.go guarantees.
 func TestCrashKeepsAcknowledgedChanges(t *testing.T) {
-	for _, backend := range []ratestore.Backend{ratestore.Bolt, ratestore.Badger} {
-		t.Run(string(backend), func(t *testing.T) {
+	for _, backend := range []ratestore.Backend{ratestore.Bolt, badger.Backend} {
+		t.Run(backend.String(), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "db")
 			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), crashPathEnv+"="+path, crashBackendEnv+"="+string(backend))
+			cmd.Env = append(os.Environ(), crashPathEnv+"="+path, crashBackendEnv+"="+backend.String())
 			cmd.Stderr = os.Stderr
 			stdout, err := cmd.StdoutPipe()
 			require.NoError(t, err)

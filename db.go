@@ -1,6 +1,7 @@
 // Package ratestore is an embedded, persistent rate-limit store for
 // single-node programs: per-key limiter states that survive restarts, kept in
-// a bbolt file (the default) or a badger directory, with no server to run.
+// a bbolt file (the default) or a badger directory (package
+// github.com/ratestore/ratestore/badger), with no server to run.
 //
 // # Design
 //
@@ -41,18 +42,37 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore/internal/storage"
-	"github.com/ratestore/ratestore/internal/storage/badgerstore"
 	"github.com/ratestore/ratestore/internal/storage/boltstore"
 	"github.com/ratestore/ratestore/strategies"
 )
 
-// Backend names the embedded store a DB keeps its data in.
-type Backend string
+// A Backend is the embedded store a DB keeps its data in: Bolt, the
+// default, or badger.Backend from package github.com/ratestore/ratestore/badger.
+// Each lives in the package that links it, so that a program that keeps its
+// states in bbolt never links badger: this package links bbolt only.
+//
+// Backends are this module's packages: OpenStore returns a type of an
+// internal package, which other modules cannot implement.
+type Backend interface {
+	// String names the backend: "bolt", "badger".
+	String() string
+	// OpenStore opens or creates the store at path for Open. logger
+	// receives the backend's warnings; recover is Options.Recover.
+	OpenStore(path string, logger *slog.Logger, recover bool) (storage.Store, error)
+}
 
-const (
-	Bolt   Backend = "bolt"   // go.etcd.io/bbolt: one file at path. The default.
-	Badger Backend = "badger" // github.com/dgraph-io/badger/v4: a directory at path.
-)
+// Bolt is the default Backend: go.etcd.io/bbolt, one file at path and its
+// write-ahead log next to it (path+"-wal").
+const Bolt = boltBackend("bolt")
+
+type boltBackend string
+
+func (b boltBackend) String() string { return string(b) }
+
+// OpenStore implements Backend.
+func (boltBackend) OpenStore(path string, _ *slog.Logger, recover bool) (storage.Store, error) {
+	return boltstore.OpenWith(path, boltstore.Options{Recover: recover})
+}
 
 // Durability says when a call that changed a state returns.
 type Durability int
@@ -85,7 +105,7 @@ const (
 
 // Options configures Open. The zero value is a bbolt file in Sync mode.
 type Options struct {
-	Backend       Backend          // "" means Bolt
+	Backend       Backend          // nil means Bolt
 	Durability    Durability       // zero value means Sync
 	FlushInterval time.Duration    // Async only; 0 means DefaultFlushInterval
 	Now           func() time.Time // the clock; nil means the system clock (see SystemClock). Tests and simulations inject a fake one.
@@ -198,42 +218,17 @@ func Open(path string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("ratestore: open: negative MaxCachedKeys %d: %w", opts.MaxCachedKeys, ErrInvalid)
 	}
 	backend := opts.Backend
-	if backend == "" {
+	if backend == nil {
 		backend = Bolt
 	}
-	var (
-		store storage.Store
-		err   error
-	)
-	var recovery *Recovery
-	switch backend {
-	case Bolt:
-		var bs *boltstore.Store
-		bs, err = boltstore.OpenWith(path, boltstore.Options{Recover: opts.Recover})
-		if err == nil {
-			store = bs
-			if r := bs.Recovery(); r != nil {
-				recovery = (*Recovery)(r)
-			}
-		}
-	case Badger:
-		var bs *badgerstore.Store
-		bs, err = badgerstore.OpenRecover(path, opts.Logger, opts.Recover)
-		if err == nil {
-			store = bs
-			if r := bs.Recovery(); r != nil {
-				recovery = (*Recovery)(r)
-			}
-		}
-	default:
-		return nil, fmt.Errorf("ratestore: open: unknown backend %q (want %q or %q): %w", backend, Bolt, Badger, ErrInvalid)
-	}
+	store, err := backend.OpenStore(path, opts.Logger, opts.Recover)
 	if err != nil {
 		return nil, fmt.Errorf("ratestore: open: %w", err)
 	}
 
 	db := newDB(store, backend, path, opts)
-	if r := recovery; r != nil {
+	if rs, ok := store.(interface{ Recovery() *storage.Recovery }); ok && rs.Recovery() != nil {
+		r := (*Recovery)(rs.Recovery())
 		db.recovery = r
 		if r.Records > 0 || r.Truncated {
 			db.log.Error("ratestore: open: dropped damaged write-ahead log records (Options.Recover)",

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/badger"
 	"github.com/ratestore/ratestore/internal/childtest"
 	"github.com/ratestore/ratestore/internal/storage/badgerstore"
 	"github.com/ratestore/ratestore/strategies"
@@ -43,7 +44,7 @@ var fullDiskBucket = strategies.TokenBucket{Rate: 1e-6, Burst: 1 << 40}
 // fullDiskSize is the tmpfs of each backend: bolt preallocates its log in
 // 4 MiB chunks; badger refuses writes while fewer bytes are free than its
 // memory-mapped files may still touch (tens of MiB, see badgerstore).
-var fullDiskSize = map[ratestore.Backend]string{ratestore.Bolt: "32m", ratestore.Badger: "128m"}
+var fullDiskSize = map[ratestore.Backend]string{ratestore.Bolt: "32m", badger.Backend: "128m"}
 
 // fullDiskFileLimit is the file size limit (RLIMIT_FSIZE) of the rootless
 // variant: above bolt's first log chunk, below what its checkpoint of the
@@ -70,7 +71,7 @@ func TestFullDisk(t *testing.T) {
 	}{
 		{"bolt/rlimit", ratestore.Bolt, -1},
 		{"bolt", ratestore.Bolt, 0},
-		{"badger", ratestore.Badger, 256 << 10},
+		{"badger", badger.Backend, 256 << 10},
 	} {
 		backend := c.backend
 		t.Run(c.name, func(t *testing.T) {
@@ -78,7 +79,7 @@ func TestFullDisk(t *testing.T) {
 			if c.leave >= 0 {
 				mount(t, dir, fullDiskSize[backend])
 			}
-			childtest.Run(t, "TestFullDiskChild", fullDiskDirEnv+"="+dir, fullDiskBackendEnv+"="+string(backend),
+			childtest.Run(t, "TestFullDiskChild", fullDiskDirEnv+"="+dir, fullDiskBackendEnv+"="+backend.String(),
 				fullDiskLeaveEnv+"="+strconv.FormatInt(c.leave, 10))
 		})
 	}
@@ -99,7 +100,7 @@ func mount(t *testing.T, dir, size string) {
 
 // TestFullDiskChild is the child of TestFullDisk; run on its own it skips.
 func TestFullDiskChild(t *testing.T) {
-	dir, backend := os.Getenv(fullDiskDirEnv), ratestore.Backend(os.Getenv(fullDiskBackendEnv))
+	dir, backend := os.Getenv(fullDiskDirEnv), backendNamed(os.Getenv(fullDiskBackendEnv))
 	if dir == "" {
 		t.Skip("the child process of TestFullDisk")
 	}
@@ -114,7 +115,7 @@ func TestFullDiskChild(t *testing.T) {
 	// grow its files; badger starts refusing writes close to its reserve.
 	leave, err := strconv.ParseInt(os.Getenv(fullDiskLeaveEnv), 10, 64)
 	require.NoError(t, err)
-	if backend == ratestore.Badger {
+	if backend == badger.Backend {
 		mt := badgerstore.Options(path, nil).MemTableSize
 		leave += 6 * mt
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/badger"
 	"github.com/ratestore/ratestore/keystore"
 )
 
@@ -133,8 +134,8 @@ func (a *keysCrashAcks) add(t *testing.T, line string) {
 // TestCrashKeepsAcknowledgedChanges, this checks what a process crash
 // leaves (the OS keeps what was written), not a power cut.
 func TestKeystoreCrashKeepsAcknowledgedUsage(t *testing.T) {
-	for _, backend := range []ratestore.Backend{ratestore.Bolt, ratestore.Badger} {
-		t.Run(string(backend), func(t *testing.T) {
+	for _, backend := range []ratestore.Backend{ratestore.Bolt, badger.Backend} {
+		t.Run(backend.String(), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "db")
 			db, ks, err := keysCrashOpen(path, backend)
 			require.NoError(t, err)
@@ -205,7 +206,7 @@ func TestKeystoreCrashKeepsAcknowledgedUsage(t *testing.T) {
 func keysCrashRun(t *testing.T, path string, backend ratestore.Backend, secret string, kill int) *keysCrashAcks {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), keysCrashPathEnv+"="+path, crashBackendEnv+"="+string(backend),
+	cmd.Env = append(os.Environ(), keysCrashPathEnv+"="+path, crashBackendEnv+"="+backend.String(),
 		keysCrashSecretEnv+"="+secret)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

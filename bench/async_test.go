@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/badger"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -25,11 +26,11 @@ var asyncFlushIntervals = []time.Duration{10 * time.Millisecond, 100 * time.Mill
 func BenchmarkAsync(b *testing.B) {
 	keys := makeKeys(asyncKeys)
 	gcra := strategies.GCRA{Rate: hotRate, Burst: hotBurst} // as in BenchmarkHot
-	for _, backend := range []ratestore.Backend{ratestore.Bolt, ratestore.Badger} {
+	for _, backend := range []ratestore.Backend{ratestore.Bolt, badger.Backend} {
 		for _, flush := range asyncFlushIntervals {
 			f := newFixture(func() (*ratestore.Limiter, func() error, error) {
 				opts := ratestore.Options{Backend: backend, Durability: ratestore.Async, FlushInterval: flush}
-				return openPreloaded(b.TempDir(), "async-"+string(backend), opts, gcra, keys)
+				return openPreloaded(b.TempDir(), "async-"+backend.String(), opts, gcra, keys)
 			})
 			b.Run(fmt.Sprintf("backend=%s/flush=%v/keys=%d", backend, flush, asyncKeys), func(b *testing.B) {
 				b.ReportAllocs()

@@ -16,6 +16,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/badger"
 )
 
 // BenchmarkDisk: what a database of bigKeys() GCRA states costs (1M with
@@ -42,10 +43,10 @@ import (
 // sub-benchmark, before the timed loop.
 func BenchmarkDisk(b *testing.B) {
 	n := bigKeys()
-	for _, backend := range []ratestore.Backend{ratestore.Bolt, ratestore.Badger} {
+	for _, backend := range []ratestore.Backend{ratestore.Bolt, badger.Backend} {
 		b.Run(fmt.Sprintf("backend=%s/keys=%d", backend, n), func(b *testing.B) {
 			ctx := context.Background()
-			dir, name := b.TempDir(), "disk-"+string(backend)
+			dir, name := b.TempDir(), "disk-"+backend.String()
 			path := filepath.Join(dir, name)
 			opts := ratestore.Options{Backend: backend, Durability: ratestore.Async}
 

@@ -18,6 +18,7 @@ import (
 	ululemem "github.com/ulule/limiter/v3/drivers/store/memory"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/badger"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -177,21 +178,21 @@ func peerImpls(n int) []peerImpl {
 			}), rl.Close, nil
 		}})
 	}
-	for _, backend := range []ratestore.Backend{ratestore.Bolt, ratestore.Badger} {
-		impls = append(impls, peerImpl{"ratestore-async-" + string(backend), func(dir string, keys []string) (decider, func() error, error) {
+	for _, backend := range []ratestore.Backend{ratestore.Bolt, badger.Backend} {
+		impls = append(impls, peerImpl{"ratestore-async-" + backend.String(), func(dir string, keys []string) (decider, func() error, error) {
 			opts := ratestore.Options{Backend: backend, Durability: ratestore.Async, MaxCachedKeys: cacheFor(len(keys))}
 			l, closeFn, err := openPreloaded(dir, "peers", opts, gcra, keys)
 			return allowFunc(l), closeFn, err
 		}})
 	}
-	for _, backend := range []ratestore.Backend{ratestore.Bolt, ratestore.Badger} {
+	for _, backend := range []ratestore.Backend{ratestore.Bolt, badger.Backend} {
 		if n < bigKeys() {
-			impls = append(impls, peerImpl{"ratestore-sync-" + string(backend), func(dir string, keys []string) (decider, func() error, error) {
+			impls = append(impls, peerImpl{"ratestore-sync-" + backend.String(), func(dir string, keys []string) (decider, func() error, error) {
 				l, closeFn, err := openSyncDB(dir, backend, gcra, keys)
 				return allowFunc(l), closeFn, err
 			}})
 		} else {
-			impls = append(impls, peerImpl{"ratestore-cold-" + string(backend), func(dir string, keys []string) (decider, func() error, error) {
+			impls = append(impls, peerImpl{"ratestore-cold-" + backend.String(), func(dir string, keys []string) (decider, func() error, error) {
 				l, closeFn, err := openColdDB(dir, backend, len(keys))
 				return allowFunc(l), closeFn, err
 			}})

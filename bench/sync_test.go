@@ -14,6 +14,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/badger"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -152,7 +153,7 @@ func (bb *boltBaseline) allow(i int) (allowed bool, err error) {
 // Peek per key, which loads a key without writing anything.
 func openSyncDB(dir string, backend ratestore.Backend, s strategies.Strategy, keys []string) (*ratestore.Limiter, func() error, error) {
 	ctx := context.Background()
-	name := "sync-" + string(backend)
+	name := "sync-" + backend.String()
 	db, l, err := openLimiter(dir, name, ratestore.Options{Backend: backend, Durability: ratestore.Async, MaxCachedKeys: cacheFor(len(keys))}, s)
 	if err != nil {
 		return nil, nil, err
@@ -195,7 +196,7 @@ func BenchmarkSync(b *testing.B) {
 			base = nsPerOp(b)
 		})
 		bf.release(b)
-		for _, backend := range []ratestore.Backend{ratestore.Bolt, ratestore.Badger} {
+		for _, backend := range []ratestore.Backend{ratestore.Bolt, badger.Backend} {
 			f := newFixture(func() (*ratestore.Limiter, func() error, error) {
 				return openSyncDB(b.TempDir(), backend, syncStrategy, keys)
 			})

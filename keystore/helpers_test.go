@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/badger"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/strategies"
 )
@@ -64,8 +65,8 @@ func (m mode) String() string { return fmt.Sprintf("%s/%v", m.backend, m.durabil
 var modes = []mode{
 	{ratestore.Bolt, ratestore.Sync},
 	{ratestore.Bolt, ratestore.Async},
-	{ratestore.Badger, ratestore.Sync},
-	{ratestore.Badger, ratestore.Async},
+	{badger.Backend, ratestore.Sync},
+	{badger.Backend, ratestore.Async},
 }
 
 // env is a key store on a real database in one mode, with a fake clock.

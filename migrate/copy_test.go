@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/badger"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/strategies"
 	"github.com/stretchr/testify/assert"
@@ -136,7 +137,7 @@ func TestCopy(t *testing.T) {
 // TestCopyEmpty: an empty database copies as nothing.
 func TestCopyEmpty(t *testing.T) {
 	clk := newClock(importNow)
-	rep, err := Copy(ctx, openDB(t, ratestore.Badger, clk), openDB(t, ratestore.Bolt, clk), nil)
+	rep, err := Copy(ctx, openDB(t, badger.Backend, clk), openDB(t, ratestore.Bolt, clk), nil)
 	require.NoError(t, err)
 	assert.Equal(t, CopyReport{}, rep)
 }
@@ -147,7 +148,7 @@ func TestCopyRefusesNonEmpty(t *testing.T) {
 	clk := newClock(importNow)
 	src := openDB(t, ratestore.Bolt, clk)
 	importFixtures(t, src)
-	dst := openDB(t, ratestore.Badger, clk)
+	dst := openDB(t, badger.Backend, clk)
 	_, _, err := keys(t, dst).Create(ctx, keystore.Spec{Name: "x", TokenLimit: 1})
 	require.NoError(t, err)
 	before := dump(t, dst)
@@ -186,7 +187,7 @@ func TestCopyBatches(t *testing.T) {
 			for i := 0; i < len(recs); i += 100 {
 				require.NoError(t, src.Restore(ctx, recs[i:min(len(recs), i+100)]))
 			}
-			dst := openDB(t, ratestore.Badger, clk)
+			dst := openDB(t, badger.Backend, clk)
 			size := shape.key + shape.value
 			perBatch := min(copyBatchRecords, (copyBatchBytes+size-1)/size)
 			var sizes []int
@@ -216,7 +217,7 @@ func TestRestoreSplits(t *testing.T) {
 		recs[i] = ratestore.Record{Key: fmt.Appendf(nil, "z/%08d", i), Value: []byte("value")}
 	}
 	clk := newClock(importNow)
-	db := openDB(t, ratestore.Badger, clk)
+	db := openDB(t, badger.Backend, clk)
 	require.ErrorIs(t, db.Restore(ctx, recs), ErrTooBig)
 	assert.Empty(t, dump(t, db))
 	require.NoError(t, restore(ctx, db, recs))
@@ -244,7 +245,7 @@ func TestVerify(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			clk := newClock(importNow)
-			src, dst := openDB(t, ratestore.Bolt, clk), openDB(t, ratestore.Badger, clk)
+			src, dst := openDB(t, ratestore.Bolt, clk), openDB(t, badger.Backend, clk)
 			require.NoError(t, src.Restore(ctx, base))
 			if len(tt.dst) > 0 {
 				require.NoError(t, dst.Restore(ctx, tt.dst))

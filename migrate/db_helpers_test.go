@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/badger"
 	"github.com/ratestore/ratestore/keystore"
 )
 
@@ -34,19 +35,19 @@ func (c *fakeClock) Now() time.Time      { return time.Unix(0, c.ns.Load()).UTC(
 func (c *fakeClock) Set(t time.Time)     { c.ns.Store(t.UnixNano()) }
 func (c *fakeClock) Add(d time.Duration) { c.ns.Add(int64(d)) }
 
-var backends = []ratestore.Backend{ratestore.Bolt, ratestore.Badger}
+var backends = []ratestore.Backend{ratestore.Bolt, badger.Backend}
 
 // forEachBackend runs fn as a subtest on each backend.
 func forEachBackend(t *testing.T, fn func(t *testing.T, b ratestore.Backend)) {
 	for _, b := range backends {
-		t.Run(string(b), func(t *testing.T) { fn(t, b) })
+		t.Run(b.String(), func(t *testing.T) { fn(t, b) })
 	}
 }
 
 // otherBackend is the backend that is not b.
 func otherBackend(b ratestore.Backend) ratestore.Backend {
 	if b == ratestore.Bolt {
-		return ratestore.Badger
+		return badger.Backend
 	}
 	return ratestore.Bolt
 }
@@ -55,7 +56,7 @@ func otherBackend(b ratestore.Backend) ratestore.Backend {
 // of the test.
 func openDB(t testing.TB, backend ratestore.Backend, c *fakeClock) *ratestore.DB {
 	t.Helper()
-	db, err := ratestore.Open(filepath.Join(t.TempDir(), "db-"+string(backend)), ratestore.Options{Backend: backend, Now: c.Now})
+	db, err := ratestore.Open(filepath.Join(t.TempDir(), "db-"+backend.String()), ratestore.Options{Backend: backend, Now: c.Now})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
 	return db

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/badger"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/strategies"
 	"github.com/stretchr/testify/assert"
@@ -281,7 +282,7 @@ func TestImportBigIntoBadger(t *testing.T) {
 	clk := newClock(importNow)
 	// Async: the checks below each merge a key's legacy usage in a commit
 	// of its own, which Sync mode would wait an fsync for, 10,000 times.
-	opts := ratestore.Options{Backend: ratestore.Badger, Durability: ratestore.Async, Now: clk.Now}
+	opts := ratestore.Options{Backend: badger.Backend, Durability: ratestore.Async, Now: clk.Now}
 	dir := filepath.Join(t.TempDir(), "badger")
 
 	db, err := ratestore.Open(dir, opts)
@@ -342,13 +343,13 @@ func TestGeneratedImportMigrate(t *testing.T) {
 		}
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			clk := newClock(now)
-			badger, bolt := openDB(t, ratestore.Badger, clk), openDB(t, ratestore.Bolt, clk)
-			rep, err := ImportLegacy(ctx, badger, bytes.NewReader(genFile(n)))
+			bdg, bolt := openDB(t, badger.Backend, clk), openDB(t, ratestore.Bolt, clk)
+			rep, err := ImportLegacy(ctx, bdg, bytes.NewReader(genFile(n)))
 			require.NoError(t, err)
 			assert.Equal(t, Report{Entries: 1, Keys: 1, Windows: n}, rep)
-			_, err = Copy(ctx, bolt, badger, nil)
+			_, err = Copy(ctx, bolt, bdg, nil)
 			require.NoError(t, err)
-			for _, db := range []*ratestore.DB{badger, bolt} {
+			for _, db := range []*ratestore.DB{bdg, bolt} {
 				pending, err := Pending(ctx, db)
 				require.NoError(t, err)
 				assert.Equal(t, wantPending, pending)

@@ -41,7 +41,7 @@ func (e *env) startAdminGateway(token string) *adminGateway {
 	e.t.Cleanup(up.Close)
 	u, err := url.Parse(up.URL)
 	require.NoError(e.t, err)
-	db, err := ratestore.Open(e.db, ratestore.Options{Backend: ratestore.Backend(e.backend), Now: func() time.Time { return now }})
+	db, err := ratestore.Open(e.db, ratestore.Options{Backend: backendOf(e.backend), Now: func() time.Time { return now }})
 	require.NoError(e.t, err)
 	g, err := gateway.New(db, gateway.Options{Upstream: u, AdminToken: token})
 	require.NoError(e.t, err)

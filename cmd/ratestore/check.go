@@ -20,6 +20,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/badger"
 	"github.com/ratestore/ratestore/internal/storage"
 	"github.com/ratestore/ratestore/internal/storage/badgerstore"
 	"github.com/ratestore/ratestore/internal/storage/boltstore"
@@ -98,9 +99,9 @@ func checkCmd(c *cli, _ *flag.FlagSet) func([]string) error {
 			return fmt.Errorf("check: no database at %s", c.db)
 		case err != nil:
 			return fmt.Errorf("check: %w", err)
-		case fi.IsDir() && c.backend == string(ratestore.Bolt):
+		case fi.IsDir() && c.backend == ratestore.Bolt.String():
 			return fmt.Errorf("check: %s is a directory, not a bbolt file: for a badger database, add --backend badger", c.db)
-		case !fi.IsDir() && c.backend == string(ratestore.Badger):
+		case !fi.IsDir() && c.backend == badger.Backend.String():
 			return fmt.Errorf("check: %s is a file, not a badger directory", c.db)
 		}
 		ck := &checker{
@@ -108,7 +109,7 @@ func checkCmd(c *cli, _ *flag.FlagSet) func([]string) error {
 			out: checkOut{DB: c.db, Backend: c.backend, Checked: []string{}, Problems: []checkProblem{}},
 			ids: map[string]bool{}, hashes: map[string]string{},
 		}
-		if c.backend == string(ratestore.Badger) {
+		if c.backend == badger.Backend.String() {
 			err = ck.badger(c.db)
 		} else {
 			err = ck.bolt(c.db)

@@ -31,7 +31,7 @@ func checkDB(t *testing.T, backend string) *env {
 	}
 	e.ok("import", validFile)
 	e.ok("keys", "create", "--name", "new", "--limit", "7")
-	writeGCRA(t, e.db, ratestore.Backend(backend))
+	writeGCRA(t, e.db, backendOf(backend))
 	return e
 }
 

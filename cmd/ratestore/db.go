@@ -8,13 +8,15 @@ import (
 	"strings"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/badger"
 )
 
 // withDB opens the database of the global flags, calls fn with it and
 // closes it, which writes every change to disk. Unless create is set, a
 // database that does not exist is an error rather than created.
 func (c *cli) withDB(create bool, fn func(db *ratestore.DB) error) error {
-	db, err := c.open(c.db, ratestore.Backend(c.backend), create)
+	backend, _ := backendNamed(c.backend) // checked by main
+	db, err := c.open(c.db, backend, create)
 	if err != nil {
 		return err
 	}
@@ -33,7 +35,7 @@ func (c *cli) open(path string, backend ratestore.Backend, create bool) (*ratest
 		return nil, fmt.Errorf("no database at %s: import a key file or create a key first, or name one with --db", path)
 	case err == nil && fi.IsDir() && backend == ratestore.Bolt:
 		return nil, fmt.Errorf("%s is a directory, not a bbolt file: for a badger database, add --backend badger", path)
-	case err == nil && !fi.IsDir() && backend == ratestore.Badger:
+	case err == nil && !fi.IsDir() && backend == badger.Backend:
 		return nil, fmt.Errorf("%s is a file, not a badger directory: for a bbolt database, leave out --backend badger", path)
 	}
 	// Async: a command's writes reach the disk in one go when it closes the
@@ -84,6 +86,16 @@ func (c *cli) reportRecovery(db *ratestore.DB) {
 		what = append(what, "dropped an unreadable last record (a write a crash cut short, or damage)")
 	}
 	fmt.Fprintf(c.stderr, "ratestore: warning: %s: %s (%d bytes from offset %d)\n", r.File, strings.Join(what, "; "), r.Bytes, r.Offset)
+}
+
+// backendNamed returns the backend a --backend flag names.
+func backendNamed(name string) (ratestore.Backend, bool) {
+	for _, b := range []ratestore.Backend{ratestore.Bolt, badger.Backend} {
+		if name == b.String() {
+			return b, true
+		}
+	}
+	return nil, false
 }
 
 // exists reports whether path exists.

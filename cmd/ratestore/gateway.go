@@ -370,7 +370,8 @@ func (c *cli) openServing(d ratestore.Durability, log *slog.Logger) (db *ratesto
 	if !have {
 		created = missing(dbFiles(c.db)...)
 	}
-	db, err = ratestore.Open(c.db, ratestore.Options{Backend: ratestore.Backend(c.backend), Durability: d, Now: c.now, Logger: log, Recover: c.recover})
+	backend, _ := backendNamed(c.backend) // checked by main
+	db, err = ratestore.Open(c.db, ratestore.Options{Backend: backend, Durability: d, Now: c.now, Logger: log, Recover: c.recover})
 	if err != nil {
 		removeAll(created)
 		return nil, nil, c.openError(c.db, err)

@@ -219,7 +219,7 @@ func TestKeysLifecycle(t *testing.T) {
 // the tests' clock.
 func (e *env) record(id string, tokens int64) {
 	e.t.Helper()
-	db, err := ratestore.Open(e.db, ratestore.Options{Backend: ratestore.Backend(e.backend), Now: func() time.Time { return now }})
+	db, err := ratestore.Open(e.db, ratestore.Options{Backend: backendOf(e.backend), Now: func() time.Time { return now }})
 	require.NoError(e.t, err)
 	ks, err := keystore.Open(db, keystore.Options{})
 	require.NoError(e.t, err)

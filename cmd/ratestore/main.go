@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/badger"
 )
 
 func main() {
@@ -163,8 +164,8 @@ func (c *cli) main(args []string) error {
 		}
 		return usagef(cmd.name, "%s: %v", cmd.name, err)
 	}
-	if c.backend != string(ratestore.Bolt) && c.backend != string(ratestore.Badger) {
-		return usagef("", "--backend %q: want %s or %s", c.backend, ratestore.Bolt, ratestore.Badger)
+	if _, ok := backendNamed(c.backend); !ok {
+		return usagef("", "--backend %q: want %s or %s", c.backend, ratestore.Bolt, badger.Backend)
 	}
 	if c.db == "" {
 		return usagef("", "--db: empty path")

@@ -92,7 +92,7 @@ func jsonOf[T any](e *env, args ...string) T {
 // records returns every record of the database, for comparisons.
 func (e *env) records() []ratestore.Record {
 	e.t.Helper()
-	db, err := ratestore.Open(e.db, ratestore.Options{Backend: ratestore.Backend(e.backend), Now: func() time.Time { return now }})
+	db, err := ratestore.Open(e.db, ratestore.Options{Backend: backendOf(e.backend), Now: func() time.Time { return now }})
 	require.NoError(e.t, err)
 	defer db.Close()
 	var recs []ratestore.Record
@@ -307,7 +307,7 @@ func TestLocked(t *testing.T) {
 			e := newEnv(t)
 			e.backend = backend
 			e.ok("import", validFile)
-			db, err := ratestore.Open(e.db, ratestore.Options{Backend: ratestore.Backend(backend)})
+			db, err := ratestore.Open(e.db, ratestore.Options{Backend: backendOf(backend)})
 			require.NoError(t, err)
 			defer db.Close()
 			for _, args := range [][]string{{"keys", "list"}, {"keys", "create", "--name", "x", "--limit", "5"}, {"import", validFile}, {"migrate", "--dry-run"}} {
@@ -324,4 +324,10 @@ func TestLocked(t *testing.T) {
 			}
 		})
 	}
+}
+
+// backendOf is the backend a --backend value names; nil (Bolt) for "".
+func backendOf(name string) ratestore.Backend {
+	b, _ := backendNamed(name)
+	return b
 }

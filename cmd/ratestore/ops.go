@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/badger"
 	"github.com/ratestore/ratestore/migrate"
 	"github.com/ratestore/ratestore/strategies"
 )
@@ -103,15 +104,15 @@ func migrateCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 
 func copyCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 	to := fs.String("to", "", "the `path` of the new database (required)")
-	toBackend := fs.String("to-backend", string(ratestore.Bolt), "its `backend`: bolt or badger")
+	toBackend := fs.String("to-backend", ratestore.Bolt.String(), "its `backend`: bolt or badger")
 	return func([]string) error {
 		const cmd = "copy"
 		if *to == "" {
 			return usagef(cmd, "copy: --to is required")
 		}
-		backend := ratestore.Backend(*toBackend)
-		if backend != ratestore.Bolt && backend != ratestore.Badger {
-			return usagef(cmd, "copy: --to-backend %q: want %s or %s", *toBackend, ratestore.Bolt, ratestore.Badger)
+		backend, ok := backendNamed(*toBackend)
+		if !ok {
+			return usagef(cmd, "copy: --to-backend %q: want %s or %s", *toBackend, ratestore.Bolt, badger.Backend)
 		}
 		if err := refuseNonEmpty(dbFiles(*to)...); err != nil {
 			return err
