@@ -1,6 +1,6 @@
 module github.com/ratestore/ratestore
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/dgraph-io/badger/v4 v4.9.6
