@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/ratestore/ratestore/internal/sat"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -155,7 +156,7 @@ func (b *Batch) Modify(l *Limiter, key string, fn func(st strategies.State, now 
 		sh.mu.Unlock()
 		return Result{}, fmt.Errorf("ratestore: limiter %q: key %q: modify: %w", l.name, key, err)
 	}
-	e.idleAt = satAdd(now, int64(r.ResetAfter))
+	e.idleAt = sat.Add(now, int64(r.ResetAfter))
 	if r.ResetAfter == 0 {
 		st = nil // back at its initial value: delete rather than store
 	}

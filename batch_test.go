@@ -68,7 +68,7 @@ func TestRecordKeys(t *testing.T) {
 	}
 	require.ErrorIs(t, s.Scan(ctx, []byte("s/"), func(k, v []byte) error { return nil }), ratestore.ErrInvalid)
 	n := 0
-	require.NoError(t, s.Export(ctx, func(ratestore.Record) error { n++; return nil }))
+	require.NoError(t, s.Export(ctx, func(ratestore.Entry) error { n++; return nil }))
 	require.Zero(t, n, "nothing was written")
 }
 

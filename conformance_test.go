@@ -14,28 +14,12 @@ import (
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/badger"
+	"github.com/ratestore/ratestore/internal/fakeclock"
 	"github.com/ratestore/ratestore/strategies"
 )
 
-// clock is a fake clock for Options.Now: time moves only when a test says.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Date(2026, 1, 18, 9, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+// newClock is the tests' fake clock for Options.Now, at a fixed start.
+func newClock() *fakeclock.Clock { return fakeclock.New(time.Date(2026, 1, 18, 9, 0, 0, 0, time.UTC)) }
 
 // env is one of the four configurations every behaviour must hold in.
 type env struct {
@@ -57,7 +41,7 @@ type store struct {
 	t     *testing.T
 	env   env
 	path  string
-	clock *clock
+	clock *fakeclock.Clock
 	*ratestore.DB
 }
 

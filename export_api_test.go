@@ -24,20 +24,20 @@ func TestExportRestore(t *testing.T) {
 				return b.Put([]byte("k/app"), []byte("a record"))
 			}))
 
-			var recs []ratestore.Record
-			require.NoError(t, src.Export(ctx, func(r ratestore.Record) error {
-				recs = append(recs, ratestore.Record{Key: bytes.Clone(r.Key), Value: bytes.Clone(r.Value)})
+			var recs []ratestore.Entry
+			require.NoError(t, src.Export(ctx, func(r ratestore.Entry) error {
+				recs = append(recs, ratestore.Entry{Key: bytes.Clone(r.Key), Value: bytes.Clone(r.Value)})
 				return nil
 			}))
 			require.Len(t, recs, 2, "a state and a record")
 
 			other := envs[(indexOf(e)+1)%len(envs)] // another backend or mode
 			dst := other.open(t)
-			dst.clock.t = src.clock.t
+			dst.clock.Set(src.clock.Now())
 			require.NoError(t, dst.Restore(ctx, recs))
-			var got []ratestore.Record
-			require.NoError(t, dst.Export(ctx, func(r ratestore.Record) error {
-				got = append(got, ratestore.Record{Key: bytes.Clone(r.Key), Value: bytes.Clone(r.Value)})
+			var got []ratestore.Entry
+			require.NoError(t, dst.Export(ctx, func(r ratestore.Entry) error {
+				got = append(got, ratestore.Entry{Key: bytes.Clone(r.Key), Value: bytes.Clone(r.Value)})
 				return nil
 			}))
 			require.Equal(t, recs, got)

@@ -7,6 +7,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/ratestore/ratestore/internal/sat"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -254,7 +255,7 @@ func (l *Limiter) do(ctx context.Context, key string, c strategies.Call, res *Re
 		sh.mu.Unlock()
 		return fmt.Errorf("ratestore: limiter %q: key %q: %w", l.name, key, err)
 	}
-	e.idleAt = satAdd(c.Now, int64(res.ResetAfter))
+	e.idleAt = sat.Add(c.Now, int64(res.ResetAfter))
 	if !c.Taken(res.Allowed) {
 		// Nothing taken, nothing to wait for; but a stored state that time
 		// has brought back to its initial value is deleted in passing.
@@ -378,12 +379,4 @@ func (db *DB) committed(ctx context.Context, g *generation) error {
 	}
 	db.wake()
 	return db.wait(ctx, g)
-}
-
-// satAdd returns a+b, saturating at math.MaxInt64 (b >= 0).
-func satAdd(a, b int64) int64 {
-	if s := a + b; s >= a {
-		return s
-	}
-	return math.MaxInt64
 }

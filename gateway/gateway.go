@@ -24,6 +24,7 @@ import (
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/httplimit"
+	"github.com/ratestore/ratestore/internal/sat"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/strategies"
 )
@@ -441,7 +442,7 @@ func (g *Gateway) serve(x *exchange, r *http.Request) {
 			if maxTokens <= 0 {
 				maxTokens = g.maxTokens
 			}
-			x.reserve = satAdd(int64(len(body))/4, maxTokens)
+			x.reserve = sat.Add(int64(len(body))/4, maxTokens)
 		}
 	}
 	if asked, ok := askUsage(r.URL.Path, body); ok {

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/internal/fakeclock"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/stretchr/testify/require"
 )
@@ -490,12 +491,6 @@ func TestNewErrors(t *testing.T) {
 // usage window (5 minutes), so that window ends are whole.
 var start = time.Date(2026, 1, 18, 12, 0, 0, 0, time.UTC)
 
-// clock is a fake clock that moves only when told to.
-type clock struct{ ns atomic.Int64 }
-
-func (c *clock) Now() time.Time          { return time.Unix(0, c.ns.Load()).UTC() }
-func (c *clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
-
 // fakeReq is the body of a request to the fake upstream: the usage it is to
 // report, and whether to stream it.
 type fakeReq struct {
@@ -676,7 +671,7 @@ func anthropicStream(in, out int64) []string {
 // database in a temporary directory with a fake clock.
 type env struct {
 	t      testing.TB
-	clock  *clock
+	clock  *fakeclock.Clock
 	db     *ratestore.DB
 	up     *upstream
 	gw     *Gateway
@@ -691,8 +686,7 @@ func newEnv(t testing.TB, opts Options) *env {
 }
 
 func newEnvWith(t testing.TB, opts Options, dbOpts ratestore.Options) *env {
-	e := &env{t: t, clock: &clock{}, served: make(chan struct{}, 1<<12)}
-	e.clock.ns.Store(start.UnixNano())
+	e := &env{t: t, clock: fakeclock.New(start), served: make(chan struct{}, 1<<12)}
 	dbOpts.Now = e.clock.Now
 	db, err := ratestore.Open(t.TempDir()+"/gateway.db", dbOpts)
 	require.NoError(t, err)

@@ -7,6 +7,8 @@ import (
 	"math"
 	"net/http"
 	"strings"
+
+	"github.com/ratestore/ratestore/internal/sat"
 )
 
 // kind is the type of a response body, as far as its usage goes.
@@ -339,12 +341,12 @@ type usage struct {
 func (t *tally) usage() usage {
 	c, h := &t.counts, &t.has
 	var u usage
-	u.counts.input = satAdd(c[cInput], c[cToolPrompt])
-	u.counts.output = satAdd(c[cOutput], c[cThoughts])
+	u.counts.input = sat.Add(c[cInput], c[cToolPrompt])
+	u.counts.output = sat.Add(c[cOutput], c[cThoughts])
 	u.counts.reasoning = c[cReasoning]
 	u.counts.cacheRead, u.counts.cacheWrite = c[cCacheRead], c[cCacheWrite]
 	if h[cAnthropic] {
-		u.counts.input = satAdd(u.counts.input, satAdd(c[cCacheRead], c[cCacheWrite]))
+		u.counts.input = sat.Add(u.counts.input, sat.Add(c[cCacheRead], c[cCacheWrite]))
 	}
 	switch {
 	case h[cInput] || h[cToolPrompt] || h[cOutput] || h[cThoughts] || h[cCacheRead] || h[cCacheWrite]:
@@ -383,20 +385,13 @@ func (w Weights) valid() bool {
 // integers, saturating; others in float64, rounded up and saturating.
 func (w Weights) charge(c tokenCounts) int64 {
 	if w == UnitWeights {
-		return satAdd(c.input, c.output)
+		return sat.Add(c.input, c.output)
 	}
-	cached := min(c.input, satAdd(c.cacheRead, c.cacheWrite))
+	cached := min(c.input, sat.Add(c.cacheRead, c.cacheWrite))
 	f := w.Input*float64(c.input-cached) + w.CacheRead*float64(c.cacheRead) +
 		w.CacheWrite*float64(c.cacheWrite) + w.Output*float64(c.output)
 	if f >= math.MaxInt64 {
 		return math.MaxInt64
 	}
 	return int64(math.Ceil(f))
-}
-
-func satAdd(a, b int64) int64 {
-	if s := a + b; s >= a {
-		return s
-	}
-	return math.MaxInt64
 }

@@ -17,29 +17,23 @@ import (
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/httplimit"
+	"github.com/ratestore/ratestore/internal/fakeclock"
 	"github.com/ratestore/ratestore/strategies"
 	"github.com/stretchr/testify/require"
 )
 
 var ctx = context.Background()
 
-// clock is a fake clock that moves only when told: Unix nanoseconds.
-type clock struct{ ns atomic.Int64 }
-
-func (c *clock) Now() time.Time          { return time.Unix(0, c.ns.Load()).UTC() }
-func (c *clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
-
 // env is a database in a temporary directory on a fake clock.
 type env struct {
 	t   testing.TB
 	db  *ratestore.DB
-	clk *clock
+	clk *fakeclock.Clock
 }
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	clk := &clock{}
-	clk.ns.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	clk := fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	db, err := ratestore.Open(filepath.Join(t.TempDir(), "ratestore.db"), ratestore.Options{Now: clk.Now})
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close() })

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/internal/sat"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -179,7 +180,7 @@ func (s *Store) Admit(ctx context.Context, secret string, req Request) (*Admissi
 			}
 		}
 		a = &Admission{s: s, e: e, k: e.key(), pol: pol, reserve: req.Reserve, at: now,
-			deadline: satAdd(now, int64(s.opts.LeaseTTL)), held: true}
+			deadline: sat.Add(now, int64(s.opts.LeaseTTL)), held: true}
 		if e.leases == nil {
 			e.leases = new(leases)
 		}
@@ -361,6 +362,6 @@ func (ls *leases) rebucketed(old, pol *policy) {
 		}
 	}
 	for _, a := range ls.list {
-		a.moved = satAdd(a.moved, reach)
+		a.moved = sat.Add(a.moved, reach)
 	}
 }

@@ -8,13 +8,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/internal/fakeclock"
 	"github.com/ratestore/ratestore/keystore"
 )
 
 // benchStore returns a key store on bolt in mode d with one key that has
 // usage in its windows.
 func benchStore(b *testing.B, d ratestore.Durability) (*keystore.Store, keystore.Key, string) {
-	c := newClock(t0)
+	c := fakeclock.New(t0)
 	db, err := ratestore.Open(filepath.Join(b.TempDir(), "k.db"), ratestore.Options{Durability: d, Now: c.Now})
 	require.NoError(b, err)
 	b.Cleanup(func() { db.Close() })

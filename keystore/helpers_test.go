@@ -15,6 +15,7 @@ import (
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/badger"
+	"github.com/ratestore/ratestore/internal/fakeclock"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/strategies"
 )
@@ -25,33 +26,6 @@ var (
 	// start of a bucket of every window the tests use.
 	t0 = time.Date(2026, 1, 18, 9, 0, 0, 0, time.UTC)
 )
-
-// clock is a fake clock, the only time the tests know: it moves only when
-// a test moves it.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock(t time.Time) *clock { return &clock{t: t} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	c.t = t
-	c.mu.Unlock()
-}
 
 // mode is one configuration of the database that every behavioural test of
 // the key store runs on: its conformance suite.
@@ -77,7 +51,7 @@ type env struct {
 	mode  mode
 	path  string
 	opts  keystore.Options
-	clock *clock
+	clock *fakeclock.Clock
 	db    *ratestore.DB
 	ks    *keystore.Store
 	// wedged is set when a call under test never returned and still holds
@@ -104,7 +78,7 @@ func forEachOpts(t *testing.T, opts keystore.Options, f func(t *testing.T, e *en
 // newEnv opens a database in mode m at a fresh path, and its key store.
 func newEnv(t *testing.T, m mode, opts keystore.Options) *env {
 	t.Helper()
-	e := &env{t: t, mode: m, path: filepath.Join(t.TempDir(), "keys.db"), opts: opts, clock: newClock(t0)}
+	e := &env{t: t, mode: m, path: filepath.Join(t.TempDir(), "keys.db"), opts: opts, clock: fakeclock.New(t0)}
 	e.openDB()
 	e.openStore()
 	t.Cleanup(func() {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/internal/sat"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -355,7 +356,7 @@ func (s *Store) RecordUsage(ctx context.Context, id string, tokens int64) (strat
 // used adds tokens to e's lifetime and sets its LastUsed to now. The
 // caller holds e.mu.
 func (e *entry) used(tokens, now int64) {
-	e.rec.lifetime = satAdd(e.rec.lifetime, tokens)
+	e.rec.lifetime = sat.Add(e.rec.lifetime, tokens)
 	if !e.rec.hasUsed || now > e.rec.lastUsed { // a clock gone backwards keeps the latest
 		e.rec.lastUsed, e.rec.hasUsed = now, true
 	}
@@ -422,7 +423,7 @@ func (s *Store) windowUsage(ctx context.Context, e *entry, i int) (WindowUsage, 
 			return err
 		}
 		if r.RetryAfter > 0 {
-			wu.WindowEnd = timeOf(satAdd(now, int64(r.RetryAfter)), true)
+			wu.WindowEnd = timeOf(sat.Add(now, int64(r.RetryAfter)), true)
 		}
 		return nil
 	})

@@ -8,9 +8,8 @@ import (
 	"math"
 	"math/bits"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
+	"github.com/ratestore/ratestore/internal/text"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -407,20 +406,7 @@ func (d *decoder) done() error {
 
 // badText says what is wrong with a name, model or model pattern, or
 // returns "".
-func badText(s string) string {
-	if len(s) > MaxName {
-		return fmt.Sprintf("is %d bytes long, more than %d", len(s), MaxName)
-	}
-	if !utf8.ValidString(s) {
-		return "is not valid UTF-8"
-	}
-	for _, c := range s {
-		if unicode.IsControl(c) {
-			return fmt.Sprintf("holds the control character %U", c)
-		}
-	}
-	return ""
-}
+func badText(s string) string { return text.Problem(s, MaxName) }
 
 // The instants a time.Time can be stored as: Unix nanoseconds in int64.
 var (
@@ -452,12 +438,4 @@ func nanos(t time.Time) (int64, bool) {
 		return 0, false
 	}
 	return t.UnixNano(), true
-}
-
-// satAdd returns a + b for b >= 0, saturated at math.MaxInt64.
-func satAdd(a, b int64) int64 {
-	if a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
 }

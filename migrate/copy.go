@@ -79,7 +79,7 @@ func Copy(ctx context.Context, dst, src *ratestore.DB, progress func(records int
 		return CopyReport{}, err
 	}
 	var rep CopyReport
-	b := batcher{flush: func(recs []ratestore.Record) error {
+	b := batcher{flush: func(recs []ratestore.Entry) error {
 		if err := restore(ctx, dst, recs); err != nil {
 			return err
 		}
@@ -104,7 +104,7 @@ var errNotEmpty = errors.New("not empty")
 
 // checkEmpty fails unless db holds no record.
 func checkEmpty(ctx context.Context, db *ratestore.DB) error {
-	err := db.Export(ctx, func(ratestore.Record) error { return errNotEmpty })
+	err := db.Export(ctx, func(ratestore.Entry) error { return errNotEmpty })
 	switch {
 	case errors.Is(err, errNotEmpty):
 		return fmt.Errorf("migrate: copy: the destination %s already holds records: copy only into a new database: %w",
@@ -117,7 +117,7 @@ func checkEmpty(ctx context.Context, db *ratestore.DB) error {
 
 // restore writes recs into db, in one Restore, or in halves if the backend
 // finds them too many for one transaction.
-func restore(ctx context.Context, db *ratestore.DB, recs []ratestore.Record) error {
+func restore(ctx context.Context, db *ratestore.DB, recs []ratestore.Entry) error {
 	err := db.Restore(ctx, recs)
 	if errors.Is(err, ErrTooBig) && len(recs) > 1 {
 		half := len(recs) / 2
@@ -132,9 +132,9 @@ func restore(ctx context.Context, db *ratestore.DB, recs []ratestore.Record) err
 // batcher collects the records of an Export, copied, into batches, and
 // hands each to flush, which may keep it.
 type batcher struct {
-	recs  []ratestore.Record
+	recs  []ratestore.Entry
 	size  int
-	flush func([]ratestore.Record) error
+	flush func([]ratestore.Entry) error
 }
 
 // run exports db through the batcher, then flushes the last batch.
@@ -145,11 +145,11 @@ func (b *batcher) run(ctx context.Context, db *ratestore.DB) error {
 	return b.drain()
 }
 
-func (b *batcher) add(r ratestore.Record) error {
+func (b *batcher) add(r ratestore.Entry) error {
 	v := make([]byte, len(r.Key)+len(r.Value))
 	copy(v, r.Key)
 	copy(v[len(r.Key):], r.Value)
-	b.recs = append(b.recs, ratestore.Record{Key: v[:len(r.Key):len(r.Key)], Value: v[len(r.Key):]})
+	b.recs = append(b.recs, ratestore.Entry{Key: v[:len(r.Key):len(r.Key)], Value: v[len(r.Key):]})
 	b.size += len(v)
 	if len(b.recs) >= copyBatchRecords || b.size >= copyBatchBytes {
 		return b.drain()
@@ -162,7 +162,7 @@ func (b *batcher) drain() error {
 		return nil
 	}
 	recs := b.recs
-	b.recs, b.size = make([]ratestore.Record, 0, len(recs)), 0
+	b.recs, b.size = make([]ratestore.Entry, 0, len(recs)), 0
 	return b.flush(recs)
 }
 
@@ -171,10 +171,10 @@ func (b *batcher) drain() error {
 func verify(ctx context.Context, dst, src *ratestore.DB) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	c := &cursor{batches: make(chan []ratestore.Record, 2), done: make(chan error, 1)}
+	c := &cursor{batches: make(chan []ratestore.Entry, 2), done: make(chan error, 1)}
 	go func() {
 		defer close(c.batches)
-		b := batcher{flush: func(recs []ratestore.Record) error {
+		b := batcher{flush: func(recs []ratestore.Entry) error {
 			select {
 			case c.batches <- recs:
 				return nil
@@ -185,7 +185,7 @@ func verify(ctx context.Context, dst, src *ratestore.DB) error {
 		c.done <- b.run(ctx, dst)
 	}()
 	n := 0
-	err := src.Export(ctx, func(s ratestore.Record) error {
+	err := src.Export(ctx, func(s ratestore.Entry) error {
 		d, ok, err := c.next()
 		switch {
 		case err != nil:
@@ -219,19 +219,19 @@ func verify(ctx context.Context, dst, src *ratestore.DB) error {
 // cursor reads the records of an export made by another goroutine, which
 // sends them in batches and then its error.
 type cursor struct {
-	batches chan []ratestore.Record
+	batches chan []ratestore.Entry
 	done    chan error
-	cur     []ratestore.Record
+	cur     []ratestore.Entry
 	ended   bool
 	err     error
 }
 
 // next returns the next record; ok is false at the end, and err the
 // export's error there.
-func (c *cursor) next() (r ratestore.Record, ok bool, err error) {
+func (c *cursor) next() (r ratestore.Entry, ok bool, err error) {
 	for len(c.cur) == 0 {
 		if c.ended {
-			return ratestore.Record{}, false, c.err
+			return ratestore.Entry{}, false, c.err
 		}
 		recs, ok := <-c.batches
 		if !ok {

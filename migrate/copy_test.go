@@ -8,6 +8,7 @@ import (
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/badger"
+	"github.com/ratestore/ratestore/internal/fakeclock"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/strategies"
 	"github.com/stretchr/testify/assert"
@@ -48,7 +49,7 @@ func limiters(t *testing.T, db *ratestore.DB) map[string]*ratestore.Limiter {
 // limiters decide as the original's.
 func TestCopy(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b ratestore.Backend) {
-		clk := newClock(importNow)
+		clk := fakeclock.New(importNow)
 		src := openDB(t, b, clk)
 		ls := limiters(t, src)
 		for i, key := range copyKeys {
@@ -56,7 +57,7 @@ func TestCopy(t *testing.T) {
 				_, err := l.AllowN(ctx, key, int64(i+1))
 				require.NoError(t, err, name)
 			}
-			clk.Add(7 * time.Second)
+			clk.Advance(7 * time.Second)
 		}
 		_, err := ls["rw"].Record(ctx, "alice", 20) // past its limit
 		require.NoError(t, err)
@@ -99,7 +100,7 @@ func TestCopy(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, pending, dpending)
 
-		clk.Add(90 * time.Second)
+		clk.Advance(90 * time.Second)
 		for _, s := range secrets {
 			sk, sres, serr := keys(t, src).Check(ctx, s)
 			dk, dres, derr := keys(t, dst).Check(ctx, s)
@@ -129,14 +130,14 @@ func TestCopy(t *testing.T) {
 					assert.Equal(t, sr, dr, "%s %q step %d", name, key, step)
 				}
 			}
-			clk.Add(13 * time.Second)
+			clk.Advance(13 * time.Second)
 		}
 	})
 }
 
 // TestCopyEmpty: an empty database copies as nothing.
 func TestCopyEmpty(t *testing.T) {
-	clk := newClock(importNow)
+	clk := fakeclock.New(importNow)
 	rep, err := Copy(ctx, openDB(t, badger.Backend, clk), openDB(t, ratestore.Bolt, clk), nil)
 	require.NoError(t, err)
 	assert.Equal(t, CopyReport{}, rep)
@@ -145,7 +146,7 @@ func TestCopyEmpty(t *testing.T) {
 // TestCopyRefusesNonEmpty: a destination that holds anything is refused,
 // by path, and left as it was.
 func TestCopyRefusesNonEmpty(t *testing.T) {
-	clk := newClock(importNow)
+	clk := fakeclock.New(importNow)
 	src := openDB(t, ratestore.Bolt, clk)
 	importFixtures(t, src)
 	dst := openDB(t, badger.Backend, clk)
@@ -176,12 +177,12 @@ func TestCopyBatches(t *testing.T) {
 		{n: 5, key: 10, value: 1 << 20},  // one value alone is past it
 	} {
 		t.Run(fmt.Sprintf("%dx%d+%d", shape.n, shape.key, shape.value), func(t *testing.T) {
-			clk := newClock(importNow)
+			clk := fakeclock.New(importNow)
 			src := openDB(t, ratestore.Bolt, clk)
-			recs := make([]ratestore.Record, shape.n)
+			recs := make([]ratestore.Entry, shape.n)
 			for i := range recs {
 				k := fmt.Sprintf("z/%08d", i)
-				recs[i] = ratestore.Record{Key: []byte(k + strings.Repeat("k", shape.key-len(k))),
+				recs[i] = ratestore.Entry{Key: []byte(k + strings.Repeat("k", shape.key-len(k))),
 					Value: []byte(strings.Repeat("v", shape.value))}
 			}
 			for i := 0; i < len(recs); i += 100 {
@@ -191,7 +192,7 @@ func TestCopyBatches(t *testing.T) {
 			size := shape.key + shape.value
 			perBatch := min(copyBatchRecords, (copyBatchBytes+size-1)/size)
 			var sizes []int
-			b := batcher{flush: func(batch []ratestore.Record) error {
+			b := batcher{flush: func(batch []ratestore.Entry) error {
 				sizes = append(sizes, len(batch))
 				return dst.Restore(ctx, batch) // as it is: never split
 			}}
@@ -212,11 +213,11 @@ func TestCopyBatches(t *testing.T) {
 // fits.
 func TestRestoreSplits(t *testing.T) {
 	const n = 20_000
-	recs := make([]ratestore.Record, n)
+	recs := make([]ratestore.Entry, n)
 	for i := range recs {
-		recs[i] = ratestore.Record{Key: fmt.Appendf(nil, "z/%08d", i), Value: []byte("value")}
+		recs[i] = ratestore.Entry{Key: fmt.Appendf(nil, "z/%08d", i), Value: []byte("value")}
 	}
-	clk := newClock(importNow)
+	clk := fakeclock.New(importNow)
 	db := openDB(t, badger.Backend, clk)
 	require.ErrorIs(t, db.Restore(ctx, recs), ErrTooBig)
 	assert.Empty(t, dump(t, db))
@@ -227,24 +228,24 @@ func TestRestoreSplits(t *testing.T) {
 // TestVerify: the first difference between two databases, by key,
 // hex-escaped.
 func TestVerify(t *testing.T) {
-	rec := func(k, v string) ratestore.Record { return ratestore.Record{Key: []byte(k), Value: []byte(v)} }
-	base := []ratestore.Record{rec("a/1", "x"), rec("h/\x00\x9f\"\\", "y"), rec("k/3", "z")}
+	rec := func(k, v string) ratestore.Entry { return ratestore.Entry{Key: []byte(k), Value: []byte(v)} }
+	base := []ratestore.Entry{rec("a/1", "x"), rec("h/\x00\x9f\"\\", "y"), rec("k/3", "z")}
 	for _, tt := range []struct {
 		name string
-		dst  []ratestore.Record
+		dst  []ratestore.Entry
 		want string // "" for none
 	}{
 		{"same", base, ""},
-		{"value differs", []ratestore.Record{base[0], rec("h/\x00\x9f\"\\", "Y!"), base[2]},
+		{"value differs", []ratestore.Entry{base[0], rec("h/\x00\x9f\"\\", "Y!"), base[2]},
 			`record 1, key "h/\x00\x9f\x22\x5c": values differ (1 bytes in the source, 2 in the copy)`},
-		{"missing", []ratestore.Record{base[0], base[2]}, `record 1, key "h/\x00\x9f\x22\x5c": in the source, missing from the copy`},
-		{"extra", []ratestore.Record{base[0], rec("b", "q"), base[1], base[2]}, `record 1, key "b": in the copy, not in the source`},
+		{"missing", []ratestore.Entry{base[0], base[2]}, `record 1, key "h/\x00\x9f\x22\x5c": in the source, missing from the copy`},
+		{"extra", []ratestore.Entry{base[0], rec("b", "q"), base[1], base[2]}, `record 1, key "b": in the copy, not in the source`},
 		{"extra at the end", append(base[:3:3], rec("z", "")), `record 3, key "z": in the copy, not in the source`},
 		{"missing at the end", base[:2], `record 2, key "k/3": in the source, missing from the copy`},
 		{"empty copy", nil, `record 0, key "a/1": in the source, missing from the copy`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			clk := newClock(importNow)
+			clk := fakeclock.New(importNow)
 			src, dst := openDB(t, ratestore.Bolt, clk), openDB(t, badger.Backend, clk)
 			require.NoError(t, src.Restore(ctx, base))
 			if len(tt.dst) > 0 {

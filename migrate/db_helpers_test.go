@@ -5,14 +5,13 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/badger"
+	"github.com/ratestore/ratestore/internal/fakeclock"
 	"github.com/ratestore/ratestore/keystore"
 )
 
@@ -21,19 +20,6 @@ var ctx = context.Background()
 // importNow is the instant of the legacy fixtures' users: the sample's
 // last_used are a few minutes before it.
 var importNow = ts("2026-01-18T11:05:00Z")
-
-// fakeClock is a clock that tests set.
-type fakeClock struct{ ns atomic.Int64 }
-
-func newClock(t time.Time) *fakeClock {
-	c := &fakeClock{}
-	c.Set(t)
-	return c
-}
-
-func (c *fakeClock) Now() time.Time      { return time.Unix(0, c.ns.Load()).UTC() }
-func (c *fakeClock) Set(t time.Time)     { c.ns.Store(t.UnixNano()) }
-func (c *fakeClock) Add(d time.Duration) { c.ns.Add(int64(d)) }
 
 var backends = []ratestore.Backend{ratestore.Bolt, badger.Backend}
 
@@ -54,7 +40,7 @@ func otherBackend(b ratestore.Backend) ratestore.Backend {
 
 // openDB opens a new database on backend with clock c, closed at the end
 // of the test.
-func openDB(t testing.TB, backend ratestore.Backend, c *fakeClock) *ratestore.DB {
+func openDB(t testing.TB, backend ratestore.Backend, c *fakeclock.Clock) *ratestore.DB {
 	t.Helper()
 	db, err := ratestore.Open(filepath.Join(t.TempDir(), "db-"+backend.String()), ratestore.Options{Backend: backend, Now: c.Now})
 	require.NoError(t, err)
@@ -71,11 +57,11 @@ func keys(t testing.TB, db *ratestore.DB) *keystore.Store {
 }
 
 // dump is every record of db, copied.
-func dump(t testing.TB, db *ratestore.DB) []ratestore.Record {
+func dump(t testing.TB, db *ratestore.DB) []ratestore.Entry {
 	t.Helper()
-	recs := []ratestore.Record{}
-	require.NoError(t, db.Export(ctx, func(r ratestore.Record) error {
-		recs = append(recs, ratestore.Record{Key: bytes.Clone(r.Key), Value: bytes.Clone(r.Value)})
+	recs := []ratestore.Entry{}
+	require.NoError(t, db.Export(ctx, func(r ratestore.Entry) error {
+		recs = append(recs, ratestore.Entry{Key: bytes.Clone(r.Key), Value: bytes.Clone(r.Value)})
 		return nil
 	}))
 	return recs

@@ -6,12 +6,10 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strconv"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/internal/text"
 	"github.com/ratestore/ratestore/keystore"
 )
 
@@ -181,8 +179,8 @@ func checkStorable(keys []legacyKey, index []int, rep *Report) {
 			*list = append(*list, Issue{Index: index[i], Name: clip(k.Name), Field: field, Reason: reason})
 		}
 		for _, f := range [...]struct{ field, value string }{{"name", k.Name}, {"model", k.Model}} {
-			if why := badText(f.value); why != "" {
-				add(&rep.Refusals, f.field, why)
+			if why := text.Problem(f.value, keystore.MaxName); why != "" {
+				add(&rep.Refusals, f.field, why+": the key store does not keep it")
 			}
 		}
 		if k.ExpiresAt.After(maxStored) {
@@ -212,23 +210,6 @@ func checkStorable(keys []legacyKey, index []int, rep *Report) {
 
 // maxStored is the last instant the key store holds (Unix nanoseconds).
 var maxStored = maxWindowStart
-
-// badText says why the key store would not keep s as a name or model, or
-// returns "".
-func badText(s string) string {
-	if len(s) > keystore.MaxName {
-		return fmt.Sprintf("%d bytes long: the key store keeps at most %d", len(s), keystore.MaxName)
-	}
-	if !utf8.ValidString(s) {
-		return "not valid UTF-8"
-	}
-	for _, c := range s {
-		if unicode.IsControl(c) {
-			return "holds the control character " + strconv.QuoteRune(c) + ", which the key store does not keep"
-		}
-	}
-	return ""
-}
 
 // toImported maps parsed keys to the key store's import.
 func toImported(keys []legacyKey) []keystore.Imported {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/badger"
+	"github.com/ratestore/ratestore/internal/fakeclock"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/strategies"
 	"github.com/stretchr/testify/assert"
@@ -23,7 +24,7 @@ import (
 // has its 20001 tokens, not the 40002 of its rolling_window_cache.
 func TestImportFixtures(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b ratestore.Backend) {
-		clk := newClock(importNow)
+		clk := fakeclock.New(importNow)
 		db := openDB(t, b, clk)
 		rep, err := ImportLegacyFile(ctx, db, fixture("apikeys.sample.json"))
 		require.NoError(t, err)
@@ -95,7 +96,7 @@ func TestImportFixtures(t *testing.T) {
 // its first touch with the clock of then: windows expired by then count
 // nothing, and the others count until they would have expired.
 func TestImportMigratesAtFirstTouch(t *testing.T) {
-	clk := newClock(importNow)
+	clk := fakeclock.New(importNow)
 	db := openDB(t, ratestore.Bolt, clk)
 	importFixtures(t, db)
 	clk.Set(ts("2026-01-18T14:32:00Z")) // gateway-prod's 09:30 window counts until 14:30
@@ -118,7 +119,7 @@ func TestImportMigratesAtFirstTouch(t *testing.T) {
 // its keys were touched: no key twice, no window counted twice.
 func TestImportTwice(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b ratestore.Backend) {
-		db := openDB(t, b, newClock(importNow))
+		db := openDB(t, b, fakeclock.New(importNow))
 		importFixtures(t, db)
 		before := dump(t, db)
 		for round := range 2 {
@@ -158,7 +159,7 @@ func TestImportTwice(t *testing.T) {
 // TestImportSkipIndexes: skips name the entry of the file, whether the
 // file repeats a key or the database has it.
 func TestImportSkipIndexes(t *testing.T) {
-	db := openDB(t, ratestore.Bolt, newClock(importNow))
+	db := openDB(t, ratestore.Bolt, fakeclock.New(importNow))
 	other := func(n int) string { return fmt.Sprintf(`"pk_live_other%030d"`, n) }
 	rep, err := ImportLegacy(ctx, db, strings.NewReader(fileJSON(entryJSON())))
 	require.NoError(t, err)
@@ -182,7 +183,7 @@ func TestImportSkipIndexes(t *testing.T) {
 // exactly as it was, and CheckLegacyFile says the same as the import.
 func TestImportRefusedChangesNothing(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b ratestore.Backend) {
-		db := openDB(t, b, newClock(importNow))
+		db := openDB(t, b, fakeclock.New(importNow))
 		importFixtures(t, db)
 		l, err := db.Limiter("rps", strategies.TokenBucket{Rate: 1, Burst: 5})
 		require.NoError(t, err)
@@ -207,12 +208,12 @@ func TestImportRefusedChangesNothing(t *testing.T) {
 // TestImportMalformedFixtures: what the importer says of the malformed
 // fixtures this package adds.
 func TestImportMalformedFixtures(t *testing.T) {
-	db := openDB(t, ratestore.Bolt, newClock(importNow))
+	db := openDB(t, ratestore.Bolt, fakeclock.New(importNow))
 	rep, err := ImportLegacyFile(ctx, db, fixture("apikeys.malformed-store.json"))
 	require.ErrorIs(t, err, ErrRefused)
 	assert.Equal(t, []string{
-		`keys[0] "ops\tteam": name: holds the control character '\t', which the key store does not keep`,
-		`keys[1] "analytics": model: 300 bytes long: the key store keeps at most 256`,
+		`keys[0] "ops\tteam": name: holds the control character U+0009: the key store does not keep it`,
+		`keys[1] "analytics": model: is 300 bytes long, more than 256: the key store does not keep it`,
 		`keys[2] "archive": last_used: after 2262-04-11T23:47:16Z, the last instant the key store holds`,
 	}, issueStrings(rep.Refusals))
 	assert.Equal(t, []string{
@@ -229,15 +230,15 @@ func TestImportMalformedFixtures(t *testing.T) {
 // TestImportStoreLimits: what the key store cannot keep is refused before
 // anything is written; an expiry past 2262 (a "never") is kept as 2262.
 func TestImportStoreLimits(t *testing.T) {
-	db := openDB(t, ratestore.Bolt, newClock(importNow))
+	db := openDB(t, ratestore.Bolt, fakeclock.New(importNow))
 	k0 := `keys[0] "team-a": `
 	for _, tt := range []struct {
 		in      string
 		refused string
 	}{
-		{fileJSON(entryJSON("name", `"team\u0000a"`)), `keys[0] "team\x00a": name: holds the control character '\x00', which the key store does not keep`},
-		{fileJSON(entryJSON("model", `"glm\n4.7"`)), k0 + `model: holds the control character '\n', which the key store does not keep`},
-		{fileJSON(entryJSON("name", `"`+strings.Repeat("é", 129)+`"`)), `keys[0] "` + strings.Repeat("é", 32) + `...": name: 258 bytes long: the key store keeps at most 256`},
+		{fileJSON(entryJSON("name", `"team\u0000a"`)), `keys[0] "team\x00a": name: holds the control character U+0000: the key store does not keep it`},
+		{fileJSON(entryJSON("model", `"glm\n4.7"`)), k0 + `model: holds the control character U+000A: the key store does not keep it`},
+		{fileJSON(entryJSON("name", `"`+strings.Repeat("é", 129)+`"`)), `keys[0] "` + strings.Repeat("é", 32) + `...": name: is 258 bytes long, more than 256: the key store does not keep it`},
 		{fileJSON(entryJSON("created_at", `"2262-04-12T00:00:00Z"`)), k0 + `created_at: after 2262-04-11T23:47:16Z, the last instant the key store holds`},
 	} {
 		rep, err := ImportLegacy(ctx, db, strings.NewReader(tt.in))
@@ -279,7 +280,7 @@ func TestImportBigIntoBadger(t *testing.T) {
 	}
 	b.WriteString(`]}`)
 	path := writeFile(t, b.Bytes())
-	clk := newClock(importNow)
+	clk := fakeclock.New(importNow)
 	// Async: the checks below each merge a key's legacy usage in a commit
 	// of its own, which Sync mode would wait an fsync for, 10,000 times.
 	opts := ratestore.Options{Backend: badger.Backend, Durability: ratestore.Async, Now: clk.Now}
@@ -342,7 +343,7 @@ func TestGeneratedImportMigrate(t *testing.T) {
 			wantPending = 1 // window 0 has 0 tokens: not stored
 		}
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			clk := newClock(now)
+			clk := fakeclock.New(now)
 			bdg, bolt := openDB(t, badger.Backend, clk), openDB(t, ratestore.Bolt, clk)
 			rep, err := ImportLegacy(ctx, bdg, bytes.NewReader(genFile(n)))
 			require.NoError(t, err)
@@ -378,7 +379,7 @@ func TestGeneratedImportMigrate(t *testing.T) {
 // that copies it, before or after migration.
 func TestNoSecretInDatabase(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b ratestore.Backend) {
-		db := openDB(t, b, newClock(importNow))
+		db := openDB(t, b, fakeclock.New(importNow))
 		importFixtures(t, db)
 		_, err := ImportLegacy(ctx, db, bytes.NewReader(genFile(3)))
 		require.NoError(t, err)

@@ -3,6 +3,8 @@ package strategies
 import (
 	"math"
 	"time"
+
+	"github.com/ratestore/ratestore/internal/sat"
 )
 
 // bucket is the arithmetic that TokenBucket and LeakyBucket share. Both hold
@@ -196,7 +198,7 @@ func (b *bucket) wait(base bucketState, now int64, short, need float64) time.Dur
 		return b.search(base, now, math.MaxInt64/2, need)
 	}
 	up := math.Ceil(x)
-	est := satAdd(nonNeg(satSub(base.last, now)), max(int64(up), 1))
+	est := sat.Add(nonNeg(sat.Sub(base.last, now)), max(int64(up), 1))
 	// Each of the few operations that compute an amount of magnitude m is
 	// off by up to m*2^-53, which moves the instant it reaches the goal by
 	// that much over the rate (perUnit nanoseconds per unit), and x itself
@@ -230,15 +232,15 @@ func (b *bucket) search(base bucketState, now, est int64, need float64) time.Dur
 	est = max(est, 1)
 	lo, hi := est-1, est // until set up below: !reached(lo), reached(hi)
 	if b.reached(base, now, hi, need) {
-		for step := int64(1); lo > 0 && b.reached(base, now, lo, need); step = satAdd(step, step) {
+		for step := int64(1); lo > 0 && b.reached(base, now, lo, need); step = sat.Add(step, step) {
 			hi, lo = lo, max(lo-step, 0) // reached(0) is false: the goal is not reached now
 		}
 	} else {
-		for step := int64(1); !b.reached(base, now, hi, need); step = satAdd(step, step) {
+		for step := int64(1); !b.reached(base, now, hi, need); step = sat.Add(step, step) {
 			if hi == math.MaxInt64 {
 				return math.MaxInt64
 			}
-			lo, hi = hi, satAdd(hi, step)
+			lo, hi = hi, sat.Add(hi, step)
 		}
 	}
 	for hi-lo > 1 {
@@ -254,7 +256,7 @@ func (b *bucket) search(base bucketState, now, est int64, need float64) time.Dur
 // reached reports whether base, as of d after now, fits a call of need, or
 // is at rest for a need < 0.
 func (b *bucket) reached(base bucketState, now, d int64, need float64) bool {
-	x := b.at(base, satAdd(now, d)).amount
+	x := b.at(base, sat.Add(now, d)).amount
 	if need < 0 {
 		return b.inUse(x) <= 0
 	}

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/ratestore/ratestore/internal/sat"
 )
 
 // trio applies the same calls to the reference decisions (refDecide), to
@@ -380,7 +382,7 @@ func TestDecideAllocs(t *testing.T) {
 	}
 }
 
-// TestArithmeticReference checks satAdd, satSub and clampAmount against
+// TestArithmeticReference checks sat.Add, sat.Sub and clampAmount against
 // the reference on the edges of their ranges and around them, and at
 // random.
 func TestArithmeticReference(t *testing.T) {
@@ -401,11 +403,11 @@ func TestArithmeticReference(t *testing.T) {
 	}
 	for _, a := range edges {
 		for _, b := range edges {
-			if got, want := satAdd(a, b), refSatAdd(a, b); got != want {
-				t.Fatalf("satAdd(%d, %d) = %d, want %d", a, b, got, want)
+			if got, want := sat.Add(a, b), refSatAdd(a, b); got != want {
+				t.Fatalf("sat.Add(%d, %d) = %d, want %d", a, b, got, want)
 			}
-			if got, want := satSub(a, b), refSatSub(a, b); got != want {
-				t.Fatalf("satSub(%d, %d) = %d, want %d", a, b, got, want)
+			if got, want := sat.Sub(a, b), refSatSub(a, b); got != want {
+				t.Fatalf("sat.Sub(%d, %d) = %d, want %d", a, b, got, want)
 			}
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"time"
+
+	"github.com/ratestore/ratestore/internal/sat"
 )
 
 // Description is a stored state decoded for display, without its
@@ -142,7 +144,7 @@ func describe(st State) Description {
 		buckets, total := []map[string]any{}, int64(0)
 		for start, n := range s.win.All() {
 			buckets = append(buckets, map[string]any{"start": instant(start), "count": n})
-			total = satAdd(total, n)
+			total = sat.Add(total, n)
 		}
 		return d(kindRollingWindow, map[string]any{
 			"window": cfg.Window, "bucket": cfg.Bucket, "total": total, "buckets": buckets,

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 	"unsafe"
+
+	"github.com/ratestore/ratestore/internal/sat"
 )
 
 // FixedWindow counts calls in fixed windows, under one or more quotas at
@@ -223,7 +225,7 @@ func (p *fixedPlan) decodeIn(s *fixedWindowState, enc []byte) (State, error) {
 // at returns what w counts at now, and the instant its window ends: its
 // count while the window runs, and 0 once it has ended.
 func (q *Quota) at(w window, now int64) (used, end int64) {
-	end = satAdd(w.start, int64(q.Window))
+	end = sat.Add(w.start, int64(q.Window))
 	if w.count > 0 && now < end {
 		return w.count, end
 	}
@@ -235,9 +237,9 @@ func (q *Quota) at(w window, now int64) (used, end int64) {
 func (q *Quota) add(w window, now, n int64) (window, int64) {
 	used, end := q.at(w, now)
 	if used == 0 {
-		w.start, end = now, satAdd(now, int64(q.Window))
+		w.start, end = now, sat.Add(now, int64(q.Window))
 	}
-	w.count = satAdd(used, n)
+	w.count = sat.Add(used, n)
 	return w, end
 }
 
@@ -246,7 +248,7 @@ func (q *Quota) add(w window, now, n int64) (window, int64) {
 // the quota counts then and the end of its window (at). It returns the
 // fields of the quota's Result but Limit, which is q.Limit.
 func (q *Quota) result(used, end, now, need int64) (allowed bool, remaining int64, reset, retry time.Duration) {
-	allowed = satAdd(used, need) <= q.Limit
+	allowed = sat.Add(used, need) <= q.Limit
 	remaining = nonNeg(q.Limit - used)
 	if used > 0 {
 		reset = until(end, now)
@@ -351,7 +353,7 @@ func (f *FixedWindow) tally(ws []window, c Call, write bool, res *Result) (taken
 func (f *FixedWindow) fits(ws []window, c Call) bool {
 	ws = ws[:len(f.Quotas)]
 	for i := range f.Quotas {
-		if used, _ := f.Quotas[i].at(ws[i], c.Now); satAdd(used, c.N) > f.Quotas[i].Limit {
+		if used, _ := f.Quotas[i].at(ws[i], c.Now); sat.Add(used, c.N) > f.Quotas[i].Limit {
 			return false
 		}
 	}
@@ -386,9 +388,9 @@ func (f *FixedWindow) take(ws []window, c Call, res *Result) bool {
 		// reference, so the two cannot drift apart unseen.
 		used, end := q.at(*w, c.Now)
 		if used == 0 {
-			w.start, end = c.Now, satAdd(c.Now, int64(q.Window))
+			w.start, end = c.Now, sat.Add(c.Now, int64(q.Window))
 		}
-		w.count = satAdd(used, c.N)
+		w.count = sat.Add(used, c.N)
 		// The window counts the call from now on, unless it ends at once
 		// (a Window of 0, which no valid configuration has).
 		left, ends := q.Limit, time.Duration(0)

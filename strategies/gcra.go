@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/bits"
 	"time"
+
+	"github.com/ratestore/ratestore/internal/sat"
 )
 
 // GCRA is the generic cell rate algorithm: a token bucket kept as one
@@ -132,7 +134,7 @@ func (p *gcraPlan) init(g GCRA, many bool) {
 }
 
 // span returns n*T saturated at math.MaxInt64, and 0 for n <= 0: what
-// satMul(n, T) returns, by a 128-bit product instead of a division.
+// sat.Mul(n, T) returns, by a 128-bit product instead of a division.
 func (p *gcraPlan) span(n int64) int64 {
 	if n <= 0 {
 		return 0
@@ -152,19 +154,19 @@ func (p *gcraPlan) decide(st State, c Call, res *Result) error {
 	}
 	tau := p.tau
 	tat := s.tat
-	next := satAdd(max(tat, c.Now), p.span(c.N))
-	allowed := satSub(next, c.Now) <= tau
+	next := sat.Add(max(tat, c.Now), p.span(c.N))
+	allowed := sat.Sub(next, c.Now) <= tau
 	if allowed || c.Record {
 		tat = next
 		if c.N > 0 && !c.DryRun {
 			s.tat = tat
 		}
 		if c.Record {
-			allowed = satSub(tat, c.Now) <= tau
+			allowed = sat.Sub(tat, c.Now) <= tau
 		}
 	}
 
-	ahead := nonNeg(satSub(tat, c.Now)) // how far the key is booked ahead of now
+	ahead := nonNeg(sat.Sub(tat, c.Now)) // how far the key is booked ahead of now
 	*res = Result{
 		Allowed:    allowed,
 		Limit:      p.burst,
@@ -178,7 +180,7 @@ func (p *gcraPlan) decide(st State, c Call, res *Result) error {
 		case c.Record:
 			res.RetryAfter = until(ahead, tau)
 		default:
-			res.RetryAfter = until(satAdd(ahead, p.span(c.N)), tau)
+			res.RetryAfter = until(sat.Add(ahead, p.span(c.N)), tau)
 		}
 	}
 	return nil
@@ -195,7 +197,7 @@ func (p *gcraPlan) clamp(st State, now int64) bool {
 	if !ok {
 		return false
 	}
-	if end := satAdd(now, p.tau); s.tat > end {
+	if end := sat.Add(now, p.tau); s.tat > end {
 		s.tat = end
 		return true
 	}

@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/bits"
 	"time"
+
+	"github.com/ratestore/ratestore/internal/sat"
 )
 
 // The arithmetic shared by the strategies.
@@ -18,45 +20,10 @@ import (
 // Amounts that drain continuously (token and leaky buckets) are float64;
 // bucket.go has their arithmetic.
 
-// satAdd returns a+b, saturated to the int64 range. It runs several
-// times in every decision, so it tests for an overflow once, on the sum:
-// the sum overflowed exactly when a and b have the same sign and it has
-// the other, and then it saturates on their side.
-func satAdd(a, b int64) int64 {
-	s := a + b
-	if (s^a)&(s^b) < 0 {
-		return math.MaxInt64 ^ a>>63 // a < 0: math.MinInt64
-	}
-	return s
-}
-
-// satSub returns a-b, saturated to the int64 range. As satAdd, it tests
-// the difference: it overflowed exactly when a and b have opposite signs
-// and it has b's, and then it saturates on a's side.
-func satSub(a, b int64) int64 {
-	d := a - b
-	if (a^b)&(a^d) < 0 {
-		return math.MaxInt64 ^ a>>63 // a < 0: math.MinInt64
-	}
-	return d
-}
-
-// satMul returns a*b for a, b >= 0, saturated at math.MaxInt64. A negative
-// operand (never passed by a valid caller) gives 0 rather than a panic.
-func satMul(a, b int64) int64 {
-	if a <= 0 || b <= 0 {
-		return 0
-	}
-	if a > math.MaxInt64/b {
-		return math.MaxInt64
-	}
-	return a * b
-}
-
 // until returns the time from now to the instant t that something waits
 // for: at least 1ns, even when t saturated at the end of the int64 range,
 // since a wait of 0 would mean "nothing to wait for".
-func until(t, now int64) time.Duration { return time.Duration(max(satSub(t, now), 1)) }
+func until(t, now int64) time.Duration { return time.Duration(max(sat.Sub(t, now), 1)) }
 
 // nonNeg returns d, or 0 when d is negative.
 func nonNeg(d int64) int64 { return max(d, 0) }
@@ -69,7 +36,7 @@ func alignDown(t, w int64) int64 {
 	if r < 0 {
 		r += w
 	}
-	return satSub(t, r)
+	return sat.Sub(t, r)
 }
 
 // alignUp returns the first epoch-aligned multiple of w at or after t,
@@ -82,7 +49,7 @@ func alignUp(t, w int64) int64 {
 	if r == 0 {
 		return t
 	}
-	return satAdd(t, w-r)
+	return sat.Add(t, w-r)
 }
 
 // mulLE reports whether a*b <= c*d, computed exactly in 128 bits.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratestore/ratestore/internal/sat"
 	"github.com/ratestore/ratestore/rollingwindow"
 )
 
@@ -433,7 +434,7 @@ func TestGCRASpan(t *testing.T) {
 		p.init(g, true)
 		maxN := math.MaxInt64 / p.t
 		for _, n := range []int64{math.MinInt64, -1, 0, 1, 2, maxN - 1, maxN, maxN + 1, math.MaxInt64, r.Int64(), r.Int64N(1 << 20)} {
-			if got, want := p.span(n), satMul(n, p.t); got != want {
+			if got, want := p.span(n), sat.Mul(n, p.t); got != want {
 				t.Fatalf("T = %d: span(%d) = %d, want %d", p.t, n, got, want)
 			}
 		}

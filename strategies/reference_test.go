@@ -11,7 +11,7 @@ import (
 // that compares the quota names on every call and merges one Result per
 // quota, a Composite that asks both parts with a DryRun before taking from
 // either, a bucket that checks the state in one function and decides in
-// another, with the built-in min and max of floats, and satAdd and satSub
+// another, with the built-in min and max of floats, and sat.Add and sat.Sub
 // as they compared before they added. (The rest of the arithmetic, and
 // the decisions of the other strategies, did not change.) They work on the
 // states of this package as they are, and call each other: refDecide

@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/ratestore/ratestore/internal/sat"
 	"github.com/ratestore/ratestore/rollingwindow"
 )
 
@@ -109,7 +110,7 @@ func (rw *RollingWindow) decide(st State, c Call, res *Result) error {
 	}
 	v := *w // a shallow copy to query: see rollingWindowState
 	used := v.Used(c.Now)
-	allowed := used <= satSub(rw.Limit, c.N)
+	allowed := used <= sat.Sub(rw.Limit, c.N)
 	switch {
 	case c.N <= 0 || !allowed && !c.Record: // takes nothing
 		*res = Result{

@@ -3,6 +3,8 @@ package strategies
 import (
 	"math"
 	"time"
+
+	"github.com/ratestore/ratestore/internal/sat"
 )
 
 // SlidingWindow approximates a sliding window from two fixed ones, the
@@ -75,7 +77,7 @@ func (sw SlidingWindow) at(s slidingWindowState, now int64) slidingWindowState {
 	switch gone := uint64(now) - uint64(s.start); {
 	case gone < uint64(w):
 	case gone < 2*uint64(w):
-		s.prev, s.curr, s.start = s.curr, 0, satAdd(s.start, w)
+		s.prev, s.curr, s.start = s.curr, 0, sat.Add(s.start, w)
 	default:
 		s = slidingWindowState{start: alignDown(now, w)}
 	}
@@ -86,13 +88,13 @@ func (sw SlidingWindow) at(s slidingWindowState, now int64) slidingWindowState {
 // rolled to now: 0 for an instant before its start (a clock gone
 // backwards), and never more than Window.
 func (sw SlidingWindow) elapsed(s slidingWindowState, now int64) uint64 {
-	return uint64(min(nonNeg(satSub(now, s.start)), int64(sw.Window)))
+	return uint64(min(nonNeg(sat.Sub(now, s.start)), int64(sw.Window)))
 }
 
 // fits reports whether a call of n fits s as of now (s already rolled):
 // prev*(W - e)/W + curr + n <= Limit, multiplied out by W.
 func (sw SlidingWindow) fits(s slidingWindowState, now, n int64) bool {
-	left := satSub(satSub(sw.Limit, s.curr), n)
+	left := sat.Sub(sat.Sub(sw.Limit, s.curr), n)
 	if left < 0 {
 		return false
 	}
@@ -123,7 +125,7 @@ func (sw *SlidingWindow) decide(st State, c Call, res *Result) error {
 	if allowed || c.Record {
 		need = 0
 		if c.N > 0 {
-			v.curr = satAdd(v.curr, c.N)
+			v.curr = sat.Add(v.curr, c.N)
 			if !c.DryRun {
 				*s = v
 			}
@@ -141,13 +143,13 @@ func (sw *SlidingWindow) decide(st State, c Call, res *Result) error {
 	*res = Result{
 		Allowed:   allowed,
 		Limit:     sw.Limit,
-		Remaining: nonNeg(satSub(satSub(sw.Limit, v.curr), int64(prevLeft))),
+		Remaining: nonNeg(sat.Sub(sat.Sub(sw.Limit, v.curr), int64(prevLeft))),
 	}
 	switch {
 	case v.curr > 0:
-		res.ResetAfter = until(satAdd(satAdd(v.start, int64(sw.Window)), int64(sw.Window)), c.Now)
+		res.ResetAfter = until(sat.Add(sat.Add(v.start, int64(sw.Window)), int64(sw.Window)), c.Now)
 	case v.prev > 0:
-		res.ResetAfter = until(satAdd(v.start, int64(sw.Window)), c.Now)
+		res.ResetAfter = until(sat.Add(v.start, int64(sw.Window)), c.Now)
 	}
 	if !allowed {
 		if need > sw.Limit {
@@ -176,7 +178,7 @@ func (sw *SlidingWindow) clamp(st State, now int64) bool {
 // horizon is the longest a sliding window makes a key wait: what the
 // current window counts slides out by the end of the next one, two
 // Windows from its start.
-func (sw *SlidingWindow) horizon() int64 { return satMul(2, int64(sw.Window)) }
+func (sw *SlidingWindow) horizon() int64 { return sat.Mul(2, int64(sw.Window)) }
 
 // fitsAt returns the first instant at which a call of need <= Limit fits
 // s, which does not fit it now. The count of a window weighs
@@ -188,22 +190,22 @@ func (sw *SlidingWindow) horizon() int64 { return satMul(2, int64(sw.Window)) }
 func (sw SlidingWindow) fitsAt(s slidingWindowState, need int64) int64 {
 	w := int64(sw.Window)
 	// In the current window, with prev fading and curr fixed.
-	if left := satSub(satSub(sw.Limit, s.curr), need); left >= 0 && left < s.prev {
+	if left := sat.Sub(sat.Sub(sw.Limit, s.curr), need); left >= 0 && left < s.prev {
 		q, _ := mulDiv(uint64(left), uint64(w), uint64(s.prev))
 		if e := w - int64(q); e < w {
-			return satAdd(s.start, e)
+			return sat.Add(s.start, e)
 		}
 	}
 	// In the next window, with curr become prev, fading, and nothing new.
-	next := satAdd(s.start, w)
+	next := sat.Add(s.start, w)
 	left := sw.Limit - need
 	if s.curr <= left {
 		return next
 	}
 	if q, _ := mulDiv(uint64(left), uint64(w), uint64(s.curr)); q > 0 {
-		return satAdd(next, w-int64(q))
+		return sat.Add(next, w-int64(q))
 	}
-	return satAdd(next, w)
+	return sat.Add(next, w)
 }
 
 // Decode implements Strategy. It reads "62|prev|curr|currStart".

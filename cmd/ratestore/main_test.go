@@ -90,14 +90,14 @@ func jsonOf[T any](e *env, args ...string) T {
 }
 
 // records returns every record of the database, for comparisons.
-func (e *env) records() []ratestore.Record {
+func (e *env) records() []ratestore.Entry {
 	e.t.Helper()
 	db, err := ratestore.Open(e.db, ratestore.Options{Backend: backendOf(e.backend), Now: func() time.Time { return now }})
 	require.NoError(e.t, err)
 	defer db.Close()
-	var recs []ratestore.Record
-	require.NoError(e.t, db.Export(context.Background(), func(r ratestore.Record) error {
-		recs = append(recs, ratestore.Record{Key: bytes.Clone(r.Key), Value: bytes.Clone(r.Value)})
+	var recs []ratestore.Entry
+	require.NoError(e.t, db.Export(context.Background(), func(r ratestore.Entry) error {
+		recs = append(recs, ratestore.Entry{Key: bytes.Clone(r.Key), Value: bytes.Clone(r.Value)})
 		return nil
 	}))
 	return recs

@@ -210,7 +210,7 @@ func inspectCmd(c *cli, _ *flag.FlagSet) func([]string) error {
 		want := []byte("s/" + name + "\x00" + key)
 		var raw []byte
 		err := c.withDB(false, func(db *ratestore.DB) error {
-			err := db.Export(c.ctx, func(r ratestore.Record) error {
+			err := db.Export(c.ctx, func(r ratestore.Entry) error {
 				switch bytes.Compare(r.Key, want) {
 				case 0:
 					raw = bytes.Clone(r.Value)

@@ -197,9 +197,9 @@ func TestInspectDecodesEveryKind(t *testing.T) {
 func restore(t *testing.T, path string, states map[string]string) {
 	db, err := ratestore.Open(path, ratestore.Options{})
 	require.NoError(t, err)
-	var recs []ratestore.Record
+	var recs []ratestore.Entry
 	for name, raw := range states {
-		recs = append(recs, ratestore.Record{Key: []byte("s/" + name + "\x00k"), Value: []byte(raw)})
+		recs = append(recs, ratestore.Entry{Key: []byte("s/" + name + "\x00k"), Value: []byte(raw)})
 	}
 	require.NoError(t, db.Restore(context.Background(), recs))
 	require.NoError(t, db.Close())
