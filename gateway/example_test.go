@@ -1,0 +1,83 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/gateway"
+	"github.com/ratestore/ratestore/keystore"
+)
+
+// The gateway in front of a model API: clients send their ratestore key as
+// the API key; the gateway checks it and its policy, forwards the request
+// with the upstream's own key, and charges the key the tokens the response
+// reports.
+func Example() {
+	// A stand-in for the model API, answering every chat completion with
+	// 12 prompt and 30 completion tokens.
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":30,"total_tokens":42}}`)
+	}))
+	defer upstream.Close()
+
+	dir, err := os.MkdirTemp("", "gateway-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	now := time.Date(2026, 1, 18, 12, 0, 0, 0, time.UTC)
+	db, err := ratestore.Open(filepath.Join(dir, "db"), ratestore.Options{Now: func() time.Time { return now }})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	keys, err := keystore.Open(db, keystore.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	k, secret, err := keys.Create(context.Background(), keystore.Spec{Name: "team-a", Policy: keystore.Policy{
+		Windows: []keystore.Window{{Limit: 100_000, Window: 5 * time.Hour}},
+	}})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	up, _ := url.Parse(upstream.URL)
+	g, err := gateway.New(db, gateway.Options{Upstream: up, UpstreamKey: "the upstream's own key"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv := httptest.NewServer(g)
+	defer srv.Close()
+
+	for _, bearer := range []string{secret, "not a key"} {
+		req, _ := http.NewRequest("POST", srv.URL+"/v1/chat/completions", strings.NewReader(`{"model":"gpt-4o","messages":[]}`))
+		req.Header.Set("Authorization", "Bearer "+bearer)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			log.Fatal(err)
+		}
+		resp.Body.Close()
+		fmt.Println(resp.Status)
+	}
+	u, err := keys.Usage(context.Background(), k.ID)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("charged:", u.Windows[0].Used, "tokens")
+	// Output:
+	// 200 OK
+	// 401 Unauthorized
+	// charged: 42 tokens
+}
