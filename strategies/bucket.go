@@ -109,7 +109,9 @@ func (b *bucket) decide(st State, c Call, res *Result) error {
 		}
 	}
 
-	*res = Result{Allowed: allowed, Limit: b.limit, Remaining: floorCount(b.room(v.amount))}
+	// min: a float64 holds a limit above 2^53 only to the nearest few
+	// units, so the room can round past it.
+	*res = Result{Allowed: allowed, Limit: b.limit, Remaining: min(floorCount(b.room(v.amount)), b.limit)}
 	if short := b.inUse(v.amount); short > 0 {
 		res.ResetAfter = b.wait(base, c.Now, short, -1)
 	}

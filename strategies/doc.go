@@ -40,6 +40,10 @@
 //     engine applies to a state that lies further ahead of the clock than
 //     Horizon allows (a clock that ran ahead and came back), moves them
 //     back to the clock, so that no key waits longer than its period.
+//   - Every finite positive rate and every burst, capacity or limit from
+//     1 to math.MaxInt64 is accepted: huge limits mean "effectively
+//     unlimited", and extremes that no caller could tell apart saturate
+//     rather than being refused (see GCRA for the one that needs to).
 //   - Arithmetic saturates: no n up to math.MaxInt64 and no stored number
 //     makes anything wrap around or panic. Durations that do not fit in
 //     int64 nanoseconds (292 years) are reported as math.MaxInt64.

@@ -21,20 +21,31 @@ import (
 //
 // Record sets TAT = max(TAT, now) + n*T unconditionally. Everything is
 // int64 nanoseconds, so results are exact: T is 1e9/Rate rounded to the
-// nearest nanosecond, which is why Rate must be at most 1e9 (T >= 1ns). The
-// time a full burst takes to drain, Burst*T, must be at most MaxWindow.
-// A Record that pushes TAT past the int64 range saturates there.
+// nearest nanosecond.
+//
+// Every finite positive Rate and every Burst from 1 up is accepted; the
+// extremes saturate where no caller can tell the difference. T is at least
+// 1ns: a Rate above 1e9 per second acts as 1e9, faster than any caller can
+// call. The burst's span Burst*T is at most MaxWindow (100 years), so that
+// every instant the algorithm computes stays within MaxWindow of a call's
+// and is exact (an unbounded TAT would saturate at the end of the int64
+// range and lose count): a burst that would take longer than that to
+// refill keeps its size and refills in MaxWindow instead (T becomes
+// MaxWindow/Burst), and a burst above MaxWindow/1ns (3e18 calls) acts as
+// that many. Both are beyond what a caller can exhaust or wait for. A
+// Record that pushes TAT past the int64 range saturates there.
 //
 // With a single instant as state, a clock that goes backwards makes the key
 // look busier for as long as it is behind (TAT - now grows), but changes
 // nothing stored: no refill and no penalty once it has caught up. A
 // changed Rate or Burst applies to the stored TAT as it is.
 type GCRA struct {
-	Rate  float64 // calls per second, at most 1e9
-	Burst int64   // calls allowed at once
+	Rate  float64 // calls per second, any finite positive number
+	Burst int64   // calls allowed at once, at least 1
 }
 
-// MaxGCRARate is the highest GCRA rate: one call per nanosecond.
+// MaxGCRARate is the highest GCRA rate that counts: one call per
+// nanosecond. A higher one is accepted and acts as it.
 const MaxGCRARate = 1e9
 
 // gcraState is the GCRA state: the theoretical arrival time.
@@ -47,23 +58,14 @@ func (g GCRA) Validate() error {
 	if err := checkRate(kindGCRA, g.Rate); err != nil {
 		return err
 	}
-	if g.Rate > MaxGCRARate {
-		return invalid(kindGCRA, "rate must be at most %g (an emission interval of 1ns), got %v", float64(MaxGCRARate), g.Rate)
-	}
-	if err := checkAtLeastOne(kindGCRA, "burst", g.Burst); err != nil {
-		return err
-	}
-	if t := g.interval(); g.Burst > int64(MaxWindow)/t {
-		return invalid(kindGCRA, "burst/rate must be at most %v, got burst %d at rate %v", MaxWindow, g.Burst, g.Rate)
-	}
-	return nil
+	return checkAtLeastOne(kindGCRA, "burst", g.Burst)
 }
 
-// interval is the emission interval T in nanoseconds, at least 1.
+// interval is the emission interval T in nanoseconds, in [1, MaxWindow].
 func (g GCRA) interval() int64 {
 	t := math.Round(nanosPerSecond / g.Rate)
-	if !(t < 0x1p63) {
-		return math.MaxInt64
+	if !(t < float64(MaxWindow)) {
+		return int64(MaxWindow)
 	}
 	return max(int64(t), 1)
 }
@@ -117,17 +119,21 @@ func (g GCRA) Apply(st State, c Call) (res Result, err error) {
 type gcraPlan struct {
 	burst int64
 	t     int64   // the emission interval T, in nanoseconds: g.interval(), at least 1
-	tau   int64   // the burst, as a span of time: Burst*T, saturated
+	tau   int64   // the burst, as a span of time: Burst*T, at most MaxWindow
 	perT  divisor // divides by T
 }
 
 // init computes the plan of g. many tells whether it will serve many calls:
 // only then is the divisor by T set up to multiply, which costs about as
-// much as the one division it saves per call.
+// much as the one division it saves per call. A burst that would take
+// longer than MaxWindow to refill refills in MaxWindow (see GCRA).
 func (p *gcraPlan) init(g GCRA, many bool) {
 	t := g.interval()
+	if g.Burst > int64(MaxWindow)/t {
+		t = max(int64(MaxWindow)/g.Burst, 1)
+	}
 	p.burst, p.t, p.perT = g.Burst, t, divisor{d: uint64(t)}
-	p.tau = p.span(g.Burst)
+	p.tau = min(p.span(g.Burst), int64(MaxWindow))
 	if many {
 		p.perT = newDivisor(uint64(t))
 	}
