@@ -120,8 +120,17 @@ type shard struct {
 	hand  int      // the eviction clock's position in slots
 	dirty []uint32 // the slots of the dirty entries
 	peak  int      // the most entries it has held: see TestCacheBoundAsync
-	_     [64]byte // keep neighbouring shard locks off one cache line
+	// loading holds the keys (joinKey) whose state a call is reading from
+	// the store, with the lock released, and a channel closed once that
+	// call has put its entry in (or failed): see DB.miss.
+	loading map[string]chan struct{}
+	_       [64]byte // keep neighbouring shard locks off one cache line
 }
+
+// full reports whether sh holds, or is loading, capacity entries: a key
+// being loaded has its place kept, so that the loads under way never take
+// the shard past its bound.
+func (sh *shard) full(capacity int) bool { return sh.live+len(sh.loading) >= capacity }
 
 // minSlots is the size of a shard's table when it gets its first entry.
 const minSlots = 8
@@ -253,16 +262,38 @@ func (db *DB) lookupWait(ctx context.Context, sh *shard, at slot, name, key stri
 
 // miss is lookupWait for a key not found in its shard: apart, so that the
 // hit, on every hot decision, stays a small function.
+//
+// A key's state is read from the store with the shard's lock released, so
+// that a slow read (a cold page of the bbolt file, a badger table) stalls
+// only the calls on that key, not every key of the shard. The key is
+// marked as loading meanwhile: any other call on it, with or without a
+// load (Reset), waits for the loader and then finds its entry. So one read
+// per key serves every concurrent call, no entry of the key can be put in
+// (and changed, committed, evicted) while the read is under way, and the
+// state read is the latest: the store holds what memory last committed,
+// since an entry goes only once its latest change is durable. Room in a
+// full shard is made before the read, not after: a loader waiting for a
+// commit while a Batch (which holds commits off) waits for the loader would
+// never end.
 func (db *DB) miss(ctx context.Context, sh *shard, at slot, name, key string, s strategies.Strategy, now int64, load bool) (int, error) {
-	for waits := 0; ; waits++ {
-		if waits > 0 {
+	// A copy of the key, which may be a slice of a larger buffer (a request
+	// header) that must not stay alive with the entry.
+	e := entry{sk: joinKey(name, key), ref: true}
+	for waits, unlocked := 0, false; ; unlocked = true {
+		if unlocked {
 			// The shard was unlocked: another call may have loaded the key.
 			if i := sh.find(at.h, name, key); i >= 0 {
 				sh.slots[i].ref = true
 				return i, nil
 			}
 		}
-		if sh.live < db.shardCap {
+		if done, busy := sh.loading[e.sk]; busy {
+			sh.mu.Unlock()
+			<-done
+			sh.mu.Lock()
+			continue
+		}
+		if !sh.full(db.shardCap) {
 			break
 		}
 		waited, err := db.makeRoom(ctx, sh, now, waits)
@@ -272,28 +303,28 @@ func (db *DB) miss(ctx context.Context, sh *shard, at slot, name, key string, s 
 		if !waited {
 			break // room made, or none to wait for: insert
 		}
+		waits++
 	}
-	// A copy of the key, which may be a slice of a larger buffer (a request
-	// header) that must not stay alive with the entry.
-	e := entry{sk: joinKey(name, key), ref: true}
 	if load {
-		raw, err := db.store.Get(appendStoreKey(nil, e.sk))
-		if err != nil {
-			return -1, fmt.Errorf("ratestore: limiter %q: key %q: load: %w", name, key, err)
+		done := make(chan struct{})
+		if sh.loading == nil {
+			sh.loading = make(map[string]chan struct{})
 		}
-		if raw != nil {
-			st, err := s.Decode(raw)
-			if err != nil {
-				return -1, fmt.Errorf("ratestore: limiter %q: key %q: %w", name, key, err)
-			}
-			if strategies.Clamp(s, st, now) {
-				// Written ahead of a clock that has come back since (see
-				// DB.rewind): stored clamped, so that it is clamped once.
-				db.clockJumped(e.sk, 0)
-				e.dirty, e.gen = true, db.gen.Load().seq
-			}
-			e.st = st
-			e.idleAt = math.MaxInt64 // unknown until the first Apply
+		sh.loading[e.sk] = done
+		defer func() { // with sh.mu held again, once the entry is in or the load failed
+			delete(sh.loading, e.sk)
+			close(done)
+		}()
+		sh.mu.Unlock()
+		clamped, err := db.load(&e, s, now)
+		sh.mu.Lock()
+		if err != nil {
+			return -1, fmt.Errorf("ratestore: limiter %q: key %q: %w", name, key, err)
+		}
+		if clamped {
+			// Stored clamped, so that it is clamped once; the generation
+			// is read under the lock, as DB.commit requires.
+			e.dirty, e.gen = true, db.gen.Load().seq
 		}
 	}
 	if db.async && 4*len(sh.dirty) >= 3*db.shardCap {
@@ -302,6 +333,29 @@ func (db *DB) miss(ctx context.Context, sh *shard, at slot, name, key string, s 
 		db.wake()
 	}
 	return db.insert(sh, at.h, e), nil
+}
+
+// load reads the stored state of e's key into e, with no lock held. It
+// reports whether the state was clamped: written ahead of a clock that has
+// come back since (see DB.rewind).
+func (db *DB) load(e *entry, s strategies.Strategy, now int64) (clamped bool, err error) {
+	raw, err := db.store.Get(appendStoreKey(nil, e.sk))
+	if err != nil {
+		return false, fmt.Errorf("load: %w", err)
+	}
+	if raw == nil {
+		return false, nil
+	}
+	st, err := s.Decode(raw)
+	if err != nil {
+		return false, err
+	}
+	if clamped = strategies.Clamp(s, st, now); clamped {
+		db.clockJumped(e.sk, 0)
+	}
+	e.st = st
+	e.idleAt = math.MaxInt64 // unknown until the first Apply
+	return clamped, nil
 }
 
 // maxRoomWaits bounds how many commits a call waits for room in a full
@@ -329,14 +383,14 @@ const maxRoomWaits = 4
 // returned, and nothing has changed.
 func (db *DB) makeRoom(ctx context.Context, sh *shard, now int64, waits int) (bool, error) {
 	db.evict(sh, now, false)
-	if sh.live < db.shardCap {
+	if !sh.full(db.shardCap) {
 		return false, nil
 	}
 	if len(sh.dirty) < sh.live {
 		// Some entries may go: a whole round of the clock, passing each
 		// entry twice, finds one if any is durable and clean.
 		db.evict(sh, now, true)
-		if sh.live < db.shardCap {
+		if !sh.full(db.shardCap) {
 			return false, nil
 		}
 	}
@@ -400,7 +454,7 @@ func (db *DB) evict(sh *shard, now int64, all bool) {
 			continue
 		}
 		sh.remove(i)
-		if sh.live < db.shardCap {
+		if !sh.full(db.shardCap) {
 			return
 		}
 	}
