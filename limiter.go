@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore/internal/sat"
+	"github.com/ratestore/ratestore/internal/text"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -60,7 +61,7 @@ func (db *DB) Limiter(name string, s strategies.Strategy) (*Limiter, error) {
 }
 
 func validName(name string) error {
-	if !strategies.ValidName(name, MaxNameLen) {
+	if !text.Name(name, MaxNameLen) {
 		return fmt.Errorf("ratestore: limiter name %q: want 1 to %d bytes of [A-Za-z0-9_.:@+-]: %w", name, MaxNameLen, ErrInvalid)
 	}
 	return nil

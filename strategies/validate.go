@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/ratestore/ratestore/internal/text"
 )
 
 // MaxWindow is the longest window or period a configuration may span:
@@ -45,24 +47,6 @@ func checkWindow(k kind, field string, d time.Duration) error {
 // maxQuotaName is the longest quota name.
 const maxQuotaName = 32
 
-// validQuotaName reports whether name is 1-32 of [A-Za-z0-9_.:@+-].
-func validQuotaName(name string) bool { return ValidName(name, maxQuotaName) }
-
-// ValidName reports whether name is 1 to max bytes of [A-Za-z0-9_.:@+-]:
-// the names of quotas, and of limiters in package ratestore. The set leaves
-// out '|' and '$', which separate fields and composite parts in the
-// encodings, and the zero byte, which ends a limiter name in store keys.
-func ValidName(name string, max int) bool {
-	if len(name) == 0 || len(name) > max {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		switch c := name[i]; {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case c == '_', c == '.', c == ':', c == '@', c == '+', c == '-':
-		default:
-			return false
-		}
-	}
-	return true
-}
+// validQuotaName reports whether name is 1-32 of [A-Za-z0-9_.:@+-] (see
+// text.Name).
+func validQuotaName(name string) bool { return text.Name(name, maxQuotaName) }

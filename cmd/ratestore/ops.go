@@ -17,6 +17,7 @@ import (
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/badger"
+	"github.com/ratestore/ratestore/internal/text"
 	"github.com/ratestore/ratestore/migrate"
 	"github.com/ratestore/ratestore/strategies"
 )
@@ -200,7 +201,7 @@ func inspectCmd(c *cli, _ *flag.FlagSet) func([]string) error {
 	return func(args []string) error {
 		const cmd = "inspect"
 		name, key := args[0], args[1]
-		if !strategies.ValidName(name, ratestore.MaxNameLen) {
+		if !text.Name(name, ratestore.MaxNameLen) {
 			return usagef(cmd, "inspect: limiter name %q: want 1 to %d of [A-Za-z0-9_.:@+-]", name, ratestore.MaxNameLen)
 		}
 		if key == "" || len(key) > ratestore.MaxKeyLen {

@@ -1,6 +1,8 @@
-// Package text checks the free text the key store keeps, names and model
-// patterns, for the key store and for the importer that must refuse, before
-// anything is written, what the key store would refuse.
+// Package text checks names: the free text the key store keeps (names and
+// model patterns), for the key store and for the importer that must refuse,
+// before anything is written, what the key store would refuse; and the
+// names of limiters and quotas, which the store's keys and the state
+// encodings hold.
 package text
 
 import (
@@ -24,4 +26,23 @@ func Problem(s string, max int) string {
 		}
 	}
 	return ""
+}
+
+// Name reports whether name is 1 to max bytes of [A-Za-z0-9_.:@+-]: the
+// names of quotas, and of limiters. The set leaves out '|' and '$', which
+// separate fields and composite parts in the state encodings, and the zero
+// byte, which ends a limiter name in store keys.
+func Name(name string, max int) bool {
+	if len(name) == 0 || len(name) > max {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		switch c := name[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case c == '_', c == '.', c == ':', c == '@', c == '+', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
 }

@@ -16,3 +16,14 @@ func TestProblem(t *testing.T) {
 		}
 	}
 }
+
+func TestName(t *testing.T) {
+	for name, want := range map[string]bool{
+		"rps": true, "a.b:c@": true, "d+e-_9": true, "": false, "toolong": false,
+		"a|b": false, "a$b": false, "a\x00b": false, "a b": false, "é": false,
+	} {
+		if got := Name(name, 6); got != want {
+			t.Errorf("Name(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
