@@ -138,18 +138,18 @@ func (b *Batch) Modify(l *Limiter, key string, fn func(st strategies.State, now 
 	if err != nil {
 		return Result{}, err
 	}
-	now = db.see(sh, i, l.s, now)
+	now = db.see(sh, i, l.d, now)
 	e := &sh.slots[i]
 	st := e.st
 	if st == nil {
-		st = l.s.NewState()
+		st = l.d.NewState()
 	}
 	st, err = fn(st, now)
 	if err == nil {
 		if st == nil {
 			err = errors.New("Modify's function returned a nil state")
 		} else {
-			err = strategies.Decide(l.s, st, strategies.Call{Now: now, DryRun: true}, &r)
+			r, err = l.d.Decide(st, strategies.Call{Now: now, DryRun: true})
 		}
 	}
 	if err != nil {

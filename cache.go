@@ -241,8 +241,8 @@ func (sh *shard) remove(i int) {
 // missing key gets an empty entry without reading the store (Reset, which
 // needs no old state). The caller holds sh.mu. It never waits for room in
 // a full shard (see lookupWait): the table may then exceed its bound.
-func (db *DB) lookup(sh *shard, at slot, name, key string, s strategies.Strategy, now int64, load bool) (int, error) {
-	return db.lookupWait(nil, sh, at, name, key, s, now, load)
+func (db *DB) lookup(sh *shard, at slot, name, key string, d strategies.Decider, now int64, load bool) (int, error) {
+	return db.lookupWait(nil, sh, at, name, key, d, now, load)
 }
 
 // lookupWait is lookup, which on a miss in a full shard may wait for room
@@ -250,14 +250,14 @@ func (db *DB) lookup(sh *shard, at slot, name, key string, s strategies.Strategy
 // and locked again when lookupWait returns, with or without an error.
 // Callers that hold up the committer (a Batch, within Update) pass a nil
 // ctx.
-func (db *DB) lookupWait(ctx context.Context, sh *shard, at slot, name, key string, s strategies.Strategy, now int64, load bool) (int, error) {
+func (db *DB) lookupWait(ctx context.Context, sh *shard, at slot, name, key string, d strategies.Decider, now int64, load bool) (int, error) {
 	if i := sh.find(at.h, name, key); i >= 0 {
 		if e := &sh.slots[i]; !e.ref { // no store when unchanged: it would dirty the cache line
 			e.ref = true
 		}
 		return i, nil
 	}
-	return db.miss(ctx, sh, at, name, key, s, now, load)
+	return db.miss(ctx, sh, at, name, key, d, now, load)
 }
 
 // miss is lookupWait for a key not found in its shard: apart, so that the
@@ -275,7 +275,7 @@ func (db *DB) lookupWait(ctx context.Context, sh *shard, at slot, name, key stri
 // full shard is made before the read, not after: a loader waiting for a
 // commit while a Batch (which holds commits off) waits for the loader would
 // never end.
-func (db *DB) miss(ctx context.Context, sh *shard, at slot, name, key string, s strategies.Strategy, now int64, load bool) (int, error) {
+func (db *DB) miss(ctx context.Context, sh *shard, at slot, name, key string, d strategies.Decider, now int64, load bool) (int, error) {
 	// A copy of the key, which may be a slice of a larger buffer (a request
 	// header) that must not stay alive with the entry.
 	e := entry{sk: joinKey(name, key), ref: true}
@@ -316,7 +316,7 @@ func (db *DB) miss(ctx context.Context, sh *shard, at slot, name, key string, s 
 			close(done)
 		}()
 		sh.mu.Unlock()
-		clamped, err := db.load(&e, s, now)
+		clamped, err := db.load(&e, d, now)
 		sh.mu.Lock()
 		if err != nil {
 			return -1, fmt.Errorf("ratestore: limiter %q: key %q: %w", name, key, err)
@@ -338,7 +338,7 @@ func (db *DB) miss(ctx context.Context, sh *shard, at slot, name, key string, s 
 // load reads the stored state of e's key into e, with no lock held. It
 // reports whether the state was clamped: written ahead of a clock that has
 // come back since (see DB.rewind).
-func (db *DB) load(e *entry, s strategies.Strategy, now int64) (clamped bool, err error) {
+func (db *DB) load(e *entry, d strategies.Decider, now int64) (clamped bool, err error) {
 	raw, err := db.store.Get(appendStoreKey(nil, e.sk))
 	if err != nil {
 		return false, fmt.Errorf("load: %w", err)
@@ -346,11 +346,11 @@ func (db *DB) load(e *entry, s strategies.Strategy, now int64) (clamped bool, er
 	if raw == nil {
 		return false, nil
 	}
-	st, err := s.Decode(raw)
+	st, err := d.Decode(raw)
 	if err != nil {
 		return false, err
 	}
-	if clamped = strategies.Clamp(s, st, now); clamped {
+	if clamped = d.Clamp(st, now); clamped {
 		db.clockJumped(e.sk, 0)
 	}
 	e.st = st

@@ -33,13 +33,13 @@ func useUp(t *testing.T, l *ratestore.Limiter, key string) {
 }
 
 // usableWithin checks that key, used up while the clock was ahead, is
-// usable again within its strategy's own period (strategies.Horizon) of
+// usable again within its strategy's own period (Decider.Horizon) of
 // the first call after the clock came back: that call sees the state
 // ahead, and clamps it. It may be denied, but with a RetryAfter within the
 // period, never 100 years.
 func usableWithin(t *testing.T, s *store, l *ratestore.Limiter, key string) {
 	t.Helper()
-	h := strategies.Horizon(l.Strategy())
+	h := l.Strategy().Prepare().Horizon()
 	require.Less(t, h, time.Hour, "a period of the test cases")
 	r, err := l.Allow(ctx, key)
 	require.NoError(t, err)
@@ -80,7 +80,7 @@ func TestClockJump(t *testing.T) {
 			require.NoError(t, err)
 			r, err := l.Peek(ctx, "k")
 			require.NoError(t, err)
-			require.LessOrEqual(t, r.ResetAfter, strategies.Horizon(c.s))
+			require.LessOrEqual(t, r.ResetAfter, c.s.Prepare().Horizon())
 		})
 	})
 	t.Run("recorded", func(t *testing.T) {
@@ -109,7 +109,7 @@ func TestClockStepBackKeepsState(t *testing.T) {
 		_, err := l.Allow(ctx, "k")
 		require.NoError(t, err)
 		before := s.raw(c.name, "k")
-		s.clock.Advance(-strategies.Horizon(c.s) / 2)
+		s.clock.Advance(-c.s.Prepare().Horizon() / 2)
 		r, err := l.Peek(ctx, "k")
 		require.NoError(t, err)
 		require.Equal(t, c.limit-1, r.Remaining)

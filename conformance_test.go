@@ -279,7 +279,7 @@ func TestRestartKeepsState(t *testing.T) {
 }
 
 // TestClockBackwards: a step back within the strategy's longest wait
-// (strategies.Horizon; the shortest here is 500ms) gives no refill and no
+// (Decider.Horizon; the shortest here is 500ms) gives no refill and no
 // penalty. A longer one is a clock jump, whose states are clamped instead:
 // see TestClockJump.
 func TestClockBackwards(t *testing.T) {

@@ -278,10 +278,10 @@ func TestTableKeysThatCollide(t *testing.T) {
 	keys := [][2]string{{"a", "x"}, {"a", "y"}, {"b", "x"}, {"a", "\x00x"}, {"ab", "x"}}
 	state := map[[2]string]strategies.State{}
 	for _, k := range keys {
-		i, err := db.lookup(sh, at, k[0], k[1], bucket, 0, false)
+		i, err := db.lookup(sh, at, k[0], k[1], bucket.Prepare(), 0, false)
 		require.NoError(t, err)
 		require.Nil(t, sh.slots[i].st)
-		state[k] = bucket.NewState()
+		state[k] = bucket.Prepare().NewState()
 		sh.slots[i].st = state[k]
 	}
 	require.Equal(t, len(keys), sh.live)
@@ -306,7 +306,7 @@ func TestTableKeysThatCollide(t *testing.T) {
 		require.True(t, found(k), "%q, past the tombstone", k)
 	}
 	used := sh.used
-	i, err := db.lookup(sh, at, "c", "new", bucket, 0, false)
+	i, err := db.lookup(sh, at, "c", "new", bucket.Prepare(), 0, false)
 	require.NoError(t, err)
 	require.Equal(t, mid, i, "the tombstone is reused")
 	require.Equal(t, used, sh.used)
@@ -361,9 +361,9 @@ func TestTableMatchesAMap(t *testing.T) {
 		switch i, m := sh.find(h, "l", key), want[key]; {
 		case m == nil:
 			require.Equal(t, -1, i)
-			i, err := db.lookup(sh, slot{h: h}, "l", key, bucket, 0, false)
+			i, err := db.lookup(sh, slot{h: h}, "l", key, bucket.Prepare(), 0, false)
 			require.NoError(t, err)
-			m = &model{st: bucket.NewState()}
+			m = &model{st: bucket.Prepare().NewState()}
 			sh.slots[i].st = m.st
 			want[key] = m
 		case !m.dirty && rng.IntN(2) == 0:

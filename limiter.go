@@ -36,7 +36,8 @@ const MaxNameLen = 64
 type Limiter struct {
 	db       *DB
 	name     string
-	s        strategies.Strategy
+	s        strategies.Strategy // as given to DB.Limiter
+	d        strategies.Decider  // s.Prepare(): what decides
 	nameHash uint64
 }
 
@@ -55,9 +56,7 @@ func (db *DB) Limiter(name string, s strategies.Strategy) (*Limiter, error) {
 	if db.closed.Load() {
 		return nil, ErrClosed
 	}
-	// Prepared once here rather than on every decision: see
-	// strategies.Prepare.
-	return &Limiter{db: db, name: name, s: strategies.Prepare(s), nameHash: maphash.String(db.seed, name)}, nil
+	return &Limiter{db: db, name: name, s: s, d: s.Prepare(), nameHash: maphash.String(db.seed, name)}, nil
 }
 
 func validName(name string) error {
@@ -78,7 +77,7 @@ func validKey(key string) error {
 func (l *Limiter) Name() string { return l.name }
 
 // Strategy reports the limiter's strategy.
-func (l *Limiter) Strategy() strategies.Strategy { return strategies.Unprepare(l.s) }
+func (l *Limiter) Strategy() strategies.Strategy { return l.s }
 
 // Allow is AllowN(ctx, key, 1). An error matching ErrUncertain means the
 // call may have been counted (do not retry it); any other error, that it
@@ -147,10 +146,10 @@ func (l *Limiter) Inspect(ctx context.Context, key string, fn func(st strategies
 	if err != nil {
 		return err
 	}
-	now = l.db.see(sh, i, l.s, now)
+	now = l.db.see(sh, i, l.d, now)
 	st := sh.slots[i].st
 	if st == nil {
-		st = l.s.NewState()
+		st = l.d.NewState()
 	}
 	err = fn(st, now)
 	sh.mu.Unlock()
@@ -196,7 +195,7 @@ func (l *Limiter) reset(ctx context.Context, key string) (*generation, error) {
 	if err != nil {
 		return nil, err
 	}
-	i, err := db.lookupWait(ctx, sh, at, l.name, key, l.s, db.now(), false) // no load: fails only waiting for room
+	i, err := db.lookupWait(ctx, sh, at, l.name, key, l.d, db.now(), false) // no load: fails only waiting for room
 	if err != nil {
 		sh.mu.Unlock()
 		return nil, err
@@ -208,15 +207,9 @@ func (l *Limiter) reset(ctx context.Context, key string) (*generation, error) {
 // do decides c for key under the key's shard lock and waits, if the call
 // changed the state, until that change is as durable as the DB's mode
 // promises; within a Batch b (not nil) it notes the change's generation in
-// b instead of waiting. It writes the answer to *res, where
-// strategies.Decide writes it in the first place. The Result goes through
-// pointers, never up a call chain by value: Go keeps a struct of more than
-// four fields in memory, and copying it between stack slots right after it
-// was written made the CPU stall on store-to-load forwarding (a one-byte
-// store of Allowed read back by a 16-byte move), which cost more than the
-// decision itself. For the same reason do is one function, with the lookup
-// written out (see entry): each call level added to the hot path costs a
-// measurable share of a decision.
+// b instead of waiting. It writes the answer to *res. do is one function,
+// with the lookup written out (see entry), because each call level added
+// to the hot path costs a measurable share of a decision.
 func (l *Limiter) do(ctx context.Context, key string, c strategies.Call, res *Result, b *Batch) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -237,22 +230,22 @@ func (l *Limiter) do(ctx context.Context, key string, c strategies.Call, res *Re
 	if b == nil {
 		wait = ctx
 	}
-	i, err := db.lookupWait(wait, sh, at, l.name, key, l.s, c.Now, true)
+	i, err := db.lookupWait(wait, sh, at, l.name, key, l.d, c.Now, true)
 	if err != nil {
 		sh.mu.Unlock()
 		return err
 	}
 	e := &sh.slots[i]   // valid until sh.mu is unlocked: nothing is inserted until then
 	if c.Now < e.seen { // db.see, written out
-		c.Now = db.rewind(sh, i, l.s, c.Now)
+		c.Now = db.rewind(sh, i, l.d, c.Now)
 	} else {
 		e.seen = c.Now
 	}
 	st := e.st
 	if st == nil {
-		st = l.s.NewState()
+		st = l.d.NewState()
 	}
-	if err := strategies.Decide(l.s, st, c, res); err != nil {
+	if *res, err = l.d.Decide(st, c); err != nil {
 		sh.mu.Unlock()
 		return fmt.Errorf("ratestore: limiter %q: key %q: %w", l.name, key, err)
 	}
@@ -287,7 +280,7 @@ func (l *Limiter) entry(ctx context.Context, key string, now int64) (*shard, int
 	if err != nil {
 		return nil, -1, err
 	}
-	i, err := l.db.lookupWait(ctx, sh, at, l.name, key, l.s, now, true)
+	i, err := l.db.lookupWait(ctx, sh, at, l.name, key, l.d, now, true)
 	if err != nil {
 		sh.mu.Unlock()
 		return nil, -1, err
@@ -296,37 +289,37 @@ func (l *Limiter) entry(ctx context.Context, key string, now int64) (*shard, int
 }
 
 // see returns the instant a call at now on the entry of slot i, under the
-// strategy s, uses: never one earlier than a call on it used before, unless
+// Decider d, uses: never one earlier than a call on it used before, unless
 // the clock jumped (see rewind). While a key is in memory, a clock that goes
 // backwards gives it no refill and no penalty, whatever its strategy stores.
 // This is where a state in memory meets the current time; lookupWait is
 // where one read from the store does.
-func (db *DB) see(sh *shard, i int, s strategies.Strategy, now int64) int64 {
+func (db *DB) see(sh *shard, i int, d strategies.Decider, now int64) int64 {
 	e := &sh.slots[i]
 	if now < e.seen {
-		return db.rewind(sh, i, s, now)
+		return db.rewind(sh, i, d, now)
 	}
 	e.seen = now
 	return now
 }
 
 // rewind is see for an instant before the key's last call. A step back no
-// longer than the strategy's longest wait (strategies.Horizon) uses the
+// longer than the strategy's longest wait (Decider.Horizon) uses the
 // last call's instant: the key waits for the clock to catch up, at most
 // that long. A longer one is a clock that ran ahead and came back, whose
 // last instant would lock the key out until the clock got there again (100
 // years for a clock that ran 100 years ahead): the key takes the clock's
-// instant from now on, and its state is clamped to it (strategies.Clamp),
+// instant from now on, and its state is clamped to it (Decider.Clamp),
 // and stored so. The caller holds sh.mu.
-func (db *DB) rewind(sh *shard, i int, s strategies.Strategy, now int64) int64 {
+func (db *DB) rewind(sh *shard, i int, d strategies.Decider, now int64) int64 {
 	e := &sh.slots[i]
 	back := uint64(e.seen) - uint64(now) // > 0: no overflow in uint64
-	if back <= uint64(strategies.Horizon(s)) {
+	if back <= uint64(d.Horizon()) {
 		return e.seen
 	}
 	e.seen = now
-	if e.st != nil && strategies.Clamp(s, e.st, now) {
-		e.idleAt = math.MaxInt64 // unknown until the next Apply
+	if e.st != nil && d.Clamp(e.st, now) {
+		e.idleAt = math.MaxInt64 // unknown until the next decision
 		sh.markDirty(i, db.gen.Load().seq)
 		db.clockJumped(e.sk, time.Duration(min(back, math.MaxInt64)))
 	}

@@ -15,8 +15,8 @@ import (
 const applyStep = 100 * time.Nanosecond
 
 // BenchmarkApply isolates the algorithm from the engine, to attribute the
-// cost of a BenchmarkHot decision: the same configurations, prepared and
-// applied through strategies.Decide as the engine does, states held in a
+// cost of a BenchmarkHot decision: the same configurations, decided by
+// their Deciders as the engine does, states held in a
 // plain slice (no map, no lock, no commit), and a synthetic clock instead of
 // time.Now. strategy=xrate is x/time/rate's AllowN(t, 1) on one Limiter per
 // key, the algorithm part of the baseline. Hot minus Apply, for the same
@@ -47,18 +47,18 @@ func BenchmarkApply(b *testing.B) {
 		for _, st := range hotStrategies() {
 			b.Run(fmt.Sprintf("strategy=%s/keys=%d", st.name, n), func(b *testing.B) {
 				b.ReportAllocs()
-				p := strategies.Prepare(st.s) // as the engine applies it
+				p := st.s.Prepare() // as the engine decides
 				states := make([]strategies.State, n)
 				for i := range states {
 					states[i] = p.NewState()
 				}
 				var allowed int64
 				c := strategies.Call{Now: start.UnixNano(), N: 1}
-				var res strategies.Result
 				i := 0
 				for b.Loop() {
 					c.Now += int64(applyStep)
-					if err := strategies.Decide(p, states[i], c, &res); err != nil {
+					res, err := p.Decide(states[i], c)
+					if err != nil {
 						b.Fatal(err)
 					}
 					if res.Allowed {
@@ -79,14 +79,17 @@ func BenchmarkApply(b *testing.B) {
 // marks it dirty and keeps it stored exactly as for a real strategy. In
 // BenchmarkHot, strategy=nop minus BenchmarkClock is what the engine alone
 // costs per decision (validation, shard lock, table lookup, dirty marking,
-// the calls through the Strategy interface); the gap between a real strategy
+// the calls through the Decider interface); the gap between a real strategy
 // and nop is that strategy's own cost.
 type nopStrategy struct{}
 
 type nopState struct{ n int64 }
 
-func (nopStrategy) Validate() error            { return nil }
-func (nopStrategy) NewState() strategies.State { return &nopState{} }
+func (nopStrategy) Validate() error                    { return nil }
+func (nopStrategy) Prepare() strategies.Decider        { return nopStrategy{} }
+func (nopStrategy) NewState() strategies.State         { return &nopState{} }
+func (nopStrategy) Horizon() time.Duration             { return time.Second }
+func (nopStrategy) Clamp(strategies.State, int64) bool { return false }
 
 func (nopStrategy) Decode(b []byte) (strategies.State, error) {
 	if len(b) != 1 || b[0] != 'n' {
@@ -95,7 +98,7 @@ func (nopStrategy) Decode(b []byte) (strategies.State, error) {
 	return &nopState{}, nil
 }
 
-func (nopStrategy) Apply(st strategies.State, c strategies.Call) (strategies.Result, error) {
+func (nopStrategy) Decide(st strategies.State, c strategies.Call) (strategies.Result, error) {
 	s, ok := st.(*nopState)
 	if !ok {
 		return strategies.Result{}, strategies.ErrMismatch

@@ -105,7 +105,7 @@ func BenchmarkRollingWindow(b *testing.B) {
 			})
 			b.Run(fmt.Sprintf("op=%s/impl=rollingwindow/windows=%d", op, n), func(b *testing.B) {
 				b.ReportAllocs()
-				p := strategies.Prepare(rollingStrategy)
+				p := rollingStrategy.Prepare()
 				st := p.NewState()
 				for _, w := range legacyHistory(n, start) {
 					if err := rollingStrategy.Merge(st, start, w.start, w.tokens); err != nil {
@@ -116,10 +116,9 @@ func BenchmarkRollingWindow(b *testing.B) {
 				if op == "record" {
 					c = strategies.Call{Now: start, N: 1, Record: true}
 				}
-				var res strategies.Result
 				for b.Loop() {
 					c.Now += int64(time.Second)
-					if err := strategies.Decide(p, st, c, &res); err != nil {
+					if _, err := p.Decide(st, c); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -97,7 +97,7 @@ func quotas(s strategies.Strategy) []quota {
 			sub string
 			s   strategies.Strategy
 		}{{"primary", v.Primary}, {"secondary", v.Secondary}} {
-			part := quotas(strategies.Unprepare(p.s))
+			part := quotas(p.s)
 			if len(part) == 1 {
 				part[0].sub = p.sub
 			}

@@ -407,7 +407,7 @@ func (s *Store) windowUsage(ctx context.Context, e *entry, i int) (WindowUsage, 
 		if err != nil {
 			return err
 		}
-		r, err := rw.Apply(st, strategies.Call{Now: now, DryRun: true})
+		r, err := rw.Prepare().Decide(st, strategies.Call{Now: now, DryRun: true})
 		if err != nil {
 			return err
 		}
@@ -419,7 +419,7 @@ func (s *Store) windowUsage(ctx context.Context, e *entry, i int) (WindowUsage, 
 		// still counted has expired, and not before.
 		probe := rw
 		probe.Limit = used
-		if r, err = probe.Apply(st, strategies.Call{Now: now, N: 1, DryRun: true}); err != nil {
+		if r, err = probe.Prepare().Decide(st, strategies.Call{Now: now, N: 1, DryRun: true}); err != nil {
 			return err
 		}
 		if r.RetryAfter > 0 {

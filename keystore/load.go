@@ -98,7 +98,7 @@ func (s *Store) upgrade(ctx context.Context, ups []upgrade) error {
 			}
 			rw := u.e.rec.pol.pub.Windows[0].strategy()
 			_, err := b.Modify(u.e.rec.pol.windows[0], u.e.id, func(strategies.State, int64) (strategies.State, error) {
-				return rw.Decode(u.window)
+				return rw.Prepare().Decode(u.window)
 			})
 			if err != nil {
 				s.drop(u.e, corruptWrap(u.e.id, "usage window", err))

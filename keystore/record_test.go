@@ -79,8 +79,9 @@ func (r *v1Record) encodeV1() []byte {
 // sampleV1 are version 1 records, one with a usage window.
 func sampleV1(t testing.TB) []v1Record {
 	rw := strategies.RollingWindow{Limit: 1000, Window: 5 * time.Hour, Bucket: 5 * time.Minute}
-	st := rw.NewState()
-	_, err := rw.Apply(st, strategies.Call{Now: 1768723200000000000, N: 902, Record: true})
+	d := rw.Prepare()
+	st := d.NewState()
+	_, err := d.Decide(st, strategies.Call{Now: 1768723200000000000, N: 902, Record: true})
 	require.NoError(t, err)
 	full := v1Record{
 		record: record{name: "old ✓", model: "glm-4.7", lifetime: 1_234_567, hasCreated: true, createdAt: 1768723200000000000,

@@ -89,9 +89,10 @@ func encodeLegacy(ws [][2]int64) []byte {
 // default usage window with tokens[i] recorded at at[i].
 func rollingState(t *testing.T, limit int64, at []time.Time, tokens []int64) []byte {
 	rw := strategies.RollingWindow{Limit: limit, Window: 5 * time.Hour, Bucket: 5 * time.Minute}
-	st := rw.NewState()
+	d := rw.Prepare()
+	st := d.NewState()
 	for i := range at {
-		_, err := rw.Apply(st, strategies.Call{Now: at[i].UnixNano(), N: tokens[i], Record: true})
+		_, err := d.Decide(st, strategies.Call{Now: at[i].UnixNano(), N: tokens[i], Record: true})
 		require.NoError(t, err)
 	}
 	return st.AppendEncode(nil)

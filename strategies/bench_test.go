@@ -61,46 +61,11 @@ var hotConfigs = []struct {
 	{"Composite", Composite{Primary: GCRA{Rate: hotRate, Burst: hotBurst}, Secondary: FixedWindow{Quotas: []Quota{{"minute", 60 * hotRate, time.Minute}}}}},
 }
 
-// forms are the two ways a configuration is applied: as the value the
-// caller wrote, and prepared, as the engine holds it.
-var forms = []struct {
-	name string
-	of   func(Strategy) Strategy
-}{
-	{"value", func(s Strategy) Strategy { return s }},
-	{"prepared", Prepare},
-}
-
-// TestApplyAllocs checks that Apply allocates nothing for a state of its
-// own kind under an unchanged configuration, in either form.
-func TestApplyAllocs(t *testing.T) {
-	for _, c := range append(append(configs, benchConfigs...), hotConfigs...) {
-		for _, f := range forms {
-			s := f.of(c.s)
-			st := s.NewState()
-			i := 0
-			allocs := testing.AllocsPerRun(1000, func() {
-				if _, err := s.Apply(st, workload(i)); err != nil {
-					t.Fatal(err)
-				}
-				i++
-			})
-			if allocs != 0 {
-				t.Errorf("%s (%s): Apply allocates %v times per call", c.name, f.name, allocs)
-			}
-		}
-	}
-}
-
 // BenchmarkApply runs the mixed workload, with about half of the calls
-// allowed, on each configuration in each form.
+// allowed, on each configuration.
 func BenchmarkApply(b *testing.B) {
 	for _, c := range benchConfigs {
-		for _, f := range forms {
-			b.Run("kind="+c.name+"/form="+f.name, func(b *testing.B) {
-				benchApply(b, f.of(c.s), workload)
-			})
-		}
+		b.Run("kind="+c.name, func(b *testing.B) { benchApply(b, c.s, workload) })
 	}
 }
 
@@ -108,19 +73,16 @@ func BenchmarkApply(b *testing.B) {
 // allowed and takes 1, now advancing by hotStep per call.
 func BenchmarkApplyAllowed(b *testing.B) {
 	for _, c := range hotConfigs {
-		for _, f := range forms {
-			b.Run("kind="+c.name+"/form="+f.name, func(b *testing.B) {
-				benchApply(b, f.of(c.s), func(i int) Call {
-					return Call{Now: t0 + int64(i)*int64(hotStep), N: 1}
-				})
+		b.Run("kind="+c.name, func(b *testing.B) {
+			benchApply(b, c.s, func(i int) Call {
+				return Call{Now: t0 + int64(i)*int64(hotStep), N: 1}
 			})
-		}
+		})
 	}
 }
 
 // BenchmarkDecide is the engine's hot path as the engine takes it: the
-// hot configurations prepared, called through Decide with the Result
-// written in place, every call allowed and taking 1, on one key or on 10k
+// hot configurations' Deciders, with the Result written in place, every call allowed and taking 1, on one key or on 10k
 // keys (package ratestore's target is stated at 10k keys), round robin or
 // in a random order (order=random), as an engine's hash table visits
 // them: there the hardware prefetcher cannot guess the next state, and a
@@ -147,10 +109,10 @@ func BenchmarkDecide(b *testing.B) {
 			}
 			keys := o.keys
 			b.Run(name, func(b *testing.B) {
-				s := Prepare(c.s)
+				d := c.s.Prepare()
 				states := make([]State, keys)
 				for i := range states {
-					states[i] = s.NewState()
+					states[i] = d.NewState()
 				}
 				if o.random {
 					r := rand.New(rand.NewPCG(1, 2))
@@ -162,7 +124,8 @@ func BenchmarkDecide(b *testing.B) {
 				i, allowed := 0, 0
 				for b.Loop() {
 					call.Now += int64(hotStep)
-					if err := Decide(s, states[i], call, &res); err != nil {
+					var err error
+					if res, err = d.Decide(states[i], call); err != nil {
 						b.Fatal(err)
 					}
 					if res.Allowed {
@@ -183,12 +146,14 @@ func BenchmarkDecide(b *testing.B) {
 // benchApply applies the calls of workload, one per iteration, to one
 // state, and reports the share of them allowed.
 func benchApply(b *testing.B, s Strategy, workload func(int) Call) {
-	st := s.NewState()
+	d := s.Prepare()
+	st := d.NewState()
 	b.ReportAllocs()
 	i, allowed := 0, 0
+	var r Result
 	for b.Loop() {
-		r, err := s.Apply(st, workload(i))
-		if err != nil {
+		var err error
+		if r, err = d.Decide(st, workload(i)); err != nil {
 			b.Fatal(err)
 		}
 		if r.Allowed {
@@ -202,8 +167,8 @@ func benchApply(b *testing.B, s Strategy, workload func(int) Call) {
 func BenchmarkAppendEncode(b *testing.B) {
 	for _, c := range configs {
 		b.Run(c.name, func(b *testing.B) {
-			st := c.s.NewState()
-			c.s.Apply(st, Call{Now: t0, N: 1})
+			st := newState(c.s)
+			apply(c.s, st, Call{Now: t0, N: 1})
 			buf := make([]byte, 0, 128)
 			b.ReportAllocs()
 			for b.Loop() {
@@ -216,12 +181,12 @@ func BenchmarkAppendEncode(b *testing.B) {
 func BenchmarkDecode(b *testing.B) {
 	for _, c := range configs {
 		b.Run(c.name, func(b *testing.B) {
-			st := c.s.NewState()
-			c.s.Apply(st, Call{Now: t0, N: 1})
+			st := newState(c.s)
+			apply(c.s, st, Call{Now: t0, N: 1})
 			raw := st.AppendEncode(nil)
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := c.s.Decode(raw); err != nil {
+				if _, err := decode(c.s, raw); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -45,29 +45,28 @@ func TestExtremeConfigurations(t *testing.T) {
 			t.Errorf("%s: refused: %v", name, err)
 			continue
 		}
-		for _, p := range []Strategy{s, Prepare(s)} {
-			st := p.NewState()
-			for i, step := range steps {
-				var res Result
-				if err := Decide(p, st, step.op.call(step.at, step.n), &res); err != nil {
-					t.Fatalf("%s: step %d (%v %d at %d): %v", name, i, step.op, step.n, step.at, err)
-				}
-				if res.Remaining < 0 || res.Remaining > res.Limit || res.ResetAfter < 0 || res.RetryAfter < -1 ||
-					res.Allowed && res.RetryAfter != 0 {
-					t.Fatalf("%s: step %d (%v %d at %d): %+v", name, i, step.op, step.n, step.at, res)
-				}
-				if i == 0 && !res.Allowed {
-					t.Fatalf("%s: the first call was denied: %+v", name, res)
-				}
-				if i == 0 && res.Limit >= 2 && res.Limit <= 1<<53 && res.Remaining != res.Limit-1 {
-					t.Fatalf("%s: the first call of 1 left %d of %d", name, res.Remaining, res.Limit)
-				}
-				if i == 1 && res.Limit >= math.MaxInt64/1000 && !res.Allowed {
-					t.Fatalf("%s: effectively unlimited, yet the second call was denied: %+v", name, res)
-				}
-				if i == 1 && res.Limit == 1 && rateOf(s) < 1e-6 && res.Allowed {
-					t.Fatalf("%s: a burst of 1 at a rate of one every few days let a second call in: %+v", name, res)
-				}
+		d := s.Prepare()
+		st := d.NewState()
+		for i, step := range steps {
+			res, err := d.Decide(st, step.op.call(step.at, step.n))
+			if err != nil {
+				t.Fatalf("%s: step %d (%v %d at %d): %v", name, i, step.op, step.n, step.at, err)
+			}
+			if res.Remaining < 0 || res.Remaining > res.Limit || res.ResetAfter < 0 || res.RetryAfter < -1 ||
+				res.Allowed && res.RetryAfter != 0 {
+				t.Fatalf("%s: step %d (%v %d at %d): %+v", name, i, step.op, step.n, step.at, res)
+			}
+			if i == 0 && !res.Allowed {
+				t.Fatalf("%s: the first call was denied: %+v", name, res)
+			}
+			if i == 0 && res.Limit >= 2 && res.Limit <= 1<<53 && res.Remaining != res.Limit-1 {
+				t.Fatalf("%s: the first call of 1 left %d of %d", name, res.Remaining, res.Limit)
+			}
+			if i == 1 && res.Limit >= math.MaxInt64/1000 && !res.Allowed {
+				t.Fatalf("%s: effectively unlimited, yet the second call was denied: %+v", name, res)
+			}
+			if i == 1 && res.Limit == 1 && rateOf(s) < 1e-6 && res.Allowed {
+				t.Fatalf("%s: a burst of 1 at a rate of one every few days let a second call in: %+v", name, res)
 			}
 		}
 	}

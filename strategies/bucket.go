@@ -7,7 +7,8 @@ import (
 	"github.com/ratestore/ratestore/internal/sat"
 )
 
-// bucket is the arithmetic that TokenBucket and LeakyBucket share. Both hold
+// bucket is the Decider of TokenBucket and LeakyBucket, which share their
+// arithmetic. Both hold
 // one amount that moves continuously, at rate per second, towards a resting
 // value, and a call moves it the other way:
 //
@@ -42,14 +43,37 @@ type bucket struct {
 	limit   int64   // Burst or Capacity, for Result.Limit and RetryAfter -1
 }
 
-// newBucket computes the constants of a bucket from its configuration.
-// Apply needs them on every call, so Prepare computes them once per
-// limiter handle; a configuration that is not prepared computes them per
-// call, with the very same arithmetic, so both forms answer alike.
-func newBucket(rate, rest, far, sign float64, limit int64) bucket {
+// newBucket computes the constants of a bucket from its configuration,
+// which every call needs: once per limiter handle.
+func newBucket(rate, rest, far, sign float64, limit int64) *bucket {
 	perNano := rate / nanosPerSecond
 	perUnit := 1 / perNano
-	return bucket{perNano, perUnit, perUnit * 0x1p-48, rest, far, sign, math.Abs(rest + far), limit}
+	return &bucket{perNano, perUnit, perUnit * 0x1p-48, rest, far, sign, math.Abs(rest + far), limit}
+}
+
+// NewState implements Decider: a full token bucket, an empty leaky one.
+func (b *bucket) NewState() State {
+	if b.sign > 0 {
+		return &tokenBucketState{bucketState{amount: b.rest}}
+	}
+	return &leakyBucketState{}
+}
+
+// Decode implements Decider (see TokenBucket.Prepare and
+// LeakyBucket.Prepare).
+func (b *bucket) Decode(enc []byte) (State, error) {
+	if b.sign > 0 {
+		v, err := decodeBucket(enc, kindTokenBucket, "tokens", -maxAmount)
+		if err != nil {
+			return nil, err
+		}
+		return &tokenBucketState{v}, nil
+	}
+	v, err := decodeBucket(enc, kindLeakyBucket, "level", 0)
+	if err != nil {
+		return nil, err
+	}
+	return &leakyBucketState{v}, nil
 }
 
 // bucketState is the stored state of both buckets: the amount as of last.
@@ -79,13 +103,12 @@ func (b *bucket) at(s bucketState, now int64) bucketState {
 // non-negative: tokens - need >= 0, Capacity - (level + need) >= 0.
 func (b *bucket) fits(amount, need float64) bool { return b.room(amount-b.sign*need) >= 0 }
 
-// decide is Apply of the bucket's strategy, writing the Result to *res:
-// a token bucket (sign +1) takes the states of TokenBucket, a leaky bucket
-// those of LeakyBucket.
-func (b *bucket) decide(st State, c Call, res *Result) error {
+// Decide implements Decider: a token bucket (sign +1) takes the states of
+// TokenBucket, a leaky bucket those of LeakyBucket.
+func (b *bucket) Decide(st State, c Call) (res Result, err error) {
 	s := b.stateOf(st)
 	if s == nil {
-		return b.wrongState(st)
+		return Result{}, b.wrongState(st)
 	}
 	n := float64(c.N)
 	v := b.at(*s, c.Now)
@@ -111,7 +134,7 @@ func (b *bucket) decide(st State, c Call, res *Result) error {
 
 	// min: a float64 holds a limit above 2^53 only to the nearest few
 	// units, so the room can round past it.
-	*res = Result{Allowed: allowed, Limit: b.limit, Remaining: min(floorCount(b.room(v.amount)), b.limit)}
+	res = Result{Allowed: allowed, Limit: b.limit, Remaining: min(floorCount(b.room(v.amount)), b.limit)}
 	if short := b.inUse(v.amount); short > 0 {
 		res.ResetAfter = b.wait(base, c.Now, short, -1)
 	}
@@ -122,16 +145,15 @@ func (b *bucket) decide(st State, c Call, res *Result) error {
 			res.RetryAfter = b.wait(base, c.Now, n-b.room(v.amount), n)
 		}
 	}
-	return nil
+	return res, nil
 }
 
-// clamp bounds a state read at now that lies further ahead than a bucket
-// can (see Clamp): a last after now, which only a clock that ran ahead and
+// Clamp implements Decider: a last after now, which only a clock that ran ahead and
 // came back leaves behind, and from which the bucket would not move until
 // the clock got there again. It becomes now, the amount as it is: the
 // bucket drains or refills from now on, in at most horizon (plus what a
 // Record put past the limit, which is usage and stays).
-func (b *bucket) clamp(st State, now int64) bool {
+func (b *bucket) Clamp(st State, now int64) bool {
 	s := b.stateOf(st)
 	if s == nil || s.last <= now {
 		return false
@@ -140,18 +162,18 @@ func (b *bucket) clamp(st State, now int64) bool {
 	return true
 }
 
-// horizon is the longest a bucket makes a key wait short of a Record's
-// excess: from empty to full, or full to empty, limit/rate, saturated.
-func (b *bucket) horizon() int64 {
+// Horizon implements Decider: from empty to full, or full to empty,
+// limit/rate, saturated.
+func (b *bucket) Horizon() time.Duration {
 	if x := float64(b.limit) * b.perUnit; x < 0x1p63 {
-		return int64(math.Ceil(x))
+		return time.Duration(math.Ceil(x))
 	}
 	return math.MaxInt64
 }
 
 // stateOf returns the bucket state of st, a token bucket's (sign +1) or a
 // leaky bucket's (sign -1), or nil for any other state. It is small enough
-// to be inlined into decide, which runs on every call; wrongState is the
+// to be inlined into Decide, which runs on every call; wrongState is the
 // error for a nil.
 func (b *bucket) stateOf(st State) *bucketState {
 	switch v := st.(type) {
@@ -181,7 +203,7 @@ func (b *bucket) wrongState(st State) error {
 // arithmetic; a base whose last lies after now (a clock gone backwards)
 // starts moving only at last.
 //
-// The answer must be exact under the floating-point arithmetic that Apply
+// The answer must be exact under the floating-point arithmetic that Decide
 // will use at now+d: a call made then is allowed, one made a nanosecond
 // earlier is not. The exact wait, rounded up, is checked with that very
 // arithmetic (reached). It passes, and a nanosecond less could only pass
@@ -304,7 +326,7 @@ func clampAmount(x float64) float64 {
 //	current: <header>|amount|last
 //	v1:      v1|amount|last|capacity|rate  (capacity and rate are ignored)
 //	v2:      v2|amount|last|
-func decodeBucket(b []byte, k kind, amount string, lo float64) (bucketState, error) {
+func decodeBucket(b []byte, k *kind, amount string, lo float64) (bucketState, error) {
 	f, r, err := openState(b, k)
 	if err != nil {
 		return bucketState{}, err
@@ -323,7 +345,7 @@ func decodeBucket(b []byte, k kind, amount string, lo float64) (bucketState, err
 }
 
 // appendBucket appends the current encoding of s for kind k.
-func appendBucket(dst []byte, k kind, s bucketState) []byte {
+func appendBucket(dst []byte, k *kind, s bucketState) []byte {
 	dst = k.appendHeader(dst)
 	dst = appendFloat(dst, s.amount)
 	return appendInt(dst, s.last)

@@ -26,34 +26,33 @@ var clampCases = []struct {
 
 // TestClamp: a state used up 100 years ahead of now is clamped, and then
 // allows a call within its strategy's Horizon of now; a state written at
-// or before now is left exactly as it is. The value and its prepared form
-// clamp alike.
+// or before now is left exactly as it is.
 func TestClamp(t *testing.T) {
 	const jump = 100 * 365 * 24 * time.Hour
 	for _, c := range clampCases {
-		for _, s := range []Strategy{c.s, Prepare(c.s)} {
+		for _, s := range []Strategy{c.s} {
 			t.Run(c.name, func(t *testing.T) {
-				h := Horizon(s)
-				require.Equal(t, Horizon(c.s), h)
+				h := s.Prepare().Horizon()
+				require.Equal(t, c.s.Prepare().Horizon(), h)
 				require.Positive(t, h)
 				require.Less(t, h, time.Hour)
 
 				// Within bounds: untouched, whatever was taken.
 				for _, d := range []time.Duration{0, -h / 2, -jump} {
-					st := s.NewState()
+					st := newState(s)
 					mustApply(t, s, st, Call{Now: at(d), N: c.limit})
 					before := enc(st)
-					require.False(t, Clamp(s, st, at(0)), "written %v from now", d)
+					require.False(t, s.Prepare().Clamp(st, at(0)), "written %v from now", d)
 					require.Equal(t, before, enc(st))
 				}
 
 				// Ahead: clamped, usable within the horizon.
-				st := s.NewState()
+				st := newState(s)
 				mustApply(t, s, st, Call{Now: at(jump), N: c.limit})
 				require.False(t, mustApply(t, s, st, Call{Now: at(h), N: 1}).Allowed, "locked out for 100 years")
-				require.True(t, Clamp(s, st, at(0)))
+				require.True(t, s.Prepare().Clamp(st, at(0)))
 				st2 := mustDecode(t, s, enc(st))
-				require.False(t, Clamp(s, st2, at(0)), "clamped once")
+				require.False(t, s.Prepare().Clamp(st2, at(0)), "clamped once")
 				r := mustApply(t, s, st, Call{Now: at(0), DryRun: true})
 				require.LessOrEqual(t, r.ResetAfter, h)
 				require.True(t, mustApply(t, s, st, Call{Now: at(h), N: 1}).Allowed)
@@ -68,11 +67,11 @@ func TestClamp(t *testing.T) {
 func TestClampKeepsUsage(t *testing.T) {
 	const ahead = time.Hour
 	rw := RollingWindow{Limit: 100, Window: time.Minute, Bucket: time.Second}
-	st := rw.NewState()
+	st := newState(rw)
 	mustApply(t, rw, st, Call{Now: at(ahead - 30*time.Second), N: 10})
 	mustApply(t, rw, st, Call{Now: at(ahead), N: 20})
 	mustApply(t, rw, st, Call{Now: at(ahead + time.Second), N: 30})
-	require.True(t, Clamp(rw, st, at(0)))
+	require.True(t, rw.Prepare().Clamp(st, at(0)))
 	used, err := rw.Used(st, at(0))
 	require.NoError(t, err)
 	require.EqualValues(t, 60, used, "nothing lost")
@@ -81,16 +80,16 @@ func TestClampKeepsUsage(t *testing.T) {
 	require.Zero(t, used, "all of it expired one window after now")
 
 	tb := TokenBucket{Rate: 1, Burst: 10}
-	st = tb.NewState()
+	st = newState(tb)
 	mustApply(t, tb, st, Call{Now: at(ahead), N: 15, Record: true}) // 5 in debt
-	require.True(t, Clamp(tb, st, at(0)))
+	require.True(t, tb.Prepare().Clamp(st, at(0)))
 	r := mustApply(t, tb, st, Call{Now: at(0), DryRun: true})
 	require.Equal(t, 15*time.Second, r.ResetAfter, "the debt is kept")
 
 	g := GCRA{Rate: 1, Burst: 10}
-	st = g.NewState()
+	st = newState(g)
 	mustApply(t, g, st, Call{Now: at(ahead), N: 15, Record: true})
-	require.True(t, Clamp(g, st, at(0)))
+	require.True(t, g.Prepare().Clamp(st, at(0)))
 	r = mustApply(t, g, st, Call{Now: at(0), DryRun: true})
 	require.Equal(t, 10*time.Second, r.ResetAfter, "capped at one burst")
 }

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"time"
-
-	"github.com/ratestore/ratestore/internal/sat"
 )
 
 // Description is a stored state decoded for display, without its
@@ -57,57 +55,53 @@ func Describe(b []byte) (Description, error) {
 	return d, nil
 }
 
-// byHeader is a Strategy that only decodes: it reads a state with the
-// Decode of the strategy its header names, in a zero configuration. As a
-// part of a composite it refuses another composite, since they do not nest.
-type byHeader struct{ part bool }
-
-// Validate implements Strategy.
-func (byHeader) Validate() error { return nil }
-
-// NewState implements Strategy; a byHeader has no state of its own.
-func (byHeader) NewState() State { return nil }
-
-// Apply implements Strategy: a byHeader decides nothing.
-func (byHeader) Apply(State, Call) (Result, error) {
-	return Result{}, fmt.Errorf("strategies: describe: a state read without its configuration cannot be applied: %w", ErrInvalid)
+// describe lays out the fields of st, a state that byHeader decoded.
+func describe(st State) Description {
+	if k, ok := st.(kinded); ok {
+		return k.describe()
+	}
+	return Description{Kind: fmt.Sprintf("%T", st)} // not reached: byHeader decodes states of this package
 }
 
-// Decode implements Strategy.
+// describeAs is the Description of a current encoding of kind k.
+func describeAs(k *kind, fields map[string]any) Description {
+	return Description{Kind: k.name, Header: string(k.appendHeader(nil)), Fields: fields}
+}
+
+// byHeader is a Decider that only decodes: it reads a state with the
+// Decider that its header names (kind.blank). As a part of a composite it
+// refuses another composite, since they do not nest.
+type byHeader struct{ part bool }
+
+func (byHeader) NewState() State         { return nil }
+func (byHeader) Horizon() time.Duration  { return 0 }
+func (byHeader) Clamp(State, int64) bool { return false }
+
+// Decide implements Decider: a byHeader decides nothing.
+func (byHeader) Decide(State, Call) (Result, error) {
+	return Result{}, fmt.Errorf("strategies: describe: a state read without its configuration cannot be decided: %w", ErrInvalid)
+}
+
+// Decode implements Decider.
 func (h byHeader) Decode(b []byte) (State, error) {
 	head, _, _ := bytes.Cut(b, []byte{'|'})
-	var s Strategy
+	var k *kind
 	switch string(head) {
 	case "v1", "v2":
 		return &legacyState{header: string(head), raw: string(b)}, nil
 	case "cmp1":
-		s = Composite{byHeader{part: true}, byHeader{part: true}}
+		k = kindComposite
 	}
-	if len(head) == 2 {
-		switch kind(head[0]) {
-		case kindTokenBucket:
-			s = TokenBucket{}
-		case kindFixedWindow:
-			s = FixedWindow{}
-		case kindLeakyBucket:
-			s = LeakyBucket{}
-		case kindGCRA:
-			s = GCRA{}
-		case kindComposite:
-			s = Composite{byHeader{part: true}, byHeader{part: true}}
-		case kindSlidingWindow:
-			s = SlidingWindow{}
-		case kindRollingWindow:
-			s = RollingWindow{}
-		}
+	if len(head) == 2 && k == nil {
+		k = kinds[head[0]]
 	}
-	if _, nested := s.(Composite); nested && h.part {
-		return nil, corrupt(kindComposite, "a part %s is a composite: composites do not nest", quote(head))
-	}
-	if s == nil {
+	if k == nil {
 		return nil, fmt.Errorf("strategies: unknown header %s: %w", quote(head), ErrCorrupt)
 	}
-	return s.Decode(b)
+	if k == kindComposite && h.part {
+		return nil, corrupt(kindComposite, "a part %s is a composite: composites do not nest", quote(head))
+	}
+	return k.blank().Decode(b)
 }
 
 // legacyState is a v1 or v2 state as stored: which strategy it belongs to,
@@ -117,45 +111,10 @@ type legacyState struct{ header, raw string }
 // AppendEncode implements State: the bytes as they were read.
 func (s *legacyState) AppendEncode(dst []byte) []byte { return append(dst, s.raw...) }
 
-// describe lays out a decoded state's fields.
-func describe(st State) Description {
-	d := func(k kind, fields map[string]any) Description {
-		return Description{Kind: k.String(), Header: string(k.appendHeader(nil)), Fields: fields}
-	}
-	switch s := st.(type) {
-	case *tokenBucketState:
-		return d(kindTokenBucket, map[string]any{"tokens": s.amount, "last": instant(s.last)})
-	case *leakyBucketState:
-		return d(kindLeakyBucket, map[string]any{"level": s.amount, "last": instant(s.last)})
-	case *gcraState:
-		return d(kindGCRA, map[string]any{"tat": instant(s.tat)})
-	case *fixedWindowState:
-		names := *s.names
-		ws := s.windows(len(names))
-		quotas := make([]map[string]any, len(names))
-		for i, w := range ws {
-			quotas[i] = map[string]any{"name": names[i], "count": w.count, "start": instant(w.start)}
-		}
-		return d(kindFixedWindow, map[string]any{"quotas": quotas})
-	case *slidingWindowState:
-		return d(kindSlidingWindow, map[string]any{"prev": s.prev, "curr": s.curr, "start": instant(s.start)})
-	case *rollingWindowState:
-		cfg := s.win.Config()
-		buckets, total := []map[string]any{}, int64(0)
-		for start, n := range s.win.All() {
-			buckets = append(buckets, map[string]any{"start": instant(start), "count": n})
-			total = sat.Add(total, n)
-		}
-		return d(kindRollingWindow, map[string]any{
-			"window": cfg.Window, "bucket": cfg.Bucket, "total": total, "buckets": buckets,
-		})
-	case compositeState:
-		p, q := s.parts()
-		return d(kindComposite, map[string]any{"primary": describe(p), "secondary": describe(q)})
-	case *legacyState:
-		return Description{Kind: "legacy", Header: s.header, Legacy: true, Fields: map[string]any{"raw": s.raw}}
-	}
-	panic(fmt.Sprintf("strategies: describe: unexpected state %T", st)) // byHeader decodes no other
+func (s *legacyState) kind() *kind { return nil }
+
+func (s *legacyState) describe() Description {
+	return Description{Kind: "legacy", Header: s.header, Legacy: true, Fields: map[string]any{"raw": s.raw}}
 }
 
 // instant is a Unix nanosecond instant as a time in UTC.

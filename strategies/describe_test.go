@@ -77,8 +77,8 @@ func TestDescribe(t *testing.T) {
 // call that takes something.
 func TestDescribeEveryStrategy(t *testing.T) {
 	for _, c := range configs {
-		st := c.s.NewState()
-		if _, err := c.s.Apply(st, Call{Now: t0, N: 1, Record: true}); err != nil {
+		st := newState(c.s)
+		if _, err := apply(c.s, st, Call{Now: t0, N: 1, Record: true}); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
 		enc := st.AppendEncode(nil)
@@ -118,10 +118,10 @@ func TestDescribeCorrupt(t *testing.T) {
 }
 
 func TestByHeaderDecidesNothing(t *testing.T) {
-	if _, err := (byHeader{}).Apply(nil, Call{}); !errors.Is(err, ErrInvalid) {
-		t.Errorf("Apply = %v, want ErrInvalid", err)
+	if _, err := (byHeader{}).Decide(nil, Call{}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Decide = %v, want ErrInvalid", err)
 	}
-	if (byHeader{}).Validate() != nil || (byHeader{}).NewState() != nil {
-		t.Error("Validate or NewState")
+	if (byHeader{}).NewState() != nil {
+		t.Error("NewState")
 	}
 }

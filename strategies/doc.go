@@ -11,16 +11,16 @@
 //
 // The encodings, current and legacy, are specified in DATA_FORMAT.md.
 //
-// # Prepared strategies
+// # Strategies, Deciders and States
 //
-// A configuration is a plain value, and its Apply derives what it needs
-// from it on every call: a GCRA's emission interval (a division and a
-// rounding) and the integer divisions by it, a bucket's rate per
-// nanosecond and the constants of its ResetAfter. Prepare does that once
-// and returns a pointer that behaves identically in every method, states
-// included; an engine prepares a configuration once per limiter handle and
-// applies the prepared form to every call made through it. The value and
-// its prepared form run the same decision code, on the same constants.
+// A configuration is a plain value that implements Strategy: Validate, and
+// Prepare, which returns its Decider. A Decider computes once what every
+// decision derives from the configuration alone (a GCRA's emission
+// interval and a divisor by it, a bucket's rate per nanosecond), and
+// decides calls, makes, decodes and clamps States. An engine prepares a
+// configuration once per limiter handle. Each strategy is one file: its
+// configuration, its Decider, its State and that State's encoding; adding
+// one touches nothing else.
 //
 // # Rules every strategy keeps
 //
@@ -28,7 +28,7 @@
 //     Record takes its n unconditionally, past the limit if need be; later
 //     calls are then denied until the excess has drained or expired.
 //   - Durations are rounded up to the nanosecond: a call made RetryAfter
-//     after a denied one is allowed (by the very arithmetic Apply uses), and
+//     after a denied one is allowed (by the very arithmetic Decide uses), and
 //     one made a nanosecond earlier would not have been. Remaining is
 //     rounded down and never negative.
 //   - ResetAfter is 0 exactly when the state behaves like a fresh one for
@@ -36,7 +36,7 @@
 //     them.
 //   - A clock that goes backwards gives no refill and no penalty: elapsed
 //     time is never negative, and stored instants do not move backwards
-//     while they still matter. Apply never moves them; Clamp, which an
+//     while they still matter. Decide never moves them; Clamp, which an
 //     engine applies to a state that lies further ahead of the clock than
 //     Horizon allows (a clock that ran ahead and came back), moves them
 //     back to the clock, so that no key waits longer than its period.
@@ -47,13 +47,13 @@
 //   - Arithmetic saturates: no n up to math.MaxInt64 and no stored number
 //     makes anything wrap around or panic. Durations that do not fit in
 //     int64 nanoseconds (292 years) are reported as math.MaxInt64.
-//   - Apply allocates nothing for a state of its own kind under an
-//     unchanged configuration, prepared or not (a RollingWindow state once
+//   - Decide allocates nothing for a state of its own kind under an
+//     unchanged configuration (a RollingWindow state once
 //     its ring of buckets has grown to hold a window's worth).
 //
 // # Changed configurations
 //
-// A State belongs to a kind of strategy, not to one configuration: Apply
+// A State belongs to a kind of strategy, not to one configuration: Decide
 // accepts a state made under an earlier configuration of the same kind and
 // reconciles it. A lowered Burst drops the tokens above it; a lowered
 // Capacity or Limit keeps the level or counts, which then drain or expire

@@ -15,58 +15,45 @@ import (
 // "cmp1" and do not name the strategy: the configured one says how to read
 // them.
 
-// kind is the first hex digit of a current header: which strategy wrote the
-// state.
-type kind byte
-
-const (
-	kindTokenBucket   kind = '1'
-	kindFixedWindow   kind = '2'
-	kindLeakyBucket   kind = '3'
-	kindGCRA          kind = '4'
-	kindComposite     kind = '5'
-	kindSlidingWindow kind = '6'
-	kindRollingWindow kind = '7'
-)
+// kind is a strategy as its encodings name it: the two hex digits of its
+// current header, and its name in messages and descriptions. Each
+// strategy declares its kind next to its encoding, and kinds lists them
+// all, so that a header of another strategy is told from garbage.
+type kind struct {
+	id      byte   // the first hex digit of the header
+	version byte   // the second: the current format version
+	name    string // "gcra", "token bucket", ...
+	// blank returns a Decider that reads the current encoding of the kind
+	// without a configuration, which none of them needs (see Describe).
+	blank func() Decider
+}
 
 // String names the kind in error messages.
-func (k kind) String() string {
-	switch k {
-	case kindTokenBucket:
-		return "token bucket"
-	case kindFixedWindow:
-		return "fixed window"
-	case kindLeakyBucket:
-		return "leaky bucket"
-	case kindGCRA:
-		return "gcra"
-	case kindComposite:
-		return "composite"
-	case kindSlidingWindow:
-		return "sliding window"
-	case kindRollingWindow:
-		return "rolling window"
-	}
-	return ""
-}
-
-// version is the second hex digit of the kind's current header.
-func (k kind) version() byte {
-	switch k {
-	case kindTokenBucket, kindLeakyBucket, kindGCRA, kindSlidingWindow, kindRollingWindow:
-		return '2'
-	case kindFixedWindow:
-		return '3'
-	case kindComposite:
-		return '1'
-	}
-	return 0
-}
+func (k *kind) String() string { return k.name }
 
 // appendHeader appends the kind's current header; the fields that follow
 // bring their own separators.
-func (k kind) appendHeader(dst []byte) []byte {
-	return append(dst, byte(k), k.version())
+func (k *kind) appendHeader(dst []byte) []byte {
+	return append(dst, k.id, k.version)
+}
+
+// kinds are the strategies of this package, by the first digit of their
+// header.
+var kinds = map[byte]*kind{}
+
+// newKind declares a strategy's kind.
+func newKind(id, version byte, name string, blank func() Decider) *kind {
+	k := &kind{id, version, name, blank}
+	kinds[id] = k
+	return k
+}
+
+// kinded is a State of this package, which knows its kind.
+type kinded interface {
+	State
+	kind() *kind
+	// describe lays out the state's fields for Describe.
+	describe() Description
 }
 
 // format is the layout a header announces.
@@ -80,7 +67,7 @@ const (
 )
 
 // corrupt returns an error about undecodable bytes, matching ErrCorrupt.
-func corrupt(k kind, format string, args ...any) error {
+func corrupt(k *kind, format string, args ...any) error {
 	return fmt.Errorf("strategies: %v: %s: %w", k, fmt.Sprintf(format, args...), ErrCorrupt)
 }
 
@@ -99,7 +86,7 @@ func quote(b []byte) string {
 // non-composite strategy, is ErrMismatch; anything else unknown, including
 // an unknown version of k itself, is ErrCorrupt. Whether k reads the legacy
 // format v1 or v2 is the caller's business.
-func openState(b []byte, k kind) (format, *reader, error) {
+func openState(b []byte, k *kind) (format, *reader, error) {
 	r := &reader{kind: k, rest: b, more: true}
 	head := r.next("header")
 	switch string(head) {
@@ -114,12 +101,12 @@ func openState(b []byte, k kind) (format, *reader, error) {
 		return formatCmp1, r, nil
 	}
 	if len(head) == 2 && isHex(head[0]) && isHex(head[1]) {
-		switch other := kind(head[0]); {
-		case other == k && head[1] == k.version():
+		switch other := kinds[head[0]]; {
+		case other == k && head[1] == k.version:
 			return formatCurrent, r, nil
 		case other == k:
 			return 0, nil, corrupt(k, "unsupported format version %s", quote(head))
-		case other.String() != "":
+		case other != nil:
 			return 0, nil, mismatch(k, head)
 		}
 	}
@@ -129,48 +116,26 @@ func openState(b []byte, k kind) (format, *reader, error) {
 func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' }
 
 // mismatch is the error of a well-formed header that another strategy wrote.
-func mismatch(k kind, head []byte) error {
+func mismatch(k *kind, head []byte) error {
 	writer := "a composite"
 	if len(head) == 2 {
-		writer = "a " + kind(head[0]).String()
+		writer = "a " + kinds[head[0]].name
 	}
 	return fmt.Errorf("strategies: %v: state %s was written by %s: %w", k, quote(head), writer, ErrMismatch)
 }
 
-// wrongState is the error of Apply given a state another strategy made.
-func wrongState(k kind, st State) error {
-	if of, ok := kindOf(st); ok {
-		return fmt.Errorf("strategies: %v: cannot apply to a state of a %v: %w", k, of, ErrMismatch)
+// wrongState is the error of Decide given a state another strategy made.
+func wrongState(k *kind, st State) error {
+	if of, ok := st.(kinded); ok {
+		return fmt.Errorf("strategies: %v: cannot apply to a state of a %v: %w", k, of.kind(), ErrMismatch)
 	}
 	return fmt.Errorf("strategies: %v: cannot apply to a state of type %T: %w", k, st, ErrMismatch)
-}
-
-// kindOf reports the kind of strategy whose state st is, if it is one of
-// this package's.
-func kindOf(st State) (kind, bool) {
-	switch st.(type) {
-	case *tokenBucketState:
-		return kindTokenBucket, true
-	case *fixedWindowState:
-		return kindFixedWindow, true
-	case *leakyBucketState:
-		return kindLeakyBucket, true
-	case *gcraState:
-		return kindGCRA, true
-	case compositeState:
-		return kindComposite, true
-	case *slidingWindowState:
-		return kindSlidingWindow, true
-	case *rollingWindowState:
-		return kindRollingWindow, true
-	}
-	return 0, false
 }
 
 // reader walks the '|'-separated fields of one encoded state. Its first
 // error sticks: later reads return zero values, and done reports it.
 type reader struct {
-	kind  kind
+	kind  *kind
 	rest  []byte // what follows the last field read
 	more  bool   // whether another field follows (rest may be empty: an empty last field)
 	field int    // 1-based number of the last field read, for messages

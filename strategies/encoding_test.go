@@ -160,7 +160,7 @@ func TestDecodeCorrupt(t *testing.T) {
 		{cs, "v1|12|1|2$42|1", "unknown header"},
 		{cs, "52|12|1|2$42|1", "unsupported format version"},
 	} {
-		st, err := c.s.Decode([]byte(c.in))
+		st, err := decode(c.s, []byte(c.in))
 		if !errors.Is(err, ErrCorrupt) || st != nil {
 			t.Errorf("%T.Decode(%q) = %v, %v; want ErrCorrupt", c.s, c.in, st, err)
 			continue
@@ -199,7 +199,7 @@ func TestDecodeMismatch(t *testing.T) {
 		{Composite{Primary: tb, Secondary: g}, "12|1|2"},
 		{Composite{Primary: tb, Secondary: g}, "51|42|1$12|1|2"},
 	} {
-		st, err := c.s.Decode([]byte(c.in))
+		st, err := decode(c.s, []byte(c.in))
 		if !errors.Is(err, ErrMismatch) || st != nil {
 			t.Errorf("%T.Decode(%q) = %v, %v; want ErrMismatch", c.s, c.in, st, err)
 		}
@@ -212,17 +212,17 @@ func TestApplyMismatch(t *testing.T) {
 			if a.name == b.name {
 				continue
 			}
-			st := b.s.NewState()
+			st := newState(b.s)
 			before := enc(st)
-			if _, err := a.s.Apply(st, Call{Now: t0, N: 1}); !errors.Is(err, ErrMismatch) || !errors.Is(err, ErrInvalid) {
-				t.Errorf("%s.Apply(state of %s) = %v, want ErrMismatch", a.name, b.name, err)
+			if _, err := apply(a.s, st, Call{Now: t0, N: 1}); !errors.Is(err, ErrMismatch) || !errors.Is(err, ErrInvalid) {
+				t.Errorf("%s: Decide(state of %s) = %v, want ErrMismatch", a.name, b.name, err)
 			}
 			if enc(st) != before {
-				t.Errorf("%s.Apply(state of %s) changed it", a.name, b.name)
+				t.Errorf("%s: Decide(state of %s) changed it", a.name, b.name)
 			}
 		}
-		if _, err := a.s.Apply(nil, Call{Now: t0, N: 1}); !errors.Is(err, ErrMismatch) {
-			t.Errorf("%s.Apply(nil) = %v, want ErrMismatch", a.name, err)
+		if _, err := apply(a.s, nil, Call{Now: t0, N: 1}); !errors.Is(err, ErrMismatch) {
+			t.Errorf("%s: Decide(nil) = %v, want ErrMismatch", a.name, err)
 		}
 	}
 }
@@ -231,7 +231,7 @@ func TestApplyMismatch(t *testing.T) {
 // current format and decodes back to the same bytes.
 func TestFreshStateRoundTrips(t *testing.T) {
 	for _, c := range configs {
-		st := c.s.NewState()
+		st := newState(c.s)
 		clone(t, c.s, st)
 		if r := mustApply(t, c.s, st, Call{Now: t0}); r.ResetAfter != 0 || !r.Allowed || r.Remaining != r.Limit {
 			t.Errorf("%s: a fresh state peeks %+v", c.name, r)

@@ -8,16 +8,16 @@ import (
 )
 
 // TestFixedWindowStateSize checks that the state of one or two quotas,
-// windows included, is one cache line, as a prepared FixedWindow allocates
-// it (see lineOfFixedWindow): a decision on a key not in the CPU caches
+// windows included, is one cache line, as its Decider allocates it (see
+// lineOfFixedWindow): a decision on a key not in the CPU caches
 // then waits for one line from memory.
 func TestFixedWindowStateSize(t *testing.T) {
 	if size := unsafe.Sizeof(lineOfFixedWindow{}); size != 64 {
 		t.Errorf("a lineOfFixedWindow is %d bytes, want 64", size)
 	}
-	p := Prepare(FixedWindow{Quotas: []Quota{{"second", 70, time.Second}, {"minute", 4000, time.Minute}}})
-	if allocs := testing.AllocsPerRun(20, func() { p.NewState() }); allocs != 1 {
-		t.Errorf("a prepared FixedWindow's NewState allocates %v times, want 1", allocs)
+	d := FixedWindow{Quotas: []Quota{{"second", 70, time.Second}, {"minute", 4000, time.Minute}}}.Prepare()
+	if allocs := testing.AllocsPerRun(20, func() { d.NewState() }); allocs != 1 {
+		t.Errorf("a FixedWindow's NewState allocates %v times, want 1", allocs)
 	}
 }
 

@@ -11,8 +11,8 @@ import (
 // panic; it either fails with ErrCorrupt or ErrMismatch (and no state), or
 // returns a state whose encoding decodes to the same encoding again, and
 // on which calls at any instant, for any n, keep the results in range and
-// the state decodable. The prepared form of the strategy must answer
-// every decode and call exactly alike, on a twin state. Plain `go test`
+// the state decodable. The general Decider (shortcuts off, see general)
+// must answer every decode and call exactly alike, on a twin state. Plain `go test`
 // runs the seeds below.
 
 // nasty are inputs every decoder gets as seeds.
@@ -31,12 +31,12 @@ func fuzzDecode(f *testing.F, s Strategy, seeds ...string) {
 	for _, b := range append(seeds, nasty...) {
 		f.Add([]byte(b))
 	}
-	p := Prepare(s)
+	d, ref := s.Prepare(), general(s)
 	f.Fuzz(func(t *testing.T, b []byte) {
-		st, err := s.Decode(b)
-		twin, perr := p.Decode(b)
+		st, err := d.Decode(b)
+		twin, perr := ref.Decode(b)
 		if !sameErr(err, perr) || (twin == nil) != (st == nil) {
-			t.Fatalf("Decode(%q): %v, prepared: %v", b, err, perr)
+			t.Fatalf("Decode(%q): %v, general: %v", b, err, perr)
 		}
 		if err != nil {
 			if st != nil {
@@ -59,15 +59,15 @@ func fuzzDecode(f *testing.F, s Strategy, seeds ...string) {
 			{Now: math.MaxInt64, N: math.MaxInt64, Record: true},
 			{Now: math.MinInt64},
 		} {
-			r, err := s.Apply(st, c)
+			r, err := d.Decide(st, c)
 			if err != nil {
-				t.Fatalf("Decode(%q) then Apply(%+v): %v", b, c, err)
+				t.Fatalf("Decode(%q) then Decide(%+v): %v", b, c, err)
 			}
-			if pr, perr := p.Apply(twin, c); pr != r || perr != nil || enc(twin) != enc(st) {
-				t.Fatalf("Decode(%q) then Apply(%+v) = %+v, %s; prepared: %+v, %v, %s", b, c, r, enc(st), pr, perr, enc(twin))
+			if pr, perr := ref.Decide(twin, c); pr != r || perr != nil || enc(twin) != enc(st) {
+				t.Fatalf("Decode(%q) then Decide(%+v) = %+v, %s; general: %+v, %v, %s", b, c, r, enc(st), pr, perr, enc(twin))
 			}
 			if r.Remaining < 0 || r.Remaining > r.Limit || r.ResetAfter < 0 || r.RetryAfter < -1 || r.Allowed != (r.RetryAfter == 0) {
-				t.Fatalf("Decode(%q) then Apply(%+v) = %+v: out of range", b, c, r)
+				t.Fatalf("Decode(%q) then Decide(%+v) = %+v: out of range", b, c, r)
 			}
 			clone(t, s, st)
 		}

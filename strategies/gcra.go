@@ -48,6 +48,9 @@ type GCRA struct {
 // nanosecond. A higher one is accepted and acts as it.
 const MaxGCRARate = 1e9
 
+// kindGCRA names GCRA states: "42|tat".
+var kindGCRA = newKind('4', '2', "gcra", func() Decider { return new(gcraDecider) })
+
 // gcraState is the GCRA state: the theoretical arrival time.
 type gcraState struct {
 	tat int64 // Unix nanoseconds
@@ -61,35 +64,46 @@ func (g GCRA) Validate() error {
 	return checkAtLeastOne(kindGCRA, "burst", g.Burst)
 }
 
-// interval is the emission interval T in nanoseconds, in [1, MaxWindow].
-func (g GCRA) interval() int64 {
+// Prepare implements Strategy: it computes T, the burst's span, and a
+// divisor by T that multiplies, which spares every call a floating-point
+// division and rounding, and an integer division. A burst that would take
+// longer than MaxWindow to refill refills in MaxWindow (see GCRA).
+func (g GCRA) Prepare() Decider {
+	if err := g.Validate(); err != nil {
+		return refused{err}
+	}
 	t := math.Round(nanosPerSecond / g.Rate)
 	if !(t < float64(MaxWindow)) {
-		return int64(MaxWindow)
+		t = float64(MaxWindow)
 	}
-	return max(int64(t), 1)
+	p := &gcraDecider{burst: g.Burst, t: max(int64(t), 1)}
+	if g.Burst > int64(MaxWindow)/p.t {
+		p.t = max(int64(MaxWindow)/g.Burst, 1)
+	}
+	p.tau = min(p.span(g.Burst), int64(MaxWindow))
+	p.perT = newDivisor(uint64(p.t))
+	return p
 }
 
-// NewState implements Strategy: idle since forever.
-func (g GCRA) NewState() State { return g.newIn(new(gcraState)) }
-
-// newIn is NewState, in *s (see maker).
-func (g GCRA) newIn(s *gcraState) State {
-	*s = gcraState{tat: math.MinInt64}
-	return s
+// gcraDecider is a prepared GCRA.
+type gcraDecider struct {
+	burst int64
+	t     int64   // the emission interval T, in nanoseconds, in [1, MaxWindow]
+	tau   int64   // the burst, as a span of time: Burst*T, at most MaxWindow
+	perT  divisor // divides by T
 }
 
-// Decode implements Strategy. It reads "42|tat" and the legacy
+// NewState implements Decider: idle since forever.
+func (p *gcraDecider) NewState() State { return &gcraState{tat: math.MinInt64} }
+
+// Decode implements Decider. It reads "42|tat" and the legacy
 // "v1|tat|interval|limit" and "v2|tat|".
-func (g GCRA) Decode(b []byte) (State, error) { return g.decodeIn(new(gcraState), b) }
-
-// decodeIn is Decode, in *s (see maker).
-func (g GCRA) decodeIn(s *gcraState, b []byte) (State, error) {
+func (p *gcraDecider) Decode(b []byte) (State, error) {
 	f, r, err := openState(b, kindGCRA)
 	if err != nil {
 		return nil, err
 	}
-	*s = gcraState{tat: r.int("tat", math.MinInt64, math.MaxInt64)}
+	s := &gcraState{tat: r.int("tat", math.MinInt64, math.MaxInt64)}
 	switch f {
 	case formatV1:
 		r.int("interval", 0, math.MaxInt64)
@@ -103,45 +117,9 @@ func (g GCRA) decodeIn(s *gcraState, b []byte) (State, error) {
 	return s, nil
 }
 
-// Apply implements Strategy. It computes T and what follows from it (see
-// Prepare), then decides.
-func (g GCRA) Apply(st State, c Call) (res Result, err error) {
-	var p gcraPlan
-	p.init(g, false)
-	err = p.decide(st, c, &res)
-	return res, err
-}
-
-// gcraPlan is what Apply needs of a GCRA: its Burst, and what follows
-// from the configuration alone. Prepare computes it once per limiter
-// handle, which spares every call a floating-point division and rounding,
-// and an integer division.
-type gcraPlan struct {
-	burst int64
-	t     int64   // the emission interval T, in nanoseconds: g.interval(), at least 1
-	tau   int64   // the burst, as a span of time: Burst*T, at most MaxWindow
-	perT  divisor // divides by T
-}
-
-// init computes the plan of g. many tells whether it will serve many calls:
-// only then is the divisor by T set up to multiply, which costs about as
-// much as the one division it saves per call. A burst that would take
-// longer than MaxWindow to refill refills in MaxWindow (see GCRA).
-func (p *gcraPlan) init(g GCRA, many bool) {
-	t := g.interval()
-	if g.Burst > int64(MaxWindow)/t {
-		t = max(int64(MaxWindow)/g.Burst, 1)
-	}
-	p.burst, p.t, p.perT = g.Burst, t, divisor{d: uint64(t)}
-	p.tau = min(p.span(g.Burst), int64(MaxWindow))
-	if many {
-		p.perT = newDivisor(uint64(t))
-	}
-}
-
 // span returns n*T saturated at math.MaxInt64, and 0 for n <= 0: what
 // sat.Mul(n, T) returns, by a 128-bit product instead of a division.
-func (p *gcraPlan) span(n int64) int64 {
+func (p *gcraDecider) span(n int64) int64 {
 	if n <= 0 {
 		return 0
 	}
@@ -152,11 +130,11 @@ func (p *gcraPlan) span(n int64) int64 {
 	return int64(lo)
 }
 
-// decide is Apply, writing the Result to *res.
-func (p *gcraPlan) decide(st State, c Call, res *Result) error {
+// Decide implements Decider.
+func (p *gcraDecider) Decide(st State, c Call) (res Result, err error) {
 	s, ok := st.(*gcraState)
 	if !ok {
-		return wrongState(kindGCRA, st)
+		return Result{}, wrongState(kindGCRA, st)
 	}
 	tau := p.tau
 	tat := s.tat
@@ -173,7 +151,7 @@ func (p *gcraPlan) decide(st State, c Call, res *Result) error {
 	}
 
 	ahead := nonNeg(sat.Sub(tat, c.Now)) // how far the key is booked ahead of now
-	*res = Result{
+	res = Result{
 		Allowed:    allowed,
 		Limit:      p.burst,
 		Remaining:  int64(p.perT.div(uint64(nonNeg(tau - min(ahead, tau))))),
@@ -189,16 +167,16 @@ func (p *gcraPlan) decide(st State, c Call, res *Result) error {
 			res.RetryAfter = until(sat.Add(ahead, p.span(c.N)), tau)
 		}
 	}
-	return nil
+	return res, nil
 }
 
-// clamp bounds a state read at now that lies further ahead than a GCRA
-// can book one (see Clamp): a TAT past now + Burst*T, which only a clock
+// Clamp implements Decider: a TAT past now + Burst*T, which only a clock
 // that ran ahead and came back leaves behind, becomes now + Burst*T, a
 // burst used up at now that drains in Burst*T. A Record's excess books the
 // same way, and a TAT that far ahead cannot be told from a clock's, so an
-// excess of more than one burst is capped at one burst too.
-func (p *gcraPlan) clamp(st State, now int64) bool {
+// excess of more than one burst is capped at one burst too: GCRA is the
+// one strategy whose Clamp can lose usage.
+func (p *gcraDecider) Clamp(st State, now int64) bool {
 	s, ok := st.(*gcraState)
 	if !ok {
 		return false
@@ -210,10 +188,16 @@ func (p *gcraPlan) clamp(st State, now int64) bool {
 	return false
 }
 
-// horizon is the longest a GCRA makes a key wait: one burst, Burst*T.
-func (p *gcraPlan) horizon() int64 { return p.tau }
+// Horizon implements Decider: one burst, Burst*T.
+func (p *gcraDecider) Horizon() time.Duration { return time.Duration(p.tau) }
 
 // AppendEncode implements State: "42|tat".
 func (s *gcraState) AppendEncode(dst []byte) []byte {
 	return appendInt(kindGCRA.appendHeader(dst), s.tat)
+}
+
+func (s *gcraState) kind() *kind { return kindGCRA }
+
+func (s *gcraState) describe() Description {
+	return describeAs(kindGCRA, map[string]any{"tat": instant(s.tat)})
 }

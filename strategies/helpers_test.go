@@ -59,6 +59,15 @@ func no(limit, remaining int64, reset, retry time.Duration) Result {
 	return Result{Limit: limit, Remaining: remaining, ResetAfter: reset, RetryAfter: retry}
 }
 
+// apply decides c on st with s's Decider, as an engine does.
+func apply(s Strategy, st State, c Call) (Result, error) { return s.Prepare().Decide(st, c) }
+
+// newState returns a fresh state of s.
+func newState(s Strategy) State { return s.Prepare().NewState() }
+
+// decode decodes b with s's Decider.
+func decode(s Strategy, b []byte) (State, error) { return s.Prepare().Decode(b) }
+
 // vector is a named sequence of steps on one key.
 type vector struct {
 	name  string
@@ -74,14 +83,14 @@ func (v vector) run(t *testing.T) {
 	if err := v.s.Validate(); err != nil {
 		t.Fatalf("%s: Validate: %v", v.name, err)
 	}
-	st := v.s.NewState()
+	st := newState(v.s)
 	if v.start != "" {
 		st = mustDecode(t, v.s, v.start)
 	}
 	for i, s := range v.steps {
 		before := enc(st)
 		c := s.op.call(at(s.at), s.n)
-		got, err := v.s.Apply(st, c)
+		got, err := apply(v.s, st, c)
 		if err != nil {
 			t.Fatalf("%s: step %d (%v %d at %v): %v", v.name, i, s.op, s.n, s.at, err)
 		}
@@ -102,7 +111,7 @@ func enc(st State) string { return string(st.AppendEncode(nil)) }
 
 func mustDecode(t testing.TB, s Strategy, b string) State {
 	t.Helper()
-	st, err := s.Decode([]byte(b))
+	st, err := decode(s, []byte(b))
 	if err != nil {
 		t.Fatalf("Decode(%q): %v", b, err)
 	}
@@ -124,7 +133,7 @@ func clone(t testing.TB, s Strategy, st State) State {
 // mustApply applies c, failing the test on an error.
 func mustApply(t testing.TB, s Strategy, st State, c Call) Result {
 	t.Helper()
-	r, err := s.Apply(st, c)
+	r, err := apply(s, st, c)
 	if err != nil {
 		t.Fatalf("Apply(%+v): %v", c, err)
 	}

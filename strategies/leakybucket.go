@@ -26,7 +26,10 @@ type LeakyBucket struct {
 	Capacity int64
 }
 
-// leakyBucketState is a bucketState that only LeakyBucket accepts.
+// kindLeakyBucket names leaky bucket states: "32|level|last".
+var kindLeakyBucket = newKind('3', '2', "leaky bucket", func() Decider { return &bucket{sign: -1} })
+
+// leakyBucketState is a bucketState that only a leaky bucket accepts.
 type leakyBucketState struct{ bucketState }
 
 // Validate implements Strategy.
@@ -37,42 +40,23 @@ func (lb LeakyBucket) Validate() error {
 	return checkAtLeastOne(kindLeakyBucket, "capacity", lb.Capacity)
 }
 
-// NewState implements Strategy: an empty bucket.
-func (lb LeakyBucket) NewState() State { return lb.newIn(new(leakyBucketState)) }
-
-// newIn is NewState, in *s (see maker).
-func (lb LeakyBucket) newIn(s *leakyBucketState) State {
-	*s = leakyBucketState{}
-	return s
-}
-
-// Decode implements Strategy. It reads "32|level|last" and the legacy
-// "v1|level|last|capacity|rate" and "v2|level|last|".
-func (lb LeakyBucket) Decode(b []byte) (State, error) { return lb.decodeIn(new(leakyBucketState), b) }
-
-// decodeIn is Decode, in *s (see maker).
-func (lb LeakyBucket) decodeIn(s *leakyBucketState, b []byte) (State, error) {
-	v, err := decodeBucket(b, kindLeakyBucket, "level", 0)
-	if err != nil {
-		return nil, err
+// Prepare implements Strategy: the bucket's constants (see bucket). Its
+// Decode reads "32|level|last" and the legacy "v1|level|last|capacity|rate"
+// and "v2|level|last|".
+func (lb LeakyBucket) Prepare() Decider {
+	if err := lb.Validate(); err != nil {
+		return refused{err}
 	}
-	*s = leakyBucketState{v}
-	return s, nil
-}
-
-// Apply implements Strategy. It computes the bucket's constants (see
-// Prepare), then decides.
-func (lb LeakyBucket) Apply(st State, c Call) (res Result, err error) {
-	b := lb.bucket()
-	err = b.decide(st, c, &res)
-	return res, err
-}
-
-func (lb LeakyBucket) bucket() bucket {
 	return newBucket(lb.Rate, 0, float64(lb.Capacity), -1, lb.Capacity)
 }
 
 // AppendEncode implements State: "32|level|last".
 func (s *leakyBucketState) AppendEncode(dst []byte) []byte {
 	return appendBucket(dst, kindLeakyBucket, s.bucketState)
+}
+
+func (s *leakyBucketState) kind() *kind { return kindLeakyBucket }
+
+func (s *leakyBucketState) describe() Description {
+	return describeAs(kindLeakyBucket, map[string]any{"level": s.amount, "last": instant(s.last)})
 }

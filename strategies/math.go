@@ -101,14 +101,11 @@ func newDivisor(d uint64) divisor {
 	// gives 0, and 0 - d wraps to 2^64 - d as it should. m+1 < 2^64.
 	m, _ := bits.Div64((uint64(1)<<l)-d, 0, d)
 	sh1 := min(l, 1)
-	return divisor{d: d, m: m + 1, sh1: sh1, sh2: l - sh1}
+	return divisor{m: m + 1, sh1: sh1, sh2: l - sh1}
 }
 
 // div returns floor(n/d).
 func (v *divisor) div(n uint64) uint64 {
-	if v.m == 0 {
-		return n / v.d
-	}
 	t, _ := bits.Mul64(v.m, n)
 	return (t + (n-t)>>v.sh1) >> v.sh2
 }

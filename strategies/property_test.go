@@ -130,25 +130,22 @@ func TestProperties(t *testing.T) {
 		sequences = 30
 	}
 	for gi, g := range generators {
-		for _, f := range forms {
-			t.Run(g.name+"/"+f.name, func(t *testing.T) {
-				testProperties(t, gi, f.of, sequences, steps)
-			})
-		}
+		t.Run(g.name, func(t *testing.T) {
+			testProperties(t, gi, sequences, steps)
+		})
 	}
 }
 
-// testProperties plays the sequences of generator gi, each configuration
-// in the form that form returns.
-func testProperties(t *testing.T, gi int, form func(Strategy) Strategy, sequences, steps int) {
+// testProperties plays the sequences of generator gi.
+func testProperties(t *testing.T, gi int, sequences, steps int) {
 	g := generators[gi]
 	r := rand.New(rand.NewPCG(uint64(gi), 42))
 	for seq := range sequences {
-		s := form(g.gen(r))
+		s := g.gen(r)
 		if err := s.Validate(); err != nil {
 			t.Fatalf("generated an invalid config: %v", err)
 		}
-		st := s.NewState()
+		st := newState(s)
 		now := t0 + r.Int64N(int64(time.Hour))
 		for i := range steps {
 			now += randStep(r, true)
@@ -224,7 +221,7 @@ func checkCall(t *testing.T, r *rand.Rand, s Strategy, st State, c Call, where f
 	// ResetAfter 0 means fresh: from now on, the state and a new one answer
 	// every call alike.
 	if res.ResetAfter == 0 {
-		a, b := clone(t, s, st), s.NewState()
+		a, b := clone(t, s, st), newState(s)
 		now := c.Now
 		for range 4 {
 			now += randStep(r, false)
@@ -237,8 +234,8 @@ func checkCall(t *testing.T, r *rand.Rand, s Strategy, st State, c Call, where f
 	}
 }
 
-func isComposite(s Strategy) bool   { _, ok := Unprepare(s).(Composite); return ok }
-func isFixedWindow(s Strategy) bool { _, ok := Unprepare(s).(FixedWindow); return ok }
+func isComposite(s Strategy) bool   { _, ok := s.(Composite); return ok }
+func isFixedWindow(s Strategy) bool { _, ok := s.(FixedWindow); return ok }
 
 // TestPropertiesFarInThePast checks the same promises when calls come far
 // before the state's own instants (a clock gone back by up to an hour).
@@ -246,8 +243,8 @@ func TestPropertiesFarInThePast(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 7))
 	for gi, g := range generators {
 		for seq := range 40 {
-			s := forms[seq%len(forms)].of(g.gen(r))
-			st := s.NewState()
+			s := g.gen(r)
+			st := newState(s)
 			now := t0
 			for i := range 20 {
 				now += randStep(r, false)

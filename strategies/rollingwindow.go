@@ -43,6 +43,10 @@ type RollingWindow struct {
 	Bucket time.Duration // divides Window, into at most rollingwindow.MaxBuckets buckets
 }
 
+// kindRollingWindow names rolling window states:
+// "72|window|bucket|start|count|gap|count|...".
+var kindRollingWindow = newKind('7', '2', "rolling window", func() Decider { return new(rollingDecider) })
+
 // rollingWindowState holds the buckets of one key, under the Window and
 // Bucket that last wrote them (which its encoding keeps).
 //
@@ -74,46 +78,41 @@ func (rw RollingWindow) Validate() error {
 	return nil
 }
 
-// NewState implements Strategy: nothing counted.
-func (rw RollingWindow) NewState() State { return rw.newIn(new(rollingWindowState)) }
-
-// newIn is NewState, in *s (see maker).
-func (rw RollingWindow) newIn(s *rollingWindowState) State {
-	*s = rollingWindowState{}
-	if w, err := rollingwindow.New(rw.config()); err == nil {
-		s.win = *w
-	} // else an invalid configuration, which Apply reports
-	return s
+// Prepare implements Strategy. A rolling window has nothing to compute
+// from its configuration ahead of the calls (its rollingwindow.Config is
+// its Window and Bucket as they are): its Decider is a copy of it.
+func (rw RollingWindow) Prepare() Decider {
+	if err := rw.Validate(); err != nil {
+		return refused{err}
+	}
+	return &rollingDecider{rw}
 }
 
-// Apply implements Strategy.
-func (rw RollingWindow) Apply(st State, c Call) (res Result, err error) {
-	err = rw.decide(st, c, &res)
-	return res, err
+// rollingDecider is a prepared RollingWindow.
+type rollingDecider struct{ RollingWindow }
+
+// NewState implements Decider: nothing counted.
+func (rw *rollingDecider) NewState() State {
+	w, _ := rollingwindow.New(rw.config()) // valid: Prepare checked
+	return &rollingWindowState{win: *w}
 }
 
-// decide is Apply, writing the Result to *res. A rolling window has
-// nothing to compute from its configuration ahead of the calls (its
-// rollingwindow.Config is its Window and Bucket as they are): its prepared
-// form (see Prepare) only calls decide directly.
-func (rw *RollingWindow) decide(st State, c Call, res *Result) error {
+// Decide implements Decider.
+func (rw *rollingDecider) Decide(st State, c Call) (res Result, err error) {
 	s, ok := st.(*rollingWindowState)
 	if !ok {
-		return wrongState(kindRollingWindow, st)
-	}
-	if rw.Limit < 1 {
-		return rw.Validate()
+		return Result{}, wrongState(kindRollingWindow, st)
 	}
 	w, err := rw.window(s)
 	if err != nil {
-		return err
+		return Result{}, err
 	}
 	v := *w // a shallow copy to query: see rollingWindowState
 	used := v.Used(c.Now)
 	allowed := used <= sat.Sub(rw.Limit, c.N)
 	switch {
 	case c.N <= 0 || !allowed && !c.Record: // takes nothing
-		*res = Result{
+		res = Result{
 			Allowed:    allowed,
 			Limit:      rw.Limit,
 			Remaining:  nonNeg(rw.Limit - used),
@@ -123,14 +122,14 @@ func (rw *RollingWindow) decide(st State, c Call, res *Result) error {
 			res.RetryAfter = v.RetryAfter(c.Now, rw.Limit, c.N)
 		}
 	case c.DryRun:
-		rw.dryRun(&v, c, used, res)
+		rw.dryRun(&v, c, used, &res)
 	default:
 		if w != &s.win {
 			s.win = *w // the configuration changed: the moved copy is the state now
 		}
 		s.win.Add(c.Now, c.N)
 		used = s.win.Used(c.Now)
-		*res = Result{
+		res = Result{
 			Allowed:    used <= rw.Limit,
 			Limit:      rw.Limit,
 			Remaining:  nonNeg(rw.Limit - used),
@@ -140,13 +139,13 @@ func (rw *RollingWindow) decide(st State, c Call, res *Result) error {
 			res.RetryAfter = s.win.RetryAfter(c.Now, rw.Limit, 0)
 		}
 	}
-	return nil
+	return res, nil
 }
 
 // dryRun writes to *res the Result of a call c that would take its N > 0
 // from v (allowed, or a Record), without taking it: what Add(c.Now, c.N)
 // then the queries would report, v holding used at c.Now.
-func (rw *RollingWindow) dryRun(v *rollingwindow.State, c Call, used int64, res *Result) {
+func (rw *rollingDecider) dryRun(v *rollingwindow.State, c Call, used int64, res *Result) {
 	k := min(c.N, math.MaxInt64-used) // what Add would count
 	after := used + k
 	*res = Result{
@@ -175,14 +174,13 @@ func (rw *RollingWindow) dryRun(v *rollingwindow.State, c Call, used int64, res 
 	}
 }
 
-// clamp bounds a state read at now that lies further ahead than a rolling
-// window can (see Clamp): buckets that start after now's bucket, which only
+// Clamp implements Decider: buckets that start after now's bucket, which only
 // a clock that ran ahead and came back leaves behind, and which would count
 // until the clock got past them again. Their usage moves to now's bucket
 // (of the Window and Bucket the state was written under): none of it is
 // lost, and all of it expires within one Window. It allocates, once, for
 // the rare state it changes.
-func (rw *RollingWindow) clamp(st State, now int64) bool {
+func (rw *rollingDecider) Clamp(st State, now int64) bool {
 	s, ok := st.(*rollingWindowState)
 	if !ok || s.win.Len() == 0 {
 		return false
@@ -219,8 +217,8 @@ func (rw *RollingWindow) clamp(st State, now int64) bool {
 	return true
 }
 
-// horizon is the longest a rolling window makes a key wait: its Window.
-func (rw *RollingWindow) horizon() int64 { return int64(rw.Window) }
+// Horizon implements Decider: one Window.
+func (rw *rollingDecider) Horizon() time.Duration { return rw.Window }
 
 // window returns the buckets to decide on: s's own, or, when the Window
 // or Bucket changed since s was written, a copy of them moved to the
@@ -276,7 +274,7 @@ func (rw RollingWindow) Used(st State, now int64) (int64, error) {
 // the bucket that holds its window start, so that they expire when that
 // window would have, to bucket precision. Usage whose bucket has expired
 // at now adds nothing; an at later than now counts as now. A state written
-// under another Window or Bucket is moved to rw's first, as Apply does.
+// under another Window or Bucket is moved to rw's first, as Decide does.
 //
 // n < 0 is an error matching ErrInvalid; n = 0 changes nothing. A state of
 // another strategy is an error matching ErrMismatch.
@@ -303,7 +301,7 @@ func (rw RollingWindow) Merge(st State, now, at, n int64) error {
 // from the bucket that holds the instant at, never below zero, and returns
 // what it removed (rollingwindow.State.SubAt): at most n, and at most what
 // that bucket holds at now. It is the other half of a reservation: a key
-// store that reserves a request's usage when the request starts (Apply at
+// store that reserves a request's usage when the request starts (Decide at
 // at) and learns its real usage only when it ends gives back the part it
 // did not use, so that what counts is the real usage, in the bucket the
 // reservation went to, expiring when it would have. A refund of everything
@@ -321,7 +319,7 @@ func (rw RollingWindow) Merge(st State, now, at, n int64) error {
 // records in the newest bucket) finds its own bucket, not the newest: it
 // gives back from that one, if held, or nothing, and usage then counts
 // longer than it should, never shorter. A state written under another
-// Window or Bucket is moved to rw's first, as Apply does, and at's bucket
+// Window or Bucket is moved to rw's first, as Decide does, and at's bucket
 // is one of rw's.
 //
 // n < 0 is an error matching ErrInvalid; n = 0 changes nothing. A state of
@@ -344,17 +342,12 @@ func (rw RollingWindow) Refund(st State, now, at, n int64) (int64, error) {
 	return s.win.SubAt(now, at, n), nil
 }
 
-// Decode implements Strategy. It reads
+// Decode implements Decider. It reads
 // "72|window|bucket|start|count|gap|count|...": the Window and Bucket the
 // state was written under, then its buckets oldest first, the first by its
 // start and each later one by its gap, in buckets, after the previous one.
 // rollingwindow.State.Append validates them.
-func (rw RollingWindow) Decode(b []byte) (State, error) {
-	return rw.decodeIn(new(rollingWindowState), b)
-}
-
-// decodeIn is Decode, in *s (see maker).
-func (rw RollingWindow) decodeIn(s *rollingWindowState, b []byte) (State, error) {
+func (rw *rollingDecider) Decode(b []byte) (State, error) {
 	f, r, err := openState(b, kindRollingWindow)
 	if err != nil {
 		return nil, err
@@ -373,7 +366,7 @@ func (rw RollingWindow) decodeIn(s *rollingWindowState, b []byte) (State, error)
 	if err != nil {
 		return nil, corrupt(kindRollingWindow, "fields 2-3 (window, bucket): %v", err)
 	}
-	*s = rollingWindowState{win: *w}
+	s := &rollingWindowState{win: *w}
 	bucket := uint64(cfg.Bucket)
 	var prev int64
 	for i := 0; r.more && r.err == nil; i++ {
@@ -418,4 +411,18 @@ func (s *rollingWindowState) AppendEncode(dst []byte) []byte {
 		first, prev = false, start
 	}
 	return dst
+}
+
+func (s *rollingWindowState) kind() *kind { return kindRollingWindow }
+
+func (s *rollingWindowState) describe() Description {
+	cfg := s.win.Config()
+	buckets, total := []map[string]any{}, int64(0)
+	for start, n := range s.win.All() {
+		buckets = append(buckets, map[string]any{"start": instant(start), "count": n})
+		total = sat.Add(total, n)
+	}
+	return describeAs(kindRollingWindow, map[string]any{
+		"window": cfg.Window, "bucket": cfg.Bucket, "total": total, "buckets": buckets,
+	})
 }

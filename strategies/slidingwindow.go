@@ -38,6 +38,9 @@ type SlidingWindow struct {
 	Window time.Duration // at most MaxWindow
 }
 
+// kindSlidingWindow names sliding window states: "62|prev|curr|start".
+var kindSlidingWindow = newKind('6', '2', "sliding window", func() Decider { return new(slidingDecider) })
+
 // slidingWindowState is the two windows: counts are int64 in [0,
 // math.MaxInt64], saturating.
 type slidingWindowState struct {
@@ -53,14 +56,20 @@ func (sw SlidingWindow) Validate() error {
 	return checkWindow(kindSlidingWindow, "window", sw.Window)
 }
 
-// NewState implements Strategy: nothing counted.
-func (sw SlidingWindow) NewState() State { return sw.newIn(new(slidingWindowState)) }
-
-// newIn is NewState, in *s (see maker).
-func (sw SlidingWindow) newIn(s *slidingWindowState) State {
-	*s = slidingWindowState{}
-	return s
+// Prepare implements Strategy. A sliding window has nothing to compute
+// from its configuration ahead of the calls: its Decider is a copy of it.
+func (sw SlidingWindow) Prepare() Decider {
+	if err := sw.Validate(); err != nil {
+		return refused{err}
+	}
+	return &slidingDecider{sw}
 }
+
+// slidingDecider is a prepared SlidingWindow.
+type slidingDecider struct{ SlidingWindow }
+
+// NewState implements Decider: nothing counted.
+func (sw *slidingDecider) NewState() State { return new(slidingWindowState) }
 
 // at returns the state as of now, rolled over to now's window. A state that
 // counts nothing moves to now's window whatever its start, so that it is
@@ -102,22 +111,11 @@ func (sw SlidingWindow) fits(s slidingWindowState, now, n int64) bool {
 	return mulLE(uint64(s.prev), w-sw.elapsed(s, now), uint64(left), w)
 }
 
-// Apply implements Strategy.
-func (sw SlidingWindow) Apply(st State, c Call) (res Result, err error) {
-	err = sw.decide(st, c, &res)
-	return res, err
-}
-
-// decide is Apply, writing the Result to *res. A sliding window has
-// nothing to compute from its configuration ahead of the calls: its
-// prepared form (see Prepare) only calls decide directly.
-func (sw *SlidingWindow) decide(st State, c Call, res *Result) error {
+// Decide implements Decider.
+func (sw *slidingDecider) Decide(st State, c Call) (res Result, err error) {
 	s, ok := st.(*slidingWindowState)
 	if !ok {
-		return wrongState(kindSlidingWindow, st)
-	}
-	if sw.Window <= 0 {
-		return sw.Validate() // the arithmetic below divides by it
+		return Result{}, wrongState(kindSlidingWindow, st)
 	}
 	v := sw.at(*s, c.Now)
 	allowed := sw.fits(v, c.Now, c.N)
@@ -140,7 +138,7 @@ func (sw *SlidingWindow) decide(st State, c Call, res *Result) error {
 	if inexact {
 		prevLeft++ // used rounds up, so Remaining rounds down
 	}
-	*res = Result{
+	res = Result{
 		Allowed:   allowed,
 		Limit:     sw.Limit,
 		Remaining: nonNeg(sat.Sub(sat.Sub(sw.Limit, v.curr), int64(prevLeft))),
@@ -158,27 +156,27 @@ func (sw *SlidingWindow) decide(st State, c Call, res *Result) error {
 			res.RetryAfter = until(sw.fitsAt(v, need), c.Now)
 		}
 	}
-	return nil
+	return res, nil
 }
 
-// clamp bounds a state read at now that lies further ahead than a sliding
-// window can (see Clamp): a current window that counts something and
+// Clamp implements Decider: a current window that counts something and
 // starts after now, which only a clock that ran ahead and came back leaves
 // behind, and which would stay current until the clock got there again. It
 // becomes now's window, its counts kept: they slide out within horizon.
-func (sw *SlidingWindow) clamp(st State, now int64) bool {
+func (sw *slidingDecider) Clamp(st State, now int64) bool {
 	s, ok := st.(*slidingWindowState)
-	if !ok || sw.Window <= 0 || s.prev == 0 && s.curr == 0 || s.start <= now {
+	if !ok || s.prev == 0 && s.curr == 0 || s.start <= now {
 		return false
 	}
 	s.start = alignDown(now, int64(sw.Window))
 	return true
 }
 
-// horizon is the longest a sliding window makes a key wait: what the
-// current window counts slides out by the end of the next one, two
-// Windows from its start.
-func (sw *SlidingWindow) horizon() int64 { return sat.Mul(2, int64(sw.Window)) }
+// Horizon implements Decider: what the current window counts slides out
+// by the end of the next one, two Windows from its start.
+func (sw *slidingDecider) Horizon() time.Duration {
+	return time.Duration(sat.Mul(2, int64(sw.Window)))
+}
 
 // fitsAt returns the first instant at which a call of need <= Limit fits
 // s, which does not fit it now. The count of a window weighs
@@ -208,13 +206,8 @@ func (sw SlidingWindow) fitsAt(s slidingWindowState, need int64) int64 {
 	return sat.Add(next, w)
 }
 
-// Decode implements Strategy. It reads "62|prev|curr|currStart".
-func (sw SlidingWindow) Decode(b []byte) (State, error) {
-	return sw.decodeIn(new(slidingWindowState), b)
-}
-
-// decodeIn is Decode, in *s (see maker).
-func (sw SlidingWindow) decodeIn(s *slidingWindowState, b []byte) (State, error) {
+// Decode implements Decider. It reads "62|prev|curr|currStart".
+func (sw *slidingDecider) Decode(b []byte) (State, error) {
 	f, r, err := openState(b, kindSlidingWindow)
 	if err != nil {
 		return nil, err
@@ -222,7 +215,7 @@ func (sw SlidingWindow) decodeIn(s *slidingWindowState, b []byte) (State, error)
 	if f != formatCurrent {
 		return nil, corrupt(kindSlidingWindow, "no legacy encoding exists, got %s", quote(b[:min(len(b), 2)]))
 	}
-	*s = slidingWindowState{
+	s := &slidingWindowState{
 		prev:  r.int("prev", 0, math.MaxInt64),
 		curr:  r.int("curr", 0, math.MaxInt64),
 		start: r.int("start", math.MinInt64, math.MaxInt64),
@@ -238,4 +231,10 @@ func (s *slidingWindowState) AppendEncode(dst []byte) []byte {
 	dst = appendInt(kindSlidingWindow.appendHeader(dst), s.prev)
 	dst = appendInt(dst, s.curr)
 	return appendInt(dst, s.start)
+}
+
+func (s *slidingWindowState) kind() *kind { return kindSlidingWindow }
+
+func (s *slidingWindowState) describe() Description {
+	return describeAs(kindSlidingWindow, map[string]any{"prev": s.prev, "curr": s.curr, "start": instant(s.start)})
 }

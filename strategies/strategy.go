@@ -70,37 +70,77 @@ type Call struct {
 	DryRun bool
 }
 
-// Strategy is a rate-limiting algorithm with its configuration. The
-// configurations of this package implement it; package ratestore applies them
-// to keys.
+// Strategy is a rate-limiting algorithm with its configuration: the
+// configurations of this package implement it, and package ratestore
+// applies them to keys. A Strategy value is a plain configuration: it holds
+// no state and may be used concurrently.
 //
-// A Strategy value is a plain configuration: it holds no state and may be used
-// concurrently. States are owned by the caller, who must serialize the calls
-// made on one State.
+// A strategy has two methods because deciding needs more than the
+// configuration: what follows from it alone (a GCRA's emission interval,
+// a bucket's rate per nanosecond, a divisor set up to multiply) is worth
+// computing once rather than on every call. Prepare does that; an engine
+// prepares a strategy once per limiter handle and decides every call made
+// through the handle with the Decider it got.
+//
+// To add a strategy, implement Strategy, Decider and State; nothing else in
+// this module needs to know it. A strategy of another package works in
+// ratestore and as a part of a Composite: it is only not given the
+// composite's one-pass take (see Composite).
 type Strategy interface {
-	// Validate reports whether the configuration is usable. Its errors match
-	// ErrInvalid and name the field that is wrong.
+	// Validate reports whether the configuration is usable. Its errors
+	// match ErrInvalid and name the field that is wrong.
 	Validate() error
 
-	// NewState returns the state of a key that has never been seen: nothing in
-	// use.
+	// Prepare returns the Decider of this configuration. For a
+	// configuration that Validate refuses, it returns a Decider whose every
+	// method that can fail returns that error.
+	Prepare() Decider
+}
+
+// Decider decides calls under one configuration: the prepared form of a
+// Strategy. It is immutable and may be used concurrently; States are owned
+// by the caller, who must serialize the calls made on one State.
+type Decider interface {
+	// NewState returns the state of a key that has never been seen:
+	// nothing in use.
 	NewState() State
 
 	// Decode parses a stored state, in the current encoding or one of the
 	// older encodings this strategy reads, for this configuration. Errors
 	// match ErrCorrupt, or ErrMismatch for a well-formed state of another
-	// strategy. Decode never panics and never returns a fresh state for bytes
-	// it does not understand.
+	// strategy. Decode never panics and never returns a fresh state for
+	// bytes it does not understand.
 	Decode(b []byte) (State, error)
 
-	// Apply decides call c against st. Unless c.DryRun is set, it changes st
-	// exactly when the call takes something (c.N > 0 and the call is allowed
-	// or recorded); a denied call changes nothing. st must come from this
-	// strategy's NewState or Decode (possibly under an earlier configuration
-	// of the same kind: a changed configuration is reconciled here);
-	// otherwise Apply returns an error matching ErrMismatch. Apply does not
-	// validate the configuration or c.N; callers do that once.
-	Apply(st State, c Call) (Result, error)
+	// Decide decides call c against st. Unless c.DryRun is set, it changes st exactly when the call takes
+	// something (c.N > 0 and the call is allowed or recorded); a denied call
+	// changes nothing. st must come from NewState or Decode of a Decider of
+	// the same kind of strategy, possibly under an earlier configuration (a
+	// changed configuration is reconciled here); otherwise Decide returns an
+	// error matching ErrMismatch, and the zero Result. c.N must not be
+	// negative: callers check it once.
+	Decide(st State, c Call) (Result, error)
+
+	// Horizon returns the longest a state can make a key wait when no
+	// Record took it past its limit: one burst, one window. An engine that
+	// sees its clock go back by more than that since a key's last call
+	// knows the clock jumped rather than stepped back a little, and clamps
+	// the key's state.
+	Horizon() time.Duration
+
+	// Clamp bounds st, read at the instant now, to what a state can
+	// legitimately hold at now, and reports whether it changed st.
+	//
+	// Every strategy keeps instants in its state, and none lies further
+	// ahead of the call that wrote it than Horizon. A state further ahead
+	// than that was written by a clock that ran ahead (a wrong NTP step, a
+	// VM restored with a bad clock) and came back; decided as it is, it
+	// would lock its key out until the clock got there again, since a clock
+	// gone backwards gives no refill. Clamp moves what lies too far ahead
+	// back to the latest instant now allows, so the key waits at most
+	// Horizon from now. Each strategy's rule is next to its Decide. A state
+	// within bounds, or of another strategy, is left exactly as it is.
+	Clamp(st State, now int64) bool
 }
 
 // State is the decoded per-key state of a strategy.
@@ -114,3 +154,13 @@ type State interface {
 func (c Call) Taken(allowed bool) bool {
 	return !c.DryRun && c.N > 0 && (allowed || c.Record)
 }
+
+// refused is the Decider of a configuration that Validate refuses: it
+// fails with the Validate error.
+type refused struct{ err error }
+
+func (r refused) NewState() State                    { return nil }
+func (r refused) Decode([]byte) (State, error)       { return nil, r.err }
+func (r refused) Horizon() time.Duration             { return 0 }
+func (r refused) Clamp(State, int64) bool            { return false }
+func (r refused) Decide(State, Call) (Result, error) { return Result{}, r.err }

@@ -30,7 +30,10 @@ type TokenBucket struct {
 	Burst int64   // capacity, and the tokens of a new key
 }
 
-// tokenBucketState is a bucketState that only TokenBucket accepts.
+// kindTokenBucket names token bucket states: "12|tokens|last".
+var kindTokenBucket = newKind('1', '2', "token bucket", func() Decider { return &bucket{sign: 1} })
+
+// tokenBucketState is a bucketState that only a token bucket accepts.
 type tokenBucketState struct{ bucketState }
 
 // Validate implements Strategy.
@@ -41,42 +44,23 @@ func (tb TokenBucket) Validate() error {
 	return checkAtLeastOne(kindTokenBucket, "burst", tb.Burst)
 }
 
-// NewState implements Strategy: a full bucket.
-func (tb TokenBucket) NewState() State { return tb.newIn(new(tokenBucketState)) }
-
-// newIn is NewState, in *s (see maker).
-func (tb TokenBucket) newIn(s *tokenBucketState) State {
-	*s = tokenBucketState{bucketState{amount: float64(tb.Burst)}}
-	return s
-}
-
-// Decode implements Strategy. It reads "12|tokens|last" and the legacy
+// Prepare implements Strategy: the bucket's constants (see bucket). Its
+// Decode reads "12|tokens|last" and the legacy
 // "v1|tokens|last|capacity|rate" and "v2|tokens|last|".
-func (tb TokenBucket) Decode(b []byte) (State, error) { return tb.decodeIn(new(tokenBucketState), b) }
-
-// decodeIn is Decode, in *s (see maker).
-func (tb TokenBucket) decodeIn(s *tokenBucketState, b []byte) (State, error) {
-	v, err := decodeBucket(b, kindTokenBucket, "tokens", -maxAmount)
-	if err != nil {
-		return nil, err
+func (tb TokenBucket) Prepare() Decider {
+	if err := tb.Validate(); err != nil {
+		return refused{err}
 	}
-	*s = tokenBucketState{v}
-	return s, nil
-}
-
-// Apply implements Strategy. It computes the bucket's constants (see
-// Prepare), then decides.
-func (tb TokenBucket) Apply(st State, c Call) (res Result, err error) {
-	b := tb.bucket()
-	err = b.decide(st, c, &res)
-	return res, err
-}
-
-func (tb TokenBucket) bucket() bucket {
 	return newBucket(tb.Rate, float64(tb.Burst), 0, 1, tb.Burst)
 }
 
 // AppendEncode implements State: "12|tokens|last".
 func (s *tokenBucketState) AppendEncode(dst []byte) []byte {
 	return appendBucket(dst, kindTokenBucket, s.bucketState)
+}
+
+func (s *tokenBucketState) kind() *kind { return kindTokenBucket }
+
+func (s *tokenBucketState) describe() Description {
+	return describeAs(kindTokenBucket, map[string]any{"tokens": s.amount, "last": instant(s.last)})
 }

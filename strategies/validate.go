@@ -16,12 +16,12 @@ import (
 const MaxWindow = 100 * 365 * 24 * time.Hour
 
 // invalid returns an error about a configuration, matching ErrInvalid.
-func invalid(k kind, format string, args ...any) error {
+func invalid(k *kind, format string, args ...any) error {
 	return fmt.Errorf("strategies: %v: %s: %w", k, fmt.Sprintf(format, args...), ErrInvalid)
 }
 
 // checkRate requires a positive finite rate.
-func checkRate(k kind, rate float64) error {
+func checkRate(k *kind, rate float64) error {
 	if !(rate > 0) || math.IsInf(rate, 1) {
 		return invalid(k, "rate must be a positive finite number, got %v", rate)
 	}
@@ -29,7 +29,7 @@ func checkRate(k kind, rate float64) error {
 }
 
 // checkAtLeastOne requires a burst, capacity or limit of at least 1.
-func checkAtLeastOne(k kind, field string, v int64) error {
+func checkAtLeastOne(k *kind, field string, v int64) error {
 	if v < 1 {
 		return invalid(k, "%s must be at least 1, got %d", field, v)
 	}
@@ -37,7 +37,7 @@ func checkAtLeastOne(k kind, field string, v int64) error {
 }
 
 // checkWindow requires a window in (0, MaxWindow].
-func checkWindow(k kind, field string, d time.Duration) error {
+func checkWindow(k *kind, field string, d time.Duration) error {
 	if d <= 0 || d > MaxWindow {
 		return invalid(k, "%s must be in (0, %v], got %v", field, MaxWindow, d)
 	}

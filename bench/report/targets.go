@@ -206,7 +206,7 @@ var explanations = map[string]string{
 		"measured one after the other: rerun; a profile is `go test -run '^$' -bench 'KeysCheck/impl=keystore' " +
 		"-cpuprofile cpu.prof`.",
 	"keys-admit": "Finish returns the key's usage, and for every window that costs two more Peeks through " +
-		"limiters built for the occasion (Store.windowUsage: DB.Limiter, whose strategies.Prepare allocates, " +
+		"limiters built for the occasion (Store.windowUsage: DB.Limiter, whose Strategy.Prepare allocates, " +
 		"then PeekN twice), about a fifth of the pair's time and half its allocations in the profile taken when " +
 		"this generator was written (admit+finish 2.3-3.0×, 18 allocs to check+record's 7). The rest is the " +
 		"Admission itself (an allocation, the lease list) and a record re-encoded at Finish, as RecordUsage does. " +
