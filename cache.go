@@ -114,7 +114,7 @@ func (e *entry) is(name, key string) bool {
 // shard is one lock's share of the table.
 type shard struct {
 	mu    sync.Mutex
-	slots []entry  // nil or a power of two of them
+	slots []entry  // nil, or at least minSlots of them
 	live  int      // slots holding an entry
 	used  int      // slots not free: live ones and tombstones
 	hand  int      // the eviction clock's position in slots
@@ -147,14 +147,28 @@ func (db *DB) locate(nameHash uint64, key string) slot {
 	return slot{h: h, idx: uint32(h >> (64 - shardBits))}
 }
 
+// home returns the slot where the probe for a key whose hash is h starts:
+// the low half of h, which neither the shard nor the tag uses, scaled to
+// the table's size by a multiplication, so that the size need not be a
+// power of two (see rehash).
+func (sh *shard) home(h uint64) int { return int(uint64(uint32(h)) * uint64(len(sh.slots)) >> 32) }
+
+// next returns the slot after i, the last one followed by the first.
+func (sh *shard) next(i int) int {
+	if i++; i == len(sh.slots) {
+		return 0
+	}
+	return i
+}
+
 // find returns the slot of the entry of key under the limiter name, whose
 // hash is h, or -1. The caller holds sh.mu.
 func (sh *shard) find(h uint64, name, key string) int {
 	if sh.live == 0 {
 		return -1
 	}
-	mask, tag := len(sh.slots)-1, uint32(h>>32)
-	for i := int(h) & mask; ; i = (i + 1) & mask {
+	tag := uint32(h >> 32)
+	for i := sh.home(h); ; i = sh.next(i) {
 		e := &sh.slots[i]
 		switch {
 		case e.ctl == slotFree:
@@ -169,15 +183,14 @@ func (sh *shard) find(h uint64, name, key string) int {
 // may rehash the table (see rehash): slots found before it are stale. The
 // caller holds sh.mu.
 func (db *DB) insert(sh *shard, h uint64, e entry) int {
-	// At most 3/4 of the slots are in use, so a probe always ends at a
-	// free slot and takes 2.5 probes on average to find a key.
-	if 4*(sh.used+1) > 3*len(sh.slots) {
+	// At most 5/8 of the slots are in use, so a probe always ends at a
+	// free slot and takes under 2 probes on average to find a key.
+	if 8*(sh.used+1) > 5*len(sh.slots) {
 		db.rehash(sh)
 	}
-	mask := len(sh.slots) - 1
-	i := int(h) & mask
+	i := sh.home(h)
 	for sh.slots[i].ctl == slotLive {
-		i = (i + 1) & mask
+		i = sh.next(i)
 	}
 	if sh.slots[i].ctl == slotFree {
 		sh.used++
@@ -194,18 +207,17 @@ func (db *DB) insert(sh *shard, h uint64, e entry) int {
 
 // rehash moves the entries of sh to a new table, dropping the tombstones,
 // and lists the dirty entries at their new slots. The new table is the
-// smallest power of two that the entries fill to 5/8 at most, so that at
-// least 1/8 of it stays to insert into before the next rehash (at 3/4):
-// a rehash costs O(slots), paid for by as many insertions over 8. A shard
-// at its cache limit that evicts as it inserts keeps its size, its
-// tombstones swept by these rehashes, and holds its keys in 85 to 170
-// bytes each. The hash of each key is computed again: a slot keeps only
-// its top half. The caller holds sh.mu.
+// smallest that the entries fill to 1/2 at most, so that at least 1/8 of
+// it stays to insert into before the next rehash (at 5/8): a rehash costs
+// O(slots), paid for by as many insertions over 8. Its size is not rounded
+// up to a power of two (home scales a hash to any size), which would leave
+// a table between 5/16 and 5/8 full: each key costs 102 to 128 bytes of
+// slots, where a power of two took up to 205. A shard at its cache limit
+// that evicts as it inserts keeps its size, its tombstones swept by these
+// rehashes. The hash of each key is computed again: a slot keeps only its
+// top half. The caller holds sh.mu.
 func (db *DB) rehash(sh *shard) {
-	n := minSlots
-	for 8*(sh.live+1) > 5*n {
-		n *= 2
-	}
+	n := max(minSlots, 2*(sh.live+1))
 	old := sh.slots
 	sh.slots, sh.live, sh.used, sh.hand = make([]entry, n), 0, 0, 0
 	sh.dirty = sh.dirty[:0]
@@ -227,7 +239,7 @@ func (db *DB) locateKey(sk string) slot {
 func (sh *shard) remove(i int) {
 	// A probe that reaches i goes on to i+1; if that is free, it would stop
 	// there anyway, so i can be free too instead of a tombstone.
-	if next := &sh.slots[(i+1)&(len(sh.slots)-1)]; next.ctl == slotFree {
+	if next := &sh.slots[sh.next(i)]; next.ctl == slotFree {
 		sh.slots[i] = entry{}
 		sh.used--
 	} else {
@@ -430,14 +442,13 @@ const evictScan = 32
 // that can go if there is one (makeRoom). The caller holds sh.mu.
 func (db *DB) evict(sh *shard, now int64, all bool) {
 	durable, g := db.durable.Load(), db.gen.Load().seq
-	mask := len(sh.slots) - 1
-	scan, steps := evictScan, mask
+	scan, steps := evictScan, len(sh.slots)-1
 	if all {
 		scan, steps = len(sh.slots)*2, len(sh.slots)*2
 	}
 	for seen, step := 0, 0; seen < scan && step <= steps; step++ {
 		i := sh.hand
-		sh.hand = (i + 1) & mask
+		sh.hand = sh.next(i)
 		e := &sh.slots[i]
 		if e.ctl != slotLive {
 			continue

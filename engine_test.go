@@ -275,7 +275,7 @@ func TestTableKeysThatCollide(t *testing.T) {
 	sh, at := &db.shards[0], slot{h: 42, idx: 0}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	keys := [][2]string{{"a", "x"}, {"a", "y"}, {"b", "x"}, {"a", "\x00x"}, {"ab", "x"}}
+	keys := [][2]string{{"a", "x"}, {"a", "y"}, {"a", "\x00x"}, {"ab", "x"}} // few enough that one more does not rehash
 	state := map[[2]string]strategies.State{}
 	for _, k := range keys {
 		i, err := db.lookup(sh, at, k[0], k[1], bucket.Prepare(), 0, false)
