@@ -99,6 +99,7 @@ var strategyCases = []strategyCase{
 	}}, 5, "23", "v2|2|%d|"},
 	{"sliding-window", strategies.SlidingWindow{Limit: 5, Window: time.Second}, 5, "62", ""},
 	{"rolling-window", strategies.RollingWindow{Limit: 5, Window: time.Second, Bucket: 100 * time.Millisecond}, 5, "72", ""},
+	{"sliding-log", strategies.SlidingLog{Limit: 5, Window: time.Second}, 5, "81", ""},
 	{"composite", strategies.Composite{
 		Primary:   strategies.GCRA{Rate: 10, Burst: 5},
 		Secondary: strategies.FixedWindow{Quotas: []strategies.Quota{{Name: "minute", Limit: 3, Window: time.Minute}}},
@@ -344,7 +345,7 @@ func TestNamesIsolateState(t *testing.T) {
 
 func TestCorruptStateNamesKey(t *testing.T) {
 	forEach(t, func(t *testing.T, s *store, c strategyCase, l *ratestore.Limiter) {
-		for i, raw := range []string{"", "zz|1", c.header + "|NaN|1", c.header + "|", "v2|x|", c.header + "|1|2|3|4|5|6|7|8"} {
+		for i, raw := range []string{"", "zz|1", c.header + "|NaN|1", c.header + "|", "v2|x|", c.header + "|1|2|3|4|5|6|7|8|9"} {
 			key := fmt.Sprintf("bad-%d", i)
 			require.NoError(t, s.PutRawState(c.name, key, []byte(raw)))
 			for _, call := range []func() (ratestore.Result, error){

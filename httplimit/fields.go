@@ -85,6 +85,8 @@ func quotas(s strategies.Strategy) []quota {
 		return []quota{{"", v.Limit, ceilSeconds(v.Window)}}
 	case strategies.RollingWindow:
 		return []quota{{"", v.Limit, ceilSeconds(v.Window)}}
+	case strategies.SlidingLog:
+		return []quota{{"", v.Limit, ceilSeconds(v.Window)}}
 	case strategies.FixedWindow:
 		qs := make([]quota, len(v.Quotas))
 		for i, q := range v.Quotas {

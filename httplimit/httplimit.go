@@ -43,10 +43,10 @@ type Rule struct {
 	// the rule (Window 0 leaves out w), instead of what New derives from
 	// the limiter's strategy: for TokenBucket and GCRA, q is Burst and w
 	// the time to refill it, Burst/Rate seconds rounded up; for
-	// LeakyBucket, Capacity and the time to drain it; for SlidingWindow
-	// and RollingWindow, Limit and Window; for FixedWindow, each quota's
-	// Limit and Window; for Composite, those of its parts. A strategy
-	// implemented outside package strategies is not listed.
+	// LeakyBucket, Capacity and the time to drain it; for SlidingWindow,
+	// RollingWindow and SlidingLog, Limit and Window; for FixedWindow, each
+	// quota's Limit and Window; for Composite, those of its parts. A
+	// strategy this package does not know is not listed.
 	Quota  int64
 	Window time.Duration
 }

@@ -21,6 +21,7 @@ var clampCases = []struct {
 	{"fixed-window-3", FixedWindow{Quotas: []Quota{{Name: "a", Limit: 5, Window: time.Second}, {Name: "b", Limit: 6, Window: time.Second}, {Name: "c", Limit: 7, Window: time.Minute}}}, 5},
 	{"sliding-window", SlidingWindow{Limit: 5, Window: time.Second}, 5},
 	{"rolling-window", RollingWindow{Limit: 5, Window: time.Second, Bucket: 100 * time.Millisecond}, 5},
+	{"sliding-log", SlidingLog{Limit: 5, Window: time.Second}, 5},
 	{"composite", Composite{Primary: GCRA{Rate: 10, Burst: 5}, Secondary: RollingWindow{Limit: 5, Window: time.Minute, Bucket: time.Second}}, 5},
 }
 

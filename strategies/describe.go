@@ -10,9 +10,10 @@ import (
 // configuration: what Describe returns. It marshals to JSON.
 type Description struct {
 	// Kind names the strategy that wrote the state: "token bucket",
-	// "fixed window", "leaky bucket", "gcra", "composite", "sliding window"
-	// or "rolling window"; "legacy" for a v1 or v2 state, which does not say
-	// its strategy (only the configuration in force does).
+	// "fixed window", "leaky bucket", "gcra", "composite", "sliding
+	// window", "rolling window" or "sliding log"; "legacy" for a v1 or v2
+	// state, which does not say its strategy (only the configuration in
+	// force does).
 	Kind string `json:"kind"`
 	// Header is the encoding's header: "12", "42", "51", "v1", "cmp1", ...
 	Header string `json:"header"`
@@ -31,6 +32,7 @@ type Description struct {
 	//	rolling window  window, bucket, total (the sum of the counts, expired
 	//	                buckets included), buckets: []map[string]any of
 	//	                start, count, oldest first
+	//	sliding log     entries: []map[string]any of at, count, oldest first
 	//	composite       primary, secondary: Description
 	//	legacy          raw: the encoding as stored
 	Fields map[string]any `json:"fields"`

@@ -98,7 +98,7 @@ func TestDescribeCorrupt(t *testing.T) {
 		{"", "unknown header"},
 		{"|", "unknown header"},
 		{"x", "unknown header"},
-		{"82|1", "unknown header"},
+		{"e2|1", "unknown header"},
 		{"v3|1", "unknown header"},
 		{"13|1|2", "unsupported format version"},
 		{"12|NaN|0", "not a finite decimal number"},

@@ -1,6 +1,6 @@
 // Package strategies holds the rate-limiting algorithms of ratestore as pure
 // decision functions: a configuration (TokenBucket, GCRA, LeakyBucket,
-// FixedWindow, SlidingWindow, RollingWindow, Composite) decides a call
+// FixedWindow, SlidingWindow, RollingWindow, SlidingLog, Composite) decides a call
 // against a per-key State at a given instant, and encodes that State in a
 // compact, versioned text form.
 //

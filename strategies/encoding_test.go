@@ -19,6 +19,7 @@ var configs = []struct {
 	{"FixedWindow", FixedWindow{Quotas: []Quota{{"second", 2, time.Second}, {"minute", 3, time.Minute}}}},
 	{"SlidingWindow", SlidingWindow{Limit: 10, Window: 10 * time.Second}},
 	{"RollingWindow", RollingWindow{Limit: 10, Window: 10 * time.Second, Bucket: time.Second}},
+	{"SlidingLog", SlidingLog{Limit: 10, Window: 10 * time.Second}},
 	{"Composite", Composite{Primary: TokenBucket{Rate: 1, Burst: 2}, Secondary: FixedWindow{Quotas: []Quota{{"day", 3, 24 * time.Hour}}}}},
 }
 

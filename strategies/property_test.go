@@ -27,6 +27,7 @@ var generators = []struct {
 		return SlidingWindow{Limit: 1 + r.Int64N(20), Window: randWindow(r)}
 	}},
 	{"RollingWindow", func(r *rand.Rand) Strategy { return randRollingWindow(r) }},
+	{"SlidingLog", func(r *rand.Rand) Strategy { return SlidingLog{Limit: 1 + r.Int64N(20), Window: randWindow(r)} }},
 	{"Composite", func(r *rand.Rand) Strategy {
 		parts := []func() Strategy{
 			func() Strategy { return TokenBucket{Rate: randRate(r), Burst: 1 + r.Int64N(20)} },
@@ -35,6 +36,7 @@ var generators = []struct {
 			func() Strategy { return randFixedWindow(r) },
 			func() Strategy { return SlidingWindow{Limit: 1 + r.Int64N(20), Window: randWindow(r)} },
 			func() Strategy { return randRollingWindow(r) },
+			func() Strategy { return SlidingLog{Limit: 1 + r.Int64N(20), Window: randWindow(r)} },
 		}
 		return Composite{Primary: parts[r.IntN(len(parts))](), Secondary: parts[r.IntN(len(parts))]()}
 	}},

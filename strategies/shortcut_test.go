@@ -237,6 +237,8 @@ func changed(r *rand.Rand, s Strategy) Strategy {
 		return v
 	case SlidingWindow:
 		return SlidingWindow{Limit: changedLimit(r, v.Limit), Window: randWindow(r)}
+	case SlidingLog:
+		return SlidingLog{Limit: changedLimit(r, v.Limit), Window: randWindow(r)}
 	case RollingWindow:
 		if r.IntN(10) == 0 {
 			v.Limit = 0
@@ -374,6 +376,7 @@ func TestShortcutsComposite(t *testing.T) {
 		FixedWindow{Quotas: []Quota{{"s", 3, time.Second}, {"m", 20, time.Minute}, {"h", 100, time.Hour}}},
 		SlidingWindow{Limit: 4, Window: 1500 * time.Millisecond},
 		RollingWindow{Limit: 4, Window: 1500 * time.Millisecond, Bucket: 250 * time.Millisecond},
+		SlidingLog{Limit: 4, Window: 1500 * time.Millisecond},
 		otherStrategy{TokenBucket{Rate: 5, Burst: 1}},
 	}
 	r := rand.New(rand.NewPCG(6, 6))
