@@ -151,18 +151,15 @@ var explanations = map[string]string{
 	"hot-fixedwindow1": "One quota is one window to update: the like-for-like comparison with one x/time/rate " +
 		"limiter. A miss is within the machine's noise.",
 	"hot-composite": "A composite is two limits in one decision, GCRA and a one-quota fixed window, against one " +
-		"x/time/rate limiter: the engine's cost once, both parts' decisions and the composite's own work (~55-60 ns " +
-		"alone: the two parts' decisions through their prepared forms ~31 ns, GCRA ~12 and the window ~19; the " +
-		"composite's own ~25 ns: finding the parts' states by one type comparison, saving the first part for an " +
-		"undo, two dispatches to the parts, merging the secondary's Result into the primary's) and one 64-byte " +
-		"state, a cache line, holding both parts. Across the runs of this generator on 2026-11-21 it measured " +
-		"1.09-1.44x paired in order and 1.04-1.52x in random order against one limiter per key, and 0.76-1.02x in " +
-		"order and 0.81-1.05x in random order against two limiters per key, what the same two limits cost with " +
-		"x/time/rate. The composite's own ~25 ns is the difference: without it the engine and both parts come to " +
-		"about 0.9x of one limiter, but removing it takes a decision written for each pair of part kinds, which " +
-		"Go's generics do not give here without an allocation per call (a call through a function value moves " +
-		"the caller's Result to the heap). The DESIGN.md target compares one x/time/rate limiter, so for two " +
-		"limits in one decision it is not met.",
+		"x/time/rate limiter: the engine's cost once, both parts' decisions and the composite's own work (the " +
+		"algorithm alone column: two calls through the parts' Deciders, the first part saved for an undo, the " +
+		"secondary's Result merged into the primary's), and three objects to read (the composite's state and " +
+		"each part's), where one limiter is one. Composite.take (one decision per part, undone if the second " +
+		"denies) pays 17-21% over asking both parts first on this benchmark, and is kept; holding both parts' " +
+		"states in one object paid 6% and took a generic of four type parameters, and was removed (2026-11-24). " +
+		"Against what the same two limits cost with x/time/rate (two limiters per key) it is below 1. The DESIGN.md " +
+		"target compares one x/time/rate limiter, so for two limits in one decision it is not met; issue 17 " +
+		"settled that no more work goes into it.",
 	"async-bolt": "Async throughput on 2 cores is the callers' decisions (~150-200 ns each) plus the committer's " +
 		"work, which is per dirty key per interval (10k keys every 100 ms: ~100k state writes/s, a few % of the cores). " +
 		"Runs of this family have ranged 4.9-8.9M/s on this shared machine with no code change, so a miss just under " +
