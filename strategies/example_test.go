@@ -88,3 +88,49 @@ func ExampleComposite() {
 	// Output:
 	// 100 allowed: the hourly quota binds
 }
+
+// At most 3 calls in any 10 seconds, exactly: a call counts for 10 seconds
+// from its own instant, not from the start of a fixed window.
+func ExampleSlidingLog() {
+	now := time.Date(2026, 1, 18, 12, 0, 0, 0, time.UTC)
+	l, done := limiter(strategies.SlidingLog{Limit: 3, Window: 10 * time.Second}, &now)
+	defer done()
+	ctx := context.Background()
+
+	for _, at := range []time.Duration{0, 4 * time.Second, 8 * time.Second, 9 * time.Second, 10 * time.Second} {
+		now = time.Date(2026, 1, 18, 12, 0, 0, 0, time.UTC).Add(at)
+		r, err := l.Allow(ctx, "key-1")
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("+%v: allowed %v, retry after %v\n", at, r.Allowed, r.RetryAfter)
+	}
+	// Output:
+	// +0s: allowed true, retry after 0s
+	// +4s: allowed true, retry after 0s
+	// +8s: allowed true, retry after 0s
+	// +9s: allowed false, retry after 1s
+	// +10s: allowed true, retry after 0s
+}
+
+// A Decider decides on states the caller keeps, with no database: what
+// package ratestore does under its locks, and what a program that keeps
+// its own states may do too.
+func ExampleDecider() {
+	d := strategies.GCRA{Rate: 1, Burst: 2}.Prepare() // once per configuration
+	st := d.NewState()
+	now := time.Date(2026, 1, 18, 12, 0, 0, 0, time.UTC).UnixNano()
+	for range 3 {
+		r, err := d.Decide(st, strategies.Call{Now: now, N: 1})
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(r.Allowed, r.Remaining, r.RetryAfter)
+	}
+	fmt.Printf("%s\n", st.AppendEncode(nil)) // what a store would keep
+	// Output:
+	// true 1 0s
+	// true 0 0s
+	// false 0 1s
+	// 42|1768737602000000000
+}
