@@ -216,12 +216,10 @@ func TestRollingWindowConfigChange(t *testing.T) {
 	// Validate error, and changes nothing.
 	bad := RollingWindow{Limit: 5, Window: 10 * s, Bucket: 3 * s}
 	st = mustDecode(t, RollingWindow{Limit: 5, Window: 20 * s, Bucket: 2 * s}, stored)
-	for _, s := range []Strategy{bad} {
-		_, err := apply(s, st, Call{Now: at(0), N: 1})
-		wantErr(t, "Apply under an invalid configuration", err, ErrInvalid)
-		if err == nil || err.Error() != bad.Validate().Error() {
-			t.Errorf("Apply under an invalid configuration: %v, want %v", err, bad.Validate())
-		}
+	_, err := apply(bad, st, Call{Now: at(0), N: 1})
+	wantErr(t, "Apply under an invalid configuration", err, ErrInvalid)
+	if err == nil || err.Error() != bad.Validate().Error() {
+		t.Errorf("Apply under an invalid configuration: %v, want %v", err, bad.Validate())
 	}
 	if got := enc(st); got != stored {
 		t.Errorf("a failed Apply changed the state: %s", got)
@@ -234,25 +232,24 @@ func TestRollingWindowConfigChange(t *testing.T) {
 // counts them, as it would have without the peek.
 func TestRollingWindowPeekForgetsNothing(t *testing.T) {
 	rw := RollingWindow{Limit: 5, Window: 10 * time.Second, Bucket: time.Second}
-	for _, s := range []Strategy{rw} {
-		st := newState(s)
-		mustApply(t, s, st, Call{Now: at(0), N: 3})
-		mustApply(t, s, st, Call{Now: at(2 * time.Second), N: 1})
-		before := enc(st)
-		for _, c := range []Call{{Now: at(time.Minute)}, {Now: at(time.Minute), N: 9}, {Now: at(time.Minute), N: 2, DryRun: true}, {Now: at(time.Minute), N: 7, Record: true, DryRun: true}} {
-			if r := mustApply(t, s, st, c); r.ResetAfter != 0 && !c.DryRun {
-				t.Errorf("%+v: %+v", c, r)
-			}
+	s := rw
+	st := newState(s)
+	mustApply(t, s, st, Call{Now: at(0), N: 3})
+	mustApply(t, s, st, Call{Now: at(2 * time.Second), N: 1})
+	before := enc(st)
+	for _, c := range []Call{{Now: at(time.Minute)}, {Now: at(time.Minute), N: 9}, {Now: at(time.Minute), N: 2, DryRun: true}, {Now: at(time.Minute), N: 7, Record: true, DryRun: true}} {
+		if r := mustApply(t, s, st, c); r.ResetAfter != 0 && !c.DryRun {
+			t.Errorf("%+v: %+v", c, r)
 		}
-		if used, err := rw.Used(st, at(time.Minute)); used != 0 || err != nil {
-			t.Errorf("Used a minute later: %d, %v", used, err)
-		}
-		if got := enc(st); got != before {
-			t.Errorf("calls that took nothing changed the state:\n%s\n%s", before, got)
-		}
-		if r := mustApply(t, s, st, Call{Now: at(5 * time.Second), N: 2}); r.Allowed || r.RetryAfter != 5*time.Second {
-			t.Errorf("back at 5s: %+v", r)
-		}
+	}
+	if used, err := rw.Used(st, at(time.Minute)); used != 0 || err != nil {
+		t.Errorf("Used a minute later: %d, %v", used, err)
+	}
+	if got := enc(st); got != before {
+		t.Errorf("calls that took nothing changed the state:\n%s\n%s", before, got)
+	}
+	if r := mustApply(t, s, st, Call{Now: at(5 * time.Second), N: 2}); r.Allowed || r.RetryAfter != 5*time.Second {
+		t.Errorf("back at 5s: %+v", r)
 	}
 }
 
@@ -268,30 +265,29 @@ func TestRollingWindowDryRun(t *testing.T) {
 	}
 	for range runs {
 		rw := randRollingWindow(r)
-		for _, s := range []Strategy{rw} {
-			st := newState(s)
-			now := t0 + r.Int64N(int64(time.Hour))
-			for range 40 {
-				now += randStep(r, true)
-				if r.IntN(10) == 0 {
-					now -= r.Int64N(int64(rw.Window) * 2) // back, past bucket boundaries
-				}
-				c := randCall(r, now)
-				c.DryRun = false
-				if r.IntN(8) == 0 {
-					c.N, c.Record = math.MaxInt64-r.Int64N(3), true
-				}
-				before := enc(st)
-				d := c
-				d.DryRun = true
-				got := mustApply(t, s, st, d)
-				if enc(st) != before {
-					t.Fatalf("%#v: state %s: DryRun %+v changed it to %s", rw, before, d, enc(st))
-				}
-				want := mustApply(t, s, st, c)
-				if got != want {
-					t.Fatalf("%#v: state %s: %+v\ndry run %+v\ncall    %+v", rw, before, c, got, want)
-				}
+		s := rw
+		st := newState(s)
+		now := t0 + r.Int64N(int64(time.Hour))
+		for range 40 {
+			now += randStep(r, true)
+			if r.IntN(10) == 0 {
+				now -= r.Int64N(int64(rw.Window) * 2) // back, past bucket boundaries
+			}
+			c := randCall(r, now)
+			c.DryRun = false
+			if r.IntN(8) == 0 {
+				c.N, c.Record = math.MaxInt64-r.Int64N(3), true
+			}
+			before := enc(st)
+			d := c
+			d.DryRun = true
+			got := mustApply(t, s, st, d)
+			if enc(st) != before {
+				t.Fatalf("%#v: state %s: DryRun %+v changed it to %s", rw, before, d, enc(st))
+			}
+			want := mustApply(t, s, st, c)
+			if got != want {
+				t.Fatalf("%#v: state %s: %+v\ndry run %+v\ncall    %+v", rw, before, c, got, want)
 			}
 		}
 	}
