@@ -292,9 +292,8 @@ func SystemClock() func() time.Time {
 	return func() time.Time { return time.Unix(0, nanos()) }
 }
 
-// systemNanos is SystemClock in Unix nanoseconds, the form the engine uses:
-// building a time.Time only to take its UnixNano again costs a few
-// nanoseconds a call.
+// systemNanos is SystemClock in Unix nanoseconds, the form the engine uses,
+// without building a time.Time only to take its UnixNano again.
 func systemNanos() func() int64 {
 	anchor := time.Now()
 	wall := anchor.UnixNano()

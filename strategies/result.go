@@ -10,12 +10,8 @@ import "time"
 // to its initial state only when both are; RetryAfter is the largest,
 // since each limit only gains room while nothing is taken, so the call fits
 // both exactly when it fits the later one; and -1 (never) from either is
-// -1.
-//
-// Results pass by pointer here, and the other's by its fields, because Go
-// keeps a struct of more than four fields in memory and copies it with
-// wide moves, which stall when they read back the narrower stores that
-// just wrote it.
+// -1. The other limit's Result comes by its fields, so that FixedWindow's
+// quotas need not build one each.
 func (r *Result) and(allowed bool, limit, remaining int64, reset, retry time.Duration) {
 	r.Allowed = r.Allowed && allowed
 	if remaining < r.Remaining {
