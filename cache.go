@@ -352,6 +352,7 @@ func (db *DB) miss(ctx context.Context, sh *shard, at slot, name, key string, d 
 // come back since (see DB.rewind).
 func (db *DB) load(e *entry, d strategies.Decider, now int64) (clamped bool, err error) {
 	raw, err := db.store.Get(appendStoreKey(nil, e.sk))
+	db.loads.Add(1)
 	if err != nil {
 		return false, fmt.Errorf("load: %w", err)
 	}
@@ -465,6 +466,7 @@ func (db *DB) evict(sh *shard, now int64, all bool) {
 			continue
 		}
 		sh.remove(i)
+		db.evictions.Add(1)
 		if !sh.full(db.shardCap) {
 			return
 		}

@@ -53,6 +53,8 @@ type committer struct {
 	// by the committer.
 	sweptAhead bool
 
+	stats commitStats // what DB.Stats reports of the commits
+
 	// Buffers reused by every commit; touched only by the committer.
 	ops   []storage.Op
 	arena []byte
@@ -172,6 +174,7 @@ func (db *DB) commit() error {
 
 	var err error
 	applied := false // some of ops may have reached the store
+	start := time.Now()
 	if len(ops) > 0 {
 		// In key order, bbolt's cursor walks its tree forward instead of
 		// seeking from the root for every put, and pages fill in order.
@@ -221,6 +224,9 @@ func (db *DB) commit() error {
 		db.carried = true
 	}
 	db.sweptAhead = ahead
+	if len(ops) > 0 {
+		db.stats.record(len(ops), time.Since(start), err)
+	}
 	old.err = err
 	close(old.done)
 

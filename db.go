@@ -184,8 +184,10 @@ type DB struct {
 	async   bool
 	log     *slog.Logger
 
-	clockWarned atomic.Bool  // a clock jump was logged (see DB.clockJumped)
-	roomMisses  atomic.Int64 // keys inserted over the cache bound (see DB.makeRoom)
+	clockWarned atomic.Bool   // a clock jump was logged (see DB.clockJumped)
+	roomMisses  atomic.Int64  // keys inserted over the cache bound (see DB.makeRoom)
+	loads       atomic.Uint64 // store reads of keys not in memory (see Stats)
+	evictions   atomic.Uint64 // entries evicted (see Stats)
 
 	seed     maphash.Seed
 	shards   [numShards]shard

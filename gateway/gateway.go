@@ -258,7 +258,7 @@ func New(db *ratestore.DB, opts Options) (*Gateway, error) {
 	if opts.AdminToken != "" {
 		g.admin = sha256.Sum256([]byte(opts.AdminToken))
 	}
-	g.metrics = newMetrics()
+	g.metrics = newMetrics(db)
 	g.adminAPI = g.adminMux()
 	var b [4]byte
 	rand.Read(b[:])

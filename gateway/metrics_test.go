@@ -100,6 +100,8 @@ func TestMetrics(t *testing.T) {
 	s := e.scrape()
 	require.Contains(t, s, "go_goroutines", "the Go collector")
 	require.Contains(t, s, "process_start_time_seconds", "the process collector")
+	require.Contains(t, s, "ratestore_cached_keys", "the database's statistics (promstats)")
+	require.Contains(t, s, "ratestore_disk_bytes")
 	require.Empty(t, s.series("ratestore_gateway_requests_total"))
 	require.Zero(t, s.value("ratestore_gateway_requests_in_flight"))
 
@@ -252,7 +254,7 @@ func TestMetricsShadowModel(t *testing.T) {
 // TestMetricsModelCap: past maxModels distinct models, the rest are
 // "other"; those seen before keep their own.
 func TestMetricsModelCap(t *testing.T) {
-	m := newMetrics()
+	m := newMetrics(newEnv(t, Options{}).db)
 	require.Empty(t, m.model(""))
 	for i := range maxModels {
 		name := fmt.Sprintf("model-%d", i)

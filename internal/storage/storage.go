@@ -51,6 +51,11 @@ type Store interface {
 	Close() error
 }
 
+// Sizer is a Store that knows how many bytes its files take on disk.
+type Sizer interface {
+	Size() (int64, error)
+}
+
 // PageSize is how many entries a Scan reads under one transaction.
 const PageSize = 256
 

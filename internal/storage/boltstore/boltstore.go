@@ -685,3 +685,18 @@ func (s *Store) Compact(dst string) error {
 	err = guard(s.path, "compact", nil, func() error { return bolt.Compact(out, s.db, 64<<20) })
 	return errors.Join(err, out.Close())
 }
+
+// Size implements storage.Sizer: the bbolt file and its write-ahead log.
+func (s *Store) Size() (int64, error) {
+	var n int64
+	for _, p := range []string{s.path, s.path + "-wal"} {
+		fi, err := os.Stat(p)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return 0, err
+		}
+		if err == nil {
+			n += fi.Size()
+		}
+	}
+	return n, nil
+}
