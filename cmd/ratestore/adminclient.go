@@ -30,23 +30,29 @@ const adminTokenEnv = "RATESTORE_ADMIN_TOKEN"
 const adminTimeout = 30 * time.Second
 
 // adminToken returns the admin token: the content of file when file is
-// not "" (--admin-token-file, which keeps the token out of the process
-// list and the environment), else $RATESTORE_ADMIN_TOKEN; surrounding
-// white space (the newline an editor leaves) is trimmed. A file that is
-// empty, or cannot be read, is an error: it was named to hold a token.
-// Without a file, no token is "" and no error: the gateway then runs
-// without its admin API, and a key command says what it lacks.
+// not "" (--admin-token-file), else $RATESTORE_ADMIN_TOKEN (see
+// tokenFrom). Without a file, no token is "" and no error: the gateway
+// then runs without its admin API, and a key command says what it lacks.
 func adminToken(file string) (string, error) {
+	return tokenFrom("--admin-token-file", file, adminTokenEnv)
+}
+
+// tokenFrom returns a token: the content of file when file is not "" (the
+// flag that named it, which keeps the token out of the process list and
+// the environment), else the variable env; surrounding white space (the
+// newline an editor leaves) is trimmed. A file that is empty, or cannot be
+// read, is an error: it was named to hold a token.
+func tokenFrom(flag, file, env string) (string, error) {
 	if file == "" {
-		return strings.TrimSpace(os.Getenv(adminTokenEnv)), nil
+		return strings.TrimSpace(os.Getenv(env)), nil
 	}
 	b, err := os.ReadFile(file)
 	if err != nil {
-		return "", fmt.Errorf("--admin-token-file: %w", err)
+		return "", fmt.Errorf("%s: %w", flag, err)
 	}
 	token := strings.TrimSpace(string(b))
 	if token == "" {
-		return "", fmt.Errorf("--admin-token-file %s: the file is empty: want the admin token", file)
+		return "", fmt.Errorf("%s %s: the file is empty: want the token", flag, file)
 	}
 	return token, nil
 }

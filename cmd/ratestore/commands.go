@@ -192,6 +192,13 @@ file and key are left out when not known; key is quoted as Go does.`,
 		setup: gatewayCmd,
 	},
 	{
+		name: "serve", args: "[--http ADDR] [--resp ADDR] [--token-file FILE]", maxArgs: 0,
+		summary: "serve limiters over HTTP and RESP (redis-cell's CL.THROTTLE) to other programs",
+		help:    serveHelp,
+		json:    `{"http", "resp" (the addresses listened on; "" for a side off), "durability", "token" (whether one is required)}, once it listens.`,
+		setup:   serveCmd,
+	},
+	{
 		name: "version", maxArgs: 0,
 		summary: "print the version",
 		json:    `{"version", "go"}`,

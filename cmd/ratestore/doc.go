@@ -26,6 +26,8 @@
 //	check                         verify the whole database offline; exits 1 naming each problem
 //	gateway --upstream [PREFIX=]URL... [--listen 127.0.0.1:8080] [--rps R --burst B] [--shadow]
 //	                              a metering reverse proxy in front of a model API
+//	serve [--http 127.0.0.1:8081] [--resp 127.0.0.1:6380] [--token-file FILE]
+//	                              limiters over HTTP and RESP (redis-cell's CL.THROTTLE)
 //	version
 //	help [COMMAND]                "help json" lists the JSON output of every command
 //

@@ -228,13 +228,9 @@ func gatewayCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 		case !strings.HasPrefix(*statsPath, "/"):
 			return usagef(cmd, "%s: --stats-path %q: want an absolute path", cmd, *statsPath)
 		}
-		var dur ratestore.Durability
-		switch *durability {
-		case ratestore.Sync.String():
-		case ratestore.Async.String():
-			dur = ratestore.Async
-		default:
-			return usagef(cmd, "%s: --durability %q: want sync or async", cmd, *durability)
+		dur, err := parseDurability(cmd, *durability)
+		if err != nil {
+			return err
 		}
 
 		// The credentials, from the environment: never the command line,
@@ -307,6 +303,17 @@ func gatewayCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 		out.Listen = ln.Addr().String()
 		return c.serve(ln, g, db, log, *shutdown, out)
 	}
+}
+
+// parseDurability parses the --durability of the serving commands.
+func parseDurability(cmd, v string) (ratestore.Durability, error) {
+	switch v {
+	case ratestore.Sync.String():
+		return ratestore.Sync, nil
+	case ratestore.Async.String():
+		return ratestore.Async, nil
+	}
+	return 0, usagef(cmd, "%s: --durability %q: want sync or async", cmd, v)
 }
 
 // routeArg is a per-route flag's value as it was given.

@@ -170,6 +170,7 @@ func TestJSONDocumented(t *testing.T) {
 		"check":           checkOut{},
 		"version":         versionOut{},
 		"gateway":         gatewayOut{},
+		"serve":           serveOut{},
 	}
 	require.Len(t, outputs, len(commands))
 	documented := func(text string, v any) {

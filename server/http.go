@@ -1,0 +1,148 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ratestore/ratestore"
+)
+
+// maxBody bounds a request's body: a strategy and a key.
+const maxBody = 64 << 10
+
+// allowRequest is the body of POST /v1/allow.
+type allowRequest struct {
+	// Limiter names the limiter: states are shared by the requests (and
+	// the Go code) that use the same name.
+	Limiter  string `json:"limiter"`
+	Strategy *spec  `json:"strategy"`
+	Key      string `json:"key"`
+	// N is what the call takes; absent: 1, 0: a peek.
+	N *int64 `json:"n,omitempty"`
+	// Record takes N even past the limit, as Limiter.Record does.
+	Record bool `json:"record,omitempty"`
+}
+
+// allowResponse is the answer of POST /v1/allow: Limiter's Result, with
+// its durations in milliseconds, rounded up.
+type allowResponse struct {
+	Allowed      bool  `json:"allowed"`
+	Limit        int64 `json:"limit"`
+	Remaining    int64 `json:"remaining"`
+	ResetAfterMS int64 `json:"reset_after_ms"`
+	// RetryAfterMS is 0 when allowed; -1 when the call can never be
+	// allowed (n over the limit).
+	RetryAfterMS int64 `json:"retry_after_ms"`
+}
+
+// Handler returns the HTTP API:
+//
+//	POST /v1/allow   {"limiter", "strategy", "key", "n", "record"}
+//
+// The answer is 200 with {"allowed", "limit", "remaining",
+// "reset_after_ms", "retry_after_ms"} and the IETF RateLimit-Policy and
+// RateLimit fields (draft-ietf-httpapi-ratelimit-headers), plus
+// Retry-After when the call was denied: the decision is the answer, a
+// denial is not an error. A bad request gets 400 with {"error"} naming what
+// was wrong, a missing or wrong token 401.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/allow", s.allow)
+	return mux
+}
+
+func (s *Server) allow(w http.ResponseWriter, r *http.Request) {
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok && s.hasToken || !s.authorized(token) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="ratestore"`)
+		httpError(w, http.StatusUnauthorized, errors.New("a valid bearer token is required"))
+		return
+	}
+	var req allowRequest
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		httpError(w, http.StatusBadRequest, fmt.Errorf("body: %w", err))
+		return
+	}
+	if req.Strategy == nil {
+		httpError(w, http.StatusBadRequest, errors.New("body: strategy is required"))
+		return
+	}
+	st, err := req.Strategy.strategy()
+	if err != nil {
+		httpError(w, http.StatusBadRequest, fmt.Errorf("strategy: %w", err))
+		return
+	}
+	config, _ := json.Marshal(req.Strategy)
+	l, err := s.limiter(req.Limiter, string(config), st)
+	if err != nil {
+		httpError(w, http.StatusBadRequest, err)
+		return
+	}
+	n := int64(1)
+	if req.N != nil {
+		n = *req.N
+	}
+	var res ratestore.Result
+	if req.Record {
+		res, err = l.Record(r.Context(), req.Key, n)
+	} else {
+		res, err = l.AllowN(r.Context(), req.Key, n)
+	}
+	switch {
+	case errors.Is(err, ratestore.ErrInvalid):
+		httpError(w, http.StatusBadRequest, err)
+		return
+	case err != nil:
+		s.log.Error("server: allow", "limiter", req.Limiter, "err", err)
+		httpError(w, http.StatusInternalServerError, err)
+		return
+	}
+	h := w.Header()
+	reset := ceilSeconds(res.ResetAfter)
+	h.Set("RateLimit-Policy", fmt.Sprintf("%q;q=%d", req.Limiter, res.Limit))
+	h.Set("RateLimit", fmt.Sprintf("%q;r=%d;t=%d", req.Limiter, res.Remaining, reset))
+	if !res.Allowed && res.RetryAfter > 0 {
+		h.Set("Retry-After", strconv.FormatInt(ceilSeconds(res.RetryAfter), 10))
+	}
+	retry := ceilMillis(res.RetryAfter)
+	if res.RetryAfter < 0 {
+		retry = -1
+	}
+	writeJSON(w, http.StatusOK, allowResponse{
+		Allowed: res.Allowed, Limit: res.Limit, Remaining: res.Remaining,
+		ResetAfterMS: ceilMillis(res.ResetAfter), RetryAfterMS: retry,
+	})
+}
+
+func ceilSeconds(d time.Duration) int64 { return ceilDiv(d, time.Second) }
+func ceilMillis(d time.Duration) int64  { return ceilDiv(d, time.Millisecond) }
+
+// ceilDiv is d/unit rounded up, for d >= 0 (0 for a negative d).
+func ceilDiv(d, unit time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	if d > math.MaxInt64-unit {
+		return int64(math.MaxInt64 / unit)
+	}
+	return int64((d + unit - 1) / unit)
+}
+
+func httpError(w http.ResponseWriter, code int, err error) {
+	writeJSON(w, code, map[string]string{"error": err.Error()})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,130 @@
+// Package server serves a DB's limiters to programs in other languages on
+// the same machine, so that they share one embedded store with the Go
+// program that opened it: an HTTP API (POST /v1/allow) and a RESP
+// listener that speaks redis-cell's CL.THROTTLE, so that a Redis client
+// library that calls redis-cell calls ratestore unchanged.
+//
+// Both answer every request with one decision of the DB's engine, as
+// Limiter.AllowN does: the DB's durability applies (in Sync mode a
+// decision that takes something is on disk before its reply is sent).
+//
+// A Server checks a token when it has one: "Authorization: Bearer TOKEN"
+// over HTTP, AUTH TOKEN over RESP, compared in constant time. Package
+// server does not choose addresses: the ratestore serve command listens on
+// loopback unless told otherwise, and refuses another address without a
+// token.
+package server
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"log/slog"
+	"net"
+	"sync"
+
+	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/strategies"
+)
+
+// Options configures a Server.
+type Options struct {
+	// Token, when not empty, is required of every request: the bearer
+	// token of an HTTP request, the password of RESP's AUTH. Only its hash
+	// is kept.
+	Token string
+	// Logger receives the errors of connections; nil: slog.Default().
+	Logger *slog.Logger
+}
+
+// Server answers decisions on one DB. Its methods may be called
+// concurrently.
+type Server struct {
+	db       *ratestore.DB
+	token    [sha256.Size]byte
+	hasToken bool
+	log      *slog.Logger
+
+	mu       sync.Mutex
+	limiters map[limiterKey]*ratestore.Limiter // handles made for requests, at most maxLimiters
+	conns    map[net.Conn]struct{}             // RESP connections open, closed by Close
+	lns      map[net.Listener]struct{}         // RESP listeners, closed by Close
+	closed   bool
+	wg       sync.WaitGroup // RESP connections being served
+}
+
+// New returns a Server of db's limiters.
+func New(db *ratestore.DB, opts Options) *Server {
+	s := &Server{
+		db:       db,
+		log:      opts.Logger,
+		limiters: map[limiterKey]*ratestore.Limiter{},
+		conns:    map[net.Conn]struct{}{},
+		lns:      map[net.Listener]struct{}{},
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if opts.Token != "" {
+		s.token, s.hasToken = sha256.Sum256([]byte(opts.Token)), true
+	}
+	return s
+}
+
+// authorized reports whether token is the Server's token, or the Server
+// has none. Hashing both sides makes the comparison's time independent of
+// the token's length as well as its bytes.
+func (s *Server) authorized(token string) bool {
+	if !s.hasToken {
+		return true
+	}
+	h := sha256.Sum256([]byte(token))
+	return subtle.ConstantTimeCompare(h[:], s.token[:]) == 1
+}
+
+// limiterKey names a limiter handle: its name and its configuration, as
+// comparable text.
+type limiterKey struct{ name, config string }
+
+// maxLimiters bounds the handles kept for reuse: a client that sends a new
+// configuration with every request gets a new handle each time, which costs
+// a Prepare, rather than growing the Server's memory.
+const maxLimiters = 4096
+
+// limiter returns the handle of s under name, config being s's canonical
+// text, made once and kept while there is room.
+func (s *Server) limiter(name, config string, st strategies.Strategy) (*ratestore.Limiter, error) {
+	k := limiterKey{name, config}
+	s.mu.Lock()
+	l := s.limiters[k]
+	s.mu.Unlock()
+	if l != nil {
+		return l, nil
+	}
+	l, err := s.db.Limiter(name, st)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	if len(s.limiters) < maxLimiters {
+		s.limiters[k] = l
+	}
+	s.mu.Unlock()
+	return l, nil
+}
+
+// Close closes the RESP listeners and connections the Server serves, and
+// waits for their handlers to return. It does not close the DB, nor
+// HTTP servers using Handler (http.Server.Shutdown does that).
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	for ln := range s.lns {
+		ln.Close()
+	}
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}
