@@ -63,6 +63,7 @@ func (s *store) reopen() {
 		Durability:    s.env.durability,
 		FlushInterval: time.Hour, // Async tests flush explicitly: no timing involved
 		Now:           s.clock.Now,
+		After:         s.clock.After,
 	})
 	require.NoError(s.t, err)
 	s.DB = db

@@ -110,6 +110,11 @@ type Options struct {
 	FlushInterval time.Duration    // Async only; 0 means DefaultFlushInterval
 	Now           func() time.Time // the clock; nil means the system clock (see SystemClock). Tests and simulations inject a fake one.
 
+	// After is the timer Limiter.Wait sleeps on, on the clock of Now: a
+	// channel that receives once d has passed. nil means time.After; a
+	// test that injects Now injects the matching timer.
+	After func(d time.Duration) <-chan time.Time
+
 	// MaxCachedKeys bounds how many key states are kept in memory; 0 means
 	// DefaultMaxCachedKeys. It holds in both modes: each of the table's 128
 	// shards keeps MaxCachedKeys/128 (at least 1). States changed but not
@@ -181,6 +186,7 @@ type DB struct {
 	backend Backend
 	path    string
 	now     func() int64 // Unix nanoseconds: the engine never needs a time.Time
+	after   func(time.Duration) <-chan time.Time
 	async   bool
 	log     *slog.Logger
 
@@ -256,6 +262,10 @@ func newDB(store storage.Store, backend Backend, path string, opts Options) *DB 
 		async:   opts.Durability == Async,
 		log:     opts.Logger,
 		seed:    maphash.MakeSeed(),
+	}
+	db.after = opts.After
+	if db.after == nil {
+		db.after = time.After
 	}
 	if opts.Now == nil {
 		db.now = systemNanos()

@@ -82,3 +82,38 @@ func ExampleLimiter_Record() {
 	// after the response: 0 left
 	// next request allowed: false retry after 1m0s
 }
+
+// Reservations on one key are served in turn, at the rate: a job queue
+// that sends at most 2 requests per second to an API reserves a slot for
+// each and acts when it comes. A slot not used is given back.
+func ExampleLimiter_Reserve() {
+	now := time.Date(2026, 1, 18, 12, 0, 0, 0, time.UTC)
+	db, done := exampleDB(&now)
+	defer done()
+	l, err := db.Limiter("jobs", strategies.GCRA{Rate: 2, Burst: 1})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+
+	var last *ratestore.Reservation
+	for range 3 {
+		if last, err = l.Reserve(ctx, "api", 1); err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println("act in", last.Delay())
+	}
+	if err := last.Cancel(ctx); err != nil { // the third job was dropped
+		log.Fatal(err)
+	}
+	r, err := l.Reserve(ctx, "api", 1)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("next job acts in", r.Delay())
+	// Output:
+	// act in 0s
+	// act in 500ms
+	// act in 1s
+	// next job acts in 1s
+}
