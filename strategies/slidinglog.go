@@ -254,3 +254,37 @@ func (s *slidingLogState) describe() Description {
 	}
 	return describeAs(kindSlidingLog, map[string]any{"entries": entries})
 }
+
+// Release gives back up to n units of the call logged at the instant at,
+// from st, a state of a SlidingLog, and returns what it gave back: at most
+// n, and at most what that call still holds at now. It is how a
+// concurrency limit built on a sliding log (ratestore's DB.Concurrency:
+// each unit a slot, the Window its lease's lifetime) frees a slot before
+// its lease ends. The units are taken from the first entry at or after at
+// that still counts (a call made while the clock was behind the newest
+// entry was logged in that entry), never from an earlier one; a call that
+// has expired gives back nothing.
+//
+// n < 0 is an error matching ErrInvalid; n = 0 changes nothing. A state of
+// another strategy is an error matching ErrMismatch.
+func (sl SlidingLog) Release(st State, now, at, n int64) (int64, error) {
+	s, ok := st.(*slidingLogState)
+	if !ok {
+		return 0, wrongState(kindSlidingLog, st)
+	}
+	if n < 0 {
+		return 0, invalid(kindSlidingLog, "release: n must not be negative, got %d", n)
+	}
+	for i := range s.log {
+		e := &s.log[i]
+		if e.at < at || now >= sat.Add(e.at, int64(sl.Window)) {
+			continue
+		}
+		k := min(n, e.n)
+		if e.n -= k; e.n == 0 {
+			s.log = slices.Delete(s.log, i, i+1)
+		}
+		return k, nil
+	}
+	return 0, nil
+}

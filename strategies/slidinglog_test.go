@@ -1,6 +1,7 @@
 package strategies
 
 import (
+	"errors"
 	"math"
 	"testing"
 	"time"
@@ -71,5 +72,30 @@ func TestSlidingLogBounded(t *testing.T) {
 			t.Fatalf("%+v: %+v, %v", c, r, err)
 		}
 		clone(t, SlidingLog{Limit: math.MaxInt64, Window: MaxWindow}, st)
+	}
+}
+
+// TestSlidingLogRelease: a release gives back the units of the call
+// logged at its instant, or in the first entry after it that still counts,
+// never an earlier one, and nothing once expired.
+func TestSlidingLogRelease(t *testing.T) {
+	sl := SlidingLog{Limit: 5, Window: time.Minute}
+	st := mustDecode(t, sl, "81|"+ns(0)+"|2|1000000000|1")
+	got, err := sl.Release(st, at(2*time.Second), at(0), 1)
+	if err != nil || got != 1 || enc(st) != "81|"+ns(0)+"|1|1000000000|1" {
+		t.Fatalf("release at 0: %d, %v, %s", got, err, enc(st))
+	}
+	got, _ = sl.Release(st, at(2*time.Second), at(500*time.Millisecond), 5) // the call of 1s
+	if got != 1 || enc(st) != "81|"+ns(0)+"|1" {
+		t.Fatalf("release between: %d, %s", got, enc(st))
+	}
+	if got, _ = sl.Release(st, at(time.Minute), at(0), 1); got != 0 {
+		t.Fatalf("an expired call gave back %d", got)
+	}
+	if _, err := sl.Release(st, 0, 0, -1); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("negative n: %v", err)
+	}
+	if _, err := sl.Release(newState(GCRA{Rate: 1, Burst: 1}), 0, 0, 1); !errors.Is(err, ErrMismatch) {
+		t.Fatalf("another state: %v", err)
 	}
 }

@@ -1,0 +1,93 @@
+package ratestore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ratestore/ratestore/internal/sat"
+	"github.com/ratestore/ratestore/strategies"
+)
+
+// Concurrency bounds how many holders act on a key at once: a caller
+// acquires a Lease before it starts (a request in flight, a job running)
+// and releases it when done. A lease that is never released, because its
+// holder crashed or forgot it, ends by itself after the TTL, so no slot is
+// held forever.
+//
+// Leases are the state of a strategies.SlidingLog{Limit: max, Window: ttl}
+// under the Concurrency's name, one unit per lease, stored as the DB's
+// durability says: they survive a restart, and end after their TTL all
+// the same. Calls on one key are linearizable, so under any concurrency at
+// most max leases of a key are held at once.
+type Concurrency struct {
+	l   *Limiter
+	log strategies.SlidingLog
+}
+
+// Concurrency returns the leases of at most max holders per key under
+// name, each ending after ttl unless released before. name is a limiter
+// name, and shares state with the limiters of that name; max is at least
+// 1, ttl in (0, strategies.MaxWindow].
+func (db *DB) Concurrency(name string, max int64, ttl time.Duration) (*Concurrency, error) {
+	sl := strategies.SlidingLog{Limit: max, Window: ttl}
+	l, err := db.Limiter(name, sl)
+	if err != nil {
+		return nil, err
+	}
+	return &Concurrency{l: l, log: sl}, nil
+}
+
+// Lease is one slot of a key held by a Concurrency's caller.
+type Lease struct {
+	c   *Concurrency
+	key string
+	at  int64 // Unix ns: when it was acquired
+
+	mu       sync.Mutex
+	released bool
+}
+
+// Acquire takes a slot of key for the caller. When the key has a free
+// slot, it returns the Lease and Result.Allowed; otherwise a nil Lease,
+// and the Result says when a slot frees by itself (RetryAfter: the oldest
+// lease's end), though a release may free one earlier. Errors are those
+// of Limiter.AllowN.
+func (c *Concurrency) Acquire(ctx context.Context, key string) (*Lease, Result, error) {
+	at := c.l.db.now()
+	r, err := c.l.AllowN(ctx, key, 1)
+	if err != nil || !r.Allowed {
+		return nil, r, err
+	}
+	return &Lease{c: c, key: key, at: at}, r, nil
+}
+
+// Expires is when the lease ends if not released before.
+func (ls *Lease) Expires() time.Time {
+	return time.Unix(0, sat.Add(ls.at, int64(ls.c.log.Window))).UTC()
+}
+
+// Release frees the lease's slot. Releasing it again, or after it
+// expired, does nothing. An error matching ErrUncertain means the release
+// may not be on disk: the slot is then freed by the lease's end at the
+// latest.
+func (ls *Lease) Release(ctx context.Context) error {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.released {
+		return nil
+	}
+	err := ls.c.l.db.Update(ctx, func(b *Batch) error {
+		_, err := b.Modify(ls.c.l, ls.key, func(st strategies.State, now int64) (strategies.State, error) {
+			_, err := ls.c.log.Release(st, now, ls.at, 1)
+			return st, err
+		})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("ratestore: concurrency %q: key %q: release: %w", ls.c.l.name, ls.key, err)
+	}
+	ls.released = true
+	return nil
+}
