@@ -69,10 +69,13 @@ func (ls *Lease) Expires() time.Time {
 }
 
 // Release frees the lease's slot. Releasing it again, or after it
-// expired, does nothing. An error matching ErrUncertain means the release
-// may not be on disk: the slot is then freed by the lease's end at the
-// latest.
+// expired, or a nil Lease (an Acquire that found no slot), does nothing.
+// An error matching ErrUncertain means the release may not be on disk:
+// the slot is then freed by the lease's end at the latest.
 func (ls *Lease) Release(ctx context.Context) error {
+	if ls == nil {
+		return nil
+	}
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	if ls.released {
