@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -30,6 +31,10 @@ var crashBucket = strategies.TokenBucket{Rate: 1e-6, Burst: 1 << 40}
 func TestMain(m *testing.M) {
 	if path := os.Getenv(crashPathEnv); path != "" {
 		crashChild(path, backendNamed(os.Getenv(crashBackendEnv)))
+		return
+	}
+	if path := os.Getenv(leaseCrashPathEnv); path != "" {
+		leaseCrashChild(path, backendNamed(os.Getenv(crashBackendEnv)))
 		return
 	}
 	if path := os.Getenv(keysCrashPathEnv); path != "" {
@@ -127,6 +132,114 @@ func TestCrashKeepsAcknowledgedChanges(t *testing.T) {
 				taken := crashBucket.Burst - r.Remaining
 				require.GreaterOrEqual(t, taken, acked[w], "worker %d: an acknowledged call was lost", w)
 				require.LessOrEqual(t, taken, acked[w]+1, "worker %d: more than its one call in flight", w)
+			}
+		})
+	}
+}
+
+// leaseCrashPathEnv names the database of the lease crash test's child.
+const leaseCrashPathEnv = "RATESTORE_LEASE_CRASH_CHILD_PATH"
+
+// leaseMax and leaseTTL are the crash test's Concurrency: more slots than
+// the child takes, so that every Acquire succeeds.
+const (
+	leaseMax = 1 << 20
+	leaseTTL = time.Hour
+)
+
+// leaseCrashChild acquires leases on one key per worker in Sync mode,
+// releasing every other one, and prints "worker held" after each call has
+// returned: the leases held by the worker then.
+func leaseCrashChild(path string, backend ratestore.Backend) {
+	db, err := ratestore.Open(path, ratestore.Options{Backend: backend, Now: newClock().Now})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	c, err := db.Concurrency("leases", leaseMax, leaseTTL)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	var mu sync.Mutex
+	out := bufio.NewWriter(os.Stdout)
+	var wg sync.WaitGroup
+	for w := range crashWorkers {
+		wg.Go(func() {
+			held := 0
+			for i := 1; ; i++ {
+				ls, _, err := c.Acquire(context.Background(), fmt.Sprint("k", w))
+				if err == nil && ls == nil {
+					err = fmt.Errorf("no slot")
+				}
+				if err == nil && i%2 == 0 {
+					err = ls.Release(context.Background())
+					held--
+				}
+				if err != nil {
+					fmt.Fprintln(os.Stderr, err)
+					os.Exit(2)
+				}
+				held++
+				mu.Lock()
+				fmt.Fprintln(out, w, held)
+				out.Flush()
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait() // never: the parent kills the process
+}
+
+// TestCrashKeepsLeases kills a process that acquires and releases leases
+// in Sync mode: after it, every key holds the leases its worker had been
+// told it held (give or take the one call in flight), and once their TTL
+// has passed, none. A crash never holds a slot forever.
+func TestCrashKeepsLeases(t *testing.T) {
+	for _, backend := range []ratestore.Backend{ratestore.Bolt, badger.Backend} {
+		t.Run(backend.String(), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "db")
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), leaseCrashPathEnv+"="+path, crashBackendEnv+"="+backend.String())
+			cmd.Stderr = os.Stderr
+			stdout, err := cmd.StdoutPipe()
+			require.NoError(t, err)
+			require.NoError(t, cmd.Start())
+			var acked [crashWorkers]int64
+			lines := bufio.NewScanner(stdout)
+			for n := 0; n < 400 && lines.Scan(); n++ {
+				var w, held int64
+				_, err := fmt.Sscan(lines.Text(), &w, &held)
+				require.NoError(t, err)
+				acked[w] = held
+			}
+			require.NoError(t, cmd.Process.Kill())
+			_ = cmd.Wait()
+			for lines.Scan() {
+				var w, held int64
+				if _, err := fmt.Sscan(lines.Text(), &w, &held); err == nil {
+					acked[w] = held
+				}
+			}
+
+			clock := newClock()
+			db, err := ratestore.Open(path, ratestore.Options{Backend: backend, Now: clock.Now})
+			require.NoError(t, err)
+			defer db.Close()
+			l, err := db.Limiter("leases", strategies.SlidingLog{Limit: leaseMax, Window: leaseTTL})
+			require.NoError(t, err)
+			for w := range crashWorkers {
+				r, err := l.Peek(ctx, fmt.Sprint("k", w))
+				require.NoError(t, err)
+				held := leaseMax - r.Remaining
+				require.GreaterOrEqual(t, held, acked[w], "worker %d: an acknowledged change was lost", w)
+				require.LessOrEqual(t, held, acked[w]+1, "worker %d: more than its one call in flight", w)
+			}
+			clock.Advance(leaseTTL)
+			for w := range crashWorkers {
+				r, err := l.Peek(ctx, fmt.Sprint("k", w))
+				require.NoError(t, err)
+				require.EqualValues(t, leaseMax, r.Remaining, "worker %d: the leases ended with their TTL", w)
 			}
 		})
 	}
