@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/internal/sat"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -129,10 +130,7 @@ func refill(n int64, rate float64) int64 {
 
 // ceilSeconds returns d in whole seconds, rounded up, as an sf-integer.
 func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return min(int64((d+time.Second-1)/time.Second), sfMaxInt)
+	return min(sat.CeilDiv(int64(d), int64(time.Second)), sfMaxInt)
 }
 
 // sfString returns s as an sf-string (RFC 9651, section 3.3.3): printable

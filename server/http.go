@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/internal/sat"
 )
 
 // maxBody bounds a request's body: a strategy and a key.
@@ -123,19 +123,9 @@ func (s *Server) allow(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-func ceilSeconds(d time.Duration) int64 { return ceilDiv(d, time.Second) }
-func ceilMillis(d time.Duration) int64  { return ceilDiv(d, time.Millisecond) }
-
-// ceilDiv is d/unit rounded up, for d >= 0 (0 for a negative d).
-func ceilDiv(d, unit time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	if d > math.MaxInt64-unit {
-		return int64(math.MaxInt64 / unit)
-	}
-	return int64((d + unit - 1) / unit)
-}
+// ceilSeconds and ceilMillis are d in whole units, rounded up.
+func ceilSeconds(d time.Duration) int64 { return sat.CeilDiv(int64(d), int64(time.Second)) }
+func ceilMillis(d time.Duration) int64  { return sat.CeilDiv(int64(d), int64(time.Millisecond)) }
 
 func httpError(w http.ResponseWriter, code int, err error) {
 	writeJSON(w, code, map[string]string{"error": err.Error()})

@@ -40,3 +40,17 @@ func Mul(a, b int64) int64 {
 	}
 	return a * b
 }
+
+// CeilDiv returns a/b rounded up, for b > 0, and 0 for a <= 0: the whole
+// seconds (or milliseconds) of a wait, which must not come out shorter
+// than the wait. It cannot overflow, where a+b-1 would.
+func CeilDiv(a, b int64) int64 {
+	if a <= 0 {
+		return 0
+	}
+	q := a / b
+	if a%b != 0 {
+		q++
+	}
+	return q
+}

@@ -25,6 +25,11 @@ func TestSaturating(t *testing.T) {
 		{"mul big", Mul(1<<32, 1<<31), maxI},
 		{"mul fits", Mul(1<<31, 1<<31), 1 << 62},
 		{"mul negative", Mul(-1, 5), 0},
+		{"ceildiv", CeilDiv(2001, 1000), 3},
+		{"ceildiv exact", CeilDiv(2000, 1000), 2},
+		{"ceildiv zero", CeilDiv(0, 1000), 0},
+		{"ceildiv negative", CeilDiv(-5, 1000), 0},
+		{"ceildiv max", CeilDiv(maxI, 1_000_000_000), maxI/1_000_000_000 + 1},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: got %d, want %d", c.name, c.got, c.want)
