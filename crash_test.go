@@ -65,24 +65,66 @@ func crashChild(path string, backend ratestore.Backend) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
+	crashLoop(func(w int, i int64) (int64, error) {
+		_, err := l.Allow(context.Background(), fmt.Sprint("k", w))
+		return i, err
+	})
+}
+
+// crashLoop runs step(w, i) for i = 1, 2, ... in each of crashWorkers
+// workers w, and prints "w value" once each step has returned, value being
+// what the step says its worker has on disk, until the parent kills the
+// process. A step's error ends the process with status 2.
+func crashLoop(step func(w int, i int64) (int64, error)) {
 	var mu sync.Mutex
 	out := bufio.NewWriter(os.Stdout)
 	var wg sync.WaitGroup
 	for w := range crashWorkers {
 		wg.Go(func() {
-			for i := 1; ; i++ {
-				if _, err := l.Allow(context.Background(), fmt.Sprint("k", w)); err != nil {
+			for i := int64(1); ; i++ {
+				v, err := step(w, i)
+				if err != nil {
 					fmt.Fprintln(os.Stderr, err)
 					os.Exit(2)
 				}
 				mu.Lock()
-				fmt.Fprintln(out, w, i)
+				fmt.Fprintln(out, w, v)
 				out.Flush()
 				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait() // never: the parent kills the process
+}
+
+// killCrashChild runs this test binary as a child with env, reads 400 of
+// its "w value" lines, kills it (SIGKILL: no Close, no deferred code), and
+// returns each worker's last value acknowledged, those printed before the
+// kill landed included.
+func killCrashChild(t *testing.T, env ...string) [crashWorkers]int64 {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	var acked [crashWorkers]int64
+	lines := bufio.NewScanner(stdout)
+	for n := 0; n < 400 && lines.Scan(); n++ {
+		var w, v int64
+		_, err := fmt.Sscan(lines.Text(), &w, &v)
+		require.NoError(t, err)
+		acked[w] = v
+	}
+	require.NoError(t, cmd.Process.Kill())
+	_ = cmd.Wait()
+	for lines.Scan() {
+		var w, v int64
+		if _, err := fmt.Sscan(lines.Text(), &w, &v); err == nil {
+			acked[w] = v
+		}
+	}
+	return acked
 }
 
 // TestCrashKeepsAcknowledgedChanges kills a process in the middle of Sync
@@ -97,29 +139,7 @@ func TestCrashKeepsAcknowledgedChanges(t *testing.T) {
 	for _, backend := range []ratestore.Backend{ratestore.Bolt, badger.Backend} {
 		t.Run(backend.String(), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "db")
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), crashPathEnv+"="+path, crashBackendEnv+"="+backend.String())
-			cmd.Stderr = os.Stderr
-			stdout, err := cmd.StdoutPipe()
-			require.NoError(t, err)
-			require.NoError(t, cmd.Start())
-
-			var acked [crashWorkers]int64
-			lines := bufio.NewScanner(stdout)
-			for n := 0; n < 400 && lines.Scan(); n++ {
-				var w, i int64
-				_, err := fmt.Sscan(lines.Text(), &w, &i)
-				require.NoError(t, err)
-				acked[w] = i
-			}
-			require.NoError(t, cmd.Process.Kill())
-			_ = cmd.Wait()
-			for lines.Scan() { // acknowledgements printed before the kill landed
-				var w, i int64
-				if _, err := fmt.Sscan(lines.Text(), &w, &i); err == nil {
-					acked[w] = max(acked[w], i)
-				}
-			}
+			acked := killCrashChild(t, crashPathEnv+"="+path, crashBackendEnv+"="+backend.String())
 
 			db, err := ratestore.Open(path, ratestore.Options{Backend: backend, Now: newClock().Now})
 			require.NoError(t, err)
@@ -161,34 +181,19 @@ func leaseCrashChild(path string, backend ratestore.Backend) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	var mu sync.Mutex
-	out := bufio.NewWriter(os.Stdout)
-	var wg sync.WaitGroup
-	for w := range crashWorkers {
-		wg.Go(func() {
-			held := 0
-			for i := 1; ; i++ {
-				ls, _, err := c.Acquire(context.Background(), fmt.Sprint("k", w))
-				if err == nil && ls == nil {
-					err = fmt.Errorf("no slot")
-				}
-				if err == nil && i%2 == 0 {
-					err = ls.Release(context.Background())
-					held--
-				}
-				if err != nil {
-					fmt.Fprintln(os.Stderr, err)
-					os.Exit(2)
-				}
-				held++
-				mu.Lock()
-				fmt.Fprintln(out, w, held)
-				out.Flush()
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait() // never: the parent kills the process
+	held := make([]int64, crashWorkers) // each written by its worker only
+	crashLoop(func(w int, i int64) (int64, error) {
+		ls, _, err := c.Acquire(context.Background(), fmt.Sprint("k", w))
+		if err == nil && ls == nil {
+			err = fmt.Errorf("no slot")
+		}
+		if err == nil && i%2 == 0 {
+			err = ls.Release(context.Background())
+			held[w]--
+		}
+		held[w]++
+		return held[w], err
+	})
 }
 
 // TestCrashKeepsLeases kills a process that acquires and releases leases
@@ -199,28 +204,7 @@ func TestCrashKeepsLeases(t *testing.T) {
 	for _, backend := range []ratestore.Backend{ratestore.Bolt, badger.Backend} {
 		t.Run(backend.String(), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "db")
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), leaseCrashPathEnv+"="+path, crashBackendEnv+"="+backend.String())
-			cmd.Stderr = os.Stderr
-			stdout, err := cmd.StdoutPipe()
-			require.NoError(t, err)
-			require.NoError(t, cmd.Start())
-			var acked [crashWorkers]int64
-			lines := bufio.NewScanner(stdout)
-			for n := 0; n < 400 && lines.Scan(); n++ {
-				var w, held int64
-				_, err := fmt.Sscan(lines.Text(), &w, &held)
-				require.NoError(t, err)
-				acked[w] = held
-			}
-			require.NoError(t, cmd.Process.Kill())
-			_ = cmd.Wait()
-			for lines.Scan() {
-				var w, held int64
-				if _, err := fmt.Sscan(lines.Text(), &w, &held); err == nil {
-					acked[w] = held
-				}
-			}
+			acked := killCrashChild(t, leaseCrashPathEnv+"="+path, crashBackendEnv+"="+backend.String())
 
 			clock := newClock()
 			db, err := ratestore.Open(path, ratestore.Options{Backend: backend, Now: clock.Now})
