@@ -56,8 +56,19 @@ func TestConcurrencyLeases(t *testing.T) {
 			e1, r, err := c.Acquire(ctx, "k")
 			require.NoError(t, err)
 			require.True(t, r.Allowed, "they ended after their TTL")
-			s.clock.Advance(time.Minute)
+			s.clock.Advance(30 * time.Second)
+			e2, _, err := c.Acquire(ctx, "k")
+			require.NoError(t, err)
+			require.NotNil(t, e2)
+			s.clock.Advance(30 * time.Second)
+			// e1 has ended: releasing it frees nothing, not e2's slot.
 			require.NoError(t, e1.Release(ctx), "an ended lease releases nothing")
+			e3, _, err := c.Acquire(ctx, "k")
+			require.NoError(t, err)
+			require.NotNil(t, e3)
+			_, r, err = c.Acquire(ctx, "k")
+			require.NoError(t, err)
+			require.False(t, r.Allowed, "e2 and e3 hold the two slots")
 			_ = b // its holder crashed
 		})
 	}

@@ -75,52 +75,15 @@ type Admission struct {
 	k        Key
 	pol      *policy // the windows the reservation went to
 	reserve  int64
-	at       int64 // when the reservation was taken (Unix ns): its buckets
+	at       int64 // when the reservation was taken (Unix ns): its buckets, and its slot's lease
 	deadline int64 // at + LeaseTTL: the slot is freed then
+	moved    int64 // e.moved at Admit (see adjust)
 
-	// Guarded by e.mu.
-	moved    int64 // how far changes of a window's Bucket may have moved the reservation (see adjust)
-	held     bool  // the slot is held (not finished, not expired)
-	finished bool
+	finished bool // guarded by e.mu
 }
 
 // Key returns the key as it was when the request was admitted.
 func (a *Admission) Key() Key { return a.k }
-
-// leases are the admissions of one key that hold a slot.
-type leases struct{ list []*Admission }
-
-// expire frees the slots of the admissions whose lease ended by now. The
-// caller holds the entry's lock.
-func (ls *leases) expire(now int64) {
-	if ls == nil {
-		return
-	}
-	ls.list = slices.DeleteFunc(ls.list, func(a *Admission) bool {
-		if a.deadline <= now {
-			a.held = false
-			return true
-		}
-		return false
-	})
-}
-
-// held counts the slots held at now. The caller holds the entry's lock.
-func (ls *leases) held(now int64) int {
-	ls.expire(now)
-	if ls == nil {
-		return 0
-	}
-	return len(ls.list)
-}
-
-// release frees a's slot. The caller holds the entry's lock.
-func (ls *leases) release(a *Admission) {
-	if ls != nil {
-		ls.list = slices.DeleteFunc(ls.list, func(b *Admission) bool { return b == a })
-	}
-	a.held = false
-}
 
 // Admit authenticates secret and admits one request, all or nothing: the
 // key is enabled and unexpired, the model is allowed, the concurrency cap
@@ -179,12 +142,13 @@ func (s *Store) Admit(ctx context.Context, secret string, req Request) (*Admissi
 				}
 			}
 		}
-		a = &Admission{s: s, e: e, k: e.key(), pol: pol, reserve: req.Reserve, at: now,
-			deadline: sat.Add(now, int64(s.opts.LeaseTTL)), held: true}
-		if e.leases == nil {
-			e.leases = new(leases)
+		// The slot, checked by admits: taken whatever the cap, which admits
+		// enforced, and whatever the log's Limit, which only bounds its size.
+		if _, err := b.Record(pol.inflight, e.id, 1); err != nil {
+			return fmt.Errorf("keystore: key %s: taking a slot: %w", e.id, err)
 		}
-		e.leases.list = append(e.leases.list, a)
+		a = &Admission{s: s, e: e, k: e.key(), pol: pol, reserve: req.Reserve, at: now,
+			deadline: sat.Add(now, int64(s.opts.LeaseTTL)), moved: e.moved}
 		return nil
 	})
 	if err != nil && a == nil {
@@ -204,11 +168,17 @@ func (e *entry) admits(ctx context.Context, b *ratestore.Batch, req Request, now
 	if !pol.pub.allows(req.Model) {
 		return &Denial{Reason: "model", Limit: fmt.Sprintf("model %q", req.Model), RetryAfter: -1, key: e.id, err: ErrModel}
 	}
-	if max := pol.pub.MaxConcurrent; max > 0 && e.leases.held(now) >= max {
-		// When a request in flight finishes is not known; the earliest
-		// lease's end is when a slot is sure to be free.
-		return &Denial{Reason: "concurrency", Limit: fmt.Sprintf("%d requests in flight", max),
-			RetryAfter: time.Duration(e.leases.list[0].deadline - now), key: e.id, err: ErrLimited}
+	if max := pol.pub.MaxConcurrent; max > 0 {
+		r, err := pol.inflight.PeekN(ctx, e.id, 1)
+		if err != nil {
+			return fmt.Errorf("keystore: key %s: requests in flight: %w", e.id, err)
+		}
+		if !r.Allowed {
+			// When a request in flight finishes is not known; the earliest
+			// lease's end, r.RetryAfter, is when a slot is sure to be free.
+			return &Denial{Reason: "concurrency", Limit: fmt.Sprintf("%d requests in flight", max),
+				RetryAfter: r.RetryAfter, key: e.id, err: ErrLimited}
+		}
 	}
 	res, i, err := pol.peek(ctx, e.id, req.Reserve)
 	if err != nil {
@@ -260,12 +230,16 @@ func (a *Admission) Finish(ctx context.Context, tokens int64) (Usage, error) {
 			return notFound(e.id)
 		}
 		now := s.now()
-		e.leases.expire(now)
 		if err := a.settle(b, tokens, now); err != nil {
 			return err
 		}
+		if _, err := b.Modify(e.rec.pol.inflight, e.id, func(st strategies.State, now int64) (strategies.State, error) {
+			_, err := s.lease.Release(st, now, a.at, 1)
+			return st, err
+		}); err != nil {
+			return fmt.Errorf("keystore: key %s: freeing the slot: %w", e.id, err)
+		}
 		a.finished = true
-		e.leases.release(a)
 		e.used(tokens, now)
 		if err := b.Put(recordKey(e.id), e.rec.encode()); err != nil {
 			return err
@@ -286,7 +260,7 @@ func (a *Admission) Finish(ctx context.Context, tokens int64) (Usage, error) {
 func (a *Admission) settle(b *ratestore.Batch, tokens, now int64) error {
 	id := a.e.id
 	delta := tokens - a.reserve
-	if !a.held && delta < 0 {
+	if now >= a.deadline && delta < 0 {
 		delta = 0 // past its lease: the reservation stays charged
 	}
 	pol := a.e.rec.pol
@@ -294,7 +268,7 @@ func (a *Admission) settle(b *ratestore.Batch, tokens, now int64) error {
 		var err error
 		if a.reserved(w.Window) {
 			_, err = b.Modify(pol.windows[i], id, func(st strategies.State, now int64) (strategies.State, error) {
-				return st, adjust(w.strategy(), st, now, a.at, a.moved, delta)
+				return st, adjust(w.strategy(), st, now, a.at, a.e.moved-a.moved, delta)
 			})
 		} else if tokens > 0 {
 			_, err = b.Record(pol.windows[i], id, tokens)
@@ -347,21 +321,16 @@ func adjust(rw strategies.RollingWindow, st strategies.State, now, at, moved, de
 	return nil
 }
 
-// rebucketed notes, in every admission of ls, that the key's policy
-// changed from old to pol: a window whose Bucket changed moves the
-// reservations in it (see adjust). The caller holds the entry's lock.
-func (ls *leases) rebucketed(old, pol *policy) {
-	if ls == nil {
-		return
-	}
-	var reach int64
+// reach is how far a change of a key's policy from old to pol moves the
+// reservations in its windows (see adjust): the longest Bucket of a window
+// whose Bucket changed, 0 when none did.
+func reach(old, pol *policy) int64 {
+	var r int64
 	for _, w := range pol.pub.Windows {
 		i := slices.IndexFunc(old.pub.Windows, func(o Window) bool { return o.Window == w.Window })
 		if i >= 0 && old.pub.Windows[i].Bucket != w.Bucket {
-			reach = max(reach, int64(w.Bucket))
+			r = max(r, int64(w.Bucket))
 		}
 	}
-	for _, a := range ls.list {
-		a.moved = sat.Add(a.moved, reach)
-	}
+	return r
 }

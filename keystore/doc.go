@@ -26,8 +26,13 @@
 //
 // The request rate (Policy.RequestsPerMinute) is a RollingWindow of one
 // minute in one-second buckets under the limiter name "keys:rpm". The
-// concurrency slots (Policy.MaxConcurrent) are held in memory only: after
-// a restart no request is in flight.
+// requests in flight are leases as ratestore.DB.Concurrency holds them:
+// a strategies.SlidingLog of Options.LeaseTTL
+// under "keys:inflight", one unit per Admission, its Limit the key's
+// MaxConcurrent. Like a reservation, a slot is engine state: a crash keeps
+// the slots of the requests then in flight held until their leases end,
+// rather than let a restarted gateway admit more than MaxConcurrent while
+// upstream may still be serving them.
 //
 // # Admission
 //

@@ -179,7 +179,7 @@ func (s *Store) Update(ctx context.Context, id string, fn func(*Spec) error) (Ke
 		if err != nil {
 			return false, err
 		}
-		e.leases.rebucketed(e.rec.pol, rec.pol)
+		e.moved = sat.Add(e.moved, reach(e.rec.pol, rec.pol))
 		e.rec.name, e.rec.model, e.rec.pol = rec.name, rec.model, rec.pol
 		e.rec.expiresAt, e.rec.hasExpiry = rec.expiresAt, rec.hasExpiry
 		k = e.key()
@@ -381,7 +381,15 @@ func (s *Store) Usage(ctx context.Context, id string) (Usage, error) {
 // usageOf is Usage of e. The caller holds e.mu.
 func (s *Store) usageOf(ctx context.Context, e *entry, now int64) (Usage, error) {
 	pol := e.rec.pol
-	u := Usage{Windows: make([]WindowUsage, len(pol.windows)), InFlight: e.leases.held(now)}
+	u := Usage{Windows: make([]WindowUsage, len(pol.windows))}
+	err := pol.inflight.Inspect(ctx, e.id, func(st strategies.State, now int64) error {
+		n, err := s.lease.Used(st, now)
+		u.InFlight = int(n)
+		return err
+	})
+	if err != nil {
+		return Usage{}, fmt.Errorf("keystore: key %s: requests in flight: %w", e.id, err)
+	}
 	for i := range pol.pub.Windows {
 		wu, err := s.windowUsage(ctx, e, i)
 		if err != nil {

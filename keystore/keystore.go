@@ -139,16 +139,17 @@ type Store struct {
 	corrupt map[string]error // ids whose record cannot be decoded
 
 	policies policies
-	importMu sync.Mutex // two imports of one secret must not both add it
+	lease    strategies.SlidingLog // the requests in flight of a key: one unit per Admission, for LeaseTTL
+	importMu sync.Mutex            // two imports of one secret must not both add it
 }
 
 // entry is one key in memory. Its fields are guarded by mu, except id and
 // rec.hash, which never change.
 type entry struct {
-	mu     sync.Mutex
-	id     string
-	rec    record
-	leases *leases // admissions holding a slot; nil when there are none
+	mu    sync.Mutex
+	id    string
+	rec   record
+	moved int64 // how far the key's policy changes have moved reservations: the sum of their reach (see adjust)
 }
 
 // storeKey attaches the Store to its DB (ratestore.DB.Attach).
@@ -199,8 +200,8 @@ func withDefaults(o Options) (Options, error) {
 	if err := rw.Validate(); err != nil {
 		return Options{}, fmt.Errorf("keystore: usage window: %w", err)
 	}
-	if o.LeaseTTL < 0 {
-		return Options{}, invalid("LeaseTTL %v is negative", o.LeaseTTL)
+	if o.LeaseTTL < 0 || o.LeaseTTL > strategies.MaxWindow {
+		return Options{}, invalid("LeaseTTL %v is out of range (0, %v]", o.LeaseTTL, strategies.MaxWindow)
 	}
 	return o, nil
 }

@@ -919,7 +919,9 @@ func TestClosed(t *testing.T) {
 		require.ErrorIs(t, err, ratestore.ErrClosed)
 		e.openDB()
 		e.openStore()
-		require.Equal(t, oneUsage(wu(2, 10, 5*time.Hour, t0.Add(5*time.Hour)), 0), e.usage(k.ID),
-			"the reservation of an admission never finished stays charged")
+		require.Equal(t, oneUsage(wu(2, 10, 5*time.Hour, t0.Add(5*time.Hour)), 1), e.usage(k.ID),
+			"the reservation and the slot of an admission never finished stay held")
+		e.clock.Advance(keystore.DefaultLeaseTTL)
+		require.Equal(t, 0, e.usage(k.ID).InFlight, "the slot is freed at the lease's end")
 	})
 }

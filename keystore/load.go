@@ -18,6 +18,7 @@ func open(db *ratestore.DB, o Options) (*Store, error) {
 		byID:    make(map[string]*entry),
 		byHash:  make(map[[sha256.Size]byte]*entry),
 		corrupt: make(map[string]error),
+		lease:   strategies.SlidingLog{Window: o.LeaseTTL},
 	}
 	ctx := context.Background()
 	var v1 []upgrade

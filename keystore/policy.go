@@ -22,10 +22,12 @@ const (
 
 // Limiter names of the key store's engine states (see the package doc):
 // a token window's usage is the state of key id under windowPrefix and
-// its Window; the request rate under rateName.
+// its Window; the request rate under rateName; the requests in flight
+// under inflightName.
 const (
 	windowPrefix = "keys:w:"
 	rateName     = "keys:rpm"
+	inflightName = "keys:inflight"
 )
 
 // rateWindow is the window of Policy.RequestsPerMinute: a rolling minute
@@ -40,6 +42,10 @@ type policy struct {
 	enc     string               // appendPolicy's encoding: what records store, and the key that shares policies
 	windows []*ratestore.Limiter // pub.Windows[i]'s
 	rate    *ratestore.Limiter   // nil: no request-rate limit
+	// inflight holds the requests in flight, a lease each: a SlidingLog of
+	// the Store's LeaseTTL, its Limit MaxConcurrent, or MaxMaxConcurrent
+	// when there is no cap (the Limit then only bounds the log's size).
+	inflight *ratestore.Limiter
 }
 
 // policies interns the policies of a Store. Policies are few (most keys
@@ -74,6 +80,13 @@ func (s *Store) policy(op string, p Policy) (*policy, error) {
 		if pol.rate, err = s.db.Limiter(rateName, w.strategy()); err != nil {
 			return nil, fmt.Errorf("keystore: %s: Policy.RequestsPerMinute: %w", op, err)
 		}
+	}
+	lease := s.lease
+	if lease.Limit = int64(p.MaxConcurrent); lease.Limit == 0 {
+		lease.Limit = MaxMaxConcurrent
+	}
+	if pol.inflight, err = s.db.Limiter(inflightName, lease); err != nil {
+		return nil, fmt.Errorf("keystore: %s: Policy.MaxConcurrent: %w", op, err)
 	}
 	if s.policies.m == nil {
 		s.policies.m = make(map[string]*policy)
@@ -268,7 +281,9 @@ func (pol *policy) reset(b *ratestore.Batch, id string) error {
 		}
 	}
 	if pol.rate != nil {
-		return b.Reset(pol.rate, id)
+		if err := b.Reset(pol.rate, id); err != nil {
+			return err
+		}
 	}
-	return nil
+	return b.Reset(pol.inflight, id)
 }

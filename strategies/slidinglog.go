@@ -93,10 +93,7 @@ func (sl *slidingLogDecider) Decide(st State, c Call) (Result, error) {
 		return Result{}, wrongState(kindSlidingLog, st)
 	}
 	log := sl.live(s, c.Now)
-	var used int64
-	for _, e := range log {
-		used = sat.Add(used, e.n)
-	}
+	used := sum(log)
 	allowed := sat.Add(used, c.N) <= sl.Limit
 	need := c.N
 	newest := int64(math.MinInt64) // the newest entry's instant, once the call is logged
@@ -255,15 +252,38 @@ func (s *slidingLogState) describe() Description {
 	return describeAs(kindSlidingLog, map[string]any{"entries": entries})
 }
 
+// Used returns the units that st, a state of a SlidingLog, counts at now:
+// the entries whose instant plus sl's Window lies after now, however many
+// that is (after a lower Limit, more than Limit). It changes nothing; a
+// state of another strategy is an error matching ErrMismatch.
+func (sl SlidingLog) Used(st State, now int64) (int64, error) {
+	s, ok := st.(*slidingLogState)
+	if !ok {
+		return 0, wrongState(kindSlidingLog, st)
+	}
+	return sum((&slidingLogDecider{sl}).live(s, now)), nil
+}
+
+// sum is the units of log's entries.
+func sum(log []logEntry) int64 {
+	var n int64
+	for _, e := range log {
+		n = sat.Add(n, e.n)
+	}
+	return n
+}
+
 // Release gives back up to n units of the call logged at the instant at,
 // from st, a state of a SlidingLog, and returns what it gave back: at most
 // n, and at most what that call still holds at now. It is how a
 // concurrency limit built on a sliding log (ratestore's DB.Concurrency:
 // each unit a slot, the Window its lease's lifetime) frees a slot before
 // its lease ends. The units are taken from the first entry at or after at
-// that still counts (a call made while the clock was behind the newest
-// entry was logged in that entry), never from an earlier one; a call that
-// has expired gives back nothing.
+// (a call made while the clock was behind the newest entry was logged in
+// that entry), never from an earlier one. A call that has expired, at +
+// Window <= now, gives back nothing, even when its units were logged in a
+// later entry that still counts: taking them from there would free the
+// slot of a later call.
 //
 // n < 0 is an error matching ErrInvalid; n = 0 changes nothing. A state of
 // another strategy is an error matching ErrMismatch.
@@ -275,9 +295,12 @@ func (sl SlidingLog) Release(st State, now, at, n int64) (int64, error) {
 	if n < 0 {
 		return 0, invalid(kindSlidingLog, "release: n must not be negative, got %d", n)
 	}
+	if now >= sat.Add(at, int64(sl.Window)) {
+		return 0, nil
+	}
 	for i := range s.log {
 		e := &s.log[i]
-		if e.at < at || now >= sat.Add(e.at, int64(sl.Window)) {
+		if e.at < at {
 			continue
 		}
 		k := min(n, e.n)

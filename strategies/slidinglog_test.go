@@ -92,10 +92,37 @@ func TestSlidingLogRelease(t *testing.T) {
 	if got, _ = sl.Release(st, at(time.Minute), at(0), 1); got != 0 {
 		t.Fatalf("an expired call gave back %d", got)
 	}
+	// A call expired, whose units a later entry holds: the later call keeps them.
+	st = mustDecode(t, sl, "81|"+ns(0)+"|1|30000000000|1")
+	if got, _ = sl.Release(st, at(time.Minute), at(0), 1); got != 0 || enc(st) != "81|"+ns(0)+"|1|30000000000|1" {
+		t.Fatalf("an expired call gave back %d of a later one: %s", got, enc(st))
+	}
 	if _, err := sl.Release(st, 0, 0, -1); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("negative n: %v", err)
 	}
 	if _, err := sl.Release(newState(GCRA{Rate: 1, Burst: 1}), 0, 0, 1); !errors.Is(err, ErrMismatch) {
 		t.Fatalf("another state: %v", err)
+	}
+}
+
+// TestSlidingLogUsed: Used counts the entries still live at now, beyond a
+// Limit lowered since they were logged, and changes nothing.
+func TestSlidingLogUsed(t *testing.T) {
+	sl := SlidingLog{Limit: 1, Window: time.Minute}
+	const state = "81|0|2|1000000000|3"
+	st := mustDecode(t, sl, state)
+	for _, c := range []struct {
+		now  time.Duration
+		want int64
+	}{{0, 5}, {59 * time.Second, 5}, {time.Minute, 3}, {time.Minute + time.Second, 0}} {
+		if got, err := sl.Used(st, int64(c.now)); err != nil || got != c.want {
+			t.Errorf("Used at %v = %d, %v; want %d", c.now, got, err, c.want)
+		}
+	}
+	if enc(st) != state {
+		t.Errorf("Used changed the state to %s", enc(st))
+	}
+	if _, err := sl.Used(newState(GCRA{Rate: 1, Burst: 1}), 0); !errors.Is(err, ErrMismatch) {
+		t.Errorf("another state: %v", err)
 	}
 }
