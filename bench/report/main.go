@@ -44,7 +44,8 @@ type stage struct {
 // BenchmarkPeers, BenchmarkSync, BenchmarkAsync, BenchmarkRollingWindow
 // and the key store's families (BenchmarkKeys*, but BenchmarkKeysMemory)
 // and the gateway's (BenchmarkGatewayOverhead, BenchmarkGatewayStream)
-// twice, the rest once.
+// and the toolkit's (BenchmarkReserve, BenchmarkServeRESP) twice, the rest
+// once.
 // quick keeps the stages with tiny benchtimes, one round and no 1M keys.
 func plan(quick bool) []stage {
 	stages := []stage{
@@ -66,6 +67,10 @@ func plan(quick bool) []stage {
 		// The gateway against direct calls to the same fake upstream: a
 		// few seconds per round (the paced load is 1000 requests/s).
 		{"gateway", "^BenchmarkGateway(Overhead|Stream)$", "700ms", "", false, 2},
+		// The toolkit: Reserve+Cancel against x/time/rate, the RESP server
+		// against redis-server; Wait's line, one iteration of 10s.
+		{"toolkit", "^Benchmark(Reserve|ServeRESP)$", "300ms", "", false, 2},
+		{"wait", "^BenchmarkWaitFIFO$", "1x", "", false, 1},
 		// Heap per loaded key: one load of 100k keys is the measurement.
 		{"keys-memory", "^BenchmarkKeysMemory$", "1x", "", false, 1},
 		// One backend per process, so that RSS is about it alone.
@@ -76,7 +81,7 @@ func plan(quick bool) []stage {
 		for i := range stages {
 			st := &stages[i]
 			st.full, st.rounds, st.benchtime = false, 1, "10ms"
-			if st.name == "disk" || st.name == "keys-memory" {
+			if st.name == "disk" || st.name == "keys-memory" || st.name == "wait" {
 				st.benchtime = "1x"
 			}
 		}

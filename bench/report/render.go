@@ -101,6 +101,7 @@ func Render(rep *Report, plots []string) string {
 	v.rolling(&b)
 	v.keys(&b)
 	v.gateway(&b)
+	v.toolkit(&b)
 	v.profiles(&b)
 	if len(plots) > 0 {
 		b.WriteString("## Plots\n\n")

@@ -74,7 +74,8 @@ func (v *view) checks() []check {
 			measured: fmt.Sprintf("%.0f keys in memory, RSS %.0f MiB", cached, rss), ok: ok, met: cached <= defaultMaxCachedKeys+fillBatch})
 	}
 	cs = append(cs, v.keyChecks()...)
-	return append(cs, v.gatewayChecks()...)
+	cs = append(cs, v.gatewayChecks()...)
+	return append(cs, v.toolkitChecks()...)
 }
 
 func (v *view) targets(b *strings.Builder) {
