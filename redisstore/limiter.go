@@ -1,0 +1,265 @@
+package redisstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/internal/text"
+	"github.com/ratestore/ratestore/strategies"
+)
+
+// Result is the answer to one call; see strategies.Result.
+type Result = strategies.Result
+
+// Limiter applies one strategy to any number of keys under one name, as
+// ratestore.Limiter does: limiters with the same name share state, those
+// with different names never do. It is a cheap handle (no I/O).
+type Limiter struct {
+	db   *DB
+	name string
+	s    strategies.Strategy
+	d    strategies.Decider
+}
+
+// Limiter returns a handle that applies s to keys under name, with the
+// rules of ratestore.DB.Limiter: name is 1 to ratestore.MaxNameLen bytes of
+// [A-Za-z0-9_.:@+-], and s must be valid.
+func (db *DB) Limiter(name string, s strategies.Strategy) (*Limiter, error) {
+	if !text.Name(name, ratestore.MaxNameLen) {
+		return nil, fmt.Errorf("redisstore: limiter name %q: want 1 to %d bytes of [A-Za-z0-9_.:@+-]: %w", name, ratestore.MaxNameLen, ratestore.ErrInvalid)
+	}
+	if s == nil {
+		return nil, fmt.Errorf("redisstore: limiter %q: nil strategy: %w", name, ratestore.ErrInvalid)
+	}
+	if err := s.Validate(); err != nil {
+		return nil, fmt.Errorf("redisstore: limiter %q: %w", name, err)
+	}
+	if db.closed.Load() {
+		return nil, ErrClosed
+	}
+	return &Limiter{db: db, name: name, s: s, d: s.Prepare()}, nil
+}
+
+// Name reports the limiter's name.
+func (l *Limiter) Name() string { return l.name }
+
+// Strategy reports the limiter's strategy.
+func (l *Limiter) Strategy() strategies.Strategy { return l.s }
+
+// Allow is AllowN(ctx, key, 1).
+func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
+	return l.do(ctx, key, strategies.Call{N: 1})
+}
+
+// AllowN takes n from key's allowance if all of n fits, and otherwise
+// takes nothing; n = 0 asks without taking. It returns once Redis holds
+// the change. Errors are as the package doc says: matching
+// ratestore.ErrUncertain when the change may have been stored, and with
+// Options.FailOpen, none at all (the call is allowed).
+func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Result, error) {
+	return l.do(ctx, key, strategies.Call{N: n})
+}
+
+// Peek reports what AllowN(ctx, key, 0) would, writing nothing.
+func (l *Limiter) Peek(ctx context.Context, key string) (Result, error) {
+	return l.do(ctx, key, strategies.Call{DryRun: true})
+}
+
+// PeekN reports what AllowN(ctx, key, n) would, writing nothing.
+func (l *Limiter) PeekN(ctx context.Context, key string, n int64) (Result, error) {
+	return l.do(ctx, key, strategies.Call{N: n, DryRun: true})
+}
+
+// Record takes n from key whether or not it fits, as
+// ratestore.Limiter.Record does: for usage known after the fact.
+func (l *Limiter) Record(ctx context.Context, key string, n int64) (Result, error) {
+	return l.do(ctx, key, strategies.Call{N: n, Record: true})
+}
+
+// Reset forgets key's state under the limiter's name.
+func (l *Limiter) Reset(ctx context.Context, key string) error {
+	if err := l.check(ctx, key, 0); err != nil {
+		return err
+	}
+	db := l.db
+	rk := db.key(l.name, key)
+	ctx, cancel := context.WithTimeout(ctx, db.opts.Timeout)
+	defer cancel()
+	err := db.client.Del(ctx, rk).Err()
+	db.cache.put(rk, "")
+	if err != nil {
+		return fmt.Errorf("redisstore: limiter %q: key %q: reset: %w: %w", l.name, key, err, ratestore.ErrUncertain)
+	}
+	return nil
+}
+
+// check validates a call's arguments.
+func (l *Limiter) check(ctx context.Context, key string, n int64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if l.db.closed.Load() {
+		return ErrClosed
+	}
+	if key == "" || len(key) > ratestore.MaxKeyLen {
+		return fmt.Errorf("redisstore: key of %d bytes: want 1 to %d: %w", len(key), ratestore.MaxKeyLen, ratestore.ErrInvalid)
+	}
+	if n < 0 {
+		return fmt.Errorf("redisstore: limiter %q: key %q: negative n %d: %w", l.name, key, n, ratestore.ErrInvalid)
+	}
+	return nil
+}
+
+// do decides c on key's state as this DB last saw it and stores the
+// outcome if that state is still Redis's, deciding again on Redis's state
+// until one is (see the package doc).
+func (l *Limiter) do(ctx context.Context, key string, c strategies.Call) (Result, error) {
+	if err := l.check(ctx, key, c.N); err != nil {
+		return Result{}, err
+	}
+	db := l.db
+	rk := db.key(l.name, key)
+	ctx, cancel := context.WithTimeout(ctx, db.opts.Timeout)
+	defer cancel()
+	defer db.cache.lock(rk)()
+	now := db.now().UnixNano()
+	cur := db.cache.get(rk)
+	for {
+		res, next, ttl, err := l.decide(cur, c, now)
+		if err != nil {
+			db.cache.put(rk, "") // read it again next time
+			return Result{}, fmt.Errorf("redisstore: limiter %q: key %q: %w", l.name, key, err)
+		}
+		stored, found, err := db.swap(ctx, rk, cur, next, ttl)
+		if err != nil {
+			db.cache.put(rk, "")
+			return l.failed(key, err, next != cur)
+		}
+		if stored {
+			db.cache.put(rk, next)
+			return res, nil
+		}
+		cur = found
+	}
+}
+
+// failed is the outcome of a call that Redis did not answer: an error, or
+// with Options.FailOpen an allowed Result. wrote says whether the call
+// asked Redis to store a change, which it may have done.
+func (l *Limiter) failed(key string, err error, wrote bool) (Result, error) {
+	if l.db.opts.FailOpen {
+		l.db.log.Warn("redisstore: allowed a call that Redis did not decide (FailOpen)",
+			"limiter", l.name, "err", err)
+		return Result{Allowed: true}, nil
+	}
+	if wrote {
+		err = fmt.Errorf("%w: %w", err, ratestore.ErrUncertain)
+	}
+	return Result{}, fmt.Errorf("redisstore: limiter %q: key %q: %w", l.name, key, err)
+}
+
+// decide makes call c at now on cur, a stored value ("" for none), and
+// returns the Result, the value to store (cur when nothing changed, ""
+// when the state is back at its initial value) and the TTL to store it
+// with. It is ratestore.Limiter's decision (see ratestore's DB.see): a
+// clock behind the stored instant by no more than the strategy's Horizon
+// decides at the stored instant, one further behind is taken as it is and
+// the state clamped to it.
+func (l *Limiter) decide(cur string, c strategies.Call, now int64) (Result, string, time.Duration, error) {
+	seen, st, err := l.decode(cur)
+	if err != nil {
+		return Result{}, "", 0, err
+	}
+	clamped := false
+	switch {
+	case st == nil:
+		st = l.d.NewState()
+	case now < seen && uint64(seen)-uint64(now) <= uint64(l.d.Horizon()):
+		now = seen
+	case now < seen:
+		clamped = l.d.Clamp(st, now)
+	}
+	c.Now = now
+	res, err := l.d.Decide(st, c)
+	if err != nil {
+		return Result{}, "", 0, err
+	}
+	if !c.Taken(res.Allowed) && !clamped {
+		return res, cur, 0, nil
+	}
+	if res.ResetAfter == 0 {
+		return res, "", 0, nil
+	}
+	return res, encode(now, st), res.ResetAfter + ttlSlack, nil
+}
+
+// encode is the stored value of st, written by a call at now.
+func encode(now int64, st strategies.State) string {
+	b := strconv.AppendInt(make([]byte, 0, 64), now, 10)
+	b = append(b, ';')
+	return string(st.AppendEncode(b))
+}
+
+// decode splits a stored value into its instant and its state: 0 and nil
+// for "". A value that is not one is an error matching ratestore.ErrCorrupt.
+func (l *Limiter) decode(v string) (int64, strategies.State, error) {
+	if v == "" {
+		return 0, nil, nil
+	}
+	at, enc, ok := bytes.Cut([]byte(v), []byte{';'})
+	seen, err := strconv.ParseInt(string(at), 10, 64)
+	if !ok || err != nil {
+		return 0, nil, fmt.Errorf("stored value %.40q is not \"<unix ns>;<state>\": %w", v, ratestore.ErrCorrupt)
+	}
+	st, err := l.d.Decode(enc)
+	if err != nil {
+		return 0, nil, err
+	}
+	return seen, st, nil
+}
+
+// swapScript stores ARGV[2] at KEYS[1] (deletes it when ""), with a TTL of
+// ARGV[3] milliseconds, if KEYS[1] holds ARGV[1] ("": nothing), and answers
+// {1}; otherwise it changes nothing and answers {0, what KEYS[1] holds}.
+var swapScript = redis.NewScript(`
+local cur = redis.call('GET', KEYS[1]) or ''
+if cur ~= ARGV[1] then
+  return {0, cur}
+end
+if ARGV[2] ~= cur then
+  if ARGV[2] == '' then
+    redis.call('DEL', KEYS[1])
+  else
+    redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+  end
+end
+return {1}
+`)
+
+// swap runs swapScript: it stores next at key if key holds cur, and
+// otherwise returns what key holds.
+func (db *DB) swap(ctx context.Context, key, cur, next string, ttl time.Duration) (stored bool, found string, err error) {
+	ms := max(1, (ttl+time.Millisecond-1)/time.Millisecond)
+	v, err := swapScript.Run(ctx, db.client, []string{key}, cur, next, int64(ms)).Slice()
+	if err != nil {
+		return false, "", err
+	}
+	if len(v) == 0 {
+		return false, "", errors.New("swap script: empty reply")
+	}
+	if ok, _ := v[0].(int64); ok == 1 {
+		return true, "", nil
+	}
+	if len(v) != 2 {
+		return false, "", fmt.Errorf("swap script: reply of %d elements", len(v))
+	}
+	found, _ = v[1].(string)
+	return false, found, nil
+}

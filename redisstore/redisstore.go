@@ -1,0 +1,212 @@
+// Package redisstore keeps ratestore's limiter states in Redis (or Valkey),
+// so that several instances of a program, on several machines, share one
+// set of limits: the same strategies, the same Results, one state per key.
+//
+// # Decisions
+//
+// The strategies' math runs in Go, in package strategies, and nowhere
+// else: a decision in Redis is the Go decision made on the key's current
+// state, stored only if that state is still the one it was made on. Each
+// DB keeps the last state it saw of each key it uses (Options.MaxCachedKeys
+// of them) and decides on it; one script (EVALSHA, loaded once) compares
+// the stored state with the one decided on and, when they are equal,
+// stores the new one, all atomically in Redis. When another instance has
+// changed the key since, the script answers with the state it found, and
+// the call is decided again on that: a retry that only happens because
+// another call on the key succeeded. A call therefore costs one round trip
+// when this DB made the key's last change, as it does for a key used by
+// one instance at a time, and two when another instance has changed it
+// since. Every strategy works the same way, a Composite included, and the
+// Results are those of a ratestore.DB given the same calls at the same
+// instants; package tests hold the two to that, call by call.
+//
+// The instants are those of the instances' clocks (Options.Now), not of
+// Redis's: a strategy needs the same clock for every call on a key, and
+// NTP keeps machines within milliseconds of each other. Each stored state
+// carries the instant of the call that wrote it, and an instance whose
+// clock is behind that instant, by no more than the strategy's longest
+// wait, decides at the stored instant instead, as a ratestore.DB does for
+// a clock that steps back: the key waits for the slower clock to catch up,
+// and never gains from it. A clock further behind is taken as it is, and
+// the state is clamped to it (strategies.Decider.Clamp).
+//
+// # Keys
+//
+// The state of key under limiter name is the Redis key Prefix + "{" + key
+// + "}" + name, holding the instant and the state's versioned encoding
+// (see strategies/DATA_FORMAT.md), "<unix ns>;<encoding>". The hash tag
+// puts every state of one key in one slot of a Redis Cluster. Each write
+// sets a TTL of the state's ResetAfter, plus a second for the clocks of
+// other instances: a key idle that long has expired, as it would have been
+// deleted from a ratestore.DB's disk.
+//
+// # Failures
+//
+// Each call's round trips are bounded by Options.Timeout. When Redis cannot
+// answer in time, the call fails closed by default: an error, and the
+// Result of a denial. With Options.FailOpen it is allowed instead, and the
+// failure logged, as envoy's rate limit filter offers: a gateway that
+// prefers serving unmetered to refusing everyone. A call whose write may
+// have reached Redis before the failure is reported with an error matching
+// ratestore.ErrUncertain, as a commit of a ratestore.DB that may have
+// reached the disk is.
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratestore/ratestore"
+)
+
+// Defaults of Options.
+const (
+	DefaultPrefix        = "ratestore:"
+	DefaultTimeout       = 100 * time.Millisecond
+	DefaultMaxCachedKeys = 1 << 16
+)
+
+// ttlSlack is added to each state's TTL: how far behind another instance's
+// clock may be and still find the state.
+const ttlSlack = time.Second
+
+// Options configures a DB. The zero value is the defaults.
+type Options struct {
+	// Prefix starts every Redis key of the DB; DefaultPrefix when empty.
+	// It must not contain a brace, which would change the keys' hash tags.
+	Prefix string
+	// Timeout bounds a call's round trips to Redis; DefaultTimeout when 0.
+	Timeout time.Duration
+	// FailOpen allows a call that Redis could not decide (unreachable, too
+	// slow, an error), logging the failure at Warn, instead of failing it.
+	FailOpen bool
+	// MaxCachedKeys bounds the keys whose last seen state the DB keeps to
+	// decide on; DefaultMaxCachedKeys when 0. A key not kept costs one more
+	// round trip on its next call when it is stored in Redis.
+	MaxCachedKeys int
+	// Now is the clock; nil means ratestore.SystemClock.
+	Now func() time.Time
+	// Logger receives the failures of FailOpen calls; nil discards them.
+	Logger *slog.Logger
+}
+
+// DB is a connection to Redis holding limiter states. It is safe for
+// concurrent use.
+type DB struct {
+	client redis.UniversalClient
+	opts   Options
+	now    func() time.Time
+	log    *slog.Logger
+	cache  cache
+	closed atomic.Bool
+}
+
+// ErrClosed is ratestore.ErrClosed: returned by every call after Close.
+var ErrClosed = ratestore.ErrClosed
+
+// Open connects to the Redis at addr, a URL as go-redis parses it:
+// "redis://[user:password@]host:port/db" or "rediss://" for TLS, and a
+// Redis Cluster as one node's URL with the others as addr parameters:
+// "redis://host1:7000?addr=host2:7000&addr=host3:7000". It checks that
+// Redis answers (PING, within Options.Timeout) before it returns.
+func Open(ctx context.Context, addr string, opts Options) (*DB, error) {
+	o, err := withDefaults(opts)
+	if err != nil {
+		return nil, err
+	}
+	client, err := newClient(addr)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: open %s: %w: %w", redact(addr), err, ratestore.ErrInvalid)
+	}
+	db := &DB{client: client, opts: o, now: o.Now, log: o.Logger}
+	if db.now == nil {
+		db.now = ratestore.SystemClock()
+	}
+	if db.log == nil {
+		db.log = slog.New(slog.DiscardHandler)
+	}
+	db.cache.init(o.MaxCachedKeys)
+	pctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	if err := client.Ping(pctx).Err(); err != nil {
+		client.Close()
+		return nil, fmt.Errorf("redisstore: open %s: %w", redact(addr), err)
+	}
+	return db, nil
+}
+
+// newClient returns the client of addr: a cluster client when the URL
+// names more than one node.
+func newClient(addr string) (redis.UniversalClient, error) {
+	u, err := url.Parse(addr)
+	if err != nil {
+		return nil, errors.New("not a URL")
+	}
+	if u.Query().Has("addr") {
+		o, err := redis.ParseClusterURL(addr)
+		if err != nil {
+			return nil, err
+		}
+		o.ContextTimeoutEnabled = true
+		return redis.NewClusterClient(o), nil
+	}
+	o, err := redis.ParseURL(addr)
+	if err != nil {
+		return nil, err
+	}
+	o.ContextTimeoutEnabled = true // Options.Timeout, through each call's context
+	return redis.NewClient(o), nil
+}
+
+// redact is addr without its password, for errors.
+func redact(addr string) string {
+	u, err := url.Parse(addr)
+	if err != nil {
+		return "(an invalid URL)"
+	}
+	return u.Redacted()
+}
+
+// withDefaults validates o and fills in its zero fields.
+func withDefaults(o Options) (Options, error) {
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.MaxCachedKeys == 0 {
+		o.MaxCachedKeys = DefaultMaxCachedKeys
+	}
+	switch {
+	case strings.ContainsAny(o.Prefix, "{}"):
+		return Options{}, fmt.Errorf("redisstore: Prefix %q contains a brace: %w", o.Prefix, ratestore.ErrInvalid)
+	case o.Timeout < 0:
+		return Options{}, fmt.Errorf("redisstore: negative Timeout %v: %w", o.Timeout, ratestore.ErrInvalid)
+	case o.MaxCachedKeys < 0:
+		return Options{}, fmt.Errorf("redisstore: negative MaxCachedKeys %d: %w", o.MaxCachedKeys, ratestore.ErrInvalid)
+	}
+	return o, nil
+}
+
+// Close closes the connections to Redis. Calls made after it fail with
+// ErrClosed; the states stay in Redis.
+func (db *DB) Close() error {
+	if db.closed.Swap(true) {
+		return nil
+	}
+	return db.client.Close()
+}
+
+// key is the Redis key of key's state under the limiter name.
+func (db *DB) key(name, key string) string {
+	return db.opts.Prefix + "{" + key + "}" + name
+}
