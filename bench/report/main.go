@@ -71,6 +71,8 @@ func plan(quick bool) []stage {
 		// against redis-server; Wait's line, one iteration of 10s.
 		{"toolkit", "^Benchmark(Reserve|ServeRESP)$", "300ms", "", false, 2},
 		{"wait", "^BenchmarkWaitFIFO$", "1x", "", false, 1},
+		// redisstore against go-redis/redis_rate on one redis-server.
+		{"redis", "^BenchmarkRedis$", "1s", "", false, 2},
 		// Heap per loaded key: one load of 100k keys is the measurement.
 		{"keys-memory", "^BenchmarkKeysMemory$", "1x", "", false, 1},
 		// One backend per process, so that RSS is about it alone.

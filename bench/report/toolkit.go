@@ -15,6 +15,13 @@ const (
 	waitRateErrLimit = 1.0    // %
 )
 
+// BenchmarkRedis's sides, baseline first, and its target.
+const (
+	redisRate      = "Redis/impl=redis_rate"
+	redisOurs      = "Redis/impl=redisstore"
+	redisTargetMax = 1.2 // redisstore's time over redis_rate's
+)
+
 // serveImpls are BenchmarkServeRESP's sides.
 var serveImpls = []string{"ratestore-async", "ratestore-sync", "redis-lua"}
 
@@ -36,18 +43,25 @@ func (v *view) toolkitChecks() []check {
 	if lua, ok := v.any(serveName("redis-lua"), "decisions/s"); ok {
 		measured += "; redis-server + GCRA Lua " + fmtRate(lua)
 	}
-	return append(cs, check{id: "serve-resp", what: "serve, RESP over loopback, 64 connections: >= 50k decisions/s",
+	cs = append(cs, check{id: "serve-resp", what: "serve, RESP over loopback, 64 connections: >= 50k decisions/s",
 		measured: measured, ok: ok, met: rate >= serveTarget})
+
+	x, _, _, ok := v.ix.ratio(redisOurs, redisRate, 0, "ns/op")
+	trips, _ := v.any(redisOurs, "round-trips/op")
+	return append(cs, check{id: "redis-gcra", what: "Redis, GCRA, 64 connections: redisstore within 1.2× of redis_rate, one round trip a decision",
+		measured: fmt.Sprintf("%s, %.2f round trips/decision", v.ratio(redisOurs, redisRate, 0, "ns/op"), trips), ok: ok,
+		met: x <= redisTargetMax && trips < 1.05})
 }
 
 func (v *view) toolkit(b *strings.Builder) {
 	_, okServe := v.any(serveName("ratestore-async"), "decisions/s")
 	_, okReserve := v.any(reserveOurs, "ns/op")
 	_, okWait := v.any(waitFIFO, "reordered")
-	if !okServe && !okReserve && !okWait {
+	_, okRedis := v.any(redisOurs, "ns/op")
+	if !okServe && !okReserve && !okWait && !okRedis {
 		return // the families did not run
 	}
-	b.WriteString("## Toolkit: reservations, waiting, serve (BenchmarkReserve, BenchmarkWaitFIFO, BenchmarkServeRESP)\n\n")
+	b.WriteString("## Toolkit: reservations, waiting, serve, Redis (BenchmarkReserve, BenchmarkWaitFIFO, BenchmarkServeRESP, BenchmarkRedis)\n\n")
 	b.WriteString("**Reserve + Cancel.** A reservation made and cancelled on keys cycled from 10k, each booked " +
 		"ahead so that it waits: ratestore's Limiter.Reserve and Reservation.Cancel (GCRA, Async bbolt) against " +
 		"x/time/rate's ReserveN and CancelAt on a Limiter per key in a mutex-guarded map. ratestore's reservation " +
@@ -88,6 +102,29 @@ func (v *view) toolkit(b *strings.Builder) {
 			if rate, ok := v.any(serveName(impl), "decisions/s"); ok {
 				t.add(impl, fmtRate(rate))
 			}
+		}
+		b.WriteString(t.String())
+	}
+
+	if okRedis {
+		b.WriteString("**Redis.** A GCRA decision on keys drawn from 10k, every call allowed, from 64 goroutines over 64 " +
+			"connections to one redis-server (Debian's, no persistence) started by the benchmark: go-redis/redis_rate's " +
+			"Allow (its GCRA Lua script on Redis's clock) against redisstore's Limiter.Allow (the Go decision on the " +
+			"key's last seen state, stored by a compare-and-swap script), in one invocation. *round trips* is the " +
+			"scripts Redis ran per decision (INFO commandstats); *x* is redisstore's time over redis_rate's. Target: " +
+			"within 1.2×, one round trip.\n\n")
+		t = &table{head: []string{"side", "decisions/s", "round trips", "x"}}
+		for _, r := range []struct{ label, name string }{{"redis_rate", redisRate}, {"redisstore", redisOurs}} {
+			rate, ok := v.any(r.name, "decisions/s")
+			if !ok {
+				continue
+			}
+			trips, _ := v.any(r.name, "round-trips/op")
+			x := "–"
+			if r.name == redisOurs {
+				x = v.ratio(redisOurs, redisRate, 0, "ns/op")
+			}
+			t.add(r.label, fmtRate(rate), fmt.Sprintf("%.2f", trips), x)
 		}
 		b.WriteString(t.String())
 	}
