@@ -2,6 +2,7 @@ package ratestore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -10,11 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/badger"
 	"github.com/ratestore/ratestore/internal/fakeclock"
+	"github.com/ratestore/ratestore/internal/redistest"
+	"github.com/ratestore/ratestore/redisstore"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -111,16 +115,13 @@ var strategyCases = []strategyCase{
 	}, 3, "51", ""},
 }
 
-// forEach runs f for every env and strategy case, each on a fresh DB.
+// forEach runs f for every env of the engine and strategy case, each on a
+// fresh DB: for the engine's own features (conform runs the suite every
+// backend shares).
 func forEach(t *testing.T, f func(t *testing.T, s *store, c strategyCase, l *ratestore.Limiter)) {
-	forCases(t, strategyCases, f)
-}
-
-// forCases runs f for every env and each of cases, each on a fresh DB.
-func forCases(t *testing.T, cases []strategyCase, f func(t *testing.T, s *store, c strategyCase, l *ratestore.Limiter)) {
 	for _, e := range envs {
 		t.Run(e.String(), func(t *testing.T) {
-			for _, c := range cases {
+			for _, c := range strategyCases {
 				t.Run(c.name, func(t *testing.T) {
 					s := e.open(t)
 					l, err := s.Limiter(c.name, c.s)
@@ -134,8 +135,133 @@ func forCases(t *testing.T, cases []strategyCase, f func(t *testing.T, s *store,
 
 var ctx = context.Background()
 
+// limiter is what the conformance suite calls: the decisions every
+// backend's Limiter offers, ratestore.Limiter's and redisstore.Limiter's.
+type limiter interface {
+	Allow(ctx context.Context, key string) (ratestore.Result, error)
+	AllowN(ctx context.Context, key string, n int64) (ratestore.Result, error)
+	Peek(ctx context.Context, key string) (ratestore.Result, error)
+	PeekN(ctx context.Context, key string, n int64) (ratestore.Result, error)
+	Record(ctx context.Context, key string, n int64) (ratestore.Result, error)
+	Reset(ctx context.Context, key string) error
+}
+
+// suite is one backend as the conformance suite drives it, on a fake
+// clock.
+type suite struct {
+	clock  *fakeclock.Clock
+	open   func(name string, s strategies.Strategy) (limiter, error)
+	raw    func(name, key string) []byte // the stored encoding, every change written; nil for none
+	putRaw func(name, key string, enc []byte)
+	reopen func() // a restart: closed, and opened again on the same data
+	// ttl: idle states are expired by the backend (Redis's TTLs) rather
+	// than deleted on Close.
+	ttl bool
+}
+
+func (s *suite) Limiter(name string, st strategies.Strategy) (limiter, error) {
+	return s.open(name, st)
+}
+
+// asLimiter is a backend's DB.Limiter as a limiter: nil, not a nil
+// pointer in a limiter, on an error.
+func asLimiter[L limiter](l L, err error) (limiter, error) {
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// backend is a configuration the conformance suite runs in.
+type backend struct {
+	name string
+	open func(t *testing.T) *suite
+}
+
+// backends are the four envs of the engine, and Redis (redisstore on a
+// redis-server started for each test; skipped without one, unless
+// redistest.RequireEnv is set).
+func backends() []backend {
+	var bs []backend
+	for _, e := range envs {
+		bs = append(bs, backend{e.String(), func(t *testing.T) *suite {
+			st := e.open(t)
+			return &suite{
+				clock: st.clock,
+				open: func(name string, s strategies.Strategy) (limiter, error) {
+					return asLimiter(st.Limiter(name, s))
+				},
+				raw:    st.raw,
+				putRaw: func(name, key string, enc []byte) { require.NoError(t, st.PutRawState(name, key, enc)) },
+				reopen: st.reopen,
+			}
+		}})
+	}
+	return append(bs, backend{"redis", openRedis})
+}
+
+// openRedis is the suite on a fresh redis-server: its states are the keys
+// of redisstore's package doc, "<unix ns>;<encoding>".
+func openRedis(t *testing.T) *suite {
+	srv := redistest.Start(t)
+	clock := newClock()
+	var db *redisstore.DB
+	reopen := func() {
+		if db != nil {
+			require.NoError(t, db.Close())
+		}
+		var err error
+		db, err = redisstore.Open(ctx, srv.URL(), redisstore.Options{Now: clock.Now})
+		require.NoError(t, err)
+	}
+	reopen()
+	t.Cleanup(func() { db.Close() })
+	raw := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { raw.Close() })
+	rkey := func(name, key string) string { return redisstore.DefaultPrefix + "{" + key + "}" + name }
+	return &suite{
+		clock: clock,
+		open: func(name string, s strategies.Strategy) (limiter, error) {
+			return asLimiter(db.Limiter(name, s))
+		},
+		raw: func(name, key string) []byte {
+			v, err := raw.Get(ctx, rkey(name, key)).Result()
+			if errors.Is(err, redis.Nil) {
+				return nil
+			}
+			require.NoError(t, err)
+			_, enc, ok := strings.Cut(v, ";")
+			require.True(t, ok, "stored %q", v)
+			return []byte(enc)
+		},
+		putRaw: func(name, key string, enc []byte) {
+			v := fmt.Sprintf("%d;%s", clock.Now().UnixNano(), enc)
+			require.NoError(t, raw.Set(ctx, rkey(name, key), v, 0).Err())
+		},
+		reopen: reopen,
+		ttl:    true,
+	}
+}
+
+// conform runs f for every backend and each of cases, each on a fresh
+// store.
+func conform(t *testing.T, cases []strategyCase, f func(t *testing.T, s *suite, c strategyCase, l limiter)) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			for _, c := range cases {
+				t.Run(c.name, func(t *testing.T) {
+					s := b.open(t)
+					l, err := s.Limiter(c.name, c.s)
+					require.NoError(t, err)
+					f(t, s, c, l)
+				})
+			}
+		})
+	}
+}
+
 func TestExactlyLimitThenDenied(t *testing.T) {
-	forEach(t, func(t *testing.T, s *store, c strategyCase, l *ratestore.Limiter) {
+	conform(t, strategyCases, func(t *testing.T, s *suite, c strategyCase, l limiter) {
 		for i := range c.limit {
 			r, err := l.Allow(ctx, "k")
 			require.NoError(t, err)
@@ -160,7 +286,7 @@ func TestExactlyLimitThenDenied(t *testing.T) {
 }
 
 func TestDeniedAndPeekChangeNothing(t *testing.T) {
-	forEach(t, func(t *testing.T, s *store, c strategyCase, l *ratestore.Limiter) {
+	conform(t, strategyCases, func(t *testing.T, s *suite, c strategyCase, l limiter) {
 		// A fresh key: Peek and AllowN(0) are allowed and store nothing.
 		r, err := l.Peek(ctx, "k")
 		require.NoError(t, err)
@@ -198,7 +324,7 @@ func TestDeniedAndPeekChangeNothing(t *testing.T) {
 }
 
 func TestRecordPastLimitThenRecovery(t *testing.T) {
-	forEach(t, func(t *testing.T, s *store, c strategyCase, l *ratestore.Limiter) {
+	conform(t, strategyCases, func(t *testing.T, s *suite, c strategyCase, l limiter) {
 		r, err := l.Record(ctx, "k", c.limit+3)
 		require.NoError(t, err)
 		require.False(t, r.Allowed, "past its limit after the Record")
@@ -226,7 +352,7 @@ func TestRecordPastLimitThenRecovery(t *testing.T) {
 }
 
 func TestResetForgets(t *testing.T) {
-	forEach(t, func(t *testing.T, s *store, c strategyCase, l *ratestore.Limiter) {
+	conform(t, strategyCases, func(t *testing.T, s *suite, c strategyCase, l limiter) {
 		_, err := l.AllowN(ctx, "k", c.limit)
 		require.NoError(t, err)
 		require.NoError(t, l.Reset(ctx, "k"))
@@ -243,7 +369,7 @@ func TestResetForgets(t *testing.T) {
 // TestIdleStateIsDeleted: a state that time has brought back to its initial
 // value is removed from disk rather than kept.
 func TestIdleStateIsDeleted(t *testing.T) {
-	forEach(t, func(t *testing.T, s *store, c strategyCase, l *ratestore.Limiter) {
+	conform(t, strategyCases, func(t *testing.T, s *suite, c strategyCase, l limiter) {
 		r, err := l.Allow(ctx, "k")
 		require.NoError(t, err)
 		require.NotNil(t, s.raw(c.name, "k"))
@@ -253,19 +379,21 @@ func TestIdleStateIsDeleted(t *testing.T) {
 		require.Zero(t, p.ResetAfter)
 		require.Nil(t, s.raw(c.name, "k"))
 
-		// And on Close, for keys nobody touched again.
+		// And on Close, for keys nobody touched again; Redis expires them
+		// by their TTL instead (see redisstore's TestStoredWithTTL).
+		if s.ttl {
+			return
+		}
 		_, err = l.Allow(ctx, "k2")
 		require.NoError(t, err)
 		s.clock.Advance(time.Hour)
 		s.reopen()
-		b, err := s.RawState(c.name, "k2")
-		require.NoError(t, err)
-		require.Nil(t, b)
+		require.Nil(t, s.raw(c.name, "k2"))
 	})
 }
 
 func TestRestartKeepsState(t *testing.T) {
-	forEach(t, func(t *testing.T, s *store, c strategyCase, l *ratestore.Limiter) {
+	conform(t, strategyCases, func(t *testing.T, s *suite, c strategyCase, l limiter) {
 		_, err := l.AllowN(ctx, "k", 2)
 		require.NoError(t, err)
 		want, err := l.Peek(ctx, "k")
@@ -286,7 +414,7 @@ func TestRestartKeepsState(t *testing.T) {
 // see TestClockJump.
 func TestClockBackwards(t *testing.T) {
 	const step = 200 * time.Millisecond
-	forEach(t, func(t *testing.T, s *store, c strategyCase, l *ratestore.Limiter) {
+	conform(t, strategyCases, func(t *testing.T, s *suite, c strategyCase, l limiter) {
 		_, err := l.Allow(ctx, "k")
 		require.NoError(t, err)
 		s.clock.Advance(-step)
@@ -304,7 +432,7 @@ func TestClockBackwards(t *testing.T) {
 // TestConcurrentExactlyLimit: 64 goroutines race for one key at one instant;
 // exactly as many calls are allowed as a sequential run would allow.
 func TestConcurrentExactlyLimit(t *testing.T) {
-	forEach(t, func(t *testing.T, s *store, c strategyCase, l *ratestore.Limiter) {
+	conform(t, strategyCases, func(t *testing.T, s *suite, c strategyCase, l limiter) {
 		var allowed atomic.Int64
 		var wg sync.WaitGroup
 		for range 64 {
@@ -333,7 +461,7 @@ func TestConcurrentExactlyLimit(t *testing.T) {
 }
 
 func TestNamesIsolateState(t *testing.T) {
-	forEach(t, func(t *testing.T, s *store, c strategyCase, l *ratestore.Limiter) {
+	conform(t, strategyCases, func(t *testing.T, s *suite, c strategyCase, l limiter) {
 		other, err := s.Limiter(c.name+"-other", c.s)
 		require.NoError(t, err)
 		_, err = l.AllowN(ctx, "k", c.limit)
@@ -345,10 +473,10 @@ func TestNamesIsolateState(t *testing.T) {
 }
 
 func TestCorruptStateNamesKey(t *testing.T) {
-	forEach(t, func(t *testing.T, s *store, c strategyCase, l *ratestore.Limiter) {
+	conform(t, strategyCases, func(t *testing.T, s *suite, c strategyCase, l limiter) {
 		for i, raw := range []string{"", "zz|1", c.header + "|NaN|1", c.header + "|", "v2|x|", c.header + "|1|2|3|4|5|6|7|8|9"} {
 			key := fmt.Sprintf("bad-%d", i)
-			require.NoError(t, s.PutRawState(c.name, key, []byte(raw)))
+			s.putRaw(c.name, key, []byte(raw))
 			for _, call := range []func() (ratestore.Result, error){
 				func() (ratestore.Result, error) { return l.Allow(ctx, key) },
 				func() (ratestore.Result, error) { return l.Peek(ctx, key) },
@@ -358,9 +486,7 @@ func TestCorruptStateNamesKey(t *testing.T) {
 				require.ErrorIs(t, err, ratestore.ErrCorrupt, "stored %q", raw)
 				require.Contains(t, err.Error(), key)
 			}
-			b, err := s.RawState(c.name, key)
-			require.NoError(t, err)
-			require.Equal(t, raw, string(b), "corrupt bytes are never overwritten silently")
+			require.Equal(t, raw, string(s.raw(c.name, key)), "corrupt bytes are never overwritten silently")
 
 			// Reset is the way out.
 			require.NoError(t, l.Reset(ctx, key))
@@ -379,7 +505,7 @@ func TestLegacyEncodingRewritten(t *testing.T) {
 		}
 	}
 	require.Len(t, legacy, 5)
-	forCases(t, legacy, func(t *testing.T, s *store, c strategyCase, l *ratestore.Limiter) {
+	conform(t, legacy, func(t *testing.T, s *suite, c strategyCase, l limiter) {
 		now := s.clock.Now().UnixNano()
 		first := now // an instant for the buckets and windows
 		if strings.HasPrefix(c.name, "gcra") || c.name == "composite" {
@@ -391,7 +517,7 @@ func TestLegacyEncodingRewritten(t *testing.T) {
 		} else {
 			raw = fmt.Sprintf(raw, first, now)
 		}
-		require.NoError(t, s.PutRawState(c.name, "old", []byte(raw)))
+		s.putRaw(c.name, "old", []byte(raw))
 		p, err := l.Peek(ctx, "old")
 		require.NoError(t, err)
 		require.Less(t, p.Remaining, c.limit, "the legacy state counts")

@@ -132,22 +132,30 @@ func (l *Limiter) do(ctx context.Context, key string, c strategies.Call) (Result
 	now := db.now().UnixNano()
 	cur := db.cache.get(rk)
 	for {
-		res, next, ttl, err := l.decide(cur, c, now)
+		o, err := l.decide(cur, c, now)
 		if err != nil {
 			db.cache.put(rk, "") // read it again next time
 			return Result{}, fmt.Errorf("redisstore: limiter %q: key %q: %w", l.name, key, err)
 		}
-		stored, found, err := db.swap(ctx, rk, cur, next, ttl)
+		stored, found, err := db.swap(ctx, rk, cur, o.next, o.ttl)
 		if err != nil {
 			db.cache.put(rk, "")
-			return l.failed(key, err, next != cur)
+			return l.failed(key, err, o.changed)
 		}
 		if stored {
-			db.cache.put(rk, next)
-			return res, nil
+			db.cache.put(rk, o.next)
+			return o.res, nil
 		}
 		cur = found
 	}
+}
+
+// outcome is a call decided on a stored value.
+type outcome struct {
+	res     Result
+	next    string        // the value to store: the one decided on when nothing changed, "" for none
+	ttl     time.Duration // next's
+	changed bool          // next is a change of the state, not the same state or an idle one dropped
 }
 
 // failed is the outcome of a call that Redis did not answer: an error, or
@@ -165,17 +173,17 @@ func (l *Limiter) failed(key string, err error, wrote bool) (Result, error) {
 	return Result{}, fmt.Errorf("redisstore: limiter %q: key %q: %w", l.name, key, err)
 }
 
-// decide makes call c at now on cur, a stored value ("" for none), and
-// returns the Result, the value to store (cur when nothing changed, ""
-// when the state is back at its initial value) and the TTL to store it
-// with. It is ratestore.Limiter's decision (see ratestore's DB.see): a
-// clock behind the stored instant by no more than the strategy's Horizon
-// decides at the stored instant, one further behind is taken as it is and
-// the state clamped to it.
-func (l *Limiter) decide(cur string, c strategies.Call, now int64) (Result, string, time.Duration, error) {
+// decide makes call c at now on cur, a stored value ("" for none). It is
+// ratestore.Limiter's decision (see ratestore's DB.see): a clock behind
+// the stored instant by no more than the strategy's Horizon decides at the
+// stored instant, one further behind is taken as it is and the state
+// clamped to it. A state that time has brought back to its initial value
+// (ResetAfter 0) is deleted rather than stored, also by a call that takes
+// nothing, as a ratestore.DB deletes it in passing.
+func (l *Limiter) decide(cur string, c strategies.Call, now int64) (outcome, error) {
 	seen, st, err := l.decode(cur)
 	if err != nil {
-		return Result{}, "", 0, err
+		return outcome{}, err
 	}
 	clamped := false
 	switch {
@@ -189,15 +197,16 @@ func (l *Limiter) decide(cur string, c strategies.Call, now int64) (Result, stri
 	c.Now = now
 	res, err := l.d.Decide(st, c)
 	if err != nil {
-		return Result{}, "", 0, err
+		return outcome{}, err
 	}
-	if !c.Taken(res.Allowed) && !clamped {
-		return res, cur, 0, nil
+	o := outcome{res: res, next: cur, changed: c.Taken(res.Allowed) || clamped}
+	switch {
+	case res.ResetAfter == 0:
+		o.next = ""
+	case o.changed:
+		o.next, o.ttl = encode(now, st), res.ResetAfter+ttlSlack
 	}
-	if res.ResetAfter == 0 {
-		return res, "", 0, nil
-	}
-	return res, encode(now, st), res.ResetAfter + ttlSlack, nil
+	return o, nil
 }
 
 // encode is the stored value of st, written by a call at now.
