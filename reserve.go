@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore/internal/sat"
+	"github.com/ratestore/ratestore/internal/waiting"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -118,29 +119,7 @@ func (l *Limiter) Wait(ctx context.Context, key string, n int64) error {
 	if err != nil {
 		return err
 	}
-	d := r.Delay()
-	if d <= 0 {
-		return nil
-	}
-	if deadline, ok := ctx.Deadline(); ok && deadline.Before(r.TimeToAct()) {
-		cerr := r.Cancel(context.WithoutCancel(ctx))
-		return fmt.Errorf("ratestore: limiter %q: key %q: wait of %v would pass the context's deadline: %w", l.name, key, d, joinErr(context.DeadlineExceeded, cerr))
-	}
-	select {
-	case <-l.db.after(d):
-		return nil
-	case <-ctx.Done():
-		cerr := r.Cancel(context.WithoutCancel(ctx))
-		return joinErr(ctx.Err(), cerr)
-	}
-}
-
-// joinErr wraps err with a Cancel's error, if any.
-func joinErr(err, cancelErr error) error {
-	if cancelErr != nil {
-		return fmt.Errorf("%w (and cancelling the reservation: %w)", err, cancelErr)
-	}
-	return err
+	return waiting.For(ctx, r, l.db.after, func() string { return fmt.Sprintf("ratestore: limiter %q: key %q", l.name, key) })
 }
 
 // TimeToAct is when the holder may perform the reserved action.

@@ -55,7 +55,8 @@ func (l *Limiter) Strategy() strategies.Strategy { return l.s }
 
 // Allow is AllowN(ctx, key, 1).
 func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
-	return l.do(ctx, key, strategies.Call{N: 1})
+	r, _, err := l.do(ctx, key, strategies.Call{N: 1})
+	return r, err
 }
 
 // AllowN takes n from key's allowance if all of n fits, and otherwise
@@ -64,23 +65,27 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
 // ratestore.ErrUncertain when the change may have been stored, and with
 // Options.FailOpen, none at all (the call is allowed).
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Result, error) {
-	return l.do(ctx, key, strategies.Call{N: n})
+	r, _, err := l.do(ctx, key, strategies.Call{N: n})
+	return r, err
 }
 
 // Peek reports what AllowN(ctx, key, 0) would, writing nothing.
 func (l *Limiter) Peek(ctx context.Context, key string) (Result, error) {
-	return l.do(ctx, key, strategies.Call{DryRun: true})
+	r, _, err := l.do(ctx, key, strategies.Call{DryRun: true})
+	return r, err
 }
 
 // PeekN reports what AllowN(ctx, key, n) would, writing nothing.
 func (l *Limiter) PeekN(ctx context.Context, key string, n int64) (Result, error) {
-	return l.do(ctx, key, strategies.Call{N: n, DryRun: true})
+	r, _, err := l.do(ctx, key, strategies.Call{N: n, DryRun: true})
+	return r, err
 }
 
 // Record takes n from key whether or not it fits, as
 // ratestore.Limiter.Record does: for usage known after the fact.
 func (l *Limiter) Record(ctx context.Context, key string, n int64) (Result, error) {
-	return l.do(ctx, key, strategies.Call{N: n, Record: true})
+	r, _, err := l.do(ctx, key, strategies.Call{N: n, Record: true})
+	return r, err
 }
 
 // Reset forgets key's state under the limiter's name.
@@ -117,13 +122,28 @@ func (l *Limiter) check(ctx context.Context, key string, n int64) error {
 	return nil
 }
 
-// do decides c on key's state as this DB last saw it and stores the
-// outcome if that state is still Redis's, deciding again on Redis's state
-// until one is (see the package doc).
-func (l *Limiter) do(ctx context.Context, key string, c strategies.Call) (Result, error) {
+// do decides c on key's state (see update). failedOpen reports a call
+// allowed by Options.FailOpen, which Redis did not decide.
+func (l *Limiter) do(ctx context.Context, key string, c strategies.Call) (r Result, failedOpen bool, err error) {
 	if err := l.check(ctx, key, c.N); err != nil {
-		return Result{}, err
+		return Result{}, false, err
 	}
+	o, err := l.update(ctx, key, func(cur string, now int64) (outcome, error) { return l.decide(cur, c, now) })
+	var failure *swapError
+	if errors.As(err, &failure) {
+		return l.failed(key, failure.err, failure.changed)
+	}
+	if err != nil {
+		return Result{}, false, fmt.Errorf("redisstore: limiter %q: key %q: %w", l.name, key, err)
+	}
+	return o.res, false, nil
+}
+
+// update makes a change of key's state with fn, which decides it on cur,
+// the value stored, at now: first on the value this DB last saw, then, as
+// long as Redis holds another, on the one it holds, until Redis stores the
+// outcome (see the package doc). A failure of Redis is a *swapError.
+func (l *Limiter) update(ctx context.Context, key string, fn func(cur string, now int64) (outcome, error)) (outcome, error) {
 	db := l.db
 	rk := db.key(l.name, key)
 	ctx, cancel := context.WithTimeout(ctx, db.opts.Timeout)
@@ -132,27 +152,46 @@ func (l *Limiter) do(ctx context.Context, key string, c strategies.Call) (Result
 	now := db.now().UnixNano()
 	cur := db.cache.get(rk)
 	for {
-		o, err := l.decide(cur, c, now)
+		o, err := fn(cur, now)
 		if err != nil {
 			db.cache.put(rk, "") // read it again next time
-			return Result{}, fmt.Errorf("redisstore: limiter %q: key %q: %w", l.name, key, err)
+			return outcome{}, err
 		}
 		stored, found, err := db.swap(ctx, rk, cur, o.next, o.ttl)
 		if err != nil {
 			db.cache.put(rk, "")
-			return l.failed(key, err, o.changed)
+			return outcome{}, &swapError{err: err, changed: o.changed}
 		}
 		if stored {
 			db.cache.put(rk, o.next)
-			return o.res, nil
+			o.prev = cur
+			return o, nil
 		}
 		cur = found
 	}
 }
 
+// swapError is a failure of Redis to answer the swap script.
+type swapError struct {
+	err     error
+	changed bool // the swap asked for a change, which may have been stored
+}
+
+// Error reports err, and ratestore.ErrUncertain's text for a change.
+func (e *swapError) Error() string { return e.Unwrap().Error() }
+
+// Unwrap returns err, wrapped with ratestore.ErrUncertain for a change.
+func (e *swapError) Unwrap() error {
+	if e.changed {
+		return fmt.Errorf("%w: %w", e.err, ratestore.ErrUncertain)
+	}
+	return e.err
+}
+
 // outcome is a call decided on a stored value.
 type outcome struct {
 	res     Result
+	prev    string        // the value it was decided on (set by update)
 	next    string        // the value to store: the one decided on when nothing changed, "" for none
 	ttl     time.Duration // next's
 	changed bool          // next is a change of the state, not the same state or an idle one dropped
@@ -161,16 +200,13 @@ type outcome struct {
 // failed is the outcome of a call that Redis did not answer: an error, or
 // with Options.FailOpen an allowed Result. wrote says whether the call
 // asked Redis to store a change, which it may have done.
-func (l *Limiter) failed(key string, err error, wrote bool) (Result, error) {
+func (l *Limiter) failed(key string, err error, wrote bool) (Result, bool, error) {
 	if l.db.opts.FailOpen {
 		l.db.log.Warn("redisstore: allowed a call that Redis did not decide (FailOpen)",
 			"limiter", l.name, "err", err)
-		return Result{Allowed: true}, nil
+		return Result{Allowed: true}, true, nil
 	}
-	if wrote {
-		err = fmt.Errorf("%w: %w", err, ratestore.ErrUncertain)
-	}
-	return Result{}, fmt.Errorf("redisstore: limiter %q: key %q: %w", l.name, key, err)
+	return Result{}, false, fmt.Errorf("redisstore: limiter %q: key %q: %w", l.name, key, &swapError{err, wrote})
 }
 
 // decide makes call c at now on cur, a stored value ("" for none). It is
@@ -185,15 +221,10 @@ func (l *Limiter) decide(cur string, c strategies.Call, now int64) (outcome, err
 	if err != nil {
 		return outcome{}, err
 	}
-	clamped := false
-	switch {
-	case st == nil:
+	if st == nil {
 		st = l.d.NewState()
-	case now < seen && uint64(seen)-uint64(now) <= uint64(l.d.Horizon()):
-		now = seen
-	case now < seen:
-		clamped = l.d.Clamp(st, now)
 	}
+	now, clamped := l.instant(seen, now, st)
 	c.Now = now
 	res, err := l.d.Decide(st, c)
 	if err != nil {
@@ -207,6 +238,20 @@ func (l *Limiter) decide(cur string, c strategies.Call, now int64) (outcome, err
 		o.next, o.ttl = encode(now, st), res.ResetAfter+ttlSlack
 	}
 	return o, nil
+}
+
+// instant is the instant a call at now uses on st, a state stored by a
+// call at seen, as ratestore's DB.see has it: seen, when now is behind it
+// by no more than the strategy's Horizon; otherwise now, with st clamped
+// to it if it lies further ahead (clamped reports a change of st).
+func (l *Limiter) instant(seen, now int64, st strategies.State) (at int64, clamped bool) {
+	switch {
+	case now >= seen:
+		return now, false
+	case uint64(seen)-uint64(now) <= uint64(l.d.Horizon()):
+		return seen, false
+	}
+	return now, l.d.Clamp(st, now)
 }
 
 // encode is the stored value of st, written by a call at now.

@@ -94,6 +94,9 @@ type Options struct {
 	MaxCachedKeys int
 	// Now is the clock; nil means ratestore.SystemClock.
 	Now func() time.Time
+	// After is the timer Limiter.Wait sleeps on, on the clock of Now; nil
+	// means time.After.
+	After func(d time.Duration) <-chan time.Time
 	// Logger receives the failures of FailOpen calls; nil discards them.
 	Logger *slog.Logger
 }
@@ -104,6 +107,7 @@ type DB struct {
 	client redis.UniversalClient
 	opts   Options
 	now    func() time.Time
+	after  func(d time.Duration) <-chan time.Time
 	log    *slog.Logger
 	cache  cache
 	closed atomic.Bool
@@ -129,6 +133,9 @@ func Open(ctx context.Context, addr string, opts Options) (*DB, error) {
 	db := &DB{client: client, opts: o, now: o.Now, log: o.Logger}
 	if db.now == nil {
 		db.now = ratestore.SystemClock()
+	}
+	if db.after = o.After; db.after == nil {
+		db.after = time.After
 	}
 	if db.log == nil {
 		db.log = slog.New(slog.DiscardHandler)

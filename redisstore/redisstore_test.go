@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,6 +40,17 @@ func open(t *testing.T, url string, clock *fakeclock.Clock, opts redisstore.Opti
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close() })
 	return db
+}
+
+// testSeed is the seed of a random test: RATESTORE_SEED's, to replay a
+// failure, else a new one, logged.
+func testSeed(t *testing.T) uint64 {
+	seed := uint64(time.Now().UnixNano())
+	if v, err := strconv.ParseUint(os.Getenv("RATESTORE_SEED"), 10, 64); err == nil {
+		seed = v
+	}
+	t.Logf("seed %d (RATESTORE_SEED replays it)", seed)
+	return seed
 }
 
 // randomStrategy is a configuration of a strategy of every kind in turn
@@ -87,9 +100,7 @@ func TestSameResultsAsTheEngine(t *testing.T) {
 	defer engine.Close()
 
 	const configs, steps = 24, 400
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	r := rand.New(rand.NewPCG(seed, 1))
+	r := rand.New(rand.NewPCG(testSeed(t), 1))
 	keys := []string{"alice", "bob", "carol{x}"}
 	for i := range configs {
 		s := randomStrategy(r, i)
