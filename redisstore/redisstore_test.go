@@ -258,6 +258,29 @@ func TestStoredWithTTL(t *testing.T) {
 	require.EqualValues(t, 0, raw.Exists(ctx, "rs:{bob}gcra").Val(), "Reset deletes the state")
 }
 
+// TestRedisRestarted: after Redis forgets the script (SCRIPT FLUSH, as a
+// restart does) and drops every key (FLUSHALL), calls go on: the script is
+// sent again, and states the DB remembers but Redis lost start afresh.
+func TestRedisRestarted(t *testing.T) {
+	srv := redistest.Start(t)
+	db := open(t, srv.URL(), newClock(), redisstore.Options{})
+	raw := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer raw.Close()
+	l, err := db.Limiter("api", strategies.GCRA{Rate: 1, Burst: 1})
+	require.NoError(t, err)
+	r, err := l.Allow(ctx, "k")
+	require.NoError(t, err)
+	require.True(t, r.Allowed)
+	require.NoError(t, raw.ScriptFlush(ctx).Err())
+	require.NoError(t, raw.FlushAll(ctx).Err())
+	r, err = l.Allow(ctx, "k")
+	require.NoError(t, err)
+	require.True(t, r.Allowed, "Redis lost the state: the key starts afresh")
+	r, err = l.Allow(ctx, "k")
+	require.NoError(t, err)
+	require.False(t, r.Allowed)
+}
+
 // TestCorruptValue: a value that is not a state is reported with
 // ErrCorrupt, names the key, and is left as it is.
 func TestCorruptValue(t *testing.T) {
