@@ -54,6 +54,7 @@ package redisstore
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -99,6 +100,11 @@ type Options struct {
 	After func(d time.Duration) <-chan time.Time
 	// Logger receives the failures of FailOpen calls; nil discards them.
 	Logger *slog.Logger
+	// TLSConfig is the TLS configuration of a rediss:// URL, for a private
+	// CA (RootCAs) or a client certificate; nil means the system's roots.
+	// Its ServerName defaults to the URL's host. It is an error with a
+	// redis:// URL, which would not use it.
+	TLSConfig *tls.Config
 }
 
 // DB is a connection to Redis holding limiter states. It is safe for
@@ -126,7 +132,7 @@ func Open(ctx context.Context, addr string, opts Options) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	client, err := newClient(addr)
+	client, err := newClient(addr, o.TLSConfig)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: open %s: %w: %w", redact(addr), err, ratestore.ErrInvalid)
 	}
@@ -151,11 +157,20 @@ func Open(ctx context.Context, addr string, opts Options) (*DB, error) {
 }
 
 // newClient returns the client of addr: a cluster client when the URL
-// names more than one node.
-func newClient(addr string) (redis.UniversalClient, error) {
+// names more than one node. tlsConfig replaces go-redis's for rediss://.
+func newClient(addr string, tlsConfig *tls.Config) (redis.UniversalClient, error) {
 	u, err := url.Parse(addr)
 	if err != nil {
 		return nil, errors.New("not a URL")
+	}
+	if tlsConfig != nil {
+		if u.Scheme != "rediss" {
+			return nil, errors.New("Options.TLSConfig is set, but the URL is not rediss://")
+		}
+		tlsConfig = tlsConfig.Clone()
+		if tlsConfig.ServerName == "" {
+			tlsConfig.ServerName = u.Hostname()
+		}
 	}
 	if u.Query().Has("addr") {
 		o, err := redis.ParseClusterURL(addr)
@@ -163,6 +178,9 @@ func newClient(addr string) (redis.UniversalClient, error) {
 			return nil, err
 		}
 		o.ContextTimeoutEnabled = true
+		if tlsConfig != nil {
+			o.TLSConfig = tlsConfig
+		}
 		return redis.NewClusterClient(o), nil
 	}
 	o, err := redis.ParseURL(addr)
@@ -170,6 +188,9 @@ func newClient(addr string) (redis.UniversalClient, error) {
 		return nil, err
 	}
 	o.ContextTimeoutEnabled = true // Options.Timeout, through each call's context
+	if tlsConfig != nil {
+		o.TLSConfig = tlsConfig
+	}
 	return redis.NewClient(o), nil
 }
 

@@ -281,6 +281,24 @@ func TestRedisRestarted(t *testing.T) {
 	require.False(t, r.Allowed)
 }
 
+// TestTLS: a rediss:// URL speaks TLS, trusting the CA of Options.TLSConfig;
+// without it, the server's certificate (from an unknown CA) is refused.
+func TestTLS(t *testing.T) {
+	srv, tlsConfig := redistest.StartTLS(t)
+	require.True(t, strings.HasPrefix(srv.URL(), "rediss://"))
+	db := open(t, srv.URL(), newClock(), redisstore.Options{TLSConfig: tlsConfig})
+	l, err := db.Limiter("api", strategies.GCRA{Rate: 1, Burst: 1})
+	require.NoError(t, err)
+	r, err := l.Allow(ctx, "k")
+	require.NoError(t, err)
+	require.True(t, r.Allowed)
+
+	_, err = redisstore.Open(ctx, srv.URL(), redisstore.Options{Timeout: time.Second})
+	require.ErrorContains(t, err, "certificate")
+	_, err = redisstore.Open(ctx, strings.Replace(srv.URL(), "rediss:", "redis:", 1), redisstore.Options{TLSConfig: tlsConfig})
+	require.ErrorIs(t, err, ratestore.ErrInvalid)
+}
+
 // TestCorruptValue: a value that is not a state is reported with
 // ErrCorrupt, names the key, and is left as it is.
 func TestCorruptValue(t *testing.T) {

@@ -10,10 +10,19 @@ package redistest
 import (
 	"bufio"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,12 +40,18 @@ const startTimeout = 20 * time.Second
 
 // Server is one running redis-server.
 type Server struct {
-	Addr string // host:port
-	cmd  *exec.Cmd
+	Addr   string // host:port
+	cmd    *exec.Cmd
+	scheme string // "rediss" for TLS; "" for redis
 }
 
-// URL is the server's redis:// URL, database 0.
-func (s *Server) URL() string { return "redis://" + s.Addr + "/0" }
+// URL is the server's redis:// (or rediss://) URL, database 0.
+func (s *Server) URL() string {
+	if s.scheme == "" {
+		return "redis://" + s.Addr + "/0"
+	}
+	return s.scheme + "://" + s.Addr + "/0"
+}
 
 // Stop kills the server (SIGKILL: what a crash or a lost network leaves).
 func (s *Server) Stop() {
@@ -48,6 +63,25 @@ func (s *Server) Stop() {
 // arguments of its command line.
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
+	return start(t, "--port", nil, extra...)
+}
+
+// StartTLS starts a redis-server that speaks TLS only, with a certificate
+// for 127.0.0.1 from a CA made for the test, and returns it with a client
+// configuration that trusts that CA. Its URL is rediss://.
+func StartTLS(t testing.TB) (*Server, *tls.Config) {
+	t.Helper()
+	dir := t.TempDir()
+	caFile, certFile, keyFile, client := makeCerts(t, dir)
+	s := start(t, "--tls-port", client, "--port", "0", "--tls-cert-file", certFile, "--tls-key-file", keyFile,
+		"--tls-ca-cert-file", caFile, "--tls-auth-clients", "no")
+	return s, client
+}
+
+// start starts a redis-server listening on a free port given by portFlag,
+// answering PING over TLS when tlsConfig is set.
+func start(t testing.TB, portFlag string, tlsConfig *tls.Config, extra ...string) *Server {
+	t.Helper()
 	path, err := exec.LookPath("redis-server")
 	if err != nil {
 		if os.Getenv(RequireEnv) != "" {
@@ -58,7 +92,7 @@ func Start(t testing.TB, extra ...string) *Server {
 	dir := t.TempDir()
 	for attempt := 0; ; attempt++ {
 		port := freePort(t)
-		args := append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
+		args := append([]string{portFlag, strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
 			"--appendonly", "no", "--dir", dir, "--loglevel", "warning"}, extra...)
 		cmd := exec.Command(path, args...)
 		var out strings.Builder
@@ -67,7 +101,11 @@ func Start(t testing.TB, extra ...string) *Server {
 			t.Fatalf("redis-server: %v", err)
 		}
 		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cmd: cmd}
-		if err := waitPing(s.Addr); err != nil {
+
+		if tlsConfig != nil {
+			s.scheme = "rediss"
+		}
+		if err := waitPing(s.Addr, tlsConfig); err != nil {
 			s.Stop()
 			if attempt < 3 { // the port was taken in between
 				continue
@@ -143,11 +181,12 @@ func freePort(t testing.TB) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// waitPing waits until the server at addr answers PING.
-func waitPing(addr string) error {
+// waitPing waits until the server at addr answers PING, over TLS with
+// tlsConfig when set.
+func waitPing(addr string, tlsConfig *tls.Config) error {
 	deadline := time.Now().Add(startTimeout)
 	for {
-		err := ping(addr)
+		err := ping(addr, tlsConfig)
 		if err == nil || time.Now().After(deadline) {
 			return err
 		}
@@ -155,8 +194,14 @@ func waitPing(addr string) error {
 	}
 }
 
-func ping(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
+func ping(addr string, tlsConfig *tls.Config) error {
+	var c net.Conn
+	var err error
+	if tlsConfig != nil {
+		c, err = tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, tlsConfig)
+	} else {
+		c, err = net.DialTimeout("tcp", addr, time.Second)
+	}
 	if err != nil {
 		return err
 	}
@@ -173,4 +218,52 @@ func ping(addr string) error {
 		return fmt.Errorf("PING answered %q", line)
 	}
 	return nil
+}
+
+// makeCerts writes a CA and a certificate for 127.0.0.1 signed by it into
+// dir, and returns their files and a client configuration trusting the CA.
+func makeCerts(t testing.TB, dir string) (caFile, certFile, keyFile string, client *tls.Config) {
+	t.Helper()
+	newKey := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	caKey, key := newKey(), newKey()
+	now := time.Now()
+	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "redistest CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IsCA: true,
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	leafDER, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, typ string, der []byte) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	caCert, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(caCert)
+	return write("ca.crt", "CERTIFICATE", caDER), write("redis.crt", "CERTIFICATE", leafDER),
+		write("redis.key", "EC PRIVATE KEY", keyDER), &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 }
