@@ -1,12 +1,14 @@
-// Package server serves a DB's limiters to programs in other languages on
-// the same machine, so that they share one embedded store with the Go
-// program that opened it: an HTTP API (POST /v1/allow) and a RESP
-// listener that speaks redis-cell's CL.THROTTLE, so that a Redis client
-// library that calls redis-cell calls ratestore unchanged.
+// Package server serves limiters to programs in other languages: an HTTP
+// API (POST /v1/allow) and a RESP listener that speaks redis-cell's
+// CL.THROTTLE, so that a Redis client library that calls redis-cell calls
+// ratestore unchanged.
 //
-// Both answer every request with one decision of the DB's engine, as
-// Limiter.AllowN does: the DB's durability applies (in Sync mode a
-// decision that takes something is on disk before its reply is sent).
+// Both answer every request with one decision of a Limiter, as
+// Limiter.AllowN does. The limiters are a ratestore.DB's, to share one
+// embedded store with the programs on its machine, where the DB's
+// durability applies (in Sync mode a decision that takes something is on
+// disk before its reply is sent); or a redisstore.DB's, so that several
+// servers on several machines share one set of limits in Redis.
 //
 // A Server checks a token when it has one: "Authorization: Bearer TOKEN"
 // over HTTP, AUTH TOKEN over RESP, compared in constant time. Package
@@ -16,13 +18,13 @@
 package server
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"log/slog"
 	"net"
 	"sync"
 
-	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -36,28 +38,53 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Server answers decisions on one DB. Its methods may be called
-// concurrently.
+// Limiter is what a Server asks of a limiter: ratestore.Limiter and
+// redisstore.Limiter are both one.
+type Limiter interface {
+	AllowN(ctx context.Context, key string, n int64) (strategies.Result, error)
+	Record(ctx context.Context, key string, n int64) (strategies.Result, error)
+}
+
+// Limiters makes the limiters a Server decides with, as
+// ratestore.DB.Limiter does; Adapt makes one of such a method.
+type Limiters func(name string, s strategies.Strategy) (Limiter, error)
+
+// Adapt returns the Limiters of a DB's Limiter method:
+// Adapt((*ratestore.DB).Limiter) bound to a DB, as in
+// server.New(server.Adapt(db.Limiter), opts), or a redisstore.DB's.
+func Adapt[L Limiter](limiter func(name string, s strategies.Strategy) (L, error)) Limiters {
+	return func(name string, s strategies.Strategy) (Limiter, error) {
+		l, err := limiter(name, s)
+		if err != nil {
+			return nil, err
+		}
+		return l, nil
+	}
+}
+
+// Server answers decisions with the limiters of one store. Its methods may
+// be called concurrently.
 type Server struct {
-	db       *ratestore.DB
+	make     Limiters
 	token    [sha256.Size]byte
 	hasToken bool
 	log      *slog.Logger
 
 	mu       sync.Mutex
-	limiters map[limiterKey]*ratestore.Limiter // handles made for requests, at most maxLimiters
-	conns    map[net.Conn]struct{}             // RESP connections open, closed by Close
-	lns      map[net.Listener]struct{}         // RESP listeners, closed by Close
+	limiters map[limiterKey]Limiter    // handles made for requests, at most maxLimiters
+	conns    map[net.Conn]struct{}     // RESP connections open, closed by Close
+	lns      map[net.Listener]struct{} // RESP listeners, closed by Close
 	closed   bool
 	wg       sync.WaitGroup // RESP connections being served
 }
 
-// New returns a Server of db's limiters.
-func New(db *ratestore.DB, opts Options) *Server {
+// New returns a Server of the limiters that limiters makes:
+// Adapt(db.Limiter) for a ratestore.DB or a redisstore.DB.
+func New(limiters Limiters, opts Options) *Server {
 	s := &Server{
-		db:       db,
+		make:     limiters,
 		log:      opts.Logger,
-		limiters: map[limiterKey]*ratestore.Limiter{},
+		limiters: map[limiterKey]Limiter{},
 		conns:    map[net.Conn]struct{}{},
 		lns:      map[net.Listener]struct{}{},
 	}
@@ -92,7 +119,7 @@ const maxLimiters = 4096
 
 // limiter returns the handle of s under name, config being s's canonical
 // text, made once and kept while there is room.
-func (s *Server) limiter(name, config string, st strategies.Strategy) (*ratestore.Limiter, error) {
+func (s *Server) limiter(name, config string, st strategies.Strategy) (Limiter, error) {
 	k := limiterKey{name, config}
 	s.mu.Lock()
 	l := s.limiters[k]
@@ -100,7 +127,7 @@ func (s *Server) limiter(name, config string, st strategies.Strategy) (*ratestor
 	if l != nil {
 		return l, nil
 	}
-	l, err := s.db.Limiter(name, st)
+	l, err := s.make(name, st)
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +140,7 @@ func (s *Server) limiter(name, config string, st strategies.Strategy) (*ratestor
 }
 
 // Close closes the RESP listeners and connections the Server serves, and
-// waits for their handlers to return. It does not close the DB, nor
+// waits for their handlers to return. It does not close the store, nor
 // HTTP servers using Handler (http.Server.Shutdown does that).
 func (s *Server) Close() error {
 	s.mu.Lock()

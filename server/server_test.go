@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -20,6 +21,8 @@ import (
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/internal/fakeclock"
+	"github.com/ratestore/ratestore/internal/redistest"
+	"github.com/ratestore/ratestore/redisstore"
 )
 
 // start is the instant every test begins at.
@@ -38,7 +41,32 @@ func newTestServer(t *testing.T, opts Options) *testServer {
 	clock := fakeclock.New(start)
 	db, err := ratestore.Open(filepath.Join(t.TempDir(), "db"), ratestore.Options{Now: clock.Now})
 	require.NoError(t, err)
-	s := New(db, opts)
+	t.Cleanup(func() { require.NoError(t, db.Close()) })
+	ts := serveRESP(t, New(Adapt(db.Limiter), opts))
+	ts.db, ts.clock = db, clock
+	return ts
+}
+
+// newRedisTestServers is n Servers, each on its own redisstore.DB, all on
+// one redis-server and one clock: several instances of `ratestore serve
+// --redis`.
+func newRedisTestServers(t *testing.T, opts Options, n int) []*testServer {
+	srv := redistest.Start(t)
+	clock := fakeclock.New(start)
+	var servers []*testServer
+	for range n {
+		db, err := redisstore.Open(context.Background(), srv.URL(), redisstore.Options{Now: clock.Now})
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, db.Close()) })
+		ts := serveRESP(t, New(Adapt(db.Limiter), opts))
+		ts.clock = clock
+		servers = append(servers, ts)
+	}
+	return servers
+}
+
+// serveRESP serves s's RESP side on a loopback port until the test ends.
+func serveRESP(t *testing.T, s *Server) *testServer {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	done := make(chan error, 1)
@@ -46,9 +74,8 @@ func newTestServer(t *testing.T, opts Options) *testServer {
 	t.Cleanup(func() {
 		require.NoError(t, s.Close())
 		require.NoError(t, <-done)
-		require.NoError(t, db.Close())
 	})
-	return &testServer{Server: s, db: db, clock: clock, addr: ln.Addr().String()}
+	return &testServer{Server: s, addr: ln.Addr().String()}
 }
 
 // redisCLI runs the real redis-cli against ts with args, and returns what
@@ -71,9 +98,18 @@ func (ts *testServer) redisCLI(t *testing.T, args ...string) string {
 
 // TestThrottleAsRedisCell plays redis-cell's own test table (a limit of 5,
 // one per second) through the real redis-cli: every reply is the one
-// redis-cell gives, in its whole seconds.
+// redis-cell gives, in its whole seconds. It does so on one server on the
+// embedded store, and on two servers sharing one Redis, each call going to
+// the next server.
 func TestThrottleAsRedisCell(t *testing.T) {
-	ts := newTestServer(t, Options{})
+	t.Run("embedded", func(t *testing.T) { throttleAsRedisCell(t, []*testServer{newTestServer(t, Options{})}) })
+	t.Run("redis", func(t *testing.T) { throttleAsRedisCell(t, newRedisTestServers(t, Options{}, 2)) })
+}
+
+func throttleAsRedisCell(t *testing.T, servers []*testServer) {
+	calls := 0
+	next := func() *testServer { calls++; return servers[calls%len(servers)] }
+	clock := servers[0].clock
 	cases := []struct {
 		at       time.Duration
 		quantity string
@@ -96,15 +132,15 @@ func TestThrottleAsRedisCell(t *testing.T) {
 		{9500 * time.Millisecond, "5", "1 5 2 3 3"},
 	}
 	for i, c := range cases {
-		ts.clock.Set(start.Add(c.at))
-		got := ts.redisCLI(t, "CL.THROTTLE", "user:1", "4", "1", "1", c.quantity)
+		clock.Set(start.Add(c.at))
+		got := next().redisCLI(t, "CL.THROTTLE", "user:1", "4", "1", "1", c.quantity)
 		require.Equal(t, c.want, strings.Join(strings.Fields(got), " "), "case %d", i)
 	}
 	// The default quantity is 1; the state is the key's, whatever the
 	// configuration of the call: 10 per 10 seconds reads the same TAT.
-	ts.clock.Set(start.Add(20 * time.Second))
-	require.Equal(t, "0 5 4 -1 1", strings.Join(strings.Fields(ts.redisCLI(t, "cl.throttle", "user:2", "4", "1", "1")), " "))
-	require.Equal(t, "0 10 8 -1 2", strings.Join(strings.Fields(ts.redisCLI(t, "cl.throttle", "user:2", "9", "10", "10")), " "))
+	clock.Set(start.Add(20 * time.Second))
+	require.Equal(t, "0 5 4 -1 1", strings.Join(strings.Fields(next().redisCLI(t, "cl.throttle", "user:2", "4", "1", "1")), " "))
+	require.Equal(t, "0 10 8 -1 2", strings.Join(strings.Fields(next().redisCLI(t, "cl.throttle", "user:2", "9", "10", "10")), " "))
 }
 
 // TestThrottleErrors: bad arguments get redis-cell's errors and change

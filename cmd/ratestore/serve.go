@@ -9,12 +9,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/redisstore"
 	"github.com/ratestore/ratestore/server"
 )
 
@@ -42,6 +44,11 @@ fields, durations as Go duration strings ("1m30s"); it answers {"allowed",
 "limit", "remaining", "reset_after_ms", "retry_after_ms"} with the IETF
 RateLimit fields.
 
+With --redis URL the limiters keep their states in that Redis (package
+redisstore) instead of the database: several serve processes, on several
+machines, given the same Redis share every limit. --durability then does
+not apply, and --db is not opened.
+
 It listens on loopback unless told otherwise; --http "" or --resp "" turns a
 side off. A token, from --token-file or $` + serveTokenEnv + `, is then
 required of every request (Authorization: Bearer TOKEN; AUTH TOKEN), and
@@ -52,8 +59,9 @@ stops taking requests, finishes those in flight, and closes the database.`
 type serveOut struct {
 	HTTP       string `json:"http"` // "" when off
 	RESP       string `json:"resp"`
-	Durability string `json:"durability"`
-	Token      bool   `json:"token"` // whether a token is required
+	Durability string `json:"durability"`      // "" with --redis
+	Redis      string `json:"redis,omitempty"` // the Redis, its password redacted, with --redis
+	Token      bool   `json:"token"`           // whether a token is required
 }
 
 func serveCmd(c *cli, fs *flag.FlagSet) func([]string) error {
@@ -62,6 +70,7 @@ func serveCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 	tokenFile := fs.String("token-file", "", "the `file` that holds the token required of every request (default $"+serveTokenEnv+"; none: no token)")
 	durability := fs.String("durability", ratestore.Sync.String(), "the durability `mode`: sync, each decision that takes something on disk before its reply (the default), or async, written every 100ms")
 	shutdown := fs.Duration("shutdown-timeout", defaultShutdown, "how long requests in flight may take to finish when stopped (default 30s)")
+	redisURL := fs.String("redis", "", "keep the limiters' states in the Redis at this `URL` (redis://host:port/db, rediss://, a cluster as redis://host1:port?addr=host2:port), shared with other serve processes, instead of the database")
 	return func([]string) error {
 		const cmd = "serve"
 		if *httpAddr == "" && *respAddr == "" {
@@ -96,9 +105,24 @@ func serveCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 			h = slog.NewJSONHandler(c.stderr, nil)
 		}
 		log := slog.New(h)
-		db, created, err := c.openServing(dur, log)
-		if err != nil {
-			return err
+		out := serveOut{Token: token != ""}
+		var (
+			limiters server.Limiters
+			closeDB  func() error
+			created  []string
+		)
+		if *redisURL != "" {
+			rdb, err := redisstore.Open(c.ctx, *redisURL, redisstore.Options{Now: c.now, Logger: log})
+			if err != nil {
+				return fmt.Errorf("%s: %w", cmd, err)
+			}
+			limiters, closeDB, out.Redis = server.Adapt(rdb.Limiter), rdb.Close, redact(*redisURL)
+		} else {
+			db, made, err := c.openServing(dur, log)
+			if err != nil {
+				return err
+			}
+			limiters, closeDB, created, out.Durability = server.Adapt(db.Limiter), db.Close, made, dur.String()
 		}
 		var httpLn, respLn net.Listener
 		listen := func(addr string) (net.Listener, error) {
@@ -115,26 +139,34 @@ func serveCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 			if httpLn != nil {
 				httpLn.Close()
 			}
-			if cerr := db.Close(); cerr == nil {
+			if cerr := closeDB(); cerr == nil {
 				removeAll(created)
 			}
 			return err
 		}
-		out := serveOut{Durability: dur.String(), Token: token != ""}
 		if httpLn != nil {
 			out.HTTP = httpLn.Addr().String()
 		}
 		if respLn != nil {
 			out.RESP = respLn.Addr().String()
 		}
-		return c.runServer(server.New(db, server.Options{Token: token, Logger: log}), db, httpLn, respLn, log, *shutdown, out)
+		return c.runServer(server.New(limiters, server.Options{Token: token, Logger: log}), closeDB, httpLn, respLn, log, *shutdown, out)
 	}
+}
+
+// redact is a Redis URL without its password, for output.
+func redact(addr string) string {
+	u, err := url.Parse(addr)
+	if err != nil {
+		return "(an invalid URL)"
+	}
+	return u.Redacted()
 }
 
 // runServer serves s until the command's context ends or SIGINT or
 // SIGTERM arrives, then stops both sides, lets HTTP requests in flight
-// finish for up to timeout, and closes db.
-func (c *cli) runServer(s *server.Server, db *ratestore.DB, httpLn, respLn net.Listener, log *slog.Logger, timeout time.Duration, out serveOut) error {
+// finish for up to timeout, and closes the store with closeDB.
+func (c *cli) runServer(s *server.Server, closeDB func() error, httpLn, respLn net.Listener, log *slog.Logger, timeout time.Duration, out serveOut) error {
 	ctx, stop := signal.NotifyContext(c.ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	errs := make(chan error, 2)
@@ -159,7 +191,7 @@ func (c *cli) runServer(s *server.Server, db *ratestore.DB, httpLn, respLn net.L
 			}
 		}()
 	}
-	log.Info("serve: listening", "http", out.HTTP, "resp", out.RESP, "durability", out.Durability, "token", out.Token)
+	log.Info("serve: listening", "http", out.HTTP, "resp", out.RESP, "durability", out.Durability, "redis", out.Redis, "token", out.Token)
 	err := c.emit(out, func(w io.Writer) {
 		if out.HTTP != "" {
 			fmt.Fprintf(w, "serving HTTP on http://%s/v1/allow\n", out.HTTP)
@@ -182,7 +214,7 @@ func (c *cli) runServer(s *server.Server, db *ratestore.DB, httpLn, respLn net.L
 		cancel()
 	}
 	s.Close()
-	if cerr := db.Close(); cerr != nil {
+	if cerr := closeDB(); cerr != nil {
 		err = errors.Join(err, cerr)
 	}
 	log.Info("serve: stopped")

@@ -14,7 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ratestore/ratestore/internal/redistest"
 )
 
 // startServe runs the serve command in the background on free loopback
@@ -88,6 +91,40 @@ func TestServeCommand(t *testing.T) {
 	// The states are in the database the command closed.
 	require.Contains(t, e.ok("inspect", "cl.throttle", "k").stdout, "gcra")
 	require.Contains(t, e.ok("inspect", "api", "u1").stdout, "gcra")
+}
+
+// TestServeRedis: two serve processes given one Redis share each key's
+// limit: a GCRA of 3 at once, taken in turn from either, allows 3 in all.
+func TestServeRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	e := newEnv(t)
+	url := "redis://:pass%40word@" + srv.Addr + "/0"
+	require.NoError(t, redis.NewClient(&redis.Options{Addr: srv.Addr}).ConfigSet(context.Background(), "requirepass", "pass@word").Err())
+	a, _ := e.startServe("--redis", url)
+	b, _ := e.startServe("--redis", url)
+	require.Equal(t, "redis://:xxxxx@"+srv.Addr+"/0", a.Redis, "the password is not printed")
+	require.Empty(t, a.Durability)
+	var replies []string
+	for i := range 5 {
+		addr := a.RESP
+		if i%2 == 1 {
+			addr = b.RESP
+		}
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		fmt.Fprintf(c, "CL.THROTTLE shared 2 1 60\r\n")
+		r := bufio.NewReader(c)
+		line, err := r.ReadString('\n')
+		require.NoError(t, err)
+		require.Equal(t, "*5", strings.TrimSpace(line))
+		limited, err := r.ReadString('\n')
+		require.NoError(t, err)
+		replies = append(replies, strings.TrimSpace(limited))
+		c.Close()
+	}
+	require.Equal(t, []string{":0", ":0", ":0", ":1", ":1"}, replies, "3 allowed across both servers")
+	_, err := os.Stat(e.db)
+	require.True(t, os.IsNotExist(err), "--redis opens no database file")
 }
 
 // TestServeRefusesOpenAddressWithoutToken: beyond loopback, a token is
