@@ -256,18 +256,5 @@ func (db *DB) Scan(ctx context.Context, prefix []byte, fn func(key, value []byte
 // should be a value of an unexported type of the caller's package, as for
 // context.WithValue.
 func (db *DB) Attach(key any, open func() (any, error)) (any, error) {
-	db.attachMu.Lock()
-	defer db.attachMu.Unlock()
-	if v, ok := db.attached[key]; ok {
-		return v, nil
-	}
-	v, err := open()
-	if err != nil {
-		return nil, err
-	}
-	if db.attached == nil {
-		db.attached = make(map[any]any)
-	}
-	db.attached[key] = v
-	return v, nil
+	return db.attached.Get(key, open)
 }

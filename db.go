@@ -41,6 +41,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ratestore/ratestore/internal/attach"
 	"github.com/ratestore/ratestore/internal/storage"
 	"github.com/ratestore/ratestore/internal/storage/boltstore"
 	"github.com/ratestore/ratestore/strategies"
@@ -201,8 +202,7 @@ type DB struct {
 
 	recovery *Recovery // see Recovery
 
-	attachMu sync.Mutex
-	attached map[any]any // see Attach
+	attached attach.Set // see Attach
 
 	committer
 	closed    atomic.Bool

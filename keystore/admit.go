@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/internal/sat"
 	"github.com/ratestore/ratestore/strategies"
 )
@@ -120,9 +119,12 @@ func (s *Store) Admit(ctx context.Context, secret string, req Request) (*Admissi
 		return nil, err
 	}
 	var a *Admission
-	err = s.db.Update(ctx, func(b *ratestore.Batch) error {
+	err = s.eng.update(ctx, []string{e.id}, func(b batch) error {
 		e.mu.Lock()
 		defer e.mu.Unlock()
+		if err := s.refresh(b, e); err != nil {
+			return err
+		}
 		if e.rec.gone {
 			return &Denial{Reason: "unknown", RetryAfter: -1, err: ErrNotFound}
 		}
@@ -160,7 +162,7 @@ func (s *Store) Admit(ctx context.Context, secret string, req Request) (*Admissi
 // admits checks that e admits req at now, and takes one request from its
 // rate if so: the last check, so that a refusal changes nothing. The
 // caller holds e.mu.
-func (e *entry) admits(ctx context.Context, b *ratestore.Batch, req Request, now int64) error {
+func (e *entry) admits(ctx context.Context, b batch, req Request, now int64) error {
 	if err := e.refusal(now); err != nil {
 		return err
 	}
@@ -169,7 +171,7 @@ func (e *entry) admits(ctx context.Context, b *ratestore.Batch, req Request, now
 		return &Denial{Reason: "model", Limit: fmt.Sprintf("model %q", req.Model), RetryAfter: -1, key: e.id, err: ErrModel}
 	}
 	if max := pol.pub.MaxConcurrent; max > 0 {
-		r, err := pol.inflight.PeekN(ctx, e.id, 1)
+		r, err := b.PeekN(pol.inflight, e.id, 1)
 		if err != nil {
 			return fmt.Errorf("keystore: key %s: requests in flight: %w", e.id, err)
 		}
@@ -180,7 +182,7 @@ func (e *entry) admits(ctx context.Context, b *ratestore.Batch, req Request, now
 				RetryAfter: r.RetryAfter, key: e.id, err: ErrLimited}
 		}
 	}
-	res, i, err := pol.peek(ctx, e.id, req.Reserve)
+	res, i, err := pol.peek(b, e.id, req.Reserve)
 	if err != nil {
 		return err
 	}
@@ -219,9 +221,12 @@ func (a *Admission) Finish(ctx context.Context, tokens int64) (Usage, error) {
 	}
 	s, e := a.s, a.e
 	var u Usage
-	err := s.db.Update(ctx, func(b *ratestore.Batch) error {
+	err := s.eng.update(ctx, []string{e.id}, func(b batch) error {
 		e.mu.Lock()
 		defer e.mu.Unlock()
+		if err := s.refresh(b, e); err != nil {
+			return err
+		}
 		if a.finished {
 			return errFinished
 		}
@@ -245,7 +250,7 @@ func (a *Admission) Finish(ctx context.Context, tokens int64) (Usage, error) {
 			return err
 		}
 		var err error
-		u, err = s.usageOf(ctx, e, now)
+		u, err = s.usageOf(b, e, now)
 		return err
 	})
 	return u, err
@@ -257,7 +262,7 @@ func (a *Admission) Finish(ctx context.Context, tokens int64) (Usage, error) {
 // window the policy gained since Admit, by recording tokens now. Windows
 // the policy lost since do not count any more and are left as they are.
 // The caller holds the entry's lock.
-func (a *Admission) settle(b *ratestore.Batch, tokens, now int64) error {
+func (a *Admission) settle(b batch, tokens, now int64) error {
 	id := a.e.id
 	delta := tokens - a.reserve
 	if now >= a.deadline && delta < 0 {

@@ -52,6 +52,22 @@
 // and keeps its reservation charged; its late Finish charges only what
 // exceeds it. Never less than the real usage is charged.
 //
+// # Several processes: OpenRedis
+//
+// OpenRedis keeps the same records and states in Redis
+// (redisstore.DB), for gateways that run several instances. Each process
+// still holds the keys in memory, but another may change them: a call
+// reads the key's record again (one GET) before it uses it, and a key
+// another process created is read on first sight, so that a key is used
+// as it now is, never as this process last saw it. The changes of one
+// request are one redisstore.DB.Update holding a lock named by the key's
+// id: the checks of an Admit and what it takes are one decision across
+// every process, and its commit stores nothing if a record or state it
+// read was changed by a writer without the lock. An Admit on Redis is
+// therefore some round trips (the lock, the reads, the commit) where on a
+// ratestore.DB it is none, and batches need every key on one Redis node:
+// not a Cluster.
+//
 // # Policies
 //
 // A policy is validated once and shared by every key that has an equal

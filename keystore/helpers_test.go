@@ -16,7 +16,9 @@ import (
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/badger"
 	"github.com/ratestore/ratestore/internal/fakeclock"
+	"github.com/ratestore/ratestore/internal/redistest"
 	"github.com/ratestore/ratestore/keystore"
+	"github.com/ratestore/ratestore/redisstore"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -32,15 +34,22 @@ var (
 type mode struct {
 	backend    ratestore.Backend
 	durability ratestore.Durability
+	redis      bool // keystore.OpenRedis on a redis-server started for the test, instead
 }
 
-func (m mode) String() string { return fmt.Sprintf("%s/%v", m.backend, m.durability) }
+func (m mode) String() string {
+	if m.redis {
+		return "redis"
+	}
+	return fmt.Sprintf("%s/%v", m.backend, m.durability)
+}
 
 var modes = []mode{
-	{ratestore.Bolt, ratestore.Sync},
-	{ratestore.Bolt, ratestore.Async},
-	{badger.Backend, ratestore.Sync},
-	{badger.Backend, ratestore.Async},
+	{ratestore.Bolt, ratestore.Sync, false},
+	{ratestore.Bolt, ratestore.Async, false},
+	{badger.Backend, ratestore.Sync, false},
+	{badger.Backend, ratestore.Async, false},
+	{redis: true},
 }
 
 // env is a key store on a real database in one mode, with a fake clock.
@@ -53,6 +62,8 @@ type env struct {
 	opts  keystore.Options
 	clock *fakeclock.Clock
 	db    *ratestore.DB
+	srv   *redistest.Server // the redis mode's
+	rdb   *redisstore.DB    // the redis mode's, in place of db
 	ks    *keystore.Store
 	// wedged is set when a call under test never returned and still holds
 	// the database: Close would wait for it forever.
@@ -85,6 +96,9 @@ func newEnv(t *testing.T, m mode, opts keystore.Options) *env {
 		if !e.wedged && e.db != nil {
 			e.db.Close()
 		}
+		if e.rdb != nil {
+			e.rdb.Close()
+		}
 	})
 	return e
 }
@@ -92,6 +106,15 @@ func newEnv(t *testing.T, m mode, opts keystore.Options) *env {
 // openDB opens the database at e.path, without its key store.
 func (e *env) openDB() {
 	e.t.Helper()
+	if e.mode.redis {
+		if e.srv == nil {
+			e.srv = redistest.Start(e.t)
+		}
+		rdb, err := redisstore.Open(ctx, e.srv.URL(), redisstore.Options{Now: e.clock.Now, Timeout: 10 * time.Second})
+		require.NoError(e.t, err)
+		e.rdb, e.ks = rdb, nil
+		return
+	}
 	db, err := ratestore.Open(e.path, ratestore.Options{
 		Backend:       e.mode.backend,
 		Durability:    e.mode.durability,
@@ -105,14 +128,27 @@ func (e *env) openDB() {
 // openStore opens the key store of the open database.
 func (e *env) openStore() {
 	e.t.Helper()
-	ks, err := keystore.Open(e.db, e.opts)
+	ks, err := e.open(e.opts)
 	require.NoError(e.t, err)
 	e.ks = ks
+}
+
+// open opens the key store of the open database with opts.
+func (e *env) open(opts keystore.Options) (*keystore.Store, error) {
+	if e.mode.redis {
+		return keystore.OpenRedis(e.rdb, opts)
+	}
+	return keystore.Open(e.db, opts)
 }
 
 // close closes the database.
 func (e *env) close() {
 	e.t.Helper()
+	if e.mode.redis {
+		require.NoError(e.t, e.rdb.Close())
+		e.rdb, e.ks = nil, nil
+		return
+	}
 	require.NoError(e.t, e.db.Close())
 	e.db, e.ks = nil, nil
 }
@@ -209,7 +245,13 @@ func (e *env) pending() int {
 // rawGet reads the record at key, behind the key store's back.
 func (e *env) rawGet(key string) []byte {
 	e.t.Helper()
-	v, err := e.db.Get(ctx, []byte(key))
+	var v []byte
+	var err error
+	if e.mode.redis {
+		v, err = e.rdb.Get(ctx, []byte(key))
+	} else {
+		v, err = e.db.Get(ctx, []byte(key))
+	}
 	require.NoError(e.t, err)
 	return v
 }
@@ -218,6 +260,15 @@ func (e *env) rawGet(key string) []byte {
 // back.
 func (e *env) rawPut(key string, value []byte) {
 	e.t.Helper()
+	if e.mode.redis {
+		require.NoError(e.t, e.rdb.Update(ctx, nil, func(b *redisstore.Batch) error {
+			if value == nil {
+				return b.Delete([]byte(key))
+			}
+			return b.Put([]byte(key), value)
+		}))
+		return
+	}
 	require.NoError(e.t, e.db.Update(ctx, func(b *ratestore.Batch) error {
 		if value == nil {
 			return b.Delete([]byte(key))
@@ -231,7 +282,11 @@ func (e *env) dump() map[string]string {
 	e.t.Helper()
 	m := map[string]string{}
 	for _, p := range []string{"k/", "h/", "l/"} {
-		require.NoError(e.t, e.db.Scan(ctx, []byte(p), func(k, v []byte) error {
+		scan := e.db.Scan
+		if e.mode.redis {
+			scan = e.rdb.Scan
+		}
+		require.NoError(e.t, scan(ctx, []byte(p), func(k, v []byte) error {
 			m[string(k)] = string(v)
 			return nil
 		}))
@@ -261,11 +316,28 @@ func hashKey(secret string) string {
 // the key store keeps it under the limiter "keys:rpm".
 func (e *env) rateRemaining(id string, rpm int64) int64 {
 	e.t.Helper()
-	l, err := e.db.Limiter("keys:rpm", strategies.RollingWindow{Limit: rpm, Window: time.Minute, Bucket: time.Second})
+	return e.peek("keys:rpm", strategies.RollingWindow{Limit: rpm, Window: time.Minute, Bucket: time.Second}, id).Remaining
+}
+
+// peek is a Peek of key under the limiter name with strategy s, straight
+// from the engine.
+func (e *env) peek(name string, s strategies.Strategy, key string) strategies.Result {
+	e.t.Helper()
+	var r strategies.Result
+	var err error
+	if e.mode.redis {
+		var l *redisstore.Limiter
+		if l, err = e.rdb.Limiter(name, s); err == nil {
+			r, err = l.Peek(ctx, key)
+		}
+	} else {
+		var l *ratestore.Limiter
+		if l, err = e.db.Limiter(name, s); err == nil {
+			r, err = l.Peek(ctx, key)
+		}
+	}
 	require.NoError(e.t, err)
-	r, err := l.Peek(ctx, id)
-	require.NoError(e.t, err)
-	return r.Remaining
+	return r
 }
 
 // within runs f and fails the test if it has not returned after d of real

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/internal/sat"
 	"github.com/ratestore/ratestore/strategies"
 )
@@ -32,7 +31,7 @@ func (s *Store) Create(ctx context.Context, spec Spec) (Key, string, error) {
 	rec.hash = hashSecret(secret)
 	rec.createdAt, rec.hasCreated = s.now(), true
 	var k Key
-	err = s.db.Update(ctx, func(b *ratestore.Batch) error {
+	err = s.eng.update(ctx, []string{hashLock(rec.hash)}, func(b batch) error {
 		e, err := s.add(b, "", rec, false)
 		if err == nil {
 			k = e.key()
@@ -77,7 +76,14 @@ func (s *Store) fromSpec(op string, spec Spec) (record, error) {
 // add stores rec, whose hash no key has, in b as a new key: the key id,
 // or one drawn now when id is "". legacy says whether the key's legacy
 // usage windows are stored (see Import). It adds the key to the maps.
-func (s *Store) add(b *ratestore.Batch, id string, rec record, legacy bool) (*entry, error) {
+func (s *Store) add(b batch, id string, rec record, legacy bool) (*entry, error) {
+	if s.eng.shared() { // another process may have added it: its hash is stored
+		if id, err := b.Get(hashKey(rec.hash)); err != nil {
+			return nil, err
+		} else if id != nil {
+			return nil, fmt.Errorf("keystore: a key with this secret exists already (%s): %w", id, ErrInvalid)
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.byHash[rec.hash] != nil {
@@ -128,11 +134,14 @@ func (s *Store) Get(ctx context.Context, id string) (Key, error) {
 // which List returns. fn may call the Store. It does not merge legacy
 // usage. A key whose record is corrupt stops it with that error.
 func (s *Store) List(ctx context.Context, fn func(Key) error) error {
+	if err := s.sync(ctx); err != nil {
+		return err
+	}
 	for _, id := range s.sortedIDs() {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		e, err := s.find(id)
+		e, err := s.find(ctx, id)
 		switch {
 		case err == nil:
 			e.mu.Lock()
@@ -164,7 +173,7 @@ func (s *Store) List(ctx context.Context, fn func(Key) error) error {
 // empty, and admissions in flight finish in the windows they reserved in.
 func (s *Store) Update(ctx context.Context, id string, fn func(*Spec) error) (Key, error) {
 	var k Key
-	err := s.change(ctx, id, func(b *ratestore.Batch, e *entry, _ int64) (bool, error) {
+	err := s.change(ctx, id, func(b batch, e *entry, _ int64) (bool, error) {
 		old := e.spec()
 		spec := old
 		spec.Policy.Windows = slices.Clone(old.Policy.Windows)
@@ -206,7 +215,7 @@ func (s *Store) Disable(ctx context.Context, id string) error { return s.setDisa
 func (s *Store) Enable(ctx context.Context, id string) error { return s.setDisabled(ctx, id, false) }
 
 func (s *Store) setDisabled(ctx context.Context, id string, disabled bool) error {
-	return s.change(ctx, id, func(_ *ratestore.Batch, e *entry, _ int64) (bool, error) {
+	return s.change(ctx, id, func(_ batch, e *entry, _ int64) (bool, error) {
 		if e.rec.disabled == disabled {
 			return false, nil
 		}
@@ -231,7 +240,7 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	s.mu.RUnlock()
 	ops := [][]byte{recordKey(id), legacyKey(id)}
 	if bad {
-		err := s.db.Scan(ctx, []byte(hashPrefix), func(k, v []byte) error {
+		err := s.eng.scan(ctx, []byte(hashPrefix), func(k, v []byte) error {
 			if string(v) == id {
 				ops = append(ops, slices.Clone(k))
 			}
@@ -241,7 +250,7 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 			return fmt.Errorf("keystore: delete key %s: %w", id, err)
 		}
 	}
-	return s.db.Update(ctx, func(b *ratestore.Batch) error {
+	return s.eng.update(ctx, []string{id}, func(b batch) error {
 		s.mu.Lock()
 		e, bad := s.byID[id], s.corrupt[id]
 		if e == nil && bad == nil {
@@ -280,6 +289,9 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (Key, error) {
 		return Key{}, err
 	}
 	e, err := s.bySecret(ctx, secret)
+	if err == nil {
+		err = s.fresh(ctx, e)
+	}
 	if err != nil {
 		return Key{}, err
 	}
@@ -303,6 +315,9 @@ func (s *Store) Check(ctx context.Context, secret string) (Key, strategies.Resul
 		return Key{}, strategies.Result{}, err
 	}
 	e, err := s.bySecret(ctx, secret)
+	if err == nil {
+		err = s.fresh(ctx, e)
+	}
 	if err != nil {
 		return Key{}, strategies.Result{}, err
 	}
@@ -322,7 +337,7 @@ func (s *Store) Check(ctx context.Context, secret string) (Key, strategies.Resul
 	if err := e.refusal(s.expiryNow(e)); err != nil {
 		return k, strategies.Result{}, err
 	}
-	res, _, err := e.rec.pol.peek(ctx, e.id, 0)
+	res, _, err := e.rec.pol.peek(direct{ctx}, e.id, 0)
 	if err != nil {
 		return Key{}, strategies.Result{}, err
 	}
@@ -339,7 +354,7 @@ func (s *Store) RecordUsage(ctx context.Context, id string, tokens int64) (strat
 		return strategies.Result{}, invalid("record usage: key %s: negative tokens %d", id, tokens)
 	}
 	var res strategies.Result
-	err := s.change(ctx, id, func(b *ratestore.Batch, e *entry, now int64) (bool, error) {
+	err := s.change(ctx, id, func(b batch, e *entry, now int64) (bool, error) {
 		for i, l := range e.rec.pol.windows {
 			r, err := b.Record(l, id, tokens)
 			if err != nil {
@@ -375,14 +390,14 @@ func (s *Store) Usage(ctx context.Context, id string) (Usage, error) {
 	if e.rec.gone {
 		return Usage{}, notFound(id)
 	}
-	return s.usageOf(ctx, e, s.now())
+	return s.usageOf(direct{ctx}, e, s.now())
 }
 
 // usageOf is Usage of e. The caller holds e.mu.
-func (s *Store) usageOf(ctx context.Context, e *entry, now int64) (Usage, error) {
+func (s *Store) usageOf(r reader, e *entry, now int64) (Usage, error) {
 	pol := e.rec.pol
 	u := Usage{Windows: make([]WindowUsage, len(pol.windows))}
-	err := pol.inflight.Inspect(ctx, e.id, func(st strategies.State, now int64) error {
+	err := r.Inspect(pol.inflight, e.id, func(st strategies.State, now int64) error {
 		n, err := s.lease.Used(st, now)
 		u.InFlight = int(n)
 		return err
@@ -391,7 +406,7 @@ func (s *Store) usageOf(ctx context.Context, e *entry, now int64) (Usage, error)
 		return Usage{}, fmt.Errorf("keystore: key %s: requests in flight: %w", e.id, err)
 	}
 	for i := range pol.pub.Windows {
-		wu, err := s.windowUsage(ctx, e, i)
+		wu, err := s.windowUsage(r, e, i)
 		if err != nil {
 			return Usage{}, err
 		}
@@ -406,11 +421,11 @@ func (s *Store) usageOf(ctx context.Context, e *entry, now int64) (Usage, error)
 }
 
 // windowUsage reports window i of e's policy.
-func (s *Store) windowUsage(ctx context.Context, e *entry, i int) (WindowUsage, error) {
+func (s *Store) windowUsage(r reader, e *entry, i int) (WindowUsage, error) {
 	w := e.rec.pol.pub.Windows[i]
 	wu := WindowUsage{Window: w.Window, Bucket: w.Bucket, Limit: w.Limit}
 	rw := w.strategy()
-	err := e.rec.pol.windows[i].Inspect(ctx, e.id, func(st strategies.State, now int64) error {
+	err := r.Inspect(e.rec.pol.windows[i], e.id, func(st strategies.State, now int64) error {
 		used, err := rw.Used(st, now)
 		if err != nil {
 			return err
@@ -444,17 +459,20 @@ func (s *Store) windowUsage(ctx context.Context, e *entry, i int) (WindowUsage, 
 // change runs fn on key id, after merging its pending legacy usage in the
 // same commit, in a Batch and under the key's lock, then writes its record if fn reports
 // that it changed it. An error from fn commits nothing of the record.
-func (s *Store) change(ctx context.Context, id string, fn func(b *ratestore.Batch, e *entry, now int64) (bool, error)) error {
+func (s *Store) change(ctx context.Context, id string, fn func(b batch, e *entry, now int64) (bool, error)) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	e, err := s.find(id)
+	e, err := s.find(ctx, id)
 	if err != nil {
 		return err
 	}
-	return s.db.Update(ctx, func(b *ratestore.Batch) error {
+	return s.eng.update(ctx, []string{id}, func(b batch) error {
 		e.mu.Lock()
 		defer e.mu.Unlock()
+		if err := s.refresh(b, e); err != nil {
+			return err
+		}
 		if e.rec.gone {
 			return notFound(id)
 		}
@@ -475,7 +493,10 @@ func (s *Store) settled(ctx context.Context, id string) (*entry, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	e, err := s.find(id)
+	e, err := s.find(ctx, id)
+	if err == nil {
+		err = s.fresh(ctx, e)
+	}
 	if err != nil {
 		return nil, err
 	}

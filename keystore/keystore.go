@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/redisstore"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -129,7 +130,7 @@ var (
 
 // Store is the key store of one database. It is safe for concurrent use.
 type Store struct {
-	db    *ratestore.DB
+	eng   engine
 	opts  Options // with the defaults applied
 	usage Window  // the window of Spec.TokenLimit and of legacy keys
 
@@ -170,11 +171,35 @@ func Open(db *ratestore.DB, opts Options) (*Store, error) {
 	if db == nil {
 		return nil, fmt.Errorf("keystore: open: nil database: %w", ErrInvalid)
 	}
+	return attach(db.Attach, embedded{db}, opts)
+}
+
+// OpenRedis returns the key store in the Redis of rdb, as Open does for a
+// ratestore.DB: every process that opens it there shares its keys, their
+// windows, request rates, requests in flight and reservations. Each
+// process holds the keys in memory as Open does, and reads a key's record
+// again from Redis before it uses it, so that a key created, changed,
+// disabled or deleted by another process is used as it now is. A change of
+// a key (an Admit, a Finish, an update) is one redisstore.DB.Update,
+// holding a lock of the key against the other processes' changes: the
+// checks of an Admit and what it takes are one decision across all of
+// them. It needs one Redis node (or a primary with replicas), not a
+// Cluster.
+func OpenRedis(rdb *redisstore.DB, opts Options) (*Store, error) {
+	if rdb == nil {
+		return nil, fmt.Errorf("keystore: open: nil Redis: %w", ErrInvalid)
+	}
+	return attach(rdb.Attach, remote{rdb}, opts)
+}
+
+// attach returns the Store of the database whose Attach method is
+// attachTo, opening it on eng the first time (see Open).
+func attach(attachTo func(any, func() (any, error)) (any, error), eng engine, opts Options) (*Store, error) {
 	o, err := withDefaults(opts)
 	if err != nil {
 		return nil, err
 	}
-	v, err := db.Attach(storeKey{}, func() (any, error) { return open(db, o) })
+	v, err := attachTo(storeKey{}, func() (any, error) { return open(eng, o) })
 	if err != nil {
 		return nil, err
 	}
@@ -207,16 +232,19 @@ func withDefaults(o Options) (Options, error) {
 }
 
 // now reads the DB's clock, in Unix nanoseconds.
-func (s *Store) now() int64 { return s.db.Now().UnixNano() }
+func (s *Store) now() int64 { return s.eng.now() }
 
-// find returns the entry of key id.
-func (s *Store) find(id string) (*entry, error) {
+// find returns the entry of key id: on a shared engine, read from it when
+// another process created the key.
+func (s *Store) find(ctx context.Context, id string) (*entry, error) {
 	s.mu.RLock()
 	e, bad := s.byID[id], s.corrupt[id]
 	s.mu.RUnlock()
 	switch {
 	case bad != nil:
 		return nil, bad
+	case e == nil && s.eng.shared() && validID(id):
+		return s.lookup(ctx, id)
 	case e == nil:
 		return nil, notFound(id)
 	}
@@ -232,10 +260,25 @@ func (s *Store) bySecret(ctx context.Context, secret string) (*entry, error) {
 	if e != nil {
 		return e, nil
 	}
+	if s.eng.shared() {
+		// A key another process created since this Store loaded its keys.
+		id, err := s.eng.get(ctx, hashKey(h))
+		if err != nil {
+			return nil, fmt.Errorf("keystore: authenticate: %w", err)
+		}
+		if id == nil {
+			return nil, errUnknownSecret
+		}
+		e, err := s.lookup(ctx, string(id))
+		if errors.Is(err, ErrNotFound) {
+			return nil, errUnknownSecret
+		}
+		return e, err
+	}
 	if anyCorrupt {
 		// The key may be one whose record cannot be read: the stored index
 		// of hashes still names it.
-		id, err := s.db.Get(ctx, hashKey(h))
+		id, err := s.eng.get(ctx, hashKey(h))
 		if err != nil {
 			return nil, fmt.Errorf("keystore: authenticate: %w", err)
 		}

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -125,7 +124,7 @@ func (s *Store) importFresh(ctx context.Context, fresh []int, recs []record, win
 		taken[ids[i]] = true
 	}
 	s.mu.RUnlock()
-	err := s.db.Update(ctx, func(b *ratestore.Batch) error {
+	err := s.eng.update(ctx, nil, func(b batch) error {
 		for _, i := range fresh {
 			if len(windows[i]) > 0 {
 				if err := b.Put(legacyKey(ids[i]), appendLegacy(nil, windows[i])); err != nil {
@@ -136,12 +135,16 @@ func (s *Store) importFresh(ctx context.Context, fresh []int, recs []record, win
 		return nil
 	})
 	if err == nil {
-		err = s.db.Flush(ctx)
+		err = s.eng.flush(ctx)
 	}
 	if err != nil {
 		return err
 	}
-	return s.db.Update(ctx, func(b *ratestore.Batch) error {
+	locks := make([]string, 0, len(fresh))
+	for _, i := range fresh {
+		locks = append(locks, hashLock(recs[i].hash))
+	}
+	return s.eng.update(ctx, locks, func(b batch) error {
 		for _, i := range fresh {
 			e, err := s.add(b, ids[i], recs[i], len(windows[i]) > 0)
 			if err != nil {
@@ -216,9 +219,12 @@ func (s *Store) settle(ctx context.Context, e *entry) error {
 	if !pending {
 		return nil
 	}
-	return s.db.Update(ctx, func(b *ratestore.Batch) error {
+	return s.eng.update(ctx, []string{e.id}, func(b batch) error {
 		e.mu.Lock()
 		defer e.mu.Unlock()
+		if err := s.refresh(b, e); err != nil {
+			return err
+		}
 		if e.rec.gone {
 			return nil // deleted meanwhile
 		}
@@ -228,7 +234,7 @@ func (s *Store) settle(ctx context.Context, e *entry) error {
 
 // mergePending merges e's legacy usage windows in b if any are pending
 // (see mergeLegacy). The caller holds e.mu, inside b's Update.
-func (s *Store) mergePending(ctx context.Context, b *ratestore.Batch, e *entry) error {
+func (s *Store) mergePending(ctx context.Context, b batch, e *entry) error {
 	if !e.rec.legacy {
 		return nil
 	}
@@ -239,8 +245,8 @@ func (s *Store) mergePending(ctx context.Context, b *ratestore.Batch, e *entry) 
 // of its policy, and in the same commit deletes the legacy record and
 // writes the record without its pending flag, so that a window is merged
 // exactly once. The caller holds e.mu, inside b's Update.
-func (s *Store) mergeLegacy(ctx context.Context, b *ratestore.Batch, e *entry) error {
-	v, err := s.db.Get(ctx, legacyKey(e.id))
+func (s *Store) mergeLegacy(ctx context.Context, b batch, e *entry) error {
+	v, err := b.Get(legacyKey(e.id))
 	if err != nil {
 		return fmt.Errorf("keystore: key %s: %w", e.id, err)
 	}
@@ -291,7 +297,7 @@ func (s *Store) LegacyIDs(ctx context.Context, fn func(id string) error) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		e, err := s.find(id)
+		e, err := s.find(ctx, id)
 		if err != nil {
 			continue // corrupt, or deleted since sortedIDs
 		}
@@ -310,7 +316,7 @@ func (s *Store) LegacyIDs(ctx context.Context, fn func(id string) error) error {
 // MigrateLegacy merges the legacy usage of key id now, and reports whether
 // it had any pending.
 func (s *Store) MigrateLegacy(ctx context.Context, id string) (bool, error) {
-	e, err := s.find(id)
+	e, err := s.find(ctx, id)
 	if err != nil {
 		return false, err
 	}

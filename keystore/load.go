@@ -5,14 +5,13 @@ import (
 	"crypto/sha256"
 	"fmt"
 
-	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/strategies"
 )
 
 // open loads the key store of db into memory (see Open).
-func open(db *ratestore.DB, o Options) (*Store, error) {
+func open(eng engine, o Options) (*Store, error) {
 	s := &Store{
-		db:      db,
+		eng:     eng,
 		opts:    o,
 		usage:   Window{Window: o.UsageWindow, Bucket: o.UsageBucket},
 		byID:    make(map[string]*entry),
@@ -22,7 +21,7 @@ func open(db *ratestore.DB, o Options) (*Store, error) {
 	}
 	ctx := context.Background()
 	var v1 []upgrade
-	err := db.Scan(ctx, []byte(recordPrefix), func(k, v []byte) error {
+	err := eng.scan(ctx, []byte(recordPrefix), func(k, v []byte) error {
 		id := string(k[len(recordPrefix):])
 		e, window, err := s.load(id, v)
 		if err != nil {
@@ -92,7 +91,7 @@ func (s *Store) upgrade(ctx context.Context, ups []upgrade) error {
 	if len(ups) == 0 {
 		return nil
 	}
-	err := s.db.Update(ctx, func(b *ratestore.Batch) error {
+	err := s.eng.update(ctx, nil, func(b batch) error {
 		for _, u := range ups {
 			if len(u.window) == 0 {
 				continue
@@ -110,7 +109,7 @@ func (s *Store) upgrade(ctx context.Context, ups []upgrade) error {
 	if err != nil {
 		return err
 	}
-	return s.db.Update(ctx, func(b *ratestore.Batch) error {
+	return s.eng.update(ctx, nil, func(b batch) error {
 		for _, u := range ups {
 			if !u.e.rec.gone {
 				if err := b.Put(recordKey(u.e.id), u.e.rec.encode()); err != nil {

@@ -1,7 +1,6 @@
 package keystore
 
 import (
-	"context"
 	"fmt"
 	"path"
 	"slices"
@@ -9,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -39,13 +37,13 @@ var rateWindow = Window{Window: time.Minute, Bucket: time.Second}
 // share one (see policies), so a key costs a pointer for it.
 type policy struct {
 	pub     Policy
-	enc     string               // appendPolicy's encoding: what records store, and the key that shares policies
-	windows []*ratestore.Limiter // pub.Windows[i]'s
-	rate    *ratestore.Limiter   // nil: no request-rate limit
+	enc     string    // appendPolicy's encoding: what records store, and the key that shares policies
+	windows []limiter // pub.Windows[i]'s
+	rate    limiter   // nil: no request-rate limit
 	// inflight holds the requests in flight, a lease each: a SlidingLog of
 	// the Store's LeaseTTL, its Limit MaxConcurrent, or MaxMaxConcurrent
 	// when there is no cap (the Limit then only bounds the log's size).
-	inflight *ratestore.Limiter
+	inflight limiter
 }
 
 // policies interns the policies of a Store. Policies are few (most keys
@@ -68,16 +66,16 @@ func (s *Store) policy(op string, p Policy) (*policy, error) {
 	if pol, ok := s.policies.m[enc]; ok {
 		return pol, nil
 	}
-	pol := &policy{pub: p, enc: enc, windows: make([]*ratestore.Limiter, len(p.Windows))}
+	pol := &policy{pub: p, enc: enc, windows: make([]limiter, len(p.Windows))}
 	for i, w := range p.Windows {
-		if pol.windows[i], err = s.db.Limiter(windowName(w.Window), w.strategy()); err != nil {
+		if pol.windows[i], err = s.eng.limiter(windowName(w.Window), w.strategy()); err != nil {
 			return nil, fmt.Errorf("keystore: %s: Policy.Windows[%d]: %w", op, i, err)
 		}
 	}
 	if p.RequestsPerMinute > 0 {
 		w := rateWindow
 		w.Limit = p.RequestsPerMinute
-		if pol.rate, err = s.db.Limiter(rateName, w.strategy()); err != nil {
+		if pol.rate, err = s.eng.limiter(rateName, w.strategy()); err != nil {
 			return nil, fmt.Errorf("keystore: %s: Policy.RequestsPerMinute: %w", op, err)
 		}
 	}
@@ -85,7 +83,7 @@ func (s *Store) policy(op string, p Policy) (*policy, error) {
 	if lease.Limit = int64(p.MaxConcurrent); lease.Limit == 0 {
 		lease.Limit = MaxMaxConcurrent
 	}
-	if pol.inflight, err = s.db.Limiter(inflightName, lease); err != nil {
+	if pol.inflight, err = s.eng.limiter(inflightName, lease); err != nil {
 		return nil, fmt.Errorf("keystore: %s: Policy.MaxConcurrent: %w", op, err)
 	}
 	if s.policies.m == nil {
@@ -211,11 +209,11 @@ func (p *Policy) allows(model string) bool {
 
 // peek asks every token window of key id whether n more tokens fit,
 // changing nothing, and returns the binding answer (see bind).
-func (pol *policy) peek(ctx context.Context, id string, n int64) (strategies.Result, int, error) {
+func (pol *policy) peek(rd reader, id string, n int64) (strategies.Result, int, error) {
 	var res strategies.Result
 	binding := 0
 	for i, l := range pol.windows {
-		r, err := l.PeekN(ctx, id, n)
+		r, err := rd.PeekN(l, id, n)
 		if err != nil {
 			return strategies.Result{}, -1, fmt.Errorf("keystore: key %s: %w", id, err)
 		}
@@ -274,7 +272,7 @@ func bind(a, b strategies.Result) strategies.Result {
 }
 
 // reset forgets the usage of key id in every limit of pol, in b.
-func (pol *policy) reset(b *ratestore.Batch, id string) error {
+func (pol *policy) reset(b batch, id string) error {
 	for _, l := range pol.windows {
 		if err := b.Reset(l, id); err != nil {
 			return err

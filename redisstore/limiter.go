@@ -88,6 +88,37 @@ func (l *Limiter) Record(ctx context.Context, key string, n int64) (Result, erro
 	return r, err
 }
 
+// Inspect calls fn with key's state as Redis holds it (a fresh one if it
+// has none) and the instant of the call, in Unix nanoseconds, as
+// ratestore.Limiter.Inspect does: for the queries a strategy offers
+// besides its decisions. fn must not change the state.
+func (l *Limiter) Inspect(ctx context.Context, key string, fn func(st strategies.State, now int64) error) error {
+	if err := l.check(ctx, key, 0); err != nil {
+		return err
+	}
+	_, err := l.update(ctx, key, func(cur string, now int64) (outcome, error) {
+		return outcome{next: cur}, l.inspect(cur, now, fn)
+	})
+	if err != nil {
+		return fmt.Errorf("redisstore: limiter %q: key %q: inspect: %w", l.name, key, err)
+	}
+	return nil
+}
+
+// inspect calls fn with the state of the stored value cur and the instant
+// a call at now uses on it.
+func (l *Limiter) inspect(cur string, now int64, fn func(st strategies.State, now int64) error) error {
+	seen, st, err := l.decode(cur)
+	if err != nil {
+		return err
+	}
+	if st == nil {
+		st = l.d.NewState()
+	}
+	at, _ := l.instant(seen, now, st)
+	return fn(st, at)
+}
+
 // Reset forgets key's state under the limiter's name.
 func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if err := l.check(ctx, key, 0); err != nil {

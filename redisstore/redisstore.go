@@ -66,6 +66,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/internal/attach"
 )
 
 // Defaults of Options.
@@ -89,6 +90,9 @@ type Options struct {
 	// FailOpen allows a call that Redis could not decide (unreachable, too
 	// slow, an error), logging the failure at Warn, instead of failing it.
 	FailOpen bool
+	// LockTTL is how long the locks of an Update last when their holder
+	// never releases them (it crashed); DefaultLockTTL when 0.
+	LockTTL time.Duration
 	// MaxCachedKeys bounds the keys whose last seen state the DB keeps to
 	// decide on; DefaultMaxCachedKeys when 0. A key not kept costs one more
 	// round trip on its next call when it is stored in Redis.
@@ -110,13 +114,14 @@ type Options struct {
 // DB is a connection to Redis holding limiter states. It is safe for
 // concurrent use.
 type DB struct {
-	client redis.UniversalClient
-	opts   Options
-	now    func() time.Time
-	after  func(d time.Duration) <-chan time.Time
-	log    *slog.Logger
-	cache  cache
-	closed atomic.Bool
+	client   redis.UniversalClient
+	attached attach.Set // see Attach
+	opts     Options
+	now      func() time.Time
+	after    func(d time.Duration) <-chan time.Time
+	log      *slog.Logger
+	cache    cache
+	closed   atomic.Bool
 }
 
 // ErrClosed is ratestore.ErrClosed: returned by every call after Close.
@@ -214,11 +219,16 @@ func withDefaults(o Options) (Options, error) {
 	if o.MaxCachedKeys == 0 {
 		o.MaxCachedKeys = DefaultMaxCachedKeys
 	}
+	if o.LockTTL == 0 {
+		o.LockTTL = DefaultLockTTL
+	}
 	switch {
 	case strings.ContainsAny(o.Prefix, "{}"):
 		return Options{}, fmt.Errorf("redisstore: Prefix %q contains a brace: %w", o.Prefix, ratestore.ErrInvalid)
 	case o.Timeout < 0:
 		return Options{}, fmt.Errorf("redisstore: negative Timeout %v: %w", o.Timeout, ratestore.ErrInvalid)
+	case o.LockTTL < time.Millisecond:
+		return Options{}, fmt.Errorf("redisstore: LockTTL %v is under a millisecond: %w", o.LockTTL, ratestore.ErrInvalid)
 	case o.MaxCachedKeys < 0:
 		return Options{}, fmt.Errorf("redisstore: negative MaxCachedKeys %d: %w", o.MaxCachedKeys, ratestore.ErrInvalid)
 	}
@@ -232,6 +242,16 @@ func (db *DB) Close() error {
 		return nil
 	}
 	return db.client.Close()
+}
+
+// Now reads the DB's clock (Options.Now). Packages built on a DB use it so
+// that an injected clock rules them too.
+func (db *DB) Now() time.Time { return db.now() }
+
+// Attach returns the value attached to db under key, calling open to make
+// it the first time, as ratestore.DB.Attach does: one key store per DB.
+func (db *DB) Attach(key any, open func() (any, error)) (any, error) {
+	return db.attached.Get(key, open)
 }
 
 // key is the Redis key of key's state under the limiter name.

@@ -1,0 +1,149 @@
+package keystore_test
+
+import (
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratestore/ratestore/internal/fakeclock"
+	"github.com/ratestore/ratestore/internal/redistest"
+	"github.com/ratestore/ratestore/keystore"
+	"github.com/ratestore/ratestore/redisstore"
+)
+
+// twoStores opens the key store twice on one redis-server, through two
+// redisstore.DBs: two gateway processes sharing their keys.
+func twoStores(t *testing.T) (a, b *keystore.Store, clock *fakeclock.Clock) {
+	t.Helper()
+	srv := redistest.Start(t)
+	clock = fakeclock.New(t0)
+	open := func() *keystore.Store {
+		rdb, err := redisstore.Open(ctx, srv.URL(), redisstore.Options{Now: clock.Now, Timeout: 10 * time.Second})
+		require.NoError(t, err)
+		t.Cleanup(func() { rdb.Close() })
+		ks, err := keystore.OpenRedis(rdb, keystore.Options{})
+		require.NoError(t, err)
+		return ks
+	}
+	return open(), open(), clock
+}
+
+// TestSharedKeys: what one process does to a key (create, change,
+// disable, delete, use) the other sees at its next call.
+func TestSharedKeys(t *testing.T) {
+	a, b, _ := twoStores(t)
+	k, secret, err := a.Create(ctx, keystore.Spec{Name: "shared", TokenLimit: 100})
+	require.NoError(t, err)
+
+	got, err := b.Authenticate(ctx, secret)
+	require.NoError(t, err, "a key created by another process")
+	require.Equal(t, k.ID, got.ID)
+
+	_, err = b.RecordUsage(ctx, k.ID, 30)
+	require.NoError(t, err)
+	u, err := a.Usage(ctx, k.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 30, u.Used)
+
+	_, err = a.Update(ctx, k.ID, func(s *keystore.Spec) error { s.TokenLimit = 50; return nil })
+	require.NoError(t, err)
+	_, res, err := b.Check(ctx, secret)
+	require.NoError(t, err)
+	require.EqualValues(t, 20, res.Remaining, "the limit another process set")
+
+	require.NoError(t, b.Disable(ctx, k.ID))
+	_, err = a.Admit(ctx, secret, keystore.Request{})
+	require.ErrorIs(t, err, keystore.ErrDisabled)
+	require.NoError(t, a.Enable(ctx, k.ID))
+	adm, err := b.Admit(ctx, secret, keystore.Request{Reserve: 10})
+	require.NoError(t, err)
+	_, err = adm.Finish(ctx, 5)
+	require.NoError(t, err)
+	got, err = a.Get(ctx, k.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 30+5, got.LifetimeTokens, "both processes' tokens")
+
+	var listed []string
+	require.NoError(t, b.List(ctx, func(k keystore.Key) error { listed = append(listed, k.ID); return nil }))
+	require.Equal(t, []string{k.ID}, listed)
+
+	require.NoError(t, a.Delete(ctx, k.ID))
+	_, err = b.Authenticate(ctx, secret)
+	require.ErrorIs(t, err, keystore.ErrNotFound)
+	_, err = b.Get(ctx, k.ID)
+	require.ErrorIs(t, err, keystore.ErrNotFound)
+	listed = nil
+	require.NoError(t, b.List(ctx, func(k keystore.Key) error { listed = append(listed, k.ID); return nil }))
+	require.Empty(t, listed)
+}
+
+// TestSharedAdmitExact: Admits of one key in two processes at once take
+// exactly its window and its slots: the tokens reserved never exceed the
+// limit, and no more requests run at once than MaxConcurrent.
+func TestSharedAdmitExact(t *testing.T) {
+	a, b, _ := twoStores(t)
+	_, secret, err := a.Create(ctx, keystore.Spec{Name: "busy", Policy: keystore.Policy{
+		Windows:       []keystore.Window{{Limit: 1000, Window: time.Hour, Bucket: time.Minute}},
+		MaxConcurrent: 7,
+	}})
+	require.NoError(t, err)
+
+	// Round 1: 40 Admits of 30 tokens, none finished: the slots refuse
+	// all but 7.
+	const n = 40
+	var admitted atomic.Int64
+	held := make([]*keystore.Admission, n)
+	err = parallel(n, func(i int) error {
+		ks := []*keystore.Store{a, b}[i%2]
+		adm, err := ks.Admit(ctx, secret, keystore.Request{Reserve: 30})
+		if errors.Is(err, keystore.ErrLimited) {
+			return nil
+		}
+		if err == nil {
+			admitted.Add(1)
+			held[i] = adm
+		}
+		return err
+	})
+	require.NoError(t, err)
+	require.EqualValues(t, 7, admitted.Load())
+	for _, adm := range held {
+		if adm != nil {
+			_, err := adm.Finish(ctx, 30)
+			require.NoError(t, err)
+		}
+	}
+
+	// Round 2: Admits finished at once: the window (1000 - 210 used)
+	// admits 26 more of 30 tokens, and no more, whoever asks.
+	admitted.Store(0)
+	err = parallel(n, func(i int) error {
+		ks := []*keystore.Store{a, b}[i%2]
+		adm, err := ks.Admit(ctx, secret, keystore.Request{Reserve: 30})
+		for errors.Is(err, keystore.ErrLimited) {
+			var d *keystore.Denial
+			errors.As(err, &d)
+			if d.Reason == "window" {
+				return nil
+			}
+			adm, err = ks.Admit(ctx, secret, keystore.Request{Reserve: 30}) // a slot is busy: again
+		}
+		if err != nil {
+			return err
+		}
+		admitted.Add(1)
+		_, err = adm.Finish(ctx, 30)
+		return err
+	})
+	require.NoError(t, err)
+	require.EqualValues(t, (1000-210)/30, admitted.Load())
+	k, err := b.Authenticate(ctx, secret)
+	require.NoError(t, err)
+	u, err := a.Usage(ctx, k.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 210+30*admitted.Load(), u.Used)
+	require.Zero(t, u.InFlight)
+}

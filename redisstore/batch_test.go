@@ -1,0 +1,171 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/internal/redistest"
+	"github.com/ratestore/ratestore/redisstore"
+	"github.com/ratestore/ratestore/strategies"
+)
+
+// TestUpdateLocked: batches of two DBs (two processes) that read, change
+// and write one record and one limiter state under one lock take turns:
+// no increment is lost, and the limiter admits exactly its limit.
+func TestUpdateLocked(t *testing.T) {
+	srv := redistest.Start(t)
+	clock := newClock()
+	dbs := []*redisstore.DB{
+		open(t, srv.URL(), clock, redisstore.Options{Timeout: 10 * time.Second}),
+		open(t, srv.URL(), clock, redisstore.Options{Timeout: 10 * time.Second}),
+	}
+	const calls, limit = 40, 25
+	var wg sync.WaitGroup
+	allowed := make([]bool, calls)
+	errs := make([]error, calls)
+	for i := range calls {
+		db := dbs[i%2]
+		l, err := db.Limiter("w", strategies.FixedWindow{Quotas: []strategies.Quota{{Name: "h", Limit: limit, Window: time.Hour}}})
+		require.NoError(t, err)
+		wg.Go(func() {
+			errs[i] = db.Update(ctx, []string{"k1"}, func(b *redisstore.Batch) error {
+				v, err := b.Get([]byte("count"))
+				if err != nil {
+					return err
+				}
+				n, _ := strconv.Atoi(string(v))
+				if err := b.Put([]byte("count"), []byte(strconv.Itoa(n+1))); err != nil {
+					return err
+				}
+				r, err := b.AllowN(l, "k1", 1)
+				allowed[i] = r.Allowed
+				return err
+			})
+		})
+	}
+	wg.Wait()
+	require.NoError(t, errors.Join(errs...))
+	v, err := dbs[0].Get(ctx, []byte("count"))
+	require.NoError(t, err)
+	require.Equal(t, strconv.Itoa(calls), string(v))
+	n := 0
+	for _, a := range allowed {
+		if a {
+			n++
+		}
+	}
+	require.Equal(t, limit, n)
+}
+
+// TestUpdateConflict: a batch whose read value is changed before its
+// commit by a writer without its lock stores nothing and fails with
+// ErrConflict; its locks are released, so the next batch runs.
+func TestUpdateConflict(t *testing.T) {
+	srv := redistest.Start(t)
+	db := open(t, srv.URL(), newClock(), redisstore.Options{})
+	raw := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer raw.Close()
+	require.NoError(t, db.Update(ctx, nil, func(b *redisstore.Batch) error { return b.Put([]byte("a"), []byte("1")) }))
+
+	err := db.Update(ctx, []string{"x"}, func(b *redisstore.Batch) error {
+		if _, err := b.Get([]byte("a")); err != nil {
+			return err
+		}
+		require.NoError(t, raw.Set(ctx, "ratestore:r:a", "changed", 0).Err()) // behind the lock's back
+		if err := b.Put([]byte("a"), []byte("2")); err != nil {
+			return err
+		}
+		return b.Put([]byte("b"), []byte("new"))
+	})
+	require.ErrorIs(t, err, redisstore.ErrConflict)
+	v, err := db.Get(ctx, []byte("a"))
+	require.NoError(t, err)
+	require.Equal(t, "changed", string(v))
+	v, err = db.Get(ctx, []byte("b"))
+	require.NoError(t, err)
+	require.Nil(t, v, "nothing of a conflicting batch is stored")
+
+	require.NoError(t, db.Update(ctx, []string{"x"}, func(b *redisstore.Batch) error { return b.Delete([]byte("a")) }))
+	v, err = db.Get(ctx, []byte("a"))
+	require.NoError(t, err)
+	require.Nil(t, v)
+}
+
+// TestUpdateLockOfCrashedHolder: a lock whose holder never released it
+// (a crashed process) keeps other batches waiting until ctx ends, and
+// ends after LockTTL.
+func TestUpdateLockOfCrashedHolder(t *testing.T) {
+	srv := redistest.Start(t)
+	db := open(t, srv.URL(), newClock(), redisstore.Options{LockTTL: 300 * time.Millisecond})
+	raw := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer raw.Close()
+	require.NoError(t, raw.Set(ctx, "ratestore:lock:k", "crashed", 300*time.Millisecond).Err())
+
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	err := db.Update(short, []string{"k"}, func(*redisstore.Batch) error { return nil })
+	require.ErrorIs(t, err, short.Err())
+	require.NoError(t, db.Update(ctx, []string{"k"}, func(b *redisstore.Batch) error { return b.Put([]byte("a"), []byte("1")) }))
+}
+
+// TestUpdateFnError: fn's error is returned and, as in a ratestore
+// Batch, the changes fn made before it are stored.
+func TestUpdateFnError(t *testing.T) {
+	srv := redistest.Start(t)
+	db := open(t, srv.URL(), newClock(), redisstore.Options{})
+	boom := errors.New("boom")
+	err := db.Update(ctx, []string{"k"}, func(b *redisstore.Batch) error {
+		require.NoError(t, b.Put([]byte("a"), []byte("1")))
+		return boom
+	})
+	require.ErrorIs(t, err, boom)
+	v, err := db.Get(ctx, []byte("a"))
+	require.NoError(t, err)
+	require.Equal(t, "1", string(v))
+}
+
+// TestScan: Scan finds exactly the records under a prefix, even one with
+// the characters SCAN's patterns give a meaning, and no limiter state.
+func TestScan(t *testing.T) {
+	srv := redistest.Start(t)
+	db := open(t, srv.URL(), newClock(), redisstore.Options{})
+	want := map[string]string{}
+	require.NoError(t, db.Update(ctx, nil, func(b *redisstore.Batch) error {
+		for i := range 2500 { // more than one SCAN page
+			k := fmt.Sprintf("k/[*?\\]%d", i)
+			want[k] = strconv.Itoa(i)
+			require.NoError(t, b.Put([]byte(k), []byte(want[k])))
+		}
+		return b.Put([]byte("k/x"), []byte("not under the prefix"))
+	}))
+	l, err := db.Limiter("w", strategies.GCRA{Rate: 1, Burst: 1})
+	require.NoError(t, err)
+	_, err = l.Allow(ctx, "k/[*?\\]1")
+	require.NoError(t, err)
+
+	got := map[string]string{}
+	require.NoError(t, db.Scan(ctx, []byte("k/[*?\\]"), func(k, v []byte) error {
+		got[string(k)] = string(v)
+		return nil
+	}))
+	require.Equal(t, want, got)
+}
+
+// TestUpdateOnCluster: batches need one node; on a Cluster Update fails
+// with ErrInvalid, storing nothing.
+func TestUpdateOnCluster(t *testing.T) {
+	db := open(t, redistest.StartCluster(t, 3), newClock(), redisstore.Options{})
+	called := false
+	err := db.Update(ctx, []string{"k"}, func(*redisstore.Batch) error { called = true; return nil })
+	require.ErrorIs(t, err, ratestore.ErrInvalid)
+	require.False(t, called)
+}
