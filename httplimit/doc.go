@@ -2,7 +2,7 @@
 // ratestore limiters.
 //
 // A Middleware applies a list of rules to every request. A Rule names a
-// ratestore Limiter, a KeyFunc that says whose allowance the request
+// Limiter (a ratestore or a redisstore one), a KeyFunc that says whose allowance the request
 // spends (an API key, a client IP, a route, or a combination of those) and
 // a CostFunc that says how much of it (1 by default). The request reaches
 // the wrapped handler only if every rule allows it; otherwise the Deny
@@ -46,7 +46,8 @@
 // in step 1 may then deny in step 2 after the rules before it took their
 // cost, and those takes stand. They also stand when a limiter fails in
 // step 2. Each such request over-counts the rules that took by its cost;
-// nothing is ever allowed past a limit.
+// nothing is ever allowed past a limit. Other processes sharing a
+// limiter of a shared store (redisstore) are such callers.
 //
 // The lock is held while AllowN waits for its commit. In Sync mode,
 // requests that share a key under a Middleware of several rules are

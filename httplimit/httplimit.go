@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/strategies"
 )
 
 // A KeyFunc returns the key under which a request is counted: whose
@@ -26,11 +28,28 @@ type KeyFunc func(r *http.Request) (string, error)
 // A CostFunc that reads the body must leave it readable for the handler.
 type CostFunc func(r *http.Request) (int64, error)
 
+// Limiter is what decides a Rule: a *ratestore.Limiter, or a limiter of
+// another store with its semantics (a *redisstore.Limiter, whose limits
+// several processes share).
+type Limiter interface {
+	Name() string
+	Strategy() strategies.Strategy
+	Peek(ctx context.Context, key string) (strategies.Result, error)
+	AllowN(ctx context.Context, key string, n int64) (strategies.Result, error)
+}
+
+// isNil reports whether l is nil, or a nil pointer (the Limiter of a
+// failed db.Limiter call).
+func isNil(l Limiter) bool {
+	v := reflect.ValueOf(l)
+	return l == nil || v.Kind() == reflect.Pointer && v.IsNil()
+}
+
 // Rule is one limit that a request must pass.
 type Rule struct {
 	// Limiter decides the rule. Two rules of one Middleware may not share
 	// a limiter name: they would count one request twice.
-	Limiter *ratestore.Limiter
+	Limiter Limiter
 	// Key derives the request's key. Required.
 	Key KeyFunc
 	// Cost derives the request's cost; nil means 1.
@@ -127,7 +146,7 @@ type Middleware struct {
 
 // rule is a Rule as New checked it.
 type rule struct {
-	lim   *ratestore.Limiter
+	lim   Limiter
 	key   KeyFunc
 	cost  CostFunc
 	name  string       // the policy name
@@ -151,7 +170,7 @@ func New(opts Options) (*Middleware, error) {
 	names := map[string]int{}
 	var policy []string
 	for i, r := range opts.Rules {
-		if r.Limiter == nil || r.Key == nil {
+		if isNil(r.Limiter) || r.Key == nil {
 			return nil, fmt.Errorf("httplimit: rule %d: want a Limiter and a Key: %w", i, ratestore.ErrInvalid)
 		}
 		if j, dup := limiters[r.Limiter.Name()]; dup {

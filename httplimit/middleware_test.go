@@ -437,6 +437,7 @@ func TestNewChecksOptions(t *testing.T) {
 	for name, opts := range map[string]httplimit.Options{
 		"no rules":                   {},
 		"nil limiter":                {Rules: []httplimit.Rule{{Key: key}}},
+		"nil *ratestore.Limiter":     {Rules: []httplimit.Rule{{Limiter: (*ratestore.Limiter)(nil), Key: key}}},
 		"nil key":                    {Rules: []httplimit.Rule{{Limiter: a}}},
 		"one limiter twice":          {Rules: []httplimit.Rule{{Limiter: a, Key: key}, {Limiter: a2, Key: key}}},
 		"one policy twice":           {Rules: []httplimit.Rule{{Limiter: a, Key: key, Policy: "p"}, {Limiter: b, Key: key, Policy: "p"}}},
