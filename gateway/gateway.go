@@ -22,10 +22,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/httplimit"
 	"github.com/ratestore/ratestore/internal/sat"
 	"github.com/ratestore/ratestore/keystore"
+	"github.com/ratestore/ratestore/promstats"
+	"github.com/ratestore/ratestore/redisstore"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -182,6 +186,42 @@ func New(db *ratestore.DB, opts Options) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
+	return newGateway(keys, limiterOf(db.Limiter), promstats.New(db, nil), opts)
+}
+
+// NewRedis is New for gateways that run as several instances: the keys,
+// their windows, request rates and slots, and the request rate of
+// Options.RPS are in the Redis of rdb (keystore.OpenRedis), shared by every
+// gateway that uses it, so that a key's limits hold across all of them
+// (see Several instances in the package documentation). rdb must stay open
+// while the Gateway serves.
+func NewRedis(rdb *redisstore.DB, opts Options) (*Gateway, error) {
+	if rdb == nil {
+		return nil, fmt.Errorf("gateway: nil Redis: %w", ratestore.ErrInvalid)
+	}
+	keys, err := keystore.OpenRedis(rdb, keystore.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	return newGateway(keys, limiterOf(rdb.Limiter), nil, opts)
+}
+
+// limiterOf makes the limiters of a store's Limiter method, for
+// Options.RPS.
+func limiterOf[L httplimit.Limiter](limiter func(name string, s strategies.Strategy) (L, error)) func(string, strategies.Strategy) (httplimit.Limiter, error) {
+	return func(name string, s strategies.Strategy) (httplimit.Limiter, error) {
+		l, err := limiter(name, s)
+		if err != nil {
+			return nil, err
+		}
+		return l, nil
+	}
+}
+
+// newGateway returns the Gateway of New and NewRedis, metering the keys of
+// keys, with the limiters of limiter for Options.RPS and the store's
+// statistics, if it has any, among the metrics.
+func newGateway(keys *keystore.Store, limiter func(string, strategies.Strategy) (httplimit.Limiter, error), stats prometheus.Collector, opts Options) (*Gateway, error) {
 	routes, err := newRoutes(opts)
 	if err != nil {
 		return nil, err
@@ -249,7 +289,7 @@ func New(db *ratestore.DB, opts Options) (*Gateway, error) {
 		if opts.Shadow {
 			deny = g.shadowRate
 		}
-		mw, err := requestRate(db, opts.RPS, opts.Burst, deny, g.log)
+		mw, err := requestRate(limiter, opts.RPS, opts.Burst, deny, g.log)
 		if err != nil {
 			return nil, err
 		}
@@ -258,7 +298,7 @@ func New(db *ratestore.DB, opts Options) (*Gateway, error) {
 	if opts.AdminToken != "" {
 		g.admin = sha256.Sum256([]byte(opts.AdminToken))
 	}
-	g.metrics = newMetrics(db)
+	g.metrics = newMetrics(stats)
 	g.adminAPI = g.adminMux()
 	var b [4]byte
 	rand.Read(b[:])
@@ -279,14 +319,14 @@ func timeout(d, def time.Duration) time.Duration {
 }
 
 // requestRate returns the middleware of Options.RPS.
-func requestRate(db *ratestore.DB, rps float64, burst int64, deny func(http.ResponseWriter, *http.Request, httplimit.Decision), log *slog.Logger) (*httplimit.Middleware, error) {
+func requestRate(limiter func(string, strategies.Strategy) (httplimit.Limiter, error), rps float64, burst int64, deny func(http.ResponseWriter, *http.Request, httplimit.Decision), log *slog.Logger) (*httplimit.Middleware, error) {
 	if !(rps > 0) || math.IsInf(rps, 0) || burst < 0 {
 		return nil, fmt.Errorf("gateway: request rate %v, burst %d: want a rate > 0 and a burst >= 0: %w", rps, burst, ratestore.ErrInvalid)
 	}
 	if burst == 0 {
 		burst = max(1, int64(math.Ceil(rps)))
 	}
-	lim, err := db.Limiter(RequestLimiter, strategies.GCRA{Rate: rps, Burst: burst})
+	lim, err := limiter(RequestLimiter, strategies.GCRA{Rate: rps, Burst: burst})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}

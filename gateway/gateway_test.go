@@ -673,6 +673,7 @@ type env struct {
 	t      testing.TB
 	clock  *fakeclock.Clock
 	db     *ratestore.DB
+	ks     *keystore.Store // on Redis (newRedisEnv), in place of db's
 	up     *upstream
 	gw     *Gateway
 	srv    *httptest.Server
@@ -698,6 +699,13 @@ func newEnvWith(t testing.TB, opts Options, dbOpts ratestore.Options) *env {
 	}
 	e.gw, err = New(db, opts)
 	require.NoError(t, err)
+	e.serve()
+	return e
+}
+
+// serve serves e.gw over loopback.
+func (e *env) serve() {
+	t := e.t
 	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() { e.served <- struct{}{} }()
 		e.gw.ServeHTTP(w, r)
@@ -705,7 +713,6 @@ func newEnvWith(t testing.TB, opts Options, dbOpts ratestore.Options) *env {
 	t.Cleanup(e.srv.Close)
 	e.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	t.Cleanup(e.client.CloseIdleConnections)
-	return e
 }
 
 // key creates a key of limit tokens and returns it with its secret.
@@ -720,6 +727,9 @@ func (e *env) key(name string, limit int64) (keystore.Key, string) {
 // gateway's.
 func (e *env) keys() *keystore.Store {
 	e.t.Helper()
+	if e.ks != nil {
+		return e.ks
+	}
 	ks, err := keystore.Open(e.db, keystore.Options{})
 	require.NoError(e.t, err)
 	return ks

@@ -9,8 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/ratestore/ratestore"
-	"github.com/ratestore/ratestore/promstats"
 )
 
 // metrics are the gateway's Prometheus metrics, on a registry of each
@@ -141,9 +139,9 @@ var (
 	latencyBuckets = []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 300, 600}
 )
 
-// newMetrics returns the gateway's metrics, with db's statistics
-// (package promstats) among them.
-func newMetrics(db *ratestore.DB) *metrics {
+// newMetrics returns the gateway's metrics, with stats (the database's
+// statistics, package promstats) among them unless it is nil.
+func newMetrics(stats prometheus.Collector) *metrics {
 	m := &metrics{
 		reg:    prometheus.NewRegistry(),
 		models: make(map[string]struct{}),
@@ -187,8 +185,10 @@ func newMetrics(db *ratestore.DB) *metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.tokens, m.charged, m.tokenUsage, m.upLatency,
 		m.inFlight, m.reservations, m.reservedToken,
-		promstats.New(db, nil),
 	)
+	if stats != nil {
+		m.reg.MustRegister(stats)
+	}
 	m.handle = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
 		// A collector that fails (the process collector, on a system
 		// without /proc) should not take the gateway's own metrics

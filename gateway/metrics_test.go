@@ -254,7 +254,7 @@ func TestMetricsShadowModel(t *testing.T) {
 // TestMetricsModelCap: past maxModels distinct models, the rest are
 // "other"; those seen before keep their own.
 func TestMetricsModelCap(t *testing.T) {
-	m := newMetrics(newEnv(t, Options{}).db)
+	m := newMetrics(nil)
 	require.Empty(t, m.model(""))
 	for i := range maxModels {
 		name := fmt.Sprintf("model-%d", i)

@@ -132,14 +132,20 @@ func (s *Store) Admit(ctx context.Context, secret string, req Request) (*Admissi
 		if err := s.mergePending(ctx, b, e); err != nil {
 			return err
 		}
-		now := s.now()
+		now := b.now()
 		if err := e.admits(ctx, b, req, now); err != nil {
 			return err
 		}
 		pol := e.rec.pol
 		if req.Reserve > 0 {
-			for _, l := range pol.windows {
-				if _, err := b.Record(l, e.id, req.Reserve); err != nil {
+			// At now, in every window: the instant Finish refunds at. A
+			// Record would decide at its own instant, which a moving clock
+			// may have taken into the next bucket.
+			for i, l := range pol.windows {
+				rw := pol.pub.Windows[i].strategy()
+				if _, err := b.Modify(l, e.id, func(st strategies.State, at int64) (strategies.State, error) {
+					return st, rw.Merge(st, at, min(now, at), req.Reserve)
+				}); err != nil {
 					return fmt.Errorf("keystore: key %s: reserving: %w", e.id, err)
 				}
 			}
@@ -234,7 +240,7 @@ func (a *Admission) Finish(ctx context.Context, tokens int64) (Usage, error) {
 			a.finished = true
 			return notFound(e.id)
 		}
-		now := s.now()
+		now := b.now()
 		if err := a.settle(b, tokens, now); err != nil {
 			return err
 		}

@@ -42,6 +42,9 @@ type reader interface {
 // batch is the changes of one update, with the methods of ratestore.Batch.
 type batch interface {
 	reader
+	// now is the instant of the batch's decisions, in Unix nanoseconds:
+	// an Admission's, so that Finish finds its slot and reservation.
+	now() int64
 	AllowN(l limiter, key string, n int64) (strategies.Result, error)
 	Record(l limiter, key string, n int64) (strategies.Result, error)
 	Modify(l limiter, key string, fn func(st strategies.State, now int64) (strategies.State, error)) (strategies.Result, error)
@@ -107,6 +110,10 @@ func (b embeddedBatch) Inspect(l limiter, key string, fn func(st strategies.Stat
 }
 
 func (b embeddedBatch) Get(key []byte) ([]byte, error) { return b.db.Get(b.ctx, key) }
+
+// now reads the clock: each call of a DB's batch decides at its own
+// instant, which is no earlier.
+func (b embeddedBatch) now() int64 { return b.db.Now().UnixNano() }
 
 // changes is the methods a store's batch has on its own limiters, L.
 type changes[L limiter] interface {
@@ -180,3 +187,4 @@ func (b remoteBatch) Inspect(l limiter, key string, fn func(st strategies.State,
 }
 
 func (b remoteBatch) Get(key []byte) ([]byte, error) { return b.b.Get(key) }
+func (b remoteBatch) now() int64                     { return b.b.Now().UnixNano() }

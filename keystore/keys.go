@@ -479,7 +479,7 @@ func (s *Store) change(ctx context.Context, id string, fn func(b batch, e *entry
 		if err := s.mergePending(ctx, b, e); err != nil {
 			return err
 		}
-		changed, err := fn(b, e, s.now())
+		changed, err := fn(b, e, b.now())
 		if err != nil || !changed {
 			return err
 		}

@@ -2,12 +2,14 @@ package keystore_test
 
 import (
 	"errors"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/internal/fakeclock"
 	"github.com/ratestore/ratestore/internal/redistest"
 	"github.com/ratestore/ratestore/keystore"
@@ -146,4 +148,45 @@ func TestSharedAdmitExact(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 210+30*admitted.Load(), u.Used)
 	require.Zero(t, u.InFlight)
+}
+
+// TestFinishOnAMovingClock: with a clock that moves at every read, as a
+// real one does, Finish frees the slot Admit took and refunds the
+// reservation in its bucket, on a database and on Redis: the admission's
+// instant is its batch's.
+func TestFinishOnAMovingClock(t *testing.T) {
+	var ticks atomic.Int64
+	now := func() time.Time { return t0.Add(time.Duration(ticks.Add(1)) * 7 * time.Millisecond) }
+	srv := redistest.Start(t)
+	rdb, err := redisstore.Open(ctx, srv.URL(), redisstore.Options{Now: now, Timeout: 10 * time.Second})
+	require.NoError(t, err)
+	defer rdb.Close()
+	db, err := ratestore.Open(filepath.Join(t.TempDir(), "keys.db"), ratestore.Options{Now: now})
+	require.NoError(t, err)
+	defer db.Close()
+	stores := map[string]func() (*keystore.Store, error){
+		"bolt":  func() (*keystore.Store, error) { return keystore.Open(db, keystore.Options{}) },
+		"redis": func() (*keystore.Store, error) { return keystore.OpenRedis(rdb, keystore.Options{}) },
+	}
+	for name, open := range stores {
+		t.Run(name, func(t *testing.T) {
+			ks, err := open()
+			require.NoError(t, err)
+			k, secret, err := ks.Create(ctx, keystore.Spec{Name: "moving", Policy: keystore.Policy{
+				Windows:       []keystore.Window{{Limit: 1000, Window: time.Minute, Bucket: 10 * time.Millisecond}},
+				MaxConcurrent: 1,
+			}})
+			require.NoError(t, err)
+			for range 20 {
+				a, err := ks.Admit(ctx, secret, keystore.Request{Reserve: 40})
+				require.NoError(t, err)
+				u, err := a.Finish(ctx, 2)
+				require.NoError(t, err)
+				require.Zero(t, u.InFlight, "the slot is free")
+			}
+			u, err := ks.Usage(ctx, k.ID)
+			require.NoError(t, err)
+			require.EqualValues(t, 20*2, u.Used, "every reservation refunded")
+		})
+	}
 }

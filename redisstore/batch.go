@@ -128,6 +128,11 @@ type Batch struct {
 	ttls  map[string]time.Duration
 }
 
+// Now returns the batch's instant, read from the DB's clock once when
+// Update began: every call of the batch decides at it (or at the instant a
+// state was last stored, if that is later, as a Limiter does).
+func (b *Batch) Now() time.Time { return time.Unix(0, b.now) }
+
 // value returns the value of the Redis key rk in the batch, reading it on
 // first use.
 func (b *Batch) value(rk string) (string, error) {

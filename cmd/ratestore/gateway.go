@@ -20,6 +20,7 @@ import (
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/gateway"
+	"github.com/ratestore/ratestore/redisstore"
 )
 
 // The gateway command's defaults.
@@ -102,6 +103,12 @@ token, from $` + adminTokenEnv + ` or the file --admin-token-file names;
 without one they answer 404. A warning is logged when it is set and the
 gateway listens beyond loopback.
 
+With --redis URL the keys and every limit are kept in that Redis (package
+redisstore; one node, not a cluster) instead of the database: several gateways
+behind one load balancer, given the same Redis, meter each key as one, and a
+key created or changed through one's admin API is used by all. --durability
+then does not apply, and --db is not opened.
+
 It listens on ` + defaultListen + ` unless told otherwise: loopback only. It
 creates the database if it does not exist (keys are then created through the
 admin API). Logs go to stderr, a line per request with its key ID, model,
@@ -119,7 +126,8 @@ type gatewayOut struct {
 	StatsPath  string     `json:"stats_path"`
 	RPS        float64    `json:"rps"`
 	Burst      int64      `json:"burst"`
-	Durability string     `json:"durability"`
+	Durability string     `json:"durability"`      // "" with --redis
+	Redis      string     `json:"redis,omitempty"` // the Redis, its password redacted, with --redis
 	Shadow     bool       `json:"shadow"`
 	Admin      bool       `json:"admin"` // an admin token is set: the admin API and /metrics answer
 }
@@ -190,6 +198,7 @@ func gatewayCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 		weights, err = parseWeights(v)
 		return err
 	})
+	redisURL := fs.String("redis", "", "keep the keys and their usage in the Redis at this `URL` (redis://host:port/db, rediss://; one node, not a cluster), shared with the other gateways that use it, instead of the database")
 	idle := fs.Duration("idle-timeout", gateway.DefaultIdleTimeout, "how long the upstream may leave a response body silent between reads; a stream silent longer is ended (default 1m; 0: no bound)")
 	return func([]string) error {
 		const cmd = "gateway"
@@ -280,17 +289,32 @@ func gatewayCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 		log := slog.New(h)
 		opts.Logger = log
 
-		db, created, err := c.openServing(dur, log)
-		if err != nil {
-			return err
+		var (
+			g       *gateway.Gateway
+			closeDB func() error
+			created []string
+		)
+		if *redisURL != "" {
+			rdb, oerr := redisstore.Open(c.ctx, *redisURL, redisstore.Options{Now: c.now, Logger: log})
+			if oerr != nil {
+				return fmt.Errorf("%s: %w", cmd, oerr)
+			}
+			closeDB, out.Redis, out.Durability = rdb.Close, redact(*redisURL), ""
+			g, err = gateway.NewRedis(rdb, opts)
+		} else {
+			db, made, oerr := c.openServing(dur, log)
+			if oerr != nil {
+				return oerr
+			}
+			closeDB, created = db.Close, made
+			g, err = gateway.New(db, opts)
 		}
-		g, err := gateway.New(db, opts)
 		var ln net.Listener
 		if err == nil {
 			ln, err = net.Listen("tcp", *listen)
 		}
 		if err != nil {
-			if cerr := db.Close(); cerr == nil {
+			if cerr := closeDB(); cerr == nil {
 				// Nothing was served: leave no database behind that a
 				// failed start alone made.
 				removeAll(created)
@@ -301,7 +325,7 @@ func gatewayCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 			log.Info("gateway: created the database: create keys through the admin API", "db", c.db)
 		}
 		out.Listen = ln.Addr().String()
-		return c.serve(ln, g, db, log, *shutdown, out)
+		return c.serve(ln, g, closeDB, log, *shutdown, out)
 	}
 }
 
@@ -389,8 +413,8 @@ func (c *cli) openServing(d ratestore.Durability, log *slog.Logger) (db *ratesto
 // serve serves g on ln until the command's context ends or SIGINT or
 // SIGTERM arrives, lets the requests in flight finish for up to timeout,
 // cuts those that do not, waits for every request to have recorded its
-// usage, and closes db.
-func (c *cli) serve(ln net.Listener, g *gateway.Gateway, db *ratestore.DB, log *slog.Logger, timeout time.Duration, out gatewayOut) error {
+// usage, and closes the store with closeDB.
+func (c *cli) serve(ln net.Listener, g *gateway.Gateway, closeDB func() error, log *slog.Logger, timeout time.Duration, out gatewayOut) error {
 	ctx, stop := signal.NotifyContext(c.ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	srv := &http.Server{
@@ -413,7 +437,7 @@ func (c *cli) serve(ln net.Listener, g *gateway.Gateway, db *ratestore.DB, log *
 		log.Warn("gateway: shadow mode: requests over a key's limits or models are served and logged, not refused")
 	}
 	log.Info("gateway: listening", "listen", out.Listen, "upstream", out.Upstream, "routes", out.Routes,
-		"durability", out.Durability, "shadow", out.Shadow, "admin", out.Admin)
+		"durability", out.Durability, "redis", out.Redis, "shadow", out.Shadow, "admin", out.Admin)
 	err := c.emit(out, func(w io.Writer) {
 		if len(out.Routes) == 0 {
 			fmt.Fprintf(w, "gateway listening on http://%s, forwarding to %s\n", out.Listen, out.Upstream)
@@ -458,7 +482,7 @@ func (c *cli) serve(ln net.Listener, g *gateway.Gateway, db *ratestore.DB, log *
 		serveErr = nil
 	}
 	err = errors.Join(serveErr, err)
-	if cerr := db.Close(); cerr != nil {
+	if cerr := closeDB(); cerr != nil {
 		err = errors.Join(err, cerr)
 	}
 	log.Info("gateway: stopped")

@@ -16,10 +16,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/gateway"
+	"github.com/ratestore/ratestore/internal/redistest"
 	"github.com/ratestore/ratestore/keystore"
-	"github.com/stretchr/testify/require"
 )
 
 // lines is a writer safe for concurrent use that also hands each complete
@@ -521,4 +524,48 @@ func TestParseWeights(t *testing.T) {
 		_, err := parseWeights(bad)
 		require.Error(t, err, bad)
 	}
+}
+
+// TestGatewayRedis: two gateway commands given one password-protected
+// Redis share its keys: a key created through one's admin API is metered
+// by the other, whose usage the first reports; the password is never
+// printed, and no database file is made.
+func TestGatewayRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	require.NoError(t, redis.NewClient(&redis.Options{Addr: srv.Addr}).ConfigSet(context.Background(), "requirepass", "pass@word").Err())
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"msg_1","type":"message","usage":{"input_tokens":7,"output_tokens":5}}`)
+	}))
+	defer up.Close()
+	t.Setenv(adminTokenEnv, "admin-token-0123456789")
+	e := newEnv(t)
+	url := "redis://:pass%40word@" + srv.Addr + "/0"
+	a := e.startGateway("--upstream", up.URL, "--redis", url)
+	b := e.startGateway("--upstream", up.URL, "--redis", url)
+	require.Equal(t, "redis://:xxxxx@"+srv.Addr+"/0", a.out.Redis, "the password is not printed")
+	require.Empty(t, a.out.Durability)
+
+	call := func(g *gatewayRun, method, path, auth, body string) (int, []byte) {
+		resp, got := send(t, method, "http://"+g.out.Listen+path, body, auth)
+		return resp.StatusCode, []byte(got)
+	}
+	code, body := call(a, "POST", "/admin/keys", "admin-token-0123456789", `{"name":"shared","windows":[{"limit":1000,"window":"5h"}]}`)
+	require.Equal(t, http.StatusCreated, code, string(body))
+	var created gateway.AdminCreated
+	require.NoError(t, json.Unmarshal(body, &created))
+
+	code, body = call(b, "POST", "/v1/messages", created.Secret, `{"model":"claude-x","max_tokens":10}`)
+	require.Equal(t, http.StatusOK, code, string(body))
+	require.Equal(t, exitOK, b.stop(), "b stops once the request has charged its usage")
+	code, body = call(a, "GET", "/admin/keys/"+created.Key.ID, "admin-token-0123456789", "")
+	require.Equal(t, http.StatusOK, code, string(body))
+	var k gateway.AdminKey
+	require.NoError(t, json.Unmarshal(body, &k))
+	require.EqualValues(t, 12, k.Windows[0].Used, "b's usage, as a reports it")
+
+	require.Equal(t, exitOK, a.stop())
+	require.NotContains(t, a.stderr.String()+b.stderr.String(), "pass@word")
+	_, err := os.Stat(e.db)
+	require.True(t, os.IsNotExist(err), "--redis opens no database file")
 }

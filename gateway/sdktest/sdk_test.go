@@ -53,7 +53,9 @@ import (
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/gateway"
+	"github.com/ratestore/ratestore/internal/redistest"
 	"github.com/ratestore/ratestore/keystore"
+	"github.com/ratestore/ratestore/redisstore"
 )
 
 const (
@@ -379,15 +381,38 @@ func TestSDKs(t *testing.T) {
 		}
 	}
 
-	db, err := ratestore.Open(t.TempDir()+"/gateway.db", ratestore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	ks, err := keystore.Open(db, keystore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Run("bolt", func(t *testing.T) {
+		db, err := ratestore.Open(t.TempDir()+"/gateway.db", ratestore.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		ks, err := keystore.Open(db, keystore.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runSDKs(t, node, ks, func(o gateway.Options) (*gateway.Gateway, error) { return gateway.New(db, o) })
+	})
+	// The same clients through a gateway whose keys are in Redis
+	// (gateway.NewRedis), as one of several instances would be.
+	t.Run("redis", func(t *testing.T) {
+		srv := redistest.Start(t)
+		rdb, err := redisstore.Open(context.Background(), srv.URL(), redisstore.Options{Timeout: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { rdb.Close() })
+		ks, err := keystore.OpenRedis(rdb, keystore.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runSDKs(t, node, ks, func(o gateway.Options) (*gateway.Gateway, error) { return gateway.NewRedis(rdb, o) })
+	})
+}
+
+// runSDKs runs every scenario of sdk.mjs through a gateway made by
+// newGateway on the keys of ks.
+func runSDKs(t *testing.T, node string, ks *keystore.Store, newGateway func(gateway.Options) (*gateway.Gateway, error)) {
 	ctx := context.Background()
 	// One key per group of scenarios, so that each group's charge is told
 	// apart.
@@ -423,7 +448,7 @@ func TestSDKs(t *testing.T) {
 	up := fakeUpstream(t, hungUp)
 	upURL, _ := url.Parse(up.URL)
 	var logs syncBuffer
-	gw, err := gateway.New(db, gateway.Options{Upstream: upURL, UpstreamKey: upstreamKey,
+	gw, err := newGateway(gateway.Options{Upstream: upURL, UpstreamKey: upstreamKey,
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,160 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratestore/ratestore/internal/fakeclock"
+	"github.com/ratestore/ratestore/internal/redistest"
+	"github.com/ratestore/ratestore/keystore"
+	"github.com/ratestore/ratestore/redisstore"
+)
+
+// newRedisEnvs starts n gateways (NewRedis) on one redis-server, each on
+// its own redisstore.DB as a process of its own would be, in front of one
+// fake upstream, on one fake clock; their admin API is open.
+func newRedisEnvs(t *testing.T, n int, opts Options) []*env {
+	srv := redistest.Start(t)
+	clock := fakeclock.New(start)
+	up := newUpstream(t)
+	opts.Upstream, opts.AdminToken = up.url(t), adminToken
+	var envs []*env
+	for range n {
+		rdb, err := redisstore.Open(context.Background(), srv.URL(), redisstore.Options{Now: clock.Now, Timeout: 10 * time.Second})
+		require.NoError(t, err)
+		t.Cleanup(func() { rdb.Close() })
+		e := &env{t: t, clock: clock, up: up, served: make(chan struct{}, 1<<12)}
+		e.gw, err = NewRedis(rdb, opts)
+		require.NoError(t, err)
+		e.ks, err = keystore.OpenRedis(rdb, keystore.Options{})
+		require.NoError(t, err)
+		e.serve()
+		envs = append(envs, e)
+	}
+	return envs
+}
+
+// TestRedisGatewaysShareKeys: two gateways on one Redis share a key: one's
+// admin API creates, changes and deletes it, the other meters it at once,
+// and the usage either records is the other's too.
+func TestRedisGatewaysShareKeys(t *testing.T) {
+	gws := newRedisEnvs(t, 2, Options{})
+	a, b := gws[0], gws[1]
+	created := adminOK[AdminCreated](a, "POST", "/admin/keys", map[string]any{
+		"name": "shared", "windows": []map[string]any{{"limit": 1000, "window": "5h"}}, "models": []string{"gpt-4o"},
+	}, http.StatusCreated)
+	secret, id := created.Secret, created.Key.ID
+
+	resp, body := b.call("POST", "/v1/chat/completions", secret, fakeReq{Model: "gpt-4o", MaxTokens: 100, Input: 100, Output: 50})
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	resp, body = b.call("POST", "/v1/chat/completions", secret, fakeReq{Model: "gpt-3.5", Input: 1})
+	require.Equal(t, http.StatusForbidden, resp.StatusCode, string(body))
+	got := adminOK[AdminKey](a, "GET", "/admin/keys/"+id, nil, http.StatusOK)
+	require.EqualValues(t, 150, got.Windows[0].Used)
+	require.EqualValues(t, 150, got.LifetimeTokens)
+
+	adminOK[AdminKey](a, "PATCH", "/admin/keys/"+id, map[string]any{"disabled": true}, http.StatusOK)
+	resp, _ = b.call("POST", "/v1/chat/completions", secret, fakeReq{Model: "gpt-4o", Input: 1})
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+	adminOK[AdminKey](b, "PATCH", "/admin/keys/"+id, map[string]any{"disabled": false, "windows": []map[string]any{{"limit": 200, "window": "5h"}}}, http.StatusOK)
+	resp, body = a.call("POST", "/v1/chat/completions", secret, fakeReq{Model: "gpt-4o", MaxTokens: 100, Input: 1, Output: 1})
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "50 left of the limit b set, 100 and more asked: %s", body)
+
+	resp, _ = a.admin("DELETE", "/admin/keys/"+id, adminToken, nil)
+	require.Equal(t, http.StatusNoContent, resp.StatusCode)
+	resp, _ = b.call("POST", "/v1/chat/completions", secret, fakeReq{Input: 1})
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+}
+
+// TestRedisGatewaysWindow is the target of two gateway instances on one
+// Redis: clients hammering one key through both never overrun its window
+// by more than one request's tokens. Each request reserves its input and
+// max_tokens, which bound what the upstream reports (as a model API's
+// do), so here the window is never overrun at all; and it is filled:
+// requests are refused only when less than one request's reservation is
+// left. The usage is exactly what the upstream reported, and the
+// request rate of RPS is shared too.
+func TestRedisGatewaysWindow(t *testing.T) {
+	gws := newRedisEnvs(t, 2, Options{})
+	const limit, maxTokens = 20000, 400
+	created := adminOK[AdminCreated](gws[0], "POST", "/admin/keys", map[string]any{
+		"name": "hammered", "windows": []map[string]any{{"limit": limit, "window": "5h"}},
+	}, http.StatusCreated)
+	var (
+		wg               sync.WaitGroup
+		ok, limited      atomic.Int64
+		served           [2]atomic.Int64
+		mu               sync.Mutex
+		maxReserve       int64
+		unexpectedStatus []int
+	)
+	for c := range 16 {
+		wg.Go(func() {
+			e := gws[c%2]
+			for i := range 40 {
+				q := fakeReq{Model: "gpt-4o", MaxTokens: maxTokens, Input: int64(1 + (c+i)%10), Output: int64(1 + (c*7+i*13)%maxTokens)}
+				body, err := json.Marshal(q)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				maxReserve = max(maxReserve, maxTokens+int64(len(body))/4) // as the gateway reserves
+				mu.Unlock()
+				resp, _, err := e.try(e.request("POST", "/v1/chat/completions", created.Secret, q))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				switch resp.StatusCode {
+				case http.StatusOK:
+					ok.Add(1)
+					served[c%2].Add(1)
+				case http.StatusTooManyRequests:
+					limited.Add(1)
+				default:
+					mu.Lock()
+					unexpectedStatus = append(unexpectedStatus, resp.StatusCode)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.Empty(t, unexpectedStatus)
+	require.Positive(t, served[0].Load())
+	require.Positive(t, served[1].Load())
+	require.Positive(t, limited.Load(), "the window was reached")
+	got := adminOK[AdminKey](gws[1], "GET", "/admin/keys/"+created.Key.ID, nil, http.StatusOK)
+	used := got.Windows[0].Used
+	t.Logf("%d served, %d refused; %d of %d tokens used", ok.Load(), limited.Load(), used, limit)
+	require.Equal(t, gws[0].up.reported.Load(), used, "every token reported is charged, once")
+	require.LessOrEqual(t, used, int64(limit), "the window is never overrun")
+	require.Greater(t, used, int64(limit)-maxReserve, "refused only when one more request might not fit")
+	require.Zero(t, got.InFlight)
+}
+
+// TestRedisGatewaysRequestRate: Options.RPS is one allowance per key
+// across the gateways.
+func TestRedisGatewaysRequestRate(t *testing.T) {
+	gws := newRedisEnvs(t, 2, Options{RPS: 1, Burst: 3})
+	created := adminOK[AdminCreated](gws[0], "POST", "/admin/keys", map[string]any{
+		"name": "rate", "windows": []map[string]any{{"limit": 1000, "window": "5h"}},
+	}, http.StatusCreated)
+	var codes []int
+	for i := range 6 {
+		resp, _ := gws[i%2].call("POST", "/v1/chat/completions", created.Secret, fakeReq{Input: 1})
+		codes = append(codes, resp.StatusCode)
+	}
+	require.Equal(t, []int{200, 200, 200, 429, 429, 429}, codes)
+	gws[0].clock.Advance(time.Second)
+	resp, _ := gws[1].call("POST", "/v1/chat/completions", created.Secret, fakeReq{Input: 1})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+}
