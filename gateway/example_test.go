@@ -16,6 +16,7 @@ import (
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/gateway"
 	"github.com/ratestore/ratestore/keystore"
+	"github.com/ratestore/ratestore/redisstore"
 )
 
 // The gateway in front of a model API: clients send their ratestore key as
@@ -80,4 +81,21 @@ func Example() {
 	// 200 OK
 	// 401 Unauthorized
 	// charged: 42 tokens
+}
+
+// Several gateways behind one load balancer share their keys and every
+// limit through one Redis; keys are created through any one's admin API.
+// (Not run by go test: it needs a Redis at localhost:6379.)
+func ExampleNewRedis() {
+	rdb, err := redisstore.Open(context.Background(), "redis://localhost:6379/0", redisstore.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer rdb.Close()
+	up, _ := url.Parse("https://api.openai.com")
+	g, err := gateway.NewRedis(rdb, gateway.Options{Upstream: up, UpstreamKey: os.Getenv("OPENAI_API_KEY"), AdminToken: os.Getenv("RATESTORE_ADMIN_TOKEN")})
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Fatal(http.ListenAndServe("127.0.0.1:8080", g))
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/keystore"
+	"github.com/ratestore/ratestore/redisstore"
 )
 
 // Example opens a key store, creates a key with two token windows, a
@@ -85,4 +86,33 @@ func Example() {
 	// window 5h0m0s: 1234 of 100000 used
 	// window 168h0m0s: 1234 of 1000000 used
 	// refused: model true
+}
+
+// Two processes open the key store in one Redis: a key created by one is
+// admitted by the other at once, and both count against one window.
+// (Not run by go test: it needs a Redis at localhost:6379.)
+func ExampleOpenRedis() {
+	ctx := context.Background()
+	rdb, err := redisstore.Open(ctx, "redis://localhost:6379/0", redisstore.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer rdb.Close()
+	keys, err := keystore.OpenRedis(rdb, keystore.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, secret, err := keys.Create(ctx, keystore.Spec{Name: "team-a", TokenLimit: 100_000})
+	if err != nil {
+		log.Fatal(err)
+	}
+	a, err := keys.Admit(ctx, secret, keystore.Request{Model: "gpt-4o", Reserve: 2000})
+	if err != nil {
+		log.Fatal(err) // a *keystore.Denial when a limit refuses
+	}
+	u, err := a.Finish(ctx, 1234)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(u.Remaining)
 }
