@@ -1,15 +1,20 @@
 package keystore_test
 
 import (
+	"context"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/internal/fakeclock"
+	"github.com/ratestore/ratestore/internal/redistest"
 	"github.com/ratestore/ratestore/keystore"
+	"github.com/ratestore/ratestore/redisstore"
 )
 
 // benchStore returns a key store on bolt in mode d with one key that has
@@ -21,6 +26,47 @@ func benchStore(b *testing.B, d ratestore.Durability) (*keystore.Store, keystore
 	b.Cleanup(func() { db.Close() })
 	ks, err := keystore.Open(db, keystore.Options{})
 	require.NoError(b, err)
+	k, secret := benchKey(b, ks)
+	return ks, k, secret
+}
+
+// benchRedis is benchStore on a redis-server started for the benchmark,
+// and a function that reports the round trips to Redis so far.
+func benchRedis(b *testing.B) (*keystore.Store, string, func() int64) {
+	srv := redistest.Start(b)
+	rdb, err := redisstore.Open(ctx, srv.URL(), redisstore.Options{Now: fakeclock.New(t0).Now})
+	require.NoError(b, err)
+	b.Cleanup(func() { rdb.Close() })
+	ks, err := keystore.OpenRedis(rdb, keystore.Options{})
+	require.NoError(b, err)
+	_, secret := benchKey(b, ks)
+	var trips atomic.Int64
+	rdb.Client().AddHook(roundTrips{&trips})
+	return ks, secret, trips.Load
+}
+
+// roundTrips is a go-redis hook counting round trips: commands and
+// pipelines sent.
+type roundTrips struct{ n *atomic.Int64 }
+
+func (roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (h roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// benchKey creates the benchmarks' key in ks, with usage in its windows.
+func benchKey(b *testing.B, ks *keystore.Store) (keystore.Key, string) {
 	k, secret, err := ks.Create(ctx, keystore.Spec{Name: "bench", Policy: keystore.Policy{
 		Windows:           []keystore.Window{{Limit: 1 << 40, Window: 5 * time.Hour}, {Limit: 1 << 41, Window: 7 * 24 * time.Hour}},
 		RequestsPerMinute: 1 << 40,
@@ -28,7 +74,7 @@ func benchStore(b *testing.B, d ratestore.Durability) (*keystore.Store, keystore
 	require.NoError(b, err)
 	_, err = ks.RecordUsage(ctx, k.ID, 100)
 	require.NoError(b, err)
-	return ks, k, secret
+	return k, secret
 }
 
 func BenchmarkCheck(b *testing.B) {
@@ -61,14 +107,29 @@ func BenchmarkAdmitFinish(b *testing.B) {
 			ks, _, secret := benchStore(b, d)
 			b.ReportAllocs()
 			for b.Loop() {
-				a, err := ks.Admit(ctx, secret, keystore.Request{Reserve: 100})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, err := a.Finish(ctx, 42); err != nil {
-					b.Fatal(err)
-				}
+				admitFinish(b, ks, secret)
 			}
 		})
+	}
+	// On Redis (OpenRedis), with the round trips each pair costs.
+	b.Run("redis", func(b *testing.B) {
+		ks, secret, trips := benchRedis(b)
+		b.ReportAllocs()
+		before := trips()
+		for b.Loop() {
+			admitFinish(b, ks, secret)
+		}
+		b.ReportMetric(float64(trips()-before)/float64(b.N), "round-trips/op")
+	})
+}
+
+// admitFinish admits a request of secret and finishes it.
+func admitFinish(b *testing.B, ks *keystore.Store, secret string) {
+	a, err := ks.Admit(ctx, secret, keystore.Request{Reserve: 100})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := a.Finish(ctx, 42); err != nil {
+		b.Fatal(err)
 	}
 }

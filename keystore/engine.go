@@ -42,6 +42,10 @@ type reader interface {
 // batch is the changes of one update, with the methods of ratestore.Batch.
 type batch interface {
 	reader
+	// prefetch reads at once, where that saves round trips, the records at
+	// records and key's states under limiters, which the batch is about
+	// to use.
+	prefetch(records [][]byte, key string, limiters []limiter) error
 	// now is the instant of the batch's decisions, in Unix nanoseconds:
 	// an Admission's, so that Finish finds its slot and reservation.
 	now() int64
@@ -110,6 +114,9 @@ func (b embeddedBatch) Inspect(l limiter, key string, fn func(st strategies.Stat
 }
 
 func (b embeddedBatch) Get(key []byte) ([]byte, error) { return b.db.Get(b.ctx, key) }
+
+// prefetch does nothing: a DB's reads are in memory.
+func (embeddedBatch) prefetch([][]byte, string, []limiter) error { return nil }
 
 // now reads the clock: each call of a DB's batch decides at its own
 // instant, which is no earlier.
@@ -187,4 +194,12 @@ func (b remoteBatch) Inspect(l limiter, key string, fn func(st strategies.State,
 }
 
 func (b remoteBatch) Get(key []byte) ([]byte, error) { return b.b.Get(key) }
-func (b remoteBatch) now() int64                     { return b.b.Now().UnixNano() }
+
+func (b remoteBatch) prefetch(records [][]byte, key string, limiters []limiter) error {
+	ls := make([]*redisstore.Limiter, len(limiters))
+	for i, l := range limiters {
+		ls[i] = l.(*redisstore.Limiter)
+	}
+	return b.b.Prefetch(records, key, ls...)
+}
+func (b remoteBatch) now() int64 { return b.b.Now().UnixNano() }

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 
 	"github.com/ratestore/ratestore/internal/sat"
 )
@@ -26,6 +27,20 @@ func hashLock(h [sha256.Size]byte) string { return hashPrefix + hex.EncodeToStri
 func (s *Store) refresh(b batch, e *entry) error {
 	if !s.eng.shared() || e.rec.gone {
 		return nil
+	}
+	// What the batch will read, as far as the record held says: one round
+	// trip for them all.
+	records := [][]byte{recordKey(e.id)}
+	if e.rec.legacy {
+		records = append(records, legacyKey(e.id))
+	}
+	pol := e.rec.pol
+	limiters := append(slices.Clip(pol.windows), pol.inflight)
+	if pol.rate != nil {
+		limiters = append(limiters, pol.rate)
+	}
+	if err := b.prefetch(records, e.id, limiters); err != nil {
+		return fmt.Errorf("keystore: key %s: %w", e.id, err)
 	}
 	v, err := b.Get(recordKey(e.id))
 	if err != nil {

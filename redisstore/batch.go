@@ -152,6 +152,40 @@ func (b *Batch) value(rk string) (string, error) {
 	return v, nil
 }
 
+// Prefetch reads in one round trip the values the batch is about to use,
+// which its calls would otherwise read one at a time: the records at
+// records, and key's state under each of limiters. A value the batch has
+// read or written already is left as it is.
+func (b *Batch) Prefetch(records [][]byte, key string, limiters ...*Limiter) error {
+	rks := make([]string, 0, len(records)+len(limiters))
+	for _, r := range records {
+		rks = append(rks, b.db.recordKey(r))
+	}
+	for _, l := range limiters {
+		if err := l.check(b.ctx, key, 0); err != nil {
+			return err
+		}
+		rks = append(rks, b.db.key(l.name, key))
+	}
+	rks = slices.DeleteFunc(rks, func(rk string) bool { _, ok := b.vals[rk]; return ok })
+	if len(rks) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, b.db.opts.Timeout)
+	defer cancel()
+	vals, err := b.db.client.MGet(ctx, rks...).Result()
+	if err != nil {
+		return fmt.Errorf("redisstore: prefetch: %w", err)
+	}
+	for i, rk := range rks {
+		v, _ := vals[i].(string) // nil: none
+		if _, ok := b.vals[rk]; !ok {
+			b.vals[rk], b.read[rk] = v, v
+		}
+	}
+	return nil
+}
+
 // set makes v (none: "") the value of rk in the batch, stored with ttl (0:
 // none) by the commit.
 func (b *Batch) set(rk, v string, ttl time.Duration) {

@@ -169,3 +169,34 @@ func TestUpdateOnCluster(t *testing.T) {
 	require.ErrorIs(t, err, ratestore.ErrInvalid)
 	require.False(t, called)
 }
+
+// TestPrefetch: Prefetch reads records and states in one go; the batch
+// then decides on them as it would have on its own reads, a value it
+// wrote before is kept, and the commit still checks what was read.
+func TestPrefetch(t *testing.T) {
+	srv := redistest.Start(t)
+	db := open(t, srv.URL(), newClock(), redisstore.Options{})
+	l, err := db.Limiter("w", strategies.FixedWindow{Quotas: []strategies.Quota{{Name: "h", Limit: 3, Window: time.Hour}}})
+	require.NoError(t, err)
+	_, err = l.AllowN(ctx, "k", 2)
+	require.NoError(t, err)
+	require.NoError(t, db.Update(ctx, nil, func(b *redisstore.Batch) error { return b.Put([]byte("a"), []byte("1")) }))
+
+	require.NoError(t, db.Update(ctx, []string{"k"}, func(b *redisstore.Batch) error {
+		require.NoError(t, b.Put([]byte("b"), []byte("mine")))
+		require.NoError(t, b.Prefetch([][]byte{[]byte("a"), []byte("b"), []byte("none")}, "k", l))
+		for rec, want := range map[string]string{"a": "1", "b": "mine", "none": ""} {
+			v, err := b.Get([]byte(rec))
+			require.NoError(t, err)
+			require.Equal(t, want, string(v), rec)
+		}
+		r, err := b.AllowN(l, "k", 1)
+		require.NoError(t, err)
+		require.True(t, r.Allowed)
+		require.Zero(t, r.Remaining, "the prefetched state: 2 of 3 used")
+		return nil
+	}))
+	r, err := l.Peek(ctx, "k")
+	require.NoError(t, err)
+	require.Zero(t, r.Remaining, "the batch's take was stored")
+}

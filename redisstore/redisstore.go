@@ -235,6 +235,11 @@ func withDefaults(o Options) (Options, error) {
 	return o, nil
 }
 
+// Client returns the go-redis client the DB talks to Redis with: to add
+// hooks (tracing, metrics such as redisotel's, counting round trips) or to
+// run commands of one's own. Keys under Options.Prefix are the DB's.
+func (db *DB) Client() redis.UniversalClient { return db.client }
+
 // Close closes the connections to Redis. Calls made after it fail with
 // ErrClosed; the states stay in Redis.
 func (db *DB) Close() error {
