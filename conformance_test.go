@@ -154,6 +154,10 @@ type suite struct {
 	raw    func(name, key string) []byte // the stored encoding, every change written; nil for none
 	putRaw func(name, key string, enc []byte)
 	reopen func() // a restart: closed, and opened again on the same data
+	// other opens a limiter on a second handle of the same data, standing
+	// for another process; nil where one process holds the data (a file
+	// lock).
+	other func(name string, s strategies.Strategy) (limiter, error)
 	// ttl: idle states are expired by the backend (Redis's TTLs) rather
 	// than deleted on Close.
 	ttl bool
@@ -216,6 +220,9 @@ func openRedis(t *testing.T) *suite {
 	}
 	reopen()
 	t.Cleanup(func() { db.Close() })
+	second, err := redisstore.Open(ctx, srv.URL(), redisstore.Options{Now: clock.Now})
+	require.NoError(t, err)
+	t.Cleanup(func() { second.Close() })
 	raw := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { raw.Close() })
 	rkey := func(name, key string) string { return redisstore.DefaultPrefix + "{" + key + "}" + name }
@@ -239,7 +246,10 @@ func openRedis(t *testing.T) *suite {
 			require.NoError(t, raw.Set(ctx, rkey(name, key), v, 0).Err())
 		},
 		reopen: reopen,
-		ttl:    true,
+		other: func(name string, s strategies.Strategy) (limiter, error) {
+			return asLimiter(second.Limiter(name, s))
+		},
+		ttl: true,
 	}
 }
 
@@ -430,12 +440,21 @@ func TestClockBackwards(t *testing.T) {
 }
 
 // TestConcurrentExactlyLimit: 64 goroutines race for one key at one instant;
-// exactly as many calls are allowed as a sequential run would allow.
+// exactly as many calls are allowed as a sequential run would allow. Where
+// the backend can be opened twice (Redis), half of them call through a
+// second handle, another process.
 func TestConcurrentExactlyLimit(t *testing.T) {
-	conform(t, strategyCases, func(t *testing.T, s *suite, c strategyCase, l limiter) {
+	conform(t, strategyCases, func(t *testing.T, s *suite, c strategyCase, first limiter) {
+		handles := []limiter{first}
+		if s.other != nil {
+			l, err := s.other(c.name, c.s)
+			require.NoError(t, err)
+			handles = append(handles, l)
+		}
 		var allowed atomic.Int64
 		var wg sync.WaitGroup
-		for range 64 {
+		for i := range 64 {
+			l := handles[i%len(handles)]
 			wg.Go(func() {
 				for range 3 {
 					r, err := l.Allow(ctx, "hot")
