@@ -232,6 +232,12 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if s.eng.shared() {
+		// A key another process created: read it into the maps.
+		if _, err := s.find(ctx, id); err != nil && !errors.Is(err, ErrCorrupt) {
+			return err
+		}
+	}
 	// The hash of a key whose record cannot be read is unknown: its index
 	// entries are found by a scan, made before the batch (a scan flushes,
 	// which must not happen inside one).
@@ -266,6 +272,9 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 		if e != nil {
 			e.mu.Lock()
 			defer e.mu.Unlock()
+			if err := s.refresh(b, e); err != nil { // its policy names the states to reset
+				return err
+			}
 			e.rec.gone = true
 			ops = append(ops, hashKey(e.rec.hash))
 			if err := e.rec.pol.reset(b, id); err != nil {

@@ -110,7 +110,8 @@ func (s *Store) lookup(ctx context.Context, id string) (*entry, error) {
 }
 
 // adopt adds the key id whose record v another process stored to the
-// maps, or returns the entry already there.
+// maps, or returns the entry already there. A record that cannot be read
+// is noted as corrupt, as Open notes one: Delete can then remove it.
 func (s *Store) adopt(id string, v []byte) (*entry, error) {
 	e, _, err := s.load(id, v)
 	s.mu.Lock()
@@ -118,14 +119,17 @@ func (s *Store) adopt(id string, v []byte) (*entry, error) {
 	if bad := s.corrupt[id]; bad != nil {
 		return nil, bad
 	}
-	if err != nil {
-		return nil, err
-	}
 	if cur := s.byID[id]; cur != nil {
 		return cur, nil
 	}
-	if other := s.byHash[e.rec.hash]; other != nil {
-		return nil, corrupt(id, "record: key %s has the same secret hash", other.id)
+	if err == nil {
+		if other := s.byHash[e.rec.hash]; other != nil {
+			err = corrupt(id, "record: key %s has the same secret hash", other.id)
+		}
+	}
+	if err != nil {
+		s.corrupt[id] = err
+		return nil, err
 	}
 	s.byID[id], s.byHash[e.rec.hash] = e, e
 	return e, nil

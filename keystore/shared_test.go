@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
@@ -20,7 +21,14 @@ import (
 // redisstore.DBs: two gateway processes sharing their keys.
 func twoStores(t *testing.T) (a, b *keystore.Store, clock *fakeclock.Clock) {
 	t.Helper()
-	srv := redistest.Start(t)
+	a, b, clock, _ = twoStoresOn(t)
+	return a, b, clock
+}
+
+// twoStoresOn is twoStores, with the redis-server.
+func twoStoresOn(t *testing.T) (a, b *keystore.Store, clock *fakeclock.Clock, srv *redistest.Server) {
+	t.Helper()
+	srv = redistest.Start(t)
 	clock = fakeclock.New(t0)
 	open := func() *keystore.Store {
 		rdb, err := redisstore.Open(ctx, srv.URL(), redisstore.Options{Now: clock.Now, Timeout: 10 * time.Second})
@@ -30,7 +38,7 @@ func twoStores(t *testing.T) (a, b *keystore.Store, clock *fakeclock.Clock) {
 		require.NoError(t, err)
 		return ks
 	}
-	return open(), open(), clock
+	return open(), open(), clock, srv
 }
 
 // TestSharedKeys: what one process does to a key (create, change,
@@ -189,4 +197,28 @@ func TestFinishOnAMovingClock(t *testing.T) {
 			require.EqualValues(t, 20*2, u.Used, "every reservation refunded")
 		})
 	}
+}
+
+// TestSharedDeleteUnseen: a process deletes a key another created that it
+// has never used, with its states, and one whose record the other process
+// stored corrupt.
+func TestSharedDeleteUnseen(t *testing.T) {
+	a, b, _, srv := twoStoresOn(t)
+	k, secret, err := a.Create(ctx, keystore.Spec{Name: "unseen", Policy: keystore.Policy{
+		Windows: []keystore.Window{{Limit: 100, Window: time.Hour}}, RequestsPerMinute: 10,
+	}})
+	require.NoError(t, err)
+	_, err = a.RecordUsage(ctx, k.ID, 40)
+	require.NoError(t, err)
+	require.NoError(t, b.Delete(ctx, k.ID))
+	_, err = a.Authenticate(ctx, secret)
+	require.ErrorIs(t, err, keystore.ErrNotFound)
+	require.ErrorIs(t, b.Delete(ctx, k.ID), keystore.ErrNotFound)
+
+	// Nothing of the deleted key is left in Redis: no record, no state.
+	raw := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer raw.Close()
+	left, err := raw.Keys(ctx, "*"+k.ID+"*").Result()
+	require.NoError(t, err)
+	require.Empty(t, left)
 }
