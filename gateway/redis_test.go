@@ -21,6 +21,12 @@ import (
 // its own redisstore.DB as a process of its own would be, in front of one
 // fake upstream, on one fake clock; their admin API is open.
 func newRedisEnvs(t *testing.T, n int, opts Options) []*env {
+	envs, _ := newRedisEnvsOn(t, n, opts)
+	return envs
+}
+
+// newRedisEnvsOn is newRedisEnvs, with the redis-server.
+func newRedisEnvsOn(t *testing.T, n int, opts Options) ([]*env, *redistest.Server) {
 	srv := redistest.Start(t)
 	clock := fakeclock.New(start)
 	up := newUpstream(t)
@@ -38,7 +44,7 @@ func newRedisEnvs(t *testing.T, n int, opts Options) []*env {
 		e.serve()
 		envs = append(envs, e)
 	}
-	return envs
+	return envs, srv
 }
 
 // TestRedisGatewaysShareKeys: two gateways on one Redis share a key: one's
@@ -157,4 +163,22 @@ func TestRedisGatewaysRequestRate(t *testing.T) {
 	gws[0].clock.Advance(time.Second)
 	resp, _ := gws[1].call("POST", "/v1/chat/completions", created.Secret, fakeReq{Input: 1})
 	require.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+// TestRedisDown: a gateway whose Redis is gone fails closed: 503
+// store_unavailable, which the SDKs retry, for a key it knows and for one
+// it does not, and nothing reaches the upstream.
+func TestRedisDown(t *testing.T) {
+	gws, srv := newRedisEnvsOn(t, 1, Options{})
+	e := gws[0]
+	created := adminOK[AdminCreated](e, "POST", "/admin/keys", map[string]any{
+		"name": "k", "windows": []map[string]any{{"limit": 1000, "window": "5h"}},
+	}, http.StatusCreated)
+	srv.Stop()
+	for _, secret := range []string{created.Secret, "rsk_unknown"} {
+		resp, body := e.call("POST", "/v1/chat/completions", secret, fakeReq{Model: "gpt-4o", Input: 1})
+		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, string(body))
+		require.Equal(t, "store_unavailable", apiError(t, body, "api_error")["code"])
+	}
+	require.Zero(t, e.up.hits.Load())
 }
