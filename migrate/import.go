@@ -57,6 +57,23 @@ func ImportLegacy(ctx context.Context, db *ratestore.DB, r io.Reader) (Report, e
 	if db == nil {
 		return Report{}, fmt.Errorf("migrate: import: nil database: %w", ratestore.ErrInvalid)
 	}
+	return importLegacy(ctx, func() (*keystore.Store, error) { return keyStore(db) }, r)
+}
+
+// ImportLegacyInto is ImportLegacy into the key store ks, wherever it
+// keeps its keys: a key store in Redis (keystore.OpenRedis), which several
+// gateways share, takes a legacy file as a database's does, in one atomic
+// commit, idempotent.
+func ImportLegacyInto(ctx context.Context, ks *keystore.Store, r io.Reader) (Report, error) {
+	if ks == nil {
+		return Report{}, fmt.Errorf("migrate: import: nil key store: %w", ratestore.ErrInvalid)
+	}
+	return importLegacy(ctx, func() (*keystore.Store, error) { return ks, nil }, r)
+}
+
+// importLegacy is ImportLegacy into the key store that store opens, once
+// the file has been judged.
+func importLegacy(ctx context.Context, store func() (*keystore.Store, error), r io.Reader) (Report, error) {
 	keys, index, rep, err := load(r)
 	if err != nil {
 		return rep, err
@@ -64,7 +81,7 @@ func ImportLegacy(ctx context.Context, db *ratestore.DB, r io.Reader) (Report, e
 	if err := ctx.Err(); err != nil {
 		return none(rep), err
 	}
-	ks, err := keyStore(db)
+	ks, err := store()
 	if err != nil {
 		return none(rep), fmt.Errorf("migrate: import: %w", err)
 	}

@@ -55,7 +55,7 @@ command does not use Admit yet and enforces the token windows only.`
 // commands lists every command, in the order help shows them.
 var commands = []*command{
 	{
-		name: "import", args: "FILE [--dry-run]", minArgs: 1, maxArgs: 1,
+		name: "import", args: "FILE [--dry-run] [--redis URL]", minArgs: 1, maxArgs: 1,
 		summary: "import a legacy API-key file ({\"keys\": [...]})",
 		help: `All or nothing: a file with any problem that refuses it imports nothing, and
 the command exits 1 with every problem listed. Importing a file again changes

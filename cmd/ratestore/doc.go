@@ -8,7 +8,8 @@
 //
 //	ratestore [global flags] COMMAND [flags] [arguments]
 //
-//	import FILE [--dry-run]       import a legacy API-key file, all or nothing
+//	import FILE [--dry-run] [--redis URL]
+//	                              import a legacy API-key file, all or nothing
 //	migrate [--dry-run]           migrate all pending legacy usage now
 //	keys create --name NAME (--limit TOKENS | --window DURATION=LIMIT[/BUCKET]...)
 //	            [--rpm N] [--max-concurrent N] [--models GLOBS] [--model MODEL] [--expires WHEN]
@@ -24,7 +25,7 @@
 //	copy --to PATH [--to-backend bolt|badger]
 //	inspect LIMITER KEY           one stored limiter state, decoded and raw
 //	check                         verify the whole database offline; exits 1 naming each problem
-//	gateway --upstream [PREFIX=]URL... [--listen 127.0.0.1:8080] [--rps R --burst B] [--shadow]
+//	gateway --upstream [PREFIX=]URL... [--listen 127.0.0.1:8080] [--rps R --burst B] [--shadow] [--redis URL]
 //	                              a metering reverse proxy in front of a model API
 //	serve [--http 127.0.0.1:8081] [--resp 127.0.0.1:6380] [--token-file FILE]
 //	                              limiters over HTTP and RESP (redis-cell's CL.THROTTLE)
@@ -60,6 +61,14 @@
 //
 // A keys command that finds the database held by another process says to
 // do so.
+//
+// Gateways started with --redis keep their keys in Redis (package
+// redisstore), shared by all of them; import, the keys commands and usage
+// given --redis URL work on that key store, which needs no gateway to be
+// running:
+//
+//	ratestore import apikeys.json --redis redis://127.0.0.1:6379/0
+//	ratestore keys list --redis redis://127.0.0.1:6379/0
 //
 // # Key policies
 //

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/keystore"
+	"github.com/ratestore/ratestore/redisstore"
 )
 
 // keyStore returns the key store of db. The command line opens it with the
@@ -26,17 +27,21 @@ func keyStore(db *ratestore.DB) (*keystore.Store, error) {
 // adminFlags are --admin and --admin-token-file, flags of every command
 // that reads or changes keys: with --admin, the command works through the
 // admin API of the gateway at that URL instead of opening the database,
-// which a running gateway holds (one process at a time may open it). They
+// which a running gateway holds (one process at a time may open it). With
+// --redis it works on the key store in that Redis, which any number of
+// processes share. They
 // are flags of those commands rather than global ones because no other
 // command can use them: import, migrate, copy or inspect given --admin
 // would have to ignore it, and the database they then opened is not the
 // gateway's (or is locked by it).
 type adminFlags struct {
 	url, tokenFile string
+	redis          string // --redis: the keys of a key store in Redis
 }
 
 func keyFlags(fs *flag.FlagSet) *adminFlags {
 	af := &adminFlags{}
+	fs.StringVar(&af.redis, "redis", "", redisKeysUsage)
 	fs.StringVar(&af.url, "admin", "", "work through the admin API of the gateway at `URL` (http://"+defaultListen+") rather than opening the database; the token is $"+adminTokenEnv+" or --admin-token-file's")
 	fs.StringVar(&af.tokenFile, "admin-token-file", "", "read the admin token from `PATH` rather than $"+adminTokenEnv)
 	return af
@@ -57,6 +62,12 @@ func (e *lockedError) Unwrap() error { return ratestore.ErrLocked }
 // --admin, else those of the database, opened (and created, with create)
 // for fn and closed after it.
 func (c *cli) withKeys(af *adminFlags, create bool, fn func(keyService) error) error {
+	switch {
+	case af.url != "" && af.redis != "":
+		return usagef("", "--admin and --redis both say where the keys are: give one")
+	case af.redis != "":
+		return c.withRedisKeys(af.redis, func(ks *keystore.Store) error { return fn(ks) })
+	}
 	if af.url != "" {
 		ac, err := newAdminClient(af.url, af.tokenFile, c.stderr)
 		if err != nil {
@@ -80,6 +91,24 @@ func (c *cli) withKeys(af *adminFlags, create bool, fn func(keyService) error) e
 		return &lockedError{c.db}
 	}
 	return err
+}
+
+// redisKeysUsage is the help of the --redis flag of the key commands.
+const redisKeysUsage = "work on the keys of the key store in the Redis at `URL` (redis://host:port/db), which gateways started with --redis share, rather than the database"
+
+// withRedisKeys calls fn with the key store in the Redis at url
+// (keystore.OpenRedis), closed after it.
+func (c *cli) withRedisKeys(url string, fn func(*keystore.Store) error) error {
+	rdb, err := redisstore.Open(c.ctx, url, redisstore.Options{Now: c.now, Timeout: adminTimeout})
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	ks, err := keystore.OpenRedis(rdb, keystore.Options{})
+	if err != nil {
+		return err
+	}
+	return fn(ks)
 }
 
 func (c *cli) keyOut(k keystore.Key) keyOut {

@@ -2,13 +2,17 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/ratestore/ratestore"
-	"github.com/ratestore/ratestore/keystore"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/internal/redistest"
+	"github.com/ratestore/ratestore/keystore"
 )
 
 // byName returns the ids of the keys by name.
@@ -362,4 +366,40 @@ func TestKeysPolicyErrors(t *testing.T) {
 	}
 	require.Equal(t, before, e.records(), "a refused change changes nothing")
 	require.Len(t, jsonOf[keysOut](e, "keys", "list").Keys, 1, "a refused create creates nothing")
+}
+
+// TestKeysRedis: import, keys and usage given --redis work on the key
+// store in that Redis: a legacy file imported once (a second import skips
+// every key), a key created, listed, limited and shown, and no database
+// file made. --redis with --admin is a usage error.
+func TestKeysRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	e := newEnv(t)
+	url := srv.URL()
+	r := e.ok("--json", "import", validFile, "--redis", url)
+	var imp importOut
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &imp))
+	require.Equal(t, 3, imp.Keys)
+	r = e.ok("--json", "import", validFile, "--redis", url)
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &imp))
+	require.Zero(t, imp.Keys)
+	require.Len(t, imp.Skips, 3)
+
+	r = e.ok("--json", "keys", "create", "--name", "shared", "--window", "5h=1000", "--redis", url)
+	var created struct {
+		Key    keyOut `json:"key"`
+		Secret string `json:"secret"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &created))
+	e.ok("keys", "set-limit", created.Key.ID, "--window", "5h=2000", "--redis", url)
+	r = e.ok("--json", "usage", created.Key.ID, "--redis", url)
+	require.Contains(t, r.stdout, `"limit": 2000`)
+	r = e.ok("keys", "list", "--redis", url)
+	for _, name := range []string{"shared", "gateway-prod", "batch-jobs", "staging"} {
+		require.Contains(t, r.stdout, name)
+	}
+	r = e.run("keys", "list", "--redis", url, "--admin", "http://127.0.0.1:1")
+	require.Equal(t, exitUsage, r.code, r.stderr)
+	_, err := os.Stat(e.db)
+	require.True(t, os.IsNotExist(err), "--redis opens no database file")
 }

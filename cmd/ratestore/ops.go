@@ -18,14 +18,19 @@ import (
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/badger"
 	"github.com/ratestore/ratestore/internal/text"
+	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/migrate"
 	"github.com/ratestore/ratestore/strategies"
 )
 
 func importCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 	dryRun := fs.Bool("dry-run", false, "only check the file and report; write nothing (not even a new database)")
+	redisURL := fs.String("redis", "", "import into the key store in the Redis at `URL` (redis://host:port/db), which gateways started with --redis share, rather than the database")
 	return func(args []string) error {
 		file := args[0]
+		if *redisURL != "" && !*dryRun {
+			return c.importRedis(file, *redisURL)
+		}
 		have, err := exists(c.db)
 		if err != nil {
 			return err
@@ -54,20 +59,45 @@ func importCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 		if err != nil && !refused {
 			return err
 		}
-		out := importOut{file, *dryRun, refused, rep}
-		if err := c.emit(out, func(w io.Writer) {
-			if *dryRun {
-				fmt.Fprintln(w, "dry run: the file was checked and nothing was written; the check found:")
-			}
-			fmt.Fprint(w, rep.Summary())
-		}); err != nil {
-			return err
-		}
-		if refused {
-			return fmt.Errorf("%s refused, nothing imported: %d problem%s", file, len(rep.Refusals), plural(len(rep.Refusals)))
-		}
-		return nil
+		return c.importDone(file, *dryRun, refused, rep)
 	}
+}
+
+// importRedis imports file into the key store in the Redis at url.
+func (c *cli) importRedis(file, url string) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var rep migrate.Report
+	err = c.withRedisKeys(url, func(ks *keystore.Store) error {
+		rep, err = migrate.ImportLegacyInto(c.ctx, ks, f)
+		return err
+	})
+	refused := rep.Refused() || errors.Is(err, migrate.ErrRefused)
+	if err != nil && !refused {
+		return err
+	}
+	return c.importDone(file, false, refused, rep)
+}
+
+// importDone prints what an import did, and fails when the file was
+// refused.
+func (c *cli) importDone(file string, dryRun, refused bool, rep migrate.Report) error {
+	out := importOut{file, dryRun, refused, rep}
+	if err := c.emit(out, func(w io.Writer) {
+		if dryRun {
+			fmt.Fprintln(w, "dry run: the file was checked and nothing was written; the check found:")
+		}
+		fmt.Fprint(w, rep.Summary())
+	}); err != nil {
+		return err
+	}
+	if refused {
+		return fmt.Errorf("%s refused, nothing imported: %d problem%s", file, len(rep.Refusals), plural(len(rep.Refusals)))
+	}
+	return nil
 }
 
 func migrateCmd(c *cli, fs *flag.FlagSet) func([]string) error {
