@@ -21,7 +21,9 @@ import (
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/gateway"
+	"github.com/ratestore/ratestore/internal/redistest"
 	"github.com/ratestore/ratestore/keystore"
+	"github.com/ratestore/ratestore/redisstore"
 )
 
 // The gateway benchmarks measure what package gateway adds to a request
@@ -65,8 +67,9 @@ const (
 
 // gwImpls are the sides, the baseline first: the upstream called directly;
 // through a bare httputil.ReverseProxy (the hop alone, what any Go proxy
-// adds: a second baseline); then through the gateway in each durability.
-var gwImpls = []string{"direct", "reverseproxy", "gateway-async", "gateway-sync"}
+// adds: a second baseline); then through the gateway in each durability,
+// and with its keys in a redis-server on loopback (gateway.NewRedis).
+var gwImpls = []string{"direct", "reverseproxy", "gateway-async", "gateway-sync", "gateway-redis"}
 
 // The requests: small, as a chat completion's first turn is. The stream
 // asks for its usage itself (stream_options.include_usage), so the gateway
@@ -163,10 +166,11 @@ type gwTarget struct {
 }
 
 // openGwTarget builds one side in front of upstream: for "direct" the
-// upstream itself; otherwise a database in dir of the impl's durability,
-// gwKeys keys, and the gateway served by an httptest server. close shuts it
-// all down, the database last.
-func openGwTarget(dir, impl string, upstream *httptest.Server) (*gwTarget, func() error, error) {
+// upstream itself; otherwise a database in a temporary directory of the
+// impl's durability (or a redis-server, for gateway-redis), gwKeys keys,
+// and the gateway served by an httptest server. close shuts it all down,
+// the store last.
+func openGwTarget(tb testing.TB, impl string, upstream *httptest.Server) (*gwTarget, func() error, error) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConns: 2 * gwClients, MaxIdleConnsPerHost: 2 * gwClients, IdleConnTimeout: time.Minute}}
 	t := &gwTarget{url: upstream.URL, client: client}
 	if impl == "direct" {
@@ -188,30 +192,43 @@ func openGwTarget(dir, impl string, upstream *httptest.Server) (*gwTarget, func(
 		t.url, t.secrets = srv.URL, []string{"sk-direct"}
 		return t, func() error { client.CloseIdleConnections(); srv.Close(); tr.CloseIdleConnections(); return nil }, nil
 	}
-	d := ratestore.Async
-	if impl == "gateway-sync" {
-		d = ratestore.Sync
-	}
-	db, err := ratestore.Open(filepath.Join(dir, impl+".db"), ratestore.Options{Durability: d})
-	if err != nil {
-		return nil, nil, err
-	}
-	ks, err := keystore.Open(db, keystore.Options{})
-	if err != nil {
-		db.Close()
-		return nil, nil, err
-	}
-	for i := range gwKeys {
-		_, secret, err := ks.Create(context.Background(), keystore.Spec{Name: keyAt(i), TokenLimit: keysLimit})
-		if err != nil {
-			db.Close()
-			return nil, nil, err
+	var (
+		ks      *keystore.Store
+		g       *gateway.Gateway
+		closeDB func() error
+		err     error
+	)
+	if impl == "gateway-redis" {
+		srv := redistest.Start(tb)
+		rdb, oerr := redisstore.Open(context.Background(), srv.URL()+"?pool_size="+strconv.Itoa(2*gwClients), redisstore.Options{})
+		if oerr != nil {
+			return nil, nil, oerr
 		}
+		closeDB = rdb.Close
+		if ks, err = keystore.OpenRedis(rdb, keystore.Options{}); err == nil {
+			g, err = gateway.NewRedis(rdb, gateway.Options{Upstream: up})
+		}
+	} else {
+		d := ratestore.Async
+		if impl == "gateway-sync" {
+			d = ratestore.Sync
+		}
+		db, oerr := ratestore.Open(filepath.Join(tb.TempDir(), impl+".db"), ratestore.Options{Durability: d})
+		if oerr != nil {
+			return nil, nil, oerr
+		}
+		closeDB = db.Close
+		if ks, err = keystore.Open(db, keystore.Options{}); err == nil {
+			g, err = gateway.New(db, gateway.Options{Upstream: up})
+		}
+	}
+	for i := 0; err == nil && i < gwKeys; i++ {
+		var secret string
+		_, secret, err = ks.Create(context.Background(), keystore.Spec{Name: keyAt(i), TokenLimit: keysLimit})
 		t.secrets = append(t.secrets, secret)
 	}
-	g, err := gateway.New(db, gateway.Options{Upstream: up})
 	if err != nil {
-		db.Close()
+		closeDB()
 		return nil, nil, err
 	}
 	srv := httptest.NewServer(g)
@@ -221,7 +238,7 @@ func openGwTarget(dir, impl string, upstream *httptest.Server) (*gwTarget, func(
 		srv.Close() // waits for the handlers
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		return cmpErr(g.Wait(ctx), db.Close())
+		return cmpErr(g.Wait(ctx), closeDB())
 	}, nil
 }
 
@@ -324,7 +341,7 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 	for _, load := range []string{"closed", fmt.Sprintf("%drps", gwPacedRate)} {
 		for _, impl := range gwImpls {
 			fx := newFixture(func() (*gwTarget, func() error, error) {
-				t, closeFn, err := openGwTarget(b.TempDir(), impl, upstream)
+				t, closeFn, err := openGwTarget(b, impl, upstream)
 				if err == nil {
 					err = t.warm()
 				}
@@ -384,7 +401,7 @@ func BenchmarkGatewayStream(b *testing.B) {
 	defer upstream.Close()
 	for _, impl := range gwImpls {
 		fx := newFixture(func() (*gwTarget, func() error, error) {
-			t, closeFn, err := openGwTarget(b.TempDir(), impl, upstream)
+			t, closeFn, err := openGwTarget(b, impl, upstream)
 			if err == nil {
 				err = t.warm()
 			}
