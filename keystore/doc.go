@@ -64,9 +64,13 @@
 // id: the checks of an Admit and what it takes are one decision across
 // every process, and its commit stores nothing if a record or state it
 // read was changed by a writer without the lock. An Admit on Redis is
-// therefore some round trips (the lock, the reads, the commit) where on a
-// ratestore.DB it is none, and batches need every key on one Redis node:
-// not a Cluster.
+// therefore three round trips (the lock, one read of the key's record and
+// states, the commit) where on a ratestore.DB it is none, and batches need
+// every key on one Redis node: not a Cluster. A batch whose commit finds a
+// value changed by a writer without the lock (a lock that expired under a
+// process stalled past redisstore.Options.LockTTL) stores nothing and
+// fails with redisstore.ErrConflict: an Admit is then refused with that
+// error, and a Finish reports the tokens it could not charge.
 //
 // # Policies
 //
