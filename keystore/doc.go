@@ -69,8 +69,9 @@
 // every key on one Redis node: not a Cluster. A batch whose commit finds a
 // value changed by a writer without the lock (a lock that expired under a
 // process stalled past redisstore.Options.LockTTL) stores nothing and
-// fails with redisstore.ErrConflict: an Admit is then refused with that
-// error, and a Finish reports the tokens it could not charge.
+// fails with redisstore.ErrConflict: an Admit then fails with that error,
+// and so does a Finish, which has charged nothing (the gateway logs such
+// a Finish's tokens at Error, to be reconciled).
 //
 // # Policies
 //
