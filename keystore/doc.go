@@ -54,24 +54,28 @@
 //
 // # Several processes: OpenRedis
 //
-// OpenRedis keeps the same records and states in Redis
-// (redisstore.DB), for gateways that run several instances. Each process
-// still holds the keys in memory, but another may change them: a call
-// reads the key's record again (one GET) before it uses it, and a key
-// another process created is read on first sight, so that a key is used
-// as it now is, never as this process last saw it. The changes of one
-// request are one redisstore.DB.Update holding a lock named by the key's
-// id: the checks of an Admit and what it takes are one decision across
-// every process, and its commit stores nothing if a record or state it
-// read was changed by a writer without the lock. An Admit on Redis is
-// therefore three round trips (the lock, one read of the key's record and
-// states, the commit) where on a ratestore.DB it is none, and batches need
-// every key on one Redis node: not a Cluster. A batch whose commit finds a
-// value changed by a writer without the lock (a lock that expired under a
-// process stalled past redisstore.Options.LockTTL) stores nothing and
-// fails with redisstore.ErrConflict: an Admit then fails with that error,
-// and so does a Finish, which has charged nothing (the gateway logs such
-// a Finish's tokens at Error, to be reconciled).
+// OpenRedis keeps the same records and states in Redis (redisstore.DB),
+// for gateways that run several instances. Each process still holds the
+// keys in memory, but another may change them: a call reads the key's
+// record again before it uses it, and a key another process created is
+// read on first sight, so that a key is used as it now is, never as this
+// process last saw it. The changes of one request are one
+// redisstore.DB.Update holding a lock named by the key's id: the checks of
+// an Admit and what it takes are one decision across every process, and
+// its commit stores nothing if a record or state it read was changed by a
+// writer without the lock. An Admit or a Finish on Redis is three round
+// trips (the lock, one read of the key's record and states, the commit)
+// where on a ratestore.DB it is none; Authenticate and Check are one or
+// two. Batches need every key on one Redis node: not a Cluster.
+//
+// Redis is then where the keys are, as durable as its persistence makes
+// them (appendonly; appendfsync always for what Sync promises): a Redis
+// restarted empty has no keys. A batch whose commit finds a value changed
+// by a writer without the lock (a lock that expired under a process
+// stalled past redisstore.Options.LockTTL) stores nothing and fails with
+// redisstore.ErrConflict: an Admit then fails with that error, and so does
+// a Finish, which has charged nothing (the gateway logs such a Finish's
+// tokens at Error, to be reconciled).
 //
 // # Policies
 //
