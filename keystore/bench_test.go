@@ -87,6 +87,20 @@ func BenchmarkCheck(b *testing.B) {
 	}
 }
 
+// BenchmarkCheckRedis is BenchmarkCheck on Redis (OpenRedis), with the
+// round trips a Check costs.
+func BenchmarkCheckRedis(b *testing.B) {
+	ks, secret, trips := benchRedis(b)
+	b.ReportAllocs()
+	before := trips()
+	for b.Loop() {
+		if _, _, err := ks.Check(ctx, secret); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(trips()-before)/float64(b.N), "round-trips/op")
+}
+
 func BenchmarkRecordUsage(b *testing.B) {
 	for _, d := range []ratestore.Durability{ratestore.Sync, ratestore.Async} {
 		b.Run(d.String(), func(b *testing.B) {

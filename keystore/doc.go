@@ -65,8 +65,9 @@
 // its commit stores nothing if a record or state it read was changed by a
 // writer without the lock. An Admit or a Finish on Redis is three round
 // trips (the lock, one read of the key's record and states, the commit)
-// where on a ratestore.DB it is none; Authenticate and Check are one or
-// two. Batches need every key on one Redis node: not a Cluster.
+// where on a ratestore.DB it is none; Authenticate is one, Check one and
+// one per window (BenchmarkAdmitFinish/redis, BenchmarkCheckRedis). Batches
+// need every key on one Redis node: not a Cluster.
 //
 // Redis is then where the keys are, as durable as its persistence makes
 // them (appendonly; appendfsync always for what Sync promises): a Redis
