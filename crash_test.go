@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 		return
 	}
 	if path := os.Getenv(keysCrashPathEnv); path != "" {
-		keysCrashChild(path, backendNamed(os.Getenv(crashBackendEnv)), os.Getenv(keysCrashSecretEnv))
+		keysCrashChild(path, os.Getenv(crashBackendEnv), os.Getenv(keysCrashSecretEnv))
 		return
 	}
 	os.Exit(m.Run())

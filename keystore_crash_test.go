@@ -16,13 +16,15 @@ import (
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/badger"
+	"github.com/ratestore/ratestore/internal/redistest"
 	"github.com/ratestore/ratestore/keystore"
+	"github.com/ratestore/ratestore/redisstore"
 )
 
 // The key-store crash test runs this test binary again as a child (see
-// TestMain) that admits and finishes requests on one key in Sync mode
-// until it is killed. These name its database and the key's secret; the
-// backend is crashBackendEnv's.
+// TestMain) that admits and finishes requests on one key in Sync mode (or
+// on Redis) until it is killed. These name its database (or Redis URL) and
+// the key's secret; the backend is crashBackendEnv's.
 const (
 	keysCrashPathEnv   = "RATESTORE_KEYS_CRASH_CHILD_PATH"
 	keysCrashSecretEnv = "RATESTORE_KEYS_CRASH_CHILD_SECRET"
@@ -36,33 +38,50 @@ const (
 // fills, no request rate, no concurrency cap.
 var keysCrashPolicy = keystore.Policy{Windows: []keystore.Window{{Limit: 1 << 40, Window: 5 * time.Hour}}}
 
-// keysCrashOpen opens the database at path in Sync mode with a clock that
-// never moves (no usage ever expires, no lease ever ends) and its key store.
-func keysCrashOpen(path string, backend ratestore.Backend) (*ratestore.DB, *keystore.Store, error) {
-	db, err := ratestore.Open(path, ratestore.Options{Backend: backend, Durability: ratestore.Sync, Now: newClock().Now})
+// keysCrashLockTTL is how long the locks of a killed child keep the key
+// from the next one, on Redis: real time, in Redis.
+const keysCrashLockTTL = 300 * time.Millisecond
+
+// keysCrashOpen opens the key store at where with a clock that never moves
+// (no usage ever expires, no lease ever ends): a database of backend (bolt
+// or badger) at that path in Sync mode, or, for backend "redis", the key
+// store in the Redis at that URL. close closes what it opened.
+func keysCrashOpen(where, backend string) (ks *keystore.Store, close func() error, err error) {
+	now := newClock().Now
+	if backend == "redis" {
+		rdb, err := redisstore.Open(context.Background(), where, redisstore.Options{Now: now, Timeout: 10 * time.Second, LockTTL: keysCrashLockTTL})
+		if err != nil {
+			return nil, nil, err
+		}
+		if ks, err = keystore.OpenRedis(rdb, keystore.Options{}); err != nil {
+			rdb.Close()
+			return nil, nil, err
+		}
+		return ks, rdb.Close, nil
+	}
+	db, err := ratestore.Open(where, ratestore.Options{Backend: backendNamed(backend), Durability: ratestore.Sync, Now: now})
 	if err != nil {
 		return nil, nil, err
 	}
-	ks, err := keystore.Open(db, keystore.Options{})
-	if err != nil {
+	if ks, err = keystore.Open(db, keystore.Options{}); err != nil {
 		db.Close()
 		return nil, nil, err
 	}
-	return db, ks, nil
+	return ks, db.Close, nil
 }
 
-// keysCrashChild reopens the key store at path and, in keysCrashWorkers
+// keysCrashChild reopens the key store at where and, in keysCrashWorkers
 // goroutines, admits requests reserving R and finishes them charging T.
 // Worker w prints "a w n" once its n-th Admit has returned and "f w n"
 // once that admission's Finish has returned: in Sync mode, once each is on
 // disk. Any error ends the process with status 2, which the parent
 // reports: only SIGKILL may end it.
-func keysCrashChild(path string, backend ratestore.Backend, secret string) {
+func keysCrashChild(where, backend, secret string) {
 	fail := func(err error) {
 		fmt.Fprintln(os.Stderr, "keystore crash child:", err)
 		os.Exit(2)
 	}
-	_, ks, err := keysCrashOpen(path, backend)
+	ks, _, err := keysCrashOpen(where, backend)
 	if err != nil {
 		fail(err)
 	}
@@ -132,33 +151,39 @@ func (a *keysCrashAcks) add(t *testing.T, line string) {
 //     finished.
 //
 // Each round starts from the usage the previous one left, read the same
-// way. The clock is fixed, so no usage expires between rounds. Like
+// way. The clock is fixed, so no usage expires between rounds. On Redis
+// (OpenRedis), where each change is acknowledged once its commit script
+// has run, the same must hold; a killed child's locks keep the key from
+// the next child until they expire (keysCrashLockTTL). Like
 // TestCrashKeepsAcknowledgedChanges, this checks what a process crash
 // leaves (the OS keeps what was written), not a power cut.
 func TestKeystoreCrashKeepsAcknowledgedUsage(t *testing.T) {
-	for _, backend := range []ratestore.Backend{ratestore.Bolt, badger.Backend} {
-		t.Run(backend.String(), func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "db")
-			db, ks, err := keysCrashOpen(path, backend)
+	for _, backend := range []string{ratestore.Bolt.String(), badger.Backend.String(), "redis"} {
+		t.Run(backend, func(t *testing.T) {
+			where := filepath.Join(t.TempDir(), "db")
+			if backend == "redis" {
+				where = redistest.Start(t).URL()
+			}
+			ks, closeStore, err := keysCrashOpen(where, backend)
 			require.NoError(t, err)
 			k, secret, err := ks.Create(ctx, keystore.Spec{Name: "crash", Policy: keysCrashPolicy})
 			require.NoError(t, err)
-			require.NoError(t, db.Close())
+			require.NoError(t, closeStore())
 
 			var used, lifetime, inflight int64 // what the previous rounds left
 			for round := range keysCrashRounds {
 				// Kill after a different number of acknowledgements each
 				// round, so the kill lands at different points.
 				kill := 100 + round*300
-				acks := keysCrashRun(t, path, backend, secret, kill)
+				acks := keysCrashRun(t, where, backend, secret, kill)
 
-				db, ks, err := keysCrashOpen(path, backend)
+				ks, closeStore, err := keysCrashOpen(where, backend)
 				require.NoError(t, err)
 				got, err := ks.Get(ctx, k.ID)
 				require.NoError(t, err)
 				u, err := ks.Usage(ctx, k.ID)
 				require.NoError(t, err)
-				require.NoError(t, db.Close())
+				require.NoError(t, closeStore())
 				require.Len(t, u.Windows, 1)
 
 				var finAcked, admAcked, pending int64 // pending: acknowledged admissions not finished
@@ -205,13 +230,13 @@ func TestKeystoreCrashKeepsAcknowledgedUsage(t *testing.T) {
 	}
 }
 
-// keysCrashRun runs one child on the database at path, kills it once it
+// keysCrashRun runs one child on the key store at where, kills it once it
 // has acknowledged kill operations, and returns every acknowledgement it
 // printed. A child that exits on its own fails the test.
-func keysCrashRun(t *testing.T, path string, backend ratestore.Backend, secret string, kill int) *keysCrashAcks {
+func keysCrashRun(t *testing.T, where, backend, secret string, kill int) *keysCrashAcks {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), keysCrashPathEnv+"="+path, crashBackendEnv+"="+backend.String(),
+	cmd.Env = append(os.Environ(), keysCrashPathEnv+"="+where, crashBackendEnv+"="+backend,
 		keysCrashSecretEnv+"="+secret)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
