@@ -171,7 +171,7 @@ func Open(db *ratestore.DB, opts Options) (*Store, error) {
 	if db == nil {
 		return nil, fmt.Errorf("keystore: open: nil database: %w", ErrInvalid)
 	}
-	return attach(db.Attach, embedded{db}, opts)
+	return attach(db.Attach, engine{db: db}, opts)
 }
 
 // OpenRedis returns the key store in the Redis of rdb, as Open does for a
@@ -189,7 +189,7 @@ func OpenRedis(rdb *redisstore.DB, opts Options) (*Store, error) {
 	if rdb == nil {
 		return nil, fmt.Errorf("keystore: open: nil Redis: %w", ErrInvalid)
 	}
-	return attach(rdb.Attach, remote{rdb}, opts)
+	return attach(rdb.Attach, engine{rdb: rdb}, opts)
 }
 
 // attach returns the Store of the database whose Attach method is
