@@ -1,13 +1,10 @@
 package keystore_test
 
 import (
-	"context"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
@@ -40,29 +37,7 @@ func benchRedis(b *testing.B) (*keystore.Store, string, func() int64) {
 	ks, err := keystore.OpenRedis(rdb, keystore.Options{})
 	require.NoError(b, err)
 	_, secret := benchKey(b, ks)
-	var trips atomic.Int64
-	rdb.Client().AddHook(roundTrips{&trips})
-	return ks, secret, trips.Load
-}
-
-// roundTrips is a go-redis hook counting round trips: commands and
-// pipelines sent.
-type roundTrips struct{ n *atomic.Int64 }
-
-func (roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-
-func (h roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.n.Add(1)
-		return next(ctx, cmds)
-	}
+	return ks, secret, redistest.CountTrips(rdb.Client())
 }
 
 // benchKey creates the benchmarks' key in ks, with usage in its windows.

@@ -245,13 +245,14 @@ func (b *Batch) commit(token string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), b.db.opts.Timeout)
 	defer cancel()
+	sent := b.db.cache.clock()
 	ok, err := commitScript.Run(ctx, b.db.client, keys, args...).Int()
 	for _, rk := range b.order {
 		v := b.vals[rk]
 		if err != nil || ok != 1 {
 			v = "" // unknown: read again by the next call
 		}
-		b.db.cache.put(rk, v)
+		b.db.cache.put(rk, v, deadline(sent, b.ttls[rk]))
 	}
 	switch {
 	case err != nil && len(b.order) > 0:

@@ -129,7 +129,7 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	ctx, cancel := context.WithTimeout(ctx, db.opts.Timeout)
 	defer cancel()
 	err := db.client.Del(ctx, rk).Err()
-	db.cache.put(rk, "")
+	db.cache.put(rk, "", 0)
 	if err != nil {
 		return fmt.Errorf("redisstore: limiter %q: key %q: reset: %w: %w", l.name, key, err, ratestore.ErrUncertain)
 	}
@@ -183,21 +183,26 @@ func (l *Limiter) update(ctx context.Context, key string, fn func(cur string, no
 	now := db.now().UnixNano()
 	cur := db.cache.get(rk)
 	for {
-		o, err := fn(cur, now)
+		o, err := fn(cur.v, now)
 		if err != nil {
-			db.cache.put(rk, "") // read it again next time
+			db.cache.put(rk, "", 0) // read it again next time
 			return outcome{}, err
 		}
-		stored, found, err := db.swap(ctx, rk, cur, o.next, o.ttl)
+		sent := db.cache.clock()
+		stored, found, err := db.swap(ctx, rk, cur.v, o.next, o.ttl)
 		if err != nil {
-			db.cache.put(rk, "")
+			db.cache.put(rk, "", 0)
 			return outcome{}, &swapError{err: err, changed: o.changed}
 		}
 		if stored {
-			db.cache.put(rk, o.next)
-			o.prev = cur
+			o.prev = cur.v
+			if o.next != cur.v { // the script stored it, with o.ttl
+				cur = cached{o.next, deadline(sent, o.ttl)}
+			}
+			db.cache.put(rk, cur.v, cur.expires)
 			return o, nil
 		}
+		found.expires = deadline(sent, found.expires)
 		cur = found
 	}
 }
@@ -312,11 +317,12 @@ func (l *Limiter) decode(v string) (int64, strategies.State, error) {
 
 // swapScript stores ARGV[2] at KEYS[1] (deletes it when ""), with a TTL of
 // ARGV[3] milliseconds, if KEYS[1] holds ARGV[1] ("": nothing), and answers
-// {1}; otherwise it changes nothing and answers {0, what KEYS[1] holds}.
+// {1}; otherwise it changes nothing and answers {0, what KEYS[1] holds,
+// its TTL in milliseconds (PTTL: negative for none)}.
 var swapScript = redis.NewScript(`
 local cur = redis.call('GET', KEYS[1]) or ''
 if cur ~= ARGV[1] then
-  return {0, cur}
+  return {0, cur, redis.call('PTTL', KEYS[1])}
 end
 if ARGV[2] ~= cur then
   if ARGV[2] == '' then
@@ -329,22 +335,24 @@ return {1}
 `)
 
 // swap runs swapScript: it stores next at key if key holds cur, and
-// otherwise returns what key holds.
-func (db *DB) swap(ctx context.Context, key, cur, next string, ttl time.Duration) (stored bool, found string, err error) {
-	ms := max(1, (ttl+time.Millisecond-1)/time.Millisecond)
-	v, err := swapScript.Run(ctx, db.client, []string{key}, cur, next, int64(ms)).Slice()
+// otherwise returns what key holds, with its TTL (0: none) in expires.
+func (db *DB) swap(ctx context.Context, key, cur, next string, ttl time.Duration) (stored bool, found cached, err error) {
+	v, err := swapScript.Run(ctx, db.client, []string{key}, cur, next, max(1, ms(ttl))).Slice()
 	if err != nil {
-		return false, "", err
+		return false, cached{}, err
 	}
 	if len(v) == 0 {
-		return false, "", errors.New("swap script: empty reply")
+		return false, cached{}, errors.New("swap script: empty reply")
 	}
 	if ok, _ := v[0].(int64); ok == 1 {
-		return true, "", nil
+		return true, cached{}, nil
 	}
-	if len(v) != 2 {
-		return false, "", fmt.Errorf("swap script: reply of %d elements", len(v))
+	if len(v) != 3 {
+		return false, cached{}, fmt.Errorf("swap script: reply of %d elements", len(v))
 	}
-	found, _ = v[1].(string)
+	found.v, _ = v[1].(string)
+	if pttl, _ := v[2].(int64); pttl > 0 {
+		found.expires = time.Duration(pttl) * time.Millisecond
+	}
 	return false, found, nil
 }

@@ -16,7 +16,9 @@
 // another call on the key succeeded. A call therefore costs one round trip
 // when this DB made the key's last change, as it does for a key used by
 // one instance at a time, and two when another instance has changed it
-// since. Every strategy works the same way, a Composite included, and the
+// since. The DB also notes when Redis expires each state it wrote (see
+// Keys), and decides on none once that has passed: a key idle past its
+// TTL costs one round trip too. Every strategy works the same way, a Composite included, and the
 // Results are those of a ratestore.DB given the same calls at the same
 // instants; package tests hold the two to that, call by call.
 //

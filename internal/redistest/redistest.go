@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -266,4 +267,31 @@ func makeCerts(t testing.TB, dir string) (caFile, certFile, keyFile string, clie
 	pool.AddCert(caCert)
 	return write("ca.crt", "CERTIFICATE", caDER), write("redis.crt", "CERTIFICATE", leafDER),
 		write("redis.key", "EC PRIVATE KEY", keyDER), &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+}
+
+// CountTrips counts the round trips client makes from now on (commands
+// and pipelines sent), and returns a function that reports them.
+func CountTrips(client redis.UniversalClient) func() int64 {
+	h := &trips{}
+	client.AddHook(h)
+	return h.n.Load
+}
+
+// trips is a go-redis hook counting round trips.
+type trips struct{ n atomic.Int64 }
+
+func (*trips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *trips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *trips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmds)
+	}
 }
