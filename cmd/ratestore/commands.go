@@ -48,9 +48,8 @@ counted in buckets of BUCKET (default DURATION/60, rounded to a divisor:
 5h counts in 5m buckets, 168h in 2h48m ones); every window must allow a
 request. DURATION and BUCKET are Go durations (90m, 5h, 168h for a week).
 --rpm caps the requests per minute, --max-concurrent those in flight at once,
-and --models the models a request may name (globs: "claude-*"). The key store
-enforces --rpm, --max-concurrent and --models in Store.Admit; the gateway
-command does not use Admit yet and enforces the token windows only.`
+and --models the models a request may name (globs: "claude-*"). The gateway
+command enforces all of them on every request (keystore's Store.Admit).`
 
 // commands lists every command, in the order help shows them.
 var commands = []*command{
