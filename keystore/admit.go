@@ -177,7 +177,7 @@ func (e *entry) admits(ctx context.Context, b batch, req Request, now int64) err
 		return &Denial{Reason: "model", Limit: fmt.Sprintf("model %q", req.Model), RetryAfter: -1, key: e.id, err: ErrModel}
 	}
 	if max := pol.pub.MaxConcurrent; max > 0 {
-		r, err := b.PeekN(ctx, pol.inflight, e.id, 1)
+		r, err := b.PeekN(pol.inflight, e.id, 1)
 		if err != nil {
 			return fmt.Errorf("keystore: key %s: requests in flight: %w", e.id, err)
 		}
@@ -188,7 +188,7 @@ func (e *entry) admits(ctx context.Context, b batch, req Request, now int64) err
 				RetryAfter: r.RetryAfter, key: e.id, err: ErrLimited}
 		}
 	}
-	res, i, err := pol.peek(ctx, b, e.id, req.Reserve)
+	res, i, err := pol.peek(b, e.id, req.Reserve)
 	if err != nil {
 		return err
 	}
@@ -256,7 +256,7 @@ func (a *Admission) Finish(ctx context.Context, tokens int64) (Usage, error) {
 			return err
 		}
 		var err error
-		u, err = s.usageOf(ctx, b, e, now)
+		u, err = s.usageOf(b, e, now)
 		return err
 	})
 	return u, err

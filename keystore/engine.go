@@ -109,8 +109,9 @@ func (l *limiter) Inspect(ctx context.Context, key string, fn func(st strategies
 }
 
 // batch is the changes of one update, with the methods of ratestore.Batch:
-// a ratestore.Batch (b, of db) or a redisstore.Batch (rb). The zero batch
-// is direct: it reads the limiters outside any batch, and changes nothing.
+// a ratestore.Batch (b, of db) or a redisstore.Batch (rb), bounded by ctx.
+// A batch with neither is direct: it reads the limiters outside any batch,
+// and changes nothing.
 type batch struct {
 	ctx context.Context
 	db  *ratestore.DB
@@ -118,25 +119,25 @@ type batch struct {
 	rb  *redisstore.Batch
 }
 
-// direct reads limiters outside a batch (Check, Usage).
-var direct batch
+// direct reads limiters outside a batch (Check, Usage), bounded by ctx.
+func direct(ctx context.Context) batch { return batch{ctx: ctx} }
 
 // PeekN asks l whether n more fit key: a redisstore batch sees its own
 // changes; a DB's batch changes the states in memory as it goes, so its
-// reads, and direct ones, are the limiters' own, bounded by ctx.
-func (b batch) PeekN(ctx context.Context, l *limiter, key string, n int64) (strategies.Result, error) {
+// reads, and direct ones, are the limiters' own.
+func (b batch) PeekN(l *limiter, key string, n int64) (strategies.Result, error) {
 	if b.rb != nil {
 		return b.rb.PeekN(l.rl, key, n)
 	}
-	return l.PeekN(ctx, key, n)
+	return l.PeekN(b.ctx, key, n)
 }
 
 // Inspect calls fn with key's state under l, as PeekN reads it.
-func (b batch) Inspect(ctx context.Context, l *limiter, key string, fn func(st strategies.State, now int64) error) error {
+func (b batch) Inspect(l *limiter, key string, fn func(st strategies.State, now int64) error) error {
 	if b.rb != nil {
 		return b.rb.Inspect(l.rl, key, fn)
 	}
-	return l.Inspect(ctx, key, fn)
+	return l.Inspect(b.ctx, key, fn)
 }
 
 // prefetch reads at once, where that saves round trips (Redis), the

@@ -346,7 +346,7 @@ func (s *Store) Check(ctx context.Context, secret string) (Key, strategies.Resul
 	if err := e.refusal(s.expiryNow(e)); err != nil {
 		return k, strategies.Result{}, err
 	}
-	res, _, err := e.rec.pol.peek(ctx, direct, e.id, 0)
+	res, _, err := e.rec.pol.peek(direct(ctx), e.id, 0)
 	if err != nil {
 		return Key{}, strategies.Result{}, err
 	}
@@ -399,14 +399,14 @@ func (s *Store) Usage(ctx context.Context, id string) (Usage, error) {
 	if e.rec.gone {
 		return Usage{}, notFound(id)
 	}
-	return s.usageOf(ctx, direct, e, s.now())
+	return s.usageOf(direct(ctx), e, s.now())
 }
 
 // usageOf is Usage of e. The caller holds e.mu.
-func (s *Store) usageOf(ctx context.Context, r batch, e *entry, now int64) (Usage, error) {
+func (s *Store) usageOf(r batch, e *entry, now int64) (Usage, error) {
 	pol := e.rec.pol
 	u := Usage{Windows: make([]WindowUsage, len(pol.windows))}
-	err := r.Inspect(ctx, pol.inflight, e.id, func(st strategies.State, now int64) error {
+	err := r.Inspect(pol.inflight, e.id, func(st strategies.State, now int64) error {
 		n, err := s.lease.Used(st, now)
 		u.InFlight = int(n)
 		return err
@@ -415,7 +415,7 @@ func (s *Store) usageOf(ctx context.Context, r batch, e *entry, now int64) (Usag
 		return Usage{}, fmt.Errorf("keystore: key %s: requests in flight: %w", e.id, err)
 	}
 	for i := range pol.pub.Windows {
-		wu, err := s.windowUsage(ctx, r, e, i)
+		wu, err := s.windowUsage(r, e, i)
 		if err != nil {
 			return Usage{}, err
 		}
@@ -430,11 +430,11 @@ func (s *Store) usageOf(ctx context.Context, r batch, e *entry, now int64) (Usag
 }
 
 // windowUsage reports window i of e's policy.
-func (s *Store) windowUsage(ctx context.Context, r batch, e *entry, i int) (WindowUsage, error) {
+func (s *Store) windowUsage(r batch, e *entry, i int) (WindowUsage, error) {
 	w := e.rec.pol.pub.Windows[i]
 	wu := WindowUsage{Window: w.Window, Bucket: w.Bucket, Limit: w.Limit}
 	rw := w.strategy()
-	err := r.Inspect(ctx, e.rec.pol.windows[i], e.id, func(st strategies.State, now int64) error {
+	err := r.Inspect(e.rec.pol.windows[i], e.id, func(st strategies.State, now int64) error {
 		used, err := rw.Used(st, now)
 		if err != nil {
 			return err

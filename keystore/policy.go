@@ -1,7 +1,6 @@
 package keystore
 
 import (
-	"context"
 	"fmt"
 	"path"
 	"slices"
@@ -210,11 +209,11 @@ func (p *Policy) allows(model string) bool {
 
 // peek asks every token window of key id whether n more tokens fit,
 // changing nothing, and returns the binding answer (see bind).
-func (pol *policy) peek(ctx context.Context, rd batch, id string, n int64) (strategies.Result, int, error) {
+func (pol *policy) peek(rd batch, id string, n int64) (strategies.Result, int, error) {
 	var res strategies.Result
 	binding := 0
 	for i, l := range pol.windows {
-		r, err := rd.PeekN(ctx, l, id, n)
+		r, err := rd.PeekN(l, id, n)
 		if err != nil {
 			return strategies.Result{}, -1, fmt.Errorf("keystore: key %s: %w", id, err)
 		}
