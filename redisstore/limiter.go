@@ -188,22 +188,17 @@ func (l *Limiter) update(ctx context.Context, key string, fn func(cur string, no
 			db.cache.put(rk, "", 0) // read it again next time
 			return outcome{}, err
 		}
-		sent := db.cache.clock()
-		stored, found, err := db.swap(ctx, rk, cur.v, o.next, o.ttl)
+		stored, held, err := db.swap(ctx, rk, cur, o.next, o.ttl)
 		if err != nil {
 			db.cache.put(rk, "", 0)
 			return outcome{}, &swapError{err: err, changed: o.changed}
 		}
 		if stored {
+			db.cache.put(rk, held.v, held.expires)
 			o.prev = cur.v
-			if o.next != cur.v { // the script stored it, with o.ttl
-				cur = cached{o.next, deadline(sent, o.ttl)}
-			}
-			db.cache.put(rk, cur.v, cur.expires)
 			return o, nil
 		}
-		found.expires = deadline(sent, found.expires)
-		cur = found
+		cur = held
 	}
 }
 
@@ -334,10 +329,13 @@ end
 return {1}
 `)
 
-// swap runs swapScript: it stores next at key if key holds cur, and
-// otherwise returns what key holds, with its TTL (0: none) in expires.
-func (db *DB) swap(ctx context.Context, key, cur, next string, ttl time.Duration) (stored bool, found cached, err error) {
-	v, err := swapScript.Run(ctx, db.client, []string{key}, cur, next, max(1, ms(ttl))).Slice()
+// swap runs swapScript: it stores next at key, with ttl, if key holds
+// cur.v. It returns what key holds then, and when Redis expires it: next
+// when it stored it (cur, expiring as before, when next is cur.v), and
+// otherwise the value the script found, with the TTL it reported.
+func (db *DB) swap(ctx context.Context, key string, cur cached, next string, ttl time.Duration) (stored bool, held cached, err error) {
+	sent := db.cache.clock()
+	v, err := swapScript.Run(ctx, db.client, []string{key}, cur.v, next, max(1, ms(ttl))).Slice()
 	if err != nil {
 		return false, cached{}, err
 	}
@@ -345,14 +343,17 @@ func (db *DB) swap(ctx context.Context, key, cur, next string, ttl time.Duration
 		return false, cached{}, errors.New("swap script: empty reply")
 	}
 	if ok, _ := v[0].(int64); ok == 1 {
-		return true, cached{}, nil
+		if next == cur.v {
+			return true, cur, nil
+		}
+		return true, cached{next, deadline(sent, ttl)}, nil
 	}
 	if len(v) != 3 {
 		return false, cached{}, fmt.Errorf("swap script: reply of %d elements", len(v))
 	}
-	found.v, _ = v[1].(string)
+	held.v, _ = v[1].(string)
 	if pttl, _ := v[2].(int64); pttl > 0 {
-		found.expires = time.Duration(pttl) * time.Millisecond
+		held.expires = deadline(sent, time.Duration(pttl)*time.Millisecond)
 	}
-	return false, found, nil
+	return false, held, nil
 }
