@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -174,11 +173,11 @@ func TestFailedCommitNotUndoneWhenChangedSince(t *testing.T) {
 		second <- err
 	}()
 	sh := &db.shards[db.locate(l.nameHash, "k").idx]
-	for dirty := false; !dirty; runtime.Gosched() { // until the second change is made
+	waitFor(t, func() bool { // until the second change is made
 		sh.mu.Lock()
-		dirty = len(sh.dirty) > 0
-		sh.mu.Unlock()
-	}
+		defer sh.mu.Unlock()
+		return len(sh.dirty) > 0
+	})
 	f.fault.Store(failBefore)
 	f.hold <- struct{}{}
 	require.ErrorIs(t, <-first, ErrUncertain)
