@@ -30,6 +30,8 @@
 //     without migrating). Pending counts the keys not migrated yet;
 //     MigrateAll migrates them all now, one key and one commit at a time,
 //     with progress, and can be cancelled between keys and run again.
+//     ImportLegacyInto and MigrateAllIn do the same for a key store in
+//     Redis (keystore.OpenRedis), which gateways share.
 //
 // On badger, one transaction holds some thousands of keys at most (its
 // memtable bounds it): the engine splits the commit of a larger import

@@ -46,15 +46,27 @@ func MigrateAll(ctx context.Context, db *ratestore.DB, progress func(done, total
 	if db == nil {
 		return fmt.Errorf("migrate: migrate all: nil database: %w", ratestore.ErrInvalid)
 	}
-	if progress == nil {
-		progress = func(int, int) {}
-	}
 	ks, err := keyStore(db)
 	if err != nil {
 		return fmt.Errorf("migrate: migrate all: %w", err)
 	}
+	return MigrateAllIn(ctx, ks, progress)
+}
+
+// MigrateAllIn is MigrateAll in the key store ks, wherever it keeps its
+// keys: in Redis (keystore.OpenRedis), each key's merge is one batch, so
+// gateways sharing that Redis go on serving while it runs, and a key one of
+// them migrated at its first touch counts as done. (ks.PendingLegacy is
+// Pending's count.)
+func MigrateAllIn(ctx context.Context, ks *keystore.Store, progress func(done, total int)) error {
+	if ks == nil {
+		return fmt.Errorf("migrate: migrate all: nil key store: %w", ratestore.ErrInvalid)
+	}
+	if progress == nil {
+		progress = func(int, int) {}
+	}
 	var ids []string
-	err = ks.LegacyIDs(ctx, func(id string) error {
+	err := ks.LegacyIDs(ctx, func(id string) error {
 		ids = append(ids, id)
 		return nil
 	})

@@ -23,15 +23,7 @@ func TestImportIntoRedis(t *testing.T) {
 	clk := fakeclock.New(importNow)
 	db := openDB(t, ratestore.Bolt, clk)
 	srv := redistest.Start(t)
-	openRedis := func() *keystore.Store {
-		rdb, err := redisstore.Open(ctx, srv.URL(), redisstore.Options{Now: clk.Now, Timeout: 10 * time.Second})
-		require.NoError(t, err)
-		t.Cleanup(func() { rdb.Close() })
-		ks, err := keystore.OpenRedis(rdb, keystore.Options{})
-		require.NoError(t, err)
-		return ks
-	}
-	importer, other := openRedis(), openRedis()
+	importer, other := redisKeys(t, srv, clk), redisKeys(t, srv, clk)
 	importFile := func(name string) Report {
 		f, err := os.Open(fixture(name))
 		require.NoError(t, err)
@@ -75,4 +67,67 @@ func TestImportIntoRedis(t *testing.T) {
 	require.Equal(t, n, after, "a refused file writes nothing")
 	_, err = ImportLegacyInto(ctx, nil, nil)
 	require.ErrorIs(t, err, ratestore.ErrInvalid)
+}
+
+// redisKeys opens a key store in srv, on clk, as one process of it would.
+func redisKeys(t *testing.T, srv *redistest.Server, clk *fakeclock.Clock) *keystore.Store {
+	t.Helper()
+	rdb, err := redisstore.Open(ctx, srv.URL(), redisstore.Options{Now: clk.Now, Timeout: 10 * time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { rdb.Close() })
+	ks, err := keystore.OpenRedis(rdb, keystore.Options{})
+	require.NoError(t, err)
+	return ks
+}
+
+// TestMigrateAllInRedis: MigrateAllIn migrates the legacy usage of a key
+// store in Redis as MigrateAll does a database's: the same progress, the
+// same usage afterwards, nothing left pending. A key another process of
+// the Redis migrated meanwhile, at its first touch, counts as done and is
+// merged once.
+func TestMigrateAllInRedis(t *testing.T) {
+	clk := fakeclock.New(importNow)
+	db := openDB(t, ratestore.Bolt, clk)
+	srv := redistest.Start(t)
+	migrator, gateway := redisKeys(t, srv, clk), redisKeys(t, srv, clk)
+	_, err := ImportLegacyFile(ctx, db, fixture("apikeys.valid.json"))
+	require.NoError(t, err)
+	f, err := os.Open(fixture("apikeys.valid.json"))
+	require.NoError(t, err)
+	defer f.Close()
+	_, err = ImportLegacyInto(ctx, migrator, f)
+	require.NoError(t, err)
+	migrator = redisKeys(t, srv, clk) // as a new process: it has every key pending
+	pending, err := migrator.PendingLegacy(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 3, pending)
+
+	_, _, err = gateway.Check(ctx, fixtureSecrets["staging"]) // migrated by its first touch
+	require.NoError(t, err)
+	var calls [][2]int
+	require.NoError(t, MigrateAllIn(ctx, migrator, func(done, total int) { calls = append(calls, [2]int{done, total}) }))
+	require.Equal(t, [][2]int{{0, 3}, {1, 3}, {2, 3}, {3, 3}}, calls)
+	require.NoError(t, MigrateAll(ctx, db, nil))
+	for _, ks := range []*keystore.Store{migrator, gateway} {
+		pending, err = ks.PendingLegacy(ctx)
+		require.NoError(t, err)
+		require.Zero(t, pending)
+	}
+	for _, name := range []string{"gateway-prod", "batch-jobs", "staging"} { // apikeys.valid.json's
+		secret := fixtureSecrets[name]
+		wk, _, err := keys(t, db).Check(ctx, secret)
+		require.NoError(t, err, name)
+		k, _, err := gateway.Check(ctx, secret)
+		require.NoError(t, err, name)
+		want, err := keys(t, db).Usage(ctx, wk.ID)
+		require.NoError(t, err)
+		got, err := gateway.Usage(ctx, k.ID)
+		require.NoError(t, err)
+		require.Equal(t, want, got, name)
+		if name == "gateway-prod" {
+			require.Equal(t, int64(41250), got.Used, "its legacy windows, merged once")
+		}
+	}
+
+	require.ErrorIs(t, MigrateAllIn(ctx, nil, nil), ratestore.ErrInvalid)
 }

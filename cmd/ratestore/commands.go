@@ -66,10 +66,12 @@ windows are kept and migrated lazily (see migrate).`,
 		setup: importCmd,
 	},
 	{
-		name: "migrate", args: "[--dry-run]", maxArgs: 0,
+		name: "migrate", args: "[--dry-run] [--redis URL]", maxArgs: 0,
 		summary: "migrate all pending legacy usage now",
 		help: `Imported usage windows are migrated lazily, the first time a key is touched;
-this migrates those of every key now. Progress is shown on a terminal.`,
+this migrates those of every key now. Progress is shown on a terminal. With
+--redis it migrates the keys of the key store in that Redis, one batch a key,
+while gateways started with --redis go on serving.`,
 		json:  `{"dry_run", "pending" (keys with legacy usage before), "migrated" (keys migrated)}`,
 		setup: migrateCmd,
 	},

@@ -10,7 +10,8 @@
 //
 //	import FILE [--dry-run] [--redis URL]
 //	                              import a legacy API-key file, all or nothing
-//	migrate [--dry-run]           migrate all pending legacy usage now
+//	migrate [--dry-run] [--redis URL]
+//	                              migrate all pending legacy usage now
 //	keys create --name NAME (--limit TOKENS | --window DURATION=LIMIT[/BUCKET]...)
 //	            [--rpm N] [--max-concurrent N] [--models GLOBS] [--model MODEL] [--expires WHEN]
 //	keys list

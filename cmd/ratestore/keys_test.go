@@ -368,10 +368,11 @@ func TestKeysPolicyErrors(t *testing.T) {
 	require.Len(t, jsonOf[keysOut](e, "keys", "list").Keys, 1, "a refused create creates nothing")
 }
 
-// TestKeysRedis: import, keys and usage given --redis work on the key
-// store in that Redis: a legacy file imported once (a second import skips
-// every key), a key created, listed, limited and shown, and no database
-// file made. --redis with --admin is a usage error.
+// TestKeysRedis: import, migrate, keys and usage given --redis work on the
+// key store in that Redis: a legacy file imported once (a second import
+// skips every key) and its usage migrated, a key created, listed, limited
+// and shown, and no database file made. --redis with --admin is a usage
+// error.
 func TestKeysRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	e := newEnv(t)
@@ -384,6 +385,12 @@ func TestKeysRedis(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &imp))
 	require.Zero(t, imp.Keys)
 	require.Len(t, imp.Skips, 3)
+	require.Equal(t, migrateOut{DryRun: true, Pending: 3}, jsonOf[migrateOut](e, "migrate", "--dry-run", "--redis", url))
+	r = e.ok("migrate", "--redis", url)
+	require.Equal(t, "migrated the legacy usage of 3 keys\n", r.stdout)
+	require.Equal(t, migrateOut{}, jsonOf[migrateOut](e, "migrate", "--redis", url))
+	prod := byName(t, jsonOf[keysOut](e, "keys", "list", "--redis", url).Keys)["gateway-prod"]
+	require.Equal(t, int64(41250), jsonOf[usageOut](e, "usage", prod, "--redis", url).Used)
 
 	r = e.ok("--json", "keys", "create", "--name", "shared", "--window", "5h=1000", "--redis", url)
 	var created struct {

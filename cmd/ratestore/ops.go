@@ -102,35 +102,50 @@ func (c *cli) importDone(file string, dryRun, refused bool, rep migrate.Report) 
 
 func migrateCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 	dryRun := fs.Bool("dry-run", false, "only print how many keys have legacy usage pending; write nothing")
+	redisURL := fs.String("redis", "", "migrate the keys of the key store in the Redis at `URL` (redis://host:port/db), which gateways started with --redis share, rather than the database's")
 	return func([]string) error {
+		run := func(ks *keystore.Store) error { return c.migrate(ks, *dryRun) }
+		if *redisURL != "" {
+			return c.withRedisKeys(*redisURL, run)
+		}
 		return c.withDB(false, func(db *ratestore.DB) error {
-			pending, err := migrate.Pending(c.ctx, db)
+			ks, err := keyStore(db)
 			if err != nil {
 				return err
 			}
-			out := migrateOut{DryRun: *dryRun, Pending: pending}
-			if !*dryRun && pending > 0 {
-				bar := c.progress("migrating legacy usage")
-				err := migrate.MigrateAll(c.ctx, db, bar.of)
-				bar.finish()
-				if err != nil {
-					return err
-				}
-				left, err := migrate.Pending(c.ctx, db)
-				if err != nil {
-					return err
-				}
-				out.Migrated = pending - left
-			}
-			return c.emit(out, func(w io.Writer) {
-				if *dryRun {
-					fmt.Fprintf(w, "%d key%s with legacy usage pending (dry run: nothing migrated)\n", pending, plural(pending))
-					return
-				}
-				fmt.Fprintf(w, "migrated the legacy usage of %d key%s\n", out.Migrated, plural(out.Migrated))
-			})
+			return run(ks)
 		})
 	}
+}
+
+// migrate migrates the legacy usage pending in ks, or with dryRun only
+// counts it, and prints what it did.
+func (c *cli) migrate(ks *keystore.Store, dryRun bool) error {
+	pending, err := ks.PendingLegacy(c.ctx)
+	if err != nil {
+		return err
+	}
+	out := migrateOut{DryRun: dryRun, Pending: pending}
+	if !dryRun && pending > 0 {
+		bar := c.progress("migrating legacy usage")
+		err := migrate.MigrateAllIn(c.ctx, ks, bar.of)
+		bar.finish()
+		if err != nil {
+			return err
+		}
+		left, err := ks.PendingLegacy(c.ctx)
+		if err != nil {
+			return err
+		}
+		out.Migrated = pending - left
+	}
+	return c.emit(out, func(w io.Writer) {
+		if dryRun {
+			fmt.Fprintf(w, "%d key%s with legacy usage pending (dry run: nothing migrated)\n", pending, plural(pending))
+			return
+		}
+		fmt.Fprintf(w, "migrated the legacy usage of %d key%s\n", out.Migrated, plural(out.Migrated))
+	})
 }
 
 func copyCmd(c *cli, fs *flag.FlagSet) func([]string) error {
