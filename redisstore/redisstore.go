@@ -18,9 +18,10 @@
 // one instance at a time, and two when another instance has changed it
 // since. The DB also notes when Redis expires each state it wrote (see
 // Keys), and decides on none once that has passed: a key idle past its
-// TTL costs one round trip too. Every strategy works the same way, a Composite included, and the
-// Results are those of a ratestore.DB given the same calls at the same
-// instants; package tests hold the two to that, call by call.
+// TTL costs one round trip too. Every strategy works the same way, a
+// Composite included, and the Results are those of a ratestore.DB given
+// the same calls at the same instants; package tests hold the two to that,
+// call by call.
 //
 // The instants are those of the instances' clocks (Options.Now), not of
 // Redis's: a strategy needs the same clock for every call on a key, and
