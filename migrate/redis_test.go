@@ -89,15 +89,15 @@ func TestMigrateAllInRedis(t *testing.T) {
 	clk := fakeclock.New(importNow)
 	db := openDB(t, ratestore.Bolt, clk)
 	srv := redistest.Start(t)
-	migrator, gateway := redisKeys(t, srv, clk), redisKeys(t, srv, clk)
+	importer, gateway := redisKeys(t, srv, clk), redisKeys(t, srv, clk)
 	_, err := ImportLegacyFile(ctx, db, fixture("apikeys.valid.json"))
 	require.NoError(t, err)
 	f, err := os.Open(fixture("apikeys.valid.json"))
 	require.NoError(t, err)
 	defer f.Close()
-	_, err = ImportLegacyInto(ctx, migrator, f)
+	_, err = ImportLegacyInto(ctx, importer, f)
 	require.NoError(t, err)
-	migrator = redisKeys(t, srv, clk) // as a new process: it has every key pending
+	migrator := redisKeys(t, srv, clk) // a new process: it sees every key pending
 	pending, err := migrator.PendingLegacy(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 3, pending)
