@@ -187,14 +187,14 @@ func TestAdminKeyLifecycle(t *testing.T) {
 	// PATCH: each field; the windows replace the list: the 5h window
 	// keeps its usage, the 168h one is gone, a 1h one starts empty.
 	got = adminOK[AdminKey](e, "PATCH", "/admin/keys/"+k.ID, map[string]any{
-		"name": "team-b", "models": []string{}, "windows": []map[string]any{{"limit": 50, "window": "5h"}, {"limit": 10, "window": "1h"}},
+		"name": "team-b", "models": []string{}, "windows": []map[string]any{{"limit": 500, "window": "5h"}, {"limit": 100, "window": "1h"}},
 		"requests_per_minute": 0, "max_concurrent": 1, "expires_at": nil,
 	}, http.StatusOK)
 	require.Equal(t, "team-b", got.Name)
 	require.Equal(t, []string{}, got.Models)
 	require.Equal(t, []AdminWindow{
-		{Limit: 50, Window: "5h0m0s", Bucket: "5m0s", Used: 42, Remaining: 8, ResetAfterSeconds: 5 * 3600, WindowEnd: got.Windows[0].WindowEnd},
-		{Limit: 10, Window: "1h0m0s", Bucket: "1m0s", Remaining: 10},
+		{Limit: 500, Window: "5h0m0s", Bucket: "5m0s", Used: 42, Remaining: 458, ResetAfterSeconds: 5 * 3600, WindowEnd: got.Windows[0].WindowEnd},
+		{Limit: 100, Window: "1h0m0s", Bucket: "1m0s", Remaining: 100},
 	}, got.Windows)
 	require.Zero(t, got.RequestsPerMinute)
 	require.Equal(t, 1, got.MaxConcurrent)

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -148,46 +147,4 @@ func denyRate(w http.ResponseWriter, r *http.Request, d httplimit.Decision) {
 	retryFields(w.Header(), wait)
 	writeError(w, http.StatusTooManyRequests, typeRate, "rate_limit_exceeded",
 		fmt.Sprintf("key %s is over the gateway's request rate (--rps); retry after %v", id, roundWait(wait)))
-}
-
-// requestJSON is what the gateway reads of a request body: the model and
-// the maximum output of OpenAI's, Anthropic's and Gemini's requests.
-type requestJSON struct {
-	Model               string `json:"model"`
-	MaxTokens           *int64 `json:"max_tokens"`
-	MaxOutputTokens     *int64 `json:"max_output_tokens"`
-	MaxCompletionTokens *int64 `json:"max_completion_tokens"`
-	GenerationConfig    *struct {
-		MaxOutputTokens *int64 `json:"maxOutputTokens"`
-	} `json:"generationConfig"`
-}
-
-// requestModel returns the model a request asks for, from the Gemini path
-// (/v1beta/models/{model}:generateContent or :streamGenerateContent) or
-// the "model" field of its JSON body, and the maximum output the body
-// names (0 when none). A request that names no model is "" (not a model
-// call: nothing is reserved).
-func requestModel(urlPath string, body []byte) (model string, maxTokens int64) {
-	if i := strings.LastIndex(urlPath, "/models/"); i >= 0 {
-		m, action, ok := strings.Cut(urlPath[i+len("/models/"):], ":")
-		if ok && (action == "generateContent" || action == "streamGenerateContent") && m != "" {
-			model = m
-		}
-	}
-	var q requestJSON
-	if len(body) > 0 && json.Unmarshal(body, &q) == nil {
-		if model == "" {
-			model = q.Model
-		}
-		for _, n := range []*int64{q.MaxTokens, q.MaxOutputTokens, q.MaxCompletionTokens} {
-			if n != nil && *n > 0 {
-				maxTokens = *n
-				break
-			}
-		}
-		if maxTokens == 0 && q.GenerationConfig != nil && q.GenerationConfig.MaxOutputTokens != nil && *q.GenerationConfig.MaxOutputTokens > 0 {
-			maxTokens = *q.GenerationConfig.MaxOutputTokens
-		}
-	}
-	return model, maxTokens
 }

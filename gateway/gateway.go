@@ -2,20 +2,22 @@ package gateway
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
+	"mime"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,6 +60,13 @@ const (
 	// DefaultIdleTimeout bounds the wait for each read of the upstream's
 	// response body: a stream silent for longer is ended.
 	DefaultIdleTimeout = 60 * time.Second
+	// DefaultBodyTimeout bounds the wait for a request's body, from the
+	// end of its header: a caller that sends it more slowly gets 408.
+	DefaultBodyTimeout = 30 * time.Second
+	// DefaultMaxTokensPerRequest bounds the usage one response may charge
+	// (see Options.MaxTokensPerRequest).
+	DefaultMaxTokensPerRequest = 10_000_000
+
 	// DefaultDrainTimeout bounds how long the gateway keeps reading a
 	// response for its usage once the caller has hung up: long enough
 	// for most generations to end, short of the first-byte timeout.
@@ -115,8 +124,18 @@ type Options struct {
 	// A larger body is refused with 413.
 	MaxRequestBody int64
 	// DefaultMaxTokens is the output reserved for a request that names no
-	// maximum of its own; 0 means DefaultMaxTokens.
+	// maximum of its own (capped by the key's tightest window); 0 means
+	// DefaultMaxTokens.
 	DefaultMaxTokens int64
+	// MaxTokensPerRequest bounds the usage one response may be charged:
+	// an upstream that reports more (a bug, or a lenient fake) is trusted
+	// up to it, and the overrun logged at level Error, so that one bogus
+	// figure cannot lock a key out for its whole window. 0 means
+	// DefaultMaxTokensPerRequest.
+	MaxTokensPerRequest int64
+	// BodyTimeout bounds the wait for a request's body (408 when it is
+	// slower); 0 means DefaultBodyTimeout, a negative value no bound.
+	BodyTimeout time.Duration
 
 	// ConnectTimeout, FirstByteTimeout and IdleTimeout bound connecting
 	// to the upstream, waiting for its response header, and waiting for
@@ -149,25 +168,25 @@ type Options struct {
 // Gateway is the metering reverse proxy, an http.Handler. It is safe for
 // concurrent use.
 type Gateway struct {
-	keys      *keystore.Store
-	proxy     *httputil.ReverseProxy
-	next      http.Handler // proxy, behind the request-rate middleware if any
-	routes    []route      // longest prefix first, the default route last
-	shadow    bool         // Options.Shadow
-	active    *activity    // the requests being served, for Wait and Abort
-	statsPath string
-	weights   Weights
-	drain     time.Duration // < 0: none
-	maxBody   int64
-	maxTokens int64
-	idle      time.Duration // 0: none
-	log       *slog.Logger
-	admin     [32]byte // SHA-256 of Options.AdminToken; zero: no admin API
-	metrics   *metrics
-	adminAPI  *http.ServeMux // the admin API's routes
-
-	idPrefix string
-	seq      atomic.Uint64
+	keys        *keystore.Store
+	proxy       *httputil.ReverseProxy
+	next        http.Handler // proxy, behind the request-rate middleware if any
+	routes      []route      // longest prefix first, the default route last
+	shadow      bool         // Options.Shadow
+	active      *activity    // the requests being served, for Wait and Abort
+	statsPath   string
+	weights     Weights
+	drain       time.Duration // < 0: none
+	maxBody     int64
+	maxTokens   int64
+	maxCharge   int64         // Options.MaxTokensPerRequest
+	bodyTimeout time.Duration // 0: none
+	slots       slots
+	idle        time.Duration // 0: none
+	log         *slog.Logger
+	admin       [32]byte // SHA-256 of Options.AdminToken; zero: no admin API
+	metrics     *metrics
+	adminAPI    *http.ServeMux // the admin API's routes
 }
 
 // New returns a Gateway in front of opts.Upstream that meters the keys of
@@ -227,17 +246,19 @@ func newGateway(keys *keystore.Store, limiter func(string, strategies.Strategy) 
 		return nil, err
 	}
 	g := &Gateway{
-		keys:      keys,
-		routes:    routes,
-		shadow:    opts.Shadow,
-		active:    newActivity(),
-		statsPath: opts.StatsPath,
-		weights:   UnitWeights,
-		drain:     opts.DrainTimeout,
-		maxBody:   opts.MaxRequestBody,
-		maxTokens: opts.DefaultMaxTokens,
-		idle:      timeout(opts.IdleTimeout, DefaultIdleTimeout),
-		log:       opts.Logger,
+		keys:        keys,
+		routes:      routes,
+		shadow:      opts.Shadow,
+		active:      newActivity(),
+		statsPath:   opts.StatsPath,
+		weights:     UnitWeights,
+		drain:       opts.DrainTimeout,
+		maxBody:     opts.MaxRequestBody,
+		maxTokens:   opts.DefaultMaxTokens,
+		maxCharge:   cmp.Or(opts.MaxTokensPerRequest, DefaultMaxTokensPerRequest),
+		bodyTimeout: timeout(opts.BodyTimeout, DefaultBodyTimeout),
+		idle:        timeout(opts.IdleTimeout, DefaultIdleTimeout),
+		log:         opts.Logger,
 	}
 	if g.statsPath == "" {
 		g.statsPath = DefaultStatsPath
@@ -260,8 +281,8 @@ func newGateway(keys *keystore.Store, limiter func(string, strategies.Strategy) 
 	if g.maxTokens == 0 {
 		g.maxTokens = DefaultMaxTokens
 	}
-	if g.maxBody < 0 || g.maxTokens < 0 {
-		return nil, fmt.Errorf("gateway: negative MaxRequestBody or DefaultMaxTokens: %w", ratestore.ErrInvalid)
+	if g.maxBody < 0 || g.maxTokens < 0 || g.maxCharge < 0 {
+		return nil, fmt.Errorf("gateway: negative MaxRequestBody, DefaultMaxTokens or MaxTokensPerRequest: %w", ratestore.ErrInvalid)
 	}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
@@ -300,9 +321,6 @@ func newGateway(keys *keystore.Store, limiter func(string, strategies.Strategy) 
 	}
 	g.metrics = newMetrics(stats)
 	g.adminAPI = g.adminMux()
-	var b [4]byte
-	rand.Read(b[:])
-	g.idPrefix = hex.EncodeToString(b[:]) + "-"
 	return g, nil
 }
 
@@ -352,8 +370,10 @@ type exchange struct {
 	model     string
 	reserve   int64
 	reason    string // why the gateway refused it: a keystore.Denial's Reason, or ""
-	charged   bool   // the request may be charged tokens: not GET, DELETE, HEAD, OPTIONS
-	estimated bool   // the tokens charged are the reservation: no usage could be read
+	ep        *endpoint
+	allowed   []string // the key's Policy.Models, for the metrics' model label
+	estimated bool     // the tokens charged are the reservation: no usage could be read
+	capped    bool     // the usage reported was over Options.MaxTokensPerRequest
 
 	// stripUsage: the gateway asked the upstream for the stream's usage,
 	// which the caller did not (askUsage), and takes it out of the stream.
@@ -422,7 +442,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
-	x := &exchange{statusWriter: statusWriter{ResponseWriter: w}, id: g.idPrefix + strconv.FormatUint(g.seq.Add(1), 36)}
+	x := &exchange{statusWriter: statusWriter{ResponseWriter: w}, id: "req_" + rand.Text()}
 	w.Header().Set(RequestIDHeader, x.id)
 	completed := false
 	defer func() {
@@ -466,30 +486,63 @@ func (g *Gateway) serve(x *exchange, r *http.Request) {
 		g.refuse(x, r, k, err)
 		return
 	}
+	ep, model, perr := lookup(r.Method, r.URL.Path, r.URL.RawPath)
+	if perr != nil {
+		if perr.allow != "" {
+			x.Header().Set("Allow", perr.allow)
+		}
+		code := map[int]string{http.StatusNotFound: "unknown_endpoint", http.StatusMethodNotAllowed: "method_not_allowed"}[perr.status]
+		writeError(x, perr.status, typeInvalid, code, perr.msg)
+		return
+	}
+	x.ep = ep
 	if x.route = match(g.routes, r.URL.Path); x.route == nil {
 		writeError(x, http.StatusNotFound, typeInvalid, "no_route", "no upstream serves this path on this gateway")
 		return
+	}
+	if !g.acceptable(x, r) {
+		return
+	}
+	// The key's slots bound the bodies it holds in memory: one is taken
+	// before the body is read (see slots).
+	if n := k.Policy.MaxConcurrent; n > 0 && !g.shadow {
+		if !g.slots.take(k.ID, n) {
+			g.deny(x, k, &keystore.Denial{Reason: "concurrency", Limit: fmt.Sprintf("%d requests in flight", n), RetryAfter: concurrencyRetry}, 0)
+			return
+		}
+		defer g.slots.give(k.ID)
 	}
 	body, ok := g.readBody(x, r)
 	if !ok {
 		return
 	}
-	x.charged = charged(r.Method)
-	if x.charged {
-		var maxTokens int64
-		x.model, maxTokens = requestModel(r.URL.Path, body)
-		if x.model != "" {
-			if maxTokens <= 0 {
-				maxTokens = g.maxTokens
-			}
-			x.reserve = sat.Add(int64(len(body))/4, maxTokens)
+	var f bodyFields
+	if ep.body() {
+		if f, ok = g.readFields(x, body); !ok {
+			return
+		}
+		if !ep.modelInPath {
+			model = f.model
 		}
 	}
-	if asked, ok := askUsage(r.URL.Path, body); ok {
-		x.stripUsage = true
-		r.ContentLength, r.Body = int64(len(asked)), io.NopCloser(bytes.NewReader(asked))
+	if ep.model {
+		if why := checkModel(model); why != "" {
+			writeError(x, http.StatusBadRequest, typeInvalid, "invalid_model", "the model name "+why)
+			return
+		}
 	}
-	a, err := g.keys.Admit(r.Context(), secret, keystore.Request{Model: x.model, Reserve: x.reserve})
+	x.model, x.allowed = model, k.Policy.Models
+	var optional int64
+	if ep.generates {
+		x.reserve, optional = g.reservation(len(body), f, ep)
+	}
+	if ep.askUsage && f.stream && !f.usageAsked {
+		body, x.stripUsage = askUsage(body, f), true
+	}
+	if ep.body() {
+		r.ContentLength, r.Body = int64(len(body)), io.NopCloser(bytes.NewReader(body))
+	}
+	a, err := g.keys.Admit(r.Context(), secret, keystore.Request{Model: x.model, Reserve: x.reserve, Optional: optional})
 	switch {
 	case a == nil && g.shadowServes(x, r, err):
 		// Served without an admission; finish charges its usage.
@@ -497,7 +550,7 @@ func (g *Gateway) serve(x *exchange, r *http.Request) {
 		g.refuse(x, r, k, err)
 		return
 	default:
-		x.adm = a
+		x.adm, x.reserve = a, a.Reserved()
 		g.metrics.admitted(x)
 		if err != nil {
 			// Admitted, just not known to be on disk: serve it.
@@ -506,7 +559,7 @@ func (g *Gateway) serve(x *exchange, r *http.Request) {
 		}
 	}
 	parent := context.WithValue(r.Context(), exchangeCtx{}, x)
-	if x.charged {
+	if ep.generates {
 		// The upstream generates, and bills, to the end whether the
 		// caller waits for it or not: its request outlives the caller's
 		// by up to the drain timeout, so that the usage at its end is
@@ -514,7 +567,7 @@ func (g *Gateway) serve(x *exchange, r *http.Request) {
 		parent = context.WithoutCancel(parent)
 	}
 	ctx, cancel := context.WithCancelCause(parent)
-	if x.charged {
+	if ep.generates {
 		var drain atomic.Pointer[time.Timer]
 		stop := context.AfterFunc(r.Context(), func() {
 			if g.drain < 0 {
@@ -551,19 +604,36 @@ var errDrain = errors.New("gateway: the caller hung up, and the upstream did not
 // request (when its body is idle too long).
 type cancelCtx struct{}
 
-// charged reports whether a request of method may be charged tokens:
-// requests that only read or delete generate nothing.
-func charged(method string) bool {
-	switch method {
-	case http.MethodGet, http.MethodHead, http.MethodDelete, http.MethodOptions:
+// acceptable reports whether the body of r is one the gateway reads as
+// the upstream would, and answers the request when it is not: a body
+// endpoint's body is JSON, unencoded (415 for any Content-Encoding or
+// Content-Type other than identity and application/json: a gzip body
+// would be forwarded unread); the other endpoints' requests have none.
+func (g *Gateway) acceptable(x *exchange, r *http.Request) bool {
+	if !x.ep.body() {
+		if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
+			writeError(x, http.StatusBadRequest, typeInvalid, "unexpected_body", "a "+r.Method+" request to this endpoint has no body")
+			return false
+		}
+		return true
+	}
+	if ce := r.Header.Values("Content-Encoding"); len(ce) > 1 || (len(ce) == 1 && !strings.EqualFold(ce[0], "identity")) {
+		writeError(x, http.StatusUnsupportedMediaType, typeInvalid, "unsupported_encoding", "this gateway reads request bodies unencoded: send it without Content-Encoding")
 		return false
+	}
+	if ct := r.Header.Values("Content-Type"); len(ct) > 0 {
+		mt, _, err := mime.ParseMediaType(ct[0])
+		if len(ct) > 1 || err != nil || mt != "application/json" {
+			writeError(x, http.StatusUnsupportedMediaType, typeInvalid, "unsupported_media_type", "this endpoint takes a JSON body: send it as Content-Type: application/json")
+			return false
+		}
 	}
 	return true
 }
 
-// readBody reads the body of r whole, up to g.maxBody, and puts it back
-// as the body to forward. It answers 413 (or 400, when the body cannot be
-// read) and returns false when it cannot.
+// readBody reads the body of r whole, up to g.maxBody, within
+// g.bodyTimeout. It answers 413 (too large), 408 (too slow) or 400 (cut
+// off) and returns false when it cannot.
 func (g *Gateway) readBody(x *exchange, r *http.Request) ([]byte, bool) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, true
@@ -576,28 +646,81 @@ func (g *Gateway) readBody(x *exchange, r *http.Request) ([]byte, bool) {
 		tooLarge()
 		return nil, false
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, g.maxBody+1))
-	if err != nil {
+	if g.bodyTimeout > 0 {
+		// Unsupported (HTTP/2 over a ResponseWriter that cannot) only in
+		// tests: the server's own ReadTimeout then bounds it.
+		rc := http.NewResponseController(x.ResponseWriter)
+		if rc.SetReadDeadline(time.Now().Add(g.bodyTimeout)) == nil {
+			defer rc.SetReadDeadline(time.Time{})
+		}
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, max(0, min(r.ContentLength, g.maxBody))+1))
+	_, err := buf.ReadFrom(io.LimitReader(r.Body, g.maxBody+1))
+	r.Body.Close()
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		x.Header().Set("Connection", "close")
+		writeError(x, http.StatusRequestTimeout, typeInvalid, "request_timeout",
+			fmt.Sprintf("the request body did not arrive within %v", g.bodyTimeout))
+		return nil, false
+	case err != nil:
 		writeError(x, http.StatusBadRequest, typeInvalid, "unreadable_body", "the request body could not be read")
 		return nil, false
-	}
-	if int64(len(body)) > g.maxBody {
+	case int64(buf.Len()) > g.maxBody:
 		tooLarge()
 		return nil, false
 	}
-	r.Body.Close()
-	r.ContentLength, r.TransferEncoding = int64(len(body)), nil
-	r.Body = http.NoBody
-	if len(body) > 0 {
-		r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength, r.TransferEncoding, r.Body = 0, nil, http.NoBody
+	return buf.Bytes(), true
+}
+
+// readFields parses the body of a request to x's endpoint, and answers
+// 400 when it cannot be read exactly as the upstream would read it, or
+// asks for what the gateway cannot meter.
+func (g *Gateway) readFields(x *exchange, body []byte) (bodyFields, bool) {
+	f, err := parseBody(body, x.ep.dialect)
+	switch {
+	case err != nil:
+		writeError(x, http.StatusBadRequest, typeInvalid, "invalid_body", err.Error())
+		return f, false
+	case f.background:
+		writeError(x, http.StatusBadRequest, typeInvalid, "unsupported_parameter",
+			"this gateway does not serve background responses: it could not meter their usage")
+		return f, false
+	case x.ep.model && !x.ep.modelInPath && !f.hasModel:
+		writeError(x, http.StatusBadRequest, typeInvalid, "missing_model", "the request body names no model: this gateway requires the model field")
+		return f, false
 	}
-	return body, true
+	return f, true
+}
+
+// reservation returns the tokens a request to ep holds while it runs: its
+// prompt, estimated at a token per 4 bytes of body, plus its maximum
+// output times its choices. A request that names no maximum holds
+// Options.DefaultMaxTokens per choice as optional (keystore.Request): as
+// far as the key's windows have room for it, so that the gateway's guess
+// never refuses a request on its own account.
+func (g *Gateway) reservation(bodyLen int, f bodyFields, ep *endpoint) (reserve, optional int64) {
+	prompt := int64(bodyLen) / 4
+	if !ep.output {
+		return prompt, 0
+	}
+	choices := max(1, f.choices)
+	if f.maxOutput == 0 {
+		return prompt, sat.Mul(g.maxTokens, choices)
+	}
+	return sat.Add(prompt, sat.Mul(f.maxOutput, choices)), 0
 }
 
 // finish finishes the admission of x: see Usage in the package
 // documentation.
 func (g *Gateway) finish(ctx context.Context, x *exchange) {
 	tokens := g.tokens(x)
+	if x.capped {
+		g.log.LogAttrs(ctx, slog.LevelError, "gateway: the upstream reported more usage than one request may be charged: charging the bound",
+			slog.String("request_id", x.id), slog.String("key_id", x.keyID), slog.String("model", x.model),
+			slog.Int64("reported", x.reported), slog.Int64("tokens", tokens), slog.Int64("max_tokens_per_request", g.maxCharge))
+	}
 	if x.used.tooLarge {
 		g.log.LogAttrs(ctx, slog.LevelWarn, "gateway: a usage object too large to read was skipped",
 			slog.String("request_id", x.id), slog.String("key_id", x.keyID), slog.Int("max_usage_bytes", maxUsageBytes))
@@ -632,18 +755,29 @@ func (g *Gateway) finish(ctx context.Context, x *exchange) {
 	x.tokens = tokens
 }
 
-// tokens returns the tokens to charge x with, and notes in x whether they
-// are an estimate.
+// tokens returns the tokens to charge x with, at most
+// Options.MaxTokensPerRequest, and notes in x whether they are an
+// estimate or capped.
 func (g *Gateway) tokens(x *exchange) int64 {
+	n := g.charge(x)
+	if n > g.maxCharge {
+		x.capped, n = true, g.maxCharge
+	}
+	return n
+}
+
+// charge returns the tokens x is to be charged, uncapped: see Usage in
+// the package documentation.
+func (g *Gateway) charge(x *exchange) int64 {
 	x.counts, x.reported = x.used.counts, g.weights.charge(x.used.counts)
 	switch {
-	case !x.charged || !x.forwarded:
+	case !x.forwarded || x.ep == nil || x.ep.retrieve:
 		return 0
 	case x.used.found && x.complete:
 		return x.reported
-	case x.model == "" || (x.upstatus >= 400 && x.upstatus < 500):
-		// Not a model call (nothing reserved), or one the upstream
-		// refused: what usage was read, if any.
+	case !x.ep.generates || (x.upstatus >= 400 && x.upstatus < 500):
+		// Nothing generated (nothing reserved), or a model call the
+		// upstream refused: what usage was read, if any.
 		if x.used.found {
 			return x.reported
 		}
@@ -775,14 +909,20 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	}
 	pr.Out = pr.Out.WithContext(g.active.abortable(pr.Out.Context()))
 	pr.SetURL(rt.upstream)
-	pr.SetXForwarded()
-	h := pr.Out.Header
-	h.Del("Authorization")
-	h.Del("X-Api-Key")
-	h.Del("X-Goog-Api-Key")
-	h.Del("Accept-Encoding")
+	var ep *endpoint
+	if x := exchangeOf(pr.In.Context()); x != nil {
+		ep = x.ep
+	}
+	if ep == nil { // cannot be, as rt above
+		ep = &endpoint{}
+	}
+	pr.Out.URL.RawQuery = forwardQuery(pr.In.URL.RawQuery, ep.query)
+	pr.Out.Header = forwardHeader(pr.In.Header, ep.dialect)
+	if ep.body() {
+		pr.Out.Header.Set("Content-Type", "application/json")
+	}
 	if rt.keyField != "" {
-		h.Set(rt.keyField, rt.keyValue)
+		pr.Out.Header.Set(rt.keyField, rt.keyValue)
 	}
 }
 
@@ -796,18 +936,17 @@ func (g *Gateway) modifyResponse(res *http.Response) error {
 		return nil
 	}
 	x.upstatus, x.upLatency = res.StatusCode, time.Since(x.sent)
+	filterResponse(res.Header)
+	res.Trailer = nil // announced or not, never passed on
 	if cancel, ok := ctx.Value(cancelCtx{}).(context.CancelCauseFunc); ok && g.idle > 0 {
 		res.Body = newIdleBody(res.Body, g.idle, cancel)
-	}
-	if res.StatusCode < 200 || res.StatusCode >= 400 {
-		return nil
 	}
 	k := bodyKind(res.Header)
 	if k == kindNone {
 		return nil
 	}
 	var m *meter
-	m = newMeter(res.Body, k, x.charged, func(u usage) {
+	m = newMeter(res.Body, k, x.ep.generates, func(u usage) {
 		x.metered, x.used, x.complete = true, u, m.eof
 	})
 	res.Body = m
@@ -859,6 +998,9 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	}
 	if x := exchangeOf(r.Context()); x != nil {
 		x.err = err
+		if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
+			x.forwarded = false // never reached the upstream: nothing generated
+		}
 	}
 	var ne net.Error
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errIdle) || (errors.As(err, &ne) && ne.Timeout()) {

@@ -137,30 +137,42 @@ func TestRefusals(t *testing.T) {
 	require.EqualValues(t, 1, e.usage(k.ID).Used)
 }
 
-// TestNothingRecorded: an upstream error, an unreachable upstream, a body
-// without usage or of another type record nothing.
-func TestNothingRecorded(t *testing.T) {
+// TestUpstreamFailures: what an upstream reports is charged whatever its
+// status; a model call that reports nothing is charged its estimate; a
+// request that generates nothing, or that never reached the upstream,
+// nothing.
+func TestUpstreamFailures(t *testing.T) {
 	e := newEnv(t, Options{})
-	k, secret := e.key("k", 1000)
+	k, secret := e.key("k", 1e6)
 
-	resp, body := e.call("POST", "/error", secret, nil)
+	resp, body := e.call("POST", "/v1/chat/completions", secret, fakeReq{Mode: "error"})
 	require.Equal(t, http.StatusInternalServerError, resp.StatusCode)
 	require.JSONEq(t, `{"error":{"message":"overloaded"},"usage":{"total_tokens":999}}`, string(body))
-	for _, path := range []string{"/nousage", "/plain"} {
-		resp, body = e.call("GET", path, secret, nil)
-		require.Equal(t, http.StatusOK, resp.StatusCode, path)
-		require.NotEmpty(t, body)
-	}
-	require.EqualValues(t, 3, e.up.hits.Load())
-	require.Zero(t, e.usage(k.ID).Used)
-	require.Zero(t, e.lifetime(k.ID))
+	require.EqualValues(t, 999, e.usage(k.ID).Used)
 
-	// The upstream is gone.
+	resp, body = e.call("GET", "/v1/models", secret, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.NotEmpty(t, body)
+	require.EqualValues(t, 999, e.usage(k.ID).Used)
+
+	used := int64(999)
+	for _, mode := range []string{"plain", "nousage"} {
+		q := fakeReq{Mode: mode, MaxTokens: 10}
+		resp, body = e.call("POST", "/v1/chat/completions", secret, q)
+		require.Equal(t, http.StatusOK, resp.StatusCode, mode)
+		require.NotEmpty(t, body)
+		used += reserveOf(t, q, 10)
+		require.Equal(t, used, e.usage(k.ID).Used, mode)
+	}
+	require.EqualValues(t, 4, e.up.hits.Load())
+	require.Equal(t, used, e.lifetime(k.ID))
+
+	// The upstream is gone: nothing was sent, nothing generated.
 	e.up.srv.Close()
 	resp, body = e.call("POST", "/v1/chat/completions", secret, fakeReq{Input: 5})
 	require.Equal(t, http.StatusBadGateway, resp.StatusCode)
 	require.Equal(t, "upstream_unavailable", apiError(t, body, "api_error")["code"])
-	require.Zero(t, e.usage(k.ID).Used)
+	require.Equal(t, used, e.usage(k.ID).Used)
 }
 
 // TestStreaming: an event stream passes through unchanged and as it comes
@@ -212,7 +224,8 @@ func TestStreaming(t *testing.T) {
 			case <-time.After(10 * time.Second): // a failure, not a wait: the gateway held the event back
 				t.Fatal("the first event did not arrive before the upstream sent the rest")
 			}
-			require.Zero(t, e.usage(k.ID).Used)
+			// The reservation: the default output, capped by the window.
+			require.EqualValues(t, 1000, e.usage(k.ID).Used)
 			close(e.up.gate)
 			rest, err := io.ReadAll(br)
 			require.NoError(t, err)
@@ -237,7 +250,7 @@ func TestJSONDialects(t *testing.T) {
 	require.Equal(t, anthropicJSON(10, 20), string(body))
 	require.EqualValues(t, 37, e.usage(k.ID).Used)
 
-	req := e.request("POST", "/gzip", secret, nil)
+	req := e.request("POST", "/v1/chat/completions", secret, fakeReq{Mode: "gzip"})
 	req.Header.Set("Accept-Encoding", "br") // not forwarded
 	resp, body = e.do(req)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -393,17 +406,19 @@ func TestUpstreamHeaders(t *testing.T) {
 				func(h http.Header) { h.Set("Authorization", "Bearer "+secret) },
 				func(h http.Header) { h.Set("X-Api-Key", secret) },
 			} {
-				req := e.request("GET", "/nousage?x=1", "", nil)
+				req := e.request("GET", "/v1/models?x=1", "", nil)
 				set(req.Header)
-				req.Header.Set("X-Custom", "kept")
+				req.Header.Set("X-Custom", "dropped")
+				req.Header.Set("Anthropic-Version", "2023-06-01")
 				resp, _ := e.do(req)
 				require.Equal(t, http.StatusOK, resp.StatusCode)
 				h := e.up.lastHeaders()
 				require.Equal(t, c.auth, h.Get("Authorization"))
 				require.Equal(t, c.xak, h.Get("X-Api-Key"))
-				require.Equal(t, "kept", h.Get("X-Custom"))
-				require.Equal(t, "127.0.0.1", h.Get("X-Forwarded-For"))
-				require.NotEmpty(t, resp.Header.Get(RequestIDHeader))
+				require.Equal(t, "2023-06-01", h.Get("Anthropic-Version"))
+				require.Empty(t, h.Get("X-Custom"))
+				require.Empty(t, h.Get("X-Forwarded-For"))
+				require.Regexp(t, `^req_[A-Z2-7]{26}$`, resp.Header.Get(RequestIDHeader))
 			}
 		})
 	}
@@ -415,6 +430,10 @@ func TestUpstreamPrefix(t *testing.T) {
 	var got atomic.Value
 	prefixed := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got.Store(r.URL.RequestURI())
+		if r.Method == "GET" {
+			writeBody(w, "application/json", `{"object":"list","data":[]}`)
+			return
+		}
 		writeBody(w, "application/json", `{"usage":{"total_tokens":5}}`)
 	}))
 	t.Cleanup(prefixed.Close)
@@ -425,7 +444,7 @@ func TestUpstreamPrefix(t *testing.T) {
 	resp, _ := e.call("GET", "/v1/models?limit=2", secret, nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Equal(t, "/api/v1/models?limit=2", got.Load())
-	require.Zero(t, e.usage(k.ID).Used, "a GET is never charged tokens")
+	require.Zero(t, e.usage(k.ID).Used, "no usage reported")
 	resp, _ = e.call("POST", "/v1/embeddings", secret, fakeReq{})
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Equal(t, "/api/v1/embeddings", got.Load())
@@ -439,7 +458,7 @@ func TestLogs(t *testing.T) {
 	k, secret := e.key("k", 1000)
 	e.call("POST", "/v1/chat/completions", secret, fakeReq{Input: 2, Output: 3})
 	e.call("POST", "/v1/chat/completions", secret+"x", fakeReq{})
-	req := e.request("GET", "/nousage", "", nil)
+	req := e.request("GET", "/v1/models", "", nil)
 	req.Header.Set("X-Api-Key", secret)
 	e.do(req)
 	out := logs.String()
@@ -500,13 +519,18 @@ type fakeReq struct {
 	// Gate makes a stream wait, after its first event, until the test
 	// closes upstream.gate.
 	Gate bool `json:"gate"`
-	// Model and MaxTokens are what a model call names: the gateway
-	// reserves tokens for a request that names a model.
-	Model     string `json:"model,omitempty"`
+	// Model and MaxTokens are what a model call names; e.request names
+	// testModel when Model is "".
+	Model     string `json:"model"`
 	MaxTokens int64  `json:"max_tokens,omitempty"`
 	// StreamOptions is OpenAI's: {"include_usage": true} asks a stream for
 	// its usage chunk.
 	StreamOptions map[string]bool `json:"stream_options,omitempty"`
+	// Mode makes the upstream answer a chat completion otherwise: "error"
+	// (500, reporting 999 tokens), "hang" (never), "plain" (text/plain
+	// with a usage), "gzip" (gzipped if asked for), "nousage" (JSON
+	// without one).
+	Mode string `json:"mode,omitempty"`
 }
 
 // upstream is a fake model API speaking OpenAI's and Anthropic's dialects,
@@ -526,6 +550,10 @@ func newUpstream(t testing.TB) *upstream {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
 		q := u.request(w, r)
+		if q.Mode != "" {
+			u.odd(w, r, q.Mode)
+			return
+		}
 		total := q.Input + q.Output
 		if q.Stream {
 			u.stream(w, r, q.Gate, openAIStream(q.Input, q.Output))
@@ -543,30 +571,45 @@ func newUpstream(t testing.TB) *upstream {
 		}
 		u.reported.Add(q.Input + q.Output)
 	})
-	mux.HandleFunc("/error", func(w http.ResponseWriter, r *http.Request) {
-		u.request(w, r)
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusInternalServerError)
-		io.WriteString(w, `{"error":{"message":"overloaded"},"usage":{"total_tokens":999}}`)
-	})
-	mux.HandleFunc("/hang", func(w http.ResponseWriter, r *http.Request) {
-		u.request(w, r)
-		<-r.Context().Done() // never answers; the gateway gives up
-	})
 	mux.HandleFunc("POST /v1beta/", func(w http.ResponseWriter, r *http.Request) {
 		u.request(w, r)
 		writeBody(w, "application/json", `{"candidates":[]}`) // no usage the gateway reads
 	})
-	mux.HandleFunc("/nousage", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("DELETE /v1/responses/{id}", func(w http.ResponseWriter, r *http.Request) {
+		u.request(w, r)
+		writeBody(w, "application/json", `{"id":"resp_1","object":"response.deleted","deleted":true}`)
+	})
+	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
 		u.request(w, r)
 		writeBody(w, "application/json", `{"object":"list","data":[]}`)
 	})
-	mux.HandleFunc("/plain", func(w http.ResponseWriter, r *http.Request) {
-		u.request(w, r)
+	// A stored response, retrieved or deleted: its usage was charged when
+	// it was made. A model reports a usage too, as a lenient upstream may.
+	for _, pattern := range []string{"GET /v1/responses/{id}", "GET /v1/models/{id}"} {
+		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			u.request(w, r)
+			writeBody(w, "application/json", `{"id":"resp_1","object":"response","usage":{"input_tokens":5,"output_tokens":2,"total_tokens":7}}`)
+		})
+	}
+	u.srv = httptest.NewServer(mux)
+	t.Cleanup(u.srv.Close)
+	return u
+}
+
+// odd answers a chat completion as q.Mode says.
+func (u *upstream) odd(w http.ResponseWriter, r *http.Request, mode string) {
+	switch mode {
+	case "error":
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		io.WriteString(w, `{"error":{"message":"overloaded"},"usage":{"total_tokens":999}}`)
+	case "hang":
+		<-r.Context().Done() // never answers; the gateway gives up
+	case "plain":
 		writeBody(w, "text/plain", `{"usage":{"total_tokens":999}}`)
-	})
-	mux.HandleFunc("/gzip", func(w http.ResponseWriter, r *http.Request) {
-		u.request(w, r)
+	case "nousage":
+		writeBody(w, "application/json", `{"object":"chat.completion","choices":[]}`)
+	case "gzip":
 		if !strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
 			writeBody(w, "application/json", openAIJSON(4, 3))
 			return
@@ -577,10 +620,7 @@ func newUpstream(t testing.TB) *upstream {
 		io.WriteString(zw, openAIJSON(4, 3))
 		zw.Close()
 		u.reported.Add(7)
-	})
-	u.srv = httptest.NewServer(mux)
-	t.Cleanup(u.srv.Close)
-	return u
+	}
 }
 
 // request notes r and decodes its fakeReq, if any.
@@ -667,6 +707,19 @@ func anthropicStream(in, out int64) []string {
 	}
 }
 
+// testModel is the model of the fakeReqs that name none.
+const testModel = "test-model"
+
+// withModel is body with testModel as its model, if it is a fakeReq that
+// names none.
+func withModel(body any) any {
+	if q, ok := body.(fakeReq); ok && q.Model == "" {
+		q.Model = testModel
+		return q
+	}
+	return body
+}
+
 // env is a gateway served over loopback in front of a fake upstream, on a
 // database in a temporary directory with a fake clock.
 type env struct {
@@ -741,7 +794,7 @@ func (e *env) request(method, path, secret string, body any) *http.Request {
 	e.t.Helper()
 	var rd io.Reader
 	if body != nil {
-		b, err := json.Marshal(body)
+		b, err := json.Marshal(withModel(body))
 		require.NoError(e.t, err)
 		rd = bytes.NewReader(b)
 	}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -12,10 +13,16 @@ import (
 )
 
 // dialectUpstream answers every request with the body of its path in
-// bodies, with the content type of its kind.
+// bodies (its path, then "#" and the "case" field of its JSON body, if it
+// has one), with the content type of its kind.
 func dialectUpstream(t *testing.T, bodies map[string]string) *url.URL {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, ok := bodies[r.URL.Path+"?"+r.URL.RawQuery]
+		var q struct{ Case string }
+		json.NewDecoder(r.Body).Decode(&q)
+		body, ok := bodies[r.URL.Path+"#"+q.Case]
+		if !ok {
+			body, ok = bodies[r.URL.Path+"?"+r.URL.RawQuery]
+		}
 		if !ok {
 			body, ok = bodies[r.URL.Path]
 		}
@@ -48,9 +55,9 @@ func TestDialects(t *testing.T) {
 		"/v1beta/models/gemini-2.5-pro:generateContent":               geminiChunk(4),
 		"/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse": "data: " + geminiChunk(1) + "\r\n\r\ndata: " + geminiChunk(6) + "\r\n\r\n",
 		"/v1beta/models/gemini-2.5-pro:streamGenerateContent":         "[" + geminiChunk(1) + ",\r\n" + geminiChunk(8) + "]",
-		"/v1/responses/incomplete": "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"usage\":null}}\n\n" +
+		"/v1/responses#incomplete": "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"usage\":null}}\n\n" +
 			"event: response.incomplete\ndata: {\"type\":\"response.incomplete\",\"response\":{\"status\":\"incomplete\",\"usage\":{\"input_tokens\":5,\"output_tokens\":64,\"output_tokens_details\":{\"reasoning_tokens\":60},\"total_tokens\":69}}}\n\n",
-		"/v1/responses/failed": "event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"status\":\"failed\",\"error\":{\"code\":\"server_error\",\"message\":\"x\"},\"usage\":{\"input_tokens\":5,\"output_tokens\":2,\"total_tokens\":7}}}\n\n",
+		"/v1/responses#failed": "event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"status\":\"failed\",\"error\":{\"code\":\"server_error\",\"message\":\"x\"},\"usage\":{\"input_tokens\":5,\"output_tokens\":2,\"total_tokens\":7}}}\n\n",
 		"/v1/embeddings":       `{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.1,0.2]}],"model":"text-embedding-3-small","usage":{"prompt_tokens":8,"total_tokens":8}}`,
 		"/v1/chat/completions": `{"id":"c","choices":[{"message":{"content":"` + big + `"}}],"usage":{"prompt_tokens":3,"completion_tokens":6000000,"total_tokens":6000003}}`,
 	})
@@ -63,8 +70,8 @@ func TestDialects(t *testing.T) {
 		{"/v1beta/models/gemini-2.5-pro:generateContent", map[string]any{"contents": []any{}}, 33},
 		{"/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse", map[string]any{"contents": []any{}}, 35},
 		{"/v1beta/models/gemini-2.5-pro:streamGenerateContent", map[string]any{"contents": []any{}}, 37},
-		{"/v1/responses/incomplete", map[string]any{"model": "o4-mini", "stream": true}, 69},
-		{"/v1/responses/failed", map[string]any{"model": "o4-mini", "stream": true}, 7},
+		{"/v1/responses", map[string]any{"model": "o4-mini", "stream": true, "case": "incomplete"}, 69},
+		{"/v1/responses", map[string]any{"model": "o4-mini", "stream": true, "case": "failed"}, 7},
 		{"/v1/embeddings", map[string]any{"model": "text-embedding-3-small", "input": "hi"}, 8},
 		{"/v1/chat/completions", map[string]any{"model": "gpt-4o"}, 6000003},
 	} {

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"net/http"
+	"path"
 	"strconv"
 	"sync"
 	"time"
@@ -84,14 +85,14 @@ import (
 // key_id is the ID of the request's key, "" for a request with no key or
 // an unknown one (the secret never appears): there are at most as many
 // values as keys, and a series of a key lives, once created, as long as
-// the Gateway, also after the key is deleted. gen_ai_request_model comes
-// from the request body, which the caller writes, so it is bounded twice:
-// only the model of a request the key store admitted is used (which
-// passed the key's Policy.Models, where it has any; a request served in
-// shadow mode that the models would have refused is "other"), and only
-// the first maxModels distinct models are; any later one is "other". A
-// request that names no model (not a model call) has "". The other labels
-// take a few fixed values each.
+// the Gateway, also after the key is deleted. gen_ai_request_model is
+// never what a caller wrote, only what an operator did: the model of an
+// admitted request where its key's Policy.Models names it, or the glob of
+// Policy.Models that matched it ("claude-*"); every other model (a key
+// that may use any, a request served in shadow mode that the models would
+// have refused) is "other", and so is any past the first maxModels
+// values. A request that names no model (not a model call) has "". The
+// other labels take a few fixed values each.
 type metrics struct {
 	reg     *prometheus.Registry
 	handle  http.Handler
@@ -236,7 +237,7 @@ func (m *metrics) end(r *http.Request, x *exchange, d time.Duration) {
 		// is the caller's to name, bound by nothing.
 		model = otherModel
 	case served:
-		model = m.model(x.model)
+		model = m.model(x.model, x.allowed)
 	}
 	m.requests.WithLabelValues(x.keyID, strconv.Itoa(x.status), x.reason).Inc()
 	c := x.counts
@@ -263,21 +264,36 @@ func (m *metrics) end(r *http.Request, x *exchange, d time.Duration) {
 	}
 }
 
-// model returns the gen_ai_request_model of the model of an admitted
-// request: itself, if it is one of the first maxModels seen, else
-// otherModel.
-func (m *metrics) model(model string) string {
+// model returns the gen_ai_request_model of model, admitted under a policy
+// whose Models are allowed: the model itself where allowed names it, the
+// glob that matched it where one did ("claude-*"), else otherLabel. So
+// the label's values are names the operator wrote, never a caller's, and
+// at most maxModels of them.
+func (m *metrics) model(model string, allowed []string) string {
 	if model == "" {
 		return ""
 	}
+	label := otherModel
+	for _, pat := range allowed {
+		if pat == model {
+			label = model
+			break
+		}
+		if ok, _ := path.Match(pat, model); ok && label == otherModel {
+			label = pat
+		}
+	}
+	if label == otherModel {
+		return label
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.models[model]; ok {
-		return model
+	if _, ok := m.models[label]; ok {
+		return label
 	}
 	if len(m.models) >= maxModels {
 		return otherModel
 	}
-	m.models[model] = struct{}{}
-	return model
+	m.models[label] = struct{}{}
+	return label
 }

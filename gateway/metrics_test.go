@@ -136,14 +136,15 @@ func TestMetrics(t *testing.T) {
 		fmt.Sprintf(`{gen_ai_token_type="output",key_id=%q}`, k.ID): 50,
 	}, s.series("ratestore_gateway_tokens_total"))
 	// Only the request that reached the upstream has a latency; the
-	// refused model is in no series.
-	require.Equal(t, map[string]float64{`{gen_ai_request_model="gpt-4o"}`: 1}, s.series("ratestore_gateway_upstream_latency_seconds"))
+	// refused model is in no series. A key that may use any model has
+	// its models "other": the label holds only names of a policy.
+	require.Equal(t, map[string]float64{`{gen_ai_request_model="other"}`: 1}, s.series("ratestore_gateway_upstream_latency_seconds"))
 	require.Equal(t, map[string]float64{
-		`{gen_ai_request_model="gpt-4o",gen_ai_token_type="input"}`:  1,
-		`{gen_ai_request_model="gpt-4o",gen_ai_token_type="output"}`: 1,
+		`{gen_ai_request_model="other",gen_ai_token_type="input"}`:  1,
+		`{gen_ai_request_model="other",gen_ai_token_type="output"}`: 1,
 	}, s.series("gen_ai_client_token_usage"))
-	require.Equal(t, 100.0, s.sum("gen_ai_client_token_usage", `{gen_ai_request_model="gpt-4o",gen_ai_token_type="input"}`))
-	require.Equal(t, 50.0, s.sum("gen_ai_client_token_usage", `{gen_ai_request_model="gpt-4o",gen_ai_token_type="output"}`))
+	require.Equal(t, 100.0, s.sum("gen_ai_client_token_usage", `{gen_ai_request_model="other",gen_ai_token_type="input"}`))
+	require.Equal(t, 50.0, s.sum("gen_ai_client_token_usage", `{gen_ai_request_model="other",gen_ai_token_type="output"}`))
 	require.Zero(t, s.value("ratestore_gateway_requests_in_flight"))
 	require.Zero(t, s.value("ratestore_gateway_reservations"))
 	require.Zero(t, s.value("ratestore_gateway_reserved_tokens"))
@@ -183,8 +184,8 @@ func TestMetricsInFlight(t *testing.T) {
 		fmt.Sprintf(`{http_response_status_code="200",key_id=%q,reason=""}`, k.ID): 1,
 	}, s.series("ratestore_gateway_requests_total"))
 	require.Equal(t, map[string]float64{fmt.Sprintf(`{estimated="false",key_id=%q}`, k.ID): 40}, s.series("ratestore_gateway_charged_tokens_total"))
-	require.Equal(t, map[string]float64{`{gen_ai_request_model="claude-x"}`: 1}, s.series("ratestore_gateway_upstream_latency_seconds"))
-	lat := s.sum("ratestore_gateway_upstream_latency_seconds", `{gen_ai_request_model="claude-x"}`)
+	require.Equal(t, map[string]float64{`{gen_ai_request_model="other"}`: 1}, s.series("ratestore_gateway_upstream_latency_seconds"))
+	lat := s.sum("ratestore_gateway_upstream_latency_seconds", `{gen_ai_request_model="other"}`)
 	require.True(t, lat > 0 && lat < 600, "latency %vs", lat)
 }
 
@@ -209,7 +210,7 @@ func TestMetricsTokenTypes(t *testing.T) {
 	u, err := url.Parse(up.URL)
 	require.NoError(t, err)
 	e := newEnv(t, Options{Upstream: u})
-	k, secret := e.key("k", 1e6)
+	k, secret := e.policyKey("k", keystore.Policy{Windows: []keystore.Window{{Limit: 1e6, Window: 5 * time.Hour}}, Models: []string{"claude-x", "o3"}})
 	resp, body := e.call("POST", "/v1/messages", secret, fakeReq{Model: "claude-x", MaxTokens: 100})
 	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
 	resp, body = e.call("POST", "/v1/chat/completions", secret, fakeReq{Model: "o3", MaxTokens: 100})
@@ -251,16 +252,19 @@ func TestMetricsShadowModel(t *testing.T) {
 		e.scrape().series("ratestore_gateway_upstream_latency_seconds"))
 }
 
-// TestMetricsModelCap: past maxModels distinct models, the rest are
-// "other"; those seen before keep their own.
-func TestMetricsModelCap(t *testing.T) {
+// TestMetricsModelLabel: a model's label is a name of its key's policy,
+// exact or the glob that matched, never the caller's own; past maxModels
+// values the rest are "other", those seen before keeping their own.
+func TestMetricsModelLabel(t *testing.T) {
 	m := newMetrics(nil)
-	require.Empty(t, m.model(""))
-	for i := range maxModels {
+	require.Empty(t, m.model("", nil))
+	require.Equal(t, otherModel, m.model("gpt-4o", nil), "a key that may use any model")
+	require.Equal(t, "gpt-4o", m.model("gpt-4o", []string{"gpt-*", "gpt-4o"}))
+	require.Equal(t, "claude-*", m.model("claude-x", []string{"gpt-4o", "claude-*"}))
+	for i := range maxModels - 2 {
 		name := fmt.Sprintf("model-%d", i)
-		require.Equal(t, name, m.model(name))
+		require.Equal(t, name, m.model(name, []string{name}))
 	}
-	require.Equal(t, otherModel, m.model("one-too-many"))
-	require.Equal(t, "model-0", m.model("model-0"))
-	require.Equal(t, otherModel, m.model("one-too-many"))
+	require.Equal(t, otherModel, m.model("one-too-many", []string{"one-too-many"}))
+	require.Equal(t, "model-0", m.model("model-0", []string{"model-0"}))
 }

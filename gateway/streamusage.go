@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -17,43 +19,46 @@ import (
 // stream it asked for, byte for byte, and the key is charged what the
 // upstream counted.
 
-// askUsage returns the body of an OpenAI streamed chat or completions
-// request with stream_options.include_usage set, and true, when the
-// request streams without asking for usage; else nil and false. The other
-// fields are kept as they are (re-encoded: key order and white space may
-// change, values do not).
-func askUsage(urlPath string, body []byte) ([]byte, bool) {
-	if !strings.HasSuffix(urlPath, "/chat/completions") && !strings.HasSuffix(urlPath, "/completions") {
-		return nil, false
+// askUsage returns body, an OpenAI chat or completions request that
+// streams without asking for its usage (as parseBody read it into f), with
+// stream_options.include_usage set to true. Only those bytes change: the
+// rest is forwarded as it came, byte for byte, as it was read.
+func askUsage(body []byte, f bodyFields) []byte {
+	const field, opts = `"include_usage":true`, `{"include_usage":true}`
+	switch o := f.opts; {
+	case f.includeUsage[1] != 0: // false or null
+		return splice(body, f.includeUsage[0], f.includeUsage[1], "true")
+	case o[1] == 0: // no stream_options: first in the object
+		open := bytes.IndexByte(body, '{') + 1
+		return splice(body, open, open, `"stream_options":`+opts+`,`)
+	case body[o[0]] == 'n' || len(bytes.TrimSpace(body[o[0]+1:o[1]-1])) == 0: // null or {}
+		return splice(body, o[0], o[1], opts)
+	default: // an object without include_usage
+		return splice(body, o[0]+1, o[0]+1, field+",")
 	}
-	var req map[string]json.RawMessage
-	if json.Unmarshal(body, &req) != nil {
-		return nil, false
+}
+
+// splice returns b with b[i:j] replaced by s, in a new slice.
+func splice(b []byte, i, j int, s string) []byte {
+	out := make([]byte, 0, len(b)-(j-i)+len(s))
+	return append(append(append(out, b[:i]...), s...), b[j:]...)
+}
+
+// forwardQuery returns the parameters of query whose (unescaped) names
+// names lists, as they came; the others are dropped (a Gemini-style ?key=
+// may hold the caller's secret).
+func forwardQuery(query string, names []string) string {
+	if query == "" || len(names) == 0 {
+		return ""
 	}
-	var stream bool
-	if json.Unmarshal(req["stream"], &stream) != nil || !stream {
-		return nil, false
-	}
-	opts := map[string]json.RawMessage{}
-	if raw, ok := req["stream_options"]; ok && string(raw) != "null" {
-		if json.Unmarshal(raw, &opts) != nil {
-			return nil, false // not an object: the upstream will say so
+	var out []string
+	for _, pair := range strings.Split(query, "&") {
+		name, _, _ := strings.Cut(pair, "=")
+		if name, err := url.QueryUnescape(name); err == nil && slices.Contains(names, name) {
+			out = append(out, pair)
 		}
 	}
-	var asked bool
-	if raw, ok := opts["include_usage"]; ok && json.Unmarshal(raw, &asked) == nil && asked {
-		return nil, false
-	}
-	opts["include_usage"] = json.RawMessage("true")
-	var err error
-	if req["stream_options"], err = json.Marshal(opts); err != nil {
-		return nil, false
-	}
-	out, err := json.Marshal(req)
-	if err != nil {
-		return nil, false
-	}
-	return out, true
+	return strings.Join(out, "&")
 }
 
 // stripUsage is an event stream less its usage-only chunks (see

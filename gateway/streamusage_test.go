@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"encoding/json"
 	"io"
 	"strings"
 	"testing"
@@ -10,31 +9,26 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestAskUsage: a streamed OpenAI chat or completions request without
-// include_usage gets it, keeping its other fields and stream options; any
-// other request is left alone.
+// TestAskUsage: a streamed OpenAI request without include_usage gets it,
+// every other byte of it as it came; the result reads as asking.
 func TestAskUsage(t *testing.T) {
-	out, ok := askUsage("/v1/chat/completions", []byte(`{"model":"gpt-4o","stream":true,"stream_options":{"x":1},"messages":[{"role":"user","content":"hi"}]}`))
-	require.True(t, ok)
-	var got map[string]any
-	require.NoError(t, json.Unmarshal(out, &got))
-	require.Equal(t, map[string]any{"include_usage": true, "x": 1.0}, got["stream_options"])
-	require.Equal(t, "gpt-4o", got["model"])
-	require.Len(t, got["messages"], 1)
-
-	_, ok = askUsage("/v1/completions", []byte(`{"stream":true,"stream_options":null}`))
-	require.True(t, ok)
-	for _, c := range []struct{ path, body string }{
-		{"/v1/chat/completions", `{"stream":false}`},
-		{"/v1/chat/completions", `{"messages":[]}`},
-		{"/v1/chat/completions", `{"stream":true,"stream_options":{"include_usage":true}}`},
-		{"/v1/chat/completions", `{"stream":true,"stream_options":"bad"}`},
-		{"/v1/chat/completions", `not json`},
-		{"/v1/messages", `{"stream":true}`},
-		{"/v1/responses", `{"stream":true}`},
+	for _, c := range []struct{ in, out string }{
+		{`{"model":"m","stream":true}`, `{"stream_options":{"include_usage":true},"model":"m","stream":true}`},
+		{` { "model":"m","stream":true}`, ` {"stream_options":{"include_usage":true}, "model":"m","stream":true}`},
+		{`{"model":"m","stream":true,"stream_options":null}`, `{"model":"m","stream":true,"stream_options":{"include_usage":true}}`},
+		{`{"model":"m","stream":true,"stream_options":{ }}`, `{"model":"m","stream":true,"stream_options":{"include_usage":true}}`},
+		{`{"model":"m","stream":true,"stream_options":{"x":1}}`, `{"model":"m","stream":true,"stream_options":{"include_usage":true,"x":1}}`},
+		{`{"model":"m","stream":true,"stream_options":{"include_usage": false ,"x":1}}`, `{"model":"m","stream":true,"stream_options":{"include_usage": true ,"x":1}}`},
+		{`{"model":"m","stream_options":{"x":1,"include_usage":null},"stream":true}`, `{"model":"m","stream_options":{"x":1,"include_usage":true},"stream":true}`},
 	} {
-		_, ok := askUsage(c.path, []byte(c.body))
-		require.False(t, ok, "%s %s", c.path, c.body)
+		f, err := parseBody([]byte(c.in), openAI)
+		require.NoError(t, err, c.in)
+		require.True(t, f.stream && !f.usageAsked, c.in)
+		out := askUsage([]byte(c.in), f)
+		require.Equal(t, c.out, string(out), c.in)
+		g, err := parseBody(out, openAI)
+		require.NoError(t, err, c.out)
+		require.True(t, g.stream && g.usageAsked, c.out)
 	}
 }
 

@@ -18,6 +18,11 @@ type Request struct {
 	// every window until Finish: an estimate such as prompt + max_tokens.
 	// 0: none.
 	Reserve int64
+	// Optional is more tokens to hold as far as every window has room for
+	// them once Reserve is held: a guess, such as the default output of a
+	// request that names no maximum, that must not refuse a request on its
+	// own account. Admission.Reserved tells what was held.
+	Optional int64
 }
 
 // Denial is the error of a refused Admit (and of Authenticate and Check
@@ -84,6 +89,10 @@ type Admission struct {
 // Key returns the key as it was when the request was admitted.
 func (a *Admission) Key() Key { return a.k }
 
+// Reserved returns the tokens the admission holds: Request.Reserve, and
+// what fitted of Request.Optional.
+func (a *Admission) Reserved() int64 { return a.reserve }
+
 // Admit authenticates secret and admits one request, all or nothing: the
 // key is enabled and unexpired, the model is allowed, the concurrency cap
 // and the request rate have room, and every token window has room for
@@ -108,8 +117,8 @@ func (s *Store) Admit(ctx context.Context, secret string, req Request) (*Admissi
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if req.Reserve < 0 {
-		return nil, invalid("admit: negative Reserve %d", req.Reserve)
+	if req.Reserve < 0 || req.Optional < 0 {
+		return nil, invalid("admit: negative Reserve %d or Optional %d", req.Reserve, req.Optional)
 	}
 	e, err := s.bySecret(ctx, secret)
 	if errors.Is(err, ErrNotFound) {
@@ -133,9 +142,11 @@ func (s *Store) Admit(ctx context.Context, secret string, req Request) (*Admissi
 			return err
 		}
 		now := b.now()
-		if err := e.admits(ctx, b, req, now); err != nil {
+		room, err := e.admits(ctx, b, req, now)
+		if err != nil {
 			return err
 		}
+		req.Reserve = sat.Add(req.Reserve, min(req.Optional, room))
 		pol := e.rec.pol
 		if req.Reserve > 0 {
 			// At now, in every window: the instant Finish refunds at. A
@@ -166,47 +177,48 @@ func (s *Store) Admit(ctx context.Context, secret string, req Request) (*Admissi
 }
 
 // admits checks that e admits req at now, and takes one request from its
-// rate if so: the last check, so that a refusal changes nothing. The
+// rate if so: the last check, so that a refusal changes nothing. It
+// returns the room every window has left once req.Reserve is held. The
 // caller holds e.mu.
-func (e *entry) admits(ctx context.Context, b batch, req Request, now int64) error {
+func (e *entry) admits(ctx context.Context, b batch, req Request, now int64) (room int64, err error) {
 	if err := e.refusal(now); err != nil {
-		return err
+		return 0, err
 	}
 	pol := e.rec.pol
 	if !pol.pub.allows(req.Model) {
-		return &Denial{Reason: "model", Limit: fmt.Sprintf("model %q", req.Model), RetryAfter: -1, key: e.id, err: ErrModel}
+		return 0, &Denial{Reason: "model", Limit: fmt.Sprintf("model %q", req.Model), RetryAfter: -1, key: e.id, err: ErrModel}
 	}
 	if max := pol.pub.MaxConcurrent; max > 0 {
 		r, err := b.PeekN(pol.inflight, e.id, 1)
 		if err != nil {
-			return fmt.Errorf("keystore: key %s: requests in flight: %w", e.id, err)
+			return 0, fmt.Errorf("keystore: key %s: requests in flight: %w", e.id, err)
 		}
 		if !r.Allowed {
 			// When a request in flight finishes is not known; the earliest
 			// lease's end, r.RetryAfter, is when a slot is sure to be free.
-			return &Denial{Reason: "concurrency", Limit: fmt.Sprintf("%d requests in flight", max),
+			return 0, &Denial{Reason: "concurrency", Limit: fmt.Sprintf("%d requests in flight", max),
 				RetryAfter: r.RetryAfter, key: e.id, err: ErrLimited}
 		}
 	}
 	res, i, err := pol.peek(b, e.id, req.Reserve)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if !res.Allowed {
-		return &Denial{Reason: "window", Limit: "window " + pol.pub.Windows[i].Window.String(),
+		return 0, &Denial{Reason: "window", Limit: "window " + pol.pub.Windows[i].Window.String(),
 			RetryAfter: res.RetryAfter, key: e.id, err: ErrLimited}
 	}
 	if pol.rate != nil {
 		r, err := b.AllowN(pol.rate, e.id, 1)
 		if err != nil {
-			return fmt.Errorf("keystore: key %s: request rate: %w", e.id, err)
+			return 0, fmt.Errorf("keystore: key %s: request rate: %w", e.id, err)
 		}
 		if !r.Allowed {
-			return &Denial{Reason: "rate", Limit: fmt.Sprintf("%d requests per minute", pol.pub.RequestsPerMinute),
+			return 0, &Denial{Reason: "rate", Limit: fmt.Sprintf("%d requests per minute", pol.pub.RequestsPerMinute),
 				RetryAfter: r.RetryAfter, key: e.id, err: ErrLimited}
 		}
 	}
-	return nil
+	return res.Remaining, nil
 }
 
 // Finish charges tokens, the request's real usage, in place of its

@@ -199,6 +199,8 @@ func gatewayCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 		return err
 	})
 	redisURL := fs.String("redis", "", "keep the keys and their usage in the Redis at this `URL` (redis://host:port/db, rediss://; one node, not a cluster), shared with the other gateways that use it, instead of the database")
+	bodyTimeout := fs.Duration("body-timeout", gateway.DefaultBodyTimeout, "how long a caller may take to send a request body, after its header; slower ones get 408 (default 30s; 0: no bound)")
+	maxCharge := fs.Int64("max-tokens-per-request", gateway.DefaultMaxTokensPerRequest, "the most `tokens` one response may be charged: an upstream that reports more is charged this, logged at error (default 10000000)")
 	idle := fs.Duration("idle-timeout", gateway.DefaultIdleTimeout, "how long the upstream may leave a response body silent between reads; a stream silent longer is ended (default 1m; 0: no bound)")
 	return func([]string) error {
 		const cmd = "gateway"
@@ -232,8 +234,10 @@ func gatewayCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 			return usagef(cmd, "%s: --default-max-tokens %d: want a positive number", cmd, *maxTokens)
 		case *maxBody <= 0:
 			return usagef(cmd, "%s: --max-request-body %d: want a positive number of bytes", cmd, *maxBody)
-		case *connect < 0 || *firstByte < 0 || *idle < 0 || *drain < 0:
-			return usagef(cmd, "%s: --connect-timeout %v --first-byte-timeout %v --idle-timeout %v --drain-timeout %v: want durations >= 0", cmd, *connect, *firstByte, *idle, *drain)
+		case *maxCharge <= 0:
+			return usagef(cmd, "%s: --max-tokens-per-request %d: want a positive number", cmd, *maxCharge)
+		case *connect < 0 || *firstByte < 0 || *idle < 0 || *drain < 0 || *bodyTimeout < 0:
+			return usagef(cmd, "%s: --connect-timeout %v --first-byte-timeout %v --idle-timeout %v --drain-timeout %v --body-timeout %v: want durations >= 0", cmd, *connect, *firstByte, *idle, *drain, *bodyTimeout)
 		case !strings.HasPrefix(*statsPath, "/"):
 			return usagef(cmd, "%s: --stats-path %q: want an absolute path", cmd, *statsPath)
 		}
@@ -250,7 +254,8 @@ func gatewayCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 			DefaultMaxTokens: *maxTokens, MaxRequestBody: *maxBody,
 			ConnectTimeout: noBound(*connect), FirstByteTimeout: noBound(*firstByte), IdleTimeout: noBound(*idle),
 			DrainTimeout: noBound(*drain), // negative: at once
-			Weights:      weights,
+			BodyTimeout:  noBound(*bodyTimeout), MaxTokensPerRequest: *maxCharge,
+			Weights: weights,
 		}
 		out := gatewayOut{Routes: []routeOut{}, StatsPath: *statsPath, RPS: *rps, Burst: *burst, Durability: dur.String(), Shadow: *shadow}
 		for _, prefix := range upstreams.prefixes {

@@ -119,7 +119,7 @@ func TestGatewayCommand(t *testing.T) {
 	var gotAuth sync.Map
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		gotAuth.Store(r.URL.Path, r.Header.Get("Authorization"))
-		if r.URL.Path == "/slow" {
+		if r.URL.Path == "/v1/messages" {
 			w.Header().Set("Content-Type", "text/event-stream")
 			io.WriteString(w, "data: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":5}}}\n\n")
 			http.NewResponseController(w).Flush()
@@ -143,7 +143,11 @@ func TestGatewayCommand(t *testing.T) {
 
 	call := func(method, path, secret string) (*http.Response, string) {
 		t.Helper()
-		return send(t, method, base+path, "", secret)
+		body := ""
+		if method == "POST" {
+			body = `{"model":"gpt-4o"}`
+		}
+		return send(t, method, base+path, body, secret)
 	}
 	resp, body := call("POST", "/v1/chat/completions", created.Secret)
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
@@ -159,7 +163,7 @@ func TestGatewayCommand(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 
 	// A stream in flight when the command is stopped.
-	req, err := http.NewRequest("POST", base+"/slow", nil)
+	req, err := http.NewRequest("POST", base+"/v1/messages", strings.NewReader(`{"model":"claude-x","max_tokens":10,"stream":true}`))
 	require.NoError(t, err)
 	req.Header.Set("X-Api-Key", created.Secret)
 	slow, err := http.DefaultClient.Do(req)
@@ -184,8 +188,8 @@ func TestGatewayCommand(t *testing.T) {
 	// One line per request, with its key, model, tokens and status.
 	reqs := requestLines(t, logs)
 	require.Len(t, reqs, 4, logs)
-	require.Equal(t, map[string]any{"path": "/v1/chat/completions", "key_id": created.Key.ID, "model": "", "tokens": 42.0, "status": 200.0}, pick(reqs[0], "path", "key_id", "model", "tokens", "status"))
-	require.Equal(t, map[string]any{"path": "/slow", "key_id": created.Key.ID, "model": "", "tokens": 8.0, "status": 200.0}, pick(reqs[3], "path", "key_id", "model", "tokens", "status"))
+	require.Equal(t, map[string]any{"path": "/v1/chat/completions", "key_id": created.Key.ID, "model": "gpt-4o", "tokens": 42.0, "status": 200.0}, pick(reqs[0], "path", "key_id", "model", "tokens", "status"))
+	require.Equal(t, map[string]any{"path": "/v1/messages", "key_id": created.Key.ID, "model": "claude-x", "tokens": 8.0, "status": 200.0}, pick(reqs[3], "path", "key_id", "model", "tokens", "status"))
 
 	// The database is closed (it opens again) and holds all the usage.
 	db, err := ratestore.Open(e.db, ratestore.Options{Now: func() time.Time { return now }})
@@ -410,7 +414,7 @@ func TestGatewayRoutesCommand(t *testing.T) {
 		"/v1/messages":         {"", "sk-ant"},
 		"/v1/chat/completions": {"Bearer sk-default", ""},
 	} {
-		resp, _ := send(t, "POST", "http://"+g.out.Listen+path, `{}`, created.Secret)
+		resp, _ := send(t, "POST", "http://"+g.out.Listen+path, `{"model":"m"}`, created.Secret)
 		require.Equal(t, http.StatusOK, resp.StatusCode, path)
 		require.Equal(t, want, <-seen, path)
 	}
@@ -468,7 +472,7 @@ func TestGatewayShadowAdmin(t *testing.T) {
 	require.True(t, g.out.Shadow)
 	require.True(t, g.out.Admin)
 	for range 2 { // the second is over the limit
-		resp, _ := send(t, "POST", "http://"+g.out.Listen+"/v1/chat/completions", `{}`, created.Secret)
+		resp, _ := send(t, "POST", "http://"+g.out.Listen+"/v1/chat/completions", `{"model":"m"}`, created.Secret)
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 	}
 	line := g.stderr.await(t, "gateway: shadow: would refuse")
