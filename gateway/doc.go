@@ -21,24 +21,75 @@
 // work unchanged with the gateway as base URL and a ratestore secret as
 // API key.
 //
-// The gateway reads the request body whole, up to Options.MaxRequestBody
-// (413 above it), and forwards the same bytes. A model call is a request
-// that names a model: the "model" field of its JSON body (OpenAI chat
-// completions, completions, responses, embeddings; Anthropic messages) or
-// the Gemini path /v1beta/models/{model}:generateContent or
-// :streamGenerateContent. It is admitted with the model (refused when the
-// key's Policy.Models globs do not match it) and a reservation of its
-// estimated tokens: request bytes/4 plus its maximum output (max_tokens,
-// max_output_tokens, max_completion_tokens or
-// generationConfig.maxOutputTokens), or Options.DefaultMaxTokens when it
-// names none. The reservation counts as used in every token window of the
-// key while the request runs, so that requests of one key that run at the
-// same time cannot together take it far past a limit: a window admits a
-// request only when its usage plus the reservation fits. Other requests
-// (a POST that names no model) reserve nothing. GET, HEAD, DELETE and
-// OPTIONS requests (model lists, retrieving a stored response) are
-// admitted with no reservation and never charged tokens; they count
-// against the key's request rate and concurrency cap like any other.
+// # Endpoints
+//
+// The gateway forwards by allowlist: only the operations below, with the
+// method each API uses, on a clean path (no "." or ".." segment, no "//",
+// no trailing "/", no escaped "/" or "\"). Anything else is answered 404
+// (unknown_endpoint) or 405 (method_not_allowed, with Allow) and never
+// forwarded: an endpoint the gateway does not know it could not meter
+// (batch jobs report their usage hours later, to nobody) nor tell which
+// model it runs.
+//
+//	POST   /v1/chat/completions, /v1/completions, /v1/responses   OpenAI: generate
+//	POST   /v1/embeddings                                         OpenAI: embed
+//	GET    /v1/responses/{id}, /v1/responses/{id}/input_items     retrieve (never charged)
+//	DELETE /v1/responses/{id}
+//	POST   /v1/messages                                           Anthropic: generate
+//	POST   /v1/messages/count_tokens                              Anthropic: count (model checked)
+//	GET    /v1/models, /v1/models/{id}                            OpenAI and Anthropic
+//	POST   /v1beta/models/{model}:generateContent, :streamGenerateContent,
+//	       :embedContent, :batchEmbedContents, :countTokens       Gemini (also under /v1)
+//	GET    /v1beta/models, /v1beta/models/{model}
+//
+// # Request bodies
+//
+// A POST's body is read whole, up to Options.MaxRequestBody (413 above
+// it), within Options.BodyTimeout of its header (408 when slower), after a
+// concurrency slot of its key is taken (see Slots), and parsed once,
+// strictly: the gateway admits a request on its model and reserves on its
+// maximum output, so it reads them exactly as the upstream will, and
+// refuses with 400 (invalid_body, naming what is wrong) every body an
+// upstream might read otherwise: anything but one JSON object (a byte
+// order mark, trailing bytes, invalid UTF-8, NaN); a member name twice in
+// an object, escaped or not, at any depth; a name that differs only in
+// case from one the gateway reads ("Model", "MAX_TOKENS"), as Go's
+// encoding/json would match it; a field of the wrong type; a count that is
+// not a whole number >= 0 (100.0 and 1e2 are 100; a count too large
+// saturates). A Content-Encoding (a gzip body would be forwarded unread) or
+// a Content-Type other than application/json gets 415; a body on a GET or
+// DELETE 400. What goes upstream is the body as it was read, byte for
+// byte, but for the stream usage the gateway asks for (see Usage).
+//
+// A model endpoint's request names its model, in the "model" field of its
+// body (required: 400 missing_model without it) or in the Gemini path. It
+// must be valid UTF-8, printable, of at most 256 bytes (400 invalid_model),
+// and the key's Policy.Models globs must allow it (403). A generating
+// request reserves its estimated tokens while it runs: request bytes/4
+// plus its maximum output (max_tokens, max_completion_tokens,
+// max_output_tokens, or generationConfig.maxOutputTokens), times its
+// choices (n, candidateCount). One that names no maximum reserves its
+// prompt, and Options.DefaultMaxTokens per choice as far as every window of
+// the key has room (keystore.Request.Optional): the default is the
+// gateway's guess, and never refuses a request on its own account, while a
+// request whose own maximum no window can hold is refused (429,
+// x-should-retry: false), as OpenAI does. The reservation counts as used
+// in every token window of the key while the request runs, so that
+// requests of one key that run at the same time cannot together take it
+// far past a limit: a window admits a request only when its usage plus
+// the reservation fits. OpenAI background responses (background: true) are
+// refused: their usage is reported to nobody. Requests that generate
+// nothing (model lists, retrieving or deleting a stored response, token
+// counts) reserve nothing; they count against the key's request rate and
+// concurrency cap like any other.
+//
+// # Slots
+//
+// A key with Policy.MaxConcurrent n holds at most n request bodies in this
+// process's memory, however slowly its callers send them: a slot is taken
+// in the gateway before the body is read (429 when none is free), and the
+// key store's own slot (keystore.Store.Admit, shared by every gateway on
+// the store) is taken once the body is read. Shadow mode skips the first.
 //
 // Every answer the gateway writes itself is JSON of the shape the
 // official SDKs read, {"type":"error","error":{"type","code","message"}},
@@ -62,8 +113,14 @@
 //     (keystore.Options.LeaseTTL): an upper bound.
 //   - 429 as above, with the RateLimit fields, when Options.RPS is set
 //     and the key is over that request rate (see below)
-//   - 413 invalid_request_error, request_too_large: a body over
-//     Options.MaxRequestBody
+//   - 400 invalid_request_error: invalid_body, missing_model,
+//     invalid_model, unexpected_body or unsupported_parameter (see Request
+//     bodies); 408 request_timeout; 413 request_too_large (a body over
+//     Options.MaxRequestBody); 415 unsupported_encoding or
+//     unsupported_media_type
+//   - 404 invalid_request_error, unknown_endpoint, and 405
+//     method_not_allowed: not an endpoint the gateway serves (see
+//     Endpoints)
 //   - 502 api_error, upstream_unavailable: the upstream cannot be reached
 //     or failed before its response header
 //   - 504 api_error, upstream_timeout: the upstream did not connect or
@@ -92,9 +149,8 @@
 // upstreams only accept their own keys): a request goes to the route of the
 // longest prefix that matches its path on segment boundaries
 // ("/v1/messages" matches /v1/messages and /v1/messages/count_tokens, not
-// /v1/messagesX), else to the default route. The path is matched cleaned of
-// dot segments, as an upstream resolves it, and forwarded as it came. A
-// path that no route matches, when there is no default route, is answered
+// /v1/messagesX), else to the default route; it is clean (see Endpoints)
+// and forwarded as it came. A path that no route matches, when there is no default route, is answered
 // 404 once the key is authenticated, before its body is read: it is never
 // forwarded, and charges nothing. New refuses (ratestore.ErrInvalid,
 // naming the route) a prefix that does not start with "/" or is not clean,
@@ -121,22 +177,35 @@
 //
 // # Headers
 //
-// The caller's Authorization and X-API-Key fields are never forwarded: they
-// carry the ratestore secret, which the upstream has no use for. With
+// Request fields go upstream by allowlist: Content-Type, Accept, and what
+// the endpoint's API documents for requests (OpenAI-Beta; Anthropic-Version
+// and Anthropic-Beta). Every other field is dropped: the caller's
+// credentials in any form, cookies, OpenAI-Organization and
+// OpenAI-Project (which choose whose account pays), method overrides,
+// X-Forwarded-For (the caller's address is the gateway's to keep). So are
+// query parameters but those an endpoint uses (alt=sse for Gemini
+// streams, a listing's paging): a ?key= may hold the caller's secret. With
 // Options.UpstreamKey set (Route.UpstreamKey, for a route), the gateway
-// sends its own credential instead, to that route's upstream only, in
+// sends its own credential, to that route's upstream only, in
 // Authorization as a bearer token or in the field that
 // Options.UpstreamKeyHeader names (x-api-key for Anthropic's API): callers
 // never see the upstream's key. Without it the request goes out with no
-// credential, for an upstream that needs none. X-Forwarded-For, -Host and
-// -Proto are set; the Host is the upstream's. Accept-Encoding is dropped, so
-// that the transport asks for gzip itself and decompresses the response:
-// the gateway reads usage from the plain body, and the caller receives it
-// uncompressed.
+// credential, for an upstream that needs none. The transport asks for gzip
+// itself and decompresses the response: the gateway reads usage from the
+// plain body, and the caller receives it uncompressed.
+//
+// Response fields come back by allowlist too: Content-Type,
+// Content-Length, Content-Encoding, Cache-Control, Retry-After,
+// X-Should-Retry, and the upstream's request ID (X-Request-Id,
+// Request-Id). The upstream's rate-limit fields (they tell the operator's
+// account's limits, not the caller's key's), its organization, cookies,
+// CORS fields and trailers are dropped, and so are its informational (1xx)
+// responses. Every request gets a random ID of 130 bits,
+// Ratestore-Request-Id.
 //
 // # Usage
 //
-// A response of status 200 to 399 is metered as it streams through,
+// Every response is metered as it streams through,
 // without being held back: the body is wrapped in a reader that passes
 // every byte on unchanged and as soon as it arrives, and scans it on the
 // way. Neither a JSON body (application/json and +json) nor an event
@@ -180,10 +249,10 @@
 //
 // The upstream generates, and bills, to the end whether the caller waits
 // for it or not. So a caller's hanging up does not end the upstream
-// request of a POST: the gateway reads the rest of the response (passing
-// it nowhere) to its usage, for up to Options.DrainTimeout (default 5
-// minutes) after the hang-up, and then ends it. Requests that generate
-// nothing (GET, HEAD, DELETE, OPTIONS) end with their caller.
+// request of a generating endpoint: the gateway reads the rest of the
+// response (passing it nowhere) to its usage, for up to
+// Options.DrainTimeout (default 5 minutes) after the hang-up, and then
+// ends it. Requests that generate nothing end with their caller.
 //
 // Every admission is finished exactly once, when the request is done: at
 // the end of the response, when the upstream failed or broke off, after
@@ -193,16 +262,23 @@
 // fsync) and a graceful shutdown waits for it. It charges, in place of the
 // reservation:
 //
-//   - a request that generates nothing (GET, HEAD, DELETE, OPTIONS): 0;
-//   - a response read to its end that reported usage: that usage;
-//   - a request that names no model: what usage was reported, if any,
-//     else 0;
-//   - a model call the upstream refused (status 400 to 499): what usage
-//     was reported, if any, else 0;
+//   - a response that reports usage, read to its end, whatever its method
+//     or status: that usage, but a retrieved stored response, charged
+//     when it was made: 0;
+//   - a request that generates nothing, or a model call the upstream
+//     refused (status 400 to 499): what usage was reported, if any, else
+//     0;
+//   - a request that never reached the upstream (its connection was
+//     refused): 0;
 //   - any other model call (the upstream failed, timed out or broke off a
 //     stream, the drain timeout ended it, no usage could be read): the
 //     reservation, or the usage reported so far if more, logged at level
 //     Warn as estimated.
+//
+// The usage an upstream reports is trusted up to
+// Options.MaxTokensPerRequest (default 10M) per request: above it the
+// bound is charged and the figure logged at level Error, so that one
+// bogus response cannot lock a key out for its whole window.
 //
 // A usage object over 64 KiB (none is) is skipped, with a warning.
 //
@@ -287,8 +363,9 @@
 //     flight, of those admitted, and of the tokens they reserved.
 //
 // key_id has a value per key (never the secret; "" without a known key).
-// gen_ai_request_model is only a model the key store admitted, and at most
-// 100 of them: the rest are "other".
+// gen_ai_request_model is never a caller's string: it is the model of an
+// admitted request where its key's Policy.Models names it, or the glob
+// that matched it, at most 100 values; every other model is "other".
 //
 // # Several instances
 //

@@ -399,8 +399,15 @@ type statusWriter struct {
 	status int
 }
 
+// WriteHeader writes the header of the final response. An upstream's
+// informational (1xx) responses are not passed on: ReverseProxy would copy
+// their fields unfiltered, and the caller, whose body the gateway has read
+// already, has no use for them.
 func (w *statusWriter) WriteHeader(code int) {
-	if code >= 200 && w.status == 0 { // not 1xx, which the transport's goroutine may write
+	if code < 200 {
+		return
+	}
+	if w.status == 0 {
 		w.status = code
 	}
 	w.ResponseWriter.WriteHeader(code)
@@ -937,7 +944,8 @@ func (g *Gateway) modifyResponse(res *http.Response) error {
 	}
 	x.upstatus, x.upLatency = res.StatusCode, time.Since(x.sent)
 	filterResponse(res.Header)
-	res.Trailer = nil // announced or not, never passed on
+	x.Header().Set(RequestIDHeader, x.id) // again: ReverseProxy clears the fields after a 1xx
+	res.Trailer = nil                     // announced or not, never passed on
 	if cancel, ok := ctx.Value(cancelCtx{}).(context.CancelCauseFunc); ok && g.idle > 0 {
 		res.Body = newIdleBody(res.Body, g.idle, cancel)
 	}

@@ -13,6 +13,8 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
+	"net/textproto"
 	"net/url"
 	"strings"
 	"sync"
@@ -894,4 +896,37 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestInformational: an upstream's 1xx responses, whose fields
+// ReverseProxy would copy unfiltered, never reach the caller; the final
+// response's fields are filtered, and keep the request's ID.
+func TestInformational(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</x>; rel=preload")
+		w.Header().Set("Set-Cookie", "session=upstream")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Del("Link")
+		writeBody(w, "application/json", openAIJSON(2, 3))
+	}))
+	t.Cleanup(up.Close)
+	u, err := url.Parse(up.URL)
+	require.NoError(t, err)
+	e := newEnv(t, Options{Upstream: u})
+	k, secret := e.key("k", 1000)
+	var early []int
+	req := e.request("POST", "/v1/chat/completions", secret, fakeReq{})
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		Got1xxResponse: func(code int, _ textproto.MIMEHeader) error {
+			early = append(early, code)
+			return nil
+		},
+	}))
+	resp, body := e.do(req)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	require.Empty(t, early)
+	require.Empty(t, resp.Header.Values("Set-Cookie"))
+	require.Empty(t, resp.Header.Values("Link"))
+	require.Len(t, resp.Header.Values(RequestIDHeader), 1)
+	require.EqualValues(t, 5, e.usage(k.ID).Used)
 }

@@ -41,10 +41,8 @@ type bodyFields struct {
 	choices   int64 // n or candidateCount: outputs generated; 0: one
 	stream    bool
 
-	// For askUsage: where the body's object opens, and the stream_options
-	// value and its include_usage value (start and end offsets; end 0:
-	// absent).
-	open         int
+	// For askUsage: where the stream_options value and its include_usage
+	// value are (start and end offsets; end 0: absent).
 	opts         [2]int
 	includeUsage [2]int
 	usageAsked   bool

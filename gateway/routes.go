@@ -90,15 +90,9 @@ func newRoutes(opts Options) ([]route, error) {
 	return routes, nil
 }
 
-// match returns the route of a request path: that of the longest prefix
-// that matches it, or nil when none does. The path is matched cleaned
-// ("/v1/messages/../chat" as "/v1/chat"), as an upstream would resolve it,
-// so that dot segments cannot take a request to another route's paths.
+// match returns the route of a request path, clean (see lookup): that of
+// the longest prefix that matches it, or nil when none does.
 func match(routes []route, p string) *route {
-	if !strings.HasPrefix(p, "/") {
-		p = "/" + p
-	}
-	p = path.Clean(p) // no allocation when it is clean already
 	for i := range routes {
 		pre := routes[i].prefix
 		if pre == "" || p == pre || (strings.HasPrefix(p, pre) && p[len(pre)] == '/') {

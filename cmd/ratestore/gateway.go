@@ -47,25 +47,37 @@ SDKs fail at once). Errors have the body the official SDKs read:
 {"type":"error","error":{"type","code","message"}}. --rps limits every key's
 request rate alike, on top.
 
-A model call (a request whose JSON body or Gemini path names a model) reserves
-request bytes/4 + its max_tokens (max_output_tokens, max_completion_tokens,
-generationConfig.maxOutputTokens), or --default-max-tokens, in every window
-while it runs; at its end the tokens the response reports are charged instead:
-input (with OpenAI's cached, Anthropic's prompt-cache and Gemini's tool-use
-prompt tokens) plus output (with reasoning and Gemini's thoughts), read from
-JSON or streamed responses of any size, OpenAI, Anthropic and Gemini style,
-with the usage of an OpenAI stream asked for when the caller did not.
---weights output=4,cache_read=0.1 weighs the types. A caller that hangs up
-does not end the upstream request: the gateway reads on to its usage, for up
-to --drain-timeout. When no usage can be read (the upstream failed, timed out
-or broke off a stream, the drain timeout passed) the reservation is charged
-and logged at warn as estimated. GET, HEAD and DELETE are never
-charged tokens but count against the request rate and concurrency. Request
-bodies over --max-request-body get 413. The upstream gets --connect-timeout
-to accept a connection, --first-byte-timeout to send its response header
-(504 when it does not) and --idle-timeout between reads of a response body (a
-stream silent longer is ended); 0 means no bound. GET --stats-path shows
-callers their own usage.
+Only the endpoints of the OpenAI, Anthropic and Gemini APIs that the gateway
+can meter are forwarded (chat completions, completions, responses,
+embeddings, messages, count_tokens, generateContent, streamGenerateContent,
+embedContent, countTokens, model lists, stored responses), with the methods
+those APIs use, on clean paths: anything else gets 404 or 405 and never
+reaches the upstream (batches, files, a trailing "/", "//", "%2F"). A request
+body is read once, strictly, and forwarded as read: anything but one JSON
+object, a duplicate field, a field named like one the gateway reads but for
+case ("Model"), or a max_tokens that is not a whole number gets 400; a
+Content-Encoding 415; a body slower than --body-timeout 408; a body over
+--max-request-body 413. A model call names its model (400 without one; valid
+UTF-8, at most 256 bytes) and reserves request bytes/4 + its max_tokens
+(max_output_tokens, max_completion_tokens, generationConfig.maxOutputTokens)
+times its choices in every window while it runs; one that names no maximum
+reserves --default-max-tokens as far as the key's windows have room. At its
+end the tokens the response reports are charged instead, whatever its method
+or status (a retrieved stored response excepted), up to
+--max-tokens-per-request (more is logged at error): input (with OpenAI's
+cached, Anthropic's prompt-cache and Gemini's tool-use prompt tokens) plus
+output (with reasoning and Gemini's thoughts), read from JSON or streamed
+responses of any size, OpenAI, Anthropic and Gemini style, with the usage of
+an OpenAI stream asked for when the caller did not. --weights
+output=4,cache_read=0.1 weighs the types. A caller that hangs up does not end
+the upstream request: the gateway reads on to its usage, for up to
+--drain-timeout. When no usage can be read (the upstream failed, timed out or
+broke off a stream, the drain timeout passed) the reservation is charged and
+logged at warn as estimated. The upstream gets --connect-timeout to accept a
+connection, --first-byte-timeout to send its response header (504 when it
+does not) and --idle-timeout between reads of a response body (a stream
+silent longer is ended); 0 means no bound. GET --stats-path shows callers
+their own usage.
 
 --upstream URL forwards every request to URL. Given as PREFIX=URL
 (--upstream /v1/messages=https://api.anthropic.com), it forwards the paths
@@ -74,7 +86,12 @@ to URL instead; the longest prefix wins, and a bare URL takes the rest. It may
 be given once per prefix. Without a bare URL, a path no prefix matches gets
 404 and is never forwarded.
 
-The callers' key fields are never forwarded. Each upstream's own credential
+Request and response fields are forwarded by allowlist (Content-Type, Accept,
+OpenAI-Beta, Anthropic-Version, Anthropic-Beta; back: the body's fields,
+Retry-After and the upstream's request ID): the callers' credentials,
+cookies, organization and project fields never leave the gateway, and the
+upstream's own rate-limit, organization, cookie and CORS fields never reach
+the callers. Each upstream's own credential
 comes from the environment, never from the command line (which shows in the
 process list): --upstream-key-env PREFIX=VAR names the variable that holds the
 credential of the route of PREFIX, and --upstream-key-header PREFIX=FIELD
