@@ -11,7 +11,13 @@
 //	...
 //	g, err := gateway.New(db, gateway.Options{Upstream: upstreamURL, UpstreamKey: os.Getenv("RATESTORE_UPSTREAM_KEY")})
 //	...
-//	srv := &http.Server{Addr: "127.0.0.1:8080", Handler: g}
+//	srv := &http.Server{Addr: "127.0.0.1:8080", Handler: g,
+//		ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+//
+// The server's timeouts bound what the gateway cannot: a caller slow to send
+// its header (ReadHeaderTimeout) and idle keep-alive connections
+// (IdleTimeout); the gateway bounds the body itself (Options.BodyTimeout).
+// Leave ReadTimeout and WriteTimeout at zero: streams run for minutes.
 //
 // # Requests
 //
