@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/badger"
@@ -262,7 +263,7 @@ func (ck *checker) openReadOnly(path string) (*bolt.DB, error) {
 		db, err = bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: boltstore.LockTimeout})
 		return err
 	})
-	if errors.Is(err, bolt.ErrTimeout) {
+	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("check: %s: %w: stop the process that has it open, then retry", path, ratestore.ErrLocked)
 	}
 	if err != nil {
