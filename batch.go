@@ -113,7 +113,7 @@ func (b *Batch) Reset(l *Limiter, key string) error {
 	if err := b.use(l); err != nil {
 		return err
 	}
-	g, err := l.reset(nil, key)
+	g, err := l.reset(noWait, key)
 	b.joined(g)
 	return err
 }
@@ -134,7 +134,7 @@ func (b *Batch) Modify(l *Limiter, key string, fn func(st strategies.State, now 
 	}
 	db := l.db
 	now := db.now()
-	sh, i, err := l.entry(nil, key, now) // no wait for room: see DB.makeRoom
+	sh, i, err := l.entry(noWait, key, now)
 	if err != nil {
 		return Result{}, err
 	}
@@ -147,7 +147,7 @@ func (b *Batch) Modify(l *Limiter, key string, fn func(st strategies.State, now 
 	st, err = fn(st, now)
 	if err == nil {
 		if st == nil {
-			err = errors.New("Modify's function returned a nil state")
+			err = errors.New("ratestore: Modify: the function returned a nil state")
 		} else {
 			r, err = l.d.Decide(st, strategies.Call{Now: now, DryRun: true})
 		}

@@ -254,14 +254,21 @@ func (sh *shard) remove(i int) {
 // needs no old state). The caller holds sh.mu. It never waits for room in
 // a full shard (see lookupWait): the table may then exceed its bound.
 func (db *DB) lookup(sh *shard, at slot, name, key string, d strategies.Decider, now int64, load bool) (int, error) {
-	return db.lookupWait(nil, sh, at, name, key, d, now, load)
+	return db.lookupWait(noWait, sh, at, name, key, d, now, load)
 }
 
+// noWait is the context of the lookups that must not wait for room in a
+// full shard: those a Batch makes, which holds the committer off (the
+// commit that would make room waits for the Update to end), and Peek's.
+var noWait context.Context = noWaitCtx{context.Background()}
+
+type noWaitCtx struct{ context.Context }
+
 // lookupWait is lookup, which on a miss in a full shard may wait for room
-// (see makeRoom) when ctx is not nil: sh.mu is then unlocked meanwhile,
+// (see makeRoom) unless ctx is noWait: sh.mu is then unlocked meanwhile,
 // and locked again when lookupWait returns, with or without an error.
-// Callers that hold up the committer (a Batch, within Update) pass a nil
-// ctx.
+// Callers that hold up the committer (a Batch, within Update) pass
+// noWait.
 func (db *DB) lookupWait(ctx context.Context, sh *shard, at slot, name, key string, d strategies.Decider, now int64, load bool) (int, error) {
 	if i := sh.find(at.h, name, key); i >= 0 {
 		if e := &sh.slots[i]; !e.ref { // no store when unchanged: it would dirty the cache line
@@ -385,9 +392,9 @@ const maxRoomWaits = 4
 // a shard full of changes not yet committed has no room until a commit
 // ends: in Async mode, up to FlushInterval later. Rather than grow the
 // table past MaxCachedKeys (Async mode once grew it threefold), makeRoom
-// starts the next commit at once and, when ctx is not nil, waits for it
+// starts the next commit at once and, unless ctx is noWait, waits for it
 // (or for ctx), up to maxRoomWaits times; the caller then looks again.
-// With a nil ctx (a Batch, which holds the committer off and so could
+// With noWait (a Batch, which holds the committer off and so could
 // never see the commit end), or after maxRoomWaits commits, the caller
 // inserts over the bound: the table exceeds it by at most the keys that
 // such callers add to full shards before the next commit ends.
@@ -409,7 +416,7 @@ func (db *DB) makeRoom(ctx context.Context, sh *shard, now int64, waits int) (bo
 	}
 	g := db.gen.Load()
 	db.wake()
-	if ctx == nil || waits >= maxRoomWaits {
+	if ctx == noWait || waits >= maxRoomWaits {
 		db.roomMisses.Add(1)
 		return false, nil
 	}

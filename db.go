@@ -327,7 +327,8 @@ func (db *DB) Close() error {
 		// Every Update under way ends before the final commit: its Batch
 		// may still be making changes.
 		db.batchMu.Lock()
-		db.batchMu.Unlock() //nolint:staticcheck // an empty critical section: a barrier
+		//lint:ignore SA2001 an empty critical section: a barrier
+		db.batchMu.Unlock()
 		// A barrier: once every shard lock has been taken after closed was
 		// set, every call has either seen closed or finished changing its
 		// state, so the final commit holds every change ever made.

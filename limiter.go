@@ -185,7 +185,7 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 
 // reset forgets key's state and returns the generation that holds the
 // change. It does not read the stored state, so it cannot fail on it.
-// ctx bounds a wait for room in the table (see DB.lookupWait); nil: none.
+// ctx bounds a wait for room in the table (see DB.lookupWait); noWait: none.
 func (l *Limiter) reset(ctx context.Context, key string) (*generation, error) {
 	if err := validKey(key); err != nil {
 		return nil, err
@@ -226,9 +226,9 @@ func (l *Limiter) do(ctx context.Context, key string, c strategies.Call, res *Re
 	if err != nil {
 		return err
 	}
-	var wait context.Context // a Batch holds the committer off: it cannot wait for room
-	if b == nil {
-		wait = ctx
+	wait := ctx
+	if b != nil {
+		wait = noWait
 	}
 	i, err := db.lookupWait(wait, sh, at, l.name, key, l.d, c.Now, true)
 	if err != nil {
@@ -273,7 +273,7 @@ func (l *Limiter) do(ctx context.Context, key string, c strategies.Call, res *Re
 
 // entry locks the shard of key and returns it with the slot of the key's
 // entry, loaded from the store on a miss; ctx bounds a wait for room in the
-// table (nil: none, see DB.lookupWait). The caller unlocks the shard; on
+// table (noWait: none, see DB.lookupWait). The caller unlocks the shard; on
 // an error nothing is locked.
 func (l *Limiter) entry(ctx context.Context, key string, now int64) (*shard, int, error) {
 	sh, at, err := l.lock(key)

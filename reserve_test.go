@@ -148,11 +148,10 @@ func TestWaitFIFO(t *testing.T) {
 	}
 
 	// A waiter that gives up, the last in line, leaves no trace.
-	before := s.raw("w", "k")
 	r, err := l.Reserve(ctx, "k", 1) // one in line ahead of it
 	require.NoError(t, err)
 	require.Positive(t, r.Delay())
-	before = s.raw("w", "k")
+	before := s.raw("w", "k")
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan error)
 	go func() { done <- l.Wait(wctx, "k", 1) }()

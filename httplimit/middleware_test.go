@@ -336,6 +336,7 @@ func TestSingleRuleStoreFailure(t *testing.T) {
 	require.NoError(t, e.db.Close())
 	h, calls := served(t, httplimit.Options{Rules: []httplimit.Rule{{Limiter: lim, Key: httplimit.ClientIP()}}})
 	require.Equal(t, http.StatusServiceUnavailable, get(h, "/").Code)
+	require.Zero(t, calls.Load())
 	h, calls = served(t, httplimit.Options{Rules: []httplimit.Rule{{Limiter: lim, Key: httplimit.ClientIP()}}, FailOpen: true})
 	require.Equal(t, http.StatusOK, get(h, "/").Code)
 	require.EqualValues(t, 1, calls.Load())

@@ -340,7 +340,7 @@ func (b *Batch) Modify(l *Limiter, key string, fn func(st strategies.State, now 
 	}
 	at, _ := l.instant(seen, b.now, st)
 	if st, err = fn(st, at); err == nil && st == nil {
-		err = errors.New("Modify's function returned a nil state")
+		err = errors.New("redisstore: Modify: the function returned a nil state")
 	}
 	if err != nil {
 		return fail(err)

@@ -44,6 +44,8 @@ const (
 const throttleLimiter = "cl.throttle"
 
 // errProtocol is a request that is not RESP.
+//
+//lint:ignore ST1005 Redis's own words, which clients match
 var errProtocol = errors.New("Protocol error")
 
 // ServeRESP accepts connections on ln and serves each until the client

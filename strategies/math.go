@@ -86,11 +86,9 @@ func floorCount(x float64) int64 {
 // multiplication", 1994, figure 4.1), the one compilers use for constant
 // divisors. It is exact for every uint64 dividend, and worth its set-up
 // (itself a division) only when it divides many times: Prepare makes such
-// divisors once per limiter. divisor{d: d} divides by the instruction, for
-// a configuration used once.
+// divisors once per limiter.
 type divisor struct {
-	d        uint64 // the divisor, at least 1
-	m        uint64 // floor(2^64*(2^l - d)/d) + 1, with l = ceil(log2(d)); 0: not set up
+	m        uint64 // floor(2^64*(2^l - d)/d) + 1, with l = ceil(log2(d)), d the divisor
 	sh1, sh2 uint8  // min(l, 1) and l - sh1
 }
 

@@ -115,6 +115,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/ratestore/ratestore/internal/storage"
 	"github.com/ratestore/ratestore/internal/storage/wal"
@@ -151,7 +152,7 @@ const (
 )
 
 // errClosed is returned by writes after Close.
-var errClosed = fmt.Errorf("boltstore: %w", bolt.ErrDatabaseNotOpen)
+var errClosed = fmt.Errorf("boltstore: %w", berrors.ErrDatabaseNotOpen)
 
 // Store is a bbolt database with a write-ahead log.
 //
@@ -209,10 +210,10 @@ func OpenWith(path string, opts Options) (*Store, error) {
 		})
 		return err
 	})
-	if errors.Is(err, bolt.ErrTimeout) {
+	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("bolt %s: %w", path, storage.ErrLocked)
 	}
-	if errors.Is(err, bolt.ErrInvalid) || errors.Is(err, bolt.ErrChecksum) || errors.Is(err, bolt.ErrVersionMismatch) {
+	if errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrChecksum) || errors.Is(err, berrors.ErrVersionMismatch) {
 		return nil, fmt.Errorf("bolt %s: %w: %w", path, err, errCorrupt)
 	}
 	if err != nil {
@@ -480,11 +481,11 @@ func (s *Store) Commit(ops []storage.Op) error {
 		var err error
 		switch {
 		case len(op.Key) == 0:
-			err = bolt.ErrKeyRequired
+			err = berrors.ErrKeyRequired
 		case len(op.Key) > bolt.MaxKeySize:
-			err = bolt.ErrKeyTooLarge
+			err = berrors.ErrKeyTooLarge
 		case int64(len(op.Value)) > bolt.MaxValueSize:
-			err = bolt.ErrValueTooLarge
+			err = berrors.ErrValueTooLarge
 		}
 		if err != nil {
 			return fmt.Errorf("key %q: %w: %w", op.Key, err, storage.ErrNotApplied)
