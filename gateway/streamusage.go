@@ -46,7 +46,8 @@ func splice(b []byte, i, j int, s string) []byte {
 
 // forwardQuery returns the parameters of query whose (unescaped) names
 // names lists, as they came; the others are dropped (a Gemini-style ?key=
-// may hold the caller's secret).
+// may hold the caller's secret), and so is a pair with a ";", which some
+// servers read as a separator ("alt=sse;key=...").
 func forwardQuery(query string, names []string) string {
 	if query == "" || len(names) == 0 {
 		return ""
@@ -54,7 +55,7 @@ func forwardQuery(query string, names []string) string {
 	var out []string
 	for _, pair := range strings.Split(query, "&") {
 		name, _, _ := strings.Cut(pair, "=")
-		if name, err := url.QueryUnescape(name); err == nil && slices.Contains(names, name) {
+		if name, err := url.QueryUnescape(name); err == nil && slices.Contains(names, name) && !strings.Contains(pair, ";") {
 			out = append(out, pair)
 		}
 	}
