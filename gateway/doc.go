@@ -79,7 +79,11 @@
 // the key has room (keystore.Request.Optional): the default is the
 // gateway's guess, and never refuses a request on its own account, while a
 // request whose own maximum no window can hold is refused (429,
-// x-should-retry: false), as OpenAI does. The reservation counts as used
+// x-should-retry: false), as OpenAI does. A request that got less than the
+// whole default is short: it may generate past what it holds, so while one
+// of a key runs (in this process) another is refused (429, retry after a
+// second), and a key's windows are overrun by at most one such request's
+// usage, however its callers interleave. The reservation counts as used
 // in every token window of the key while the request runs, so that
 // requests of one key that run at the same time cannot together take it
 // far past a limit: a window admits a request only when its usage plus
@@ -350,8 +354,8 @@
 //   - ratestore_gateway_requests_total{key_id, http_response_status_code,
 //     reason}: requests ended, by the status the caller got and the
 //     refusal's reason ("window", "rate", "concurrency", "model",
-//     "unknown", "disabled", "expired", "rps"; "" when not refused on a
-//     key's account);
+//     "unknown", "disabled", "expired", "short" (see Request bodies),
+//     "rps"; "" when not refused on a key's account);
 //   - ratestore_gateway_tokens_total{key_id, gen_ai_token_type}: tokens
 //     the upstream reported, by type: input (with the cache reads and
 //     writes), output (with the reasoning), cache_read, cache_write,

@@ -117,6 +117,9 @@ func (g *Gateway) deny(x *exchange, k keystore.Key, d *keystore.Denial, reserve 
 		}
 	case "rate":
 		msg = fmt.Sprintf("key %s is over its request rate: %s%s", id, d.Limit, retry)
+	case "short":
+		// See Gateway.admit.
+		msg = fmt.Sprintf("key %s: a request that names no maximum output is already running on the last room of its token window; retry shortly, or name max_tokens", id)
 	case "concurrency":
 		// A slot frees when a request in flight ends, which nothing can
 		// foresee; the key store's RetryAfter is the end of the oldest

@@ -181,7 +181,8 @@ type Gateway struct {
 	maxTokens   int64
 	maxCharge   int64         // Options.MaxTokensPerRequest
 	bodyTimeout time.Duration // 0: none
-	slots       slots
+	slots       slots         // requests of a key holding a slot, from before their body is read
+	short       slots         // short admissions of a key in flight: one at most
 	idle        time.Duration // 0: none
 	log         *slog.Logger
 	admin       [32]byte // SHA-256 of Options.AdminToken; zero: no admin API
@@ -374,6 +375,7 @@ type exchange struct {
 	allowed   []string // the key's Policy.Models, for the metrics' model label
 	estimated bool     // the tokens charged are the reservation: no usage could be read
 	capped    bool     // the usage reported was over Options.MaxTokensPerRequest
+	short     bool     // admitted with less than its optional reservation (see Gateway.admit)
 
 	// stripUsage: the gateway asked the upstream for the stream's usage,
 	// which the caller did not (askUsage), and takes it out of the stream.
@@ -474,40 +476,18 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (g *Gateway) serve(x *exchange, r *http.Request) {
-	secret := httplimit.APISecret(r)
-	if secret == "" {
-		secret = strings.TrimSpace(r.Header.Get("X-Goog-Api-Key")) // Gemini's
+	if hasBody(r) {
+		// Until the body is read, an answer closes the connection: the
+		// server would otherwise read the rest of the body, however slowly
+		// it comes, before answering.
+		x.Header().Set("Connection", "close")
 	}
-	if secret == "" {
-		writeError(x, http.StatusUnauthorized, typeAuth, "missing_api_key", "no API key: send it as Authorization: Bearer <key>, x-api-key or x-goog-api-key")
+	k, secret, ok := g.authenticate(x, r)
+	if !ok {
 		return
 	}
-	if r.URL.Path == g.statsPath {
-		g.stats(x, r, secret)
-		return
-	}
-	// The key is known before its body is read.
-	k, err := g.keys.Authenticate(r.Context(), secret)
-	x.keyID = k.ID
-	if err != nil {
-		g.refuse(x, r, k, err)
-		return
-	}
-	ep, model, perr := lookup(r.Method, r.URL.Path, r.URL.RawPath)
-	if perr != nil {
-		if perr.allow != "" {
-			x.Header().Set("Allow", perr.allow)
-		}
-		code := map[int]string{http.StatusNotFound: "unknown_endpoint", http.StatusMethodNotAllowed: "method_not_allowed"}[perr.status]
-		writeError(x, perr.status, typeInvalid, code, perr.msg)
-		return
-	}
-	x.ep = ep
-	if x.route = match(g.routes, r.URL.Path); x.route == nil {
-		writeError(x, http.StatusNotFound, typeInvalid, "no_route", "no upstream serves this path on this gateway")
-		return
-	}
-	if !g.acceptable(x, r) {
+	model, ok := g.endpoint(x, r)
+	if !ok {
 		return
 	}
 	// The key's slots bound the bodies it holds in memory: one is taken
@@ -519,14 +499,83 @@ func (g *Gateway) serve(x *exchange, r *http.Request) {
 		}
 		defer g.slots.give(k.ID)
 	}
-	body, ok := g.readBody(x, r)
+	req, ok := g.read(x, r, model)
 	if !ok {
 		return
+	}
+	x.Header().Del("Connection")
+	if !g.admit(x, r, k, secret, req) {
+		return
+	}
+	if x.short {
+		defer g.short.give(k.ID)
+	}
+	g.forward(x, r)
+}
+
+// hasBody reports whether r comes with a body.
+func hasBody(r *http.Request) bool {
+	return r.ContentLength != 0 || len(r.TransferEncoding) > 0
+}
+
+// authenticate reads the request's secret and answers the stats path, or
+// a request whose key is unknown, disabled or expired; ok is false when it
+// has answered.
+func (g *Gateway) authenticate(x *exchange, r *http.Request) (k keystore.Key, secret string, ok bool) {
+	secret = httplimit.APISecret(r)
+	if secret == "" {
+		secret = strings.TrimSpace(r.Header.Get("X-Goog-Api-Key")) // Gemini's
+	}
+	if secret == "" {
+		writeError(x, http.StatusUnauthorized, typeAuth, "missing_api_key", "no API key: send it as Authorization: Bearer <key>, x-api-key or x-goog-api-key")
+		return k, "", false
+	}
+	if r.URL.Path == g.statsPath {
+		g.stats(x, r, secret)
+		return k, "", false
+	}
+	k, err := g.keys.Authenticate(r.Context(), secret)
+	x.keyID = k.ID
+	if err != nil {
+		g.refuse(x, r, k, err)
+		return k, "", false
+	}
+	return k, secret, true
+}
+
+// endpoint finds the endpoint and route of r, and checks its body's
+// framing, answering 404, 405 or 415 when it cannot be served. It returns
+// the model the path names (Gemini's), if any.
+func (g *Gateway) endpoint(x *exchange, r *http.Request) (model string, ok bool) {
+	ep, model, perr := lookup(r.Method, r.URL.Path, r.URL.RawPath)
+	if perr != nil {
+		if perr.allow != "" {
+			x.Header().Set("Allow", perr.allow)
+		}
+		code := map[int]string{http.StatusNotFound: "unknown_endpoint", http.StatusMethodNotAllowed: "method_not_allowed"}[perr.status]
+		writeError(x, perr.status, typeInvalid, code, perr.msg)
+		return "", false
+	}
+	x.ep = ep
+	if x.route = match(g.routes, r.URL.Path); x.route == nil {
+		writeError(x, http.StatusNotFound, typeInvalid, "no_route", "no upstream serves this path on this gateway")
+		return "", false
+	}
+	return model, g.acceptable(x, r)
+}
+
+// read reads and parses the body of r, checks its model, and returns the
+// admission it asks for, its body set to what will be forwarded.
+func (g *Gateway) read(x *exchange, r *http.Request, model string) (keystore.Request, bool) {
+	ep := x.ep
+	body, ok := g.readBody(x, r)
+	if !ok {
+		return keystore.Request{}, false
 	}
 	var f bodyFields
 	if ep.body() {
 		if f, ok = g.readFields(x, body); !ok {
-			return
+			return keystore.Request{}, false
 		}
 		if !ep.modelInPath {
 			model = f.model
@@ -535,13 +584,14 @@ func (g *Gateway) serve(x *exchange, r *http.Request) {
 	if ep.model {
 		if why := checkModel(model); why != "" {
 			writeError(x, http.StatusBadRequest, typeInvalid, "invalid_model", "the model name "+why)
-			return
+			return keystore.Request{}, false
 		}
 	}
-	x.model, x.allowed = model, k.Policy.Models
-	var optional int64
+	req := keystore.Request{Model: model}
 	if ep.generates {
-		x.reserve, optional = g.reservation(len(body), f, ep)
+		// The prompt as the caller wrote it: the stream options asked for
+		// below are no input.
+		req.Reserve, req.Optional = g.reservation(len(body), f, ep)
 	}
 	if ep.askUsage && f.stream && !f.usageAsked {
 		body, x.stripUsage = askUsage(body, f), true
@@ -549,22 +599,49 @@ func (g *Gateway) serve(x *exchange, r *http.Request) {
 	if ep.body() {
 		r.ContentLength, r.Body = int64(len(body)), io.NopCloser(bytes.NewReader(body))
 	}
-	a, err := g.keys.Admit(r.Context(), secret, keystore.Request{Model: x.model, Reserve: x.reserve, Optional: optional})
+	x.model, x.reserve = model, req.Reserve
+	return req, true
+}
+
+// admit admits x's request, or answers its refusal. A request that got
+// less than the whole of its optional reservation is short: one of a key
+// runs at a time (see Request bodies in the package documentation), and
+// another is refused.
+func (g *Gateway) admit(x *exchange, r *http.Request, k keystore.Key, secret string, req keystore.Request) bool {
+	x.allowed = k.Policy.Models
+	a, err := g.keys.Admit(r.Context(), secret, req)
 	switch {
 	case a == nil && g.shadowServes(x, r, err):
-		// Served without an admission; finish charges its usage.
+		return true // served without an admission; finish charges its usage
 	case a == nil:
 		g.refuse(x, r, k, err)
-		return
-	default:
-		x.adm, x.reserve = a, a.Reserved()
-		g.metrics.admitted(x)
-		if err != nil {
-			// Admitted, just not known to be on disk: serve it.
-			g.log.LogAttrs(r.Context(), slog.LevelWarn, "gateway: admission not known to be durable",
-				slog.String("request_id", x.id), slog.String("key_id", x.keyID), slog.String("error", err.Error()))
-		}
+		return false
 	}
+	if a.Reserved() < sat.Add(req.Reserve, req.Optional) {
+		if !g.short.take(k.ID, 1) {
+			if _, ferr := a.Finish(context.WithoutCancel(r.Context()), 0); ferr != nil && !errors.Is(ferr, ratestore.ErrUncertain) {
+				g.log.LogAttrs(r.Context(), slog.LevelError, "gateway: giving back an admission failed",
+					slog.String("request_id", x.id), slog.String("key_id", x.keyID), slog.String("error", ferr.Error()))
+			}
+			g.deny(x, k, &keystore.Denial{Reason: "short", RetryAfter: concurrencyRetry}, req.Reserve)
+			return false
+		}
+		x.short = true
+	}
+	x.adm, x.reserve = a, a.Reserved()
+	g.metrics.admitted(x)
+	if err != nil {
+		// Admitted, just not known to be on disk: serve it.
+		g.log.LogAttrs(r.Context(), slog.LevelWarn, "gateway: admission not known to be durable",
+			slog.String("request_id", x.id), slog.String("key_id", x.keyID), slog.String("error", err.Error()))
+	}
+	return true
+}
+
+// forward sends the admitted request upstream, through the request-rate
+// middleware if any, and streams the response back through its meter.
+func (g *Gateway) forward(x *exchange, r *http.Request) {
+	ep := x.ep
 	parent := context.WithValue(r.Context(), exchangeCtx{}, x)
 	if ep.generates {
 		// The upstream generates, and bills, to the end whether the
@@ -945,7 +1022,8 @@ func (g *Gateway) modifyResponse(res *http.Response) error {
 	x.upstatus, x.upLatency = res.StatusCode, time.Since(x.sent)
 	filterResponse(res.Header)
 	x.Header().Set(RequestIDHeader, x.id) // again: ReverseProxy clears the fields after a 1xx
-	res.Trailer = nil                     // announced or not, never passed on
+	res.Trailer = nil
+	res.Body = &noTrailer{ReadCloser: res.Body, res: res}
 	if cancel, ok := ctx.Value(cancelCtx{}).(context.CancelCauseFunc); ok && g.idle > 0 {
 		res.Body = newIdleBody(res.Body, g.idle, cancel)
 	}
@@ -963,6 +1041,20 @@ func (g *Gateway) modifyResponse(res *http.Response) error {
 		withoutLength(res)
 	}
 	return nil
+}
+
+// noTrailer is a response body whose response has no trailer once it is
+// closed: the transport fills res.Trailer at the body's end, and
+// ReverseProxy passes on what it holds after closing the body.
+type noTrailer struct {
+	io.ReadCloser
+	res *http.Response
+}
+
+func (b *noTrailer) Close() error {
+	err := b.ReadCloser.Close()
+	b.res.Trailer = nil
+	return err
 }
 
 // errIdle is the cause of an upstream request cancelled because its body

@@ -45,7 +45,7 @@ import (
 //     reason} (counter): requests that ended, by the status the caller got
 //     and the reason the gateway refused them: a keystore.Denial's Reason
 //     ("unknown", "disabled", "expired", "model", "window", "rate",
-//     "concurrency") or "rps" (Options.RPS), "" when the gateway did not
+//     "concurrency"), "short" (Gateway.admit) or "rps" (Options.RPS), "" when the gateway did not
 //     refuse it on a key's account (served, or refused as malformed, too
 //     large, or for want of a key: the status tells). Status 0: the
 //     request ended before anything was written.

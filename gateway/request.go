@@ -38,7 +38,7 @@ type bodyFields struct {
 	model     string
 	hasModel  bool
 	maxOutput int64 // the maximum output named; 0: none
-	choices   int64 // n or candidateCount: outputs generated; 0: one
+	choices   int64 // n, best_of or candidateCount: outputs generated; 0: one
 	stream    bool
 
 	// For askUsage: where the stream_options value and its include_usage
@@ -62,7 +62,7 @@ func bodyErrorf(format string, args ...any) *bodyError {
 
 // The fields read, by dialect.
 var (
-	openAIFields    = []string{"model", "max_tokens", "max_completion_tokens", "max_output_tokens", "n", "stream", "stream_options", "background"}
+	openAIFields    = []string{"model", "max_tokens", "max_completion_tokens", "max_output_tokens", "n", "best_of", "stream", "stream_options", "background"}
 	anthropicFields = []string{"model", "max_tokens", "stream"}
 	geminiFields    = []string{"generationConfig", "generation_config"}
 	configFields    = []string{"maxOutputTokens", "max_output_tokens", "candidateCount", "candidate_count"}
@@ -180,9 +180,9 @@ func (f *bodyFields) member(dec *jsontext.Decoder, d dialect, name string) error
 		n, err := count(dec, name)
 		f.maxOutput = max(f.maxOutput, n)
 		return err
-	case "n":
+	case "n", "best_of": // completions generate best_of, return n
 		n, err := count(dec, name)
-		f.choices = n
+		f.choices = max(f.choices, n)
 		return err
 	case "stream":
 		var err error
