@@ -1137,9 +1137,15 @@ func (g *Gateway) logExchange(r *http.Request, x *exchange, start time.Time, abo
 	g.log.LogAttrs(ctx, slog.LevelInfo, "gateway request", attrs...)
 }
 
+// writeJSON writes v as the JSON body of an answer of status. Its strings
+// are not HTML-escaped: the answers are read by programs and people in
+// terminals ("max_tokens >= 0", not "\u003e= 0"), and nosniff keeps
+// browsers from reading them as HTML.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		panic(err) // the bodies are strings and numbers
 	}
 	h := w.Header()
@@ -1147,7 +1153,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
+	w.Write(b.Bytes())
 }
 
 // instant formats t as RFC 3339 in UTC, rounded up to the second; nil for
