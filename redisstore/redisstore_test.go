@@ -367,12 +367,23 @@ func TestTimeout(t *testing.T) {
 	require.NoError(t, err)
 	_, err = l.Allow(ctx, "k")
 	require.NoError(t, err)
-	go raw.Do(ctx, "DEBUG", "SLEEP", "1") // Redis blocks for a second
-	time.Sleep(100 * time.Millisecond)    // a real server's real pause: no fake clock can stop it
-	start := time.Now()
+	asleep := make(chan struct{})
+	go func() {
+		defer close(asleep)
+		raw.Do(ctx, "DEBUG", "SLEEP", "2") // Redis answers nothing for 2 seconds
+	}()
+	// Redis is asleep once a probe of its own gets no answer in time.
+	probe := redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: 20 * time.Millisecond, MaxRetries: -1})
+	defer probe.Close()
+	require.Eventually(t, func() bool { return probe.Ping(ctx).Err() != nil }, 10*time.Second, time.Millisecond)
 	_, err = l.Allow(ctx, "k")
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	require.Less(t, time.Since(start), 500*time.Millisecond)
+	select {
+	case <-asleep:
+		t.Fatal("the call failed only once Redis woke up: Options.Timeout did not bound it")
+	default: // failed while Redis slept: by the timeout
+	}
+	<-asleep
 }
 
 // TestBadInput: bad options, names, keys and n are errors matching
