@@ -503,28 +503,11 @@ func readKeyFields(w http.ResponseWriter, r *http.Request, create bool) (*keyFie
 		}
 		f.windows = make([]keystore.Window, len(*b.Windows))
 		for i, raw := range *b.Windows {
-			field := fmt.Sprintf("windows[%d]", i)
-			var wr AdminWindowRequest
-			if status, code, msg := decodeStrict(bytes.NewReader(raw), &wr, field); status != 0 {
+			var status int
+			var code, msg string
+			if f.windows[i], status, code, msg = readWindow(raw, i, f.windows[:i]); status != 0 {
 				writeError(w, status, typeInvalid, code, msg)
 				return nil, false
-			}
-			win := &f.windows[i]
-			var err error
-			if win.Window, err = positiveDuration(wr.Window); err != nil {
-				return bad("%s.window: %q: %v", field, wr.Window, err)
-			}
-			if wr.Limit <= 0 {
-				return bad("%s.limit: want a positive number of tokens, got %d", field, wr.Limit)
-			}
-			win.Limit = wr.Limit
-			if wr.Bucket != "" {
-				if win.Bucket, err = positiveDuration(wr.Bucket); err != nil {
-					return bad("%s.bucket: %q: %v", field, wr.Bucket, err)
-				}
-			}
-			if j := slices.IndexFunc(f.windows[:i], func(o keystore.Window) bool { return o.Window == win.Window }); j >= 0 {
-				return bad("%s.window: %q: windows[%d] is a %v window already: give each length once", field, wr.Window, j, win.Window)
 			}
 		}
 	} else if create {
@@ -544,21 +527,60 @@ func readKeyFields(w http.ResponseWriter, r *http.Request, create bool) (*keyFie
 		}
 	}
 	if b.ExpiresAt != nil {
-		var s *string
-		if err := json.Unmarshal(b.ExpiresAt, &s); err != nil {
-			return bad("expires_at: want an RFC 3339 instant as a string, or null for never")
-		}
-		var at time.Time
-		if s != nil && *s != "" {
-			t, err := time.Parse(time.RFC3339, *s)
-			if err != nil {
-				return bad("expires_at: %q: want an RFC 3339 instant (2027-01-01T00:00:00Z), or null for never", *s)
-			}
-			at = t.UTC()
+		at, msg := readInstant(b.ExpiresAt)
+		if msg != "" {
+			return bad("expires_at: %s", msg)
 		}
 		f.expiresAt = &at
 	}
 	return f, true
+}
+
+// readWindow reads windows[i] of a key request, the windows before it
+// read already: the answer's status, code and message when it is wrong.
+func readWindow(raw json.RawMessage, i int, before []keystore.Window) (win keystore.Window, status int, code, msg string) {
+	field := fmt.Sprintf("windows[%d]", i)
+	var wr AdminWindowRequest
+	if status, code, msg := decodeStrict(bytes.NewReader(raw), &wr, field); status != 0 {
+		return win, status, code, msg
+	}
+	bad := func(format string, args ...any) (keystore.Window, int, string, string) {
+		return win, http.StatusBadRequest, "invalid_field", fmt.Sprintf(format, args...)
+	}
+	var err error
+	if win.Window, err = positiveDuration(wr.Window); err != nil {
+		return bad("%s.window: %q: %v", field, wr.Window, err)
+	}
+	if wr.Limit <= 0 {
+		return bad("%s.limit: want a positive number of tokens, got %d", field, wr.Limit)
+	}
+	win.Limit = wr.Limit
+	if wr.Bucket != "" {
+		if win.Bucket, err = positiveDuration(wr.Bucket); err != nil {
+			return bad("%s.bucket: %q: %v", field, wr.Bucket, err)
+		}
+	}
+	if j := slices.IndexFunc(before, func(o keystore.Window) bool { return o.Window == win.Window }); j >= 0 {
+		return bad("%s.window: %q: windows[%d] is a %v window already: give each length once", field, wr.Window, j, win.Window)
+	}
+	return win, 0, "", ""
+}
+
+// readInstant reads an RFC 3339 instant or null (the zero instant: never),
+// and what is wrong with it, if anything.
+func readInstant(raw json.RawMessage) (time.Time, string) {
+	var s *string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return time.Time{}, "want an RFC 3339 instant as a string, or null for never"
+	}
+	if s == nil || *s == "" {
+		return time.Time{}, ""
+	}
+	t, err := time.Parse(time.RFC3339, *s)
+	if err != nil {
+		return time.Time{}, fmt.Sprintf("%q: want an RFC 3339 instant (2027-01-01T00:00:00Z), or null for never", *s)
+	}
+	return t.UTC(), ""
 }
 
 // positiveDuration parses a Go duration that must be positive.

@@ -70,36 +70,55 @@ func roundWait(wait time.Duration) time.Duration {
 // deny answers a request of key k that d refused; reserve is the tokens
 // it asked to reserve.
 func (g *Gateway) deny(x *exchange, k keystore.Key, d *keystore.Denial, reserve int64) {
-	id := k.ID
 	x.reason = d.Reason
-	retry := ""
-	if d.RetryAfter > 0 {
-		retry = fmt.Sprintf("; retry after %v", roundWait(d.RetryAfter))
+	if status, code, msg := refusal(x, k, d); status != 0 {
+		typ := typePermission
+		if status == http.StatusUnauthorized {
+			typ = typeAuth
+		}
+		writeError(x, status, typ, code, msg)
+		return
 	}
+	msg, wait := limitMessage(k, d, reserve)
+	retryFields(x.Header(), wait)
+	writeError(x, http.StatusTooManyRequests, typeRate, "rate_limit_exceeded", msg)
+}
+
+// refusal returns the answer to a request of key k that d refused for
+// who it is or what it asked, not for a limit: 401 or 403, and 0 for a
+// limit.
+func refusal(x *exchange, k keystore.Key, d *keystore.Denial) (status int, code, msg string) {
+	id := k.ID
 	switch d.Reason {
 	case "unknown":
-		writeError(x, http.StatusUnauthorized, typeAuth, "invalid_api_key", "the API key is not known to this gateway")
-		return
+		return http.StatusUnauthorized, "invalid_api_key", "the API key is not known to this gateway"
 	case "disabled":
-		writeError(x, http.StatusForbidden, typePermission, "key_disabled", fmt.Sprintf("key %s is disabled", id))
-		return
+		return http.StatusForbidden, "key_disabled", fmt.Sprintf("key %s is disabled", id)
 	case "expired":
 		msg := fmt.Sprintf("key %s has expired", id)
 		if !k.ExpiresAt.IsZero() {
 			msg = fmt.Sprintf("key %s expired at %s", id, k.ExpiresAt.UTC().Format(time.RFC3339))
 		}
-		writeError(x, http.StatusForbidden, typePermission, "key_expired", msg)
-		return
+		return http.StatusForbidden, "key_expired", msg
 	case "model":
 		msg := fmt.Sprintf("key %s may not use model %q", id, x.model)
 		if len(k.Policy.Models) > 0 {
 			msg += "; it may use " + strings.Join(k.Policy.Models, ", ")
 		}
-		writeError(x, http.StatusForbidden, typePermission, "model_not_allowed", msg)
-		return
+		return http.StatusForbidden, "model_not_allowed", msg
 	}
-	var msg string
-	wait := d.RetryAfter
+	return 0, "", ""
+}
+
+// limitMessage returns the message of a request of key k, reserving
+// reserve tokens, that the limit of d refused, and the wait to advise.
+func limitMessage(k keystore.Key, d *keystore.Denial, reserve int64) (msg string, wait time.Duration) {
+	id := k.ID
+	retry := ""
+	if d.RetryAfter > 0 {
+		retry = fmt.Sprintf("; retry after %v", roundWait(d.RetryAfter))
+	}
+	wait = d.RetryAfter
 	switch d.Reason {
 	case "window":
 		window, limit := strings.TrimPrefix(d.Limit, "window "), int64(-1)
@@ -130,8 +149,7 @@ func (g *Gateway) deny(x *exchange, k keystore.Key, d *keystore.Denial, reserve 
 	default:
 		msg = fmt.Sprintf("key %s is over a limit: %s%s", id, d.Limit, retry)
 	}
-	retryFields(x.Header(), wait)
-	writeError(x, http.StatusTooManyRequests, typeRate, "rate_limit_exceeded", msg)
+	return msg, wait
 }
 
 // denyRate is the Deny of the Options.RPS middleware: the gateway's error

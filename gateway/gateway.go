@@ -242,68 +242,24 @@ func limiterOf[L httplimit.Limiter](limiter func(name string, s strategies.Strat
 // keys, with the limiters of limiter for Options.RPS and the store's
 // statistics, if it has any, among the metrics.
 func newGateway(keys *keystore.Store, limiter func(string, strategies.Strategy) (httplimit.Limiter, error), stats prometheus.Collector, opts Options) (*Gateway, error) {
-	routes, err := newRoutes(opts)
+	g, err := withDefaults(opts)
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{
-		keys:        keys,
-		routes:      routes,
-		shadow:      opts.Shadow,
-		active:      newActivity(),
-		statsPath:   opts.StatsPath,
-		weights:     UnitWeights,
-		drain:       opts.DrainTimeout,
-		maxBody:     opts.MaxRequestBody,
-		maxTokens:   opts.DefaultMaxTokens,
-		maxCharge:   cmp.Or(opts.MaxTokensPerRequest, DefaultMaxTokensPerRequest),
-		bodyTimeout: timeout(opts.BodyTimeout, DefaultBodyTimeout),
-		idle:        timeout(opts.IdleTimeout, DefaultIdleTimeout),
-		log:         opts.Logger,
+	if g.routes, err = newRoutes(opts); err != nil {
+		return nil, err
 	}
-	if g.statsPath == "" {
-		g.statsPath = DefaultStatsPath
-	}
-	if !strings.HasPrefix(g.statsPath, "/") {
-		return nil, fmt.Errorf("gateway: stats path %q: want an absolute path: %w", g.statsPath, ratestore.ErrInvalid)
-	}
-	if g.drain == 0 {
-		g.drain = DefaultDrainTimeout
-	}
-	if opts.Weights != nil {
-		if !opts.Weights.valid() {
-			return nil, fmt.Errorf("gateway: weights %+v: want finite weights >= 0: %w", *opts.Weights, ratestore.ErrInvalid)
-		}
-		g.weights = *opts.Weights
-	}
-	if g.maxBody == 0 {
-		g.maxBody = DefaultMaxRequestBody
-	}
-	if g.maxTokens == 0 {
-		g.maxTokens = DefaultMaxTokens
-	}
-	if g.maxBody < 0 || g.maxTokens < 0 || g.maxCharge < 0 {
-		return nil, fmt.Errorf("gateway: negative MaxRequestBody, DefaultMaxTokens or MaxTokensPerRequest: %w", ratestore.ErrInvalid)
-	}
-	if g.log == nil {
-		g.log = slog.New(slog.DiscardHandler)
-	}
-	transport := opts.Transport
-	if transport == nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.MaxIdleConnsPerHost = 256
-		t.DialContext = (&net.Dialer{Timeout: timeout(opts.ConnectTimeout, DefaultConnectTimeout), KeepAlive: 30 * time.Second}).DialContext
-		t.TLSHandshakeTimeout = timeout(opts.ConnectTimeout, DefaultConnectTimeout)
-		t.ResponseHeaderTimeout = timeout(opts.FirstByteTimeout, DefaultFirstByteTimeout)
-		transport = t
-	}
+	g.keys, g.active = keys, newActivity()
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite:        g.rewrite,
 		ModifyResponse: g.modifyResponse,
 		ErrorHandler:   g.proxyError,
-		Transport:      transport,
+		Transport:      opts.Transport,
 		ErrorLog:       slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
 		BufferPool:     &bufferPool{},
+	}
+	if g.proxy.Transport == nil {
+		g.proxy.Transport = newTransport(opts)
 	}
 	g.next = g.proxy
 	if opts.RPS != 0 || opts.Burst != 0 {
@@ -323,6 +279,52 @@ func newGateway(keys *keystore.Store, limiter func(string, strategies.Strategy) 
 	g.metrics = newMetrics(stats)
 	g.adminAPI = g.adminMux()
 	return g, nil
+}
+
+// withDefaults returns a Gateway with the settings of opts, their
+// defaults filled in, or the error of the first that is invalid.
+func withDefaults(opts Options) (*Gateway, error) {
+	g := &Gateway{
+		shadow:      opts.Shadow,
+		statsPath:   cmp.Or(opts.StatsPath, DefaultStatsPath),
+		weights:     UnitWeights,
+		drain:       cmp.Or(opts.DrainTimeout, DefaultDrainTimeout),
+		maxBody:     cmp.Or(opts.MaxRequestBody, DefaultMaxRequestBody),
+		maxTokens:   cmp.Or(opts.DefaultMaxTokens, DefaultMaxTokens),
+		maxCharge:   cmp.Or(opts.MaxTokensPerRequest, DefaultMaxTokensPerRequest),
+		bodyTimeout: timeout(opts.BodyTimeout, DefaultBodyTimeout),
+		idle:        timeout(opts.IdleTimeout, DefaultIdleTimeout),
+		log:         opts.Logger,
+	}
+	if !strings.HasPrefix(g.statsPath, "/") {
+		return nil, fmt.Errorf("gateway: stats path %q: want an absolute path: %w", g.statsPath, ratestore.ErrInvalid)
+	}
+	if opts.Weights != nil {
+		if !opts.Weights.valid() {
+			return nil, fmt.Errorf("gateway: weights %+v: want finite weights >= 0: %w", *opts.Weights, ratestore.ErrInvalid)
+		}
+		g.weights = *opts.Weights
+	}
+	if g.maxBody < 0 || g.maxTokens < 0 || g.maxCharge < 0 {
+		return nil, fmt.Errorf("gateway: negative MaxRequestBody, DefaultMaxTokens or MaxTokensPerRequest: %w", ratestore.ErrInvalid)
+	}
+	if g.log == nil {
+		g.log = slog.New(slog.DiscardHandler)
+	}
+	return g, nil
+}
+
+// newTransport returns the default Transport of Options: a clone of
+// http.DefaultTransport with Options' connect and first-byte timeouts,
+// keeping more idle connections to the upstream, which every request
+// goes to.
+func newTransport(opts Options) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 256
+	t.DialContext = (&net.Dialer{Timeout: timeout(opts.ConnectTimeout, DefaultConnectTimeout), KeepAlive: 30 * time.Second}).DialContext
+	t.TLSHandshakeTimeout = timeout(opts.ConnectTimeout, DefaultConnectTimeout)
+	t.ResponseHeaderTimeout = timeout(opts.FirstByteTimeout, DefaultFirstByteTimeout)
+	return t
 }
 
 // timeout is the bound of an Options timeout d: def for 0, none (0) for a

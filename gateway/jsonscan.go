@@ -82,28 +82,7 @@ func (s *usageScan) feed(p []byte) {
 	for i := 0; i < len(p) && !s.broken; i++ {
 		c := p[i]
 		if s.str {
-			if s.esc {
-				s.esc, s.longKey = false, true
-				continue
-			}
-			j := bytes.IndexAny(p[i:], `"\`)
-			if j < 0 {
-				s.keyBytes(p[i:])
-				break
-			}
-			s.keyBytes(p[i : i+j])
-			i += j
-			if p[i] == '\\' {
-				s.esc = true
-				continue
-			}
-			s.str = false
-			if s.isKey {
-				s.lastKey = ""
-				if !s.longKey {
-					s.lastKey = interest(s.key)
-				}
-			}
+			i = s.inString(p, i)
 			continue
 		}
 		switch c {
@@ -118,13 +97,7 @@ func (s *usageScan) feed(p []byte) {
 		}
 		switch c {
 		case '"':
-			s.str = true
-			s.isKey = s.wantKey && s.inObject()
-			if s.isKey {
-				s.key, s.longKey, s.wantKey = s.key[:0], false, false
-			} else {
-				s.value(c)
-			}
+			s.startString()
 		case '{', '[':
 			if s.value(c) {
 				capFrom = i
@@ -155,6 +128,46 @@ func (s *usageScan) feed(p []byte) {
 	if s.capturing && capFrom >= 0 {
 		s.copy(p[capFrom:])
 	}
+}
+
+// startString starts a string: a key where one comes next in an object,
+// else a value.
+func (s *usageScan) startString() {
+	s.str = true
+	s.isKey = s.wantKey && s.inObject()
+	if s.isKey {
+		s.key, s.longKey, s.wantKey = s.key[:0], false, false
+	} else {
+		s.value('"')
+	}
+}
+
+// inString reads the bytes of a string from p[i:], up to its end or that
+// of p, and returns the index of the last byte it read.
+func (s *usageScan) inString(p []byte, i int) int {
+	if s.esc {
+		s.esc, s.longKey = false, true
+		return i
+	}
+	j := bytes.IndexAny(p[i:], `"\`)
+	if j < 0 {
+		s.keyBytes(p[i:])
+		return len(p) - 1
+	}
+	s.keyBytes(p[i : i+j])
+	i += j
+	if p[i] == '\\' {
+		s.esc = true
+		return i
+	}
+	s.str = false
+	if s.isKey {
+		s.lastKey = ""
+		if !s.longKey {
+			s.lastKey = interest(s.key)
+		}
+	}
+	return i
 }
 
 func (s *usageScan) inObject() bool {

@@ -190,19 +190,24 @@ func newMetrics(stats prometheus.Collector) *metrics {
 	if stats != nil {
 		m.reg.MustRegister(stats)
 	}
-	m.handle = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
+	m.handle = scrapeHandler(m.reg)
+	return m
+}
+
+// scrapeHandler serves the metrics of reg.
+func scrapeHandler(reg *prometheus.Registry) http.Handler {
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		// A collector that fails (the process collector, on a system
 		// without /proc) should not take the gateway's own metrics
 		// down with it; the failures are counted in
 		// promhttp_metric_handler_errors_total.
 		ErrorHandling: promhttp.ContinueOnError,
-		Registry:      m.reg,
+		Registry:      reg,
 		// Scrapes are an operator's, behind the admin token: a few at a
 		// time is plenty, and more are refused rather than left to pile
 		// up gathering.
 		MaxRequestsInFlight: 4,
 	})
-	return m
 }
 
 // begin notes that x has started.
