@@ -46,21 +46,18 @@ func appendStoreKey(dst []byte, sk string) []byte {
 // Each shard is an open-addressing hash table with linear probing, whose
 // slots are the entries themselves, 64 bytes each: one cache line. A
 // decision on a key in memory reads its slot, then its key's bytes (to
-// compare them) and its state, those two at once. With 10k keys in use,
+// compare them) and its state, those two at once. With many keys in use,
 // each of those reads misses the CPU's private caches, so what the table
 // costs is mostly how many of them depend on one another: two here. A Go
-// map from hash to entry needed three (the map's control word, its slot,
-// then the entry), and its slot and entry together took about 150 bytes a
+// map from hash to entry needs three (the map's control word, its slot,
+// then the entry), and its slot and entry together take about 150 bytes a
 // key, as much as this table's slots at their emptiest (see rehash).
 //
-// A compact index instead (16-byte slots of hash and entry pointer, the
-// entries allocated apart, in the order keys are first seen) was tried
-// and measured against it, paired with x/time/rate at 10k keys
-// (BenchmarkHotPaired in bench/): alike when keys come in the order they
-// were first seen, which the CPU prefetches either way (GCRA ~0.8x
-// x/time/rate's time), but one dependent read longer when they come in
-// random order, as traffic from many clients does: GCRA ~0.9x and the
-// engine alone ~1.0x, against ~0.75x and ~0.8x with these slots.
+// A compact index (16-byte slots of hash and entry pointer, the entries
+// allocated apart, in the order keys are first seen) would be no faster
+// when keys come in the order they were first seen, which the CPU
+// prefetches either way, and slower when they come in random order, as
+// traffic from many clients does: one more dependent read a decision.
 //
 // Entries do not move while their shard is locked, except when an
 // insertion rehashes the table: code that holds a slot index or an *entry
@@ -391,9 +388,10 @@ const maxRoomWaits = 4
 // An entry can go only once its latest change is durable (see evict), so
 // a shard full of changes not yet committed has no room until a commit
 // ends: in Async mode, up to FlushInterval later. Rather than grow the
-// table past MaxCachedKeys (Async mode once grew it threefold), makeRoom
-// starts the next commit at once and, unless ctx is noWait, waits for it
-// (or for ctx), up to maxRoomWaits times; the caller then looks again.
+// table past MaxCachedKeys by every key that arrives meanwhile (in Async
+// mode, a whole FlushInterval of new keys), makeRoom starts the next
+// commit at once and, unless ctx is noWait, waits for it (or for ctx), up
+// to maxRoomWaits times; the caller then looks again.
 // With noWait (a Batch, which holds the committer off and so could
 // never see the commit end), or after maxRoomWaits commits, the caller
 // inserts over the bound: the table exceeds it by at most the keys that

@@ -122,7 +122,10 @@ func (db *DB) wake() {
 }
 
 // commit closes the open generation, writes every dirty state, syncs, and
-// tells the waiters of that generation.
+// tells the waiters of that generation. It does so in three steps: sweep
+// takes the changes out of memory, write puts them in the store and syncs,
+// and settle decides the commit's outcome (durable, undone or uncertain)
+// and makes memory agree with it.
 //
 // Why a change made during a commit is never lost or reported early: a call
 // marks its entry dirty and reads the open generation under its shard lock.
@@ -138,107 +141,193 @@ func (db *DB) wake() {
 // can the next one (its caller's change is not in it): both are uncertain
 // (see rollback).
 func (db *DB) commit() error {
-	// No Update runs from here to the end of the sweep: its changes are
-	// all in this commit or all in the next.
+	old, sw := db.sweep()
+	start := time.Now()
+	applied, err := db.write(sw.ops)
+	err = db.settle(old.seq, sw, applied, err)
+	db.sweptAhead = sw.ahead
+	if len(sw.ops) > 0 {
+		db.stats.record(len(sw.ops), time.Since(start), err)
+	}
+	// The waiters are told last, so that one woken sees memory settled and
+	// the commit counted in Stats.
+	old.err = err
+	close(old.done)
+	db.recycle(sw)
+	return err
+}
+
+// sweptChanges is what a commit's sweep took out of memory.
+type sweptChanges struct {
+	ops   []storage.Op // the writes: the states, then the records
+	arena []byte       // holds the keys and values of the states' ops
+	keys  []string     // the keys (joinKey) of the states swept
+	ahead bool         // a change of the generation after the commit's own is swept
+}
+
+// sweep opens the next generation and takes every dirty state and record
+// out of memory, returning the generation it closed and what it took.
+//
+// No Update runs from the swap of the generation to the end of the sweep,
+// so an Update's changes are all in this commit or all in the next.
+func (db *DB) sweep() (*generation, sweptChanges) {
 	db.batchMu.Lock()
+	defer db.batchMu.Unlock()
 	old := db.gen.Load()
 	db.gen.Store(&generation{seq: old.seq + 1, done: make(chan struct{})})
 
-	ops, arena, swept := db.ops[:0], db.arena[:0], db.swept[:0]
-	ahead := false // a change of the next generation is swept here
+	sw := sweptChanges{ops: db.ops[:0], arena: db.arena[:0], keys: db.swept[:0]}
 	for i := range db.shards {
-		sh := &db.shards[i]
-		sh.mu.Lock()
-		for _, j := range sh.dirty {
-			e := &sh.slots[j]
-			e.dirty = false
-			ahead = ahead || e.gen > old.seq
-			kstart := len(arena)
-			arena = appendStoreKey(arena, e.sk)
-			key := arena[kstart:len(arena):len(arena)]
-			var val []byte
-			if e.st != nil {
-				vstart := len(arena)
-				arena = e.st.AppendEncode(arena)
-				val = arena[vstart:len(arena):len(arena)]
-			}
-			ops = append(ops, storage.Op{Key: key, Value: val})
-			swept = append(swept, e.sk)
-		}
-		sh.dirty = sh.dirty[:0]
-		sh.mu.Unlock()
+		db.sweepShard(&db.shards[i], old.seq, &sw)
 	}
+	sw.ops = db.records.sweep(sw.ops)
+	return old, sw
+}
 
-	ops = db.records.sweep(ops)
-	db.batchMu.Unlock()
+// sweepShard appends an op for every dirty entry of sh to sw and marks the
+// entries clean. seq is the generation being committed: an entry marked
+// in a later one is swept ahead (see commit).
+func (db *DB) sweepShard(sh *shard, seq uint64, sw *sweptChanges) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	for _, j := range sh.dirty {
+		e := &sh.slots[j]
+		e.dirty = false
+		sw.ahead = sw.ahead || e.gen > seq
+		kstart := len(sw.arena)
+		sw.arena = appendStoreKey(sw.arena, e.sk)
+		key := sw.arena[kstart:len(sw.arena):len(sw.arena)]
+		var val []byte
+		if e.st != nil {
+			vstart := len(sw.arena)
+			sw.arena = e.st.AppendEncode(sw.arena)
+			val = sw.arena[vstart:len(sw.arena):len(sw.arena)]
+		}
+		sw.ops = append(sw.ops, storage.Op{Key: key, Value: val})
+		sw.keys = append(sw.keys, e.sk)
+	}
+	sh.dirty = sh.dirty[:0]
+}
 
-	var err error
-	applied := false // some of ops may have reached the store
-	start := time.Now()
-	if len(ops) > 0 {
-		// In key order, bbolt's cursor walks its tree forward instead of
-		// seeking from the root for every put, and pages fill in order.
-		slices.SortFunc(ops, func(a, b storage.Op) int { return bytes.Compare(a.Key, b.Key) })
-		err = db.store.Commit(ops)
-		if errors.Is(err, storage.ErrTooBig) {
-			// Split, states first: a crash between two parts then keeps a
-			// Batch's usage and loses its records, which may over-count
-			// (a legacy merge done twice) but never drops usage.
-			slices.SortStableFunc(ops, func(a, b storage.Op) int {
-				switch sa, sb := isState(a.Key), isState(b.Key); {
-				case sa == sb:
-					return 0
-				case sa:
-					return -1
-				}
-				return 1
-			})
-			err = nil
-			for start := 0; start < len(ops) && err == nil; start += commitChunk {
-				if start > 0 {
-					applied = true // the parts before this one
-				}
-				err = db.store.Commit(ops[start:min(start+commitChunk, len(ops))])
-			}
+// write applies ops to the store and syncs it. When err is set, applied
+// reports whether some of ops may have reached the store anyway: they did
+// not only if the error says nothing was written (storage.ErrNotApplied,
+// storage.ErrTooBig) and no earlier part of a split commit was written.
+func (db *DB) write(ops []storage.Op) (applied bool, err error) {
+	if len(ops) == 0 {
+		return false, nil
+	}
+	// In key order, bbolt's cursor walks its tree forward instead of
+	// seeking from the root for every put, and pages fill in order.
+	slices.SortFunc(ops, func(a, b storage.Op) int { return bytes.Compare(a.Key, b.Key) })
+	err = db.store.Commit(ops)
+	if errors.Is(err, storage.ErrTooBig) {
+		applied, err = db.writeInParts(ops)
+	}
+	if err == nil || !errors.Is(err, storage.ErrNotApplied) && !errors.Is(err, storage.ErrTooBig) {
+		applied = true
+	}
+	if err == nil {
+		err = db.store.Sync()
+	}
+	return applied, err
+}
+
+// writeInParts commits ops, too large for one backend transaction, in
+// parts of commitChunk ops, and stops at the first part that fails.
+// applied reports whether a part before the failed one was committed.
+//
+// The states go first: a crash between two parts then keeps a Batch's
+// usage and loses its records, which may over-count (a legacy merge done
+// twice) but never drops usage.
+func (db *DB) writeInParts(ops []storage.Op) (applied bool, err error) {
+	slices.SortStableFunc(ops, func(a, b storage.Op) int {
+		switch sa, sb := isState(a.Key), isState(b.Key); {
+		case sa == sb:
+			return 0
+		case sa:
+			return -1
 		}
-		if err == nil || !errors.Is(err, storage.ErrNotApplied) && !errors.Is(err, storage.ErrTooBig) {
-			applied = true
+		return 1
+	})
+	for start := 0; start < len(ops); start += commitChunk {
+		if start > 0 {
+			applied = true // the parts before this one
 		}
-		if err == nil {
-			err = db.store.Sync()
+		if err = db.store.Commit(ops[start:min(start+commitChunk, len(ops))]); err != nil {
+			return applied, err
 		}
 	}
+	return applied, nil
+}
+
+// commitOutcome is what a commit left on disk, and so what its callers
+// are told.
+type commitOutcome int
+
+const (
+	// commitDurable: every change swept is in the store and synced.
+	commitDurable commitOutcome = iota
+	// commitUndone: the commit failed before writing anything, and its
+	// changes were undone in memory too (see rollback), so memory and disk
+	// agree that nothing changed and its callers may retry.
+	commitUndone
+	// commitUncertain: the commit failed and its changes may or may not be
+	// on disk, or it could not be undone. They stay in memory and later
+	// commits retry them; its callers get ErrUncertain.
+	commitUncertain
+)
+
+// outcome decides how a commit whose write returned applied and err ends.
+// A failed commit is undone only if nothing reached the store, neither it
+// nor the one before swept changes ahead (see commit), and rollback
+// succeeds; rollback is tried only then, as it changes memory.
+func (db *DB) outcome(sw sweptChanges, applied bool, err error) commitOutcome {
 	switch {
 	case err == nil:
+		return commitDurable
+	case !applied && !sw.ahead && !db.sweptAhead && db.rollback(sw.keys):
+		return commitUndone
+	}
+	return commitUncertain
+}
+
+// settle decides the outcome of the commit of generation seq and makes
+// memory agree with it: a durable commit marks seq durable and ends the
+// records' flight; an undone one was undone by rollback; an uncertain one
+// makes its states and records dirty again, for the next commit to retry.
+// It returns the error the commit's callers get.
+func (db *DB) settle(seq uint64, sw sweptChanges, applied bool, err error) error {
+	switch db.outcome(sw, applied, err) {
+	case commitDurable:
 		db.records.landed(true)
-		db.durable.Store(old.seq)
+		db.durable.Store(seq)
 		db.carried = false
-	case !applied && !ahead && !db.sweptAhead && db.rollback(swept):
-		err = fmt.Errorf("ratestore: commit of %d states and records failed before writing; nothing was changed: %w", len(ops), err)
+		return nil
+	case commitUndone:
+		err = fmt.Errorf("ratestore: commit of %d states and records failed before writing; nothing was changed: %w", len(sw.ops), err)
 		db.log.Error("ratestore: commit failed; its changes were undone", "err", err)
-	default:
-		err = fmt.Errorf("ratestore: commit of %d states and records: %w: %w", len(ops), ErrUncertain, err)
+		return err
+	default: // commitUncertain
+		err = fmt.Errorf("ratestore: commit of %d states and records: %w: %w", len(sw.ops), ErrUncertain, err)
 		db.log.Error("ratestore: commit failed; changes stay in memory and will be retried", "err", err)
 		db.records.landed(false)
-		db.redirty(swept)
+		db.redirty(sw.keys)
 		db.carried = true
+		return err
 	}
-	db.sweptAhead = ahead
-	if len(ops) > 0 {
-		db.stats.record(len(ops), time.Since(start), err)
-	}
-	old.err = err
-	close(old.done)
+}
 
-	// Keep the buffers for the next commit unless one huge commit grew them;
-	// drop the keys so those of evicted entries can be collected.
-	clear(swept)
-	if cap(arena) <= 4<<20 {
-		db.ops, db.arena, db.swept = ops[:0], arena[:0], swept[:0]
+// recycle keeps the buffers of sw for the next commit unless one huge
+// commit grew them; it drops the keys so those of evicted entries can be
+// collected.
+func (db *DB) recycle(sw sweptChanges) {
+	clear(sw.keys)
+	if cap(sw.arena) <= 4<<20 {
+		db.ops, db.arena, db.swept = sw.ops[:0], sw.arena[:0], sw.keys[:0]
 	} else {
 		db.ops, db.arena, db.swept = nil, nil, nil
 	}
-	return err
 }
 
 // ErrUncertain is matched by the error of a call whose change may or may

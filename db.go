@@ -6,8 +6,8 @@
 // # Design
 //
 // The slow part of a persistent limiter is not the decision, which is a few
-// floating-point operations, but making it durable: one fsync costs about as
-// much as ten thousand in-memory decisions. So a DB keeps the decoded state
+// floating-point operations, but making it durable: an fsync costs far
+// more than an in-memory decision. So a DB keeps the decoded state
 // of every key it has touched in a bounded, sharded in-memory table, which is
 // the source of truth while the DB is open, and decides each call under its
 // key's shard lock. A state that a call changed is marked dirty; a single

@@ -13,7 +13,32 @@ import (
 // index of the rule whose limiter failed.
 func (m *Middleware) decide(ctx context.Context, c *call) (allowed bool, failed int, err error) {
 	var arr [inline]uint64
-	held := arr[:0]
+	held, err := m.lock(ctx, c, arr[:0])
+	if err != nil {
+		return false, 0, err
+	}
+	defer m.locks.release(held)
+
+	// Step 1: does each rule fit?
+	fitAll, failed, err := m.peek(ctx, c)
+	if err != nil {
+		return false, failed, err
+	}
+	// Step 2: take the rules that do not fit first, then those that do.
+	if !fitAll {
+		if allowed, failed, err := m.allowMisfits(ctx, c); !allowed || err != nil {
+			return false, failed, err
+		}
+	}
+	return m.takeFits(ctx, c)
+}
+
+// lock acquires the locks of c's (limiter, key) pairs, appending their
+// hashes to held, which it returns. They are taken in ascending order, one
+// order for all requests, so that two requests never wait for each other;
+// a hash collision is one lock, taken once. When ctx ends first, lock
+// releases what it took and returns ctx's error.
+func (m *Middleware) lock(ctx context.Context, c *call, held []uint64) ([]uint64, error) {
 	for i := range m.rules {
 		held = append(held, m.locks.hash(m.rules[i].lim.Name(), c.keys[i]))
 	}
@@ -22,13 +47,16 @@ func (m *Middleware) decide(ctx context.Context, c *call) (allowed bool, failed 
 	for j, h := range held {
 		if err := m.locks.acquire(ctx, h); err != nil {
 			m.locks.release(held[:j])
-			return false, 0, err
+			return nil, err
 		}
 	}
-	defer m.locks.release(held)
+	return held, nil
+}
 
-	// Step 1: does each rule fit?
-	fitAll := true
+// peek is step 1: it peeks every rule, recording in c whether each fits
+// (it allows and has room for its cost), and reports whether all fit.
+func (m *Middleware) peek(ctx context.Context, c *call) (fitAll bool, failed int, err error) {
+	fitAll = true
 	for i := range m.rules {
 		r, err := m.rules[i].lim.Peek(ctx, c.keys[i])
 		if err != nil {
@@ -38,30 +66,37 @@ func (m *Middleware) decide(ctx context.Context, c *call) (allowed bool, failed 
 		c.fit[i] = r.Allowed && r.Remaining >= c.costs[i]
 		fitAll = fitAll && c.fit[i]
 	}
+	return fitAll, 0, nil
+}
 
-	// Step 2. A rule that does not fit denies AllowN and changes nothing,
-	// by the contract of Remaining. Should one allow after all, it took
-	// its cost, and the request goes on as if it had fit.
-	if !fitAll {
-		fitAll = true
-		for i := range m.rules {
-			if c.fit[i] {
-				continue
-			}
-			r, err := m.rules[i].lim.AllowN(ctx, c.keys[i], c.costs[i])
-			if err != nil {
-				return false, i, err
-			}
-			c.res[i] = r
-			fitAll = fitAll && r.Allowed
+// allowMisfits is step 2 for the rules that do not fit: each is asked with
+// AllowN, and it reports whether all of them allowed. A rule that does not
+// fit denies AllowN and changes nothing, by the contract of Remaining.
+// Should one allow after all, it took its cost, and the request goes on
+// as if it had fit.
+func (m *Middleware) allowMisfits(ctx context.Context, c *call) (allowed bool, failed int, err error) {
+	allowed = true
+	for i := range m.rules {
+		if c.fit[i] {
+			continue
 		}
-		if !fitAll {
-			return false, 0, nil
+		r, err := m.rules[i].lim.AllowN(ctx, c.keys[i], c.costs[i])
+		if err != nil {
+			return false, i, err
 		}
+		c.res[i] = r
+		allowed = allowed && r.Allowed
 	}
+	return allowed, 0, nil
+}
+
+// takeFits is step 2 for the rules that fit, once every rule is known to
+// allow: each takes its cost with AllowN. It reports whether all of them
+// allowed.
+func (m *Middleware) takeFits(ctx context.Context, c *call) (allowed bool, failed int, err error) {
 	for i := range m.rules {
 		if !c.fit[i] {
-			continue // taken above
+			continue // taken by allowMisfits
 		}
 		r, err := m.rules[i].lim.AllowN(ctx, c.keys[i], c.costs[i])
 		if err != nil {

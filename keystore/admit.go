@@ -129,51 +129,68 @@ func (s *Store) Admit(ctx context.Context, secret string, req Request) (*Admissi
 	}
 	var a *Admission
 	err = s.eng.update(ctx, []string{e.id}, func(b batch) error {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		if err := s.refresh(b, e); err != nil {
-			return err
-		}
-		if e.rec.gone {
-			return &Denial{Reason: "unknown", RetryAfter: -1, err: ErrNotFound}
-		}
-		// Before the checks, which count it; it stands even if they refuse.
-		if err := s.mergePending(ctx, b, e); err != nil {
-			return err
-		}
-		now := b.now()
-		room, err := e.admits(ctx, b, req, now)
-		if err != nil {
-			return err
-		}
-		req.Reserve = sat.Add(req.Reserve, min(req.Optional, room))
-		pol := e.rec.pol
-		if req.Reserve > 0 {
-			// At now, in every window: the instant Finish refunds at. A
-			// Record would decide at its own instant, which a moving clock
-			// may have taken into the next bucket.
-			for i, l := range pol.windows {
-				rw := pol.pub.Windows[i].strategy()
-				if _, err := b.Modify(l, e.id, func(st strategies.State, at int64) (strategies.State, error) {
-					return st, rw.Merge(st, at, min(now, at), req.Reserve)
-				}); err != nil {
-					return fmt.Errorf("keystore: key %s: reserving: %w", e.id, err)
-				}
-			}
-		}
-		// The slot, checked by admits: taken whatever the cap, which admits
-		// enforced, and whatever the log's Limit, which only bounds its size.
-		if _, err := b.Record(pol.inflight, e.id, 1); err != nil {
-			return fmt.Errorf("keystore: key %s: taking a slot: %w", e.id, err)
-		}
-		a = &Admission{s: s, e: e, k: e.key(), pol: pol, reserve: req.Reserve, at: now,
-			deadline: sat.Add(now, int64(s.opts.LeaseTTL)), moved: e.moved}
-		return nil
+		var err error
+		a, err = s.admit(ctx, b, e, req)
+		return err
 	})
 	if err != nil && a == nil {
 		return nil, err
 	}
 	return a, err
+}
+
+// admit is Admit inside the batch b that stores it: it reads e's record
+// again if the engine is shared, merges its pending legacy usage, checks
+// that e admits req (admits) and holds what it admits (hold).
+func (s *Store) admit(ctx context.Context, b batch, e *entry, req Request) (*Admission, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := s.refresh(b, e); err != nil {
+		return nil, err
+	}
+	if e.rec.gone {
+		return nil, &Denial{Reason: "unknown", RetryAfter: -1, err: ErrNotFound}
+	}
+	// Before the checks, which count it; it stands even if they refuse.
+	if err := s.mergePending(ctx, b, e); err != nil {
+		return nil, err
+	}
+	now := b.now()
+	room, err := e.admits(ctx, b, req, now)
+	if err != nil {
+		return nil, err
+	}
+	reserve := sat.Add(req.Reserve, min(req.Optional, room))
+	pol := e.rec.pol
+	if err := e.hold(b, pol, now, reserve); err != nil {
+		return nil, err
+	}
+	return &Admission{s: s, e: e, k: e.key(), pol: pol, reserve: reserve, at: now,
+		deadline: sat.Add(now, int64(s.opts.LeaseTTL)), moved: e.moved}, nil
+}
+
+// hold takes what admits allowed: reserve tokens in every window of pol,
+// and a concurrency slot. The caller holds e.mu.
+func (e *entry) hold(b batch, pol *policy, now, reserve int64) error {
+	if reserve > 0 {
+		// At now, in every window: the instant Finish refunds at. A
+		// Record would decide at its own instant, which a moving clock
+		// may have taken into the next bucket.
+		for i, l := range pol.windows {
+			rw := pol.pub.Windows[i].strategy()
+			if _, err := b.Modify(l, e.id, func(st strategies.State, at int64) (strategies.State, error) {
+				return st, rw.Merge(st, at, min(now, at), reserve)
+			}); err != nil {
+				return fmt.Errorf("keystore: key %s: reserving: %w", e.id, err)
+			}
+		}
+	}
+	// The slot, checked by admits: taken whatever the cap, which admits
+	// enforced, and whatever the log's Limit, which only bounds its size.
+	if _, err := b.Record(pol.inflight, e.id, 1); err != nil {
+		return fmt.Errorf("keystore: key %s: taking a slot: %w", e.id, err)
+	}
+	return nil
 }
 
 // admits checks that e admits req at now, and takes one request from its

@@ -238,56 +238,73 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 			return err
 		}
 	}
-	// The hash of a key whose record cannot be read is unknown: its index
-	// entries are found by a scan, made before the batch (a scan flushes,
-	// which must not happen inside one).
+	keys, err := s.keysToDelete(ctx, id)
+	if err != nil {
+		return err
+	}
+	return s.eng.update(ctx, []string{id}, func(b batch) error {
+		return s.deleteIn(b, id, keys)
+	})
+}
+
+// keysToDelete returns the keys Delete removes for key id besides those
+// its entry names: its record, its legacy usage and, for a key whose record
+// is corrupt, its index entries. The hash of such a key is unknown: its
+// index entries are found by a scan, made before the batch (a scan
+// flushes, which must not happen inside one).
+func (s *Store) keysToDelete(ctx context.Context, id string) ([][]byte, error) {
 	s.mu.RLock()
 	bad := s.corrupt[id] != nil
 	s.mu.RUnlock()
-	ops := [][]byte{recordKey(id), legacyKey(id)}
+	keys := [][]byte{recordKey(id), legacyKey(id)}
 	if bad {
 		err := s.eng.scan(ctx, []byte(hashPrefix), func(k, v []byte) error {
 			if string(v) == id {
-				ops = append(ops, slices.Clone(k))
+				keys = append(keys, slices.Clone(k))
 			}
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("keystore: delete key %s: %w", id, err)
+			return nil, fmt.Errorf("keystore: delete key %s: %w", id, err)
 		}
 	}
-	return s.eng.update(ctx, []string{id}, func(b batch) error {
-		s.mu.Lock()
-		e, bad := s.byID[id], s.corrupt[id]
-		if e == nil && bad == nil {
-			s.mu.Unlock()
-			return notFound(id)
-		}
-		delete(s.byID, id)
-		delete(s.corrupt, id)
-		if e != nil {
-			delete(s.byHash, e.rec.hash)
-		}
+	return keys, nil
+}
+
+// deleteIn is Delete inside the batch b that stores it: it drops key id
+// from the maps, marks its entry gone, resets its usage and deletes keys
+// and its index entry.
+func (s *Store) deleteIn(b batch, id string, keys [][]byte) error {
+	s.mu.Lock()
+	e, bad := s.byID[id], s.corrupt[id]
+	if e == nil && bad == nil {
 		s.mu.Unlock()
-		if e != nil {
-			e.mu.Lock()
-			defer e.mu.Unlock()
-			if err := s.refresh(b, e); err != nil { // its policy names the states to reset
-				return err
-			}
-			e.rec.gone = true
-			ops = append(ops, hashKey(e.rec.hash))
-			if err := e.rec.pol.reset(b, id); err != nil {
-				return err
-			}
+		return notFound(id)
+	}
+	delete(s.byID, id)
+	delete(s.corrupt, id)
+	if e != nil {
+		delete(s.byHash, e.rec.hash)
+	}
+	s.mu.Unlock()
+	if e != nil {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if err := s.refresh(b, e); err != nil { // its policy names the states to reset
+			return err
 		}
-		for _, k := range ops {
-			if err := b.Delete(k); err != nil {
-				return err
-			}
+		e.rec.gone = true
+		keys = append(keys, hashKey(e.rec.hash))
+		if err := e.rec.pol.reset(b, id); err != nil {
+			return err
 		}
-		return nil
-	})
+	}
+	for _, k := range keys {
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Authenticate returns the key whose secret is secret. An unknown secret

@@ -24,7 +24,7 @@ type Key struct {
 	Name           string
 	Model          string // legacy: one model name, informational
 	Policy         Policy
-	TokenLimit     int64     // the limit of Policy.Windows[0]; kept for legacy callers
+	TokenLimit     int64     // the limit of Policy.Windows[0]: the key's limit when it has one window
 	ExpiresAt      time.Time // zero: never
 	CreatedAt      time.Time // zero: unknown (an imported key without created_at)
 	LastUsed       time.Time // zero: never

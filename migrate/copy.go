@@ -25,18 +25,17 @@ var ErrMismatch = errors.New("migrate: the copy differs from its source")
 // one atomic transaction of the database's backend: badger's transactions
 // are bounded by its memtable size. Copy meets it only when a batch it
 // restores is too large all the same, and then splits the batch (see
-// copyBatchRecords). An import no longer meets it: the engine splits a
+// copyBatchRecords). An import does not meet it: the engine splits a
 // commit too large for one transaction (ratestore.DB.Update).
 var ErrTooBig = storage.ErrTooBig
 
 // Copy batches: at most copyBatchRecords records, and a batch is closed as
 // soon as its keys and values reach copyBatchBytes. badger, with the 8 MiB
 // memtables badgerstore sets, takes at most 13,105 entries and about 1.2 MB
-// in one transaction (measured: 13,105 records of 80 bytes, 3,574 of 340,
-// 589 of 2,123; a value of 1 KiB or more counts as a 12-byte pointer). A
-// batch costs it at most 1,000 entries and about 270 KB. A batch that badger
-// refuses all the same (ErrTooBig: nothing applied) is split in two and
-// retried.
+// in one transaction, whichever comes first (a value of 1 KiB or more
+// counts as a 12-byte pointer). A batch costs it at most 1,000 entries and
+// about 270 KB. A batch that badger refuses all the same (ErrTooBig:
+// nothing applied) is split in two and retried.
 const (
 	copyBatchRecords = 1000
 	copyBatchBytes   = 256 << 10

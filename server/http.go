@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -58,6 +59,8 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
+// allow serves POST /v1/allow: it checks the token, reads the request and
+// its limiter, makes the call and answers with its result.
 func (s *Server) allow(w http.ResponseWriter, r *http.Request) {
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok && s.hasToken || !s.authorized(token) {
@@ -65,38 +68,12 @@ func (s *Server) allow(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusUnauthorized, errors.New("a valid bearer token is required"))
 		return
 	}
-	var req allowRequest
-	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		httpError(w, http.StatusBadRequest, fmt.Errorf("body: %w", err))
-		return
-	}
-	if req.Strategy == nil {
-		httpError(w, http.StatusBadRequest, errors.New("body: strategy is required"))
-		return
-	}
-	st, err := req.Strategy.strategy()
-	if err != nil {
-		httpError(w, http.StatusBadRequest, fmt.Errorf("strategy: %w", err))
-		return
-	}
-	config, _ := json.Marshal(req.Strategy)
-	l, err := s.limiter(req.Limiter, string(config), st)
+	req, l, err := s.readAllow(r)
 	if err != nil {
 		httpError(w, http.StatusBadRequest, err)
 		return
 	}
-	n := int64(1)
-	if req.N != nil {
-		n = *req.N
-	}
-	var res ratestore.Result
-	if req.Record {
-		res, err = l.Record(r.Context(), req.Key, n)
-	} else {
-		res, err = l.AllowN(r.Context(), req.Key, n)
-	}
+	res, err := req.call(r.Context(), l)
 	switch {
 	case errors.Is(err, ratestore.ErrInvalid):
 		httpError(w, http.StatusBadRequest, err)
@@ -106,10 +83,54 @@ func (s *Server) allow(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusInternalServerError, err)
 		return
 	}
+	writeAllow(w, req.Limiter, res)
+}
+
+// readAllow reads the body of r and returns it with the limiter it names.
+// Its error, a bad request's, names what was wrong.
+func (s *Server) readAllow(r *http.Request) (allowRequest, Limiter, error) {
+	var req allowRequest
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return req, nil, fmt.Errorf("body: %w", err)
+	}
+	if req.Strategy == nil {
+		return req, nil, errors.New("body: strategy is required")
+	}
+	st, err := req.Strategy.strategy()
+	if err != nil {
+		return req, nil, fmt.Errorf("strategy: %w", err)
+	}
+	config, _ := json.Marshal(req.Strategy)
+	l, err := s.limiter(req.Limiter, string(config), st)
+	if err != nil {
+		return req, nil, err
+	}
+	return req, l, nil
+}
+
+// call makes the call req asks of l: a Record, or an AllowN; of N, or of
+// 1 if N is absent.
+func (req *allowRequest) call(ctx context.Context, l Limiter) (ratestore.Result, error) {
+	n := int64(1)
+	if req.N != nil {
+		n = *req.N
+	}
+	if req.Record {
+		return l.Record(ctx, req.Key, n)
+	}
+	return l.AllowN(ctx, req.Key, n)
+}
+
+// writeAllow answers with res, the result of a call of the limiter named
+// limiter: its fields in the body, the RateLimit-Policy and RateLimit
+// fields, and Retry-After when the call was denied and can be retried.
+func writeAllow(w http.ResponseWriter, limiter string, res ratestore.Result) {
 	h := w.Header()
 	reset := ceilSeconds(res.ResetAfter)
-	h.Set("RateLimit-Policy", fmt.Sprintf("%q;q=%d", req.Limiter, res.Limit))
-	h.Set("RateLimit", fmt.Sprintf("%q;r=%d;t=%d", req.Limiter, res.Remaining, reset))
+	h.Set("RateLimit-Policy", fmt.Sprintf("%q;q=%d", limiter, res.Limit))
+	h.Set("RateLimit", fmt.Sprintf("%q;r=%d;t=%d", limiter, res.Remaining, reset))
 	if !res.Allowed && res.RetryAfter > 0 {
 		h.Set("Retry-After", strconv.FormatInt(ceilSeconds(res.RetryAfter), 10))
 	}

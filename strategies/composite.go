@@ -202,9 +202,7 @@ func (d *compositeDecider) ask(sp, ss State, c Call, res *Result) error {
 // and undoes a's take when b denies the call. It reports false, having
 // changed nothing but maybe *res, when it cannot decide c so: when neither
 // part's state can be saved for an undo, and when a part fails,
-// which ask then reports as it always does. Measured on BenchmarkHotPaired
-// (10k keys, random order), deciding every call by ask instead costs a
-// composite a fifth more time.
+// which ask then reports as it always does.
 //
 // Every Result is the one ask would report: a's and b's takes answer as
 // ask's DryRuns and takes do, and after an undone take a reports its

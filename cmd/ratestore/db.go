@@ -40,8 +40,9 @@ func (c *cli) open(path string, backend ratestore.Backend, create bool) (*ratest
 	}
 	// Async: a command's writes reach the disk in one go when it closes the
 	// database, which it does before reporting success (exit 0), rather than
-	// one fsync per change (a migrate of 10k keys took seconds in Sync mode).
-	// A command that dies before Close has reported nothing.
+	// one fsync per change, which a command that writes many keys would wait
+	// on one after another. A command that dies before Close has reported
+	// nothing.
 	db, err := ratestore.Open(path, ratestore.Options{Backend: backend, Durability: ratestore.Async, Now: c.now, Recover: c.recover})
 	if err != nil {
 		return nil, c.openError(path, err)

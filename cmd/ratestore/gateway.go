@@ -97,8 +97,8 @@ process list): --upstream-key-env PREFIX=VAR names the variable that holds the
 credential of the route of PREFIX, and --upstream-key-header PREFIX=FIELD
 the field it goes in (Authorization, as a bearer token, by default; x-api-key
 for Anthropic's API, as it is). The default route's credential is
-$` + upstreamKeyEnv + ` (or a bare --upstream-key-env VAR; --upstream-key KEY is
-kept for existing users), and a bare --upstream-key-header FIELD its field. A
+$` + upstreamKeyEnv + ` (or a bare --upstream-key-env VAR; --upstream-key KEY also
+works, but shows in the process list), and a bare --upstream-key-header FIELD its field. A
 route without one sends no credential. For example:
 
   ANTHROPIC_KEY=... ` + upstreamKeyEnv + `=... ratestore gateway \
@@ -189,166 +189,230 @@ func (p *perRoute) set(v string) error {
 	return nil
 }
 
+// gatewayCmd registers the gateway command's flags on fs and returns the
+// command, which runs once fs has parsed them.
 func gatewayCmd(c *cli, fs *flag.FlagSet) func([]string) error {
-	listen := fs.String("listen", defaultListen, "the `address` to serve on (default "+defaultListen+")")
-	upstreams := newPerRoute("--upstream")
-	fs.Func("upstream", "the `URL` of the model API to forward to: a bare URL is the default route, PREFIX=URL (/v1/messages=https://api.anthropic.com) routes the paths under PREFIX; repeatable (one at least)", upstreams.set)
-	upstreamKey := fs.String("upstream-key", "", "the `key` sent to the default route's upstream (default $"+upstreamKeyEnv+")")
-	keyEnvs := newPerRoute("--upstream-key-env")
-	fs.Func("upstream-key-env", "PREFIX=`VAR`: the environment variable that holds the credential of the route of PREFIX (a bare VAR: the default route's, default "+upstreamKeyEnv+"); repeatable", keyEnvs.set)
-	keyHeaders := newPerRoute("--upstream-key-header")
-	fs.Func("upstream-key-header", "PREFIX=`FIELD`: the field the credential of the route of PREFIX goes in (a bare FIELD: the default route's): Authorization, as a bearer token (the default), or any other (x-api-key), as it is; repeatable", keyHeaders.set)
-	shadow := fs.Bool("shadow", false, "shadow mode: serve the requests that a key's limits or models would refuse, logging them at warn, to roll limits out safely")
-	adminTokenFile := fs.String("admin-token-file", "", "the `file` that holds the admin token (default $"+adminTokenEnv+"); without one, /admin/ and /metrics answer 404")
-	rps := fs.Float64("rps", 0, "each key's request `rate` per second (0: no limit)")
-	burst := fs.Int64("burst", 0, "each key's burst of `requests`; 0: the rate rounded up")
-	statsPath := fs.String("stats-path", gateway.DefaultStatsPath, "the `path` that shows callers their own usage (default "+gateway.DefaultStatsPath+")")
-	durability := fs.String("durability", ratestore.Sync.String(), "the durability `mode`: sync, usage on disk as each request ends (the default), or async, written every 100ms (a crash loses the last)")
-	shutdown := fs.Duration("shutdown-timeout", defaultShutdown, "how long requests in flight may take to finish when stopped (default 30s)")
-	maxTokens := fs.Int64("default-max-tokens", gateway.DefaultMaxTokens, "the output `tokens` reserved for a model call that names no max_tokens (default 4096)")
-	maxBody := fs.Int64("max-request-body", gateway.DefaultMaxRequestBody, "the largest request body, in `bytes`; larger ones get 413 (default 32 MiB)")
-	connect := fs.Duration("connect-timeout", gateway.DefaultConnectTimeout, "how long connecting to the upstream may take (default 10s; 0: no bound)")
-	firstByte := fs.Duration("first-byte-timeout", gateway.DefaultFirstByteTimeout, "how long the upstream may take to send its response header, after which the caller gets 504 (default 10m: a non-streamed response's header comes after the whole generation; 0: no bound)")
-	drain := fs.Duration("drain-timeout", gateway.DefaultDrainTimeout, "after a caller hangs up, how long the gateway goes on reading a model call's response for the usage at its end (the upstream generates, and bills, all the same); then the estimate is charged (default 5m; 0: at once)")
-	var weights *gateway.Weights
+	f := gatewayFlagSet(fs)
+	return func([]string) error { return c.runGateway(f) }
+}
+
+// gatewayFlags are the values of the gateway command's flags.
+type gatewayFlags struct {
+	listen         string
+	upstreams      *perRoute // --upstream, by route
+	upstreamKey    string
+	keyEnvs        *perRoute // --upstream-key-env, by route
+	keyHeaders     *perRoute // --upstream-key-header, by route
+	shadow         bool
+	adminTokenFile string
+	rps            float64
+	burst          int64
+	statsPath      string
+	durability     string
+	shutdown       time.Duration
+	maxTokens      int64 // --default-max-tokens
+	maxBody        int64 // --max-request-body
+	connect        time.Duration
+	firstByte      time.Duration
+	drain          time.Duration
+	weights        *gateway.Weights // nil: every token counts 1
+	redisURL       string
+	bodyTimeout    time.Duration
+	maxCharge      int64 // --max-tokens-per-request
+	idle           time.Duration
+}
+
+// gatewayFlagSet registers the gateway command's flags on fs and returns
+// where their values go once fs has parsed them.
+func gatewayFlagSet(fs *flag.FlagSet) *gatewayFlags {
+	f := &gatewayFlags{
+		upstreams:  newPerRoute("--upstream"),
+		keyEnvs:    newPerRoute("--upstream-key-env"),
+		keyHeaders: newPerRoute("--upstream-key-header"),
+	}
+	fs.StringVar(&f.listen, "listen", defaultListen, "the `address` to serve on (default "+defaultListen+")")
+	fs.Func("upstream", "the `URL` of the model API to forward to: a bare URL is the default route, PREFIX=URL (/v1/messages=https://api.anthropic.com) routes the paths under PREFIX; repeatable (one at least)", f.upstreams.set)
+	fs.StringVar(&f.upstreamKey, "upstream-key", "", "the `key` sent to the default route's upstream (default $"+upstreamKeyEnv+")")
+	fs.Func("upstream-key-env", "PREFIX=`VAR`: the environment variable that holds the credential of the route of PREFIX (a bare VAR: the default route's, default "+upstreamKeyEnv+"); repeatable", f.keyEnvs.set)
+	fs.Func("upstream-key-header", "PREFIX=`FIELD`: the field the credential of the route of PREFIX goes in (a bare FIELD: the default route's): Authorization, as a bearer token (the default), or any other (x-api-key), as it is; repeatable", f.keyHeaders.set)
+	fs.BoolVar(&f.shadow, "shadow", false, "shadow mode: serve the requests that a key's limits or models would refuse, logging them at warn, to roll limits out safely")
+	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "the `file` that holds the admin token (default $"+adminTokenEnv+"); without one, /admin/ and /metrics answer 404")
+	fs.Float64Var(&f.rps, "rps", 0, "each key's request `rate` per second (0: no limit)")
+	fs.Int64Var(&f.burst, "burst", 0, "each key's burst of `requests`; 0: the rate rounded up")
+	fs.StringVar(&f.statsPath, "stats-path", gateway.DefaultStatsPath, "the `path` that shows callers their own usage (default "+gateway.DefaultStatsPath+")")
+	fs.StringVar(&f.durability, "durability", ratestore.Sync.String(), "the durability `mode`: sync, usage on disk as each request ends (the default), or async, written every 100ms (a crash loses the last)")
+	fs.DurationVar(&f.shutdown, "shutdown-timeout", defaultShutdown, "how long requests in flight may take to finish when stopped (default 30s)")
+	fs.Int64Var(&f.maxTokens, "default-max-tokens", gateway.DefaultMaxTokens, "the output `tokens` reserved for a model call that names no max_tokens (default 4096)")
+	fs.Int64Var(&f.maxBody, "max-request-body", gateway.DefaultMaxRequestBody, "the largest request body, in `bytes`; larger ones get 413 (default 32 MiB)")
+	fs.DurationVar(&f.connect, "connect-timeout", gateway.DefaultConnectTimeout, "how long connecting to the upstream may take (default 10s; 0: no bound)")
+	fs.DurationVar(&f.firstByte, "first-byte-timeout", gateway.DefaultFirstByteTimeout, "how long the upstream may take to send its response header, after which the caller gets 504 (default 10m: a non-streamed response's header comes after the whole generation; 0: no bound)")
+	fs.DurationVar(&f.drain, "drain-timeout", gateway.DefaultDrainTimeout, "after a caller hangs up, how long the gateway goes on reading a model call's response for the usage at its end (the upstream generates, and bills, all the same); then the estimate is charged (default 5m; 0: at once)")
 	fs.Func("weights", "`TYPE=W,...`: what a token of each type counts for in a key's windows, of input (uncached), output (reasoning included), cache_read, cache_write; a type left out counts 1 (default: every token 1)", func(v string) (err error) {
-		weights, err = parseWeights(v)
+		f.weights, err = parseWeights(v)
 		return err
 	})
-	redisURL := fs.String("redis", "", "keep the keys and their usage in the Redis at this `URL` (redis://host:port/db, rediss://; one node, not a cluster), shared with the other gateways that use it, instead of the database")
-	bodyTimeout := fs.Duration("body-timeout", gateway.DefaultBodyTimeout, "how long a caller may take to send a request body, after its header; slower ones get 408 (default 30s; 0: no bound)")
-	maxCharge := fs.Int64("max-tokens-per-request", gateway.DefaultMaxTokensPerRequest, "the most `tokens` one response may be charged: an upstream that reports more is charged this, logged at error (default 10000000)")
-	idle := fs.Duration("idle-timeout", gateway.DefaultIdleTimeout, "how long the upstream may leave a response body silent between reads; a stream silent longer is ended (default 1m; 0: no bound)")
-	return func([]string) error {
-		const cmd = "gateway"
-		if len(upstreams.prefixes) == 0 {
-			return usagef(cmd, "%s: --upstream is required", cmd)
-		}
-		urls := make(map[string]*url.URL, len(upstreams.prefixes))
-		for _, prefix := range upstreams.prefixes {
-			raw := upstreams.values[prefix]
-			u, err := url.Parse(raw)
-			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				return usagef(cmd, "%s: --upstream %q: want an http or https URL", cmd, routeArg(prefix, raw))
-			}
-			urls[prefix] = u
-		}
-		for _, p := range []*perRoute{keyEnvs, keyHeaders} {
-			for _, prefix := range p.prefixes {
-				if _, ok := urls[prefix]; !ok {
-					return usagef(cmd, "%s: %s %q: no --upstream for %s", cmd, p.flag, routeArg(prefix, p.values[prefix]), routeName(prefix))
-				}
-			}
-		}
-		switch {
-		case *upstreamKey != "" && keyEnvs.values[""] != "":
-			return usagef(cmd, "%s: --upstream-key and a bare --upstream-key-env both name the default route's credential: give one", cmd)
-		case !(*rps >= 0) || math.IsInf(*rps, 0) || *burst < 0 || (*burst > 0 && *rps == 0):
-			return usagef(cmd, "%s: --rps %v --burst %d: want a rate >= 0, and a burst >= 0 only with a rate", cmd, *rps, *burst)
-		case *shutdown <= 0:
-			return usagef(cmd, "%s: --shutdown-timeout %v: want a positive duration", cmd, *shutdown)
-		case *maxTokens <= 0:
-			return usagef(cmd, "%s: --default-max-tokens %d: want a positive number", cmd, *maxTokens)
-		case *maxBody <= 0:
-			return usagef(cmd, "%s: --max-request-body %d: want a positive number of bytes", cmd, *maxBody)
-		case *maxCharge <= 0:
-			return usagef(cmd, "%s: --max-tokens-per-request %d: want a positive number", cmd, *maxCharge)
-		case *connect < 0 || *firstByte < 0 || *idle < 0 || *drain < 0 || *bodyTimeout < 0:
-			return usagef(cmd, "%s: --connect-timeout %v --first-byte-timeout %v --idle-timeout %v --drain-timeout %v --body-timeout %v: want durations >= 0", cmd, *connect, *firstByte, *idle, *drain, *bodyTimeout)
-		case !strings.HasPrefix(*statsPath, "/"):
-			return usagef(cmd, "%s: --stats-path %q: want an absolute path", cmd, *statsPath)
-		}
-		dur, err := parseDurability(cmd, *durability)
-		if err != nil {
-			return err
-		}
+	fs.StringVar(&f.redisURL, "redis", "", "keep the keys and their usage in the Redis at this `URL` (redis://host:port/db, rediss://; one node, not a cluster), shared with the other gateways that use it, instead of the database")
+	fs.DurationVar(&f.bodyTimeout, "body-timeout", gateway.DefaultBodyTimeout, "how long a caller may take to send a request body, after its header; slower ones get 408 (default 30s; 0: no bound)")
+	fs.Int64Var(&f.maxCharge, "max-tokens-per-request", gateway.DefaultMaxTokensPerRequest, "the most `tokens` one response may be charged: an upstream that reports more is charged this, logged at error (default 10000000)")
+	fs.DurationVar(&f.idle, "idle-timeout", gateway.DefaultIdleTimeout, "how long the upstream may leave a response body silent between reads; a stream silent longer is ended (default 1m; 0: no bound)")
+	return f
+}
 
-		// The credentials, from the environment: never the command line,
-		// which shows in the process list (--upstream-key is kept for
-		// existing users).
-		opts := gateway.Options{
-			RPS: *rps, Burst: *burst, StatsPath: *statsPath, Shadow: *shadow,
-			DefaultMaxTokens: *maxTokens, MaxRequestBody: *maxBody,
-			ConnectTimeout: noBound(*connect), FirstByteTimeout: noBound(*firstByte), IdleTimeout: noBound(*idle),
-			DrainTimeout: noBound(*drain), // negative: at once
-			BodyTimeout:  noBound(*bodyTimeout), MaxTokensPerRequest: *maxCharge,
-			Weights: weights,
-		}
-		out := gatewayOut{Routes: []routeOut{}, StatsPath: *statsPath, RPS: *rps, Burst: *burst, Durability: dur.String(), Shadow: *shadow}
-		for _, prefix := range upstreams.prefixes {
-			key, env := "", keyEnvs.values[prefix]
-			switch {
-			case env != "":
-				if key = os.Getenv(env); key == "" {
-					return fmt.Errorf("%s: --upstream-key-env %s: $%s is empty or not set", cmd, routeArg(prefix, env), env)
-				}
-			case prefix == "" && *upstreamKey != "":
-				key = *upstreamKey
-			case prefix == "":
-				if key = os.Getenv(upstreamKeyEnv); key != "" {
-					env = upstreamKeyEnv
-				}
-			}
-			u, header := urls[prefix], keyHeaders.values[prefix]
-			if prefix == "" {
-				opts.Upstream, opts.UpstreamKey, opts.UpstreamKeyHeader = u, key, header
-				out.Upstream = u.Redacted()
-				continue
-			}
-			opts.Routes = append(opts.Routes, gateway.Route{Prefix: prefix, Upstream: u, UpstreamKey: key, UpstreamKeyHeader: header})
-			out.Routes = append(out.Routes, routeOut{Prefix: prefix, Upstream: u.Redacted(), KeyEnv: env})
-		}
-		admin, err := adminToken(*adminTokenFile)
-		if err != nil {
-			return fmt.Errorf("%s: %w", cmd, err)
-		}
-		opts.AdminToken, out.Admin = admin, admin != ""
-
-		var h slog.Handler = slog.NewTextHandler(c.stderr, nil)
-		if c.json {
-			h = slog.NewJSONHandler(c.stderr, nil)
-		}
-		log := slog.New(h)
-		opts.Logger = log
-
-		var (
-			g       *gateway.Gateway
-			closeDB func() error
-			created []string
-		)
-		if *redisURL != "" {
-			rdb, oerr := redisstore.Open(c.ctx, *redisURL, redisstore.Options{Now: c.now, Logger: log})
-			if oerr != nil {
-				return fmt.Errorf("%s: %w", cmd, oerr)
-			}
-			closeDB, out.Redis, out.Durability = rdb.Close, redact(*redisURL), ""
-			g, err = gateway.NewRedis(rdb, opts)
-		} else {
-			db, made, oerr := c.openServing(dur, log)
-			if oerr != nil {
-				return oerr
-			}
-			closeDB, created = db.Close, made
-			g, err = gateway.New(db, opts)
-		}
-		var ln net.Listener
-		if err == nil {
-			ln, err = net.Listen("tcp", *listen)
-		}
-		if err != nil {
-			if cerr := closeDB(); cerr == nil {
-				// Nothing was served: leave no database behind that a
-				// failed start alone made.
-				removeAll(created)
-			}
-			return err
-		}
-		if created != nil {
-			log.Info("gateway: created the database: create keys through the admin API", "db", c.db)
-		}
-		out.Listen = ln.Addr().String()
-		return c.serve(ln, g, closeDB, log, *shutdown, out)
+// runGateway is the gateway command: it checks the flags, builds the
+// gateway's options from them, opens the store, and serves on --listen
+// until stopped. A start that fails before serving closes the store and
+// leaves no database behind that it alone made.
+func (c *cli) runGateway(f *gatewayFlags) error {
+	const cmd = "gateway"
+	urls, dur, err := f.validate(cmd)
+	if err != nil {
+		return err
 	}
+	opts, out, err := f.options(cmd, urls, dur)
+	if err != nil {
+		return err
+	}
+	log := c.logger()
+	opts.Logger = log
+	st, err := c.openStore(cmd, f.redisURL, dur, log)
+	if err != nil {
+		return err
+	}
+	var g *gateway.Gateway
+	if st.rdb != nil {
+		out.Redis, out.Durability = redact(f.redisURL), ""
+		g, err = gateway.NewRedis(st.rdb, opts)
+	} else {
+		g, err = gateway.New(st.db, opts)
+	}
+	var ln net.Listener
+	if err == nil {
+		ln, err = net.Listen("tcp", f.listen)
+	}
+	if err != nil {
+		st.abandon()
+		return err
+	}
+	if st.created != nil {
+		log.Info("gateway: created the database: create keys through the admin API", "db", c.db)
+	}
+	out.Listen = ln.Addr().String()
+	return c.serve(ln, g, st.close, log, f.shutdown, out)
+}
+
+// validate checks the gateway command's flags, and returns the URL of
+// each route's upstream, by prefix, and the durability asked for.
+func (f *gatewayFlags) validate(cmd string) (map[string]*url.URL, ratestore.Durability, error) {
+	urls, err := f.upstreamURLs(cmd)
+	if err != nil {
+		return nil, 0, err
+	}
+	switch {
+	case f.upstreamKey != "" && f.keyEnvs.values[""] != "":
+		return nil, 0, usagef(cmd, "%s: --upstream-key and a bare --upstream-key-env both name the default route's credential: give one", cmd)
+	case !(f.rps >= 0) || math.IsInf(f.rps, 0) || f.burst < 0 || (f.burst > 0 && f.rps == 0):
+		return nil, 0, usagef(cmd, "%s: --rps %v --burst %d: want a rate >= 0, and a burst >= 0 only with a rate", cmd, f.rps, f.burst)
+	case f.shutdown <= 0:
+		return nil, 0, usagef(cmd, "%s: --shutdown-timeout %v: want a positive duration", cmd, f.shutdown)
+	case f.maxTokens <= 0:
+		return nil, 0, usagef(cmd, "%s: --default-max-tokens %d: want a positive number", cmd, f.maxTokens)
+	case f.maxBody <= 0:
+		return nil, 0, usagef(cmd, "%s: --max-request-body %d: want a positive number of bytes", cmd, f.maxBody)
+	case f.maxCharge <= 0:
+		return nil, 0, usagef(cmd, "%s: --max-tokens-per-request %d: want a positive number", cmd, f.maxCharge)
+	case f.connect < 0 || f.firstByte < 0 || f.idle < 0 || f.drain < 0 || f.bodyTimeout < 0:
+		return nil, 0, usagef(cmd, "%s: --connect-timeout %v --first-byte-timeout %v --idle-timeout %v --drain-timeout %v --body-timeout %v: want durations >= 0", cmd, f.connect, f.firstByte, f.idle, f.drain, f.bodyTimeout)
+	case !strings.HasPrefix(f.statsPath, "/"):
+		return nil, 0, usagef(cmd, "%s: --stats-path %q: want an absolute path", cmd, f.statsPath)
+	}
+	dur, err := parseDurability(cmd, f.durability)
+	if err != nil {
+		return nil, 0, err
+	}
+	return urls, dur, nil
+}
+
+// upstreamURLs parses the --upstream URLs, by prefix, and checks that
+// every route given a credential's variable or field has one.
+func (f *gatewayFlags) upstreamURLs(cmd string) (map[string]*url.URL, error) {
+	if len(f.upstreams.prefixes) == 0 {
+		return nil, usagef(cmd, "%s: --upstream is required", cmd)
+	}
+	urls := make(map[string]*url.URL, len(f.upstreams.prefixes))
+	for _, prefix := range f.upstreams.prefixes {
+		raw := f.upstreams.values[prefix]
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, usagef(cmd, "%s: --upstream %q: want an http or https URL", cmd, routeArg(prefix, raw))
+		}
+		urls[prefix] = u
+	}
+	for _, p := range []*perRoute{f.keyEnvs, f.keyHeaders} {
+		for _, prefix := range p.prefixes {
+			if _, ok := urls[prefix]; !ok {
+				return nil, usagef(cmd, "%s: %s %q: no --upstream for %s", cmd, p.flag, routeArg(prefix, p.values[prefix]), routeName(prefix))
+			}
+		}
+	}
+	return urls, nil
+}
+
+// options builds the gateway's options from the flags, urls being the
+// routes' upstreams (see validate), with each route's credential and the
+// admin token, and what the command prints once it listens. The options'
+// Logger is left to the caller.
+func (f *gatewayFlags) options(cmd string, urls map[string]*url.URL, dur ratestore.Durability) (gateway.Options, gatewayOut, error) {
+	opts := gateway.Options{
+		RPS: f.rps, Burst: f.burst, StatsPath: f.statsPath, Shadow: f.shadow,
+		DefaultMaxTokens: f.maxTokens, MaxRequestBody: f.maxBody,
+		ConnectTimeout: noBound(f.connect), FirstByteTimeout: noBound(f.firstByte), IdleTimeout: noBound(f.idle),
+		DrainTimeout: noBound(f.drain), // negative: at once
+		BodyTimeout:  noBound(f.bodyTimeout), MaxTokensPerRequest: f.maxCharge,
+		Weights: f.weights,
+	}
+	out := gatewayOut{Routes: []routeOut{}, StatsPath: f.statsPath, RPS: f.rps, Burst: f.burst, Durability: dur.String(), Shadow: f.shadow}
+	for _, prefix := range f.upstreams.prefixes {
+		key, env, err := f.credential(cmd, prefix)
+		if err != nil {
+			return opts, out, err
+		}
+		u, header := urls[prefix], f.keyHeaders.values[prefix]
+		if prefix == "" {
+			opts.Upstream, opts.UpstreamKey, opts.UpstreamKeyHeader = u, key, header
+			out.Upstream = u.Redacted()
+			continue
+		}
+		opts.Routes = append(opts.Routes, gateway.Route{Prefix: prefix, Upstream: u, UpstreamKey: key, UpstreamKeyHeader: header})
+		out.Routes = append(out.Routes, routeOut{Prefix: prefix, Upstream: u.Redacted(), KeyEnv: env})
+	}
+	admin, err := adminToken(f.adminTokenFile)
+	if err != nil {
+		return opts, out, fmt.Errorf("%s: %w", cmd, err)
+	}
+	opts.AdminToken, out.Admin = admin, admin != ""
+	return opts, out, nil
+}
+
+// credential returns the credential of the route of prefix ("" for none)
+// and the environment variable it came from ("" if none did). Credentials
+// come from the environment, never from the command line, which shows in
+// the process list; --upstream-key, for the default route, is the one
+// exception. A variable named by --upstream-key-env must be set.
+func (f *gatewayFlags) credential(cmd, prefix string) (key, env string, err error) {
+	env = f.keyEnvs.values[prefix]
+	switch {
+	case env != "":
+		if key = os.Getenv(env); key == "" {
+			return "", "", fmt.Errorf("%s: --upstream-key-env %s: $%s is empty or not set", cmd, routeArg(prefix, env), env)
+		}
+	case prefix == "" && f.upstreamKey != "":
+		key = f.upstreamKey
+	case prefix == "":
+		if key = os.Getenv(upstreamKeyEnv); key != "" {
+			env = upstreamKeyEnv
+		}
+	}
+	return key, env, nil
 }
 
 // parseDurability parses the --durability of the serving commands.
@@ -432,6 +496,52 @@ func (c *cli) openServing(d ratestore.Durability, log *slog.Logger) (db *ratesto
 	return db, created, nil // the logger has the recovery report, if any
 }
 
+// servingStore is the store a serving command (gateway, serve) serves
+// from: the database of the global flags, or a Redis with --redis.
+type servingStore struct {
+	db      *ratestore.DB  // nil with --redis
+	rdb     *redisstore.DB // nil without
+	close   func() error   // closes the one that is open
+	created []string       // the paths opening the database created
+}
+
+// openStore opens the store of a serving command: the Redis at redisURL
+// if it is not "", else the database of the global flags (see
+// openServing), with durability d.
+func (c *cli) openStore(cmd, redisURL string, d ratestore.Durability, log *slog.Logger) (*servingStore, error) {
+	if redisURL != "" {
+		rdb, err := redisstore.Open(c.ctx, redisURL, redisstore.Options{Now: c.now, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", cmd, err)
+		}
+		return &servingStore{rdb: rdb, close: rdb.Close}, nil
+	}
+	db, created, err := c.openServing(d, log)
+	if err != nil {
+		return nil, err
+	}
+	return &servingStore{db: db, close: db.Close, created: created}, nil
+}
+
+// abandon closes the store of a start that failed before serving and, if
+// that worked, removes the paths opening it created: nothing was served,
+// so no database is left behind that a failed start alone made.
+func (s *servingStore) abandon() {
+	if cerr := s.close(); cerr == nil {
+		removeAll(s.created)
+	}
+}
+
+// logger is the log of a serving command: text lines on stderr, or JSON
+// lines with --json.
+func (c *cli) logger() *slog.Logger {
+	var h slog.Handler = slog.NewTextHandler(c.stderr, nil)
+	if c.json {
+		h = slog.NewJSONHandler(c.stderr, nil)
+	}
+	return slog.New(h)
+}
+
 // serve serves g on ln until the command's context ends or SIGINT or
 // SIGTERM arrives, lets the requests in flight finish for up to timeout,
 // cuts those that do not, waits for every request to have recorded its
@@ -448,6 +558,33 @@ func (c *cli) serve(ln net.Listener, g *gateway.Gateway, closeDB func() error, l
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 
+	logListening(ln, log, out)
+	err := c.emit(out, out.text)
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-served:
+	}
+	stopGateway(ctx, srv, g, log, timeout)
+	if serveErr == nil {
+		serveErr = <-served
+	}
+	if errors.Is(serveErr, http.ErrServerClosed) {
+		serveErr = nil
+	}
+	err = errors.Join(serveErr, err)
+	if cerr := closeDB(); cerr != nil {
+		err = errors.Join(err, cerr)
+	}
+	log.Info("gateway: stopped")
+	return err
+}
+
+// logListening logs that the gateway listens on ln, with a warning for
+// each exposure worth one: listening beyond loopback (the admin API too,
+// if it answers), and shadow mode.
+func logListening(ln net.Listener, log *slog.Logger, out gatewayOut) {
 	if a, ok := ln.Addr().(*net.TCPAddr); ok && !a.IP.IsLoopback() {
 		log.Warn("gateway: listening beyond loopback: other hosts can reach it", "listen", out.Listen)
 		if out.Admin {
@@ -460,27 +597,30 @@ func (c *cli) serve(ln net.Listener, g *gateway.Gateway, closeDB func() error, l
 	}
 	log.Info("gateway: listening", "listen", out.Listen, "upstream", out.Upstream, "routes", out.Routes,
 		"durability", out.Durability, "redis", out.Redis, "shadow", out.Shadow, "admin", out.Admin)
-	err := c.emit(out, func(w io.Writer) {
-		if len(out.Routes) == 0 {
-			fmt.Fprintf(w, "gateway listening on http://%s, forwarding to %s\n", out.Listen, out.Upstream)
-			return
-		}
-		fmt.Fprintf(w, "gateway listening on http://%s, forwarding by path:\n", out.Listen)
-		for _, r := range out.Routes {
-			fmt.Fprintf(w, "  %s -> %s\n", r.Prefix, r.Upstream)
-		}
-		if out.Upstream != "" {
-			fmt.Fprintf(w, "  (any other path) -> %s\n", out.Upstream)
-		} else {
-			fmt.Fprintf(w, "  (any other path) -> 404\n")
-		}
-	})
+}
 
-	var serveErr error
-	select {
-	case <-ctx.Done():
-	case serveErr = <-served:
+// text writes out as the gateway command prints it without --json: where
+// it listens and where each path goes.
+func (out gatewayOut) text(w io.Writer) {
+	if len(out.Routes) == 0 {
+		fmt.Fprintf(w, "gateway listening on http://%s, forwarding to %s\n", out.Listen, out.Upstream)
+		return
 	}
+	fmt.Fprintf(w, "gateway listening on http://%s, forwarding by path:\n", out.Listen)
+	for _, r := range out.Routes {
+		fmt.Fprintf(w, "  %s -> %s\n", r.Prefix, r.Upstream)
+	}
+	if out.Upstream != "" {
+		fmt.Fprintf(w, "  (any other path) -> %s\n", out.Upstream)
+	} else {
+		fmt.Fprintf(w, "  (any other path) -> 404\n")
+	}
+}
+
+// stopGateway stops srv, which serves g: it lets the requests in flight
+// finish for up to timeout, then cuts those still running, and waits up to
+// closeGrace for every request to have recorded its usage.
+func stopGateway(ctx context.Context, srv *http.Server, g *gateway.Gateway, log *slog.Logger, timeout time.Duration) {
 	log.Info("gateway: shutting down", "timeout", timeout)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	if serr := srv.Shutdown(sctx); serr != nil {
@@ -497,16 +637,4 @@ func (c *cli) serve(ln net.Listener, g *gateway.Gateway, closeDB func() error, l
 		log.Error("gateway: requests still recording their usage at close: it may be lost", "wait", closeGrace)
 	}
 	cancel()
-	if serveErr == nil {
-		serveErr = <-served
-	}
-	if errors.Is(serveErr, http.ErrServerClosed) {
-		serveErr = nil
-	}
-	err = errors.Join(serveErr, err)
-	if cerr := closeDB(); cerr != nil {
-		err = errors.Join(err, cerr)
-	}
-	log.Info("gateway: stopped")
-	return err
 }

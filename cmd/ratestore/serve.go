@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore"
-	"github.com/ratestore/ratestore/redisstore"
 	"github.com/ratestore/ratestore/server"
 )
 
@@ -64,94 +63,124 @@ type serveOut struct {
 	Token      bool   `json:"token"`           // whether a token is required
 }
 
+// serveCmd registers the serve command's flags on fs and returns the
+// command, which runs once fs has parsed them.
 func serveCmd(c *cli, fs *flag.FlagSet) func([]string) error {
-	httpAddr := fs.String("http", defaultServeHTTP, "the `address` of the HTTP API (\"\": none)")
-	respAddr := fs.String("resp", defaultServeRESP, "the `address` of the RESP listener (\"\": none)")
-	tokenFile := fs.String("token-file", "", "the `file` that holds the token required of every request (default $"+serveTokenEnv+"; none: no token)")
-	durability := fs.String("durability", ratestore.Sync.String(), "the durability `mode`: sync, each decision that takes something on disk before its reply (the default), or async, written every 100ms")
-	shutdown := fs.Duration("shutdown-timeout", defaultShutdown, "how long requests in flight may take to finish when stopped (default 30s)")
-	redisURL := fs.String("redis", "", "keep the limiters' states in the Redis at this `URL` (redis://host:port/db, rediss://, a cluster as redis://host1:port?addr=host2:port), shared with other serve processes, instead of the database")
-	return func([]string) error {
-		const cmd = "serve"
-		if *httpAddr == "" && *respAddr == "" {
-			return usagef(cmd, "%s: --http and --resp are both off: nothing to serve", cmd)
-		}
-		if *shutdown <= 0 {
-			return usagef(cmd, "%s: --shutdown-timeout %v: want a positive duration", cmd, *shutdown)
-		}
-		dur, err := parseDurability(cmd, *durability)
-		if err != nil {
-			return err
-		}
-		token, err := tokenFrom("--token-file", *tokenFile, serveTokenEnv)
-		if err != nil {
-			return fmt.Errorf("%s: %w", cmd, err)
-		}
-		for _, a := range []struct{ flag, addr string }{{"--http", *httpAddr}, {"--resp", *respAddr}} {
-			if a.addr == "" || token != "" {
-				continue
-			}
-			host, _, err := net.SplitHostPort(a.addr)
-			if err != nil {
-				return usagef(cmd, "%s: %s %q: %v", cmd, a.flag, a.addr, err)
-			}
-			if !loopback(host) {
-				return usagef(cmd, "%s: %s %s listens beyond loopback: a token is required (--token-file or $%s)", cmd, a.flag, a.addr, serveTokenEnv)
-			}
-		}
+	f := serveFlagSet(fs)
+	return func([]string) error { return c.runServe(f) }
+}
 
-		var h slog.Handler = slog.NewTextHandler(c.stderr, nil)
-		if c.json {
-			h = slog.NewJSONHandler(c.stderr, nil)
-		}
-		log := slog.New(h)
-		out := serveOut{Token: token != ""}
-		var (
-			limiters server.Limiters
-			closeDB  func() error
-			created  []string
-		)
-		if *redisURL != "" {
-			rdb, err := redisstore.Open(c.ctx, *redisURL, redisstore.Options{Now: c.now, Logger: log})
-			if err != nil {
-				return fmt.Errorf("%s: %w", cmd, err)
-			}
-			limiters, closeDB, out.Redis = server.Adapt(rdb.Limiter), rdb.Close, redact(*redisURL)
-		} else {
-			db, made, err := c.openServing(dur, log)
-			if err != nil {
-				return err
-			}
-			limiters, closeDB, created, out.Durability = server.Adapt(db.Limiter), db.Close, made, dur.String()
-		}
-		var httpLn, respLn net.Listener
-		listen := func(addr string) (net.Listener, error) {
-			if addr == "" {
-				return nil, nil
-			}
-			return net.Listen("tcp", addr)
-		}
-		httpLn, err = listen(*httpAddr)
-		if err == nil {
-			respLn, err = listen(*respAddr)
-		}
-		if err != nil {
-			if httpLn != nil {
-				httpLn.Close()
-			}
-			if cerr := closeDB(); cerr == nil {
-				removeAll(created)
-			}
-			return err
-		}
-		if httpLn != nil {
-			out.HTTP = httpLn.Addr().String()
-		}
-		if respLn != nil {
-			out.RESP = respLn.Addr().String()
-		}
-		return c.runServer(server.New(limiters, server.Options{Token: token, Logger: log}), closeDB, httpLn, respLn, log, *shutdown, out)
+// serveFlags are the values of the serve command's flags.
+type serveFlags struct {
+	httpAddr   string
+	respAddr   string
+	tokenFile  string
+	durability string
+	shutdown   time.Duration
+	redisURL   string
+}
+
+// serveFlagSet registers the serve command's flags on fs and returns where
+// their values go once fs has parsed them.
+func serveFlagSet(fs *flag.FlagSet) *serveFlags {
+	f := &serveFlags{}
+	fs.StringVar(&f.httpAddr, "http", defaultServeHTTP, "the `address` of the HTTP API (\"\": none)")
+	fs.StringVar(&f.respAddr, "resp", defaultServeRESP, "the `address` of the RESP listener (\"\": none)")
+	fs.StringVar(&f.tokenFile, "token-file", "", "the `file` that holds the token required of every request (default $"+serveTokenEnv+"; none: no token)")
+	fs.StringVar(&f.durability, "durability", ratestore.Sync.String(), "the durability `mode`: sync, each decision that takes something on disk before its reply (the default), or async, written every 100ms")
+	fs.DurationVar(&f.shutdown, "shutdown-timeout", defaultShutdown, "how long requests in flight may take to finish when stopped (default 30s)")
+	fs.StringVar(&f.redisURL, "redis", "", "keep the limiters' states in the Redis at this `URL` (redis://host:port/db, rediss://, a cluster as redis://host1:port?addr=host2:port), shared with other serve processes, instead of the database")
+	return f
+}
+
+// runServe is the serve command: it checks the flags and reads the token,
+// opens the store, listens on the sides that are on, and serves until
+// stopped. A start that fails before serving closes the store and leaves
+// no database behind that it alone made.
+func (c *cli) runServe(f *serveFlags) error {
+	const cmd = "serve"
+	dur, token, err := f.validate(cmd)
+	if err != nil {
+		return err
 	}
+	log := c.logger()
+	out := serveOut{Token: token != ""}
+	st, err := c.openStore(cmd, f.redisURL, dur, log)
+	if err != nil {
+		return err
+	}
+	var limiters server.Limiters
+	if st.rdb != nil {
+		limiters, out.Redis = server.Adapt(st.rdb.Limiter), redact(f.redisURL)
+	} else {
+		limiters, out.Durability = server.Adapt(st.db.Limiter), dur.String()
+	}
+	httpLn, respLn, err := listenSides(f.httpAddr, f.respAddr)
+	if err != nil {
+		st.abandon()
+		return err
+	}
+	if httpLn != nil {
+		out.HTTP = httpLn.Addr().String()
+	}
+	if respLn != nil {
+		out.RESP = respLn.Addr().String()
+	}
+	return c.runServer(server.New(limiters, server.Options{Token: token, Logger: log}), st.close, httpLn, respLn, log, f.shutdown, out)
+}
+
+// validate checks the serve command's flags, and returns the durability
+// asked for and the token required of requests ("" for none). Listening
+// beyond loopback without a token is refused.
+func (f *serveFlags) validate(cmd string) (dur ratestore.Durability, token string, err error) {
+	if f.httpAddr == "" && f.respAddr == "" {
+		return 0, "", usagef(cmd, "%s: --http and --resp are both off: nothing to serve", cmd)
+	}
+	if f.shutdown <= 0 {
+		return 0, "", usagef(cmd, "%s: --shutdown-timeout %v: want a positive duration", cmd, f.shutdown)
+	}
+	if dur, err = parseDurability(cmd, f.durability); err != nil {
+		return 0, "", err
+	}
+	if token, err = tokenFrom("--token-file", f.tokenFile, serveTokenEnv); err != nil {
+		return 0, "", fmt.Errorf("%s: %w", cmd, err)
+	}
+	for _, a := range []struct{ flag, addr string }{{"--http", f.httpAddr}, {"--resp", f.respAddr}} {
+		if a.addr == "" || token != "" {
+			continue
+		}
+		host, _, err := net.SplitHostPort(a.addr)
+		if err != nil {
+			return 0, "", usagef(cmd, "%s: %s %q: %v", cmd, a.flag, a.addr, err)
+		}
+		if !loopback(host) {
+			return 0, "", usagef(cmd, "%s: %s %s listens beyond loopback: a token is required (--token-file or $%s)", cmd, a.flag, a.addr, serveTokenEnv)
+		}
+	}
+	return dur, token, nil
+}
+
+// listenSides listens on the addresses of the HTTP and RESP sides; a side
+// whose address is "" is off, and its listener nil. If either fails, the
+// other is closed.
+func listenSides(httpAddr, respAddr string) (httpLn, respLn net.Listener, err error) {
+	listen := func(addr string) (net.Listener, error) {
+		if addr == "" {
+			return nil, nil
+		}
+		return net.Listen("tcp", addr)
+	}
+	httpLn, err = listen(httpAddr)
+	if err == nil {
+		respLn, err = listen(respAddr)
+	}
+	if err != nil {
+		if httpLn != nil {
+			httpLn.Close()
+		}
+		return nil, nil, err
+	}
+	return httpLn, respLn, nil
 }
 
 // redact is a Redis URL without its password, for output.

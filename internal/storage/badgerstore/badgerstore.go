@@ -230,67 +230,89 @@ func firstLine(r any) string {
 // MANIFEST cut short lost (its data is gone). verifyTables reports either
 // (Tail), naming the MANIFEST or the first such table.
 func verifyTables(path string, opts badger.Options) (*storage.Recovery, error) {
-	mfPath := filepath.Join(path, badger.ManifestFilename)
-	f, err := os.Open(mfPath)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil // a new database, or not one at all: badger.Open decides
-	}
-	if err != nil {
-		return nil, fmt.Errorf("badger %s: %w", path, err)
-	}
-	defer f.Close()
-	var (
-		mf  badger.Manifest
-		end int64 // where the last whole change set ends
-	)
-	err = guard(mfPath, "read", nil, func() (err error) {
-		mf, end, err = badger.ReplayManifestFile(f, opts.ExternalMagicVersion, opts)
-		return err
-	})
-	if err != nil {
-		if errors.Is(err, errCorrupt) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("badger %s: %w: %w", mfPath, err, errCorrupt)
-	}
-	var torn *storage.Recovery
-	if fi, err := f.Stat(); err == nil && end < fi.Size() {
-		torn = &storage.Recovery{File: mfPath, Offset: end, Bytes: fi.Size() - end, Tail: true}
+	mf, torn, err := readManifest(path, opts)
+	if err != nil || mf == nil {
+		return nil, err
 	}
 	if torn == nil {
-		if torn, err = orphanTables(path, mf); err != nil {
+		if torn, err = orphanTables(path, *mf); err != nil {
 			return nil, err
 		}
 	}
 	for id, tm := range mf.Tables {
-		name := table.NewFilename(id, path)
-		data, err := os.ReadFile(name)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("badger %s: named by %s but missing: %w", name, badger.ManifestFilename, errCorrupt)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("badger %s: %w", name, err)
-		}
-		topt := table.Options{
-			ChkMode:     options.OnTableRead,
-			Compression: tm.Compression,
-			BlockSize:   opts.BlockSize,
-		}
-		err = guard(name, "verify", nil, func() error {
-			t, err := table.OpenInMemoryTable(data, id, &topt)
-			if err != nil {
-				return err
-			}
-			return t.VerifyChecksum()
-		})
-		if err != nil {
-			if errors.Is(err, errCorrupt) {
-				return nil, err
-			}
-			return nil, fmt.Errorf("badger %s: %w: %w", name, err, errCorrupt)
+		if err := verifyTable(path, id, tm, opts); err != nil {
+			return nil, err
 		}
 	}
 	return torn, nil
+}
+
+// readManifest reads the MANIFEST of the badger directory at path, and
+// returns nil if there is none. torn reports a last change set cut short,
+// which badger drops. A MANIFEST badger cannot read is refused with an
+// error naming it and matching errCorrupt.
+func readManifest(path string, opts badger.Options) (mf *badger.Manifest, torn *storage.Recovery, err error) {
+	mfPath := filepath.Join(path, badger.ManifestFilename)
+	f, err := os.Open(mfPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, nil // a new database, or not one at all: badger.Open decides
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("badger %s: %w", path, err)
+	}
+	defer f.Close()
+	var (
+		m   badger.Manifest
+		end int64 // where the last whole change set ends
+	)
+	err = guard(mfPath, "read", nil, func() (err error) {
+		m, end, err = badger.ReplayManifestFile(f, opts.ExternalMagicVersion, opts)
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, errCorrupt) {
+			return nil, nil, err
+		}
+		return nil, nil, fmt.Errorf("badger %s: %w: %w", mfPath, err, errCorrupt)
+	}
+	if fi, err := f.Stat(); err == nil && end < fi.Size() {
+		torn = &storage.Recovery{File: mfPath, Offset: end, Bytes: fi.Size() - end, Tail: true}
+	}
+	return &m, torn, nil
+}
+
+// verifyTable reads the table id of the badger directory at path into
+// memory and verifies each block's checksum. A table that is missing,
+// or that does not open or verify, is refused with an error naming it and
+// matching errCorrupt.
+func verifyTable(path string, id uint64, tm badger.TableManifest, opts badger.Options) error {
+	name := table.NewFilename(id, path)
+	data, err := os.ReadFile(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("badger %s: named by %s but missing: %w", name, badger.ManifestFilename, errCorrupt)
+	}
+	if err != nil {
+		return fmt.Errorf("badger %s: %w", name, err)
+	}
+	topt := table.Options{
+		ChkMode:     options.OnTableRead,
+		Compression: tm.Compression,
+		BlockSize:   opts.BlockSize,
+	}
+	err = guard(name, "verify", nil, func() error {
+		t, err := table.OpenInMemoryTable(data, id, &topt)
+		if err != nil {
+			return err
+		}
+		return t.VerifyChecksum()
+	})
+	if err != nil {
+		if errors.Is(err, errCorrupt) {
+			return err
+		}
+		return fmt.Errorf("badger %s: %w: %w", name, err, errCorrupt)
+	}
+	return nil
 }
 
 // orphanTables reports the table files of the directory at path that mf

@@ -29,8 +29,8 @@
 // # Writes
 //
 // A bbolt transaction writes tens of scattered B+tree pages and fsyncs
-// twice, so one per group commit caps the engine at a few tens of thousands
-// of decisions per second. Instead, Commit appends one checksummed record
+// twice, so one per group commit would bound the engine's decisions by
+// what those page writes and fsyncs allow. Instead, Commit appends one checksummed record
 // to the log (one write, no fsync) and applies the ops to an in-memory
 // overlay (key -> newest value, nil for a delete); Sync is one fdatasync of
 // the log. Get reads the overlay first, then bbolt; Scan merges the two.
@@ -40,9 +40,9 @@
 // empties the overlay and resets the log (synced). It runs inside Sync,
 // after the log's fdatasync, so the callers' changes are already durable.
 // The cost is latency: the Sync that runs it returns one bbolt transaction
-// later, and the next commit waits for it (BenchmarkCheckpoint on this
-// 2-vCPU virtio machine: ~20 ms for 10k keys, ~110 ms for 16k keys spread
-// over a 200k-key file), once per checkpoint.
+// later, and the next commit waits for it, once per checkpoint. That
+// transaction takes longer the more keys the overlay holds and the more
+// pages of the file they are spread over (BenchmarkCheckpoint).
 //
 // A checkpoint runs when the overlay holds checkpointKeys keys or the log
 // checkpointLogBytes bytes, but not within checkpointEvery of the previous
@@ -273,67 +273,129 @@ func (s *Store) update(op string, key *[]byte, fn func(*bolt.Tx) error) error {
 // written to either file before the log's header and records have been
 // found good (bbolt's lock is already held), except a new database's id.
 func (s *Store) open(logPath string, salvage bool) error {
-	var (
-		missing bool
-		id      wal.ID
-		hasID   bool
-	)
 	// Values first: the log's replay is checkpointed into bucket.
 	if err := s.migrate(); err != nil {
 		return err
 	}
-	if err := s.view("read meta", nil, func(tx *bolt.Tx) error {
-		missing = tx.Bucket(bucket) == nil || tx.Bucket(metaBucket) == nil
+	m, err := s.readMeta()
+	if err != nil {
+		return err
+	}
+	if !m.hasID {
+		if err := s.newID(logPath, &m); err != nil {
+			return err
+		}
+	}
+	if err := s.openLog(logPath, m); err != nil {
+		return err
+	}
+	replayed, err := s.replayLog(logPath, salvage)
+	if err != nil {
+		return err
+	}
+	if m.missing && replayed > 0 {
+		// A bbolt file that was never checkpointed (new, or replaced) next
+		// to a version 1 log with records: the log belongs to another
+		// database file. Replaying it would bring that database's state
+		// back into this one.
+		return fmt.Errorf("log %s holds %d records, but the database next to it has never been checkpointed: the log belongs to another database file (remove it only if that database is gone): %w", logPath, replayed, errCorrupt)
+	}
+	if m.missing || !m.hasID {
+		if err := s.initMeta(m.id); err != nil {
+			return err
+		}
+	}
+	// Apply what was replayed, and reset the log even if it was all
+	// skipped, so that new records do not follow old ones.
+	s.lastCkpt = s.now()
+	if err := s.checkpoint(); err != nil {
+		return err
+	}
+	if s.log.Version() < wal.Version {
+		return s.log.Reset() // an older log: write the current version from now on
+	}
+	return nil
+}
+
+// openMeta is what Open found in bbolt's meta bucket.
+type openMeta struct {
+	missing bool   // a bucket is missing: the file was never checkpointed
+	id      wal.ID // the database's id, or the one it is about to get
+	hasID   bool   // whether id is stored in bbolt
+}
+
+// readMeta reads the checkpointed sequence number (into s.ckptSeq), the
+// database's id and whether its buckets exist.
+func (s *Store) readMeta() (m openMeta, err error) {
+	err = s.view("read meta", nil, func(tx *bolt.Tx) error {
+		m.missing = tx.Bucket(bucket) == nil || tx.Bucket(metaBucket) == nil
 		if err := s.readSeq(tx); err != nil {
 			return err
 		}
 		var err error
-		id, hasID, err = readID(tx)
+		m.id, m.hasID, err = readID(tx)
 		return err
-	}); err != nil {
+	})
+	return m, err
+}
+
+// newID makes an id for a database that has none. A new database (no log
+// either) stores it in bbolt now, before a log names it; a database from
+// before ids stores it once its log has replayed (see open).
+func (s *Store) newID(logPath string, m *openMeta) error {
+	if _, err := rand.Read(m.id[:]); err != nil {
 		return err
 	}
-	if !hasID {
-		if _, err := rand.Read(id[:]); err != nil {
-			return err
-		}
-		_, err := os.Stat(logPath)
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
-		if err != nil {
-			// A new database: its id goes into bbolt before a log names it.
-			if err := s.initMeta(id); err != nil {
-				return err
-			}
-			hasID, missing = true, false
-		}
+	_, err := os.Stat(logPath)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
 	}
+	if err != nil {
+		// A new database: its id goes into bbolt before a log names it.
+		if err := s.initMeta(m.id); err != nil {
+			return err
+		}
+		m.hasID, m.missing = true, false
+	}
+	return nil
+}
+
+// openLog opens the log (creating it, naming m.id, if there is none) and
+// refuses one that belongs to another database: one that names another
+// id, or names one while bbolt holds none, or is a version 1 log whose
+// header holds this database's id (a later header with a damaged version).
+func (s *Store) openLog(logPath string, m openMeta) error {
 	var err error
-	if s.log, err = wal.Open(logPath, id); err != nil {
+	if s.log, err = wal.Open(logPath, m.id); err != nil {
 		if errors.Is(err, wal.ErrNotLog) {
 			err = fmt.Errorf("%w: %w", err, errCorrupt)
 		}
 		return err
 	}
-	if fileID, ok := s.log.FileID(); ok && (!hasID || fileID != id) {
+	if fileID, ok := s.log.FileID(); ok && (!m.hasID || fileID != m.id) {
 		theirs := "has no id (it is new, or was replaced)"
-		if hasID {
-			theirs = fmt.Sprintf("is database %x", id[:])
+		if m.hasID {
+			theirs = fmt.Sprintf("is database %x", m.id[:])
 		}
 		return fmt.Errorf("log %s belongs to another database (%x), but %s %s: %w (remove the log only if that database is gone)",
 			logPath, fileID[:], s.path, theirs, errCorrupt)
 	}
-	if _, ok := s.log.FileID(); !ok && hasID {
+	if _, ok := s.log.FileID(); !ok && m.hasID {
 		// A version 1 log next to a database with an id: left by a crash
 		// between storing the id and rewriting the log's header (all its
 		// records are checkpointed), or a later log whose version
 		// field was damaged, which names the id right after.
-		if err := notOurID(logPath, s.path, id); err != nil {
+		if err := notOurID(logPath, s.path, m.id); err != nil {
 			return err
 		}
 	}
-	replayed := 0
+	return nil
+}
+
+// replayLog applies the log's records above the checkpoint to the overlay
+// (with Recover's salvage if asked), records any damage in s.recovery, and
+// returns how many records it applied.
+func (s *Store) replayLog(logPath string, salvage bool) (replayed int, err error) {
 	apply := func(_ uint64, ops []storage.Op) error {
 		s.apply(ops)
 		replayed++
@@ -352,31 +414,7 @@ func (s *Store) open(logPath string, salvage bool) error {
 	if errors.Is(err, wal.ErrCorrupt) {
 		err = fmt.Errorf("%w: %w", err, errCorrupt)
 	}
-	if err != nil {
-		return err
-	}
-	if missing && replayed > 0 {
-		// A bbolt file that was never checkpointed (new, or replaced) next
-		// to a version 1 log with records: the log belongs to another
-		// database file. Replaying it would bring that database's state
-		// back into this one.
-		return fmt.Errorf("log %s holds %d records, but the database next to it has never been checkpointed: the log belongs to another database file (remove it only if that database is gone): %w", logPath, replayed, errCorrupt)
-	}
-	if missing || !hasID {
-		if err := s.initMeta(id); err != nil {
-			return err
-		}
-	}
-	// Apply what was replayed, and reset the log even if it was all
-	// skipped, so that new records do not follow old ones.
-	s.lastCkpt = s.now()
-	if err := s.checkpoint(); err != nil {
-		return err
-	}
-	if s.log.Version() < wal.Version {
-		return s.log.Reset() // an older log: write the current version from now on
-	}
-	return nil
+	return replayed, err
 }
 
 // notOurID refuses a version 1 log whose bytes 16 to 32 are id: a version

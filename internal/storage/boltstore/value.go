@@ -10,8 +10,8 @@ import (
 
 // Values in bbolt carry a checksum. bbolt checksums its meta pages only: a
 // flipped bit in a leaf page changes a value and nothing notices, and most
-// such changes still decode as a state, a wrong one (a fault campaign read
-// 80% of damaged values back without an error). So every value is stored as
+// such changes still decode as a state, a wrong one, without an error. So
+// every value is stored as
 //
 //	value || CRC-32C(key || value), little-endian
 //

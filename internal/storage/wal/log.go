@@ -200,116 +200,196 @@ func (l *Log) Recover(after uint64, fn func(seq uint64, ops []storage.Op) error)
 	return l.replay(after, true, fn)
 }
 
+// replay is Replay, and Recover when salvage is set.
 func (l *Log) replay(after uint64, salvage bool, fn func(seq uint64, ops []storage.Op) error) (Damage, error) {
-	var (
-		dmg  Damage
-		off  = l.hdr
-		r    = bufio.NewReaderSize(l.section(off), 1<<20)
-		rec  = make([]byte, recordHeaderSize) // the record being read, header first
-		ops  []storage.Op
-		prev uint64 // sequence number of the previous record
-		seen bool   // whether there was one
-		want uint64 // the number the next record must have at least
-	)
-	damaged := func(at, bytes int64, records uint64) {
-		if dmg == (Damage{}) {
-			dmg.Offset = at
-		}
-		dmg.Bytes += bytes
-		dmg.Records += records
+	p := &replayer{
+		l:       l,
+		after:   after,
+		salvage: salvage,
+		fn:      fn,
+		off:     l.hdr,
+		r:       bufio.NewReaderSize(l.section(l.hdr), 1<<20),
+		rec:     make([]byte, recordHeaderSize),
 	}
 	for {
-		// want is the lowest number a record must have to matter: the
-		// next one, and above the checkpoint.
-		want = max(after, prev) + 1
-		var body []byte
-		if _, err := io.ReadFull(r, rec[:recordHeaderSize]); err == nil {
-			length := int64(binary.LittleEndian.Uint32(rec))
-			if length >= 8 && length <= l.size-off-recordHeaderSize {
-				rec = slices.Grow(rec[:recordHeaderSize], int(length))[:recordHeaderSize+length]
-				if _, err := io.ReadFull(r, rec[recordHeaderSize:]); err != nil {
-					return dmg, fmt.Errorf("wal %s: read at %d: %w", l.path, off, err)
-				}
-				body, _ = recordBody(rec, l.salt)
-			}
+		more, err := p.next()
+		if err != nil {
+			return p.dmg, err
 		}
-		var seq uint64
-		if body != nil {
-			seq = binary.LittleEndian.Uint64(body)
-			switch {
-			case seen && seq == prev+1, !seen && seq <= after+1:
-				// the next record
-			case seq >= want:
-				// Whole records are missing: not a crash, which only
-				// ever cuts the log short.
-				if !salvage {
-					if !seen {
-						return dmg, fmt.Errorf("wal %s: %w: its first record, at offset %d, is %d, but the database was checkpointed at %d (records are missing, or the log does not belong to this database file)",
-							l.path, ErrCorrupt, off, seq, after)
-					}
-					return dmg, fmt.Errorf("wal %s: %w: at offset %d record %d follows record %d", l.path, ErrCorrupt, off, seq, prev)
-				}
-				damaged(off, 0, seq-want)
-			default:
-				body = nil // a record of an earlier round
-			}
+		if !more {
+			break
 		}
-		if body != nil && seq > after {
-			var err error
-			if _, ops, err = decodeBody(body, ops); err != nil {
-				if !salvage {
-					return dmg, fmt.Errorf("wal %s: at offset %d: %w", l.path, off, err)
-				}
-				body = nil
-			}
-		}
-		if body == nil {
-			// The end, unless a record that matters follows (damage).
-			next, nseq, err := l.scan(off, want)
-			if err != nil {
-				return dmg, err
-			}
-			if next < 0 {
-				break
-			}
-			if !salvage {
-				return dmg, fmt.Errorf("wal %s: %w: damaged record at offset %d: record %d follows at offset %d (expected %d at %d)",
-					l.path, ErrCorrupt, off, nseq, next, want, off)
-			}
-			damaged(off, next-off, nseq-want)
-			off, prev, seen = next, nseq-1, true
-			r.Reset(l.section(off))
-			continue
-		}
-		if seq > after {
-			if err := fn(seq, ops); err != nil {
-				return dmg, err
-			}
-		}
-		prev, seen = seq, true
-		off += int64(len(rec))
 	}
 	if l.version >= 3 {
-		end, n, err := l.ending(off, want)
-		if err != nil {
-			return dmg, err
-		}
-		switch end {
-		case endTruncated:
-			if !salvage {
-				return dmg, fmt.Errorf("wal %s: %w: the file ends at %d, inside the log (at the record at offset %d): it was cut short, or that record's length is damaged",
-					l.path, ErrCorrupt, l.size, off)
-			}
-			damaged(off, l.size-off, 0)
-			dmg.Truncated = true
-		case endTorn:
-			damaged(off, n, 0)
-			dmg.Tail = true
+		if err := p.finish(); err != nil {
+			return p.dmg, err
 		}
 	}
-	l.end = off
-	l.last = max(after, prev)
-	return dmg, nil
+	l.end = p.off
+	l.last = max(after, p.prev)
+	return p.dmg, nil
+}
+
+// replayer is one pass of Replay or Recover over the records of a log.
+type replayer struct {
+	l       *Log
+	after   uint64 // the checkpoint: records up to it are already applied
+	salvage bool   // Recover: skip damage instead of refusing it
+	fn      func(seq uint64, ops []storage.Op) error
+
+	dmg  Damage
+	off  int64         // where the record being read starts
+	r    *bufio.Reader // reads the file from off
+	rec  []byte        // the record being read, header first
+	ops  []storage.Op  // its ops, decoded
+	prev uint64        // sequence number of the previous record
+	seen bool          // whether there was one
+}
+
+// want is the lowest number a record must have to matter: the next one,
+// and above the checkpoint.
+func (p *replayer) want() uint64 { return max(p.after, p.prev) + 1 }
+
+// damaged counts bytes skipped and records missing at offset at; the
+// first damage sets where it starts.
+func (p *replayer) damaged(at, bytes int64, records uint64) {
+	if p.dmg == (Damage{}) {
+		p.dmg.Offset = at
+	}
+	p.dmg.Bytes += bytes
+	p.dmg.Records += records
+}
+
+// next reads the record at p.off and, if it follows the previous one,
+// applies it (if above the checkpoint) and moves past it. Where no such
+// record is found, the log ends, unless damage is followed by a record
+// that matters (see skip). It reports whether to go on.
+func (p *replayer) next() (bool, error) {
+	want := p.want()
+	body, err := p.read()
+	if err != nil {
+		return false, err
+	}
+	var seq uint64
+	if body != nil {
+		seq = binary.LittleEndian.Uint64(body)
+		ok, err := p.follows(seq, want)
+		if err != nil {
+			return false, err
+		}
+		if !ok {
+			body = nil // a record of an earlier round
+		}
+	}
+	if body != nil && seq > p.after {
+		if _, p.ops, err = decodeBody(body, p.ops); err != nil {
+			if !p.salvage {
+				return false, fmt.Errorf("wal %s: at offset %d: %w", p.l.path, p.off, err)
+			}
+			body = nil
+		}
+	}
+	if body == nil {
+		return p.skip(want)
+	}
+	if seq > p.after {
+		if err := p.fn(seq, p.ops); err != nil {
+			return false, err
+		}
+	}
+	p.prev, p.seen = seq, true
+	p.off += int64(len(p.rec))
+	return true, nil
+}
+
+// read reads the record at p.off into p.rec and returns its body, or nil
+// if no whole record with this log's salt and a matching CRC is there.
+func (p *replayer) read() ([]byte, error) {
+	if _, err := io.ReadFull(p.r, p.rec[:recordHeaderSize]); err != nil {
+		return nil, nil
+	}
+	length := int64(binary.LittleEndian.Uint32(p.rec))
+	if length < 8 || length > p.l.size-p.off-recordHeaderSize {
+		return nil, nil
+	}
+	p.rec = slices.Grow(p.rec[:recordHeaderSize], int(length))[:recordHeaderSize+length]
+	if _, err := io.ReadFull(p.r, p.rec[recordHeaderSize:]); err != nil {
+		return nil, fmt.Errorf("wal %s: read at %d: %w", p.l.path, p.off, err)
+	}
+	body, _ := recordBody(p.rec, p.l.salt)
+	return body, nil
+}
+
+// follows reports whether the record numbered seq at p.off follows the
+// previous one: it is numbered one past it or, as the first record, at
+// most after+1 (records the checkpoint holds are read past, not applied).
+// A record numbered want or more that does not follow means whole records
+// are missing: Replay refuses that, Recover counts them as damage and
+// takes the record. Any other is a record of an earlier round of the log:
+// it does not follow.
+func (p *replayer) follows(seq, want uint64) (bool, error) {
+	switch {
+	case p.seen && seq == p.prev+1, !p.seen && seq <= p.after+1:
+		return true, nil // the next record
+	case seq >= want:
+		// Whole records are missing: not a crash, which only
+		// ever cuts the log short.
+		if !p.salvage {
+			if !p.seen {
+				return false, fmt.Errorf("wal %s: %w: its first record, at offset %d, is %d, but the database was checkpointed at %d (records are missing, or the log does not belong to this database file)",
+					p.l.path, ErrCorrupt, p.off, seq, p.after)
+			}
+			return false, fmt.Errorf("wal %s: %w: at offset %d record %d follows record %d", p.l.path, ErrCorrupt, p.off, seq, p.prev)
+		}
+		p.damaged(p.off, 0, seq-want)
+		return true, nil
+	}
+	return false, nil
+}
+
+// skip is reached where no record that follows could be read at p.off:
+// the end of the log, unless a record that matters follows (damage).
+// Replay refuses damage; Recover counts it and moves to that record. It
+// reports whether to go on.
+func (p *replayer) skip(want uint64) (bool, error) {
+	next, nseq, err := p.l.scan(p.off, want)
+	if err != nil {
+		return false, err
+	}
+	if next < 0 {
+		return false, nil
+	}
+	if !p.salvage {
+		return false, fmt.Errorf("wal %s: %w: damaged record at offset %d: record %d follows at offset %d (expected %d at %d)",
+			p.l.path, ErrCorrupt, p.off, nseq, next, want, p.off)
+	}
+	p.damaged(p.off, next-p.off, nseq-want)
+	p.off, p.prev, p.seen = next, nseq-1, true
+	p.r.Reset(p.l.section(p.off))
+	return true, nil
+}
+
+// finish checks how a version 3 log ends at p.off. A torn last record is
+// dropped and reported in Damage.Tail. A file that ends inside the log is
+// refused by Replay; Recover reports it in Damage.Truncated.
+func (p *replayer) finish() error {
+	end, n, err := p.l.ending(p.off, p.want())
+	if err != nil {
+		return err
+	}
+	switch end {
+	case endTruncated:
+		if !p.salvage {
+			return fmt.Errorf("wal %s: %w: the file ends at %d, inside the log (at the record at offset %d): it was cut short, or that record's length is damaged",
+				p.l.path, ErrCorrupt, p.l.size, p.off)
+		}
+		p.damaged(p.off, p.l.size-p.off, 0)
+		p.dmg.Truncated = true
+	case endTorn:
+		p.damaged(p.off, n, 0)
+		p.dmg.Tail = true
+	}
+	return nil
 }
 
 // How a version 3 log ended (see the package doc).

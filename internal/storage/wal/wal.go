@@ -46,8 +46,8 @@
 // # Where the log ends, and damage
 //
 // The file is preallocated in zero-filled chunks (fdatasync after an
-// overwrite inside the file's size need not journal a size change: measured
-// ~240us against ~400us for an append on this ext4), and it is reused after
+// overwrite inside the file's size need not journal a size change, as one
+// after an append does, and so costs less), and it is reused after
 // every checkpoint rather than truncated, so past the last record there may
 // be zeros or records of earlier rounds. Sequence numbers only grow over the
 // life of a database and the log writes them without gaps, so the records of
@@ -62,8 +62,8 @@
 // flipped bit, a bad sector): Replay refuses the log with ErrCorrupt naming
 // the offset, and Recover skips the damage and reports it (Damage).
 //
-// The scan costs one pass over the rest of the file (a few milliseconds for
-// a 4 MiB chunk, most of it zeros) and only runs at Open.
+// The scan costs one pass over the rest of the file, most of it zeros that
+// the cheapest of its tests rules out, and only runs at Open.
 //
 // # How the log ended (version 3)
 //
