@@ -1629,8 +1629,22 @@ func reportCapped(limit int64) reportFunc {
 		if strings.Contains(q.path, "embed") {
 			out = 0
 		}
-		return int64(len(q.body)) / 4, out, true
+		return int64(promptBytes(q.body)) / 4, out, true
 	}
+}
+
+// promptBytes is the length of body less its stream_options member, which
+// is no prompt (and which the gateway adds when a stream does not ask for
+// its usage): the input an upstream counts is the caller's.
+func promptBytes(body []byte) int {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(body, &m) != nil {
+		return len(body)
+	}
+	if raw, ok := m["stream_options"]; ok {
+		return max(0, len(body)-len(`"stream_options":,`)-len(raw))
+	}
+	return len(body)
 }
 
 // reportFixed reports in and out, whatever the request.

@@ -464,6 +464,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if x.adm != nil || x.shadowed != nil {
 			g.finish(context.WithoutCancel(r.Context()), x)
 		}
+		if x.short {
+			g.short.give(x.keyID) // once charged: see Gateway.admit
+		}
 		g.metrics.end(r, x, time.Since(start))
 		g.logExchange(r, x, start, !completed)
 	}()
@@ -508,9 +511,6 @@ func (g *Gateway) serve(x *exchange, r *http.Request) {
 	x.Header().Del("Connection")
 	if !g.admit(x, r, k, secret, req) {
 		return
-	}
-	if x.short {
-		defer g.short.give(k.ID)
 	}
 	g.forward(x, r)
 }
