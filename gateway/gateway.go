@@ -902,21 +902,6 @@ func (g *Gateway) refuse(x *exchange, r *http.Request, k keystore.Key, err error
 	g.deny(x, k, d, x.reserve)
 }
 
-// binding returns the window of u whose figures u has at its top level:
-// the first with the least Remaining, as keystore.Store.Usage picks it.
-func binding(u keystore.Usage) keystore.WindowUsage {
-	if len(u.Windows) == 0 {
-		return keystore.WindowUsage{Used: u.Used, Limit: u.Limit, Remaining: u.Remaining, ResetAfter: u.ResetAfter, WindowEnd: u.WindowEnd}
-	}
-	b := u.Windows[0]
-	for _, w := range u.Windows[1:] {
-		if w.Remaining < b.Remaining {
-			b = w
-		}
-	}
-	return b
-}
-
 // Stats is the body of the stats path: the caller's key and its usage. The
 // top-level figures are those of the binding window (the one with the
 // least remaining), Windows those of every token window of the key.
@@ -968,7 +953,10 @@ func (g *Gateway) stats(x *exchange, r *http.Request, secret string) {
 		g.refuse(x, r, k, err)
 		return
 	}
-	b := windowStats(binding(u))
+	b := windowStats(keystore.WindowUsage{Used: u.Used, Limit: u.Limit, Remaining: u.Remaining, ResetAfter: u.ResetAfter, WindowEnd: u.WindowEnd})
+	if len(u.Windows) > 0 {
+		b = windowStats(u.Windows[u.Binding])
+	}
 	st := Stats{
 		KeyID: k.ID, Name: k.Name, Window: b.Window,
 		Used: b.Used, Limit: b.Limit, Remaining: b.Remaining,

@@ -437,12 +437,8 @@ func (s *Store) usageOf(r batch, e *entry, now int64) (Usage, error) {
 			return Usage{}, err
 		}
 		u.Windows[i] = wu
-		if b := &u.Windows[u.Binding]; wu.Used-wu.Limit > max(0, b.Used-b.Limit) || b.Used <= b.Limit && wu.Remaining < b.Remaining {
-			u.Binding = i
-		}
 	}
-	b := u.Windows[u.Binding]
-	u.Used, u.Limit, u.Remaining, u.ResetAfter, u.WindowEnd = b.Used, b.Limit, b.Remaining, b.ResetAfter, b.WindowEnd
+	u.Bind()
 	return u, nil
 }
 

@@ -75,6 +75,25 @@ type Usage struct {
 	InFlight int // admissions not finished (and not past Options.LeaseTTL)
 }
 
+// Bind sets u's binding window and its top-level figures from u.Windows:
+// the window most over its limit, else the first with the least
+// Remaining (the one that refuses first). It is the one rule for every
+// view of a key's usage (the admin API, the CLI, the stats path).
+func (u *Usage) Bind() {
+	u.Binding = 0
+	for i, w := range u.Windows {
+		b := &u.Windows[u.Binding]
+		if w.Used-w.Limit > max(0, b.Used-b.Limit) || b.Used <= b.Limit && w.Remaining < b.Remaining {
+			u.Binding = i
+		}
+	}
+	if len(u.Windows) == 0 {
+		return
+	}
+	b := u.Windows[u.Binding]
+	u.Used, u.Limit, u.Remaining, u.ResetAfter, u.WindowEnd = b.Used, b.Limit, b.Remaining, b.ResetAfter, b.WindowEnd
+}
+
 // WindowUsage is one window's usage. Used includes the tokens reserved by
 // admissions not finished yet.
 type WindowUsage struct {

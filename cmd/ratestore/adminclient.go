@@ -397,18 +397,12 @@ func fromAdmin(a gateway.AdminKey) (keystore.Key, keystore.Usage, error) {
 			Window: win, Bucket: bucket, Used: w.Used, Limit: w.Limit, Remaining: w.Remaining,
 			ResetAfter: time.Duration(w.ResetAfterSeconds) * time.Second, WindowEnd: timeOf(w.WindowEnd),
 		}
-		// The binding window, as keystore.Store.Usage picks it: the most
-		// over its limit, else the least remaining.
-		if b := &u.Windows[u.Binding]; w.Used-w.Limit > max(0, b.Used-b.Limit) || b.Used <= b.Limit && w.Remaining < b.Remaining {
-			u.Binding = i
-		}
 	}
 	if len(k.Policy.Windows) == 0 {
 		return keystore.Key{}, keystore.Usage{}, errors.New("admin API: key " + a.ID + " has no token window")
 	}
 	k.TokenLimit = k.Policy.Windows[0].Limit
-	b := u.Windows[u.Binding]
-	u.Used, u.Limit, u.Remaining, u.ResetAfter, u.WindowEnd = b.Used, b.Limit, b.Remaining, b.ResetAfter, b.WindowEnd
+	u.Bind()
 	return k, u, nil
 }
 

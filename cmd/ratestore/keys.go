@@ -143,8 +143,8 @@ func (c *cli) usageOut(k keystore.Key, u keystore.Usage) usageOut {
 		RequestsPerMinute: k.Policy.RequestsPerMinute, MaxConcurrent: k.Policy.MaxConcurrent,
 		Models: append([]string{}, k.Policy.Models...),
 	}
-	if i := binding(u); i >= 0 {
-		out.Window = u.Windows[i].Window.String()
+	if len(u.Windows) > 0 {
+		out.Window = u.Windows[u.Binding].Window.String()
 	}
 	for i, w := range u.Windows {
 		out.Windows[i] = windowUsageOut{
@@ -154,19 +154,6 @@ func (c *cli) usageOut(k keystore.Key, u keystore.Usage) usageOut {
 		}
 	}
 	return out
-}
-
-// binding is the index of the window whose figures u has at its top level:
-// the first with the least Remaining, as keystore.Store.Usage picks it; -1
-// when u has no window.
-func binding(u keystore.Usage) int {
-	b := -1
-	for i, w := range u.Windows {
-		if b < 0 || w.Remaining < u.Windows[b].Remaining {
-			b = i
-		}
-	}
-	return b
 }
 
 // timePtr is t in UTC, or nil when t is zero (not set).
