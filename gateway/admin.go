@@ -392,37 +392,41 @@ func (g *Gateway) adminFailed(w http.ResponseWriter, r *http.Request, id string,
 	writeError(w, http.StatusServiceUnavailable, typeAPI, "store_unavailable", "the gateway's key store failed; retry later")
 }
 
-// fieldNames maps the key store's names of a Spec's fields, in its error
-// messages, to the admin API's.
-var fieldNames = strings.NewReplacer(
-	"Policy.Windows[", "windows[",
-	"Policy.Windows", "windows",
-	"Policy.RequestsPerMinute", "requests_per_minute",
-	"Policy.MaxConcurrent", "max_concurrent",
-	"Policy.Models[", "models[",
-	"Policy has", "the key has",
-	"TokenLimit or ", "",
-	"ExpiresAt", "expires_at",
-	"Name ", "name ",
-	"Model ", "model ",
-	"Limit must", "limit must",
-)
+// fieldNames are the admin API's names of a keystore.Spec's fields, by
+// the names of a keystore.FieldError's path ("" for a step the API does
+// not have: Policy).
+var fieldNames = map[string]string{
+	"Policy": "", "Windows": "windows", "Limit": "limit", "Window": "window", "Bucket": "bucket",
+	"RequestsPerMinute": "requests_per_minute", "MaxConcurrent": "max_concurrent", "Models": "models",
+	"Name": "name", "Model": "model", "ExpiresAt": "expires_at", "TokenLimit": "windows",
+}
 
 // fieldMessage is the message of err, an error of the key store about a
-// field, in the admin API's terms: "windows[1]: limit must be positive,
-// got 0" rather than "keystore: create: Policy.Windows[1]: Limit must be
-// positive, got 0: invalid argument".
+// field (keystore.FieldError), in the admin API's terms: "windows[1].limit:
+// must be positive, got 0".
 func fieldMessage(err error) string {
-	msg := strings.TrimPrefix(err.Error(), "keystore: ")
-	msg = strings.TrimSuffix(msg, ": "+ratestore.ErrInvalid.Error())
-	if rest, ok := strings.CutPrefix(msg, "create: "); ok {
-		msg = rest
-	} else if rest, ok := strings.CutPrefix(msg, "update key "); ok {
-		if _, after, ok := strings.Cut(rest, ": "); ok {
-			msg = after
+	var fe *keystore.FieldError
+	if !errors.As(err, &fe) {
+		return strings.TrimPrefix(err.Error(), "keystore: ")
+	}
+	var path []string
+	for _, step := range strings.Split(fe.Field, ".") {
+		name, index, _ := strings.Cut(step, "[")
+		if api, ok := fieldNames[name]; ok {
+			name = api
+		}
+		if index != "" {
+			name += "[" + index
+		}
+		if name != "" {
+			path = append(path, name)
 		}
 	}
-	return fieldNames.Replace(msg)
+	msg := strings.Join(path, ".") + ": " + fe.Msg
+	if fe.Err != nil {
+		msg += ": " + fe.Err.Error()
+	}
+	return msg
 }
 
 // keyFields is an AdminKeyRequest as read and checked: nil for a field

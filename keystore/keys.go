@@ -25,7 +25,7 @@ func (s *Store) Create(ctx context.Context, spec Spec) (Key, string, error) {
 		return Key{}, "", err
 	}
 	if rec.hasExpiry && rec.expiresAt <= s.now() {
-		return Key{}, "", invalid("create: ExpiresAt %v is not after now", spec.ExpiresAt)
+		return Key{}, "", fieldError("create", "ExpiresAt", "%v is not after now", spec.ExpiresAt)
 	}
 	secret := newSecret()
 	rec.hash = hashSecret(secret)
@@ -47,18 +47,18 @@ func (s *Store) Create(ctx context.Context, spec Spec) (Key, string, error) {
 // fromSpec validates spec and returns the record it describes.
 func (s *Store) fromSpec(op string, spec Spec) (record, error) {
 	if why := badText(spec.Name); why != "" {
-		return record{}, invalid("%s: Name %s", op, why)
+		return record{}, fieldError(op, "Name", "%s", why)
 	}
 	if why := badText(spec.Model); why != "" {
-		return record{}, invalid("%s: Model %s", op, why)
+		return record{}, fieldError(op, "Model", "%s", why)
 	}
 	if why := checkTime(spec.ExpiresAt); why != "" {
-		return record{}, invalid("%s: ExpiresAt %s", op, why)
+		return record{}, fieldError(op, "ExpiresAt", "%s", why)
 	}
 	p := spec.Policy
 	if len(p.Windows) == 0 && spec.TokenLimit != 0 {
 		if spec.TokenLimit < 0 {
-			return record{}, invalid("%s: TokenLimit must be positive, got %d", op, spec.TokenLimit)
+			return record{}, fieldError(op, "TokenLimit", "must be positive, got %d", spec.TokenLimit)
 		}
 		w := s.usage
 		w.Limit = spec.TokenLimit

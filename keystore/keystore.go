@@ -377,6 +377,32 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("keystore: %s: %w", fmt.Sprintf(format, args...), ErrInvalid)
 }
 
+// FieldError is a field of a Spec (or of an Imported key) that is wrong:
+// which one, as data, and why, so that a caller can name it in its own
+// terms (the admin API's "windows[1].limit"). It matches ErrInvalid.
+type FieldError struct {
+	Op    string // "create", "update key key_…"
+	Field string // its path in the Spec: "Policy.Windows[1].Limit", "Name"
+	Msg   string // what is wrong, not naming the field: "must be positive, got 0"
+	Err   error  // the cause, if any: a strategy's validation
+}
+
+func (e *FieldError) Error() string {
+	msg := "keystore: " + e.Op + ": " + e.Field + ": " + e.Msg
+	if e.Err != nil {
+		return msg + ": " + e.Err.Error()
+	}
+	return msg + ": " + ErrInvalid.Error()
+}
+
+// Unwrap returns ErrInvalid, and the cause if any.
+func (e *FieldError) Unwrap() []error { return []error{ErrInvalid, e.Err} }
+
+// fieldError returns the FieldError of field of op.
+func fieldError(op, field, format string, args ...any) error {
+	return &FieldError{Op: op, Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
 // sortedIDs returns the ids of every key, corrupt ones included, in order.
 func (s *Store) sortedIDs() []string {
 	s.mu.RLock()

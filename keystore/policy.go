@@ -98,15 +98,15 @@ func (s *Store) policy(op string, p Policy) (*policy, error) {
 func normalize(op string, p Policy) (Policy, error) {
 	switch {
 	case len(p.Windows) == 0:
-		return Policy{}, invalid("%s: Policy has no token window: give TokenLimit or Policy.Windows", op)
+		return Policy{}, fieldError(op, "Policy.Windows", "none: give TokenLimit or at least one window")
 	case len(p.Windows) > MaxWindows:
-		return Policy{}, invalid("%s: Policy has %d token windows, more than %d", op, len(p.Windows), MaxWindows)
+		return Policy{}, fieldError(op, "Policy.Windows", "%d token windows, more than %d", len(p.Windows), MaxWindows)
 	case p.RequestsPerMinute < 0:
-		return Policy{}, invalid("%s: Policy.RequestsPerMinute %d is negative", op, p.RequestsPerMinute)
+		return Policy{}, fieldError(op, "Policy.RequestsPerMinute", "%d is negative", p.RequestsPerMinute)
 	case p.MaxConcurrent < 0 || p.MaxConcurrent > MaxMaxConcurrent:
-		return Policy{}, invalid("%s: Policy.MaxConcurrent %d is out of range [0, %d]", op, p.MaxConcurrent, MaxMaxConcurrent)
+		return Policy{}, fieldError(op, "Policy.MaxConcurrent", "%d is out of range [0, %d]", p.MaxConcurrent, MaxMaxConcurrent)
 	case len(p.Models) > MaxModels:
-		return Policy{}, invalid("%s: Policy has %d models, more than %d", op, len(p.Models), MaxModels)
+		return Policy{}, fieldError(op, "Policy.Models", "%d models, more than %d", len(p.Models), MaxModels)
 	}
 	p.Windows = slices.Clone(p.Windows)
 	for i := range p.Windows {
@@ -114,15 +114,16 @@ func normalize(op string, p Policy) (Policy, error) {
 		if w.Bucket == 0 && w.Window > 0 {
 			w.Bucket = defaultBucket(w.Window)
 		}
+		field := fmt.Sprintf("Policy.Windows[%d]", i)
 		if w.Limit <= 0 {
-			return Policy{}, invalid("%s: Policy.Windows[%d]: Limit must be positive, got %d", op, i, w.Limit)
+			return Policy{}, fieldError(op, field+".Limit", "must be positive, got %d", w.Limit)
 		}
 		if err := w.strategy().Validate(); err != nil {
-			return Policy{}, fmt.Errorf("keystore: %s: Policy.Windows[%d]: %w", op, i, err)
+			return Policy{}, &FieldError{Op: op, Field: field, Msg: "not a valid window", Err: err}
 		}
 		for j := range i {
 			if p.Windows[j].Window == w.Window {
-				return Policy{}, invalid("%s: Policy.Windows[%d] and [%d] are both %v windows", op, j, i, w.Window)
+				return Policy{}, fieldError(op, field+".Window", "%v, the length of window %d already: give each length once", w.Window, j)
 			}
 		}
 	}
@@ -130,7 +131,7 @@ func normalize(op string, p Policy) (Policy, error) {
 		w := rateWindow
 		w.Limit = p.RequestsPerMinute
 		if err := w.strategy().Validate(); err != nil {
-			return Policy{}, fmt.Errorf("keystore: %s: Policy.RequestsPerMinute: %w", op, err)
+			return Policy{}, &FieldError{Op: op, Field: "Policy.RequestsPerMinute", Msg: "out of range", Err: err}
 		}
 	}
 	if len(p.Models) == 0 {
@@ -139,14 +140,15 @@ func normalize(op string, p Policy) (Policy, error) {
 		p.Models = slices.Clone(p.Models)
 	}
 	for i, m := range p.Models {
+		field := fmt.Sprintf("Policy.Models[%d]", i)
 		if m == "" {
-			return Policy{}, invalid("%s: Policy.Models[%d] is empty", op, i)
+			return Policy{}, fieldError(op, field, "empty: want a model name or glob (gpt-4o, claude-*)")
 		}
 		if why := badText(m); why != "" {
-			return Policy{}, invalid("%s: Policy.Models[%d] %s", op, i, why)
+			return Policy{}, fieldError(op, field, "%s", why)
 		}
 		if _, err := path.Match(m, ""); err != nil {
-			return Policy{}, invalid("%s: Policy.Models[%d] %q is not a valid pattern: %v", op, i, m, err)
+			return Policy{}, fieldError(op, field, "%q is not a valid pattern: %v", m, err)
 		}
 	}
 	return p, nil

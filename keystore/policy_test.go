@@ -199,9 +199,9 @@ var badPolicies = []struct {
 	policy keystore.Policy
 }{
 	{"Policy.Windows", keystore.Policy{}},
-	{"Policy.Windows[0]: Limit", keystore.Policy{Windows: []keystore.Window{{Window: time.Hour}}}},
-	{"Policy.Windows[0]: Limit", keystore.Policy{Windows: []keystore.Window{{Limit: -1, Window: time.Hour}}}},
-	{"Policy.Windows[1]: Limit", keystore.Policy{Windows: []keystore.Window{{Limit: 1, Window: time.Hour}, {Window: 24 * time.Hour}}}},
+	{"Policy.Windows[0].Limit", keystore.Policy{Windows: []keystore.Window{{Window: time.Hour}}}},
+	{"Policy.Windows[0].Limit", keystore.Policy{Windows: []keystore.Window{{Limit: -1, Window: time.Hour}}}},
+	{"Policy.Windows[1].Limit", keystore.Policy{Windows: []keystore.Window{{Limit: 1, Window: time.Hour}, {Window: 24 * time.Hour}}}},
 	{"Policy.Windows[0]", keystore.Policy{Windows: []keystore.Window{{Limit: 1}}}},
 	{"Policy.Windows[0]", keystore.Policy{Windows: []keystore.Window{{Limit: 1, Window: -time.Hour}}}},
 	{"Policy.Windows[0]", keystore.Policy{Windows: []keystore.Window{{Limit: 1, Window: strategies.MaxWindow + time.Hour}}}},
@@ -209,16 +209,16 @@ var badPolicies = []struct {
 	{"Policy.Windows[0]", keystore.Policy{Windows: []keystore.Window{{Limit: 1, Window: time.Hour, Bucket: -time.Minute}}}},
 	{"Policy.Windows[0]", keystore.Policy{Windows: []keystore.Window{{Limit: 1, Window: time.Hour, Bucket: 2 * time.Hour}}}},
 	{"Policy.Windows[0]", keystore.Policy{Windows: []keystore.Window{{Limit: 1, Window: 24 * time.Hour, Bucket: time.Second}}}},
-	{"Policy.Windows[0] and [1]", keystore.Policy{Windows: []keystore.Window{
+	{"Policy.Windows[1].Window: 1h0m0s, the length of window 0", keystore.Policy{Windows: []keystore.Window{
 		{Limit: 1, Window: time.Hour}, {Limit: 2, Window: time.Hour, Bucket: 5 * time.Minute}}}},
-	{"17 token windows", keystore.Policy{Windows: manyWindows(keystore.MaxWindows + 1)}},
+	{"Policy.Windows: 17 token windows", keystore.Policy{Windows: manyWindows(keystore.MaxWindows + 1)}},
 	{"Policy.RequestsPerMinute", keystore.Policy{Windows: manyWindows(1), RequestsPerMinute: -1}},
 	{"Policy.MaxConcurrent", keystore.Policy{Windows: manyWindows(1), MaxConcurrent: -1}},
 	{"Policy.Models[0]", keystore.Policy{Windows: manyWindows(1), Models: []string{""}}},
 	{"Policy.Models[1]", keystore.Policy{Windows: manyWindows(1), Models: []string{"claude-*", "gpt-[4"}}},
 	{"Policy.Models[0]", keystore.Policy{Windows: manyWindows(1), Models: []string{"a\nb"}}},
 	{"Policy.Models[0]", keystore.Policy{Windows: manyWindows(1), Models: []string{strings.Repeat("m", keystore.MaxName+1)}}},
-	{"257 models", keystore.Policy{Windows: manyWindows(1), Models: make([]string, keystore.MaxModels+1)}},
+	{"Policy.Models: 257 models", keystore.Policy{Windows: manyWindows(1), Models: make([]string, keystore.MaxModels+1)}},
 }
 
 // manyWindows returns n valid windows of different lengths.
