@@ -222,7 +222,7 @@ func TestKeysAdminErrors(t *testing.T) {
 		{[]string{"keys", "show", "key_0123456789abcdef", "--admin", g.url}, exitError, "404 Not Found: no key has the id key_0123456789abcdef"},
 		{[]string{"usage", "key_0123456789abcdef", "--admin", g.url}, exitError, "404 Not Found: no key has the id key_0123456789abcdef"},
 		{[]string{"keys", "delete", "../keys", "--admin", g.url}, exitError, "404 Not Found"},
-		{[]string{"keys", "create", "--name", "x\x01", "--limit", "5", "--admin", g.url}, exitUsage, "400 Bad Request: name holds the control character U+0001"},
+		{[]string{"keys", "create", "--name", "x\x01", "--limit", "5", "--admin", g.url}, exitUsage, "400 Bad Request: name: holds the control character U+0001"},
 		{[]string{"keys", "list", "--admin", noAdmin.url}, exitError, "404 Not Found: no such path (is the gateway running with an admin token?)"},
 		{[]string{"keys", "list", "--admin", dead.URL}, exitError, "admin API: GET " + dead.URL + "/admin/keys: "},
 		{[]string{"keys", "list", "--admin", "ftp://example.com"}, exitUsage, `--admin "ftp://example.com": want the gateway's http or https URL`},

@@ -347,7 +347,7 @@ func TestKeysPolicyErrors(t *testing.T) {
 		{append(create, "--limit", "10", "--max-concurrent", "9999999999"), `--max-concurrent "9999999999"`},
 		{append(create, "--limit", "10", "--models", "gpt-["), `--models "gpt-[": "gpt-[" is not a valid glob`},
 		{append(create, "--limit", "10", "--models", "gpt-4o,,o3"), `--models "gpt-4o,,o3": an empty model name`},
-		{append(create, "--limit", "10", "--models", "a\tb"), "Policy.Models[0] holds the control character"}, // the key store's ErrInvalid
+		{append(create, "--limit", "10", "--models", "a\tb"), "Policy.Models[0]: holds the control character"}, // the key store's ErrInvalid
 		{append(setLimit, "--window", "5h=0"), `--window "5h=0": limit "0"`},
 		{append(setLimit, "--window", "5h=10/7m"), `bucket 7m0s does not divide the window 5h0m0s`},
 		{append(setLimit, "--drop-window", "24h"), "--drop-window 24h: key " + id + " has no 24h window (it has 5h, 168h)"},
