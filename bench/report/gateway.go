@@ -6,9 +6,13 @@ import (
 )
 
 // The gateway's benchmarks (bench/gateway_test.go): their names, the
-// section of the report and the targets they check (the proxy
-// overhead: p50 <= 150 µs and p99 <= 1 ms added over a direct call at 64
-// concurrent clients; and no buffering delay per streamed event).
+// section of the report and the targets they check. DESIGN.md's: at 1000
+// requests/s, the p50 the gateway adds over a direct call is at most 1.2×
+// what a bare httputil.ReverseProxy adds in the same run. The target is
+// relative because the hop alone, a second HTTP round trip on loopback,
+// adds more than any absolute bound the gateway's own work could be held
+// to on these machines; what the gateway is answerable for is its work on
+// top of the hop. And no buffering delay per streamed event.
 
 // gwImpls are the sides, the baseline first, then a bare
 // httputil.ReverseProxy (the hop alone), then the gateway's two
@@ -26,11 +30,14 @@ var gwTargetImpls = []string{"gateway-async", "gateway-sync"}
 // rate of all clients together.
 var gwLoads = []string{"closed", "1000rps"}
 
-// The targets, in µs.
+// The targets. The closed loop has none: it saturates the machine, so
+// what it adds measures the gateway's CPU per request (its capacity, the
+// req/s column), not its delay.
 const (
-	gwTargetP50   = 150
-	gwTargetP99   = 1000
-	gwStreamGapUs = 500 // bench's gwEventGap: an event held back until the next would add at least this
+	gwTargetLoad  = "1000rps" // the load the overhead target is about
+	gwTargetRatio = 1.2       // added p50 over the bare proxy's
+	gwStreamP50   = 150       // µs added per streamed event, p50
+	gwStreamGapUs = 500       // bench's gwEventGap: an event held back until the next would add at least this
 )
 
 func gwOverheadName(load, impl string) string {
@@ -51,6 +58,29 @@ func (ix index) diff(a, b string, procs int, unit string) (med, lo, hi float64, 
 			vb, okb := rb.Metrics[unit]
 			if ra.Run == rb.Run && oka && okb {
 				vs = append(vs, va-vb)
+			}
+		}
+	}
+	return summarize(vs)
+}
+
+// addedRatio is what side a adds to base in unit over what side hop adds to
+// it, all three from the same invocation, then summarized over
+// invocations. An invocation where hop measured no more than base gives no
+// ratio: the percentile of a loopback round trip moves by tens of µs from
+// run to run, and a hop that seems to add nothing says the run is noise,
+// not that the gateway costs infinitely more.
+func (ix index) addedRatio(a, hop, base string, unit string) (med, lo, hi float64, ok bool) {
+	var vs []float64
+	for _, ra := range ix[key(a, 0)] {
+		for _, rh := range ix[key(hop, 0)] {
+			for _, rb := range ix[key(base, 0)] {
+				va, oka := ra.Metrics[unit]
+				vh, okh := rh.Metrics[unit]
+				vb, okb := rb.Metrics[unit]
+				if ra.Run == rh.Run && ra.Run == rb.Run && oka && okh && okb && vh > vb {
+					vs = append(vs, (va-vb)/(vh-vb))
+				}
 			}
 		}
 	}
@@ -82,24 +112,23 @@ func fmtUs(us float64) string {
 	return fmt.Sprintf("%s%.0f µs", sign, us)
 }
 
-// gatewayChecks are the gateway's targets: the overhead of each durability
-// at each load, and the streaming delay per event.
+// gatewayChecks are the gateway's targets: at the paced load, each
+// durability's added p50 against the bare proxy's; and the streaming delay
+// per event.
 func (v *view) gatewayChecks() []check {
 	var cs []check
-	for _, load := range gwLoads {
-		base := gwOverheadName(load, "direct")
-		for _, impl := range gwTargetImpls {
-			name := gwOverheadName(load, impl)
-			p50, _, _, ok50 := v.ix.diff(name, base, 0, "p50-us")
-			p99, _, _, ok99 := v.ix.diff(name, base, 0, "p99-us")
-			what := fmt.Sprintf("gateway %s, 1 KiB response, 64 clients, %s: added p50 <= 150 µs, p99 <= 1 ms over direct",
-				strings.TrimPrefix(impl, "gateway-"), gwLoadLabel(load))
-			cs = append(cs, check{id: "gateway-" + load + "-" + strings.TrimPrefix(impl, "gateway-"), what: what,
-				measured: fmt.Sprintf("p50 %s, p99 %s", v.added(name, base, "p50-us"), v.added(name, base, "p99-us")),
-				ok:       ok50 && ok99, met: p50 <= gwTargetP50 && p99 <= gwTargetP99})
-		}
+	base, hop := gwOverheadName(gwTargetLoad, "direct"), gwOverheadName(gwTargetLoad, "reverseproxy")
+	for _, impl := range gwTargetImpls {
+		name := gwOverheadName(gwTargetLoad, impl)
+		med, lo, hi, ok := v.ix.addedRatio(name, hop, base, "p50-us")
+		cs = append(cs, check{id: "gateway-" + gwTargetLoad + "-" + strings.TrimPrefix(impl, "gateway-"),
+			what: fmt.Sprintf("gateway %s, 1 KiB response, 64 clients, %s: added p50 <= %.1f× a bare httputil.ReverseProxy's (same run)",
+				strings.TrimPrefix(impl, "gateway-"), gwLoadLabel(gwTargetLoad), gwTargetRatio),
+			measured: fmt.Sprintf("%s (added p50 %s, the proxy's %s)", fmtSpread(med, lo, hi, ok),
+				v.added(name, base, "p50-us"), v.added(hop, base, "p50-us")),
+			ok: ok, met: med <= gwTargetRatio})
 	}
-	base := gwStreamName("direct")
+	base = gwStreamName("direct")
 	for _, impl := range gwTargetImpls {
 		name := gwStreamName(impl)
 		p50, _, _, ok50 := v.ix.diff(name, base, 0, "p50-us")
@@ -108,7 +137,7 @@ func (v *view) gatewayChecks() []check {
 			what: fmt.Sprintf("gateway %s, streamed events: no buffering delay (added per event: p50 <= 150 µs, p99 < the 500 µs between events)",
 				strings.TrimPrefix(impl, "gateway-")),
 			measured: fmt.Sprintf("p50 %s, p99 %s", v.added(name, base, "p50-us"), v.added(name, base, "p99-us")),
-			ok:       ok50 && ok99, met: p50 <= gwTargetP50 && p99 < gwStreamGapUs})
+			ok:       ok50 && ok99, met: p50 <= gwStreamP50 && p99 < gwStreamGapUs})
 	}
 	return cs
 }
@@ -142,11 +171,14 @@ func (v *view) gateway(b *strings.Builder) {
 		"transport settings in place of the gateway: the hop alone, what any Go proxy adds, so the gateway's own work " +
 		"(authentication, admission, metering, usage record, metrics) is its row minus that one. *gateway-redis* is " +
 		"gateway.NewRedis with its keys in a redis-server on loopback (Debian's, no persistence): an Admit and a " +
-		"Finish are three round trips each, shown for what several instances pay; no target is about it. *added* is the gateway's percentile minus direct's, computed within " +
-		"one invocation, median over invocations (lowest – highest). Target: p50 <= 150 µs and p99 <= 1 ms added.\n\n")
-	t := &table{head: []string{"load", "side", "req/s", "p50", "p99", "mean", "added p50", "added p99"}}
+		"Finish are three round trips each, shown for what several instances pay; no target is about it. *added* is the side's percentile minus direct's, computed within " +
+		"one invocation, median over invocations (lowest – highest). *÷ proxy* is a gateway's added p50 over the " +
+		"reverseproxy row's, the three sides of one invocation, median (lowest – highest). Target (DESIGN.md): at " +
+		"1000 req/s, that ratio <= 1.2 for the gateway on its embedded store, Async and Sync. The closed-loop rows " +
+		"measure capacity and have no target.\n\n")
+	t := &table{head: []string{"load", "side", "req/s", "p50", "p99", "mean", "added p50", "added p99", "÷ proxy"}}
 	for _, load := range gwLoads {
-		base := gwOverheadName(load, "direct")
+		base, hop := gwOverheadName(load, "direct"), gwOverheadName(load, "reverseproxy")
 		for _, impl := range gwImpls {
 			name := gwOverheadName(load, impl)
 			p50, ok := v.any(name, "p50-us")
@@ -156,11 +188,14 @@ func (v *view) gateway(b *strings.Builder) {
 			p99, _ := v.any(name, "p99-us")
 			mean, _ := v.any(name, "mean-us")
 			rate, _ := v.any(name, "req/s")
-			a50, a99 := "–", "–"
+			a50, a99, x := "–", "–", "–"
 			if impl != "direct" {
 				a50, a99 = v.added(name, base, "p50-us"), v.added(name, base, "p99-us")
 			}
-			t.add(gwLoadLabel(load), impl, fmtRate(rate), fmtNs(p50*1e3), fmtNs(p99*1e3), fmtNs(mean*1e3), a50, a99)
+			if load == gwTargetLoad && strings.HasPrefix(impl, "gateway-") {
+				x = fmtSpread(v.ix.addedRatio(name, hop, base, "p50-us"))
+			}
+			t.add(gwLoadLabel(load), impl, fmtRate(rate), fmtNs(p50*1e3), fmtNs(p99*1e3), fmtNs(mean*1e3), a50, a99, x)
 		}
 	}
 	b.WriteString(t.String())
