@@ -740,8 +740,7 @@ func (g *Gateway) readBody(x *exchange, r *http.Request) ([]byte, bool) {
 			defer rc.SetReadDeadline(time.Time{})
 		}
 	}
-	buf := bytes.NewBuffer(make([]byte, 0, max(0, min(r.ContentLength, g.maxBody))+1))
-	_, err := buf.ReadFrom(io.LimitReader(r.Body, g.maxBody+1))
+	body, err := readAtMost(r.Body, r.ContentLength, g.maxBody)
 	r.Body.Close()
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
@@ -752,12 +751,26 @@ func (g *Gateway) readBody(x *exchange, r *http.Request) ([]byte, bool) {
 	case err != nil:
 		writeError(x, http.StatusBadRequest, typeInvalid, "unreadable_body", "the request body could not be read")
 		return nil, false
-	case int64(buf.Len()) > g.maxBody:
+	case int64(len(body)) > g.maxBody:
 		tooLarge()
 		return nil, false
 	}
 	r.ContentLength, r.TransferEncoding, r.Body = 0, nil, http.NoBody
-	return buf.Bytes(), true
+	return body, true
+}
+
+// readAtMost reads rd whole, up to limit+1 bytes. length is its declared
+// length, -1 when unknown: a body of known length (at most limit) is read
+// into one slice of that size, which net/http's body reader ends at.
+func readAtMost(rd io.Reader, length, limit int64) ([]byte, error) {
+	if length >= 0 && length <= limit {
+		b := make([]byte, length)
+		_, err := io.ReadFull(rd, b)
+		return b, err
+	}
+	var buf bytes.Buffer
+	_, err := buf.ReadFrom(io.LimitReader(rd, limit+1))
+	return buf.Bytes(), err
 }
 
 // readFields parses the body of a request to x's endpoint, and answers
