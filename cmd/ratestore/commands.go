@@ -33,13 +33,14 @@ never), "created_at" (null: unknown), "last_used" (null: never),
 "expired")}; window and bucket are Go durations ("5h0m0s").`
 
 // usageJSON is the shape of a key's usage in JSON output.
-const usageJSON = `USAGE is {"id", "window", "used", "limit", "remaining", "reset_after_ns"
-(until nothing is in use), "window_end" (null: nothing in use), "windows",
-"requests_per_minute", "max_concurrent", "models"}: the top-level figures are
-those of the binding window, the one with the least remaining, whose length
-"window" is; "windows" lists every token window as {"window", "bucket", "used",
-"limit", "remaining", "reset_after", "window_end"}, window, bucket and
-reset_after as Go durations ("5h0m0s").`
+const usageJSON = `USAGE is {"id", "window", "used", "limit", "remaining",
+"reset_after_seconds" (until nothing is in use, rounded up), "window_end"
+(null: nothing in use), "windows", "requests_per_minute", "max_concurrent",
+"models"}: the top-level figures are those of the binding window (the one most
+over its limit, else the one with the least remaining), whose length "window"
+is; "windows" lists every token window as {"window", "bucket", "used", "limit",
+"remaining", "reset_after_seconds", "window_end"}, window and bucket as Go
+durations ("5h0m0s"), as the admin API's keys have them.`
 
 // policyHelp is the help of the policy flags, for keys create and keys
 // set-limit.

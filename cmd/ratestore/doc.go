@@ -113,9 +113,10 @@
 // Text output is for people. With --json every command prints one JSON
 // object on stdout instead, with field names in snake_case: "ratestore help
 // json" lists them, and "ratestore help COMMAND" shows the command's. Instants
-// are RFC 3339 strings in UTC (null when unset); durations are integer
-// nanoseconds in fields whose name ends in _ns, and Go duration strings
-// ("5h0m0s") elsewhere: a key's windows, buckets and their reset_after. Errors go to stderr as text, prefixed "ratestore: ", in both
+// are RFC 3339 strings in UTC (null when unset); a configured length (a
+// key's windows and buckets) is a Go duration string ("5h0m0s"), a wait
+// whole seconds in a field whose name ends in _seconds, as in the
+// gateway's admin API. Errors go to stderr as text, prefixed "ratestore: ", in both
 // modes. Progress (migrate, copy) is drawn on stderr only when both it and
 // stdout are terminals.
 //

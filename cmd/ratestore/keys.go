@@ -138,7 +138,7 @@ func (c *cli) keyOut(k keystore.Key) keyOut {
 func (c *cli) usageOut(k keystore.Key, u keystore.Usage) usageOut {
 	out := usageOut{
 		ID: k.ID, Used: u.Used, Limit: u.Limit, Remaining: u.Remaining,
-		ResetAfter: int64(u.ResetAfter), WindowEnd: timePtr(u.WindowEnd),
+		ResetAfterSeconds: ceilSeconds(u.ResetAfter), WindowEnd: timePtr(u.WindowEnd),
 		Windows:           make([]windowUsageOut, len(u.Windows)),
 		RequestsPerMinute: k.Policy.RequestsPerMinute, MaxConcurrent: k.Policy.MaxConcurrent,
 		Models: append([]string{}, k.Policy.Models...),
@@ -150,10 +150,18 @@ func (c *cli) usageOut(k keystore.Key, u keystore.Usage) usageOut {
 		out.Windows[i] = windowUsageOut{
 			Window: w.Window.String(), Bucket: w.Bucket.String(),
 			Used: w.Used, Limit: w.Limit, Remaining: w.Remaining,
-			ResetAfter: w.ResetAfter.String(), WindowEnd: timePtr(w.WindowEnd),
+			ResetAfterSeconds: ceilSeconds(w.ResetAfter), WindowEnd: timePtr(w.WindowEnd),
 		}
 	}
 	return out
+}
+
+// ceilSeconds is d in whole seconds, rounded up; 0 for d <= 0.
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
 }
 
 // timePtr is t in UTC, or nil when t is zero (not set).
@@ -243,8 +251,8 @@ func writeWindows(w io.Writer, ws []windowUsageOut, now time.Time) {
 		if u.WindowEnd != nil {
 			end = fmt.Sprintf("%s (in %v)", show(u.WindowEnd, ""), u.WindowEnd.Sub(now).Round(time.Second))
 		}
-		if d, err := time.ParseDuration(u.ResetAfter); err == nil && d > 0 {
-			reset = d.Round(time.Second).String()
+		if u.ResetAfterSeconds > 0 {
+			reset = (time.Duration(u.ResetAfterSeconds) * time.Second).String()
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%d\t%s\t%s\n", shortOf(u.Window), shortOf(u.Bucket), u.Used, u.Limit, u.Remaining, end, reset)
 	}

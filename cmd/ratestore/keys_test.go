@@ -54,9 +54,9 @@ func TestImportThenListAndUsage(t *testing.T) {
 	u := jsonOf[usageOut](e, "usage", ids["gateway-prod"])
 	end := timePtr(time.Date(2026, 1, 18, 14, 30, 0, 0, time.UTC))
 	require.Equal(t, usageOut{ID: ids["gateway-prod"], Window: "5h0m0s", Used: 41250, Limit: 100000, Remaining: 58750,
-		ResetAfter: int64(150 * time.Minute), WindowEnd: end,
+		ResetAfterSeconds: 150 * 60, WindowEnd: end,
 		Windows: []windowUsageOut{{Window: "5h0m0s", Bucket: "5m0s", Used: 41250, Limit: 100000, Remaining: 58750,
-			ResetAfter: "2h30m0s", WindowEnd: end}},
+			ResetAfterSeconds: 150 * 60, WindowEnd: end}},
 		Models: []string{}}, u)
 	require.Equal(t, u, jsonOf[keyResultOut](e, "keys", "show", ids["gateway-prod"]).Usage)
 	r = e.ok("usage", ids["gateway-prod"])
@@ -251,10 +251,10 @@ func TestKeysPolicy(t *testing.T) {
 	// a week on.
 	end5h, endWeek := timePtr(now.Add(5*time.Hour)), timePtr(now.Add(168*time.Hour))
 	wantUsage := usageOut{ID: id, Window: "5h0m0s", Used: 300, Limit: 1000, Remaining: 700,
-		ResetAfter: int64(5 * time.Hour), WindowEnd: end5h,
+		ResetAfterSeconds: 5 * 3600, WindowEnd: end5h,
 		Windows: []windowUsageOut{
-			{Window: "5h0m0s", Bucket: "5m0s", Used: 300, Limit: 1000, Remaining: 700, ResetAfter: "5h0m0s", WindowEnd: end5h},
-			{Window: "168h0m0s", Bucket: "1h0m0s", Used: 300, Limit: 5000, Remaining: 4700, ResetAfter: "168h0m0s", WindowEnd: endWeek},
+			{Window: "5h0m0s", Bucket: "5m0s", Used: 300, Limit: 1000, Remaining: 700, ResetAfterSeconds: 5 * 3600, WindowEnd: end5h},
+			{Window: "168h0m0s", Bucket: "1h0m0s", Used: 300, Limit: 5000, Remaining: 4700, ResetAfterSeconds: 168 * 3600, WindowEnd: endWeek},
 		},
 		RequestsPerMinute: 60, MaxConcurrent: 4, Models: []string{"gpt-4o", "claude-*"}}
 	require.Equal(t, wantUsage, jsonOf[usageOut](e, "usage", id))

@@ -62,15 +62,14 @@ type deleteOut struct {
 }
 
 // usageOut is the output of usage; see usageJSON. Its top-level figures
-// are those of the binding window (the one with the least remaining), as
-// before keys had several; ResetAfter stays in nanoseconds for that reason.
+// are those of the binding window (keystore.Usage.Bind).
 type usageOut struct {
 	ID                string           `json:"id"`
 	Window            string           `json:"window"`
 	Used              int64            `json:"used"`
 	Limit             int64            `json:"limit"`
 	Remaining         int64            `json:"remaining"`
-	ResetAfter        int64            `json:"reset_after_ns"`
+	ResetAfterSeconds int64            `json:"reset_after_seconds"`
 	WindowEnd         *time.Time       `json:"window_end"`
 	Windows           []windowUsageOut `json:"windows"`
 	RequestsPerMinute int64            `json:"requests_per_minute"`
@@ -78,16 +77,17 @@ type usageOut struct {
 	Models            []string         `json:"models"`
 }
 
-// windowUsageOut is one token window of usageOut; durations are Go
-// duration strings.
+// windowUsageOut is one token window of usageOut: its window and bucket
+// are Go duration strings, its wait until nothing is in use whole seconds
+// (rounded up), as in the admin API's keys.
 type windowUsageOut struct {
-	Window     string     `json:"window"`
-	Bucket     string     `json:"bucket"`
-	Used       int64      `json:"used"`
-	Limit      int64      `json:"limit"`
-	Remaining  int64      `json:"remaining"`
-	ResetAfter string     `json:"reset_after"`
-	WindowEnd  *time.Time `json:"window_end"`
+	Window            string     `json:"window"`
+	Bucket            string     `json:"bucket"`
+	Used              int64      `json:"used"`
+	Limit             int64      `json:"limit"`
+	Remaining         int64      `json:"remaining"`
+	ResetAfterSeconds int64      `json:"reset_after_seconds"`
+	WindowEnd         *time.Time `json:"window_end"`
 }
 
 // importOut is the output of import: the report, with what was asked.
