@@ -254,9 +254,9 @@ func (c *cli) help(args []string) error {
 			fmt.Fprintf(&b, "%s:\n%s\n\n", cmd.name, indent(cmd.json))
 		}
 		b.WriteString(keyJSON + "\n\n" + usageJSON + "\n")
-		b.WriteString(`Instants are RFC 3339 strings, in UTC; durations are integer nanoseconds in
-fields whose name ends in _ns, Go duration strings ("5h0m0s") elsewhere. Errors
-still go to stderr as text.` + "\n")
+		b.WriteString(`Instants are RFC 3339 strings, in UTC; a configured length (a window, a
+bucket) is a Go duration string ("5h0m0s"), a wait whole seconds in a field
+whose name ends in _seconds. Errors still go to stderr as text.` + "\n")
 		fmt.Fprint(c.stdout, b.String())
 	default:
 		i := slices.IndexFunc(commands, func(cmd *command) bool { return cmd.name == name })
