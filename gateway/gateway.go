@@ -362,38 +362,50 @@ func requestRate(limiter func(string, strategies.Strategy) (httplimit.Limiter, e
 // it is answered through, which notes the status, and what the log says.
 type exchange struct {
 	statusWriter
-	id    string
-	keyID string
-	err   error // of the upstream
+	id     string
+	keyID  string
+	reason string // why the gateway refused it: a keystore.Denial's Reason, or ""
 
-	// The admission of the request, and what it was admitted with.
-	adm       *keystore.Admission
-	shadowed  *keystore.Denial // Options.Shadow: the refusal it would have had; served and charged without an admission
-	route     *route           // where it is forwarded to
-	model     string
-	reserve   int64
-	reason    string // why the gateway refused it: a keystore.Denial's Reason, or ""
-	ep        *endpoint
-	allowed   []string // the key's Policy.Models, for the metrics' model label
-	estimated bool     // the tokens charged are the reservation: no usage could be read
-	capped    bool     // the usage reported was over Options.MaxTokensPerRequest
-	short     bool     // admitted with less than its optional reservation (see Gateway.admit)
-
+	// What the request asks for, as the gateway read it (Gateway.endpoint
+	// and Gateway.read).
+	ep      *endpoint
+	route   *route // where it is forwarded to
+	model   string
+	allowed []string // the key's Policy.Models, for the metrics' model label
 	// stripUsage: the gateway asked the upstream for the stream's usage,
 	// which the caller did not (askUsage), and takes it out of the stream.
 	stripUsage bool
 
-	// What the upstream answered, and what the response's meter found
-	// once its body ended, to charge when the request is done.
-	forwarded        bool          // the request was sent upstream (not refused by Options.RPS)
-	sent             time.Time     // when it was
-	upLatency        time.Duration // from sent to the upstream's response header
-	upstatus         int
-	metered          bool
-	used             usage       // what the response reported
-	complete         bool        // the body was read to its end
+	// Its admission (Gateway.admit).
+	adm      *keystore.Admission
+	shadowed *keystore.Denial // Options.Shadow: the refusal it would have had; served and charged without an admission
+	reserve  int64
+	short    bool // admitted with less than its optional reservation
+
+	up     upstreamResult // what the upstream did
+	charge charged        // what the key was charged (Gateway.finish)
+}
+
+// upstreamResult is what the upstream answered to an exchange, and what
+// the response's meter found once its body ended: written by rewrite,
+// modifyResponse, proxyError and the meter, in the request's goroutine.
+type upstreamResult struct {
+	forwarded bool          // the request was sent upstream (not refused by Options.RPS)
+	sent      time.Time     // when it was
+	latency   time.Duration // from sent to the upstream's response header
+	status    int
+	err       error
+	metered   bool
+	used      usage // what the response reported
+	complete  bool  // the body was read to its end
+}
+
+// charged is what an exchange was charged, and why.
+type charged struct {
 	reported, tokens int64       // tokens reported (weighed); charged
 	counts           tokenCounts // the tokens reported, by type
+	estimated        bool        // the tokens charged are the reservation: no usage could be read
+	capped           bool        // the usage reported was over Options.MaxTokensPerRequest
 }
 
 // statusWriter is a ResponseWriter that notes the status it answered
@@ -673,8 +685,8 @@ func (g *Gateway) forward(x *exchange, r *http.Request) {
 		}()
 	}
 	defer func() { // also when ReverseProxy panics
-		if cause := context.Cause(ctx); (errors.Is(cause, errIdle) || errors.Is(cause, errDrain)) && x.err == nil {
-			x.err = cause
+		if cause := context.Cause(ctx); (errors.Is(cause, errIdle) || errors.Is(cause, errDrain)) && x.up.err == nil {
+			x.up.err = cause
 		}
 		cancel(nil)
 	}()
@@ -815,19 +827,19 @@ func (g *Gateway) reservation(bodyLen int, f bodyFields, ep *endpoint) (reserve,
 // documentation.
 func (g *Gateway) finish(ctx context.Context, x *exchange) {
 	tokens := g.tokens(x)
-	if x.capped {
+	if x.charge.capped {
 		g.log.LogAttrs(ctx, slog.LevelError, "gateway: the upstream reported more usage than one request may be charged: charging the bound",
 			slog.String("request_id", x.id), slog.String("key_id", x.keyID), slog.String("model", x.model),
-			slog.Int64("reported", x.reported), slog.Int64("tokens", tokens), slog.Int64("max_tokens_per_request", g.maxCharge))
+			slog.Int64("reported", x.charge.reported), slog.Int64("tokens", tokens), slog.Int64("max_tokens_per_request", g.maxCharge))
 	}
-	if x.used.tooLarge {
+	if x.up.used.tooLarge {
 		g.log.LogAttrs(ctx, slog.LevelWarn, "gateway: a usage object too large to read was skipped",
 			slog.String("request_id", x.id), slog.String("key_id", x.keyID), slog.Int("max_usage_bytes", maxUsageBytes))
 	}
-	if x.estimated {
+	if x.charge.estimated {
 		g.log.LogAttrs(ctx, slog.LevelWarn, "gateway: no usage read: charging the estimate",
 			slog.String("request_id", x.id), slog.String("key_id", x.keyID), slog.String("model", x.model),
-			slog.Int64("tokens", tokens), slog.Bool("estimated", true), slog.Int("upstream_status", x.upstatus))
+			slog.Int64("tokens", tokens), slog.Bool("estimated", true), slog.Int("upstream_status", x.up.status))
 	}
 	var err error
 	if x.adm != nil {
@@ -851,7 +863,7 @@ func (g *Gateway) finish(ctx context.Context, x *exchange) {
 			slog.String("request_id", x.id), slog.String("key_id", x.keyID), slog.Int64("tokens", tokens), slog.String("error", err.Error()))
 		return
 	}
-	x.tokens = tokens
+	x.charge.tokens = tokens
 }
 
 // tokens returns the tokens to charge x with, at most
@@ -860,7 +872,7 @@ func (g *Gateway) finish(ctx context.Context, x *exchange) {
 func (g *Gateway) tokens(x *exchange) int64 {
 	n := g.charge(x)
 	if n > g.maxCharge {
-		x.capped, n = true, g.maxCharge
+		x.charge.capped, n = true, g.maxCharge
 	}
 	return n
 }
@@ -868,24 +880,24 @@ func (g *Gateway) tokens(x *exchange) int64 {
 // charge returns the tokens x is to be charged, uncapped: see Usage in
 // the package documentation.
 func (g *Gateway) charge(x *exchange) int64 {
-	x.counts, x.reported = x.used.counts, g.weights.charge(x.used.counts)
+	x.charge.counts, x.charge.reported = x.up.used.counts, g.weights.charge(x.up.used.counts)
 	switch {
-	case !x.forwarded || x.ep == nil || x.ep.retrieve:
+	case !x.up.forwarded || x.ep == nil || x.ep.retrieve:
 		return 0
-	case x.used.found && x.complete:
-		return x.reported
-	case !x.ep.generates || (x.upstatus >= 400 && x.upstatus < 500):
+	case x.up.used.found && x.up.complete:
+		return x.charge.reported
+	case !x.ep.generates || (x.up.status >= 400 && x.up.status < 500):
 		// Nothing generated (nothing reserved), or a model call the
 		// upstream refused: what usage was read, if any.
-		if x.used.found {
-			return x.reported
+		if x.up.used.found {
+			return x.charge.reported
 		}
 		return 0
 	}
 	// The upstream failed, broke off or reported no usage, or the
 	// caller went away: the reservation, or more if more was reported.
-	x.estimated = true
-	return max(x.reported, x.reserve)
+	x.charge.estimated = true
+	return max(x.charge.reported, x.reserve)
 }
 
 // refuse answers a request whose key Authenticate or Admit refused, or
@@ -988,7 +1000,7 @@ func (g *Gateway) stats(x *exchange, r *http.Request, secret string) {
 func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	var rt *route
 	if x := exchangeOf(pr.In.Context()); x != nil {
-		x.forwarded, x.sent = true, time.Now()
+		x.up.forwarded, x.up.sent = true, time.Now()
 		rt = x.route
 	}
 	if rt == nil { // cannot be: serve answers a path without a route itself
@@ -1022,7 +1034,7 @@ func (g *Gateway) modifyResponse(res *http.Response) error {
 	if x == nil {
 		return nil
 	}
-	x.upstatus, x.upLatency = res.StatusCode, time.Since(x.sent)
+	x.up.status, x.up.latency = res.StatusCode, time.Since(x.up.sent)
 	filterResponse(res.Header)
 	x.Header().Set(RequestIDHeader, x.id) // again: ReverseProxy clears the fields after a 1xx
 	res.Trailer = nil
@@ -1036,7 +1048,7 @@ func (g *Gateway) modifyResponse(res *http.Response) error {
 	}
 	var m *meter
 	m = newMeter(res.Body, k, x.ep.generates, func(u usage) {
-		x.metered, x.used, x.complete = true, u, m.eof
+		x.up.metered, x.up.used, x.up.complete = true, u, m.eof
 	})
 	res.Body = m
 	if x.stripUsage && k == kindSSE {
@@ -1100,9 +1112,9 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 		err = fmt.Errorf("%w (%w)", err, cause)
 	}
 	if x := exchangeOf(r.Context()); x != nil {
-		x.err = err
+		x.up.err = err
 		if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
-			x.forwarded = false // never reached the upstream: nothing generated
+			x.up.forwarded = false // never reached the upstream: nothing generated
 		}
 	}
 	var ne net.Error
@@ -1123,9 +1135,9 @@ func (g *Gateway) logExchange(r *http.Request, x *exchange, start time.Time, abo
 	attrs = append(attrs,
 		slog.String("request_id", x.id), slog.String("method", r.Method), slog.String("path", r.URL.Path),
 		slog.String("key_id", x.keyID), slog.String("model", x.model), slog.Int("status", x.status),
-		slog.Int64("tokens", x.tokens), slog.Int64("reserved", x.reserve),
+		slog.Int64("tokens", x.charge.tokens), slog.Int64("reserved", x.reserve),
 		slog.Duration("latency", time.Since(start)))
-	if x.estimated {
+	if x.charge.estimated {
 		attrs = append(attrs, slog.Bool("estimated", true))
 	}
 	if x.shadowed != nil {
@@ -1134,8 +1146,8 @@ func (g *Gateway) logExchange(r *http.Request, x *exchange, start time.Time, abo
 	if aborted {
 		attrs = append(attrs, slog.Bool("aborted", true))
 	}
-	if x.err != nil {
-		attrs = append(attrs, slog.String("upstream_error", x.err.Error()))
+	if x.up.err != nil {
+		attrs = append(attrs, slog.String("upstream_error", x.up.err.Error()))
 	}
 	g.log.LogAttrs(ctx, slog.LevelInfo, "gateway request", attrs...)
 }

@@ -245,7 +245,7 @@ func (m *metrics) end(r *http.Request, x *exchange, d time.Duration) {
 		model = m.model(x.model, x.allowed)
 	}
 	m.requests.WithLabelValues(x.keyID, strconv.Itoa(x.status), x.reason).Inc()
-	c := x.counts
+	c := x.charge.counts
 	for _, t := range [...]struct {
 		typ string
 		n   int64
@@ -257,15 +257,15 @@ func (m *metrics) end(r *http.Request, x *exchange, d time.Duration) {
 			m.tokens.WithLabelValues(x.keyID, t.typ).Add(float64(t.n))
 		}
 	}
-	if x.tokens > 0 {
-		m.charged.WithLabelValues(x.keyID, strconv.FormatBool(x.estimated)).Add(float64(x.tokens))
+	if x.charge.tokens > 0 {
+		m.charged.WithLabelValues(x.keyID, strconv.FormatBool(x.charge.estimated)).Add(float64(x.charge.tokens))
 	}
-	if served && x.model != "" && x.used.found {
+	if served && x.model != "" && x.up.used.found {
 		m.tokenUsage.WithLabelValues(tokenInput, model).Observe(float64(c.input))
 		m.tokenUsage.WithLabelValues(tokenOutput, model).Observe(float64(c.output))
 	}
-	if x.forwarded && x.upstatus != 0 {
-		m.upLatency.WithLabelValues(model).Observe(x.upLatency.Seconds())
+	if x.up.forwarded && x.up.status != 0 {
+		m.upLatency.WithLabelValues(model).Observe(x.up.latency.Seconds())
 	}
 }
 
