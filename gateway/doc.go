@@ -310,8 +310,8 @@
 //
 // GET Options.StatsPath (default "/stats") is answered by the gateway, not
 // forwarded: the usage of the caller's own key, authenticated like any
-// request, as Stats: every token window, and the binding one (the least
-// remaining) at the top level; its Used counts the reservations of
+// request, as Stats: every token window, and the binding one (the most
+// over its limit, else the least remaining) at the top level; its Used counts the reservations of
 // requests in flight. It takes no arguments, so it cannot show another
 // key's data, and it is neither token- nor rate-limited.
 //

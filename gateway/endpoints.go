@@ -3,8 +3,10 @@ package gateway
 import (
 	"net/http"
 	"path"
+	"slices"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/ratestore/ratestore/internal/text"
 )
 
 // The gateway forwards by allowlist: a request reaches the upstream only
@@ -199,20 +201,10 @@ func geminiPath(p string) (ep *endpoint, model string, ok bool) {
 // checkModel returns why model cannot be a model name, or "": it must be
 // valid UTF-8 of 1 to maxModelBytes bytes without control characters.
 func checkModel(model string) string {
-	switch {
-	case model == "":
+	if model == "" {
 		return "is empty"
-	case len(model) > maxModelBytes:
-		return "is longer than 256 bytes"
-	case !utf8.ValidString(model):
-		return "is not valid UTF-8"
 	}
-	for _, r := range model {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return "has a control character"
-		}
-	}
-	return ""
+	return text.Problem(model, maxModelBytes)
 }
 
 // Request fields forwarded upstream, by dialect: what each API documents
@@ -258,14 +250,7 @@ var passBack = []string{
 // filterResponse keeps the fields of h that passBack lists, in place.
 func filterResponse(h http.Header) {
 	for name := range h {
-		keep := false
-		for _, p := range passBack {
-			if name == p {
-				keep = true
-				break
-			}
-		}
-		if !keep {
+		if !slices.Contains(passBack, name) {
 			delete(h, name)
 		}
 	}

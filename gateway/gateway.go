@@ -124,8 +124,8 @@ type Options struct {
 	// A larger body is refused with 413.
 	MaxRequestBody int64
 	// DefaultMaxTokens is the output reserved for a request that names no
-	// maximum of its own (capped by the key's tightest window); 0 means
-	// DefaultMaxTokens.
+	// maximum of its own, as far as the key's windows have room for it
+	// (keystore.Request.Optional); 0 means DefaultMaxTokens.
 	DefaultMaxTokens int64
 	// MaxTokensPerRequest bounds the usage one response may be charged:
 	// an upstream that reports more (a bug, or a lenient fake) is trusted
@@ -709,7 +709,7 @@ type cancelCtx struct{}
 // would be forwarded unread); the other endpoints' requests have none.
 func (g *Gateway) acceptable(x *exchange, r *http.Request) bool {
 	if !x.ep.body() {
-		if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
+		if hasBody(r) {
 			writeError(x, http.StatusBadRequest, typeInvalid, "unexpected_body", "a "+r.Method+" request to this endpoint has no body")
 			return false
 		}
@@ -755,8 +755,7 @@ func (g *Gateway) readBody(x *exchange, r *http.Request) ([]byte, bool) {
 	body, err := readAtMost(r.Body, r.ContentLength, g.maxBody)
 	r.Body.Close()
 	switch {
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		x.Header().Set("Connection", "close")
+	case errors.Is(err, os.ErrDeadlineExceeded): // the connection closes: see serve
 		writeError(x, http.StatusRequestTimeout, typeInvalid, "request_timeout",
 			fmt.Sprintf("the request body did not arrive within %v", g.bodyTimeout))
 		return nil, false
@@ -928,8 +927,8 @@ func (g *Gateway) refuse(x *exchange, r *http.Request, k keystore.Key, err error
 }
 
 // Stats is the body of the stats path: the caller's key and its usage. The
-// top-level figures are those of the binding window (the one with the
-// least remaining), Windows those of every token window of the key.
+// top-level figures are those of the binding window (keystore.Usage.Bind),
+// Windows those of every token window of the key.
 type Stats struct {
 	KeyID             string        `json:"key_id"`
 	Name              string        `json:"name"`
@@ -978,10 +977,7 @@ func (g *Gateway) stats(x *exchange, r *http.Request, secret string) {
 		g.refuse(x, r, k, err)
 		return
 	}
-	b := windowStats(keystore.WindowUsage{Used: u.Used, Limit: u.Limit, Remaining: u.Remaining, ResetAfter: u.ResetAfter, WindowEnd: u.WindowEnd})
-	if len(u.Windows) > 0 {
-		b = windowStats(u.Windows[u.Binding])
-	}
+	b := windowStats(u.Windows[u.Binding]) // a key has a window at least
 	st := Stats{
 		KeyID: k.ID, Name: k.Name, Window: b.Window,
 		Used: b.Used, Limit: b.Limit, Remaining: b.Remaining,
@@ -998,23 +994,16 @@ func (g *Gateway) stats(x *exchange, r *http.Request, secret string) {
 // rewrite makes the upstream request: see Headers in the package
 // documentation.
 func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
-	var rt *route
+	// Every exchange has its route and endpoint (serve answers a path
+	// without them itself); a request without one goes to the empty URL,
+	// which the transport fails: 502.
+	rt, ep := &route{upstream: &url.URL{}}, &endpoint{}
 	if x := exchangeOf(pr.In.Context()); x != nil {
 		x.up.forwarded, x.up.sent = true, time.Now()
-		rt = x.route
-	}
-	if rt == nil { // cannot be: serve answers a path without a route itself
-		rt = &route{upstream: &url.URL{}} // the transport fails it: 502
+		rt, ep = x.route, x.ep
 	}
 	pr.Out = pr.Out.WithContext(g.active.abortable(pr.Out.Context()))
 	pr.SetURL(rt.upstream)
-	var ep *endpoint
-	if x := exchangeOf(pr.In.Context()); x != nil {
-		ep = x.ep
-	}
-	if ep == nil { // cannot be, as rt above
-		ep = &endpoint{}
-	}
 	pr.Out.URL.RawQuery = forwardQuery(pr.In.URL.RawQuery, ep.query)
 	pr.Out.Header = forwardHeader(pr.In.Header, ep.dialect)
 	if ep.body() {
@@ -1184,12 +1173,7 @@ func instant(t time.Time) *string {
 	return &s
 }
 
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Second - 1) / time.Second)
-}
+func ceilSeconds(d time.Duration) int64 { return sat.CeilDiv(int64(d), int64(time.Second)) }
 
 // redacted is u for messages, without a password.
 func redacted(u *url.URL) string {

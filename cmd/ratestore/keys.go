@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/internal/sat"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/redisstore"
 )
@@ -157,12 +158,7 @@ func (c *cli) usageOut(k keystore.Key, u keystore.Usage) usageOut {
 }
 
 // ceilSeconds is d in whole seconds, rounded up; 0 for d <= 0.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Second - 1) / time.Second)
-}
+func ceilSeconds(d time.Duration) int64 { return sat.CeilDiv(int64(d), int64(time.Second)) }
 
 // timePtr is t in UTC, or nil when t is zero (not set).
 func timePtr(t time.Time) *time.Time {
