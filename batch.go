@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/ratestore/ratestore/internal/sat"
 	"github.com/ratestore/ratestore/strategies"
@@ -40,7 +41,10 @@ import (
 // them can keep a batch's states without its records. Callers that need
 // an order across commits (write this, then that) call Flush between two
 // Updates.
-func (db *DB) Update(ctx context.Context, fn func(*Batch) error) error {
+//
+// locks is for the backend contract (Store): a DB serializes its callers
+// itself, and ignores it.
+func (db *DB) Update(ctx context.Context, locks []string, fn func(*Batch) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -87,6 +91,43 @@ func (b *Batch) joined(g *generation) {
 	if g != nil {
 		b.gen = g
 	}
+}
+
+// Now is the instant of the batch's next call: each call reads the DB's
+// clock when it is made.
+func (b *Batch) Now() time.Time { return b.db.Now() }
+
+// PeekN is l.PeekN: it changes nothing, so it needs no batch, and sees
+// the batch's changes, which are made at once.
+func (b *Batch) PeekN(l *Limiter, key string, n int64) (Result, error) {
+	if err := b.use(l); err != nil {
+		return Result{}, err
+	}
+	return l.PeekN(context.Background(), key, n)
+}
+
+// Inspect is l.Inspect, as PeekN is l.PeekN.
+func (b *Batch) Inspect(l *Limiter, key string, fn func(st strategies.State, now int64) error) error {
+	if err := b.use(l); err != nil {
+		return err
+	}
+	return l.Inspect(context.Background(), key, fn)
+}
+
+// Get is DB.Get: it sees the batch's Puts and Deletes.
+func (b *Batch) Get(key []byte) ([]byte, error) {
+	if err := b.use(nil); err != nil {
+		return nil, err
+	}
+	return b.db.Get(context.Background(), key)
+}
+
+// Reread is DB.Reread: there is nothing to read again.
+func (b *Batch) Reread(keys [][]byte) ([][]byte, error) { return nil, b.use(nil) }
+
+// Prefetch does nothing: a DB's states and records are read in memory.
+func (b *Batch) Prefetch(records [][]byte, key string, limiters ...StoreLimiter) error {
+	return b.use(nil)
 }
 
 // AllowN is l.AllowN(ctx, key, n) without the wait.
@@ -246,6 +287,22 @@ func (db *DB) Scan(ctx context.Context, prefix []byte, fn func(key, value []byte
 		}
 		return fn(k, v)
 	})
+}
+
+// Reread returns nothing: only this process changes a DB's records (Open
+// locks the database), so what it stored is what is stored. It is for the
+// backend contract (Store), where a shared store reads keys again.
+func (db *DB) Reread(ctx context.Context, keys [][]byte) ([][]byte, error) {
+	if db.closed.Load() {
+		return nil, ErrClosed
+	}
+	return nil, ctx.Err()
+}
+
+// RereadPrefix calls nothing, as Reread returns nothing.
+func (db *DB) RereadPrefix(ctx context.Context, prefix []byte, fn func(key, value []byte) error) error {
+	_, err := db.Reread(ctx, nil)
+	return err
 }
 
 // Attach returns the value attached to db under key, calling open to make

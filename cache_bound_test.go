@@ -66,7 +66,7 @@ func TestCacheBoundAsync(t *testing.T) {
 func TestCacheBoundBatch(t *testing.T) {
 	db, _, _ := openHooked(t, Options{Durability: Async, FlushInterval: time.Hour, MaxCachedKeys: 128})
 	l := mustLimiter(t, db, "l")
-	require.NoError(t, db.Update(bg, func(b *Batch) error {
+	require.NoError(t, db.Update(bg, nil, func(b *Batch) error {
 		for i := range 1000 {
 			if _, err := b.AllowN(l, fmt.Sprint("k", i), 1); err != nil {
 				return err

@@ -21,9 +21,15 @@ import (
 // durability says: they survive a restart, and end after their TTL all
 // the same. Calls on one key are linearizable, so under any concurrency at
 // most max leases of a key are held at once.
+//
+// It is one implementation for every backend (NewConcurrency), written on
+// the backend contract: a lease is a unit of the log taken by AllowN and
+// given back by a Modify in an Update.
 type Concurrency struct {
-	l   *Limiter
-	log strategies.SlidingLog
+	l       StoreLimiter
+	ttl     time.Duration
+	now     func() time.Time
+	release func(ctx context.Context, key string, at int64) error
 }
 
 // Concurrency returns the leases of at most max holders per key under
@@ -31,15 +37,30 @@ type Concurrency struct {
 // name, and shares state with the limiters of that name; max is at least
 // 1, ttl in (0, strategies.MaxWindow].
 func (db *DB) Concurrency(name string, max int64, ttl time.Duration) (*Concurrency, error) {
+	return NewConcurrency(db, name, max, ttl)
+}
+
+// NewConcurrency returns the leases of Store.Concurrency on db.
+func NewConcurrency[L StoreLimiter, B StoreBatch[L]](db Store[L, B], name string, max int64, ttl time.Duration) (*Concurrency, error) {
 	sl := strategies.SlidingLog{Limit: max, Window: ttl}
 	l, err := db.Limiter(name, sl)
 	if err != nil {
 		return nil, err
 	}
-	return &Concurrency{l: l, log: sl}, nil
+	release := func(ctx context.Context, key string, at int64) error {
+		return db.Update(ctx, nil, func(b B) error {
+			_, err := b.Modify(l, key, func(st strategies.State, now int64) (strategies.State, error) {
+				_, err := sl.Release(st, now, at, 1)
+				return st, err
+			})
+			return err
+		})
+	}
+	return &Concurrency{l: l, ttl: ttl, now: db.Now, release: release}, nil
 }
 
-// Lease is one slot of a key held by a Concurrency's caller.
+// A Lease is a slot of a key held by one holder, until Release or its
+// Expires.
 type Lease struct {
 	c   *Concurrency
 	key string
@@ -53,19 +74,21 @@ type Lease struct {
 // slot, it returns the Lease and Result.Allowed; otherwise a nil Lease,
 // and the Result says when a slot frees by itself (RetryAfter: the oldest
 // lease's end), though a release may free one earlier. Errors are those
-// of Limiter.AllowN.
+// of Limiter.AllowN. A call the backend allowed without deciding it
+// (redisstore's FailOpen: Allowed with Limit 0) gives a lease that holds
+// no slot, whose Release frees nothing.
 func (c *Concurrency) Acquire(ctx context.Context, key string) (*Lease, Result, error) {
-	at := c.l.db.now()
+	at := c.now().UnixNano()
 	r, err := c.l.AllowN(ctx, key, 1)
 	if err != nil || !r.Allowed {
 		return nil, r, err
 	}
-	return &Lease{c: c, key: key, at: at}, r, nil
+	return &Lease{c: c, key: key, at: at, released: r.Limit == 0}, r, nil
 }
 
 // Expires is when the lease ends if not released before.
 func (ls *Lease) Expires() time.Time {
-	return time.Unix(0, sat.Add(ls.at, int64(ls.c.log.Window))).UTC()
+	return time.Unix(0, sat.Add(ls.at, int64(ls.c.ttl))).UTC()
 }
 
 // Release frees the lease's slot. Releasing it again, or after it
@@ -81,15 +104,8 @@ func (ls *Lease) Release(ctx context.Context) error {
 	if ls.released {
 		return nil
 	}
-	err := ls.c.l.db.Update(ctx, func(b *Batch) error {
-		_, err := b.Modify(ls.c.l, ls.key, func(st strategies.State, now int64) (strategies.State, error) {
-			_, err := ls.c.log.Release(st, now, ls.at, 1)
-			return st, err
-		})
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("ratestore: concurrency %q: key %q: release: %w", ls.c.l.name, ls.key, err)
+	if err := ls.c.release(ctx, ls.key, ls.at); err != nil {
+		return fmt.Errorf("ratestore: concurrency %q: key %q: release: %w", ls.c.l.Name(), ls.key, err)
 	}
 	ls.released = true
 	return nil

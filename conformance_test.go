@@ -135,16 +135,9 @@ func forEach(t *testing.T, f func(t *testing.T, s *store, c strategyCase, l *rat
 
 var ctx = context.Background()
 
-// limiter is what the conformance suite calls: the decisions every
-// backend's Limiter offers, ratestore.Limiter's and redisstore.Limiter's.
-type limiter interface {
-	Allow(ctx context.Context, key string) (ratestore.Result, error)
-	AllowN(ctx context.Context, key string, n int64) (ratestore.Result, error)
-	Peek(ctx context.Context, key string) (ratestore.Result, error)
-	PeekN(ctx context.Context, key string, n int64) (ratestore.Result, error)
-	Record(ctx context.Context, key string, n int64) (ratestore.Result, error)
-	Reset(ctx context.Context, key string) error
-}
+// limiter is what the conformance suite calls: the limiter of the backend
+// contract, ratestore.Limiter's and redisstore.Limiter's.
+type limiter = ratestore.StoreLimiter
 
 // suite is one backend as the conformance suite drives it, on a fake
 // clock.

@@ -443,7 +443,7 @@ func TestBatchSharesCommits(t *testing.T) {
 			db, h, _ := openHooked(t, Options{Durability: d, FlushInterval: time.Hour})
 			l := mustLimiter(t, db, "l")
 			before := h.syncs.Load()
-			err := db.Update(bg, func(b *Batch) error {
+			err := db.Update(bg, nil, func(b *Batch) error {
 				if _, err := b.AllowN(l, "a", 1); err != nil {
 					return err
 				}

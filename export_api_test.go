@@ -20,7 +20,7 @@ func TestExportRestore(t *testing.T) {
 			require.NoError(t, err)
 			_, err = l.AllowN(ctx, "alice", 2)
 			require.NoError(t, err)
-			require.NoError(t, src.Update(ctx, func(b *ratestore.Batch) error {
+			require.NoError(t, src.Update(ctx, nil, func(b *ratestore.Batch) error {
 				return b.Put([]byte("k/app"), []byte("a record"))
 			}))
 

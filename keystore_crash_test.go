@@ -53,7 +53,7 @@ func keysCrashOpen(where, backend string) (ks *keystore.Store, close func() erro
 		if err != nil {
 			return nil, nil, err
 		}
-		if ks, err = keystore.OpenRedis(rdb, keystore.Options{}); err != nil {
+		if ks, err = keystore.Open(rdb, keystore.Options{}); err != nil {
 			rdb.Close()
 			return nil, nil, err
 		}
@@ -152,7 +152,7 @@ func (a *keysCrashAcks) add(t *testing.T, line string) {
 //
 // Each round starts from the usage the previous one left, read the same
 // way. The clock is fixed, so no usage expires between rounds. On Redis
-// (OpenRedis), where each change is acknowledged once its commit script
+// (Open on a redisstore.DB), where each change is acknowledged once its commit script
 // has run, the same must hold; a killed child's locks keep the key from
 // the next child until they expire (keysCrashLockTTL). Like
 // TestCrashKeepsAcknowledgedChanges, this checks what a process crash

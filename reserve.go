@@ -35,15 +35,30 @@ import (
 // allowed. Wait with a window strategy bounds the rate of reservations, not
 // of actions.
 type Reservation struct {
-	l    *Limiter
-	key  string
 	n    int64
-	act  int64  // Unix ns: when the holder may act
-	prev []byte // the key's state before: its encoding, nil for the initial state
-	next []byte // and after
+	act  int64 // Unix ns: when the holder may act
+	undo Undoer
 
 	mu       sync.Mutex
 	canceled bool
+}
+
+// An Undoer is what a backend keeps of the take of a Reservation it made,
+// for NewReservation: its clock, and how to give the take back.
+type Undoer interface {
+	// Now reads the backend's clock.
+	Now() time.Time
+	// Undo makes the key's state what it was before the take when nothing
+	// has changed it since, and reports whether it did.
+	Undo(ctx context.Context) (bool, error)
+}
+
+// NewReservation returns the Reservation of n, taken by a backend's
+// Limiter.Reserve, to act at act, that u gives back. Its Cancel calls
+// u.Undo at most until it succeeds, and never once act has come or for n
+// of 0.
+func NewReservation(n int64, act time.Time, u Undoer) *Reservation {
+	return &Reservation{n: n, act: act.UnixNano(), undo: u}
 }
 
 // Reserve takes n from key now, even when that takes it past its limit,
@@ -92,7 +107,8 @@ func (l *Limiter) Reserve(ctx context.Context, key string, n int64) (*Reservatio
 	if err != nil {
 		return fail(err)
 	}
-	r := &Reservation{l: l, key: key, n: n, act: now, prev: prev}
+	u := &undo{l: l, key: key, prev: prev}
+	r := &Reservation{n: n, act: now, undo: u}
 	if !res.Allowed {
 		r.act = sat.Add(now, int64(res.RetryAfter))
 	}
@@ -100,7 +116,7 @@ func (l *Limiter) Reserve(ctx context.Context, key string, n int64) (*Reservatio
 		sh.mu.Unlock()
 		return r, nil
 	}
-	r.next = st.AppendEncode(nil)
+	u.next = st.AppendEncode(nil)
 	e.st, e.idleAt = st, sat.Add(now, int64(res.ResetAfter))
 	if err := db.committed(ctx, db.changed(sh, i)); err != nil {
 		return nil, err
@@ -125,10 +141,10 @@ func (l *Limiter) Wait(ctx context.Context, key string, n int64) error {
 // TimeToAct is when the holder may perform the reserved action.
 func (r *Reservation) TimeToAct() time.Time { return time.Unix(0, r.act).UTC() }
 
-// Delay is how long from now, on the DB's clock, until TimeToAct: 0 when
-// the action may be performed at once.
+// Delay is how long from now, on the backend's clock, until TimeToAct: 0
+// when the action may be performed at once.
 func (r *Reservation) Delay() time.Duration {
-	return time.Duration(max(sat.Sub(r.act, r.l.db.now()), 0))
+	return time.Duration(max(sat.Sub(r.act, r.undo.Now().UnixNano()), 0))
 }
 
 // Cancel gives back what the reservation took, when its time has not
@@ -143,35 +159,46 @@ func (r *Reservation) Delay() time.Duration {
 func (r *Reservation) Cancel(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.canceled || r.n == 0 {
+	if r.canceled || r.n == 0 || r.undo.Now().UnixNano() >= r.act {
 		return nil
 	}
-	l, db := r.l, r.l.db
-	now := db.now()
-	if now >= r.act {
-		return nil
-	}
-	sh, i, err := l.entry(ctx, r.key, now)
+	ok, err := r.undo.Undo(ctx)
+	r.canceled = ok
+	return err
+}
+
+// undo is what a DB keeps of a reservation: the encodings of the key's
+// state before it (nil: the initial state) and after.
+type undo struct {
+	l          *Limiter
+	key        string
+	prev, next []byte
+}
+
+func (u *undo) Now() time.Time { return u.l.db.Now() }
+
+func (u *undo) Undo(ctx context.Context) (bool, error) {
+	l, db := u.l, u.l.db
+	sh, i, err := l.entry(ctx, u.key, db.now())
 	if err != nil {
-		return err
+		return false, err
 	}
 	e := &sh.slots[i]
 	var cur []byte
 	if e.st != nil {
 		cur = e.st.AppendEncode(nil)
 	}
-	if !bytes.Equal(cur, r.next) {
+	if !bytes.Equal(cur, u.next) {
 		sh.mu.Unlock()
-		return nil
+		return false, nil
 	}
 	var st strategies.State
-	if r.prev != nil {
-		if st, err = l.d.Decode(r.prev); err != nil { // cannot fail: it was encoded by the same Decider
+	if u.prev != nil {
+		if st, err = l.d.Decode(u.prev); err != nil { // cannot fail: it was encoded by the same Decider
 			sh.mu.Unlock()
-			return fmt.Errorf("ratestore: limiter %q: key %q: cancel: %w", l.name, r.key, err)
+			return false, fmt.Errorf("ratestore: limiter %q: key %q: cancel: %w", l.name, u.key, err)
 		}
 	}
 	e.st, e.idleAt = st, math.MaxInt64 // unknown until the next decision
-	r.canceled = true
-	return db.committed(ctx, db.changed(sh, i))
+	return true, db.committed(ctx, db.changed(sh, i))
 }

@@ -70,7 +70,7 @@ const (
 // gwImpls are the sides, the baseline first: the upstream called directly;
 // through a bare httputil.ReverseProxy (the hop alone, what any Go proxy
 // adds: a second baseline); then through the gateway in each durability,
-// and with its keys in a redis-server on loopback (gateway.NewRedis).
+// and with its keys in a redis-server on loopback (gateway.New on a redisstore.DB).
 var gwImpls = []string{"direct", "reverseproxy", "gateway-async", "gateway-sync", "gateway-redis"}
 
 // The requests: small, as a chat completion's first turn is. The stream
@@ -207,8 +207,8 @@ func openGwTarget(tb testing.TB, impl string, upstream *httptest.Server) (*gwTar
 			return nil, nil, oerr
 		}
 		closeDB = rdb.Close
-		if ks, err = keystore.OpenRedis(rdb, keystore.Options{}); err == nil {
-			g, err = gateway.NewRedis(rdb, gateway.Options{Upstream: up})
+		if ks, err = keystore.Open(rdb, keystore.Options{}); err == nil {
+			g, err = gateway.New(rdb, gateway.Options{Upstream: up})
 		}
 	} else {
 		d := ratestore.Async

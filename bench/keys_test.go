@@ -161,7 +161,7 @@ func BenchmarkKeysCheck(b *testing.B) {
 			b.Cleanup(func() { db.Close() })
 			const key = "key_0123456789abcdef"
 			hist := keysHistory(n, db.Now().UnixNano())
-			err = db.Update(ctx, func(bt *ratestore.Batch) error {
+			err = db.Update(ctx, nil, func(bt *ratestore.Batch) error {
 				_, err := bt.Modify(l, key, func(st strategies.State, now int64) (strategies.State, error) {
 					for _, w := range hist {
 						if err := keysStrategy.Merge(st, now, w.start, w.tokens); err != nil {

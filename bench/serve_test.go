@@ -87,7 +87,7 @@ func startRESP(b *testing.B, impl string) (string, func(key string) []byte) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s := server.New(server.Adapt(db.Limiter), server.Options{})
+	s := server.New(db, server.Options{})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)

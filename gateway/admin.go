@@ -31,16 +31,21 @@ func isAdminPath(p string) bool {
 	return p == "/metrics" || p == "/admin" || strings.HasPrefix(p, "/admin/")
 }
 
-// AdminKey is a key as the admin API shows it (KEY in the package
-// documentation), with the usage of each of its token windows at the time
-// of the answer. It never holds the secret. Model and CreatedAt are the
-// keystore.Key fields of the same names, which the command line shows.
+// AdminKey is the one JSON shape of a key with its usage: the admin API
+// answers it (KEY in the package documentation), and the command line's
+// --json output prints it, both built by NewAdminKey. It never holds the
+// secret. It has one time format for each kind of time: instants are RFC
+// 3339 in UTC, null when unset; lengths of windows and buckets are Go
+// durations, as a request gives them ("5h"); waits counted down from now
+// are whole seconds, rounded up, in fields named _seconds, as Retry-After
+// counts them.
 type AdminKey struct {
 	ID                string        `json:"id"`
 	Name              string        `json:"name"`
 	Model             string        `json:"model"`  // informational (legacy keys); Models restricts
 	Models            []string      `json:"models"` // [] for any model
 	Windows           []AdminWindow `json:"windows"`
+	Binding           int           `json:"binding"`             // the index in Windows of the binding window (keystore.Usage.Bind)
 	RequestsPerMinute int64         `json:"requests_per_minute"` // 0: no limit
 	MaxConcurrent     int           `json:"max_concurrent"`      // 0: no limit
 	ExpiresAt         *time.Time    `json:"expires_at"`          // null: never
@@ -57,8 +62,8 @@ type AdminKey struct {
 // admitted against.
 type AdminWindow struct {
 	Limit             int64      `json:"limit"`
-	Window            string     `json:"window"` // a Go duration: "5h0m0s"
-	Bucket            string     `json:"bucket"` // the same
+	Window            string     `json:"window"` // a Go duration, as a request gives it: "5h0m0s"
+	Bucket            string     `json:"bucket"` // the same: "5m0s"
 	Used              int64      `json:"used"`
 	Remaining         int64      `json:"remaining"`
 	ResetAfterSeconds int64      `json:"reset_after_seconds"` // until nothing is in use, rounded up
@@ -248,7 +253,7 @@ func (g *Gateway) adminList(w http.ResponseWriter, r *http.Request) {
 		case err != nil:
 			return err
 		}
-		out.Keys = append(out.Keys, adminKey(k, u))
+		out.Keys = append(out.Keys, NewAdminKey(k, u))
 		return nil
 	})
 	if err != nil {
@@ -333,16 +338,19 @@ func (g *Gateway) adminKey(ctx context.Context, id string) (AdminKey, error) {
 	if err != nil {
 		return AdminKey{}, err
 	}
-	return adminKey(k, u), nil
+	return NewAdminKey(k, u), nil
 }
 
-// adminKey is k with its usage u. The windows are u's, which hold their
-// policy too: the key's policy may have changed between the two reads.
-func adminKey(k keystore.Key, u keystore.Usage) AdminKey {
+// NewAdminKey is key k with its usage u, as keystore.Store.Usage returns
+// it (u.Binding set by keystore.Usage.Bind): the one builder of an
+// AdminKey. The windows are u's, which hold their policy too: the key's
+// policy may have changed between the two reads.
+func NewAdminKey(k keystore.Key, u keystore.Usage) AdminKey {
 	a := AdminKey{
 		ID: k.ID, Name: k.Name, Model: k.Model,
 		Models:            append([]string{}, k.Policy.Models...),
 		Windows:           make([]AdminWindow, len(u.Windows)),
+		Binding:           u.Binding,
 		RequestsPerMinute: k.Policy.RequestsPerMinute, MaxConcurrent: k.Policy.MaxConcurrent,
 		ExpiresAt: utcPtr(k.ExpiresAt), Disabled: k.Disabled, LifetimeTokens: k.LifetimeTokens,
 		LastUsed: utcPtr(k.LastUsed), CreatedAt: utcPtr(k.CreatedAt), InFlight: u.InFlight,

@@ -162,7 +162,7 @@ func TestAdminKeyLifecycle(t *testing.T) {
 			{Limit: 100000, Window: "5h0m0s", Bucket: "5m0s", Remaining: 100000},
 			{Limit: 1000000, Window: "168h0m0s", Bucket: "1h0m0s", Remaining: 1000000},
 		},
-		RequestsPerMinute: 60, MaxConcurrent: 4, ExpiresAt: &expires, CreatedAt: &created0,
+		Binding: 0, RequestsPerMinute: 60, MaxConcurrent: 4, ExpiresAt: &expires, CreatedAt: &created0,
 	}, k)
 
 	list := adminOK[AdminKeys](e, "GET", "/admin/keys", nil, http.StatusOK)
@@ -196,8 +196,7 @@ func TestAdminKeyLifecycle(t *testing.T) {
 		{Limit: 500, Window: "5h0m0s", Bucket: "5m0s", Used: 42, Remaining: 458, ResetAfterSeconds: 5 * 3600, WindowEnd: got.Windows[0].WindowEnd},
 		{Limit: 100, Window: "1h0m0s", Bucket: "1m0s", Remaining: 100},
 	}, got.Windows)
-	require.Zero(t, got.RequestsPerMinute)
-	require.Equal(t, 1, got.MaxConcurrent)
+	require.Equal(t, []int{1, 0, 1}, []int{got.Binding, int(got.RequestsPerMinute), got.MaxConcurrent}, "binding: the 1h window, with the least left")
 	require.Nil(t, got.ExpiresAt)
 	require.Equal(t, got, adminOK[AdminKey](e, "GET", "/admin/keys/"+k.ID, nil, http.StatusOK))
 
@@ -226,6 +225,37 @@ func TestAdminKeyLifecycle(t *testing.T) {
 	require.Empty(t, adminOK[AdminKeys](e, "GET", "/admin/keys", nil, http.StatusOK).Keys)
 	resp, _ = e.call("POST", "/v1/chat/completions", created.Secret, fakeReq{Input: 1})
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+}
+
+// TestAdminKeyJSON: the one JSON shape of a key (AdminKey), field by
+// field as a client reads it: lengths and waits in seconds (a sub-second
+// bucket as a fraction), instants RFC 3339 in UTC, null when unset, and
+// the binding window by its index in "windows".
+func TestAdminKeyJSON(t *testing.T) {
+	e := newAdminEnv(t, Options{})
+	created := adminOK[AdminCreated](e, "POST", "/admin/keys", map[string]any{
+		"name": "j", "windows": []map[string]any{{"limit": 1000, "window": "1h"}, {"limit": 100, "window": "30s"}},
+		"expires_at": "2027-01-01T00:00:00Z",
+	}, http.StatusCreated)
+	resp, body := e.call("POST", "/v1/chat/completions", created.Secret, fakeReq{Model: "gpt-4o", Input: 30, Output: 12})
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	resp, body = e.admin("GET", "/admin/keys/"+created.Key.ID, adminToken, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	var got map[string]any
+	require.NoError(t, json.Unmarshal(body, &got), string(body))
+	require.Equal(t, map[string]any{
+		"id": created.Key.ID, "name": "j", "model": "", "models": []any{},
+		"windows": []any{
+			map[string]any{"limit": 1000.0, "window": "1h0m0s", "bucket": "1m0s", "used": 42.0, "remaining": 958.0,
+				"reset_after_seconds": 3600.0, "window_end": "2026-01-18T13:00:00Z"},
+			map[string]any{"limit": 100.0, "window": "30s", "bucket": "500ms", "used": 42.0, "remaining": 58.0,
+				"reset_after_seconds": 30.0, "window_end": "2026-01-18T12:00:30Z"},
+		},
+		"binding":             1.0, // the 30s window has the least left
+		"requests_per_minute": 0.0, "max_concurrent": 0.0,
+		"expires_at": "2027-01-01T00:00:00Z", "disabled": false, "lifetime_tokens": 42.0,
+		"last_used": "2026-01-18T12:00:00Z", "created_at": "2026-01-18T12:00:00Z", "in_flight": 0.0,
+	}, got)
 }
 
 // TestAdminSecretShownOnce: the secret is in the answer to POST only:

@@ -379,17 +379,16 @@
 //
 // # Several instances
 //
-// NewRedis keeps the keys and every limit in Redis (keystore.OpenRedis on
-// a redisstore.DB), so that several gateways behind one load balancer
+// New on a redisstore.DB keeps the keys and every limit in Redis, so that several gateways behind one load balancer
 // meter each key as one: a key created, changed or deleted through one
 // gateway's admin API is used as it now is by all of them at their next
 // request; its windows, request rate, slots and Options.RPS are counted
 // once for all. An admission is one decision across the gateways (see
-// keystore.OpenRedis), so a key's window is overrun only as one gateway
+// keystore.Open), so a key's window is overrun only as one gateway
 // alone overruns it: by what requests in flight report beyond their
 // reservations, never by two gateways admitting the same room. What a
 // gateway keeps to itself is its metrics: each serves its own, without the
-// database statistics of New's, and a dashboard sums them.
+// database statistics a ratestore.DB keeps, and a dashboard sums them.
 //
 // # Logs
 //

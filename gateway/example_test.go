@@ -86,14 +86,14 @@ func Example() {
 // Several gateways behind one load balancer share their keys and every
 // limit through one Redis; keys are created through any one's admin API.
 // (Not run by go test: it needs a Redis at localhost:6379.)
-func ExampleNewRedis() {
+func ExampleNew_redis() {
 	rdb, err := redisstore.Open(context.Background(), "redis://localhost:6379/0", redisstore.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer rdb.Close()
 	up, _ := url.Parse("https://api.openai.com")
-	g, err := gateway.NewRedis(rdb, gateway.Options{Upstream: up, UpstreamKey: os.Getenv("OPENAI_API_KEY"), AdminToken: os.Getenv("RATESTORE_ADMIN_TOKEN")})
+	g, err := gateway.New(rdb, gateway.Options{Upstream: up, UpstreamKey: os.Getenv("OPENAI_API_KEY"), AdminToken: os.Getenv("RATESTORE_ADMIN_TOKEN")})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -24,14 +24,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/httplimit"
 	"github.com/ratestore/ratestore/internal/sat"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/promstats"
-	"github.com/ratestore/ratestore/redisstore"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -198,50 +195,18 @@ type Gateway struct {
 // errors about opts match ratestore.ErrInvalid; so does that of a key store
 // opened already with other options. db must stay open while the Gateway
 // serves; closing it after the server has shut down flushes the last usage.
-func New(db *ratestore.DB, opts Options) (*Gateway, error) {
-	if db == nil {
-		return nil, fmt.Errorf("gateway: nil database: %w", ratestore.ErrInvalid)
-	}
+//
+// db is any backend meeting ratestore.Store: a *ratestore.DB, or, for a
+// gateway run as several instances, a *redisstore.DB, where the keys, their
+// windows, request rates and slots, and the request rate of Options.RPS
+// are shared by every gateway that uses it (see Several instances in the
+// package documentation). The store's statistics, if it keeps any
+// (promstats.Of), are among the metrics.
+func New[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore.Store[L, B], opts Options) (*Gateway, error) {
 	keys, err := keystore.Open(db, keystore.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	return newGateway(keys, limiterOf(db.Limiter), promstats.New(db, nil), opts)
-}
-
-// NewRedis is New for gateways that run as several instances: the keys,
-// their windows, request rates and slots, and the request rate of
-// Options.RPS are in the Redis of rdb (keystore.OpenRedis), shared by every
-// gateway that uses it, so that a key's limits hold across all of them
-// (see Several instances in the package documentation). rdb must stay open
-// while the Gateway serves.
-func NewRedis(rdb *redisstore.DB, opts Options) (*Gateway, error) {
-	if rdb == nil {
-		return nil, fmt.Errorf("gateway: nil Redis: %w", ratestore.ErrInvalid)
-	}
-	keys, err := keystore.OpenRedis(rdb, keystore.Options{})
-	if err != nil {
-		return nil, fmt.Errorf("gateway: %w", err)
-	}
-	return newGateway(keys, limiterOf(rdb.Limiter), nil, opts)
-}
-
-// limiterOf makes the limiters of a store's Limiter method, for
-// Options.RPS.
-func limiterOf[L httplimit.Limiter](limiter func(name string, s strategies.Strategy) (L, error)) func(string, strategies.Strategy) (httplimit.Limiter, error) {
-	return func(name string, s strategies.Strategy) (httplimit.Limiter, error) {
-		l, err := limiter(name, s)
-		if err != nil {
-			return nil, err
-		}
-		return l, nil
-	}
-}
-
-// newGateway returns the Gateway of New and NewRedis, metering the keys of
-// keys, with the limiters of limiter for Options.RPS and the store's
-// statistics, if it has any, among the metrics.
-func newGateway(keys *keystore.Store, limiter func(string, strategies.Strategy) (httplimit.Limiter, error), stats prometheus.Collector, opts Options) (*Gateway, error) {
 	g, err := withDefaults(opts)
 	if err != nil {
 		return nil, err
@@ -267,16 +232,22 @@ func newGateway(keys *keystore.Store, limiter func(string, strategies.Strategy) 
 		if opts.Shadow {
 			deny = g.shadowRate
 		}
-		mw, err := requestRate(limiter, opts.RPS, opts.Burst, deny, g.log)
+		s, err := requestStrategy(opts.RPS, opts.Burst)
 		if err != nil {
 			return nil, err
 		}
-		g.next = mw.Wrap(g.proxy)
+		l, err := db.Limiter(RequestLimiter, s)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
+		if g.next, err = requestRate(l, deny, g.log, g.proxy); err != nil {
+			return nil, err
+		}
 	}
 	if opts.AdminToken != "" {
 		g.admin = sha256.Sum256([]byte(opts.AdminToken))
 	}
-	g.metrics = newMetrics(stats)
+	g.metrics = newMetrics(promstats.Of(db, nil))
 	g.adminAPI = g.adminMux()
 	return g, nil
 }
@@ -339,23 +310,29 @@ func timeout(d, def time.Duration) time.Duration {
 	return d
 }
 
-// requestRate returns the middleware of Options.RPS.
-func requestRate(limiter func(string, strategies.Strategy) (httplimit.Limiter, error), rps float64, burst int64, deny func(http.ResponseWriter, *http.Request, httplimit.Decision), log *slog.Logger) (*httplimit.Middleware, error) {
+// requestStrategy is the strategy of Options.RPS and Options.Burst.
+func requestStrategy(rps float64, burst int64) (strategies.GCRA, error) {
 	if !(rps > 0) || math.IsInf(rps, 0) || burst < 0 {
-		return nil, fmt.Errorf("gateway: request rate %v, burst %d: want a rate > 0 and a burst >= 0: %w", rps, burst, ratestore.ErrInvalid)
+		return strategies.GCRA{}, fmt.Errorf("gateway: request rate %v, burst %d: want a rate > 0 and a burst >= 0: %w", rps, burst, ratestore.ErrInvalid)
 	}
 	if burst == 0 {
 		burst = max(1, int64(math.Ceil(rps)))
 	}
-	lim, err := limiter(RequestLimiter, strategies.GCRA{Rate: rps, Burst: burst})
-	if err != nil {
-		return nil, fmt.Errorf("gateway: %w", err)
-	}
-	return httplimit.New(httplimit.Options{
-		Rules:  []httplimit.Rule{{Limiter: lim, Key: exchangeKeyID, Policy: "requests"}},
+	return strategies.GCRA{Rate: rps, Burst: burst}, nil
+}
+
+// requestRate returns next behind the request rate of Options.RPS,
+// decided by l.
+func requestRate(l ratestore.StoreLimiter, deny func(http.ResponseWriter, *http.Request, httplimit.Decision), log *slog.Logger, next http.Handler) (http.Handler, error) {
+	mw, err := httplimit.New(httplimit.Options{
+		Rules:  []httplimit.Rule{{Limiter: l, Key: exchangeKeyID, Policy: "requests"}},
 		Deny:   deny,
 		Logger: log,
 	})
+	if err != nil {
+		return nil, err
+	}
+	return mw.Wrap(next), nil
 }
 
 // exchange is one request going through the gateway: the ResponseWriter
@@ -926,39 +903,6 @@ func (g *Gateway) refuse(x *exchange, r *http.Request, k keystore.Key, err error
 	g.deny(x, k, d, x.reserve)
 }
 
-// Stats is the body of the stats path: the caller's key and its usage. The
-// top-level figures are those of the binding window (keystore.Usage.Bind),
-// Windows those of every token window of the key.
-type Stats struct {
-	KeyID             string        `json:"key_id"`
-	Name              string        `json:"name"`
-	Window            string        `json:"window"` // the binding window's length, as a Go duration ("5h0m0s")
-	Used              int64         `json:"used"`
-	Limit             int64         `json:"limit"`
-	Remaining         int64         `json:"remaining"`
-	WindowEnd         *string       `json:"window_end"` // RFC 3339; null when nothing is in use
-	ResetAfterSeconds int64         `json:"reset_after_seconds"`
-	Windows           []WindowStats `json:"windows"`
-	LifetimeTokens    int64         `json:"lifetime_tokens"`
-}
-
-// WindowStats is one token window of Stats.
-type WindowStats struct {
-	Window            string  `json:"window"` // its length, as a Go duration
-	Used              int64   `json:"used"`
-	Limit             int64   `json:"limit"`
-	Remaining         int64   `json:"remaining"`
-	WindowEnd         *string `json:"window_end"`
-	ResetAfterSeconds int64   `json:"reset_after_seconds"`
-}
-
-func windowStats(w keystore.WindowUsage) WindowStats {
-	return WindowStats{
-		Window: w.Window.String(), Used: w.Used, Limit: w.Limit, Remaining: w.Remaining,
-		WindowEnd: instant(w.WindowEnd), ResetAfterSeconds: ceilSeconds(w.ResetAfter),
-	}
-}
-
 // stats answers the stats path for the key of secret.
 func (g *Gateway) stats(x *exchange, r *http.Request, secret string) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -977,18 +921,7 @@ func (g *Gateway) stats(x *exchange, r *http.Request, secret string) {
 		g.refuse(x, r, k, err)
 		return
 	}
-	b := windowStats(u.Windows[u.Binding]) // a key has a window at least
-	st := Stats{
-		KeyID: k.ID, Name: k.Name, Window: b.Window,
-		Used: b.Used, Limit: b.Limit, Remaining: b.Remaining,
-		WindowEnd: b.WindowEnd, ResetAfterSeconds: b.ResetAfterSeconds,
-		Windows:        make([]WindowStats, len(u.Windows)),
-		LifetimeTokens: k.LifetimeTokens,
-	}
-	for i, w := range u.Windows {
-		st.Windows[i] = windowStats(w)
-	}
-	writeJSON(x, http.StatusOK, st)
+	writeJSON(x, http.StatusOK, NewAdminKey(k, u)) // the one shape of a key (AdminKey)
 }
 
 // rewrite makes the upstream request: see Headers in the package
@@ -1158,19 +1091,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	w.Write(b.Bytes())
-}
-
-// instant formats t as RFC 3339 in UTC, rounded up to the second; nil for
-// the zero instant.
-func instant(t time.Time) *string {
-	if t.IsZero() {
-		return nil
-	}
-	if t.Nanosecond() != 0 {
-		t = t.Truncate(time.Second).Add(time.Second)
-	}
-	s := t.UTC().Format(time.RFC3339)
-	return &s
 }
 
 func ceilSeconds(d time.Duration) int64 { return sat.CeilDiv(int64(d), int64(time.Second)) }

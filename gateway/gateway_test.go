@@ -262,8 +262,8 @@ func TestJSONDialects(t *testing.T) {
 	require.EqualValues(t, 44, e.usage(k.ID).Used)
 }
 
-// TestStats: the stats path shows the caller's own key and usage, and
-// nothing of another key's.
+// TestStats: the stats path shows the caller's own key and usage, in the
+// one shape of a key (AdminKey), and nothing of another key's.
 func TestStats(t *testing.T) {
 	e := newEnv(t, Options{StatsPath: "/gateway/stats"})
 	a, secretA := e.key("alice", 1000)
@@ -272,18 +272,16 @@ func TestStats(t *testing.T) {
 	e.call("POST", "/v1/messages", secretB, fakeReq{Input: 60, Output: 10})
 	hits := e.up.hits.Load()
 
-	fields := []string{"key_id", "name", "window", "used", "limit", "remaining", "window_end", "reset_after_seconds", "windows", "lifetime_tokens"}
+	fields := keyJSONFields
 	// window is the usage of one 5-hour window, as the stats show it.
 	window := func(used, limit int64) map[string]any {
-		return map[string]any{"window": "5h0m0s", "used": float64(used), "limit": float64(limit), "remaining": float64(limit - used),
-			"window_end": "2026-01-18T17:00:00Z", "reset_after_seconds": 18000.0}
+		return map[string]any{"window": "5h0m0s", "bucket": "5m0s", "used": float64(used), "limit": float64(limit),
+			"remaining": float64(limit - used), "window_end": "2026-01-18T17:00:00Z", "reset_after_seconds": 18000.0}
 	}
 	// stats is the stats of a key of one 5-hour window.
 	stats := func(id, name string, used, limit int64) map[string]any {
-		m := window(used, limit)
-		m["key_id"], m["name"], m["lifetime_tokens"] = id, name, float64(used)
-		m["windows"] = []any{window(used, limit)}
-		return m
+		return map[string]any{"id": id, "name": name, "lifetime_tokens": float64(used), "binding": 0.0, "in_flight": 0.0,
+			"windows": []any{window(used, limit)}}
 	}
 	for _, c := range []struct {
 		path, secret string
@@ -295,14 +293,14 @@ func TestStats(t *testing.T) {
 	} {
 		resp, body := e.call("GET", c.path, c.secret, nil)
 		require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
-		require.Equal(t, c.want, decode(t, body, fields...))
+		require.Equal(t, c.want, pick(decode(t, body, fields...), "id", "name", "windows", "binding", "lifetime_tokens", "in_flight"))
 	}
 	// A fresh key: nothing in use, no window end.
 	_, secretC := e.key("carol", 10)
 	_, body := e.call("GET", "/gateway/stats", secretC, nil)
-	m := decode(t, body, fields...)
-	require.Nil(t, m["window_end"])
-	require.Equal(t, 0.0, m["used"])
+	w := decode(t, body, fields...)["windows"].([]any)[0].(map[string]any)
+	require.Nil(t, w["window_end"])
+	require.Equal(t, 0.0, w["used"])
 
 	resp, body := e.call("POST", "/gateway/stats", secretA, nil)
 	require.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode, string(body))
@@ -336,17 +334,13 @@ func TestWindows(t *testing.T) {
 		apiError(t, body, "rate_limit_error")["message"])
 
 	_, body = e.call("GET", DefaultStatsPath, secret, nil)
-	day := map[string]any{"window": "24h0m0s", "used": 150.0, "limit": 100.0, "remaining": 0.0,
-		"window_end": "2026-01-19T12:00:00Z", "reset_after_seconds": 68400.0}
-	want := map[string]any{"key_id": k.ID, "name": "two", "lifetime_tokens": 150.0, "windows": []any{
-		map[string]any{"window": "5h0m0s", "used": 0.0, "limit": 1000.0, "remaining": 1000.0, "window_end": nil, "reset_after_seconds": 0.0},
-		day,
+	want := map[string]any{"id": k.ID, "name": "two", "lifetime_tokens": 150.0, "binding": 1.0, "windows": []any{
+		map[string]any{"window": "5h0m0s", "bucket": "5m0s", "used": 0.0, "limit": 1000.0, "remaining": 1000.0,
+			"window_end": nil, "reset_after_seconds": 0.0},
+		map[string]any{"window": "24h0m0s", "bucket": "24m0s", "used": 150.0, "limit": 100.0, "remaining": 0.0,
+			"window_end": "2026-01-19T12:00:00Z", "reset_after_seconds": 68400.0},
 	}}
-	for f, v := range day {
-		want[f] = v
-	}
-	require.Equal(t, want, decode(t, body, "key_id", "name", "window", "used", "limit", "remaining", "window_end",
-		"reset_after_seconds", "windows", "lifetime_tokens"))
+	require.Equal(t, want, pick(decode(t, body, keyJSONFields...), "id", "name", "windows", "binding", "lifetime_tokens"))
 
 	e.clock.Advance(19 * time.Hour)
 	resp, body = e.call("POST", "/v1/chat/completions", secret, fakeReq{Input: 1})
@@ -500,7 +494,7 @@ func TestNewErrors(t *testing.T) {
 		_, err := New(e.db, opts)
 		require.ErrorIs(t, err, ratestore.ErrInvalid, "%+v", opts)
 	}
-	_, err := New(nil, Options{Upstream: e.up.url(t)})
+	_, err := New((*ratestore.DB)(nil), Options{Upstream: e.up.url(t)})
 	require.ErrorIs(t, err, ratestore.ErrInvalid)
 	_, err = New(e.db, Options{Upstream: &url.URL{Scheme: "ftp", User: url.UserPassword("u", "hunter2"), Host: "x"}})
 	require.NotContains(t, err.Error(), "hunter2")
@@ -852,6 +846,19 @@ func (e *env) lifetime(id string) int64 {
 
 // decode decodes a JSON body into a map, requiring exactly the fields
 // named.
+// keyJSONFields are the fields of a key in JSON (AdminKey).
+var keyJSONFields = []string{"id", "name", "model", "models", "windows", "binding", "requests_per_minute", "max_concurrent",
+	"expires_at", "disabled", "lifetime_tokens", "last_used", "created_at", "in_flight"}
+
+// pick is m with only the fields named.
+func pick(m map[string]any, fields ...string) map[string]any {
+	p := make(map[string]any, len(fields))
+	for _, f := range fields {
+		p[f] = m[f]
+	}
+	return p
+}
+
 func decode(t testing.TB, body []byte, fields ...string) map[string]any {
 	t.Helper()
 	var m map[string]any

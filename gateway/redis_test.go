@@ -17,7 +17,7 @@ import (
 	"github.com/ratestore/ratestore/redisstore"
 )
 
-// newRedisEnvs starts n gateways (NewRedis) on one redis-server, each on
+// newRedisEnvs starts n gateways (New on a redisstore.DB) on one redis-server, each on
 // its own redisstore.DB as a process of its own would be, in front of one
 // fake upstream, on one fake clock; their admin API is open.
 func newRedisEnvs(t *testing.T, n int, opts Options) []*env {
@@ -37,9 +37,9 @@ func newRedisEnvsOn(t *testing.T, n int, opts Options) ([]*env, *redistest.Serve
 		require.NoError(t, err)
 		t.Cleanup(func() { rdb.Close() })
 		e := &env{t: t, clock: clock, up: up, served: make(chan struct{}, 1<<12)}
-		e.gw, err = NewRedis(rdb, opts)
+		e.gw, err = New(rdb, opts)
 		require.NoError(t, err)
-		e.ks, err = keystore.OpenRedis(rdb, keystore.Options{})
+		e.ks, err = keystore.Open(rdb, keystore.Options{})
 		require.NoError(t, err)
 		e.serve()
 		envs = append(envs, e)

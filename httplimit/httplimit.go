@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore"
-	"github.com/ratestore/ratestore/strategies"
 )
 
 // A KeyFunc returns the key under which a request is counted: whose
@@ -28,15 +27,10 @@ type KeyFunc func(r *http.Request) (string, error)
 // A CostFunc that reads the body must leave it readable for the handler.
 type CostFunc func(r *http.Request) (int64, error)
 
-// Limiter is what decides a Rule: a *ratestore.Limiter, or a limiter of
-// another store with its semantics (a *redisstore.Limiter, whose limits
-// several processes share).
-type Limiter interface {
-	Name() string
-	Strategy() strategies.Strategy
-	Peek(ctx context.Context, key string) (strategies.Result, error)
-	AllowN(ctx context.Context, key string, n int64) (strategies.Result, error)
-}
+// Limiter is what decides a Rule: the limiter of any backend meeting the
+// backend contract (ratestore.StoreLimiter), a *ratestore.Limiter or a
+// *redisstore.Limiter, whose limits several processes share.
+type Limiter = ratestore.StoreLimiter
 
 // isNil reports whether l is nil, or a nil pointer (the Limiter of a
 // failed db.Limiter call).

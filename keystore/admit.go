@@ -127,22 +127,21 @@ func (s *Store) Admit(ctx context.Context, secret string, req Request) (*Admissi
 	if err != nil {
 		return nil, err
 	}
-	var a *Admission
-	err = s.eng.update(ctx, []string{e.id}, func(b batch) error {
-		var err error
-		a, err = s.admit(ctx, b, e, req)
-		return err
-	})
-	if err != nil && a == nil {
+	c := s.newCall(ctx, e)
+	defer c.free()
+	c.req = req
+	err = s.eng.update(ctx, c.locks(), c.admit)
+	if err != nil && c.a == nil {
 		return nil, err
 	}
-	return a, err
+	return c.a, err
 }
 
 // admit is Admit inside the batch b that stores it: it reads e's record
 // again if the engine is shared, merges its pending legacy usage, checks
 // that e admits req (admits) and holds what it admits (hold).
-func (s *Store) admit(ctx context.Context, b batch, e *entry, req Request) (*Admission, error) {
+func (s *Store) admit(c *call, b batch) (*Admission, error) {
+	e, req := c.e, c.req
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err := s.refresh(b, e); err != nil {
@@ -152,17 +151,17 @@ func (s *Store) admit(ctx context.Context, b batch, e *entry, req Request) (*Adm
 		return nil, &Denial{Reason: "unknown", RetryAfter: -1, err: ErrNotFound}
 	}
 	// Before the checks, which count it; it stands even if they refuse.
-	if err := s.mergePending(ctx, b, e); err != nil {
+	if err := s.mergePending(c.ctx, b, e); err != nil {
 		return nil, err
 	}
 	now := b.now()
-	room, err := e.admits(ctx, b, req, now)
+	room, err := e.admits(c.ctx, b, req, now)
 	if err != nil {
 		return nil, err
 	}
 	reserve := sat.Add(req.Reserve, min(req.Optional, room))
 	pol := e.rec.pol
-	if err := e.hold(b, pol, now, reserve); err != nil {
+	if err := c.hold(b, pol, now, reserve); err != nil {
 		return nil, err
 	}
 	return &Admission{s: s, e: e, k: e.key(), pol: pol, reserve: reserve, at: now,
@@ -170,17 +169,18 @@ func (s *Store) admit(ctx context.Context, b batch, e *entry, req Request) (*Adm
 }
 
 // hold takes what admits allowed: reserve tokens in every window of pol,
-// and a concurrency slot. The caller holds e.mu.
-func (e *entry) hold(b batch, pol *policy, now, reserve int64) error {
+// and a concurrency slot, for the key of c. The caller holds its entry's
+// lock.
+func (c *call) hold(b batch, pol *policy, now, reserve int64) error {
+	e := c.e
 	if reserve > 0 {
 		// At now, in every window: the instant Finish refunds at. A
 		// Record would decide at its own instant, which a moving clock
 		// may have taken into the next bucket.
+		c.now, c.n = now, reserve
 		for i, l := range pol.windows {
-			rw := pol.pub.Windows[i].strategy()
-			if _, err := b.Modify(l, e.id, func(st strategies.State, at int64) (strategies.State, error) {
-				return st, rw.Merge(st, at, min(now, at), reserve)
-			}); err != nil {
+			c.rw = pol.pub.Windows[i].strategy()
+			if _, err := b.Modify(l, e.id, c.merge); err != nil {
 				return fmt.Errorf("keystore: key %s: reserving: %w", e.id, err)
 			}
 		}
@@ -206,7 +206,7 @@ func (e *entry) admits(ctx context.Context, b batch, req Request, now int64) (ro
 		return 0, &Denial{Reason: "model", Limit: fmt.Sprintf("model %q", req.Model), RetryAfter: -1, key: e.id, err: ErrModel}
 	}
 	if max := pol.pub.MaxConcurrent; max > 0 {
-		r, err := b.PeekN(pol.inflight, e.id, 1)
+		r, err := b.PeekN(ctx, pol.inflight, e.id, 1)
 		if err != nil {
 			return 0, fmt.Errorf("keystore: key %s: requests in flight: %w", e.id, err)
 		}
@@ -217,7 +217,7 @@ func (e *entry) admits(ctx context.Context, b batch, req Request, now int64) (ro
 				RetryAfter: r.RetryAfter, key: e.id, err: ErrLimited}
 		}
 	}
-	res, i, err := pol.peek(b, e.id, req.Reserve)
+	res, i, err := pol.peek(ctx, b, e.id, req.Reserve)
 	if err != nil {
 		return 0, err
 	}
@@ -254,41 +254,41 @@ func (a *Admission) Finish(ctx context.Context, tokens int64) (Usage, error) {
 	if tokens < 0 {
 		return Usage{}, invalid("finish: negative tokens %d", tokens)
 	}
+	c := a.s.newCall(ctx, a.e)
+	defer c.free()
+	c.a, c.tokens = a, tokens
+	err := a.s.eng.update(ctx, c.locks(), c.finish)
+	return c.u, err
+}
+
+// finishIn is Finish in the batch b, with the state of c.
+func (a *Admission) finishIn(c *call, b batch) error {
 	s, e := a.s, a.e
-	var u Usage
-	err := s.eng.update(ctx, []string{e.id}, func(b batch) error {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		if err := s.refresh(b, e); err != nil {
-			return err
-		}
-		if a.finished {
-			return errFinished
-		}
-		if e.rec.gone {
-			a.finished = true
-			return notFound(e.id)
-		}
-		now := b.now()
-		if err := a.settle(b, tokens, now); err != nil {
-			return err
-		}
-		if _, err := b.Modify(e.rec.pol.inflight, e.id, func(st strategies.State, now int64) (strategies.State, error) {
-			_, err := s.lease.Release(st, now, a.at, 1)
-			return st, err
-		}); err != nil {
-			return fmt.Errorf("keystore: key %s: freeing the slot: %w", e.id, err)
-		}
-		a.finished = true
-		e.used(tokens, now)
-		if err := b.Put(recordKey(e.id), e.rec.encode()); err != nil {
-			return err
-		}
-		var err error
-		u, err = s.usageOf(b, e, now)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := s.refresh(b, e); err != nil {
 		return err
-	})
-	return u, err
+	}
+	if a.finished {
+		return errFinished
+	}
+	if e.rec.gone {
+		a.finished = true
+		return notFound(e.id)
+	}
+	now := b.now()
+	if err := c.settle(b, now); err != nil {
+		return err
+	}
+	if _, err := b.Modify(e.rec.pol.inflight, e.id, c.release); err != nil {
+		return fmt.Errorf("keystore: key %s: freeing the slot: %w", e.id, err)
+	}
+	a.finished = true
+	e.used(c.tokens, now)
+	if err := b.Put(e.keys[0], e.rec.encode()); err != nil {
+		return err
+	}
+	return s.usageOf(c, b)
 }
 
 // settle replaces a's reservation by tokens in the windows of the key's
@@ -296,20 +296,20 @@ func (a *Admission) Finish(ctx context.Context, tokens int64) (Usage, error) {
 // by adding or refunding the difference in the reservation's bucket; in a
 // window the policy gained since Admit, by recording tokens now. Windows
 // the policy lost since do not count any more and are left as they are.
-// The caller holds the entry's lock.
-func (a *Admission) settle(b batch, tokens, now int64) error {
+// The caller holds the entry's lock. It settles c.a with c.tokens.
+func (c *call) settle(b batch, now int64) error {
+	a, tokens := c.a, c.tokens
 	id := a.e.id
-	delta := tokens - a.reserve
-	if now >= a.deadline && delta < 0 {
-		delta = 0 // past its lease: the reservation stays charged
+	c.n = tokens - a.reserve
+	if now >= a.deadline && c.n < 0 {
+		c.n = 0 // past its lease: the reservation stays charged
 	}
 	pol := a.e.rec.pol
 	for i, w := range pol.pub.Windows {
 		var err error
 		if a.reserved(w.Window) {
-			_, err = b.Modify(pol.windows[i], id, func(st strategies.State, now int64) (strategies.State, error) {
-				return st, adjust(w.strategy(), st, now, a.at, a.e.moved-a.moved, delta)
-			})
+			c.rw = w.strategy()
+			_, err = b.Modify(pol.windows[i], id, c.adjust)
 		} else if tokens > 0 {
 			_, err = b.Record(pol.windows[i], id, tokens)
 		}

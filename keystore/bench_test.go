@@ -34,7 +34,7 @@ func benchRedis(b *testing.B) (*keystore.Store, string, func() int64) {
 	rdb, err := redisstore.Open(ctx, srv.URL(), redisstore.Options{Now: fakeclock.New(t0).Now})
 	require.NoError(b, err)
 	b.Cleanup(func() { rdb.Close() })
-	ks, err := keystore.OpenRedis(rdb, keystore.Options{})
+	ks, err := keystore.Open(rdb, keystore.Options{})
 	require.NoError(b, err)
 	_, secret := benchKey(b, ks)
 	return ks, secret, redistest.CountTrips(rdb.Client())
@@ -62,7 +62,7 @@ func BenchmarkCheck(b *testing.B) {
 	}
 }
 
-// BenchmarkCheckRedis is BenchmarkCheck on Redis (OpenRedis), with the
+// BenchmarkCheckRedis is BenchmarkCheck on Redis (Open on a redisstore.DB), with the
 // round trips a Check costs.
 func BenchmarkCheckRedis(b *testing.B) {
 	ks, secret, trips := benchRedis(b)
@@ -100,7 +100,7 @@ func BenchmarkAdmitFinish(b *testing.B) {
 			}
 		})
 	}
-	// On Redis (OpenRedis), with the round trips each pair costs.
+	// On Redis (Open on a redisstore.DB), with the round trips each pair costs.
 	b.Run("redis", func(b *testing.B) {
 		ks, secret, trips := benchRedis(b)
 		b.ReportAllocs()

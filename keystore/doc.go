@@ -52,10 +52,13 @@
 // and keeps its reservation charged; its late Finish charges only what
 // exceeds it. Never less than the real usage is charged.
 //
-// # Several processes: OpenRedis
+// # Several processes: Open on a redisstore.DB
 //
-// OpenRedis keeps the same records and states in Redis (redisstore.DB),
-// for gateways that run several instances. Each process still holds the
+// Open on a redisstore.DB keeps the same records and states in Redis, for
+// gateways that run several instances. The Store's code is the same: it is
+// written once against the backend contract (ratestore.Store), and what
+// differs is behind the contract's methods (Reread, Update's locks,
+// Prefetch), which do nothing on a ratestore.DB. Each process still holds the
 // keys in memory, but another may change them: a call reads the key's
 // record again before it uses it, and a key another process created is
 // read on first sight, so that a key is used as it now is, never as this

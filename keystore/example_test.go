@@ -91,14 +91,14 @@ func Example() {
 // Two processes open the key store in one Redis: a key created by one is
 // admitted by the other at once, and both count against one window.
 // (Not run by go test: it needs a Redis at localhost:6379.)
-func ExampleOpenRedis() {
+func ExampleOpen_redis() {
 	ctx := context.Background()
 	rdb, err := redisstore.Open(ctx, "redis://localhost:6379/0", redisstore.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer rdb.Close()
-	keys, err := keystore.OpenRedis(rdb, keystore.Options{})
+	keys, err := keystore.Open(rdb, keystore.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}

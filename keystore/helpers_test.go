@@ -34,7 +34,7 @@ var (
 type mode struct {
 	backend    ratestore.Backend
 	durability ratestore.Durability
-	redis      bool // keystore.OpenRedis on a redis-server started for the test, instead
+	redis      bool // keystore.Open on a redisstore.DB on a redis-server started for the test, instead
 }
 
 func (m mode) String() string {
@@ -136,7 +136,7 @@ func (e *env) openStore() {
 // open opens the key store of the open database with opts.
 func (e *env) open(opts keystore.Options) (*keystore.Store, error) {
 	if e.mode.redis {
-		return keystore.OpenRedis(e.rdb, opts)
+		return keystore.Open(e.rdb, opts)
 	}
 	return keystore.Open(e.db, opts)
 }
@@ -269,7 +269,7 @@ func (e *env) rawPut(key string, value []byte) {
 		}))
 		return
 	}
-	require.NoError(e.t, e.db.Update(ctx, func(b *ratestore.Batch) error {
+	require.NoError(e.t, e.db.Update(ctx, nil, func(b *ratestore.Batch) error {
 		if value == nil {
 			return b.Delete([]byte(key))
 		}

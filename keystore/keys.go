@@ -77,12 +77,13 @@ func (s *Store) fromSpec(op string, spec Spec) (record, error) {
 // or one drawn now when id is "". legacy says whether the key's legacy
 // usage windows are stored (see Import). It adds the key to the maps.
 func (s *Store) add(b batch, id string, rec record, legacy bool) (*entry, error) {
-	if s.eng.shared() { // another process may have added it: its hash is stored
-		if id, err := b.Get(hashKey(rec.hash)); err != nil {
-			return nil, err
-		} else if id != nil {
-			return nil, fmt.Errorf("keystore: a key with this secret exists already (%s): %w", id, ErrInvalid)
-		}
+	// Another process may have added it: its hash is stored.
+	ids, err := b.Reread([][]byte{hashKey(rec.hash)})
+	if err != nil {
+		return nil, err
+	}
+	if len(ids) > 0 && ids[0] != nil {
+		return nil, fmt.Errorf("keystore: a key with this secret exists already (%s): %w", ids[0], ErrInvalid)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -95,8 +96,8 @@ func (s *Store) add(b batch, id string, rec record, legacy bool) (*entry, error)
 		return nil, fmt.Errorf("keystore: key id %s was taken meanwhile: %w", id, ErrInvalid)
 	}
 	rec.legacy = legacy
-	e := &entry{id: id, rec: rec}
-	err := b.Put(recordKey(id), rec.encode())
+	e := newEntry(id, rec)
+	err = b.Put(recordKey(id), rec.encode())
 	if err == nil {
 		err = b.Put(hashKey(rec.hash), []byte(id))
 	}
@@ -232,11 +233,9 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if s.eng.shared() {
-		// A key another process created: read it into the maps.
-		if _, err := s.find(ctx, id); err != nil && !errors.Is(err, ErrCorrupt) {
-			return err
-		}
+	// A key another process created is read into the maps.
+	if _, err := s.find(ctx, id); err != nil && !errors.Is(err, ErrCorrupt) {
+		return err
 	}
 	keys, err := s.keysToDelete(ctx, id)
 	if err != nil {
@@ -363,7 +362,7 @@ func (s *Store) Check(ctx context.Context, secret string) (Key, strategies.Resul
 	if err := e.refusal(s.expiryNow(e)); err != nil {
 		return k, strategies.Result{}, err
 	}
-	res, _, err := e.rec.pol.peek(direct(ctx), e.id, 0)
+	res, _, err := e.rec.pol.peek(ctx, direct{}, e.id, 0)
 	if err != nil {
 		return Key{}, strategies.Result{}, err
 	}
@@ -416,66 +415,60 @@ func (s *Store) Usage(ctx context.Context, id string) (Usage, error) {
 	if e.rec.gone {
 		return Usage{}, notFound(id)
 	}
-	return s.usageOf(direct(ctx), e, s.now())
+	c := s.newCall(ctx, e)
+	defer c.free()
+	if err := s.usageOf(c, direct{}); err != nil {
+		return Usage{}, err
+	}
+	return c.u, nil
 }
 
-// usageOf is Usage of e. The caller holds e.mu.
-func (s *Store) usageOf(r batch, e *entry, now int64) (Usage, error) {
+// usageOf sets c.u to the usage of c's key, read through r. The caller
+// holds the key's entry lock.
+func (s *Store) usageOf(c *call, r reader) error {
+	e := c.e
 	pol := e.rec.pol
-	u := Usage{Windows: make([]WindowUsage, len(pol.windows))}
-	err := r.Inspect(pol.inflight, e.id, func(st strategies.State, now int64) error {
-		n, err := s.lease.Used(st, now)
-		u.InFlight = int(n)
-		return err
-	})
-	if err != nil {
-		return Usage{}, fmt.Errorf("keystore: key %s: requests in flight: %w", e.id, err)
+	c.u = Usage{Windows: make([]WindowUsage, len(pol.windows))}
+	if err := r.Inspect(c.ctx, pol.inflight, e.id, c.inflight); err != nil {
+		return fmt.Errorf("keystore: key %s: requests in flight: %w", e.id, err)
 	}
-	for i := range pol.pub.Windows {
-		wu, err := s.windowUsage(r, e, i)
-		if err != nil {
-			return Usage{}, err
+	for i, w := range pol.pub.Windows {
+		c.wu, c.rw = &c.u.Windows[i], w.strategy()
+		*c.wu = WindowUsage{Window: w.Window, Bucket: w.Bucket, Limit: w.Limit}
+		if err := r.Inspect(c.ctx, pol.windows[i], e.id, c.usage); err != nil {
+			return fmt.Errorf("keystore: key %s: usage: %w", e.id, err)
 		}
-		u.Windows[i] = wu
 	}
-	u.Bind()
-	return u, nil
+	c.u.Bind()
+	return nil
 }
 
-// windowUsage reports window i of e's policy.
-func (s *Store) windowUsage(r batch, e *entry, i int) (WindowUsage, error) {
-	w := e.rec.pol.pub.Windows[i]
-	wu := WindowUsage{Window: w.Window, Bucket: w.Bucket, Limit: w.Limit}
-	rw := w.strategy()
-	err := r.Inspect(e.rec.pol.windows[i], e.id, func(st strategies.State, now int64) error {
-		used, err := rw.Used(st, now)
-		if err != nil {
-			return err
-		}
-		r, err := rw.Prepare().Decide(st, strategies.Call{Now: now, DryRun: true})
-		if err != nil {
-			return err
-		}
-		wu.Used, wu.Remaining, wu.ResetAfter = used, max(0, w.Limit-used), r.ResetAfter
-		if used == 0 {
-			return nil
-		}
-		// With the limit at used, one more token fits once the oldest usage
-		// still counted has expired, and not before.
-		probe := rw
-		probe.Limit = used
-		if r, err = probe.Prepare().Decide(st, strategies.Call{Now: now, N: 1, DryRun: true}); err != nil {
-			return err
-		}
-		if r.RetryAfter > 0 {
-			wu.WindowEnd = timeOf(sat.Add(now, int64(r.RetryAfter)), true)
-		}
-		return nil
-	})
+// windowUsage fills in wu, the usage of a window of strategy rw, from st,
+// its state at now.
+func windowUsage(rw strategies.RollingWindow, wu *WindowUsage, st strategies.State, now int64) error {
+	used, err := rw.Used(st, now)
 	if err != nil {
-		return WindowUsage{}, fmt.Errorf("keystore: key %s: usage: %w", e.id, err)
+		return err
 	}
-	return wu, nil
+	r, err := rw.Prepare().Decide(st, strategies.Call{Now: now, DryRun: true})
+	if err != nil {
+		return err
+	}
+	wu.Used, wu.Remaining, wu.ResetAfter = used, max(0, wu.Limit-used), r.ResetAfter
+	if used == 0 {
+		return nil
+	}
+	// With the limit at used, one more token fits once the oldest usage
+	// still counted has expired, and not before.
+	probe := rw
+	probe.Limit = used
+	if r, err = probe.Prepare().Decide(st, strategies.Call{Now: now, N: 1, DryRun: true}); err != nil {
+		return err
+	}
+	if r.RetryAfter > 0 {
+		wu.WindowEnd = timeOf(sat.Add(now, int64(r.RetryAfter)), true)
+	}
+	return nil
 }
 
 // change runs fn on key id, after merging its pending legacy usage in the

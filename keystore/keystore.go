@@ -8,12 +8,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/ratestore/ratestore"
-	"github.com/ratestore/ratestore/redisstore"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -169,7 +169,21 @@ type entry struct {
 	mu    sync.Mutex
 	id    string
 	rec   record
-	moved int64 // how far the key's policy changes have moved reservations: the sum of their reach (see adjust)
+	moved int64    // how far the key's policy changes have moved reservations: the sum of their reach (see adjust)
+	keys  [][]byte // its record key and legacy record key, made once
+}
+
+func newEntry(id string, rec record) *entry {
+	return &entry{id: id, rec: rec, keys: [][]byte{recordKey(id), legacyKey(id)}}
+}
+
+// records are the keys of the records of e's key: its record, and its
+// legacy usage if it has any.
+func (e *entry) records() [][]byte {
+	if e.rec.legacy {
+		return e.keys
+	}
+	return e.keys[:1]
 }
 
 // storeKey attaches the Store to its DB (ratestore.DB.Attach).
@@ -186,29 +200,22 @@ type storeKey struct{}
 // Records written by earlier versions are rewritten in the current format
 // on the way (see the package doc); a record that cannot be decoded is
 // reported, with ErrCorrupt, by every call naming its key.
-func Open(db *ratestore.DB, opts Options) (*Store, error) {
-	if db == nil {
+//
+// db is any backend meeting the backend contract (ratestore.Store): a
+// *ratestore.DB, or a *redisstore.DB, where every process that opens the
+// key store shares its keys, their windows, request rates, requests in
+// flight and reservations. Each process holds the keys in memory, and
+// reads a key's record again before it uses it where other processes
+// change them (Store.Reread), so that a key created, changed, disabled or
+// deleted by another process is used as it now is. A change of a key (an
+// Admit, a Finish, an update) is one Update holding a lock of the key
+// against the other processes' changes: the checks of an Admit and what it
+// takes are one decision across all of them.
+func Open[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore.Store[L, B], opts Options) (*Store, error) {
+	if v := reflect.ValueOf(db); !v.IsValid() || v.Kind() == reflect.Pointer && v.IsNil() {
 		return nil, fmt.Errorf("keystore: open: nil database: %w", ErrInvalid)
 	}
-	return attach(db.Attach, engine{db: db}, opts)
-}
-
-// OpenRedis returns the key store in the Redis of rdb, as Open does for a
-// ratestore.DB: every process that opens it there shares its keys, their
-// windows, request rates, requests in flight and reservations. Each
-// process holds the keys in memory as Open does, and reads a key's record
-// again from Redis before it uses it, so that a key created, changed,
-// disabled or deleted by another process is used as it now is. A change of
-// a key (an Admit, a Finish, an update) is one redisstore.DB.Update,
-// holding a lock of the key against the other processes' changes: the
-// checks of an Admit and what it takes are one decision across all of
-// them. It needs one Redis node (or a primary with replicas), not a
-// Cluster.
-func OpenRedis(rdb *redisstore.DB, opts Options) (*Store, error) {
-	if rdb == nil {
-		return nil, fmt.Errorf("keystore: open: nil Redis: %w", ErrInvalid)
-	}
-	return attach(rdb.Attach, engine{rdb: rdb}, opts)
+	return attach(db.Attach, newBackend(db), opts)
 }
 
 // attach returns the Store of the database whose Attach method is
@@ -262,7 +269,7 @@ func (s *Store) find(ctx context.Context, id string) (*entry, error) {
 	switch {
 	case bad != nil:
 		return nil, bad
-	case e == nil && s.eng.shared() && validID(id):
+	case e == nil && validID(id):
 		return s.lookup(ctx, id)
 	case e == nil:
 		return nil, notFound(id)
@@ -279,16 +286,13 @@ func (s *Store) bySecret(ctx context.Context, secret string) (*entry, error) {
 	if e != nil {
 		return e, nil
 	}
-	if s.eng.shared() {
-		// A key another process created since this Store loaded its keys.
-		id, err := s.eng.get(ctx, hashKey(h))
-		if err != nil {
-			return nil, fmt.Errorf("keystore: authenticate: %w", err)
-		}
-		if id == nil {
-			return nil, errUnknownSecret
-		}
-		e, err := s.lookup(ctx, string(id))
+	// A key another process created since this Store loaded its keys.
+	ids, err := s.eng.reread(ctx, [][]byte{hashKey(h)})
+	if err != nil {
+		return nil, fmt.Errorf("keystore: authenticate: %w", err)
+	}
+	if len(ids) > 0 && ids[0] != nil {
+		e, err := s.lookup(ctx, string(ids[0]))
 		if errors.Is(err, ErrNotFound) {
 			return nil, errUnknownSecret
 		}

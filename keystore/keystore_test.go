@@ -62,7 +62,7 @@ func TestOpenOptions(t *testing.T) {
 				_, err := e.open(o)
 				require.ErrorIs(t, err, keystore.ErrInvalid, "%+v", o)
 			}
-			_, err := keystore.Open(nil, keystore.Options{})
+			_, err := keystore.Open((*ratestore.DB)(nil), keystore.Options{})
 			require.ErrorIs(t, err, keystore.ErrInvalid)
 
 			// A refused Open attached nothing: a valid one works after it.

@@ -66,7 +66,7 @@ func (s *Store) load(id string, v []byte) (*entry, []byte, error) {
 		p = Policy{Windows: []Window{w}}
 		window = append([]byte{}, st.v1Window...)
 	}
-	e := &entry{id: id, rec: st.record}
+	e := newEntry(id, st.record)
 	if e.rec.pol, err = s.policy("load", p); err != nil {
 		return nil, nil, corruptWrap(id, "record: policy", err)
 	}

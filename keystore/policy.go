@@ -1,6 +1,7 @@
 package keystore
 
 import (
+	"context"
 	"fmt"
 	"path"
 	"slices"
@@ -37,13 +38,14 @@ var rateWindow = Window{Window: time.Minute, Bucket: time.Second}
 // share one (see policies), so a key costs a pointer for it.
 type policy struct {
 	pub     Policy
-	enc     string     // appendPolicy's encoding: what records store, and the key that shares policies
-	windows []*limiter // pub.Windows[i]'s
-	rate    *limiter   // nil: no request-rate limit
+	enc     string    // appendPolicy's encoding: what records store, and the key that shares policies
+	windows []limiter // pub.Windows[i]'s
+	rate    limiter   // nil: no request-rate limit
 	// inflight holds the requests in flight, a lease each: a SlidingLog of
 	// the Store's LeaseTTL, its Limit MaxConcurrent, or MaxMaxConcurrent
 	// when there is no cap (the Limit then only bounds the log's size).
-	inflight *limiter
+	inflight limiter
+	all      []limiter // every limiter above: what a batch on the key prefetches
 }
 
 // policies interns the policies of a Store. Policies are few (most keys
@@ -66,7 +68,7 @@ func (s *Store) policy(op string, p Policy) (*policy, error) {
 	if pol, ok := s.policies.m[enc]; ok {
 		return pol, nil
 	}
-	pol := &policy{pub: p, enc: enc, windows: make([]*limiter, len(p.Windows))}
+	pol := &policy{pub: p, enc: enc, windows: make([]limiter, len(p.Windows))}
 	for i, w := range p.Windows {
 		if pol.windows[i], err = s.eng.limiter(windowName(w.Window), w.strategy()); err != nil {
 			return nil, fmt.Errorf("keystore: %s: Policy.Windows[%d]: %w", op, i, err)
@@ -85,6 +87,10 @@ func (s *Store) policy(op string, p Policy) (*policy, error) {
 	}
 	if pol.inflight, err = s.eng.limiter(inflightName, lease); err != nil {
 		return nil, fmt.Errorf("keystore: %s: Policy.MaxConcurrent: %w", op, err)
+	}
+	pol.all = append(append(slices.Clip(pol.windows), pol.inflight), pol.rate)
+	if pol.rate == nil {
+		pol.all = pol.all[:len(pol.all)-1]
 	}
 	if s.policies.m == nil {
 		s.policies.m = make(map[string]*policy)
@@ -211,11 +217,11 @@ func (p *Policy) allows(model string) bool {
 
 // peek asks every token window of key id whether n more tokens fit,
 // changing nothing, and returns the binding answer (see bind).
-func (pol *policy) peek(rd batch, id string, n int64) (strategies.Result, int, error) {
+func (pol *policy) peek(ctx context.Context, rd reader, id string, n int64) (strategies.Result, int, error) {
 	var res strategies.Result
 	binding := 0
 	for i, l := range pol.windows {
-		r, err := rd.PeekN(l, id, n)
+		r, err := rd.PeekN(ctx, l, id, n)
 		if err != nil {
 			return strategies.Result{}, -1, fmt.Errorf("keystore: key %s: %w", id, err)
 		}

@@ -6,12 +6,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"slices"
 
 	"github.com/ratestore/ratestore/internal/sat"
 )
 
-// A Store on a shared engine (OpenRedis) holds its keys in memory as one
+// A Store on a shared engine (Open on a redisstore.DB) holds its keys in memory as one
 // on a ratestore.DB does, but other processes change them: what follows
 // reads a key's record again before the key is used (refresh, fresh),
 // finds the keys they created (lookup, sync) and forgets those they
@@ -22,48 +21,43 @@ import (
 // with one secret (an import run twice at once) take it in turn.
 func hashLock(h [sha256.Size]byte) string { return hashPrefix + hex.EncodeToString(h[:]) }
 
-// refresh reads e's record again in b when the engine is shared. The
-// caller holds e.mu.
+// refresh reads e's record again in b, where other processes change it
+// (Reread). The caller holds e.mu.
 func (s *Store) refresh(b batch, e *entry) error {
-	if !s.eng.shared() || e.rec.gone {
+	if e.rec.gone {
 		return nil
 	}
 	// What the batch will read, as far as the record held says: one round
-	// trip for them all.
-	records := [][]byte{recordKey(e.id)}
-	if e.rec.legacy {
-		records = append(records, legacyKey(e.id))
-	}
-	pol := e.rec.pol
-	limiters := append(slices.Clip(pol.windows), pol.inflight)
-	if pol.rate != nil {
-		limiters = append(limiters, pol.rate)
-	}
-	if err := b.prefetch(records, e.id, limiters); err != nil {
+	// trip for them all, where there are round trips.
+	if err := b.Prefetch(e.records(), e.id, e.rec.pol.all...); err != nil {
 		return fmt.Errorf("keystore: key %s: %w", e.id, err)
 	}
-	v, err := b.Get(recordKey(e.id))
+	vals, err := b.Reread(e.keys[:1])
 	if err != nil {
 		return fmt.Errorf("keystore: key %s: reading its record: %w", e.id, err)
 	}
-	return s.reload(e, v)
+	for _, v := range vals {
+		if err := s.reload(e, v); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // fresh is refresh outside a batch, for the calls that only read a key.
 func (s *Store) fresh(ctx context.Context, e *entry) error {
-	if !s.eng.shared() {
-		return nil
-	}
-	v, err := s.eng.get(ctx, recordKey(e.id))
+	vals, err := s.eng.reread(ctx, e.keys[:1])
 	if err != nil {
 		return fmt.Errorf("keystore: key %s: reading its record: %w", e.id, err)
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.rec.gone {
-		return nil
+	for _, v := range vals {
+		e.mu.Lock()
+		if !e.rec.gone {
+			err = s.reload(e, v)
+		}
+		e.mu.Unlock()
 	}
-	return s.reload(e, v)
+	return err
 }
 
 // reload makes v, the record of e as stored (nil: none), e's record: a
@@ -96,17 +90,18 @@ func (s *Store) reload(e *entry, v []byte) error {
 	return nil
 }
 
-// lookup reads key id from a shared engine into the maps: a key another
-// process created since this Store loaded its keys.
+// lookup reads key id into the maps where other processes change the
+// keys (Reread): a key another process created since this Store loaded
+// its keys.
 func (s *Store) lookup(ctx context.Context, id string) (*entry, error) {
-	v, err := s.eng.get(ctx, recordKey(id))
+	vals, err := s.eng.reread(ctx, [][]byte{recordKey(id)})
 	if err != nil {
 		return nil, fmt.Errorf("keystore: key %s: reading its record: %w", id, err)
 	}
-	if v == nil {
+	if len(vals) == 0 || vals[0] == nil {
 		return nil, notFound(id)
 	}
-	return s.adopt(id, v)
+	return s.adopt(id, vals[0])
 }
 
 // adopt adds the key id whose record v another process stored to the
@@ -135,42 +130,38 @@ func (s *Store) adopt(id string, v []byte) (*entry, error) {
 	return e, nil
 }
 
-// sync makes the maps those of the keys stored now, when the engine is
-// shared: for List, which walks them all.
+// sync makes the maps those of the keys stored now, where other processes
+// change them (Reread): for List, which walks them all. It reads again the
+// keys it holds, forgetting those deleted, then adds those it finds new.
 func (s *Store) sync(ctx context.Context) error {
-	if !s.eng.shared() {
-		return nil
+	ids := s.sortedIDs()
+	keys := make([][]byte, len(ids))
+	for i, id := range ids {
+		keys[i] = recordKey(id)
 	}
-	stored := map[string]bool{}
-	err := s.eng.scan(ctx, []byte(recordPrefix), func(k, v []byte) error {
-		id := string(k[len(recordPrefix):])
-		stored[id] = true
-		s.mu.RLock()
-		e := s.byID[id]
-		s.mu.RUnlock()
-		if e == nil {
-			_, err := s.adopt(id, v)
-			return err
-		}
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		return s.reload(e, v)
-	})
+	vals, err := s.eng.reread(ctx, keys)
 	if err != nil {
 		return fmt.Errorf("keystore: reading the keys: %w", err)
 	}
-	for _, id := range s.sortedIDs() {
-		if stored[id] {
-			continue
-		}
+	for i, v := range vals {
 		s.mu.RLock()
-		e := s.byID[id]
+		e := s.byID[ids[i]]
 		s.mu.RUnlock()
 		if e != nil {
 			e.mu.Lock()
-			s.reload(e, nil) // deleted by another process
+			err = s.reload(e, v)
 			e.mu.Unlock()
 		}
+		if err != nil {
+			return err
+		}
+	}
+	err = s.eng.rereadPrefix(ctx, []byte(recordPrefix), func(k, v []byte) error {
+		_, err := s.adopt(string(k[len(recordPrefix):]), v)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("keystore: reading the keys: %w", err)
 	}
 	return nil
 }

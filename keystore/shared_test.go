@@ -34,7 +34,7 @@ func twoStoresOn(t *testing.T) (a, b *keystore.Store, clock *fakeclock.Clock, sr
 		rdb, err := redisstore.Open(ctx, srv.URL(), redisstore.Options{Now: clock.Now, Timeout: 10 * time.Second})
 		require.NoError(t, err)
 		t.Cleanup(func() { rdb.Close() })
-		ks, err := keystore.OpenRedis(rdb, keystore.Options{})
+		ks, err := keystore.Open(rdb, keystore.Options{})
 		require.NoError(t, err)
 		return ks
 	}
@@ -174,7 +174,7 @@ func TestFinishOnAMovingClock(t *testing.T) {
 	defer db.Close()
 	stores := map[string]func() (*keystore.Store, error){
 		"bolt":  func() (*keystore.Store, error) { return keystore.Open(db, keystore.Options{}) },
-		"redis": func() (*keystore.Store, error) { return keystore.OpenRedis(rdb, keystore.Options{}) },
+		"redis": func() (*keystore.Store, error) { return keystore.Open(rdb, keystore.Options{}) },
 	}
 	for name, open := range stores {
 		t.Run(name, func(t *testing.T) {

@@ -31,7 +31,7 @@
 //     MigrateAll migrates them all now, one key and one commit at a time,
 //     with progress, and can be cancelled between keys and run again.
 //     ImportLegacyInto and MigrateAllIn do the same for a key store in
-//     Redis (keystore.OpenRedis), which gateways share.
+//     Redis (keystore.Open on a redisstore.DB), which gateways share.
 //
 // On badger, one transaction holds some thousands of keys at most (its
 // memtable bounds it): the engine splits the commit of a larger import

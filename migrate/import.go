@@ -15,7 +15,7 @@ import (
 
 // ImportLegacyFile loads the legacy key file at path into db: all of it, in
 // one commit, or nothing. See ImportLegacy.
-func ImportLegacyFile(ctx context.Context, db *ratestore.DB, path string) (Report, error) {
+func ImportLegacyFile[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](ctx context.Context, db ratestore.Store[L, B], path string) (Report, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return Report{}, fmt.Errorf("migrate: open legacy file: %w", err)
@@ -53,15 +53,12 @@ func ImportLegacyFile(ctx context.Context, db *ratestore.DB, path string) (Repor
 // failed write, which the engine retries at its next commit) may leave the
 // import committed, or committed later; importing the file again then
 // skips the keys already there.
-func ImportLegacy(ctx context.Context, db *ratestore.DB, r io.Reader) (Report, error) {
-	if db == nil {
-		return Report{}, fmt.Errorf("migrate: import: nil database: %w", ratestore.ErrInvalid)
-	}
+func ImportLegacy[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](ctx context.Context, db ratestore.Store[L, B], r io.Reader) (Report, error) {
 	return importLegacy(ctx, func() (*keystore.Store, error) { return keyStore(db) }, r)
 }
 
 // ImportLegacyInto is ImportLegacy into the key store ks, wherever it
-// keeps its keys: a key store in Redis (keystore.OpenRedis), which several
+// keeps its keys: a key store in Redis (keystore.Open on a redisstore.DB), which several
 // gateways share, takes a legacy file as a database's does, in one atomic
 // commit, idempotent.
 func ImportLegacyInto(ctx context.Context, ks *keystore.Store, r io.Reader) (Report, error) {
@@ -131,7 +128,7 @@ func CheckLegacy(r io.Reader) (Report, error) {
 // keyStore returns the key store of db: the one Store of db that every
 // caller shares (keystore.Open attaches it to db), opened with the default
 // options, so that legacy keys get the legacy window of 5 hours.
-func keyStore(db *ratestore.DB) (*keystore.Store, error) {
+func keyStore[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore.Store[L, B]) (*keystore.Store, error) {
 	ks, err := keystore.Open(db, keystore.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("opening the key store: %w", err)

@@ -11,10 +11,7 @@ import (
 
 // Pending counts the imported keys whose legacy usage windows are not
 // merged into their token window yet.
-func Pending(ctx context.Context, db *ratestore.DB) (int, error) {
-	if db == nil {
-		return 0, fmt.Errorf("migrate: pending: nil database: %w", ratestore.ErrInvalid)
-	}
+func Pending[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](ctx context.Context, db ratestore.Store[L, B]) (int, error) {
 	ks, err := keyStore(db)
 	if err != nil {
 		return 0, fmt.Errorf("migrate: pending: %w", err)
@@ -42,10 +39,7 @@ func Pending(ctx context.Context, db *ratestore.DB) (int, error) {
 // When ctx is cancelled, MigrateAll stops before the next key and returns
 // ctx.Err(); calling it again migrates the rest. An error migrating a key
 // (a corrupt record) stops it with an error naming that key.
-func MigrateAll(ctx context.Context, db *ratestore.DB, progress func(done, total int)) error {
-	if db == nil {
-		return fmt.Errorf("migrate: migrate all: nil database: %w", ratestore.ErrInvalid)
-	}
+func MigrateAll[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](ctx context.Context, db ratestore.Store[L, B], progress func(done, total int)) error {
 	ks, err := keyStore(db)
 	if err != nil {
 		return fmt.Errorf("migrate: migrate all: %w", err)
@@ -54,7 +48,7 @@ func MigrateAll(ctx context.Context, db *ratestore.DB, progress func(done, total
 }
 
 // MigrateAllIn is MigrateAll in the key store ks, wherever it keeps its
-// keys: in Redis (keystore.OpenRedis), each key's merge is one batch, so
+// keys: in Redis (keystore.Open on a redisstore.DB), each key's merge is one batch, so
 // gateways sharing that Redis go on serving while it runs, and a key one of
 // them migrated at its first touch counts as done. (ks.PendingLegacy is
 // Pending's count.)

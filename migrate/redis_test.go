@@ -75,7 +75,7 @@ func redisKeys(t *testing.T, srv *redistest.Server, clk *fakeclock.Clock) *keyst
 	rdb, err := redisstore.Open(ctx, srv.URL(), redisstore.Options{Now: clk.Now, Timeout: 10 * time.Second})
 	require.NoError(t, err)
 	t.Cleanup(func() { rdb.Close() })
-	ks, err := keystore.OpenRedis(rdb, keystore.Options{})
+	ks, err := keystore.Open(rdb, keystore.Options{})
 	require.NoError(t, err)
 	return ks
 }

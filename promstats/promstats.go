@@ -27,7 +27,7 @@ import (
 
 // Collector is a prometheus.Collector of one DB's statistics.
 type Collector struct {
-	db   *ratestore.DB
+	db   Source // nil: a store with no statistics
 	desc [10]*prometheus.Desc
 }
 
@@ -47,10 +47,13 @@ const (
 	diskBytes
 )
 
+// A Source is a store that keeps statistics: a *ratestore.DB.
+type Source interface{ Stats() ratestore.Stats }
+
 // New returns a Collector of db's statistics; labels (such as the
 // database's name, when a program has several) are added to every metric.
 // Register it with a prometheus.Registerer.
-func New(db *ratestore.DB, labels prometheus.Labels) *Collector {
+func New(db Source, labels prometheus.Labels) *Collector {
 	c := &Collector{db: db}
 	for i, m := range [...]struct{ name, help string }{
 		cachedKeys:        {"ratestore_cached_keys", "States in memory: the keys used lately, each under its limiter."},
@@ -69,6 +72,15 @@ func New(db *ratestore.DB, labels prometheus.Labels) *Collector {
 	return c
 }
 
+// Of is New for any store: a Collector of its statistics when it is a
+// Source, and otherwise one that collects nothing (a store whose figures
+// live elsewhere, such as Redis). Programs written once against the
+// backend contract (ratestore.Store) use it.
+func Of(store any, labels prometheus.Labels) *Collector {
+	src, _ := store.(Source)
+	return New(src, labels)
+}
+
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range c.desc {
@@ -78,6 +90,9 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	if c.db == nil {
+		return
+	}
 	st := c.db.Stats()
 	gauge := func(i int, v float64) { ch <- prometheus.MustNewConstMetric(c.desc[i], prometheus.GaugeValue, v) }
 	counter := func(i int, v float64) { ch <- prometheus.MustNewConstMetric(c.desc[i], prometheus.CounterValue, v) }

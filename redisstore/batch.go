@@ -156,12 +156,16 @@ func (b *Batch) value(rk string) (string, error) {
 // which its calls would otherwise read one at a time: the records at
 // records, and key's state under each of limiters. A value the batch has
 // read or written already is left as it is.
-func (b *Batch) Prefetch(records [][]byte, key string, limiters ...*Limiter) error {
+func (b *Batch) Prefetch(records [][]byte, key string, limiters ...ratestore.StoreLimiter) error {
 	rks := make([]string, 0, len(records)+len(limiters))
 	for _, r := range records {
 		rks = append(rks, b.db.recordKey(r))
 	}
-	for _, l := range limiters {
+	for _, sl := range limiters {
+		l, ok := sl.(*Limiter)
+		if !ok || l.db != b.db {
+			return fmt.Errorf("redisstore: prefetch: limiter %q is not one of this DB's: %w", sl.Name(), ratestore.ErrInvalid)
+		}
 		if err := l.check(b.ctx, key, 0); err != nil {
 			return err
 		}
@@ -376,13 +380,12 @@ func (b *Batch) Get(key []byte) ([]byte, error) {
 	if err != nil || v == "" {
 		return nil, err
 	}
-	return []byte(v), nil
+	return unescape(v), nil
 }
 
-// Put stores value at key in the records, in the batch. An empty value is
-// stored as none.
+// Put stores value at key in the records, in the batch.
 func (b *Batch) Put(key, value []byte) error {
-	b.set(b.db.recordKey(key), string(value), 0)
+	b.set(b.db.recordKey(key), escape(value), 0)
 	return nil
 }
 
@@ -390,6 +393,43 @@ func (b *Batch) Put(key, value []byte) error {
 func (b *Batch) Delete(key []byte) error {
 	b.set(b.db.recordKey(key), "", 0)
 	return nil
+}
+
+// Reread returns the value of each record at keys, as the batch reads it:
+// on Redis, which other processes change, every key, read in one round
+// trip for all of them.
+func (b *Batch) Reread(keys [][]byte) ([][]byte, error) {
+	if err := b.Prefetch(keys, ""); err != nil {
+		return nil, err
+	}
+	vals := make([][]byte, len(keys))
+	for i, k := range keys {
+		v, err := b.Get(k)
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: reread: %w", err)
+		}
+		vals[i] = v
+	}
+	return vals, nil
+}
+
+// A record's value is stored in Redis as it is, unless it is empty or
+// starts with a zero byte: then a zero byte is put before it, so that an
+// empty record is a value and not the absence of one. An empty string in
+// a Batch means none.
+func escape(v []byte) string {
+	if len(v) == 0 || v[0] == 0 {
+		return "\x00" + string(v)
+	}
+	return string(v)
+}
+
+// unescape is the record stored as v, not "".
+func unescape(v string) []byte {
+	if len(v) > 0 && v[0] == 0 {
+		v = v[1:]
+	}
+	return []byte(v)
 }
 
 // recordKey is the Redis key of the record key.
@@ -409,41 +449,101 @@ func (db *DB) Get(ctx context.Context, key []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: get: %w", err)
 	}
-	return []byte(v), nil
+	return unescape(v), nil
 }
 
-// Scan calls fn with every record whose key starts with prefix, in no
-// particular order, until fn returns an error, which Scan returns. Records
-// changed while it runs may be seen either way.
+// Reread returns the stored value (nil: none) of each record at keys:
+// other processes may have changed any of them.
+func (db *DB) Reread(ctx context.Context, keys [][]byte) ([][]byte, error) {
+	if db.closed.Load() {
+		return nil, ErrClosed
+	}
+	vals := make([][]byte, 0, len(keys))
+	for chunk := range slices.Chunk(keys, 1000) {
+		rks := make([]string, len(chunk))
+		for i, k := range chunk {
+			rks[i] = db.recordKey(k)
+		}
+		tctx, cancel := context.WithTimeout(ctx, db.opts.Timeout)
+		got, err := db.client.MGet(tctx, rks...).Result()
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: reread: %w", err)
+		}
+		for _, g := range got {
+			var v []byte
+			if s, ok := g.(string); ok {
+				v = unescape(s)
+			}
+			vals = append(vals, v)
+		}
+	}
+	return vals, nil
+}
+
+// RereadPrefix is Scan: other processes may have added or changed any
+// record.
+func (db *DB) RereadPrefix(ctx context.Context, prefix []byte, fn func(key, value []byte) error) error {
+	return db.Scan(ctx, prefix, fn)
+}
+
+// Flush returns at once: an Update has stored its changes when it
+// returns.
+func (db *DB) Flush(ctx context.Context) error {
+	if db.closed.Load() {
+		return ErrClosed
+	}
+	return ctx.Err()
+}
+
+// Scan calls fn with every record whose key starts with prefix, in key
+// order, until fn returns an error, which Scan returns. It lists the keys
+// first (SCAN), then reads them a thousand at a time: records changed
+// meanwhile may be seen either way.
 func (db *DB) Scan(ctx context.Context, prefix []byte, fn func(key, value []byte) error) error {
 	if db.closed.Load() {
 		return ErrClosed
 	}
-	base := db.recordKey(nil)
-	match := globEscape(base+string(prefix)) + "*"
-	var cursor uint64
-	for {
+	keys, err := db.scanKeys(ctx, globEscape(db.recordKey(prefix))+"*")
+	if err != nil {
+		return fmt.Errorf("redisstore: scan: %w", err)
+	}
+	base := len(db.recordKey(nil))
+	for chunk := range slices.Chunk(keys, 1000) {
 		sctx, cancel := context.WithTimeout(ctx, db.opts.Timeout)
-		keys, next, err := db.client.Scan(sctx, cursor, match, 1000).Result()
-		var vals []any
-		if err == nil && len(keys) > 0 {
-			vals, err = db.client.MGet(sctx, keys...).Result()
-		}
+		vals, err := db.client.MGet(sctx, chunk...).Result()
 		cancel()
 		if err != nil {
 			return fmt.Errorf("redisstore: scan: %w", err)
 		}
-		for i, k := range keys {
+		for i, k := range chunk {
 			v, ok := vals[i].(string)
 			if !ok {
 				continue // deleted meanwhile
 			}
-			if err := fn([]byte(k[len(base):]), []byte(v)); err != nil {
+			if err := fn([]byte(k[base:]), unescape(v)); err != nil {
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// scanKeys returns the Redis keys matching match, sorted.
+func (db *DB) scanKeys(ctx context.Context, match string) ([]string, error) {
+	var all []string
+	var cursor uint64
+	for {
+		sctx, cancel := context.WithTimeout(ctx, db.opts.Timeout)
+		keys, next, err := db.client.Scan(sctx, cursor, match, 1000).Result()
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, keys...)
 		if cursor = next; cursor == 0 {
-			return nil
+			slices.Sort(all)
+			return slices.Compact(all), nil
 		}
 	}
 }

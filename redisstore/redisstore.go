@@ -266,3 +266,8 @@ func (db *DB) Attach(key any, open func() (any, error)) (any, error) {
 func (db *DB) key(name, key string) string {
 	return db.opts.Prefix + "{" + key + "}" + name
 }
+
+var (
+	_ ratestore.Store[*Limiter, *Batch] = (*DB)(nil)
+	_ ratestore.StoreLimiter            = (*Limiter)(nil)
+)

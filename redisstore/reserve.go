@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/ratestore/ratestore"
@@ -12,19 +11,8 @@ import (
 	"github.com/ratestore/ratestore/strategies"
 )
 
-// A Reservation is n taken from a key now, for an action its holder
-// performs at TimeToAct, with the semantics of ratestore.Reservation: the
-// reservations on a key, from every instance, are served in the order
-// Redis stored them, and a later AllowN is denied until they have come.
-type Reservation struct {
-	l          *Limiter
-	key        string
-	n          int64
-	act        int64  // Unix ns
-	prev, next string // the stored value before and after
-	mu         sync.Mutex
-	canceled   bool
-}
+// Reservation is the one Reservation of every backend.
+type Reservation = ratestore.Reservation
 
 // Reserve takes n from key now, even past its limit, and returns the
 // Reservation, whose Delay says when to act, as ratestore.Limiter.Reserve
@@ -51,11 +39,10 @@ func (l *Limiter) Reserve(ctx context.Context, key string, n int64) (*Reservatio
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: limiter %q: key %q: reserve: %w", l.name, key, err)
 	}
-	r := &Reservation{l: l, key: key, n: n, act: act, prev: o.prev, next: o.next}
 	if !o.res.Allowed {
-		r.act = sat.Add(act, int64(o.res.RetryAfter))
+		act = sat.Add(act, int64(o.res.RetryAfter))
 	}
-	return r, nil
+	return ratestore.NewReservation(n, time.Unix(0, act), &undo{l: l, key: key, prev: o.prev, next: o.next}), nil
 }
 
 // Wait waits until key can take n, in turn with the other callers of Wait
@@ -71,38 +58,32 @@ func (l *Limiter) Wait(ctx context.Context, key string, n int64) error {
 	return waiting.For(ctx, r, l.db.after, func() string { return fmt.Sprintf("redisstore: limiter %q: key %q", l.name, key) })
 }
 
-// TimeToAct is when the holder may perform the reserved action.
-func (r *Reservation) TimeToAct() time.Time { return time.Unix(0, r.act).UTC() }
-
-// Delay is how long from now, on the DB's clock, until TimeToAct.
-func (r *Reservation) Delay() time.Duration {
-	return time.Duration(max(sat.Sub(r.act, r.l.db.now().UnixNano()), 0))
+// undo is what a reservation took: the value stored before and after it.
+type undo struct {
+	l          *Limiter
+	key        string
+	prev, next string
 }
 
-// Cancel gives back what the reservation took, when its time has not come,
-// as ratestore.Reservation.Cancel does: the key's state becomes exactly
-// what it was before when nothing has changed it since (Redis still holds
-// what the reservation stored), and otherwise nothing is given back.
-func (r *Reservation) Cancel(ctx context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	l, db := r.l, r.l.db
-	if r.canceled || r.n == 0 || db.now().UnixNano() >= r.act {
-		return nil
-	}
-	if db.closed.Load() {
-		return ErrClosed
+func (u *undo) Now() time.Time { return u.l.db.now() }
+
+// Undo stores the value before the reservation if Redis still holds the
+// one it stored.
+func (u *undo) Undo(ctx context.Context) (bool, error) {
+	l := u.l
+	if l.db.closed.Load() {
+		return false, ErrClosed
 	}
 	restored := false // by the last run of fn, whose outcome was stored
-	_, err := l.update(ctx, r.key, func(cur string, now int64) (outcome, error) {
-		if restored = cur == r.next; !restored {
+	_, err := l.update(ctx, u.key, func(cur string, now int64) (outcome, error) {
+		if restored = cur == u.next; !restored {
 			// Changed since: nothing is given back, unless the changes are
 			// undone before another Cancel (later reservations cancelled).
 			return outcome{next: cur}, nil
 		}
-		o := outcome{next: r.prev, changed: true}
-		if r.prev != "" {
-			p, err := l.decide(r.prev, strategies.Call{DryRun: true}, now)
+		o := outcome{next: u.prev, changed: true}
+		if u.prev != "" {
+			p, err := l.decide(u.prev, strategies.Call{DryRun: true}, now)
 			if err != nil { // cannot fail: it was decided on before
 				return outcome{}, err
 			}
@@ -111,8 +92,7 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 		return o, nil
 	})
 	if err != nil {
-		return fmt.Errorf("redisstore: limiter %q: key %q: cancel: %w", l.name, r.key, err)
+		return false, fmt.Errorf("redisstore: limiter %q: key %q: cancel: %w", l.name, u.key, err)
 	}
-	r.canceled = restored
-	return nil
+	return restored, nil
 }

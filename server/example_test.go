@@ -13,7 +13,7 @@ import (
 
 // A program serves its embedded store's limiters to the programs in other
 // languages on its machine: HTTP on one port, CL.THROTTLE on another. With
-// a redisstore.DB in place of the ratestore.DB, server.Adapt(rdb.Limiter)
+// a redisstore.DB in place of the ratestore.DB, server.New(rdb, opts)
 // serves limits that several such servers share. (Not run by go test: it
 // serves until stopped.)
 func ExampleNew() {
@@ -22,7 +22,7 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 	defer db.Close()
-	s := server.New(server.Adapt(db.Limiter), server.Options{Token: os.Getenv("RATESTORE_SERVE_TOKEN")})
+	s := server.New(db, server.Options{Token: os.Getenv("RATESTORE_SERVE_TOKEN")})
 	ln, err := net.Listen("tcp", "127.0.0.1:6380")
 	if err != nil {
 		log.Fatal(err)

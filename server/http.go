@@ -88,7 +88,7 @@ func (s *Server) allow(w http.ResponseWriter, r *http.Request) {
 
 // readAllow reads the body of r and returns it with the limiter it names.
 // Its error, a bad request's, names what was wrong.
-func (s *Server) readAllow(r *http.Request) (allowRequest, Limiter, error) {
+func (s *Server) readAllow(r *http.Request) (allowRequest, limiter, error) {
 	var req allowRequest
 	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody))
 	dec.DisallowUnknownFields()
@@ -112,7 +112,7 @@ func (s *Server) readAllow(r *http.Request) (allowRequest, Limiter, error) {
 
 // call makes the call req asks of l: a Record, or an AllowN; of N, or of
 // 1 if N is absent.
-func (req *allowRequest) call(ctx context.Context, l Limiter) (ratestore.Result, error) {
+func (req *allowRequest) call(ctx context.Context, l limiter) (ratestore.Result, error) {
 	n := int64(1)
 	if req.N != nil {
 		n = *req.N

@@ -18,13 +18,13 @@
 package server
 
 import (
-	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"log/slog"
 	"net"
 	"sync"
 
+	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -38,53 +38,39 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Limiter is what a Server asks of a limiter: ratestore.Limiter and
-// redisstore.Limiter are both one.
-type Limiter interface {
-	AllowN(ctx context.Context, key string, n int64) (strategies.Result, error)
-	Record(ctx context.Context, key string, n int64) (strategies.Result, error)
-}
-
-// Limiters makes the limiters a Server decides with, as
-// ratestore.DB.Limiter does; Adapt makes one of such a method.
-type Limiters func(name string, s strategies.Strategy) (Limiter, error)
-
-// Adapt returns the Limiters of a DB's Limiter method:
-// Adapt((*ratestore.DB).Limiter) bound to a DB, as in
-// server.New(server.Adapt(db.Limiter), opts), or a redisstore.DB's.
-func Adapt[L Limiter](limiter func(name string, s strategies.Strategy) (L, error)) Limiters {
-	return func(name string, s strategies.Strategy) (Limiter, error) {
-		l, err := limiter(name, s)
-		if err != nil {
-			return nil, err
-		}
-		return l, nil
-	}
-}
-
 // Server answers decisions with the limiters of one store. Its methods may
 // be called concurrently.
 type Server struct {
-	make     Limiters
+	make     func(name string, s strategies.Strategy) (limiter, error)
 	token    [sha256.Size]byte
 	hasToken bool
 	log      *slog.Logger
 
 	mu       sync.Mutex
-	limiters map[limiterKey]Limiter    // handles made for requests, at most maxLimiters
+	limiters map[limiterKey]limiter    // handles made for requests, at most maxLimiters
 	conns    map[net.Conn]struct{}     // RESP connections open, closed by Close
 	lns      map[net.Listener]struct{} // RESP listeners, closed by Close
 	closed   bool
 	wg       sync.WaitGroup // RESP connections being served
 }
 
-// New returns a Server of the limiters that limiters makes:
-// Adapt(db.Limiter) for a ratestore.DB or a redisstore.DB.
-func New(limiters Limiters, opts Options) *Server {
+// limiter is the limiter handle of the Server's store.
+type limiter = ratestore.StoreLimiter
+
+// New returns a Server of the limiters of db: any backend meeting the
+// backend contract (ratestore.Store), a *ratestore.DB or a
+// *redisstore.DB.
+func New[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore.Store[L, B], opts Options) *Server {
 	s := &Server{
-		make:     limiters,
+		make: func(name string, st strategies.Strategy) (limiter, error) {
+			l, err := db.Limiter(name, st)
+			if err != nil {
+				return nil, err
+			}
+			return l, nil
+		},
 		log:      opts.Logger,
-		limiters: map[limiterKey]Limiter{},
+		limiters: map[limiterKey]limiter{},
 		conns:    map[net.Conn]struct{}{},
 		lns:      map[net.Listener]struct{}{},
 	}
@@ -119,7 +105,7 @@ const maxLimiters = 4096
 
 // limiter returns the handle of s under name, config being s's canonical
 // text, made once and kept while there is room.
-func (s *Server) limiter(name, config string, st strategies.Strategy) (Limiter, error) {
+func (s *Server) limiter(name, config string, st strategies.Strategy) (limiter, error) {
 	k := limiterKey{name, config}
 	s.mu.Lock()
 	l := s.limiters[k]

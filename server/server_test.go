@@ -42,7 +42,7 @@ func newTestServer(t *testing.T, opts Options) *testServer {
 	db, err := ratestore.Open(filepath.Join(t.TempDir(), "db"), ratestore.Options{Now: clock.Now})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, db.Close()) })
-	ts := serveRESP(t, New(Adapt(db.Limiter), opts))
+	ts := serveRESP(t, New(db, opts))
 	ts.db, ts.clock = db, clock
 	return ts
 }
@@ -58,7 +58,7 @@ func newRedisTestServers(t *testing.T, opts Options, n int) []*testServer {
 		db, err := redisstore.Open(context.Background(), srv.URL(), redisstore.Options{Now: clock.Now})
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, db.Close()) })
-		ts := serveRESP(t, New(Adapt(db.Limiter), opts))
+		ts := serveRESP(t, New(db, opts))
 		ts.clock = clock
 		servers = append(servers, ts)
 	}

@@ -69,9 +69,9 @@ func TestKeysThroughAdminSameOutput(t *testing.T) {
 	e := newEnv(t)
 	e.ok("import", validFile)
 	e.ok("migrate") // legacy usage merged: reads change nothing from here on
-	id := jsonOf[createOut](e, "keys", "create", "--name", "policy", "--window", "5h=1000", "--window", "168h=10000/1h",
+	id := jsonOf[gateway.AdminCreated](e, "keys", "create", "--name", "policy", "--window", "5h=1000", "--window", "168h=10000/1h",
 		"--rpm", "10", "--max-concurrent", "2", "--models", "gpt-*,claude-*", "--model", "gpt-4o", "--expires", "720h").Key.ID
-	ids := byName(t, jsonOf[keysOut](e, "keys", "list").Keys)
+	ids := byName(t, jsonOf[gateway.AdminKeys](e, "keys", "list").Keys)
 	commands := [][]string{{"keys", "list"}}
 	for _, id := range append([]string{id}, ids["gateway-prod"], ids["staging"], ids["batch-jobs"]) {
 		commands = append(commands, []string{"keys", "show", id}, []string{"usage", id})
@@ -91,6 +91,14 @@ func TestKeysThroughAdminSameOutput(t *testing.T) {
 		r := e.ok(append(args[:len(args):len(args)], "--admin", g.url)...)
 		require.Equal(t, local[strings.Join(args, " ")], r.stdout, "%v", args)
 		require.Empty(t, r.stderr)
+	}
+	// The JSON of a key is the admin API's: keys show --json prints what
+	// GET /admin/keys/{id} answers, keys list --json what GET /admin/keys
+	// does.
+	for path, args := range map[string][]string{"/admin/keys/" + id: {"keys", "show", id}, "/admin/keys": {"keys", "list"}} {
+		resp, body := send(t, "GET", g.url+path, "", testAdminToken)
+		require.Equal(t, http.StatusOK, resp.StatusCode, body)
+		require.JSONEq(t, body, local[strings.Join(append(args, "--json"), " ")], path)
 	}
 
 	// Without --admin, the database is the gateway's.
@@ -117,58 +125,57 @@ func TestKeysThroughAdmin(t *testing.T) {
 
 	r := e.ok(admin("keys", "list")...)
 	require.Equal(t, "no keys\n", r.stdout)
-	created := jsonOf[createOut](e, admin("keys", "create", "--name", "ci", "--window", "5h=1000", "--window", "168h=10000/1h",
+	created := jsonOf[gateway.AdminCreated](e, admin("keys", "create", "--name", "ci", "--window", "5h=1000", "--window", "168h=10000/1h",
 		"--rpm", "10", "--models", "gpt-*", "--expires", "720h")...)
 	id, secret := created.Key.ID, created.Secret
 	require.True(t, strings.HasPrefix(secret, "rsk_"), secret)
-	require.Equal(t, keyOut{ID: id, Name: "ci", TokenLimit: 1000,
-		Windows:           []windowOut{{Window: "5h0m0s", Bucket: "5m0s", Limit: 1000}, {Window: "168h0m0s", Bucket: "1h0m0s", Limit: 10000}},
+	require.Equal(t, gateway.AdminKey{ID: id, Name: "ci", Windows: []gateway.AdminWindow{
+		{Limit: 1000, Window: "5h0m0s", Bucket: "5m0s", Remaining: 1000},
+		{Limit: 10000, Window: "168h0m0s", Bucket: "1h0m0s", Remaining: 10000}},
 		RequestsPerMinute: 10, Models: []string{"gpt-*"},
-		ExpiresAt: timePtr(now.Add(720 * time.Hour)), CreatedAt: timePtr(now), Status: "active"}, created.Key)
+		ExpiresAt: timePtr(now.Add(720 * time.Hour)), CreatedAt: timePtr(now)}, created.Key)
 	r = e.ok(admin("keys", "create", "--name", "plain", "--limit", "500")...)
 	require.Contains(t, r.stdout, "secret: rsk_")
 	require.Contains(t, r.stderr, "is shown only this once")
 
 	// The key works through the gateway, and its usage shows.
 	require.Equal(t, http.StatusOK, g.proxy(t, secret))
-	u := jsonOf[usageOut](e, admin("usage", id)...)
+	u := jsonOf[gateway.AdminKey](e, admin("usage", id)...)
 	require.Equal(t, []int64{42, 42}, []int64{u.Windows[0].Used, u.Windows[1].Used})
-	require.Equal(t, "5h0m0s", u.Window)
-	require.EqualValues(t, 958, u.Remaining)
-	shown := jsonOf[keyResultOut](e, admin("keys", "show", id)...)
-	require.EqualValues(t, 42, shown.Key.LifetimeTokens)
-	require.Equal(t, u, shown.Usage)
+	require.Equal(t, []int64{0, 958, 42}, []int64{int64(u.Binding), u.Windows[u.Binding].Remaining, u.LifetimeTokens}, "binding: the 5h window")
+	require.Equal(t, u, jsonOf[gateway.AdminKey](e, admin("keys", "show", id)...))
 	r = e.ok(admin("keys", "show", id)...)
 	require.NotContains(t, r.stdout, "rsk_")
 	require.Contains(t, r.stdout, "request rate:    10 per minute")
 
 	// set-limit: TOKENS, then windows added, changed and dropped; the 5h
 	// window keeps its usage.
-	k := jsonOf[keyResultOut](e, admin("keys", "set-limit", id, "2000")...)
-	require.EqualValues(t, 2000, k.Key.TokenLimit)
-	require.EqualValues(t, 42, k.Usage.Windows[0].Used)
+	k := jsonOf[gateway.AdminKey](e, admin("keys", "set-limit", id, "2000")...)
+	require.Equal(t, []int64{2000, 42}, []int64{k.Windows[0].Limit, k.Windows[0].Used})
 	r = e.ok(admin("keys", "set-limit", id, "--drop-window", "168h", "--window", "1h=50", "--max-concurrent", "3", "--models", "")...)
 	require.Contains(t, r.stdout, "changed "+id+": dropped its 168h window; added a 1h window of 50 tokens; set its max concurrent requests to 3; set its models to any")
-	k = jsonOf[keyResultOut](e, admin("keys", "show", id)...)
-	require.Equal(t, []windowOut{{Window: "5h0m0s", Bucket: "5m0s", Limit: 2000}, {Window: "1h0m0s", Bucket: "1m0s", Limit: 50}}, k.Key.Windows)
-	require.Equal(t, 3, k.Key.MaxConcurrent)
-	require.EqualValues(t, 10, k.Key.RequestsPerMinute, "a field not named stays")
-	require.Equal(t, []string{}, k.Key.Models)
+	k = jsonOf[gateway.AdminKey](e, admin("keys", "show", id)...)
+	require.Equal(t, []gateway.AdminWindow{
+		{Limit: 2000, Window: "5h0m0s", Bucket: "5m0s", Used: 42, Remaining: 1958, ResetAfterSeconds: 5 * 3600, WindowEnd: timePtr(now.Add(5 * time.Hour))},
+		{Limit: 50, Window: "1h0m0s", Bucket: "1m0s", Remaining: 50}}, k.Windows)
+	require.Equal(t, []int{1, 3}, []int{k.Binding, k.MaxConcurrent}, "binding: the new 1h window, with the least left")
+	require.EqualValues(t, 10, k.RequestsPerMinute, "a field not named stays")
+	require.Equal(t, []string{}, k.Models)
 	r = e.run(admin("keys", "set-limit", id, "--drop-window", "168h")...)
 	require.Equal(t, exitUsage, r.code)
 	require.Contains(t, r.stderr, "key "+id+" has no 168h window (it has 5h, 1h)")
 
 	// set-expiry, disable, enable: the gateway acts on them at once.
-	k = jsonOf[keyResultOut](e, admin("keys", "set-expiry", id, "never")...)
-	require.Nil(t, k.Key.ExpiresAt)
-	k = jsonOf[keyResultOut](e, admin("keys", "set-expiry", id, "2030-05-01T10:00:00+02:00")...)
-	require.Equal(t, time.Date(2030, 5, 1, 8, 0, 0, 0, time.UTC), *k.Key.ExpiresAt)
+	k = jsonOf[gateway.AdminKey](e, admin("keys", "set-expiry", id, "never")...)
+	require.Nil(t, k.ExpiresAt)
+	k = jsonOf[gateway.AdminKey](e, admin("keys", "set-expiry", id, "2030-05-01T10:00:00+02:00")...)
+	require.Equal(t, time.Date(2030, 5, 1, 8, 0, 0, 0, time.UTC), *k.ExpiresAt)
 	r = e.ok(admin("keys", "disable", id)...)
 	require.Contains(t, r.stdout, "disabled "+id)
 	require.Contains(t, r.stdout, "status:          disabled")
 	require.Equal(t, http.StatusForbidden, g.proxy(t, secret))
-	k = jsonOf[keyResultOut](e, admin("keys", "enable", id)...)
-	require.Equal(t, "active", k.Key.Status)
+	k = jsonOf[gateway.AdminKey](e, admin("keys", "enable", id)...)
+	require.False(t, k.Disabled)
 	require.Equal(t, http.StatusOK, g.proxy(t, secret))
 
 	// delete: gone from the gateway.
@@ -178,7 +185,7 @@ func TestKeysThroughAdmin(t *testing.T) {
 	r = e.run(admin("keys", "show", id)...)
 	require.Equal(t, exitError, r.code)
 	require.Contains(t, r.stderr, "404 Not Found: no key has the id "+id)
-	keys := jsonOf[keysOut](e, admin("keys", "list")...).Keys
+	keys := jsonOf[gateway.AdminKeys](e, admin("keys", "list")...).Keys
 	require.Len(t, keys, 1)
 	require.Equal(t, "plain", keys[0].Name)
 }

@@ -252,16 +252,30 @@ func (a *adminClient) Usage(ctx context.Context, id string) (keystore.Usage, err
 }
 
 func (a *adminClient) List(ctx context.Context, fn func(keystore.Key) error) error {
+	return a.ListUsage(ctx, func(k keystore.Key, _ keystore.Usage) error { return fn(k) })
+}
+
+// usageLister is a keyService that lists the keys with their usage in
+// one call, as keys list prints them.
+type usageLister interface {
+	ListUsage(ctx context.Context, fn func(keystore.Key, keystore.Usage) error) error
+}
+
+var _ usageLister = (*adminClient)(nil)
+
+// ListUsage calls fn for every key, in id order, with its usage, both of
+// the one answer to GET /admin/keys.
+func (a *adminClient) ListUsage(ctx context.Context, fn func(keystore.Key, keystore.Usage) error) error {
 	var out gateway.AdminKeys
 	if err := a.call(ctx, http.MethodGet, "/admin/keys", nil, &out, http.StatusOK); err != nil {
 		return err
 	}
 	for _, ak := range out.Keys {
-		k, _, err := fromAdmin(ak)
+		k, u, err := fromAdmin(ak)
 		if err != nil {
 			return err
 		}
-		if err := fn(k); err != nil {
+		if err := fn(k, u); err != nil {
 			return err
 		}
 	}
@@ -367,8 +381,9 @@ func expiresJSON(t time.Time) json.RawMessage {
 
 // fromAdmin is a key of the admin API as the key store returns it, with
 // its usage, so that the commands print it as they print a key of a
-// database they open. The one difference: ResetAfter is in whole seconds
-// (rounded up), as the admin API gives it.
+// database they open (gateway.NewAdminKey gives a back). The one
+// difference: ResetAfter is in whole seconds (rounded up), as the admin
+// API gives it.
 func fromAdmin(a gateway.AdminKey) (keystore.Key, keystore.Usage, error) {
 	k := keystore.Key{
 		ID: a.ID, Name: a.Name, Model: a.Model,
@@ -384,13 +399,10 @@ func fromAdmin(a gateway.AdminKey) (keystore.Key, keystore.Usage, error) {
 	}
 	u := keystore.Usage{Windows: make([]keystore.WindowUsage, len(a.Windows)), InFlight: a.InFlight}
 	for i, w := range a.Windows {
-		win, err := time.ParseDuration(w.Window)
-		if err != nil {
-			return keystore.Key{}, keystore.Usage{}, fmt.Errorf("admin API: key %s: windows[%d].window %q: %w", a.ID, i, w.Window, err)
-		}
-		bucket, err := time.ParseDuration(w.Bucket)
-		if err != nil {
-			return keystore.Key{}, keystore.Usage{}, fmt.Errorf("admin API: key %s: windows[%d].bucket %q: %w", a.ID, i, w.Bucket, err)
+		win, bucket := length(w.Window), length(w.Bucket)
+		if win <= 0 || bucket <= 0 {
+			return keystore.Key{}, keystore.Usage{}, fmt.Errorf("admin API: key %s: windows[%d]: window %q, bucket %q: want positive Go durations",
+				a.ID, i, w.Window, w.Bucket)
 		}
 		k.Policy.Windows[i] = keystore.Window{Limit: w.Limit, Window: win, Bucket: bucket}
 		u.Windows[i] = keystore.WindowUsage{

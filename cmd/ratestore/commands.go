@@ -23,24 +23,18 @@ type command struct {
 	setup func(c *cli, fs *flag.FlagSet) func(args []string) error
 }
 
-// keyJSON is the shape of a key in JSON output, named in the commands'
-// json texts.
-const keyJSON = `KEY is {"id", "name", "model", "token_limit" (the limit of the first window),
-"windows": [{"window", "bucket", "limit"}, ...], "requests_per_minute" (0: no
-limit), "max_concurrent" (0: no limit), "models" ([]: any), "expires_at" (null:
-never), "created_at" (null: unknown), "last_used" (null: never),
-"lifetime_tokens", "disabled", "expired", "status" ("active", "disabled" or
-"expired")}; window and bucket are Go durations ("5h0m0s").`
-
-// usageJSON is the shape of a key's usage in JSON output.
-const usageJSON = `USAGE is {"id", "window", "used", "limit", "remaining",
-"reset_after_seconds" (until nothing is in use, rounded up), "window_end"
-(null: nothing in use), "windows", "requests_per_minute", "max_concurrent",
-"models"}: the top-level figures are those of the binding window (the one most
-over its limit, else the one with the least remaining), whose length "window"
-is; "windows" lists every token window as {"window", "bucket", "used", "limit",
-"remaining", "reset_after_seconds", "window_end"}, window and bucket as Go
-durations ("5h0m0s"), as the admin API's keys have them.`
+// keyJSON is the shape of a key in JSON output (gateway.AdminKey, as the
+// gateway's admin API answers it), named in the commands' json texts.
+const keyJSON = `KEY is {"id", "name", "model", "models" ([]: any), "windows": [{"limit",
+"window", "bucket" (Go durations: "5h0m0s"), "used", "remaining", "reset_after_seconds"
+(until nothing is in use, rounded up), "window_end" (when used next goes down;
+null: nothing in use)}, ...], "binding" (the index in windows of the binding
+window: the one most over its limit, else the one with the least remaining),
+"requests_per_minute" (0: no limit), "max_concurrent" (0: no limit),
+"expires_at" (null: never), "disabled", "lifetime_tokens", "last_used" (null:
+never), "created_at" (null: unknown), "in_flight" (requests admitted and not
+finished)}: the key as the gateway's admin API answers it. "used" includes the
+tokens reserved by requests in flight and may exceed "limit".`
 
 // policyHelp is the help of the policy flags, for keys create and keys
 // set-limit.
@@ -99,19 +93,19 @@ only its hash.`,
 	{
 		name: "keys show", args: "ID", minArgs: 1, maxArgs: 1,
 		summary: "show an API key, its limits and the usage of each token window",
-		json:    `{"key": KEY, "usage": USAGE}.`,
+		json:    `KEY.`,
 		setup:   keysShow,
 	},
 	{
 		name: "keys disable", args: "ID", minArgs: 1, maxArgs: 1,
 		summary: "disable an API key until enabled again",
-		json:    `{"key": KEY, "usage": USAGE}, as changed.`,
+		json:    `KEY, as changed.`,
 		setup:   keysSet(setDisabled(true)),
 	},
 	{
 		name: "keys enable", args: "ID", minArgs: 1, maxArgs: 1,
 		summary: "enable a disabled API key",
-		json:    `{"key": KEY, "usage": USAGE}, as changed.`,
+		json:    `KEY, as changed.`,
 		setup:   keysSet(setDisabled(false)),
 	},
 	{
@@ -132,7 +126,7 @@ counted: a window keeps its usage while its length stays, and a new window
 starts empty.
 
 ` + policyHelp,
-		json:  `{"key": KEY, "usage": USAGE}, as changed.`,
+		json:  `KEY, as changed.`,
 		setup: keysSetLimit,
 	},
 	{
@@ -140,7 +134,7 @@ starts empty.
 		summary: "set when an API key expires",
 		help: `WHEN is an RFC 3339 instant, a duration from now (720h) or "never". An instant
 in the past expires the key at once.`,
-		json:  `{"key": KEY, "usage": USAGE}, as changed.`,
+		json:  `KEY, as changed.`,
 		setup: keysSet(setExpiry),
 	},
 	{
@@ -151,7 +145,7 @@ used, limit, remaining, when the oldest usage still counted stops counting
 (window end) and when nothing is in use any more (fully reset); and the key's
 request rate, max concurrent and models. Used may exceed the limit (usage
 recorded after the fact).`,
-		json:  `USAGE.`,
+		json:  `KEY, as keys show prints it: the binding window is windows[binding].`,
 		setup: usageCmd,
 	},
 	{
@@ -253,10 +247,10 @@ func (c *cli) help(args []string) error {
 		for _, cmd := range commands {
 			fmt.Fprintf(&b, "%s:\n%s\n\n", cmd.name, indent(cmd.json))
 		}
-		b.WriteString(keyJSON + "\n\n" + usageJSON + "\n")
-		b.WriteString(`Instants are RFC 3339 strings, in UTC; a configured length (a window, a
-bucket) is a Go duration string ("5h0m0s"), a wait whole seconds in a field
-whose name ends in _seconds. Errors still go to stderr as text.` + "\n")
+		b.WriteString(keyJSON + "\n\n")
+		b.WriteString(`Instants are RFC 3339 strings, in UTC (null when unset); lengths and waits
+are seconds, in fields whose names end in _seconds. Errors still go to stderr
+as text.` + "\n")
 		fmt.Fprint(c.stdout, b.String())
 	default:
 		i := slices.IndexFunc(commands, func(cmd *command) bool { return cmd.name == name })
@@ -352,9 +346,6 @@ func (cmd *command) usage() string {
 	fmt.Fprintf(&b, "\nJSON output (--json):\n%s\n", indent(cmd.json))
 	if strings.Contains(cmd.json, "KEY") {
 		fmt.Fprintf(&b, "%s\n", indent(keyJSON))
-	}
-	if strings.Contains(cmd.json, "USAGE") {
-		fmt.Fprintf(&b, "%s\n", indent(usageJSON))
 	}
 	return b.String()
 }

@@ -112,11 +112,11 @@
 //
 // Text output is for people. With --json every command prints one JSON
 // object on stdout instead, with field names in snake_case: "ratestore help
-// json" lists them, and "ratestore help COMMAND" shows the command's. Instants
-// are RFC 3339 strings in UTC (null when unset); a configured length (a
-// key's windows and buckets) is a Go duration string ("5h0m0s"), a wait
-// whole seconds in a field whose name ends in _seconds, as in the
-// gateway's admin API. Errors go to stderr as text, prefixed "ratestore: ", in both
+// json" lists them, and "ratestore help COMMAND" shows the command's. A key
+// is printed as the gateway's admin API answers it (gateway.AdminKey, built
+// by gateway.NewAdminKey), its usage included. Instants are RFC 3339
+// strings in UTC (null when unset); lengths and waits are seconds, in
+// fields whose names end in _seconds. Errors go to stderr as text, prefixed "ratestore: ", in both
 // modes. Progress (migrate, copy) is drawn on stderr only when both it and
 // stdout are terminals.
 //

@@ -21,6 +21,7 @@ import (
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/gateway"
 	"github.com/ratestore/ratestore/redisstore"
+	"github.com/ratestore/ratestore/server"
 )
 
 // The gateway command's defaults.
@@ -278,13 +279,8 @@ func (c *cli) runGateway(f *gatewayFlags) error {
 	if err != nil {
 		return err
 	}
-	var g *gateway.Gateway
-	if st.rdb != nil {
-		out.Redis, out.Durability = redact(f.redisURL), ""
-		g, err = gateway.NewRedis(st.rdb, opts)
-	} else {
-		g, err = gateway.New(st.db, opts)
-	}
+	out.Redis, out.Durability = st.redis, st.durability
+	g, err := st.gateway(opts)
 	var ln net.Listener
 	if err == nil {
 		ln, err = net.Listen("tcp", f.listen)
@@ -497,30 +493,48 @@ func (c *cli) openServing(d ratestore.Durability, log *slog.Logger) (db *ratesto
 }
 
 // servingStore is the store a serving command (gateway, serve) serves
-// from: the database of the global flags, or a Redis with --redis.
+// from, the database of the global flags or a Redis with --redis, as the
+// gateway and server it makes: both are written once against the backend
+// contract (ratestore.Store), so nothing after openStore asks which it is.
 type servingStore struct {
-	db      *ratestore.DB  // nil with --redis
-	rdb     *redisstore.DB // nil without
-	close   func() error   // closes the one that is open
-	created []string       // the paths opening the database created
+	gateway    func(gateway.Options) (*gateway.Gateway, error)
+	server     func(server.Options) *server.Server
+	close      func() error
+	created    []string // the paths opening the database created
+	redis      string   // where it is, for the start line: the Redis URL, redacted
+	durability string   // or the database's durability
+}
+
+// serving returns the servingStore of db.
+func serving[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore.Store[L, B]) *servingStore {
+	return &servingStore{
+		gateway: func(o gateway.Options) (*gateway.Gateway, error) { return gateway.New(db, o) },
+		server:  func(o server.Options) *server.Server { return server.New(db, o) },
+		close:   db.Close,
+	}
 }
 
 // openStore opens the store of a serving command: the Redis at redisURL
 // if it is not "", else the database of the global flags (see
-// openServing), with durability d.
+// openServing), with durability d. It is where the command's flags choose
+// the backend.
 func (c *cli) openStore(cmd, redisURL string, d ratestore.Durability, log *slog.Logger) (*servingStore, error) {
 	if redisURL != "" {
 		rdb, err := redisstore.Open(c.ctx, redisURL, redisstore.Options{Now: c.now, Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", cmd, err)
 		}
-		return &servingStore{rdb: rdb, close: rdb.Close}, nil
+		st := serving(rdb)
+		st.redis = redact(redisURL)
+		return st, nil
 	}
 	db, created, err := c.openServing(d, log)
 	if err != nil {
 		return nil, err
 	}
-	return &servingStore{db: db, close: db.Close, created: created}, nil
+	st := serving(db)
+	st.created, st.durability = created, d.String()
+	return st, nil
 }
 
 // abandon closes the store of a start that failed before serving and, if

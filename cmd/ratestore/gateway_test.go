@@ -133,7 +133,7 @@ func TestGatewayCommand(t *testing.T) {
 	defer up.Close()
 
 	e := newEnv(t)
-	created := jsonOf[createOut](e, "keys", "create", "--name", "gw", "--limit", "1000")
+	created := jsonOf[gateway.AdminCreated](e, "keys", "create", "--name", "gw", "--limit", "1000")
 	g := e.startGateway("--upstream", up.URL, "--rps", "100")
 	require.Equal(t, gatewayOut{Listen: g.out.Listen, Upstream: up.URL, Routes: []routeOut{}, StatsPath: "/stats", RPS: 100, Burst: 0, Durability: "sync"}, g.out)
 	host, _, err := net.SplitHostPort(g.out.Listen)
@@ -156,9 +156,9 @@ func TestGatewayCommand(t *testing.T) {
 	require.Equal(t, "Bearer sk-upstream", auth)
 	resp, body = call("GET", "/stats", created.Secret)
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
-	var st gateway.Stats
+	var st gateway.AdminKey
 	require.NoError(t, json.Unmarshal([]byte(body), &st))
-	require.Equal(t, created.Key.ID, st.KeyID)
+	require.Equal(t, created.Key.ID, st.ID)
 	resp, _ = call("POST", "/v1/chat/completions", "rsk_nobody")
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 
@@ -356,7 +356,7 @@ func TestGatewayShutdownCut(t *testing.T) {
 	defer up.Close()
 
 	e := newEnv(t)
-	created := jsonOf[createOut](e, "keys", "create", "--name", "gw", "--limit", "100000")
+	created := jsonOf[gateway.AdminCreated](e, "keys", "create", "--name", "gw", "--limit", "100000")
 	g := e.startGateway("--upstream", up.URL, "--shutdown-timeout", "50ms")
 	body := `{"model":"claude-x","max_tokens":100,"stream":true}`
 	req, err := http.NewRequest("POST", "http://"+g.out.Listen+"/v1/messages", strings.NewReader(body))
@@ -405,7 +405,7 @@ func TestGatewayRoutesCommand(t *testing.T) {
 	anthURL := strings.Replace(anth.URL, "http://", "http://user:hunter2@", 1)
 
 	e := newEnv(t)
-	created := jsonOf[createOut](e, "keys", "create", "--name", "gw", "--limit", "1000")
+	created := jsonOf[gateway.AdminCreated](e, "keys", "create", "--name", "gw", "--limit", "1000")
 	g := e.startGateway("--upstream", "/v1/messages="+anthURL, "--upstream", def.URL,
 		"--upstream-key-env", "/v1/messages=RATESTORE_TEST_ANTHROPIC", "--upstream-key-header", "/v1/messages=x-api-key")
 	require.Equal(t, def.URL, g.out.Upstream)
@@ -466,7 +466,7 @@ func TestGatewayShadowAdmin(t *testing.T) {
 	}))
 	defer up.Close()
 	e := newEnv(t)
-	created := jsonOf[createOut](e, "keys", "create", "--name", "gw", "--limit", "20")
+	created := jsonOf[gateway.AdminCreated](e, "keys", "create", "--name", "gw", "--limit", "20")
 	t.Setenv(adminTokenEnv, "admin-token-from-env-0123456789")
 	g := e.startGateway("--upstream", up.URL, "--shadow")
 	require.True(t, g.out.Shadow)

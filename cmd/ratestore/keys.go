@@ -12,18 +12,10 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore"
-	"github.com/ratestore/ratestore/internal/sat"
+	"github.com/ratestore/ratestore/gateway"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/redisstore"
 )
-
-// keyStore returns the key store of db. The command line opens it with the
-// default options, as every other user of a database does (migrate, the
-// gateway): a key's record holds its policy, so only keys created with
-// --limit and legacy keys depend on them (one window of 5 hours).
-func keyStore(db *ratestore.DB) (*keystore.Store, error) {
-	return keystore.Open(db, keystore.Options{})
-}
 
 // adminFlags are --admin and --admin-token-file, flags of every command
 // that reads or changes keys: with --admin, the command works through the
@@ -66,10 +58,7 @@ func (c *cli) withKeys(af *adminFlags, create bool, fn func(keyService) error) e
 	switch {
 	case af.url != "" && af.redis != "":
 		return usagef("", "--admin and --redis both say where the keys are: give one")
-	case af.redis != "":
-		return c.withRedisKeys(af.redis, func(ks *keystore.Store) error { return fn(ks) })
-	}
-	if af.url != "" {
+	case af.url != "":
 		ac, err := newAdminClient(af.url, af.tokenFile, c.stderr)
 		if err != nil {
 			return err
@@ -79,86 +68,95 @@ func (c *cli) withKeys(af *adminFlags, create bool, fn func(keyService) error) e
 	if af.tokenFile != "" {
 		return usagef("", "--admin-token-file without --admin: the token is for a gateway's admin API")
 	}
-	opened := false
-	err := c.withDB(create, func(db *ratestore.DB) error {
-		opened = true
-		ks, err := keyStore(db)
-		if err != nil {
-			return err
-		}
-		return fn(ks)
-	})
-	if !opened && errors.Is(err, ratestore.ErrLocked) {
-		return &lockedError{c.db}
+	err := c.withKeyStore(af.redis, create, func(ks *keystore.Store) error { return fn(ks) })
+	if af.redis == "" && errors.Is(err, ratestore.ErrLocked) {
+		return &lockedError{c.db} // a running gateway holds it: point at --admin
 	}
 	return err
 }
 
-// redisKeysUsage is the help of the --redis flag of the key commands.
-const redisKeysUsage = "work on the keys of the key store in the Redis at `URL` (redis://host:port/db), which gateways started with --redis share, rather than the database"
-
-// withRedisKeys calls fn with the key store in the Redis at url
-// (keystore.OpenRedis), closed after it.
-func (c *cli) withRedisKeys(url string, fn func(*keystore.Store) error) error {
-	rdb, err := redisstore.Open(c.ctx, url, redisstore.Options{Now: c.now, Timeout: adminTimeout})
-	if err != nil {
-		return err
+// withKeyStore calls fn with the key store in the Redis at redisURL, if it
+// is not "", else in the database of the global flags (created, with
+// create), opened for fn and closed after it. It is where the key
+// commands' flags choose the backend; keystore.Open is written once for
+// both.
+func (c *cli) withKeyStore(redisURL string, create bool, fn func(*keystore.Store) error) error {
+	if redisURL != "" {
+		rdb, err := redisstore.Open(c.ctx, redisURL, redisstore.Options{Now: c.now, Timeout: adminTimeout})
+		if err != nil {
+			return err
+		}
+		defer rdb.Close()
+		return withStoreKeys(rdb, fn)
 	}
-	defer rdb.Close()
-	ks, err := keystore.OpenRedis(rdb, keystore.Options{})
+	return c.withDB(create, func(db *ratestore.DB) error { return withStoreKeys(db, fn) })
+}
+
+// withStoreKeys calls fn with the key store of db, opened with the
+// default options, as every other user of a store opens it (migrate, the
+// gateway): a key's record holds its policy, so only keys created with
+// --limit and legacy keys depend on them (one window of 5 hours).
+func withStoreKeys[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore.Store[L, B], fn func(*keystore.Store) error) error {
+	ks, err := keystore.Open(db, keystore.Options{})
 	if err != nil {
 		return err
 	}
 	return fn(ks)
 }
 
-func (c *cli) keyOut(k keystore.Key) keyOut {
-	expired := !k.ExpiresAt.IsZero() && !c.clock().Before(k.ExpiresAt)
-	status := "active"
-	switch {
-	case k.Disabled:
-		status = "disabled"
-	case expired:
-		status = "expired"
-	}
-	out := keyOut{
-		ID: k.ID, Name: k.Name, Model: k.Model, TokenLimit: k.TokenLimit,
-		Windows:           make([]windowOut, len(k.Policy.Windows)),
-		RequestsPerMinute: k.Policy.RequestsPerMinute, MaxConcurrent: k.Policy.MaxConcurrent,
-		Models:    append([]string{}, k.Policy.Models...),
-		ExpiresAt: timePtr(k.ExpiresAt), CreatedAt: timePtr(k.CreatedAt), LastUsed: timePtr(k.LastUsed),
-		LifetimeTokens: k.LifetimeTokens, Disabled: k.Disabled, Expired: expired, Status: status,
-	}
+// redisKeysUsage is the help of the --redis flag of the key commands.
+const redisKeysUsage = "work on the keys of the key store in the Redis at `URL` (redis://host:port/db), which gateways started with --redis share, rather than the database"
+
+// freshUsage is the usage of key k just created: nothing used in any of
+// its windows, as nobody has its secret yet.
+func freshUsage(k keystore.Key) keystore.Usage {
+	u := keystore.Usage{Windows: make([]keystore.WindowUsage, len(k.Policy.Windows))}
 	for i, w := range k.Policy.Windows {
-		out.Windows[i] = windowOut{Window: w.Window.String(), Bucket: w.Bucket.String(), Limit: w.Limit}
+		u.Windows[i] = keystore.WindowUsage{Window: w.Window, Bucket: w.Bucket, Limit: w.Limit, Remaining: w.Limit}
 	}
-	return out
+	u.Bind()
+	return u
 }
 
-// usageOut is u, the usage of key k, as the usage command prints it.
-func (c *cli) usageOut(k keystore.Key, u keystore.Usage) usageOut {
-	out := usageOut{
-		ID: k.ID, Used: u.Used, Limit: u.Limit, Remaining: u.Remaining,
-		ResetAfterSeconds: ceilSeconds(u.ResetAfter), WindowEnd: timePtr(u.WindowEnd),
-		Windows:           make([]windowUsageOut, len(u.Windows)),
-		RequestsPerMinute: k.Policy.RequestsPerMinute, MaxConcurrent: k.Policy.MaxConcurrent,
-		Models: append([]string{}, k.Policy.Models...),
+// listKeys returns every key with its usage, in id order, each built by
+// gateway.NewAdminKey: in one call from a usageLister (the admin API),
+// else each key's Usage read as List goes (a key deleted meanwhile is
+// left out, as the admin API does).
+func (c *cli) listKeys(ks keyService) ([]gateway.AdminKey, error) {
+	keys := []gateway.AdminKey{}
+	add := func(k keystore.Key, u keystore.Usage) error {
+		keys = append(keys, gateway.NewAdminKey(k, u))
+		return nil
 	}
-	if len(u.Windows) > 0 {
-		out.Window = u.Windows[u.Binding].Window.String()
+	var err error
+	if ul, ok := ks.(usageLister); ok {
+		err = ul.ListUsage(c.ctx, add)
+	} else {
+		err = ks.List(c.ctx, func(k keystore.Key) error {
+			u, err := ks.Usage(c.ctx, k.ID)
+			switch {
+			case errors.Is(err, keystore.ErrNotFound):
+				return nil // deleted meanwhile
+			case err != nil:
+				return err
+			}
+			return add(k, u)
+		})
 	}
-	for i, w := range u.Windows {
-		out.Windows[i] = windowUsageOut{
-			Window: w.Window.String(), Bucket: w.Bucket.String(),
-			Used: w.Used, Limit: w.Limit, Remaining: w.Remaining,
-			ResetAfterSeconds: ceilSeconds(w.ResetAfter), WindowEnd: timePtr(w.WindowEnd),
-		}
-	}
-	return out
+	return keys, err
 }
 
-// ceilSeconds is d in whole seconds, rounded up; 0 for d <= 0.
-func ceilSeconds(d time.Duration) int64 { return sat.CeilDiv(int64(d), int64(time.Second)) }
+// keyStatus is what the text output says of key a at now: "disabled",
+// "expired" or "active".
+func keyStatus(a gateway.AdminKey, now time.Time) string {
+	switch {
+	case a.Disabled:
+		return "disabled"
+	case a.ExpiresAt != nil && !now.Before(*a.ExpiresAt):
+		return "expired"
+	}
+	return "active"
+}
 
 // timePtr is t in UTC, or nil when t is zero (not set).
 func timePtr(t time.Time) *time.Time {
@@ -191,41 +189,62 @@ func short(d time.Duration) string {
 	return s
 }
 
-// shortOf is short of a duration as JSON output writes it.
-func shortOf(s string) string {
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return s
-	}
-	return short(d)
+// length is a window's or bucket's length as JSON gives it, a Go
+// duration; 0 for one that is not.
+func length(s string) time.Duration {
+	d, _ := time.ParseDuration(s)
+	return d
 }
 
-// writeKey writes k as "field: value" lines, then the table of u's
+// writeKey writes key a as "field: value" lines, then the table of its
 // windows.
-func writeKey(w io.Writer, k keyOut, u usageOut, now time.Time) {
+func writeKey(w io.Writer, a gateway.AdminKey, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
-	fmt.Fprintf(tw, "id:\t%s\n", k.ID)
-	fmt.Fprintf(tw, "name:\t%s\n", k.Name)
-	fmt.Fprintf(tw, "model:\t%s\n", k.Model)
-	fmt.Fprintf(tw, "lifetime tokens:\t%d\n", k.LifetimeTokens)
-	fmt.Fprintf(tw, "created:\t%s\n", show(k.CreatedAt, "unknown"))
-	fmt.Fprintf(tw, "last used:\t%s\n", show(k.LastUsed, "never"))
-	fmt.Fprintf(tw, "expires:\t%s\n", show(k.ExpiresAt, "never"))
-	fmt.Fprintf(tw, "status:\t%s\n", k.Status)
-	writePolicy(tw, k.RequestsPerMinute, k.MaxConcurrent, k.Models)
+	fmt.Fprintf(tw, "id:\t%s\n", a.ID)
+	fmt.Fprintf(tw, "name:\t%s\n", a.Name)
+	fmt.Fprintf(tw, "model:\t%s\n", a.Model)
+	fmt.Fprintf(tw, "lifetime tokens:\t%d\n", a.LifetimeTokens)
+	fmt.Fprintf(tw, "created:\t%s\n", show(a.CreatedAt, "unknown"))
+	fmt.Fprintf(tw, "last used:\t%s\n", show(a.LastUsed, "never"))
+	fmt.Fprintf(tw, "expires:\t%s\n", show(a.ExpiresAt, "never"))
+	fmt.Fprintf(tw, "status:\t%s\n", keyStatus(a, now))
+	writePolicy(tw, a)
 	tw.Flush()
-	writeWindows(w, u.Windows, now)
+	writeWindows(w, a.Windows, now)
 }
 
-// writePolicy writes the limits of a policy besides its windows as "field:
-// value" lines.
-func writePolicy(tw io.Writer, rpm int64, maxConcurrent int, models []string) {
-	fmt.Fprintf(tw, "request rate:\t%s\n", limitText(rpm, " per minute"))
-	fmt.Fprintf(tw, "max concurrent:\t%s\n", limitText(int64(maxConcurrent), " requests"))
-	if len(models) == 0 {
+// writeUsage writes the usage of key a: its binding window's figures,
+// the limits of its policy, then the table of its windows.
+func writeUsage(w io.Writer, a gateway.AdminKey, now time.Time) {
+	b := a.Windows[a.Binding] // a key has a window at least
+	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
+	fmt.Fprintf(tw, "key:\t%s\n", a.ID)
+	fmt.Fprintf(tw, "used:\t%d of %d tokens in its %s window", b.Used, b.Limit, short(length(b.Window)))
+	if len(a.Windows) > 1 {
+		fmt.Fprintf(tw, " (of its %d windows, the one with the least left)", len(a.Windows))
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintf(tw, "remaining:\t%d\n", b.Remaining)
+	if b.WindowEnd == nil {
+		fmt.Fprintf(tw, "window end:\t- (nothing in use)\n")
+	} else {
+		fmt.Fprintf(tw, "window end:\t%s (in %v)\n", show(b.WindowEnd, ""), b.WindowEnd.Sub(now).Round(time.Second))
+		fmt.Fprintf(tw, "fully reset in:\t%v\n", time.Duration(b.ResetAfterSeconds)*time.Second)
+	}
+	writePolicy(tw, a)
+	tw.Flush()
+	writeWindows(w, a.Windows, now)
+}
+
+// writePolicy writes the limits of a's policy besides its windows as
+// "field: value" lines.
+func writePolicy(tw io.Writer, a gateway.AdminKey) {
+	fmt.Fprintf(tw, "request rate:\t%s\n", limitText(a.RequestsPerMinute, " per minute"))
+	fmt.Fprintf(tw, "max concurrent:\t%s\n", limitText(int64(a.MaxConcurrent), " requests"))
+	if len(a.Models) == 0 {
 		fmt.Fprintf(tw, "models:\tany\n")
 	} else {
-		fmt.Fprintf(tw, "models:\t%s\n", strings.Join(models, ", "))
+		fmt.Fprintf(tw, "models:\t%s\n", strings.Join(a.Models, ", "))
 	}
 }
 
@@ -238,7 +257,7 @@ func limitText(n int64, unit string) string {
 
 // writeWindows writes the token windows of a key, with their usage at now,
 // as a table.
-func writeWindows(w io.Writer, ws []windowUsageOut, now time.Time) {
+func writeWindows(w io.Writer, ws []gateway.AdminWindow, now time.Time) {
 	fmt.Fprintf(w, "\ntoken windows:\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  WINDOW\tBUCKET\tUSED\tLIMIT\tREMAINING\tWINDOW END\tFULLY RESET IN")
@@ -250,17 +269,18 @@ func writeWindows(w io.Writer, ws []windowUsageOut, now time.Time) {
 		if u.ResetAfterSeconds > 0 {
 			reset = (time.Duration(u.ResetAfterSeconds) * time.Second).String()
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%d\t%s\t%s\n", shortOf(u.Window), shortOf(u.Bucket), u.Used, u.Limit, u.Remaining, end, reset)
+		fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%d\t%s\t%s\n", short(length(u.Window)), short(length(u.Bucket)),
+			u.Used, u.Limit, u.Remaining, end, reset)
 	}
 	tw.Flush()
 }
 
-// windowsText is the windows of k on one line, for keys list: "100000/5h,
+// windowsText is the windows of a on one line, for keys list: "100000/5h,
 // 1000000/168h".
-func windowsText(k keyOut) string {
-	parts := make([]string, len(k.Windows))
-	for i, w := range k.Windows {
-		parts[i] = fmt.Sprintf("%d/%s", w.Limit, shortOf(w.Window))
+func windowsText(a gateway.AdminKey) string {
+	parts := make([]string, len(a.Windows))
+	for i, w := range a.Windows {
+		parts[i] = fmt.Sprintf("%d/%s", w.Limit, short(length(w.Window)))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -326,7 +346,7 @@ func keysCreate(c *cli, fs *flag.FlagSet) func([]string) error {
 			if err != nil {
 				return err
 			}
-			out := createOut{c.keyOut(k), secret}
+			out := gateway.AdminCreated{Key: gateway.NewAdminKey(k, freshUsage(k)), Secret: secret}
 			err = c.emit(out, func(w io.Writer) {
 				fmt.Fprintf(w, "id:     %s\nsecret: %s\n", k.ID, secret)
 			})
@@ -340,16 +360,12 @@ func keysList(c *cli, fs *flag.FlagSet) func([]string) error {
 	af := keyFlags(fs)
 	return func([]string) error {
 		return c.withKeys(af, false, func(ks keyService) error {
-			keys := []keyOut{}
-			err := ks.List(c.ctx, func(k keystore.Key) error {
-				keys = append(keys, c.keyOut(k))
-				return nil
-			})
+			keys, err := c.listKeys(ks)
 			if err != nil {
 				return err
 			}
-			out := keysOut{keys}
-			return c.emit(out, func(w io.Writer) {
+			now := c.clock()
+			return c.emit(gateway.AdminKeys{Keys: keys}, func(w io.Writer) {
 				if len(keys) == 0 {
 					fmt.Fprintln(w, "no keys")
 					return
@@ -358,7 +374,7 @@ func keysList(c *cli, fs *flag.FlagSet) func([]string) error {
 				fmt.Fprintln(tw, "ID\tNAME\tMODEL\tTOKENS/WINDOW\tLIFETIME\tLAST USED\tEXPIRES\tSTATUS")
 				for _, k := range keys {
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", k.ID, orDash(k.Name), orDash(k.Model),
-						windowsText(k), k.LifetimeTokens, show(k.LastUsed, "never"), show(k.ExpiresAt, "never"), k.Status)
+						windowsText(k), k.LifetimeTokens, show(k.LastUsed, "never"), show(k.ExpiresAt, "never"), keyStatus(k, now))
 				}
 				tw.Flush()
 			})
@@ -393,12 +409,12 @@ func (c *cli) emitKey(ks keyService, id, done string) error {
 	if err != nil {
 		return err
 	}
-	out := keyResultOut{c.keyOut(k), c.usageOut(k, u)}
-	return c.emit(out, func(w io.Writer) {
+	a := gateway.NewAdminKey(k, u)
+	return c.emit(a, func(w io.Writer) {
 		if done != "" {
 			fmt.Fprintln(w, done)
 		}
-		writeKey(w, out.Key, out.Usage, c.clock())
+		writeKey(w, a, c.clock())
 	})
 }
 
@@ -528,27 +544,8 @@ func usageCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 			if err != nil {
 				return err
 			}
-			out := c.usageOut(k, u)
-			return c.emit(out, func(w io.Writer) {
-				now := c.clock()
-				tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
-				fmt.Fprintf(tw, "key:\t%s\n", id)
-				fmt.Fprintf(tw, "used:\t%d of %d tokens in its %s window", u.Used, u.Limit, shortOf(out.Window))
-				if len(u.Windows) > 1 {
-					fmt.Fprintf(tw, " (of its %d windows, the one with the least left)", len(u.Windows))
-				}
-				fmt.Fprintln(tw)
-				fmt.Fprintf(tw, "remaining:\t%d\n", u.Remaining)
-				if out.WindowEnd == nil {
-					fmt.Fprintf(tw, "window end:\t- (nothing in use)\n")
-				} else {
-					fmt.Fprintf(tw, "window end:\t%s (in %v)\n", show(out.WindowEnd, ""), out.WindowEnd.Sub(now).Round(time.Second))
-					fmt.Fprintf(tw, "fully reset in:\t%v\n", u.ResetAfter.Round(time.Second))
-				}
-				writePolicy(tw, out.RequestsPerMinute, out.MaxConcurrent, out.Models)
-				tw.Flush()
-				writeWindows(w, out.Windows, now)
-			})
+			a := gateway.NewAdminKey(k, u)
+			return c.emit(a, func(w io.Writer) { writeUsage(w, a, c.clock()) })
 		})
 	}
 }

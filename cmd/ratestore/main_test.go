@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/gateway"
 	"github.com/ratestore/ratestore/migrate"
 	"github.com/ratestore/ratestore/strategies"
 	"github.com/stretchr/testify/require"
@@ -146,7 +147,9 @@ func TestHelp(t *testing.T) {
 	}
 	r := runArgs(false, "help", "json")
 	require.Equal(t, exitOK, r.code)
-	require.Contains(t, r.stdout, `"token_limit"`)
+	require.Contains(t, r.stdout, `"window"`)
+	require.Contains(t, r.stdout, `"binding"`)
+	require.NotContains(t, r.stdout, "USAGE")
 }
 
 // TestJSONDocumented: every field of every command's JSON output is named
@@ -156,15 +159,15 @@ func TestJSONDocumented(t *testing.T) {
 	outputs := map[string]any{
 		"import":          importOut{Report: migrate.Report{Refusals: issue, Skips: issue, Notes: issue}},
 		"migrate":         migrateOut{},
-		"keys create":     createOut{},
-		"keys list":       keysOut{},
-		"keys show":       keyResultOut{},
-		"keys disable":    keyResultOut{},
-		"keys enable":     keyResultOut{},
+		"keys create":     gateway.AdminCreated{},
+		"keys list":       gateway.AdminKeys{},
+		"keys show":       gateway.AdminKey{},
+		"keys disable":    gateway.AdminKey{},
+		"keys enable":     gateway.AdminKey{},
 		"keys delete":     deleteOut{},
-		"keys set-limit":  keyResultOut{},
-		"keys set-expiry": keyResultOut{},
-		"usage":           usageOut{},
+		"keys set-limit":  gateway.AdminKey{},
+		"keys set-expiry": gateway.AdminKey{},
+		"usage":           gateway.AdminKey{},
 		"copy":            copyOut{},
 		"inspect":         stateOut{Error: "e", State: &strategies.Description{Legacy: true}},
 		"check":           checkOut{},
@@ -184,14 +187,13 @@ func TestJSONDocumented(t *testing.T) {
 	}
 	for _, cmd := range commands {
 		text := cmd.json
-		if strings.Contains(text, "USAGE") {
-			text += usageJSON
+		if strings.Contains(text, "KEY") {
+			text += keyJSON
 		}
 		documented(text, outputs[cmd.name])
 	}
-	documented(keyJSON, keyOut{})
-	documented(keyJSON, windowOut{})
-	documented(usageJSON, windowUsageOut{})
+	documented(keyJSON, gateway.AdminKey{})
+	documented(keyJSON, gateway.AdminWindow{})
 }
 
 func TestUsageErrors(t *testing.T) {
@@ -249,7 +251,7 @@ func TestFlagsAnywhere(t *testing.T) {
 		require.Equal(t, want, r.stdout, args)
 	}
 	// Flags after the arguments, and "--" ending the flags.
-	id := jsonOf[keysOut](e, "keys", "list").Keys[0].ID
+	id := jsonOf[gateway.AdminKeys](e, "keys", "list").Keys[0].ID
 	r := e.ok("usage", id, "--json")
 	require.Contains(t, r.stdout, `"used"`)
 	r = e.run("usage", "--", "--json")

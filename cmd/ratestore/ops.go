@@ -71,7 +71,7 @@ func (c *cli) importRedis(file, url string) error {
 	}
 	defer f.Close()
 	var rep migrate.Report
-	err = c.withRedisKeys(url, func(ks *keystore.Store) error {
+	err = c.withKeyStore(url, false, func(ks *keystore.Store) error {
 		rep, err = migrate.ImportLegacyInto(c.ctx, ks, f)
 		return err
 	})
@@ -104,17 +104,7 @@ func migrateCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 	dryRun := fs.Bool("dry-run", false, "only print how many keys have legacy usage pending; write nothing")
 	redisURL := fs.String("redis", "", "migrate the keys of the key store in the Redis at `URL` (redis://host:port/db), which gateways started with --redis share, rather than the database's")
 	return func([]string) error {
-		run := func(ks *keystore.Store) error { return c.migrate(ks, *dryRun) }
-		if *redisURL != "" {
-			return c.withRedisKeys(*redisURL, run)
-		}
-		return c.withDB(false, func(db *ratestore.DB) error {
-			ks, err := keyStore(db)
-			if err != nil {
-				return err
-			}
-			return run(ks)
-		})
+		return c.withKeyStore(*redisURL, false, func(ks *keystore.Store) error { return c.migrate(ks, *dryRun) })
 	}
 }
 

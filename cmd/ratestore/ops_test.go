@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/gateway"
 	"github.com/ratestore/ratestore/strategies"
 	"github.com/stretchr/testify/require"
 )
@@ -29,7 +30,8 @@ func TestMigrate(t *testing.T) {
 	require.Equal(t, "migrated the legacy usage of 3 keys\n", r.stdout)
 	require.Empty(t, r.stderr)
 	require.Equal(t, migrateOut{}, jsonOf[migrateOut](e, "migrate"))
-	require.Equal(t, int64(41250), jsonOf[usageOut](e, "usage", byName(t, jsonOf[keysOut](e, "keys", "list").Keys)["gateway-prod"]).Used)
+	u := jsonOf[gateway.AdminKey](e, "usage", byName(t, jsonOf[gateway.AdminKeys](e, "keys", "list").Keys)["gateway-prod"])
+	require.Equal(t, int64(41250), u.Windows[u.Binding].Used)
 
 	// On a terminal, a progress bar on stderr.
 	p := newEnv(t)
@@ -227,22 +229,20 @@ func TestImportBigIntoBadger(t *testing.T) {
 	e.backend = "badger"
 	rep := jsonOf[importOut](e, "import", file)
 	require.Equal(t, n, rep.Keys)
-	keys := jsonOf[keysOut](e, "keys", "list").Keys
+	keys := jsonOf[gateway.AdminKeys](e, "keys", "list").Keys
 	require.Len(t, keys, n)
 	for _, k := range keys {
 		i, err := strconv.Atoi(strings.TrimPrefix(k.Name, "k"))
 		require.NoError(t, err, k.Name)
-		if k.TokenLimit != int64(1000+i) || len(k.Windows) != 1 || k.Windows[0].Window != "5h0m0s" {
+		if len(k.Windows) != 1 || k.Windows[0].Limit != int64(1000+i) || k.Windows[0].Window != "5h0m0s" || k.Windows[0].Used != 0 {
 			t.Fatalf("key %d: %+v", i, k) // no testify per key: 12,000 of them
 		}
 	}
-	show := jsonOf[keyResultOut](e, "keys", "show", keys[0].ID)
-	require.Equal(t, keys[0], show.Key)
-	require.Zero(t, show.Usage.Used)
+	require.Equal(t, keys[0], jsonOf[gateway.AdminKey](e, "keys", "show", keys[0].ID))
 
 	bolt := filepath.Join(e.dir, "big.bolt")
 	crep := jsonOf[copyOut](e, "copy", "--to", bolt, "--to-backend", "bolt")
 	require.Equal(t, 2*n, crep.Records) // the record and hash index entry of each key
 	c := &env{t: t, dir: e.dir, db: bolt}
-	require.Len(t, jsonOf[keysOut](c, "keys", "list").Keys, n)
+	require.Len(t, jsonOf[gateway.AdminKeys](c, "keys", "list").Keys, n)
 }

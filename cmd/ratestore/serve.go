@@ -109,12 +109,7 @@ func (c *cli) runServe(f *serveFlags) error {
 	if err != nil {
 		return err
 	}
-	var limiters server.Limiters
-	if st.rdb != nil {
-		limiters, out.Redis = server.Adapt(st.rdb.Limiter), redact(f.redisURL)
-	} else {
-		limiters, out.Durability = server.Adapt(st.db.Limiter), dur.String()
-	}
+	out.Redis, out.Durability = st.redis, st.durability
 	httpLn, respLn, err := listenSides(f.httpAddr, f.respAddr)
 	if err != nil {
 		st.abandon()
@@ -126,7 +121,7 @@ func (c *cli) runServe(f *serveFlags) error {
 	if respLn != nil {
 		out.RESP = respLn.Addr().String()
 	}
-	return c.runServer(server.New(limiters, server.Options{Token: token, Logger: log}), st.close, httpLn, respLn, log, f.shutdown, out)
+	return c.runServer(st.server(server.Options{Token: token, Logger: log}), st.close, httpLn, respLn, log, f.shutdown, out)
 }
 
 // validate checks the serve command's flags, and returns the durability

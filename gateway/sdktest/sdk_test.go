@@ -394,7 +394,7 @@ func TestSDKs(t *testing.T) {
 		runSDKs(t, node, ks, func(o gateway.Options) (*gateway.Gateway, error) { return gateway.New(db, o) })
 	})
 	// The same clients through a gateway whose keys are in Redis
-	// (gateway.NewRedis), as one of several instances would be.
+	// (gateway.New on a redisstore.DB), as one of several instances would be.
 	t.Run("redis", func(t *testing.T) {
 		srv := redistest.Start(t)
 		rdb, err := redisstore.Open(context.Background(), srv.URL(), redisstore.Options{Timeout: 10 * time.Second})
@@ -402,11 +402,11 @@ func TestSDKs(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { rdb.Close() })
-		ks, err := keystore.OpenRedis(rdb, keystore.Options{})
+		ks, err := keystore.Open(rdb, keystore.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		runSDKs(t, node, ks, func(o gateway.Options) (*gateway.Gateway, error) { return gateway.NewRedis(rdb, o) })
+		runSDKs(t, node, ks, func(o gateway.Options) (*gateway.Gateway, error) { return gateway.New(rdb, o) })
 	})
 }
 

@@ -1,0 +1,120 @@
+package ratestore_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/internal/redistest"
+	"github.com/ratestore/ratestore/redisstore"
+	"github.com/ratestore/ratestore/strategies"
+)
+
+// TestStoreContract runs one test of the backend contract (ratestore.Store)
+// on the four envs of the engine and on Redis: records, batches, Reread,
+// leases and reservations mean the same on each. shared says whether the
+// store is changed by other processes, the one thing Reread reports.
+func TestStoreContract(t *testing.T) {
+	for _, e := range envs {
+		t.Run(e.String(), func(t *testing.T) {
+			s := e.open(t)
+			contract(t, s.DB, s.clock.Advance, false)
+		})
+	}
+	t.Run("redis", func(t *testing.T) {
+		srv := redistest.Start(t)
+		clock := newClock()
+		db, err := redisstore.Open(ctx, srv.URL(), redisstore.Options{Now: clock.Now})
+		require.NoError(t, err)
+		t.Cleanup(func() { db.Close() })
+		contract(t, db, clock.Advance, true)
+	})
+}
+
+func contract[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](t *testing.T, db ratestore.Store[L, B], advance func(time.Duration), shared bool) {
+	l, err := db.Limiter("contract", strategies.TokenBucket{Rate: 1, Burst: 2})
+	require.NoError(t, err)
+
+	// Records: an empty value is a record; Delete removes one; the batch
+	// sees its own changes; Scan walks a prefix in key order.
+	require.NoError(t, db.Update(ctx, []string{"lock-a"}, func(b B) error {
+		require.NoError(t, b.Put([]byte("r/b"), []byte("2")))
+		require.NoError(t, b.Put([]byte("r/a"), []byte("1")))
+		require.NoError(t, b.Put([]byte("r/empty"), nil))
+		require.NoError(t, b.Put([]byte("r/gone"), []byte("x")))
+		require.NoError(t, b.Delete([]byte("r/gone")))
+		v, err := b.Get([]byte("r/a"))
+		require.Equal(t, []byte("1"), v)
+		return err
+	}))
+	v, err := db.Get(ctx, []byte("r/empty"))
+	require.NoError(t, err)
+	require.NotNil(t, v, "an empty record exists")
+	require.Empty(t, v)
+	v, err = db.Get(ctx, []byte("r/gone"))
+	require.NoError(t, err)
+	require.Nil(t, v)
+	var keys []string
+	require.NoError(t, db.Scan(ctx, []byte("r/"), func(k, v []byte) error { keys = append(keys, string(k)+"="+string(v)); return nil }))
+	require.Equal(t, []string{"r/a=1", "r/b=2", "r/empty="}, keys)
+
+	// Reread: every key on a shared store, none on one this process alone
+	// changes; the same in a batch.
+	vals, err := db.Reread(ctx, [][]byte{[]byte("r/a"), []byte("r/none")})
+	require.NoError(t, err)
+	if shared {
+		require.Equal(t, [][]byte{[]byte("1"), nil}, vals)
+	} else {
+		require.Empty(t, vals)
+	}
+	seen := 0
+	require.NoError(t, db.RereadPrefix(ctx, []byte("r/"), func(k, v []byte) error { seen++; return nil }))
+	require.Equal(t, map[bool]int{true: 3, false: 0}[shared], seen)
+
+	// A batch decides as the limiter does, and its reads see its changes.
+	require.NoError(t, db.Update(ctx, nil, func(b B) error {
+		require.NoError(t, b.Prefetch([][]byte{[]byte("r/a")}, "k", l))
+		r, err := b.AllowN(l, "k", 2)
+		require.NoError(t, err)
+		require.True(t, r.Allowed)
+		r, err = b.PeekN(l, "k", 1)
+		require.NoError(t, err)
+		require.False(t, r.Allowed, "the batch sees its own take")
+		require.False(t, b.Now().IsZero())
+		return nil
+	}))
+	r, err := l.Peek(ctx, "k")
+	require.NoError(t, err)
+	require.Equal(t, int64(0), r.Remaining)
+
+	// A reservation cancelled before its time gives back what it took.
+	advance(2 * time.Second)
+	res, err := l.Reserve(ctx, "k", 2)
+	require.NoError(t, err)
+	require.Equal(t, time.Duration(0), res.Delay())
+	res, err = l.Reserve(ctx, "k", 1)
+	require.NoError(t, err)
+	require.Equal(t, time.Second, res.Delay())
+	require.NoError(t, res.Cancel(ctx))
+	r, err = l.Peek(ctx, "k")
+	require.NoError(t, err)
+	require.Equal(t, int64(0), r.Remaining)
+	require.Equal(t, time.Duration(0), r.RetryAfter, "the cancelled reservation is given back")
+
+	// Leases: at most max held; a release frees one.
+	c, err := db.Concurrency("contract-leases", 1, time.Minute)
+	require.NoError(t, err)
+	lease, r, err := c.Acquire(ctx, "k")
+	require.NoError(t, err)
+	require.True(t, r.Allowed)
+	_, r, err = c.Acquire(ctx, "k")
+	require.NoError(t, err)
+	require.False(t, r.Allowed)
+	require.NoError(t, lease.Release(ctx))
+	_, r, err = c.Acquire(ctx, "k")
+	require.NoError(t, err)
+	require.True(t, r.Allowed)
+	require.NoError(t, db.Flush(ctx))
+}

@@ -1,0 +1,90 @@
+package keystore
+
+import (
+	"context"
+	"sync"
+
+	"github.com/ratestore/ratestore/strategies"
+)
+
+// call is one Admit, Finish or Usage as it passes through the engine, and
+// the state of the functions the engine calls back.
+//
+// The engine is an interface (engine.go), and whatever is passed to an
+// interface's method escapes to the heap: a closure made per request would
+// be allocated per request, with every variable it captures, and so would
+// the slice of its locks. A call holds its callbacks, bound once when the
+// pool makes it, beside the fields they read and write, and calls are
+// reused: passing them to the engine allocates nothing.
+type call struct {
+	s    *Store
+	ctx  context.Context
+	e    *entry
+	lock [1]string // the key's id: the lock of its batches
+
+	req    Request
+	a      *Admission // Admit's result, and the admission Finish finishes
+	tokens int64      // Finish's
+	u      Usage      // Finish's and Usage's result
+
+	// What the callback in progress reads: a window's strategy, its
+	// instant, its count (a reservation, a difference), and the usage it
+	// reports into.
+	rw  strategies.RollingWindow
+	now int64
+	n   int64
+	wu  *WindowUsage
+
+	admit, finish   func(batch) error
+	merge, adjust   func(st strategies.State, now int64) (strategies.State, error)
+	release         func(st strategies.State, now int64) (strategies.State, error)
+	inflight, usage func(st strategies.State, now int64) error
+}
+
+var calls = sync.Pool{New: func() any { return newCall() }}
+
+// newCall returns a call with its callbacks bound.
+func newCall() *call {
+	c := &call{}
+	c.admit = func(b batch) (err error) {
+		c.a, err = c.s.admit(c, b)
+		return err
+	}
+	c.finish = func(b batch) error { return c.a.finishIn(c, b) }
+	c.merge = func(st strategies.State, at int64) (strategies.State, error) {
+		return st, c.rw.Merge(st, at, min(c.now, at), c.n)
+	}
+	c.adjust = func(st strategies.State, now int64) (strategies.State, error) {
+		a := c.a
+		return st, adjust(c.rw, st, now, a.at, a.e.moved-a.moved, c.n)
+	}
+	c.release = func(st strategies.State, now int64) (strategies.State, error) {
+		_, err := c.s.lease.Release(st, now, c.a.at, 1)
+		return st, err
+	}
+	c.inflight = func(st strategies.State, now int64) error {
+		n, err := c.s.lease.Used(st, now)
+		c.u.InFlight = int(n)
+		return err
+	}
+	c.usage = func(st strategies.State, now int64) error { return windowUsage(c.rw, c.wu, st, now) }
+	return c
+}
+
+// newCall returns a call of s on e, bounded by ctx, from the pool.
+func (s *Store) newCall(ctx context.Context, e *entry) *call {
+	c := calls.Get().(*call)
+	c.s, c.ctx, c.e, c.lock[0] = s, ctx, e, e.id
+	return c
+}
+
+// locks are the locks of the call's batches.
+func (c *call) locks() []string { return c.lock[:] }
+
+// free returns c to the pool, holding nothing of the request it served.
+func (c *call) free() {
+	c.s, c.ctx, c.e, c.lock[0] = nil, nil, nil, ""
+	c.req, c.a, c.tokens, c.u = Request{}, nil, 0, Usage{}
+	c.rw, c.now, c.n, c.wu = strategies.RollingWindow{}, 0, 0, nil
+	calls.Put(c)
+}
