@@ -69,7 +69,7 @@ func (c *cli) withKeys(af *adminFlags, create bool, fn func(keyService) error) e
 		return usagef("", "--admin-token-file without --admin: the token is for a gateway's admin API")
 	}
 	err := c.withKeyStore(af.redis, create, func(ks *keystore.Store) error { return fn(ks) })
-	if af.redis == "" && errors.Is(err, ratestore.ErrLocked) {
+	if errors.Is(err, ratestore.ErrLocked) {
 		return &lockedError{c.db} // a running gateway holds it: point at --admin
 	}
 	return err

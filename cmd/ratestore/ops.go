@@ -28,9 +28,6 @@ func importCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 	redisURL := fs.String("redis", "", "import into the key store in the Redis at `URL` (redis://host:port/db), which gateways started with --redis share, rather than the database")
 	return func(args []string) error {
 		file := args[0]
-		if *redisURL != "" && !*dryRun {
-			return c.importRedis(file, *redisURL)
-		}
 		have, err := exists(c.db)
 		if err != nil {
 			return err
@@ -47,10 +44,7 @@ func importCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 		}
 		refused := rep.Refused() || errors.Is(err, migrate.ErrRefused)
 		if err == nil && !refused && !*dryRun {
-			err = c.withDB(true, func(db *ratestore.DB) error {
-				rep, err = migrate.ImportLegacyFile(c.ctx, db, file)
-				return err
-			})
+			rep, err = c.importFile(file, *redisURL)
 			refused = rep.Refused() || errors.Is(err, migrate.ErrRefused)
 			if err != nil {
 				removeAll(created)
@@ -63,23 +57,21 @@ func importCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 	}
 }
 
-// importRedis imports file into the key store in the Redis at url.
-func (c *cli) importRedis(file, url string) error {
+// importFile imports file into the key store of withKeyStore: in the
+// Redis at redisURL if it is not "", else in the database, created if
+// there is none.
+func (c *cli) importFile(file, redisURL string) (migrate.Report, error) {
 	f, err := os.Open(file)
 	if err != nil {
-		return err
+		return migrate.Report{}, fmt.Errorf("migrate: open legacy file: %w", err)
 	}
 	defer f.Close()
 	var rep migrate.Report
-	err = c.withKeyStore(url, false, func(ks *keystore.Store) error {
+	err = c.withKeyStore(redisURL, true, func(ks *keystore.Store) error {
 		rep, err = migrate.ImportLegacyInto(c.ctx, ks, f)
 		return err
 	})
-	refused := rep.Refused() || errors.Is(err, migrate.ErrRefused)
-	if err != nil && !refused {
-		return err
-	}
-	return c.importDone(file, false, refused, rep)
+	return rep, err
 }
 
 // importDone prints what an import did, and fails when the file was
