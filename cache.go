@@ -41,37 +41,6 @@ func appendStoreKey(dst []byte, sk string) []byte {
 	return append(append(dst, statePrefix...), sk...)
 }
 
-// The table.
-//
-// Each shard is an open-addressing hash table with linear probing, whose
-// slots are the entries themselves, 64 bytes each: one cache line. A
-// decision on a key in memory reads its slot, then its key's bytes (to
-// compare them) and its state, those two at once. With many keys in use,
-// each of those reads misses the CPU's private caches, so what the table
-// costs is mostly how many of them depend on one another: two here. A Go
-// map from hash to entry needs three (the map's control word, its slot,
-// then the entry), and its slot and entry together take about 150 bytes a
-// key, as much as this table's slots at their emptiest (see rehash).
-//
-// A compact index (16-byte slots of hash and entry pointer, the entries
-// allocated apart, in the order keys are first seen) would be no faster
-// when keys come in the order they were first seen, which the CPU
-// prefetches either way, and slower when they come in random order, as
-// traffic from many clients does: one more dependent read a decision.
-//
-// Entries do not move while their shard is locked, except when an
-// insertion rehashes the table: code that holds a slot index or an *entry
-// across an insertion looks it up again. A removed entry leaves a
-// tombstone (slotGone), which probes pass over and insertions reuse, until
-// a rehash clears them.
-
-// Slot states.
-const (
-	slotFree uint8 = iota // never used since the last rehash: ends a probe
-	slotLive              // holds an entry
-	slotGone              // held an entry that was removed: probes go on
-)
-
 // entry is the in-memory state of one key under one limiter. Its fields are
 // guarded by the lock of its shard. It is laid out to fill one 64-byte
 // cache line exactly (see TestEntryIsOneCacheLine).
@@ -110,10 +79,8 @@ func (e *entry) is(name, key string) bool {
 
 // shard is one lock's share of the table.
 type shard struct {
-	mu    sync.Mutex
-	slots []entry  // nil, or at least minSlots of them
-	live  int      // slots holding an entry
-	used  int      // slots not free: live ones and tombstones
+	mu sync.Mutex
+	table
 	hand  int      // the eviction clock's position in slots
 	dirty []uint32 // the slots of the dirty entries
 	peak  int      // the most entries it has held: see TestCacheBoundAsync
@@ -129,9 +96,6 @@ type shard struct {
 // the shard past its bound.
 func (sh *shard) full(capacity int) bool { return sh.live+len(sh.loading) >= capacity }
 
-// minSlots is the size of a shard's table when it gets its first entry.
-const minSlots = 8
-
 // slot is where a key lives: its hash and its shard.
 type slot struct {
 	h   uint64
@@ -144,87 +108,6 @@ func (db *DB) locate(nameHash uint64, key string) slot {
 	return slot{h: h, idx: uint32(h >> (64 - shardBits))}
 }
 
-// home returns the slot where the probe for a key whose hash is h starts:
-// the low half of h, which neither the shard nor the tag uses, scaled to
-// the table's size by a multiplication, so that the size need not be a
-// power of two (see rehash).
-func (sh *shard) home(h uint64) int { return int(uint64(uint32(h)) * uint64(len(sh.slots)) >> 32) }
-
-// next returns the slot after i, the last one followed by the first.
-func (sh *shard) next(i int) int {
-	if i++; i == len(sh.slots) {
-		return 0
-	}
-	return i
-}
-
-// find returns the slot of the entry of key under the limiter name, whose
-// hash is h, or -1. The caller holds sh.mu.
-func (sh *shard) find(h uint64, name, key string) int {
-	if sh.live == 0 {
-		return -1
-	}
-	tag := uint32(h >> 32)
-	for i := sh.home(h); ; i = sh.next(i) {
-		e := &sh.slots[i]
-		switch {
-		case e.ctl == slotFree:
-			return -1
-		case e.tag == tag && e.ctl == slotLive && e.is(name, key):
-			return i
-		}
-	}
-}
-
-// insert adds the entry e, whose key hashes to h, and returns its slot. It
-// may rehash the table (see rehash): slots found before it are stale. The
-// caller holds sh.mu.
-func (db *DB) insert(sh *shard, h uint64, e entry) int {
-	// At most 5/8 of the slots are in use, so a probe always ends at a
-	// free slot and takes under 2 probes on average to find a key.
-	if 8*(sh.used+1) > 5*len(sh.slots) {
-		db.rehash(sh)
-	}
-	i := sh.home(h)
-	for sh.slots[i].ctl == slotLive {
-		i = sh.next(i)
-	}
-	if sh.slots[i].ctl == slotFree {
-		sh.used++
-	}
-	e.tag, e.ctl = uint32(h>>32), slotLive
-	sh.slots[i] = e
-	sh.live++
-	sh.peak = max(sh.peak, sh.live)
-	if e.dirty {
-		sh.dirty = append(sh.dirty, uint32(i))
-	}
-	return i
-}
-
-// rehash moves the entries of sh to a new table, dropping the tombstones,
-// and lists the dirty entries at their new slots. The new table is the
-// smallest that the entries fill to 1/2 at most, so that at least 1/8 of
-// it stays to insert into before the next rehash (at 5/8): a rehash costs
-// O(slots), paid for by as many insertions over 8. Its size is not rounded
-// up to a power of two (home scales a hash to any size), which would leave
-// a table between 5/16 and 5/8 full: each key costs 102 to 128 bytes of
-// slots, where a power of two took up to 205. A shard at its cache limit
-// that evicts as it inserts keeps its size, its tombstones swept by these
-// rehashes. The hash of each key is computed again: a slot keeps only its
-// top half. The caller holds sh.mu.
-func (db *DB) rehash(sh *shard) {
-	n := max(minSlots, 2*(sh.live+1))
-	old := sh.slots
-	sh.slots, sh.live, sh.used, sh.hand = make([]entry, n), 0, 0, 0
-	sh.dirty = sh.dirty[:0]
-	for i := range old {
-		if e := &old[i]; e.ctl == slotLive {
-			db.insert(sh, db.locateKey(e.sk).h, *e)
-		}
-	}
-}
-
 // locateKey returns the slot of the entry named sk (see joinKey), as
 // locate gave it.
 func (db *DB) locateKey(sk string) slot {
@@ -232,18 +115,28 @@ func (db *DB) locateKey(sk string) slot {
 	return db.locate(maphash.String(db.seed, name), key)
 }
 
-// remove frees slot i. The caller holds sh.mu, and the entry is not dirty.
-func (sh *shard) remove(i int) {
-	// A probe that reaches i goes on to i+1; if that is free, it would stop
-	// there anyway, so i can be free too instead of a tombstone.
-	if next := &sh.slots[sh.next(i)]; next.ctl == slotFree {
-		sh.slots[i] = entry{}
-		sh.used--
-	} else {
-		sh.slots[i] = entry{ctl: slotGone}
+// insert adds the entry e, whose key hashes to h, to sh's table, and
+// returns its slot. A rehash of the table (see table.insert) makes slots
+// found before it stale: the eviction clock starts over, and the dirty
+// entries are listed at their new slots. The caller holds sh.mu.
+func (db *DB) insert(sh *shard, h uint64, e entry) int {
+	i, rehashed := sh.table.insert(h, e, db.hashKey)
+	if rehashed {
+		sh.hand, sh.dirty = 0, sh.dirty[:0]
+		for j := range sh.slots {
+			if e := &sh.slots[j]; e.ctl == slotLive && e.dirty {
+				sh.dirty = append(sh.dirty, uint32(j))
+			}
+		}
+	} else if e.dirty {
+		sh.dirty = append(sh.dirty, uint32(i))
 	}
-	sh.live--
+	sh.peak = max(sh.peak, sh.live)
+	return i
 }
+
+// hashKey is the hash of the entry named sk, as locate gave it.
+func (db *DB) hashKey(sk string) uint64 { return db.locateKey(sk).h }
 
 // lookup returns the slot of the entry of key under the limiter name in its
 // shard, loading its state from the store on a miss. With load false a
