@@ -64,6 +64,7 @@ type env struct {
 	db    *ratestore.DB
 	srv   *redistest.Server // the redis mode's
 	rdb   *redisstore.DB    // the redis mode's, in place of db
+	store store             // db's or rdb's
 	ks    *keystore.Store
 	// wedged is set when a call under test never returned and still holds
 	// the database: Close would wait for it forever.
@@ -112,7 +113,7 @@ func (e *env) openDB() {
 		}
 		rdb, err := redisstore.Open(ctx, e.srv.URL(), redisstore.Options{Now: e.clock.Now, Timeout: 10 * time.Second})
 		require.NoError(e.t, err)
-		e.rdb, e.ks = rdb, nil
+		e.rdb, e.ks, e.store = rdb, nil, storeOf(rdb)
 		return
 	}
 	db, err := ratestore.Open(e.path, ratestore.Options{
@@ -122,7 +123,42 @@ func (e *env) openDB() {
 		Now:           e.clock.Now,
 	})
 	require.NoError(e.t, err)
-	e.db, e.ks = db, nil
+	e.db, e.ks, e.store = db, nil, storeOf(db)
+}
+
+// store is the env's backend through the backend contract, for the
+// helpers that work behind the key store's back on either.
+type store struct {
+	open    func(keystore.Options) (*keystore.Store, error)
+	close   func() error
+	get     func(key []byte) ([]byte, error)
+	scan    func(prefix []byte, fn func(k, v []byte) error) error
+	put     func(key, value []byte) error // nil value: delete
+	limiter func(name string, s strategies.Strategy) (ratestore.StoreLimiter, error)
+}
+
+func storeOf[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore.Store[L, B]) store {
+	return store{
+		open:  func(o keystore.Options) (*keystore.Store, error) { return keystore.Open(db, o) },
+		close: db.Close,
+		get:   func(key []byte) ([]byte, error) { return db.Get(ctx, key) },
+		scan:  func(p []byte, fn func(k, v []byte) error) error { return db.Scan(ctx, p, fn) },
+		put: func(key, value []byte) error {
+			return db.Update(ctx, nil, func(b B) error {
+				if value == nil {
+					return b.Delete(key)
+				}
+				return b.Put(key, value)
+			})
+		},
+		limiter: func(name string, s strategies.Strategy) (ratestore.StoreLimiter, error) {
+			l, err := db.Limiter(name, s)
+			if err != nil {
+				return nil, err
+			}
+			return l, nil
+		},
+	}
 }
 
 // openStore opens the key store of the open database.
@@ -134,23 +170,13 @@ func (e *env) openStore() {
 }
 
 // open opens the key store of the open database with opts.
-func (e *env) open(opts keystore.Options) (*keystore.Store, error) {
-	if e.mode.redis {
-		return keystore.Open(e.rdb, opts)
-	}
-	return keystore.Open(e.db, opts)
-}
+func (e *env) open(opts keystore.Options) (*keystore.Store, error) { return e.store.open(opts) }
 
 // close closes the database.
 func (e *env) close() {
 	e.t.Helper()
-	if e.mode.redis {
-		require.NoError(e.t, e.rdb.Close())
-		e.rdb, e.ks = nil, nil
-		return
-	}
-	require.NoError(e.t, e.db.Close())
-	e.db, e.ks = nil, nil
+	require.NoError(e.t, e.store.close())
+	e.db, e.rdb, e.ks = nil, nil, nil
 }
 
 // reopen closes the database and opens it again at the same path, with a
@@ -245,13 +271,7 @@ func (e *env) pending() int {
 // rawGet reads the record at key, behind the key store's back.
 func (e *env) rawGet(key string) []byte {
 	e.t.Helper()
-	var v []byte
-	var err error
-	if e.mode.redis {
-		v, err = e.rdb.Get(ctx, []byte(key))
-	} else {
-		v, err = e.db.Get(ctx, []byte(key))
-	}
+	v, err := e.store.get([]byte(key))
 	require.NoError(e.t, err)
 	return v
 }
@@ -260,21 +280,7 @@ func (e *env) rawGet(key string) []byte {
 // back.
 func (e *env) rawPut(key string, value []byte) {
 	e.t.Helper()
-	if e.mode.redis {
-		require.NoError(e.t, e.rdb.Update(ctx, nil, func(b *redisstore.Batch) error {
-			if value == nil {
-				return b.Delete([]byte(key))
-			}
-			return b.Put([]byte(key), value)
-		}))
-		return
-	}
-	require.NoError(e.t, e.db.Update(ctx, nil, func(b *ratestore.Batch) error {
-		if value == nil {
-			return b.Delete([]byte(key))
-		}
-		return b.Put([]byte(key), value)
-	}))
+	require.NoError(e.t, e.store.put([]byte(key), value))
 }
 
 // dump returns every record of the key store (k/, h/ and l/), by key.
@@ -282,11 +288,7 @@ func (e *env) dump() map[string]string {
 	e.t.Helper()
 	m := map[string]string{}
 	for _, p := range []string{"k/", "h/", "l/"} {
-		scan := e.db.Scan
-		if e.mode.redis {
-			scan = e.rdb.Scan
-		}
-		require.NoError(e.t, scan(ctx, []byte(p), func(k, v []byte) error {
+		require.NoError(e.t, e.store.scan([]byte(p), func(k, v []byte) error {
 			m[string(k)] = string(v)
 			return nil
 		}))
@@ -323,19 +325,9 @@ func (e *env) rateRemaining(id string, rpm int64) int64 {
 // from the engine.
 func (e *env) peek(name string, s strategies.Strategy, key string) strategies.Result {
 	e.t.Helper()
-	var r strategies.Result
-	var err error
-	if e.mode.redis {
-		var l *redisstore.Limiter
-		if l, err = e.rdb.Limiter(name, s); err == nil {
-			r, err = l.Peek(ctx, key)
-		}
-	} else {
-		var l *ratestore.Limiter
-		if l, err = e.db.Limiter(name, s); err == nil {
-			r, err = l.Peek(ctx, key)
-		}
-	}
+	l, err := e.store.limiter(name, s)
+	require.NoError(e.t, err)
+	r, err := l.Peek(ctx, key)
 	require.NoError(e.t, err)
 	return r
 }
