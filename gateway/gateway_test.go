@@ -16,6 +16,7 @@ import (
 	"net/http/httptrace"
 	"net/textproto"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,7 +25,10 @@ import (
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/internal/fakeclock"
+	"github.com/ratestore/ratestore/internal/redistest"
 	"github.com/ratestore/ratestore/keystore"
+	"github.com/ratestore/ratestore/promstats"
+	"github.com/ratestore/ratestore/redisstore"
 	"github.com/stretchr/testify/require"
 )
 
@@ -169,8 +173,12 @@ func TestUpstreamFailures(t *testing.T) {
 	require.EqualValues(t, 4, e.up.hits.Load())
 	require.Equal(t, used, e.lifetime(k.ID))
 
-	// The upstream is gone: nothing was sent, nothing generated.
+	// The upstream is gone: nothing was sent, nothing generated. The
+	// gateway's idle connections to it go first, so that the request dials
+	// (and fails to) rather than being written to a connection the
+	// upstream closed, which the gateway cannot tell from one that got it.
 	e.up.srv.Close()
+	e.gw.proxy.Transport.(interface{ CloseIdleConnections() }).CloseIdleConnections()
 	resp, body = e.call("POST", "/v1/chat/completions", secret, fakeReq{Input: 5})
 	require.Equal(t, http.StatusBadGateway, resp.StatusCode)
 	require.Equal(t, "upstream_unavailable", apiError(t, body, "api_error")["code"])
@@ -378,7 +386,7 @@ func TestRequestRate(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.EqualValues(t, 4, e.up.hits.Load())
 
-	_, err := New(e.db, Options{Upstream: e.up.url(t), Burst: 3})
+	_, err := e.newGateway(Options{Upstream: e.up.url(t), Burst: 3})
 	require.ErrorIs(t, err, ratestore.ErrInvalid)
 }
 
@@ -491,12 +499,12 @@ func TestNewErrors(t *testing.T) {
 		{Upstream: e.up.url(t), MaxRequestBody: -1},
 		{Upstream: e.up.url(t), DefaultMaxTokens: -1},
 	} {
-		_, err := New(e.db, opts)
+		_, err := e.newGateway(opts)
 		require.ErrorIs(t, err, ratestore.ErrInvalid, "%+v", opts)
 	}
 	_, err := New((*ratestore.DB)(nil), Options{Upstream: e.up.url(t)})
 	require.ErrorIs(t, err, ratestore.ErrInvalid)
-	_, err = New(e.db, Options{Upstream: &url.URL{Scheme: "ftp", User: url.UserPassword("u", "hunter2"), Host: "x"}})
+	_, err = e.newGateway(Options{Upstream: &url.URL{Scheme: "ftp", User: url.UserPassword("u", "hunter2"), Host: "x"}})
 	require.NotContains(t, err.Error(), "hunter2")
 }
 
@@ -717,12 +725,15 @@ func withModel(body any) any {
 }
 
 // env is a gateway served over loopback in front of a fake upstream, on a
-// database in a temporary directory with a fake clock.
+// backend with a fake clock: a database in a temporary directory, or with
+// RATESTORE_TEST_BACKEND=redis (which .ci/run sets for one more run of the
+// suite) a redis-server of its own. Tests make gateways on it with
+// newGateway, whichever it is.
 type env struct {
 	t      testing.TB
 	clock  *fakeclock.Clock
-	db     *ratestore.DB
-	ks     *keystore.Store // on Redis (newRedisEnv), in place of db's
+	be     backend
+	ks     *keystore.Store
 	up     *upstream
 	gw     *Gateway
 	srv    *httptest.Server
@@ -737,20 +748,51 @@ func newEnv(t testing.TB, opts Options) *env {
 
 func newEnvWith(t testing.TB, opts Options, dbOpts ratestore.Options) *env {
 	e := &env{t: t, clock: fakeclock.New(start), served: make(chan struct{}, 1<<12)}
-	dbOpts.Now = e.clock.Now
-	db, err := ratestore.Open(t.TempDir()+"/gateway.db", dbOpts)
-	require.NoError(t, err)
-	e.db = db
-	t.Cleanup(func() { require.NoError(t, db.Close()) })
+	if os.Getenv("RATESTORE_TEST_BACKEND") == "redis" {
+		srv := redistest.Start(t)
+		rdb, err := redisstore.Open(context.Background(), srv.URL(), redisstore.Options{Now: e.clock.Now, Timeout: 10 * time.Second})
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, rdb.Close()) })
+		e.be = backendOf(rdb)
+	} else {
+		dbOpts.Now = e.clock.Now
+		db, err := ratestore.Open(t.TempDir()+"/gateway.db", dbOpts)
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, db.Close()) })
+		e.be = backendOf(db)
+	}
 	e.up = newUpstream(t)
 	if opts.Upstream == nil {
 		opts.Upstream = e.up.url(t)
 	}
-	e.gw, err = New(db, opts)
+	var err error
+	e.gw, err = e.newGateway(opts)
+	require.NoError(t, err)
+	e.ks, err = e.be.keys()
 	require.NoError(t, err)
 	e.serve()
 	return e
 }
+
+// backend is the env's store, through the backend contract.
+type backend struct {
+	gateway func(Options) (*Gateway, error)
+	keys    func() (*keystore.Store, error)
+	stats   bool // it keeps statistics (promstats.Source), which /metrics shows
+}
+
+func backendOf[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore.Store[L, B]) backend {
+	return backend{
+		gateway: func(o Options) (*Gateway, error) { return New(db, o) },
+		keys:    func() (*keystore.Store, error) { return keystore.Open(db, keystore.Options{}) },
+		stats:   isSource(db),
+	}
+}
+
+func isSource(db any) bool { _, ok := db.(promstats.Source); return ok }
+
+// newGateway is New on the env's store.
+func (e *env) newGateway(opts Options) (*Gateway, error) { return e.be.gateway(opts) }
 
 // serve serves e.gw over loopback.
 func (e *env) serve() {
@@ -775,13 +817,7 @@ func (e *env) key(name string, limit int64) (keystore.Key, string) {
 // keys is the key store of the env's database: the same Store as the
 // gateway's.
 func (e *env) keys() *keystore.Store {
-	e.t.Helper()
-	if e.ks != nil {
-		return e.ks
-	}
-	ks, err := keystore.Open(e.db, keystore.Options{})
-	require.NoError(e.t, err)
-	return ks
+	return e.ks
 }
 
 // request makes a request to the gateway; secret goes in a bearer token

@@ -100,8 +100,12 @@ func TestMetrics(t *testing.T) {
 	s := e.scrape()
 	require.Contains(t, s, "go_goroutines", "the Go collector")
 	require.Contains(t, s, "process_start_time_seconds", "the process collector")
-	require.Contains(t, s, "ratestore_cached_keys", "the database's statistics (promstats)")
-	require.Contains(t, s, "ratestore_disk_bytes")
+	if e.be.stats {
+		require.Contains(t, s, "ratestore_cached_keys", "the database's statistics (promstats)")
+		require.Contains(t, s, "ratestore_disk_bytes")
+	} else {
+		require.NotContains(t, s, "ratestore_cached_keys", "Redis: no database statistics")
+	}
 	require.Empty(t, s.series("ratestore_gateway_requests_total"))
 	require.Zero(t, s.value("ratestore_gateway_requests_in_flight"))
 

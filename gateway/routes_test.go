@@ -18,7 +18,7 @@ import (
 func TestRoutes(t *testing.T) {
 	e := newEnv(t, Options{})
 	def, anthropic, counts := newRecorder(t), newRecorder(t), newRecorder(t)
-	g, err := New(e.db, Options{
+	g, err := e.newGateway(Options{
 		Upstream: def.url(t), UpstreamKey: "sk-default",
 		Routes: []Route{
 			{Prefix: "/v1/messages", Upstream: anthropic.url(t), UpstreamKey: "sk-ant", UpstreamKeyHeader: "x-api-key"},
@@ -98,7 +98,7 @@ func (rec *recorder) url(t testing.TB) *url.URL {
 // and never forwarded; the stats path is the gateway's own.
 func TestNoRoute(t *testing.T) {
 	e := newEnv(t, Options{})
-	g, err := New(e.db, Options{Routes: []Route{{Prefix: "/v1/messages", Upstream: e.up.url(t)}}})
+	g, err := e.newGateway(Options{Routes: []Route{{Prefix: "/v1/messages", Upstream: e.up.url(t)}}})
 	require.NoError(t, err)
 	e.gw = g
 	k, secret := e.key("k", 1e6)
@@ -137,14 +137,14 @@ func TestRouteErrors(t *testing.T) {
 		{Options{Routes: []Route{{Prefix: "/a/../b", Upstream: up}}}, "want a clean path"},
 		{Options{Routes: []Route{{Prefix: "/a//b", Upstream: up}}}, "want a clean path"},
 	} {
-		_, err := New(e.db, c.opts)
+		_, err := e.newGateway(c.opts)
 		require.ErrorIs(t, err, ratestore.ErrInvalid, "%+v", c.opts)
 		require.ErrorContains(t, err, c.msg)
 	}
 	// "/" alone is a default route.
-	_, err := New(e.db, Options{Routes: []Route{{Prefix: "/", Upstream: up}}})
+	_, err := e.newGateway(Options{Routes: []Route{{Prefix: "/", Upstream: up}}})
 	require.NoError(t, err)
-	_, err = New(e.db, Options{Routes: []Route{{Prefix: "/v1", Upstream: &url.URL{Scheme: "https", User: url.UserPassword("u", "hunter2")}}}})
+	_, err = e.newGateway(Options{Routes: []Route{{Prefix: "/v1", Upstream: &url.URL{Scheme: "https", User: url.UserPassword("u", "hunter2")}}}})
 	require.ErrorIs(t, err, ratestore.ErrInvalid)
 	require.NotContains(t, err.Error(), "hunter2")
 }

@@ -111,7 +111,7 @@ func TestShadow(t *testing.T) {
 	require.Len(t, shadowLines(t, logs.String()), 3)
 
 	// Without shadow mode, the key over its window is refused.
-	off, err := New(e.db, Options{Upstream: e.up.url(t)})
+	off, err := e.newGateway(Options{Upstream: e.up.url(t)})
 	require.NoError(t, err)
 	e.gw = off
 	resp, body = e.call("POST", chat, secret, fakeReq{Input: 1})
