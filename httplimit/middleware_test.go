@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
@@ -18,37 +19,60 @@ import (
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/httplimit"
 	"github.com/ratestore/ratestore/internal/fakeclock"
+	"github.com/ratestore/ratestore/internal/redistest"
+	"github.com/ratestore/ratestore/redisstore"
 	"github.com/ratestore/ratestore/strategies"
 	"github.com/stretchr/testify/require"
 )
 
 var ctx = context.Background()
 
-// env is a database in a temporary directory on a fake clock.
+// env is a store on a fake clock, through the backend contract: a
+// database in a temporary directory, or with RATESTORE_TEST_BACKEND=redis
+// (which .ci/run sets for one more run of the suite) a redis-server of its
+// own.
 type env struct {
-	t   testing.TB
-	db  *ratestore.DB
-	clk *fakeclock.Clock
+	t     testing.TB
+	make  func(name string, s strategies.Strategy) (ratestore.StoreLimiter, error)
+	close func() error
+	clk   *fakeclock.Clock
 }
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
 	clk := fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	if os.Getenv("RATESTORE_TEST_BACKEND") == "redis" {
+		srv := redistest.Start(t)
+		db, err := redisstore.Open(ctx, srv.URL(), redisstore.Options{Now: clk.Now, Timeout: 10 * time.Second})
+		require.NoError(t, err)
+		t.Cleanup(func() { db.Close() })
+		return envOf(t, db, clk)
+	}
 	db, err := ratestore.Open(filepath.Join(t.TempDir(), "ratestore.db"), ratestore.Options{Now: clk.Now})
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close() })
-	return &env{t, db, clk}
+	return envOf(t, db, clk)
 }
 
-func (e *env) limiter(name string, s strategies.Strategy) *ratestore.Limiter {
+func envOf[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](t testing.TB, db ratestore.Store[L, B], clk *fakeclock.Clock) *env {
+	return &env{t: t, clk: clk, close: db.Close, make: func(name string, s strategies.Strategy) (ratestore.StoreLimiter, error) {
+		l, err := db.Limiter(name, s)
+		if err != nil {
+			return nil, err
+		}
+		return l, nil
+	}}
+}
+
+func (e *env) limiter(name string, s strategies.Strategy) ratestore.StoreLimiter {
 	e.t.Helper()
-	l, err := e.db.Limiter(name, s)
+	l, err := e.make(name, s)
 	require.NoError(e.t, err)
 	return l
 }
 
 // remaining is what l has left for key, by Peek.
-func remaining(t testing.TB, l *ratestore.Limiter, key string) int64 {
+func remaining(t testing.TB, l ratestore.StoreLimiter, key string) int64 {
 	t.Helper()
 	r, err := l.Peek(ctx, key)
 	require.NoError(t, err)
@@ -296,7 +320,7 @@ func TestStoreFailure(t *testing.T) {
 			good := e.limiter("good", perMinute(10))
 			broken := newEnv(t)
 			bad := broken.limiter("bad", perMinute(10))
-			require.NoError(t, broken.db.Close())
+			require.NoError(t, broken.close())
 
 			var logs bytes.Buffer
 			h, calls := served(t, httplimit.Options{
@@ -333,7 +357,7 @@ func TestStoreFailure(t *testing.T) {
 func TestSingleRuleStoreFailure(t *testing.T) {
 	e := newEnv(t)
 	lim := e.limiter("l", perMinute(1))
-	require.NoError(t, e.db.Close())
+	require.NoError(t, e.close())
 	h, calls := served(t, httplimit.Options{Rules: []httplimit.Rule{{Limiter: lim, Key: httplimit.ClientIP()}}})
 	require.Equal(t, http.StatusServiceUnavailable, get(h, "/").Code)
 	require.Zero(t, calls.Load())

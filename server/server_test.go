@@ -28,22 +28,26 @@ import (
 // start is the instant every test begins at.
 var start = time.Date(2026, 1, 18, 12, 0, 0, 0, time.UTC)
 
-// testServer is a Server on a fresh DB whose clock the test moves, with its
-// RESP side listening on loopback.
+// testServer is a Server on a fresh store whose clock the test moves, with
+// its RESP side listening on loopback. The store is a database, or with
+// RATESTORE_TEST_BACKEND=redis (which .ci/run sets for one more run of the
+// suite) a redis-server of its own.
 type testServer struct {
 	*Server
-	db    *ratestore.DB
 	clock *fakeclock.Clock
 	addr  string // the RESP listener's
 }
 
 func newTestServer(t *testing.T, opts Options) *testServer {
+	if os.Getenv("RATESTORE_TEST_BACKEND") == "redis" {
+		return newRedisTestServers(t, opts, 1)[0]
+	}
 	clock := fakeclock.New(start)
 	db, err := ratestore.Open(filepath.Join(t.TempDir(), "db"), ratestore.Options{Now: clock.Now})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, db.Close()) })
 	ts := serveRESP(t, New(db, opts))
-	ts.db, ts.clock = db, clock
+	ts.clock = clock
 	return ts
 }
 
