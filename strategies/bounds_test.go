@@ -28,6 +28,7 @@ func TestExtremeConfigurations(t *testing.T) {
 			FixedWindow{Quotas: []Quota{{Name: "q", Limit: l, Window: MaxWindow}}},
 			SlidingWindow{Limit: l, Window: time.Nanosecond},
 			RollingWindow{Limit: l, Window: time.Hour, Bucket: time.Minute},
+			Calendar{Limit: l, Period: Month, Location: paris},
 			Composite{Primary: GCRA{Rate: 1.5e14, Burst: l}, Secondary: TokenBucket{Rate: math.MaxFloat64, Burst: l}})
 	}
 	steps := []struct {

@@ -11,9 +11,9 @@ import (
 type Description struct {
 	// Kind names the strategy that wrote the state: "token bucket",
 	// "fixed window", "leaky bucket", "gcra", "composite", "sliding
-	// window", "rolling window" or "sliding log"; "legacy" for a v1 or v2
-	// state, which does not say its strategy (only the configuration in
-	// force does).
+	// window", "rolling window", "sliding log" or "calendar"; "legacy"
+	// for a v1 or v2 state, which does not say its strategy (only the
+	// configuration in force does).
 	Kind string `json:"kind"`
 	// Header is the encoding's header: "12", "42", "51", "v1", "cmp1", ...
 	Header string `json:"header"`
@@ -33,6 +33,7 @@ type Description struct {
 	//	                buckets included), buckets: []map[string]any of
 	//	                start, count, oldest first
 	//	sliding log     entries: []map[string]any of at, count, oldest first
+	//	calendar        start, used
 	//	composite       primary, secondary: Description
 	//	legacy          raw: the encoding as stored
 	Fields map[string]any `json:"fields"`

@@ -42,6 +42,8 @@ func TestDescribe(t *testing.T) {
 		{"72|10000000000|1000000000", Description{Kind: "rolling window", Header: "72",
 			Fields: map[string]any{"window": 10 * time.Second, "bucket": time.Second, "total": int64(0),
 				"buckets": []map[string]any{}}}},
+		{"91|" + ns(0) + "|123450000000", Description{Kind: "calendar", Header: "91",
+			Fields: map[string]any{"start": tt, "used": int64(123450000000)}}},
 		{"51|12|2|0$23|1|day|0|0", Description{Kind: "composite", Header: "51", Fields: map[string]any{
 			"primary": Description{Kind: "token bucket", Header: "12",
 				Fields: map[string]any{"tokens": 2.0, "last": instant(0)}},
@@ -105,6 +107,7 @@ func TestDescribeCorrupt(t *testing.T) {
 		{"12|1|2|", "trailing data"},
 		{"23|2|a|1|2", "2 quotas declared"},
 		{"72|10|3", "window, bucket"},
+		{"91|1|-1", "out of range"},
 		{"51|12|1|2", "exactly one '$'"},
 		{"51|51|12|1|2$42|0", "composites do not nest"},
 		{"51|cmp1|12|1|2$42|0", "composites do not nest"},

@@ -20,6 +20,7 @@ var configs = []struct {
 	{"SlidingWindow", SlidingWindow{Limit: 10, Window: 10 * time.Second}},
 	{"RollingWindow", RollingWindow{Limit: 10, Window: 10 * time.Second, Bucket: time.Second}},
 	{"SlidingLog", SlidingLog{Limit: 10, Window: 10 * time.Second}},
+	{"Calendar", Calendar{Limit: 10, Period: Day, Location: paris}},
 	{"Composite", Composite{Primary: TokenBucket{Rate: 1, Burst: 2}, Secondary: FixedWindow{Quotas: []Quota{{"day", 3, 24 * time.Hour}}}}},
 }
 

@@ -120,6 +120,12 @@ func FuzzDecodeComposite(f *testing.F) {
 		"51|12|1|2$42|1", "51|12|1|2$23|1|day|1|2$")
 }
 
+func FuzzDecodeCalendar(f *testing.F) {
+	fuzzDecode(f, Calendar{Limit: 10, Period: Week, Location: paris},
+		"91|0|0", "91|"+ns(0)+"|3", "91|"+ns(0)+"|10", "91|"+ns(0)+"|11", "91|-9223372036854775808|9223372036854775807",
+		"91|9223372036854775807|1", "91|1|-1", "91|1", "91|1|2|", "92|1|2", "v1|1|2|3", "51|91|1|2$12|1|2")
+}
+
 func FuzzDecodeSlidingLog(f *testing.F) {
 	fuzzDecode(f, SlidingLog{Limit: 10, Window: time.Second},
 		"81", "81|"+ns(0)+"|3", "81|"+ns(0)+"|3|1|2|500000000|1", "81|1|1|0|1", "81|9223372036854775807|1|1|1",

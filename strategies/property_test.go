@@ -28,6 +28,7 @@ var generators = []struct {
 	}},
 	{"RollingWindow", func(r *rand.Rand) Strategy { return randRollingWindow(r) }},
 	{"SlidingLog", func(r *rand.Rand) Strategy { return SlidingLog{Limit: 1 + r.Int64N(20), Window: randWindow(r)} }},
+	{"Calendar", func(r *rand.Rand) Strategy { return randCalendar(r) }},
 	{"Composite", func(r *rand.Rand) Strategy {
 		parts := []func() Strategy{
 			func() Strategy { return TokenBucket{Rate: randRate(r), Burst: 1 + r.Int64N(20)} },
@@ -37,6 +38,7 @@ var generators = []struct {
 			func() Strategy { return SlidingWindow{Limit: 1 + r.Int64N(20), Window: randWindow(r)} },
 			func() Strategy { return randRollingWindow(r) },
 			func() Strategy { return SlidingLog{Limit: 1 + r.Int64N(20), Window: randWindow(r)} },
+			func() Strategy { return randCalendar(r) },
 		}
 		return Composite{Primary: parts[r.IntN(len(parts))](), Secondary: parts[r.IntN(len(parts))]()}
 	}},
@@ -67,6 +69,14 @@ func randRollingWindow(r *rand.Rand) RollingWindow {
 		b = time.Duration(1 + r.Int64N(int64(time.Second)))
 	}
 	return RollingWindow{Limit: 1 + r.Int64N(20), Window: b * time.Duration(1+r.IntN(30)), Bucket: b}
+}
+
+// randCalendar returns a calendar of any period, in a zone whose day
+// begins near t0 at times (t0 is 08:00 UTC, midnight in Los Angeles), so
+// that some sequences see a day end.
+func randCalendar(r *rand.Rand) Calendar {
+	locs := []*time.Location{nil, time.UTC, paris, losAngeles, time.FixedZone("", -8*3600-r.IntN(4000))}
+	return Calendar{Limit: 1 + r.Int64N(20), Period: Period(1 + r.IntN(3)), Location: locs[r.IntN(len(locs))]}
 }
 
 func randFixedWindow(r *rand.Rand) FixedWindow {

@@ -245,6 +245,16 @@ func changed(r *rand.Rand, s Strategy) Strategy {
 			return v
 		}
 		return randRollingWindow(r)
+	case Calendar:
+		v.Limit = changedLimit(r, v.Limit)
+		switch r.IntN(10) {
+		case 0, 1, 2:
+			c := randCalendar(r)
+			v.Period, v.Location = c.Period, c.Location
+		case 3: // not valid
+			v.Period = 0
+		}
+		return v
 	case Composite:
 		switch r.IntN(10) {
 		case 0: // a part of another kind: its state is a mismatch
@@ -377,6 +387,7 @@ func TestShortcutsComposite(t *testing.T) {
 		SlidingWindow{Limit: 4, Window: 1500 * time.Millisecond},
 		RollingWindow{Limit: 4, Window: 1500 * time.Millisecond, Bucket: 250 * time.Millisecond},
 		SlidingLog{Limit: 4, Window: 1500 * time.Millisecond},
+		Calendar{Limit: 4, Period: Day, Location: losAngeles},
 		otherStrategy{TokenBucket{Rate: 5, Burst: 1}},
 	}
 	r := rand.New(rand.NewPCG(6, 6))
@@ -426,6 +437,7 @@ func TestDecideAllocs(t *testing.T) {
 		FixedWindow{Quotas: []Quota{{"second", 70, time.Second}, {"minute", 4000, time.Minute}, {"hour", 1e5, time.Hour}}},
 		SlidingWindow{Limit: 70, Window: time.Second},
 		RollingWindow{Limit: 70, Window: time.Second, Bucket: 100 * time.Millisecond},
+		Calendar{Limit: 70, Period: Day, Location: paris},
 	}
 	all := parts
 	for _, c := range append(append(configs, benchConfigs...), hotConfigs...) {

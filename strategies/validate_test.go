@@ -75,6 +75,12 @@ func TestValidateRejects(t *testing.T) {
 		{Composite{Primary: ok, Secondary: &Composite{Primary: ok, Secondary: ok}}, "secondary must not be a Composite"},
 		{Composite{Primary: ok, Secondary: TokenBucket{Rate: nan, Burst: 1}}, "composite: secondary: strategies: token bucket: rate"},
 		{Composite{Primary: FixedWindow{}, Secondary: ok}, "composite: primary: strategies: fixed window"},
+		{Calendar{Limit: 0, Period: Day}, "calendar: limit must be at least 1, got 0"},
+		{Calendar{Limit: -1, Period: Month}, "limit"},
+		{Calendar{Limit: 1}, "calendar: period must be Day, Week or Month, got Period(0)"},
+		{Calendar{Limit: 1, Period: Month + 1}, "got Period(4)"},
+		{Calendar{}, "limit"},
+		{Composite{Primary: ok, Secondary: Calendar{Limit: 1}}, "composite: secondary: strategies: calendar: period"},
 	} {
 		err := c.s.Validate()
 		if !errors.Is(err, ErrInvalid) {
@@ -111,6 +117,10 @@ func TestValidateAccepts(t *testing.T) {
 		RollingWindow{Limit: 1, Window: MaxWindow, Bucket: MaxWindow},
 		&RollingWindow{Limit: 1, Window: time.Second, Bucket: time.Millisecond},
 		Composite{Primary: RollingWindow{Limit: 1, Window: 2, Bucket: 1}, Secondary: RollingWindow{Limit: 1, Window: 2, Bucket: 2}},
+		Calendar{Limit: 1, Period: Day},
+		Calendar{Limit: math.MaxInt64, Period: Week, Location: time.UTC},
+		&Calendar{Limit: 1e18, Period: Month, Location: time.FixedZone("x", 3600)},
+		Composite{Primary: GCRA{Rate: 1, Burst: 1}, Secondary: Calendar{Limit: 500e9, Period: Month, Location: time.Local}},
 	} {
 		if err := s.Validate(); err != nil {
 			t.Errorf("%#v: Validate() = %v", s, err)
