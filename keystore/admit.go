@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore/internal/sat"
+	"github.com/ratestore/ratestore/pricing"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -23,6 +24,10 @@ type Request struct {
 	// request that names no maximum, that must not refuse a request on its
 	// own account. Admission.Reserved tells what was held.
 	Optional int64
+	// Cost is the money held in every budget while the request runs: its
+	// worst case, such as the prompt and the most output it may produce at
+	// their prices. 0: none.
+	Cost pricing.USD
 }
 
 // Denial is the error of a refused Admit (and of Authenticate and Check
@@ -31,7 +36,7 @@ type Request struct {
 // ErrLimited.
 type Denial struct {
 	// Reason is "unknown", "disabled", "expired", "model", "window",
-	// "rate" or "concurrency".
+	// "budget", "rate" or "concurrency".
 	Reason string
 	// Limit names the limit that refused: "window 5h0m0s" (its length),
 	// "100 requests per minute", "4 requests in flight", the model.
@@ -79,12 +84,39 @@ type Admission struct {
 	k        Key
 	pol      *policy // the windows the reservation went to
 	reserve  int64
-	at       int64 // when the reservation was taken (Unix ns): its buckets, and its slot's lease
-	deadline int64 // at + LeaseTTL: the slot is freed then
-	moved    int64 // e.moved at Admit (see adjust)
+	cost     pricing.USD // the money reserved in the budgets of pol
+	at       int64       // when the reservation was taken (Unix ns): its buckets, and its slot's lease
+	deadline int64       // at + LeaseTTL: the slot is freed then
+	moved    int64       // e.moved at Admit (see adjust)
+	limits   Limits
 
 	finished bool // guarded by e.mu
 }
+
+// Limits is what an admission left of the key's limits, as its decision
+// saw them once it had taken its share: for the caller's rate-limit
+// headers.
+type Limits struct {
+	// Tokens is the binding token window's answer: its Limit, what
+	// Remains once the reservation is held, and when it is back to empty
+	// (ResetAfter).
+	Tokens strategies.Result
+	// Requests is the request rate's answer, when the key has one
+	// (HasRequests): what remains once this request is counted.
+	Requests    strategies.Result
+	HasRequests bool
+	// Budget is the least money any of the key's budgets has left once the
+	// cost reserved is held, when it has one (HasBudget).
+	Budget    pricing.USD
+	HasBudget bool
+}
+
+// Cost returns the money the admission holds in the key's budgets:
+// Request.Cost.
+func (a *Admission) Cost() pricing.USD { return a.cost }
+
+// Limits returns what the admission left of the key's limits.
+func (a *Admission) Limits() Limits { return a.limits }
 
 // Key returns the key as it was when the request was admitted.
 func (a *Admission) Key() Key { return a.k }
@@ -117,8 +149,8 @@ func (s *Store) Admit(ctx context.Context, secret string, req Request) (*Admissi
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if req.Reserve < 0 || req.Optional < 0 {
-		return nil, invalid("admit: negative Reserve %d or Optional %d", req.Reserve, req.Optional)
+	if req.Reserve < 0 || req.Optional < 0 || req.Cost < 0 {
+		return nil, invalid("admit: negative Reserve %d, Optional %d or Cost %s", req.Reserve, req.Optional, req.Cost)
 	}
 	e, err := s.bySecret(ctx, secret)
 	if errors.Is(err, ErrNotFound) {
@@ -155,17 +187,19 @@ func (s *Store) admit(c *call, b batch) (*Admission, error) {
 		return nil, err
 	}
 	now := b.now()
-	room, err := e.admits(c.ctx, b, req, now)
+	lim, err := e.admits(c.ctx, b, req, now)
 	if err != nil {
 		return nil, err
 	}
-	reserve := sat.Add(req.Reserve, min(req.Optional, room))
+	optional := min(req.Optional, lim.Tokens.Remaining)
+	lim.Tokens.Remaining -= optional
+	reserve := sat.Add(req.Reserve, optional)
 	pol := e.rec.pol
 	if err := c.hold(b, pol, now, reserve); err != nil {
 		return nil, err
 	}
-	return &Admission{s: s, e: e, k: e.key(), pol: pol, reserve: reserve, at: now,
-		deadline: sat.Add(now, int64(s.opts.LeaseTTL)), moved: e.moved}, nil
+	return &Admission{s: s, e: e, k: e.key(), pol: pol, reserve: reserve, cost: req.Cost, at: now,
+		deadline: sat.Add(now, int64(s.opts.LeaseTTL)), moved: e.moved, limits: lim}, nil
 }
 
 // hold takes what admits allowed: reserve tokens in every window of pol,
@@ -185,6 +219,15 @@ func (c *call) hold(b batch, pol *policy, now, reserve int64) error {
 			}
 		}
 	}
+	if c.req.Cost > 0 {
+		c.now, c.cost = now, c.req.Cost
+		for i, l := range pol.budgets {
+			c.bud = pol.pub.Budgets[i]
+			if _, err := b.Modify(l, e.id, c.reserveBudget); err != nil {
+				return fmt.Errorf("keystore: key %s: reserving: %w", e.id, err)
+			}
+		}
+	}
 	// The slot, checked by admits: taken whatever the cap, which admits
 	// enforced, and whatever the log's Limit, which only bounds its size.
 	if _, err := b.Record(pol.inflight, e.id, 1); err != nil {
@@ -195,47 +238,62 @@ func (c *call) hold(b batch, pol *policy, now, reserve int64) error {
 
 // admits checks that e admits req at now, and takes one request from its
 // rate if so: the last check, so that a refusal changes nothing. It
-// returns the room every window has left once req.Reserve is held. The
-// caller holds e.mu.
-func (e *entry) admits(ctx context.Context, b batch, req Request, now int64) (room int64, err error) {
+// returns what req leaves of the key's limits, its Tokens.Remaining the
+// room every window has once req.Reserve is held. The caller holds e.mu.
+func (e *entry) admits(ctx context.Context, b batch, req Request, now int64) (lim Limits, err error) {
 	if err := e.refusal(now); err != nil {
-		return 0, err
+		return Limits{}, err
 	}
 	pol := e.rec.pol
 	if !pol.pub.allows(req.Model) {
-		return 0, &Denial{Reason: "model", Limit: fmt.Sprintf("model %q", req.Model), RetryAfter: -1, key: e.id, err: ErrModel}
+		return Limits{}, &Denial{Reason: "model", Limit: fmt.Sprintf("model %q", req.Model), RetryAfter: -1, key: e.id, err: ErrModel}
 	}
 	if max := pol.pub.MaxConcurrent; max > 0 {
 		r, err := b.PeekN(ctx, pol.inflight, e.id, 1)
 		if err != nil {
-			return 0, fmt.Errorf("keystore: key %s: requests in flight: %w", e.id, err)
+			return Limits{}, fmt.Errorf("keystore: key %s: requests in flight: %w", e.id, err)
 		}
 		if !r.Allowed {
 			// When a request in flight finishes is not known; the earliest
 			// lease's end, r.RetryAfter, is when a slot is sure to be free.
-			return 0, &Denial{Reason: "concurrency", Limit: fmt.Sprintf("%d requests in flight", max),
+			return Limits{}, &Denial{Reason: "concurrency", Limit: fmt.Sprintf("%d requests in flight", max),
 				RetryAfter: r.RetryAfter, key: e.id, err: ErrLimited}
 		}
 	}
 	res, i, err := pol.peek(ctx, b, e.id, req.Reserve)
 	if err != nil {
-		return 0, err
+		return Limits{}, err
 	}
 	if !res.Allowed {
-		return 0, &Denial{Reason: "window", Limit: "window " + pol.pub.Windows[i].Window.String(),
+		return Limits{}, &Denial{Reason: "window", Limit: "window " + pol.pub.Windows[i].Window.String(),
 			RetryAfter: res.RetryAfter, key: e.id, err: ErrLimited}
+	}
+	lim.Tokens = res
+	for i, l := range pol.budgets {
+		r, err := b.PeekN(ctx, l, e.id, int64(req.Cost))
+		if err != nil {
+			return Limits{}, fmt.Errorf("keystore: key %s: budget: %w", e.id, err)
+		}
+		if !r.Allowed {
+			return Limits{}, &Denial{Reason: "budget", Limit: "budget " + pol.pub.Budgets[i].String(),
+				RetryAfter: r.RetryAfter, key: e.id, err: ErrLimited}
+		}
+		if !lim.HasBudget || pricing.USD(r.Remaining) < lim.Budget {
+			lim.Budget, lim.HasBudget = pricing.USD(r.Remaining), true
+		}
 	}
 	if pol.rate != nil {
 		r, err := b.AllowN(pol.rate, e.id, 1)
 		if err != nil {
-			return 0, fmt.Errorf("keystore: key %s: request rate: %w", e.id, err)
+			return Limits{}, fmt.Errorf("keystore: key %s: request rate: %w", e.id, err)
 		}
 		if !r.Allowed {
-			return 0, &Denial{Reason: "rate", Limit: fmt.Sprintf("%d requests per minute", pol.pub.RequestsPerMinute),
+			return Limits{}, &Denial{Reason: "rate", Limit: fmt.Sprintf("%d requests per minute", pol.pub.RequestsPerMinute),
 				RetryAfter: r.RetryAfter, key: e.id, err: ErrLimited}
 		}
+		lim.Requests, lim.HasRequests = r, true
 	}
-	return res.Remaining, nil
+	return lim, nil
 }
 
 // Finish charges tokens, the request's real usage, in place of its
@@ -251,12 +309,21 @@ func (e *entry) admits(ctx context.Context, b batch, req Request, now int64) (ro
 // ErrInvalid and changes nothing; tokens < 0 likewise. For a key deleted
 // in the meantime Finish returns ErrNotFound.
 func (a *Admission) Finish(ctx context.Context, tokens int64) (Usage, error) {
-	if tokens < 0 {
-		return Usage{}, invalid("finish: negative tokens %d", tokens)
+	return a.FinishSpend(ctx, tokens, a.cost)
+}
+
+// FinishSpend is Finish with the request's real cost, which its budgets
+// are charged in place of the cost reserved (Request.Cost), as its
+// windows are charged tokens: in the reservation's bucket or calendar
+// period, never below zero there. A cost < 0 is an error matching
+// ErrInvalid and changes nothing.
+func (a *Admission) FinishSpend(ctx context.Context, tokens int64, cost pricing.USD) (Usage, error) {
+	if tokens < 0 || cost < 0 {
+		return Usage{}, invalid("finish: negative tokens %d or cost %s", tokens, cost)
 	}
 	c := a.s.newCall(ctx, a.e)
 	defer c.free()
-	c.a, c.tokens = a, tokens
+	c.a, c.tokens, c.cost = a, tokens, cost
 	err := a.s.eng.update(ctx, c.locks(), c.finish)
 	return c.u, err
 }
@@ -285,6 +352,7 @@ func (a *Admission) finishIn(c *call, b batch) error {
 	}
 	a.finished = true
 	e.used(c.tokens, now)
+	e.rec.spent = sat.Add(e.rec.spent, int64(c.cost))
 	if err := b.Put(e.keys[0], e.rec.encode()); err != nil {
 		return err
 	}
@@ -315,6 +383,37 @@ func (c *call) settle(b batch, now int64) error {
 		}
 		if err != nil {
 			return fmt.Errorf("keystore: key %s: finishing: %w", id, err)
+		}
+	}
+	return c.settleBudgets(b, now)
+}
+
+// settleBudgets replaces a's reserved cost by c.cost in the budgets of the
+// key's policy, as settle does for tokens: a budget the reservation went to
+// is adjusted by the difference, one the policy gained since is charged
+// the cost now. The caller holds the entry's lock.
+func (c *call) settleBudgets(b batch, now int64) error {
+	a := c.a
+	delta := c.cost - a.cost
+	if now >= a.deadline && delta < 0 {
+		delta = 0 // past its lease: the reservation stays charged
+	}
+	pol := a.e.rec.pol
+	for i, bud := range pol.pub.Budgets {
+		c.bud, c.now = bud, a.at
+		if slices.ContainsFunc(a.pol.pub.Budgets, func(r Budget) bool { return r.name() == bud.name() }) {
+			c.delta = delta
+			_, err := b.Modify(pol.budgets[i], a.e.id, c.settleBudget)
+			if err != nil {
+				return fmt.Errorf("keystore: key %s: finishing: %w", a.e.id, err)
+			}
+			continue
+		}
+		if c.cost > 0 {
+			c.now = now
+			if _, err := b.Modify(pol.budgets[i], a.e.id, c.reserveBudget); err != nil {
+				return fmt.Errorf("keystore: key %s: finishing: %w", a.e.id, err)
+			}
 		}
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/ratestore/ratestore/pricing"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -23,22 +24,27 @@ type call struct {
 	lock [1]string // the key's id: the lock of its batches
 
 	req    Request
-	a      *Admission // Admit's result, and the admission Finish finishes
-	tokens int64      // Finish's
-	u      Usage      // Finish's and Usage's result
+	a      *Admission  // Admit's result, and the admission Finish finishes
+	tokens int64       // Finish's
+	cost   pricing.USD // Finish's, or the cost Admit reserves
+	u      Usage       // Finish's and Usage's result
 
 	// What the callback in progress reads: a window's strategy, its
 	// instant, its count (a reservation, a difference), and the usage it
 	// reports into.
-	rw  strategies.RollingWindow
-	now int64
-	n   int64
-	wu  *WindowUsage
+	rw    strategies.RollingWindow
+	now   int64
+	n     int64
+	wu    *WindowUsage
+	bud   Budget
+	delta pricing.USD
+	bu    *BudgetUsage
 
-	admit, finish   func(batch) error
-	merge, adjust   func(st strategies.State, now int64) (strategies.State, error)
-	release         func(st strategies.State, now int64) (strategies.State, error)
-	inflight, usage func(st strategies.State, now int64) error
+	admit, finish                func(batch) error
+	merge, adjust                func(st strategies.State, now int64) (strategies.State, error)
+	reserveBudget, settleBudget  func(st strategies.State, now int64) (strategies.State, error)
+	release                      func(st strategies.State, now int64) (strategies.State, error)
+	inflight, usage, budgetUsage func(st strategies.State, now int64) error
 }
 
 var calls = sync.Pool{New: func() any { return newCall() }}
@@ -58,6 +64,14 @@ func newCall() *call {
 		a := c.a
 		return st, adjust(c.rw, st, now, a.at, a.e.moved-a.moved, c.n)
 	}
+	c.reserveBudget = func(st strategies.State, now int64) (strategies.State, error) {
+		return st, reserveIn(c.bud, st, now, c.now, c.cost)
+	}
+	c.settleBudget = func(st strategies.State, now int64) (strategies.State, error) {
+		a := c.a
+		return st, settleIn(c.bud, st, now, c.now, a.e.moved-a.moved, c.delta)
+	}
+	c.budgetUsage = func(st strategies.State, now int64) error { return budgetUsage(c.bud, c.bu, st, now) }
 	c.release = func(st strategies.State, now int64) (strategies.State, error) {
 		_, err := c.s.lease.Release(st, now, c.a.at, 1)
 		return st, err
@@ -84,7 +98,8 @@ func (c *call) locks() []string { return c.lock[:] }
 // free returns c to the pool, holding nothing of the request it served.
 func (c *call) free() {
 	c.s, c.ctx, c.e, c.lock[0] = nil, nil, nil, ""
-	c.req, c.a, c.tokens, c.u = Request{}, nil, 0, Usage{}
+	c.req, c.a, c.tokens, c.cost, c.u = Request{}, nil, 0, 0, Usage{}
 	c.rw, c.now, c.n, c.wu = strategies.RollingWindow{}, 0, 0, nil
+	c.bud, c.delta, c.bu = Budget{}, 0, nil
 	calls.Put(c)
 }

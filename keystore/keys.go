@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore/internal/sat"
+	"github.com/ratestore/ratestore/pricing"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -440,6 +441,15 @@ func (s *Store) usageOf(c *call, r reader) error {
 		}
 	}
 	c.u.Bind()
+	if len(pol.budgets) > 0 {
+		c.u.Budgets = make([]BudgetUsage, len(pol.budgets))
+	}
+	for i, b := range pol.pub.Budgets {
+		c.bud, c.bu = b, &c.u.Budgets[i]
+		if err := r.Inspect(c.ctx, pol.budgets[i], e.id, c.budgetUsage); err != nil {
+			return fmt.Errorf("keystore: key %s: budget: %w", e.id, err)
+		}
+	}
 	return nil
 }
 
@@ -554,6 +564,7 @@ func (e *entry) key() Key {
 		CreatedAt:      timeOf(r.createdAt, r.hasCreated),
 		LastUsed:       timeOf(r.lastUsed, r.hasUsed),
 		LifetimeTokens: r.lifetime,
+		LifetimeSpend:  pricing.USD(r.spent),
 		Disabled:       r.disabled,
 	}
 }

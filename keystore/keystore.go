@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/pricing"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -29,6 +30,7 @@ type Key struct {
 	CreatedAt      time.Time // zero: unknown (an imported key without created_at)
 	LastUsed       time.Time // zero: never
 	LifetimeTokens int64
+	LifetimeSpend  pricing.USD // what FinishSpend charged it, in all
 	Disabled       bool
 }
 
@@ -39,6 +41,7 @@ type Policy struct {
 	RequestsPerMinute int64    // 0: no request-rate limit
 	MaxConcurrent     int      // requests in flight at once; 0: no limit
 	Models            []string // models the key may ask for (path.Match globs: "claude-*"); empty: any
+	Budgets           []Budget // limits on what the key spends, in money; empty: none
 }
 
 // Window is one token window of a Policy: at most Limit tokens in any
@@ -73,6 +76,8 @@ type Usage struct {
 
 	Binding  int // the index in Windows of the binding window: over its limit, else with the least Remaining
 	InFlight int // admissions not finished (and not past Options.LeaseTTL)
+
+	Budgets []BudgetUsage // one for each of the policy's budgets
 }
 
 // Bind sets u's binding window and its top-level figures from u.Windows:

@@ -659,7 +659,7 @@ func policyBytes(windows ...keystore.Window) []byte {
 		b = uvarint(b, uint64(w.Window))
 		b = uvarint(b, uint64(w.Bucket))
 	}
-	return append(b, 0, 0, 0)
+	return append(b, 0, 0, 0, 0) // no rate, concurrency cap, models or budgets
 }
 
 func uvarint(b []byte, v uint64) []byte {
@@ -675,11 +675,12 @@ func uvarint(b []byte, v uint64) []byte {
 // included, through the stored index), leaves the other keys working, and
 // that Delete removes it.
 func TestCorruptRecord(t *testing.T) {
-	// A key made with TokenLimit 100 ends with its policy, length-prefixed.
+	// A key made with TokenLimit 100 ends with its policy, length-prefixed,
+	// then what it spent (0, one byte).
 	pol := policyBytes(usageWindow(100))
 	withPolicy := func(v, p []byte) []byte {
-		v = bytes.Clone(v[:len(v)-len(pol)-1])
-		return append(uvarint(v, uint64(len(p))), p...)
+		v = bytes.Clone(v[:len(v)-len(pol)-2])
+		return append(append(uvarint(v, uint64(len(p))), p...), 0)
 	}
 	mutations := []struct {
 		name string
@@ -688,12 +689,12 @@ func TestCorruptRecord(t *testing.T) {
 		{"empty", func([]byte) []byte { return []byte{} }},
 		{"garbage", func([]byte) []byte { return []byte("not a record") }},
 		{"version 0", func(v []byte) []byte { v[0] = 0; return v }},
-		{"version 3", func(v []byte) []byte { v[0] = 3; return v }},
+		{"version 4", func(v []byte) []byte { v[0] = 4; return v }},
 		{"unknown flag", func(v []byte) []byte { v[1] |= 0x80; return v }},
 		{"cut short", func(v []byte) []byte { return v[:len(v)-1] }},
 		{"cut in the hash", func(v []byte) []byte { return v[:20] }},
 		{"trailing byte", func(v []byte) []byte { return append(v, 0) }},
-		{"no window", func(v []byte) []byte { return withPolicy(v, []byte{0, 0, 0, 0}) }},
+		{"no window", func(v []byte) []byte { return withPolicy(v, []byte{0, 0, 0, 0, 0}) }},
 		{"bucket not dividing", func(v []byte) []byte {
 			return withPolicy(v, policyBytes(keystore.Window{Limit: 100, Window: 5 * time.Hour, Bucket: 7 * time.Minute}))
 		}},
@@ -710,7 +711,7 @@ func TestCorruptRecord(t *testing.T) {
 			k, secret := e.create("c", 100)
 			e.record(k.ID, 3)
 			v := e.rawGet("k/" + k.ID)
-			require.True(t, bytes.HasSuffix(v, pol), "%q", v)
+			require.True(t, bytes.HasSuffix(v, append(bytes.Clone(pol), 0)), "%q", v)
 			e.rawPut("k/"+k.ID, m.f(bytes.Clone(v)))
 			ids[i], secrets[i] = k.ID, secret
 		}

@@ -45,6 +45,7 @@ type policy struct {
 	// the Store's LeaseTTL, its Limit MaxConcurrent, or MaxMaxConcurrent
 	// when there is no cap (the Limit then only bounds the log's size).
 	inflight limiter
+	budgets  []limiter // pub.Budgets[i]'s
 	all      []limiter // every limiter above: what a batch on the key prefetches
 }
 
@@ -88,9 +89,16 @@ func (s *Store) policy(op string, p Policy) (*policy, error) {
 	if pol.inflight, err = s.eng.limiter(inflightName, lease); err != nil {
 		return nil, fmt.Errorf("keystore: %s: Policy.MaxConcurrent: %w", op, err)
 	}
-	pol.all = append(append(slices.Clip(pol.windows), pol.inflight), pol.rate)
-	if pol.rate == nil {
-		pol.all = pol.all[:len(pol.all)-1]
+	for i, b := range p.Budgets {
+		l, err := s.eng.limiter(b.name(), b.strategy())
+		if err != nil {
+			return nil, fmt.Errorf("keystore: %s: Policy.Budgets[%d]: %w", op, i, err)
+		}
+		pol.budgets = append(pol.budgets, l)
+	}
+	pol.all = append(append(slices.Clip(pol.windows), pol.budgets...), pol.inflight)
+	if pol.rate != nil {
+		pol.all = append(pol.all, pol.rate)
 	}
 	if s.policies.m == nil {
 		s.policies.m = make(map[string]*policy)
@@ -114,24 +122,8 @@ func normalize(op string, p Policy) (Policy, error) {
 	case len(p.Models) > MaxModels:
 		return Policy{}, fieldError(op, "Policy.Models", "%d models, more than %d", len(p.Models), MaxModels)
 	}
-	p.Windows = slices.Clone(p.Windows)
-	for i := range p.Windows {
-		w := &p.Windows[i]
-		if w.Bucket == 0 && w.Window > 0 {
-			w.Bucket = defaultBucket(w.Window)
-		}
-		field := fmt.Sprintf("Policy.Windows[%d]", i)
-		if w.Limit <= 0 {
-			return Policy{}, fieldError(op, field+".Limit", "must be positive, got %d", w.Limit)
-		}
-		if err := w.strategy().Validate(); err != nil {
-			return Policy{}, &FieldError{Op: op, Field: field, Msg: "not a valid window", Err: err}
-		}
-		for j := range i {
-			if p.Windows[j].Window == w.Window {
-				return Policy{}, fieldError(op, field+".Window", "%v, the length of window %d already: give each length once", w.Window, j)
-			}
-		}
+	if err := normalizeWindows(op, &p); err != nil {
+		return Policy{}, err
 	}
 	if p.RequestsPerMinute > 0 {
 		w := rateWindow
@@ -139,6 +131,9 @@ func normalize(op string, p Policy) (Policy, error) {
 		if err := w.strategy().Validate(); err != nil {
 			return Policy{}, &FieldError{Op: op, Field: "Policy.RequestsPerMinute", Msg: "out of range", Err: err}
 		}
+	}
+	if err := normalizeBudgets(op, &p); err != nil {
+		return Policy{}, err
 	}
 	if len(p.Models) == 0 {
 		p.Models = nil
@@ -158,6 +153,31 @@ func normalize(op string, p Policy) (Policy, error) {
 		}
 	}
 	return p, nil
+}
+
+// normalizeWindows checks p.Windows and fills in their buckets, in a copy
+// p owns.
+func normalizeWindows(op string, p *Policy) error {
+	p.Windows = slices.Clone(p.Windows)
+	for i := range p.Windows {
+		w := &p.Windows[i]
+		if w.Bucket == 0 && w.Window > 0 {
+			w.Bucket = defaultBucket(w.Window)
+		}
+		field := fmt.Sprintf("Policy.Windows[%d]", i)
+		if w.Limit <= 0 {
+			return fieldError(op, field+".Limit", "must be positive, got %d", w.Limit)
+		}
+		if err := w.strategy().Validate(); err != nil {
+			return &FieldError{Op: op, Field: field, Msg: "not a valid window", Err: err}
+		}
+		for j := range i {
+			if p.Windows[j].Window == w.Window {
+				return fieldError(op, field+".Window", "%v, the length of window %d already: give each length once", w.Window, j)
+			}
+		}
+	}
+	return nil
 }
 
 // defaultBucket is the Bucket of a Window given without one: a sixtieth
@@ -288,6 +308,11 @@ func (pol *policy) reset(b batch, id string) error {
 	}
 	if pol.rate != nil {
 		if err := b.Reset(pol.rate, id); err != nil {
+			return err
+		}
+	}
+	for _, l := range pol.budgets {
+		if err := b.Reset(l, id); err != nil {
 			return err
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore/internal/text"
+	"github.com/ratestore/ratestore/pricing"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -25,10 +26,11 @@ const (
 )
 
 // Record versions: 1 held the usage window (now an engine state) and one
-// token limit; 2 holds a Policy.
+// token limit; 2 holds a Policy; 3 a Policy with its Budgets.
 const (
 	recordV1      = 1
-	recordVersion = 2
+	recordV2      = 2
+	recordVersion = 3
 	legacyVersion = 1
 )
 
@@ -50,6 +52,7 @@ type record struct {
 	model      string
 	pol        *policy
 	lifetime   int64
+	spent      int64 // nano-dollars, in all (record version 3)
 	expiresAt  int64 // Unix ns, when hasExpiry
 	createdAt  int64 // when hasCreated
 	lastUsed   int64 // when hasUsed
@@ -104,7 +107,8 @@ func (r *record) appendEncode(dst []byte) []byte {
 	}
 	dst = appendBytes(dst, r.name)
 	dst = appendBytes(dst, r.model)
-	return appendBytes(dst, r.pol.enc)
+	dst = appendBytes(dst, r.pol.enc)
+	return binary.AppendUvarint(dst, uint64(r.spent))
 }
 
 // encode returns the record's encoding.
@@ -126,7 +130,7 @@ func appendPolicy(dst []byte, p *Policy) []byte {
 	for _, m := range p.Models {
 		dst = appendBytes(dst, m)
 	}
-	return dst
+	return appendBudgets(dst, p.Budgets)
 }
 
 func appendBytes(dst []byte, s string) []byte {
@@ -149,7 +153,7 @@ type stored struct {
 func decodeRecord(id string, b []byte) (*stored, error) {
 	d := decoder{id: id, what: "record", b: b}
 	v := d.byte("version")
-	if d.err == nil && v != recordV1 && v != recordVersion {
+	if d.err == nil && v != recordV1 && v != recordV2 && v != recordVersion {
 		return nil, corrupt(id, "record: unsupported version %d", v)
 	}
 	flags := d.byte("flags")
@@ -180,9 +184,12 @@ func decodeRecord(id string, b []byte) (*stored, error) {
 	} else {
 		p := decoder{id: id, what: "record: policy", b: d.bytes("policy", maxPolicyBytes)}
 		if d.err == nil {
-			r.policy = p.policy()
+			r.policy = p.policy(v >= recordVersion)
 			d.err = p.done()
 		}
+	}
+	if v >= recordVersion {
+		r.spent = d.int("lifetime spend", 0)
 	}
 	if err := d.done(); err != nil {
 		return nil, err
@@ -190,9 +197,10 @@ func decodeRecord(id string, b []byte) (*stored, error) {
 	return r, nil
 }
 
-// policy reads a Policy as appendPolicy writes it. Its values are checked
-// by normalize later.
-func (d *decoder) policy() Policy {
+// policy reads a Policy as appendPolicy writes it, with its budgets when
+// budgets is set (record version 3). Its values are checked by normalize
+// later.
+func (d *decoder) policy(budgets bool) Policy {
 	var p Policy
 	n := d.int("window count", 1)
 	if d.err == nil && n > MaxWindows {
@@ -218,7 +226,70 @@ func (d *decoder) policy() Policy {
 	for i := int64(0); i < models && d.err == nil; i++ {
 		p.Models = append(p.Models, d.text("model pattern"))
 	}
+	if budgets {
+		p.Budgets = d.budgets()
+	}
 	return p
+}
+
+// Budget kinds, as a record stores them.
+const (
+	budgetRolling  = 0
+	budgetCalendar = 1
+)
+
+// appendBudgets appends the encoding of bs, which are normalized: each
+// its limit, its kind, and a rolling window's length and bucket or a
+// calendar period and its zone's name ("" for UTC).
+func appendBudgets(dst []byte, bs []Budget) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(bs)))
+	for _, b := range bs {
+		dst = binary.AppendUvarint(dst, uint64(b.Limit))
+		if b.Period == 0 {
+			dst = append(dst, budgetRolling)
+			dst = binary.AppendUvarint(dst, uint64(b.Window))
+			dst = binary.AppendUvarint(dst, uint64(b.Bucket))
+			continue
+		}
+		zone := ""
+		if b.Location != nil {
+			zone = b.Location.String()
+		}
+		dst = append(dst, budgetCalendar, byte(b.Period))
+		dst = appendBytes(dst, zone)
+	}
+	return dst
+}
+
+// budgets reads the budgets appendBudgets wrote.
+func (d *decoder) budgets() []Budget {
+	n := d.int("budget count", 0)
+	if d.err == nil && n > MaxBudgets {
+		d.fail("budget count", fmt.Sprintf("%d is over %d", n, MaxBudgets))
+	}
+	var bs []Budget
+	for i := int64(0); i < n && d.err == nil; i++ {
+		b := Budget{Limit: pricing.USD(d.int("budget limit", 1))}
+		switch kind := d.byte("budget kind"); {
+		case d.err != nil:
+		case kind == budgetRolling:
+			b.Window = time.Duration(d.int("budget window", 1))
+			b.Bucket = time.Duration(d.int("budget bucket", 1))
+		case kind == budgetCalendar:
+			b.Period = strategies.Period(d.byte("budget period"))
+			if zone := d.text("budget zone"); d.err == nil && zone != "" {
+				loc, err := time.LoadLocation(zone)
+				if err != nil {
+					d.fail("budget zone", err.Error())
+				}
+				b.Location = loc
+			}
+		default:
+			d.fail("budget kind", fmt.Sprintf("%d is unknown", kind))
+		}
+		bs = append(bs, b)
+	}
+	return bs
 }
 
 // legacyWindow is one legacy usage window as stored: start in Unix ns.

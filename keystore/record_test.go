@@ -101,7 +101,24 @@ func reencode(st *stored, version byte) []byte {
 		return v1.encodeV1()
 	}
 	r := withPolicy(st.record, st.policy)
+	if version == recordV2 {
+		return r.encodeV2()
+	}
 	return r.appendEncode(nil)
+}
+
+// encodeV2 is r as version 2 wrote it: no spend, and a policy without
+// budgets (r has none).
+func (r *record) encodeV2() []byte {
+	b := append([]byte{recordV2, r.flags()}, r.hash[:]...)
+	b = binary.AppendUvarint(b, uint64(r.lifetime))
+	for _, t := range r.times() {
+		if *t.on {
+			b = binary.AppendVarint(b, *t.ns)
+		}
+	}
+	b = appendBytes(appendBytes(b, r.name), r.model)
+	return appendBytes(b, r.pol.enc[:len(r.pol.enc)-1]) // the budget count, 0
 }
 
 // TestRecordRoundTrip asserts that a version 2 record decodes to what was
@@ -141,14 +158,14 @@ func TestRecordV1(t *testing.T) {
 // ErrCorrupt that name the key.
 func TestRecordCorrupt(t *testing.T) {
 	r := sampleRecords()[2]
-	valid := r.encode() // 2, flags, hash, lifetime (1 byte), created (9 bytes), name, model, policy
+	valid := r.encode() // 3, flags, hash, lifetime (1 byte), created (9 bytes), name, model, policy, spend (1 byte)
 	const afterHash = 2 + 32
 	edit := func(i int, b ...byte) []byte {
 		return append(append(bytes.Clone(valid[:i]), b...), valid[i+len(b):]...)
 	}
 	withPol := func(p []byte) []byte {
-		end := len(valid) - len(r.pol.enc) - 1
-		return append(appendBytes(bytes.Clone(valid[:end]), string(p)), nil...)
+		end := len(valid) - len(r.pol.enc) - 2
+		return append(appendBytes(bytes.Clone(valid[:end]), string(p)), 0)
 	}
 	badWindowPolicy := func(w Window) []byte {
 		return appendPolicy(nil, &Policy{Windows: []Window{w}})
@@ -158,16 +175,20 @@ func TestRecordCorrupt(t *testing.T) {
 	for name, b := range map[string][]byte{
 		"empty":               {},
 		"version 0":           edit(0, 0),
-		"version 3":           edit(0, 3),
+		"version 4":           edit(0, 4),
 		"unknown flag":        edit(1, flagLegacy<<1|flagCreated),
 		"cut in the hash":     valid[:20],
 		"non-minimal":         edit(afterHash, 0x8c, 0x00),
 		"lifetime overflow":   append(append(bytes.Clone(valid[:afterHash]), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02), valid[afterHash+1:]...),
 		"lifetime over int64": append(append(bytes.Clone(valid[:afterHash]), 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01), valid[afterHash+1:]...),
 		"trailing":            append(bytes.Clone(valid), 0),
-		"cut in the policy":   valid[:len(valid)-1],
+		"cut in the spend":    valid[:len(valid)-1],
+		"cut in the policy":   append(bytes.Clone(valid[:len(valid)-2]), 0),
+		"budget limit 0":      withPol(appendPolicy(nil, &Policy{Windows: samplePolicies[0].Windows, Budgets: []Budget{{Window: time.Hour, Bucket: time.Minute}}})),
+		"budget kind 7":       withPol(append(append([]byte(r.pol.enc[:len(r.pol.enc)-1]), 1, 1), 7)),
+		"budget zone unknown": withPol(append(append([]byte(r.pol.enc[:len(r.pol.enc)-1]), 1, 1), 1, 3, 3, 'N', 'o', '/')),
 		"policy trailing":     withPol(append([]byte(r.pol.enc), 0)),
-		"no window":           withPol([]byte{0, 0, 0, 0}),
+		"no window":           withPol([]byte{0, 0, 0, 0, 0}),
 		"17 windows":          withPol(appendPolicy(nil, &Policy{Windows: make([]Window, MaxWindows+1)})),
 		"zero limit":          withPol(badWindowPolicy(Window{Limit: 0, Window: time.Hour, Bucket: time.Minute})),
 		"zero window":         withPol(badWindowPolicy(Window{Limit: 1, Window: 0, Bucket: time.Minute})),
@@ -227,8 +248,7 @@ func TestLegacyRoundTrip(t *testing.T) {
 
 // FuzzDecodeRecord asserts that decoding never panics, that its errors
 // match ErrCorrupt, and that what decodes encodes back to the same bytes
-// (as version 2, or as version 1 for a version 1 record): the encoding is
-// canonical.
+// (in its own version: 1, 2 or 3): the encoding is canonical.
 func FuzzDecodeRecord(f *testing.F) {
 	for _, r := range sampleRecords() {
 		f.Add(r.encode())

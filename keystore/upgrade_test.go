@@ -52,12 +52,13 @@ func (k v1Key) encodeV1() []byte {
 	return b
 }
 
-// encodeV2 is the record the key store must rewrite k as: version 2, the
+// encodeV3 is the record the key store must rewrite k as: version 3, the
 // same flags, hash, lifetime and instants, name and model, then the
-// length-prefixed policy: one window of the usage window with k's limit.
-func (k v1Key) encodeV2() []byte {
+// length-prefixed policy (one window of the usage window with k's limit)
+// and what it spent: nothing.
+func (k v1Key) encodeV3() []byte {
 	h := sha256.Sum256([]byte(k.secret))
-	b := append([]byte{2, k.flags}, h[:]...)
+	b := append([]byte{3, k.flags}, h[:]...)
 	b = binary.AppendUvarint(b, uint64(k.lifetime))
 	for _, t := range k.times {
 		b = binary.AppendVarint(b, t)
@@ -67,7 +68,7 @@ func (k v1Key) encodeV2() []byte {
 		b = binary.AppendUvarint(b, uint64(len(s)))
 		b = append(b, s...)
 	}
-	return b
+	return append(b, 0)
 }
 
 // encodeLegacy writes a legacy record (l/<id>): version 1, the count, then
@@ -100,7 +101,7 @@ func rollingState(t *testing.T, limit int64, at []time.Time, tokens []int64) []b
 
 // TestUpgradeVersion1 writes keys as the version 1 key store stored them
 // (their usage window inside the record) and opens the key store on them:
-// each record is rewritten at version 2, the usage it held is kept
+// each record is rewritten at version 3, the usage it held is kept
 // exactly (in the engine's window state), pending legacy usage is merged
 // once on top, the old secrets still authenticate, and a record whose
 // window cannot be decoded makes its key corrupt.
@@ -143,7 +144,7 @@ func TestUpgradeVersion1(t *testing.T) {
 		check := func(stage string) {
 			t.Helper()
 			for _, k := range keys[:3] {
-				require.Equal(t, k.encodeV2(), e.rawGet("k/"+k.id), "%s: %s is rewritten at version 2", stage, k.id)
+				require.Equal(t, k.encodeV3(), e.rawGet("k/"+k.id), "%s: %s is rewritten at version 3", stage, k.id)
 			}
 			got, err := e.ks.Authenticate(ctx, full.secret)
 			require.NoError(t, err, stage)
@@ -175,7 +176,7 @@ func TestUpgradeVersion1(t *testing.T) {
 		require.Equal(t, int64(77), e.get(legacy.id).LifetimeTokens)
 		require.Equal(t, 0, e.pending())
 		keys[2].flags = 0 // merged: the record says so
-		require.Equal(t, keys[2].encodeV2(), e.rawGet("k/"+legacy.id))
+		require.Equal(t, keys[2].encodeV3(), e.rawGet("k/"+legacy.id))
 
 		e.reopen()
 		check("reopen")
