@@ -17,6 +17,8 @@ import (
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/keystore"
+	"github.com/ratestore/ratestore/pricing"
+	"github.com/ratestore/ratestore/strategies"
 )
 
 // MaxAdminBody bounds the body of an admin request: a key's fields are a
@@ -45,7 +47,9 @@ type AdminKey struct {
 	Model             string        `json:"model"`  // informational (legacy keys); Models restricts
 	Models            []string      `json:"models"` // [] for any model
 	Windows           []AdminWindow `json:"windows"`
-	Binding           int           `json:"binding"`             // the index in Windows of the binding window (keystore.Usage.Bind)
+	Binding           int           `json:"binding"` // the index in Windows of the binding window (keystore.Usage.Bind)
+	Budgets           []AdminBudget `json:"budgets"` // [] for none
+	LifetimeUSD       pricing.USD   `json:"lifetime_usd"`
 	RequestsPerMinute int64         `json:"requests_per_minute"` // 0: no limit
 	MaxConcurrent     int           `json:"max_concurrent"`      // 0: no limit
 	ExpiresAt         *time.Time    `json:"expires_at"`          // null: never
@@ -70,6 +74,29 @@ type AdminWindow struct {
 	WindowEnd         *time.Time `json:"window_end"`          // when Used next goes down; null when it is 0
 }
 
+// AdminBudget is one budget of an AdminKey and what the key has spent in
+// it: a rolling Window, or a calendar Period in Timezone. Spent includes
+// the worst-case cost reserved by requests still in flight.
+type AdminBudget struct {
+	LimitUSD     pricing.USD `json:"limit_usd"`
+	Window       string      `json:"window,omitempty"`   // a Go duration: "24h0m0s"
+	Period       string      `json:"period,omitempty"`   // "day", "week" or "month"
+	Timezone     string      `json:"timezone,omitempty"` // the period's IANA zone: "UTC", "Europe/Paris"
+	SpentUSD     pricing.USD `json:"spent_usd"`
+	RemainingUSD pricing.USD `json:"remaining_usd"`
+	ResetsAt     *time.Time  `json:"resets_at"` // when Spent next goes down; null when nothing is spent
+}
+
+// AdminBudgetRequest is a budget of an AdminKeyRequest: a limit in USD
+// over a rolling window ("24h"), or per calendar period ("day", "week",
+// "month") in an IANA time zone (default UTC).
+type AdminBudgetRequest struct {
+	LimitUSD pricing.USD `json:"limit_usd"`
+	Window   string      `json:"window,omitempty"`
+	Period   string      `json:"period,omitempty"`
+	Timezone string      `json:"timezone,omitempty"`
+}
+
 // AdminKeyRequest is the body of POST /admin/keys and PATCH
 // /admin/keys/{id}, for clients: a field left out is not set (POST: the
 // key has none). The gateway reads it field by field, so that an error
@@ -81,6 +108,7 @@ type AdminKeyRequest struct {
 	Windows           *[]AdminWindowRequest `json:"windows,omitempty"`
 	RequestsPerMinute *int64                `json:"requests_per_minute,omitempty"`
 	MaxConcurrent     *int                  `json:"max_concurrent,omitempty"`
+	Budgets           *[]AdminBudgetRequest `json:"budgets,omitempty"` // []: none
 	// ExpiresAt is an RFC 3339 instant as a JSON string, or null (or "")
 	// for never; left out (nil), the expiry is not changed.
 	ExpiresAt json.RawMessage `json:"expires_at,omitempty"`
@@ -354,6 +382,18 @@ func NewAdminKey(k keystore.Key, u keystore.Usage) AdminKey {
 		RequestsPerMinute: k.Policy.RequestsPerMinute, MaxConcurrent: k.Policy.MaxConcurrent,
 		ExpiresAt: utcPtr(k.ExpiresAt), Disabled: k.Disabled, LifetimeTokens: k.LifetimeTokens,
 		LastUsed: utcPtr(k.LastUsed), CreatedAt: utcPtr(k.CreatedAt), InFlight: u.InFlight,
+		Budgets: make([]AdminBudget, len(u.Budgets)), LifetimeUSD: k.LifetimeSpend,
+	}
+	for i, b := range u.Budgets {
+		a.Budgets[i] = AdminBudget{LimitUSD: b.Limit, SpentUSD: b.Spent, RemainingUSD: b.Remaining, ResetsAt: utcPtr(b.ResetsAt)}
+		if b.Period != 0 {
+			a.Budgets[i].Period, a.Budgets[i].Timezone = b.Period.String(), "UTC"
+			if b.Location != nil {
+				a.Budgets[i].Timezone = b.Location.String()
+			}
+		} else {
+			a.Budgets[i].Window = b.Window.String()
+		}
 	}
 	for i, w := range u.Windows {
 		a.Windows[i] = AdminWindow{
@@ -407,6 +447,7 @@ var fieldNames = map[string]string{
 	"Policy": "", "Windows": "windows", "Limit": "limit", "Window": "window", "Bucket": "bucket",
 	"RequestsPerMinute": "requests_per_minute", "MaxConcurrent": "max_concurrent", "Models": "models",
 	"Name": "name", "Model": "model", "ExpiresAt": "expires_at", "TokenLimit": "windows",
+	"Budgets": "budgets", "Period": "period", "Location": "timezone",
 }
 
 // fieldMessage is the message of err, an error of the key store about a
@@ -445,6 +486,7 @@ type keyFields struct {
 	windows       []keystore.Window // nil: left out
 	rpm           *int64
 	maxConcurrent *int
+	budgets       *[]keystore.Budget
 	expiresAt     *time.Time // the zero Time: never
 	disabled      *bool
 }
@@ -452,7 +494,7 @@ type keyFields struct {
 // changesSpec reports whether f changes a field of a keystore.Spec.
 func (f *keyFields) changesSpec() bool {
 	return f.name != nil || f.model != nil || f.models != nil || f.windows != nil ||
-		f.rpm != nil || f.maxConcurrent != nil || f.expiresAt != nil
+		f.rpm != nil || f.maxConcurrent != nil || f.expiresAt != nil || f.budgets != nil
 }
 
 // apply sets the fields of s that f gives. Windows replace the key's
@@ -479,6 +521,9 @@ func (f *keyFields) apply(s *keystore.Spec) {
 	if f.expiresAt != nil {
 		s.ExpiresAt = *f.expiresAt
 	}
+	if f.budgets != nil {
+		s.Policy.Budgets = *f.budgets
+	}
 }
 
 // keyBody is AdminKeyRequest as the gateway decodes it: each window apart,
@@ -490,6 +535,7 @@ type keyBody struct {
 	Windows           *[]json.RawMessage `json:"windows"`
 	RequestsPerMinute *int64             `json:"requests_per_minute"`
 	MaxConcurrent     *int               `json:"max_concurrent"`
+	Budgets           *[]json.RawMessage `json:"budgets"`
 	ExpiresAt         json.RawMessage    `json:"expires_at"`
 	Disabled          *bool              `json:"disabled"`
 }
@@ -524,6 +570,15 @@ func readKeyFields(w http.ResponseWriter, r *http.Request, create bool) (*keyFie
 		}
 	} else if create {
 		return bad(`windows: required: a key needs at least one token window, as [{"limit":100000,"window":"5h"}]`)
+	}
+	if b.Budgets != nil {
+		bs := make([]keystore.Budget, len(*b.Budgets))
+		for i, raw := range *b.Budgets {
+			if !readBudget(w, raw, i, &bs[i]) {
+				return nil, false
+			}
+		}
+		f.budgets = &bs
 	}
 	if f.rpm != nil && *f.rpm < 0 {
 		return bad("requests_per_minute: want 0 (no limit) or more, got %d", *f.rpm)
@@ -576,6 +631,62 @@ func readWindow(raw json.RawMessage, i int, before []keystore.Window) (win keyst
 		return bad("%s.window: %q: windows[%d] is a %v window already: give each length once", field, wr.Window, j, win.Window)
 	}
 	return win, 0, "", ""
+}
+
+// readBudget reads budgets[i] of a key request into b, or answers 400
+// naming the field and returns false. What the key store checks (a
+// positive limit, a bucket dividing the window) it reports itself.
+func readBudget(w http.ResponseWriter, raw json.RawMessage, i int, b *keystore.Budget) bool {
+	var status int
+	var code, msg string
+	if *b, status, code, msg = parseBudget(raw, i); status != 0 {
+		writeError(w, status, typeInvalid, code, msg)
+		return false
+	}
+	return true
+}
+
+// parseBudget is readBudget's parse: the answer's status, code and
+// message when budgets[i] is wrong.
+func parseBudget(raw json.RawMessage, i int) (b keystore.Budget, status int, code, msg string) {
+	field := fmt.Sprintf("budgets[%d]", i)
+	var br struct { // AdminBudgetRequest, the limit read apart to name it in errors
+		LimitUSD json.RawMessage `json:"limit_usd"`
+		Window   string          `json:"window"`
+		Period   string          `json:"period"`
+		Timezone string          `json:"timezone"`
+	}
+	if status, code, msg := decodeStrict(bytes.NewReader(raw), &br, field); status != 0 {
+		return b, status, code, msg
+	}
+	bad := func(format string, args ...any) (keystore.Budget, int, string, string) {
+		return b, http.StatusBadRequest, "invalid_field", fmt.Sprintf(format, args...)
+	}
+	if err := b.Limit.UnmarshalJSON(br.LimitUSD); err != nil || br.LimitUSD == nil {
+		return bad("%s.limit_usd: %s: want an amount in USD, to the nano-dollar (0.000000001)", field, br.LimitUSD)
+	}
+	var err error
+	switch {
+	case (br.Window == "") == (br.Period == ""):
+		return bad(`%s: give "window" (a Go duration, as "24h") or "period" ("day", "week" or "month"), one of them`, field)
+	case br.Window != "":
+		if br.Timezone != "" {
+			return bad("%s.timezone: a rolling window has no time zone: give a period", field)
+		}
+		if b.Window, err = positiveDuration(br.Window); err != nil {
+			return bad("%s.window: %q: %v", field, br.Window, err)
+		}
+	default:
+		if b.Period, err = strategies.ParsePeriod(br.Period); err != nil {
+			return bad(`%s.period: %q: want "day", "week" or "month"`, field, br.Period)
+		}
+		if br.Timezone != "" {
+			if b.Location, err = time.LoadLocation(br.Timezone); err != nil || br.Timezone == "Local" {
+				return bad("%s.timezone: %q: want an IANA time zone, as Europe/Paris or UTC", field, br.Timezone)
+			}
+		}
+	}
+	return b, 0, "", ""
 }
 
 // readInstant reads an RFC 3339 instant or null (the zero instant: never),

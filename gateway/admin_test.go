@@ -162,7 +162,7 @@ func TestAdminKeyLifecycle(t *testing.T) {
 			{Limit: 100000, Window: "5h0m0s", Bucket: "5m0s", Remaining: 100000},
 			{Limit: 1000000, Window: "168h0m0s", Bucket: "1h0m0s", Remaining: 1000000},
 		},
-		Binding: 0, RequestsPerMinute: 60, MaxConcurrent: 4, ExpiresAt: &expires, CreatedAt: &created0,
+		Binding: 0, RequestsPerMinute: 60, MaxConcurrent: 4, ExpiresAt: &expires, CreatedAt: &created0, Budgets: []AdminBudget{},
 	}, k)
 
 	list := adminOK[AdminKeys](e, "GET", "/admin/keys", nil, http.StatusOK)
@@ -228,9 +228,10 @@ func TestAdminKeyLifecycle(t *testing.T) {
 }
 
 // TestAdminKeyJSON: the one JSON shape of a key (AdminKey), field by
-// field as a client reads it: lengths and waits in seconds (a sub-second
-// bucket as a fraction), instants RFC 3339 in UTC, null when unset, and
-// the binding window by its index in "windows".
+// field as a client reads it: lengths as Go durations, waits in whole
+// seconds, instants RFC 3339 in UTC, null when unset, the binding window
+// by its index in "windows", and what the key spent in USD, exactly: 30
+// input and 12 output tokens of gpt-4o at $2.50 and $10 per million.
 func TestAdminKeyJSON(t *testing.T) {
 	e := newAdminEnv(t, Options{})
 	created := adminOK[AdminCreated](e, "POST", "/admin/keys", map[string]any{
@@ -255,6 +256,7 @@ func TestAdminKeyJSON(t *testing.T) {
 		"requests_per_minute": 0.0, "max_concurrent": 0.0,
 		"expires_at": "2027-01-01T00:00:00Z", "disabled": false, "lifetime_tokens": 42.0,
 		"last_used": "2026-01-18T12:00:00Z", "created_at": "2026-01-18T12:00:00Z", "in_flight": 0.0,
+		"budgets": []any{}, "lifetime_usd": 0.000195,
 	}, got)
 }
 

@@ -762,9 +762,9 @@ func TestAdversarialResponseHeaders(t *testing.T) {
 		got := a.upstreamOf(resp)
 		require.Equal(t, c.ctype, resp.Header.Get("Content-Type"), msg)
 		require.Equal(t, got.id, resp.Header.Get("X-Request-Id"), msg)
-		for name := range hostileHeaders {
+		for name, v := range hostileHeaders {
 			if name != RequestIDHeader {
-				require.Empty(t, resp.Header.Values(name), "%s: %s", msg, name)
+				require.NotContains(t, resp.Header.Values(name), v, "%s: %s", msg, name)
 			}
 		}
 		ids := resp.Header.Values(RequestIDHeader)
@@ -1397,8 +1397,8 @@ func (a *adversary) note(k *attacker, target string, resp *http.Response) {
 			t.Errorf("%s: %s %q", target, RequestIDHeader, ids)
 		}
 	}
-	for name := range hostileHeaders {
-		if name != RequestIDHeader && len(resp.Header.Values(name)) > 0 {
+	for name, v := range hostileHeaders {
+		if name != RequestIDHeader && slices.Contains(resp.Header.Values(name), v) {
 			t.Errorf("%s: the upstream's %s reached the caller: %q", target, name, resp.Header.Values(name))
 		}
 	}

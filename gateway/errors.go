@@ -79,9 +79,27 @@ func (g *Gateway) deny(x *exchange, k keystore.Key, d *keystore.Denial, reserve 
 		writeError(x, status, typ, code, msg)
 		return
 	}
+	if d.Reason == "budget" {
+		// Over a budget until it resets, an hour or a month away: no
+		// client should retry on its own.
+		retryFields(x.Header(), d.RetryAfter)
+		x.Header().Set("X-Should-Retry", "false")
+		writeError(x, http.StatusTooManyRequests, typeRate, "budget_exceeded", budgetMessage(k, d))
+		return
+	}
 	msg, wait := limitMessage(k, d, reserve)
 	retryFields(x.Header(), wait)
 	writeError(x, http.StatusTooManyRequests, typeRate, "rate_limit_exceeded", msg)
+}
+
+// budgetMessage is the message of a request d refused for a budget: which
+// one, and when it resets.
+func budgetMessage(k keystore.Key, d *keystore.Denial) string {
+	budget := strings.TrimPrefix(d.Limit, "budget ")
+	if d.RetryAfter < 0 {
+		return fmt.Sprintf("key %s: this request may cost more than its budget of %s allows in all", k.ID, budget)
+	}
+	return fmt.Sprintf("key %s is over its budget of %s; it has room again in %v", k.ID, budget, roundWait(d.RetryAfter))
 }
 
 // refusal returns the answer to a request of key k that d refused for

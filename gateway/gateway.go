@@ -28,6 +28,7 @@ import (
 	"github.com/ratestore/ratestore/httplimit"
 	"github.com/ratestore/ratestore/internal/sat"
 	"github.com/ratestore/ratestore/keystore"
+	"github.com/ratestore/ratestore/pricing"
 	"github.com/ratestore/ratestore/promstats"
 	"github.com/ratestore/ratestore/strategies"
 )
@@ -160,6 +161,17 @@ type Options struct {
 	// metrics (/metrics) to requests that bear it (Authorization: Bearer
 	// <AdminToken>). Without it both answer 404.
 	AdminToken string
+
+	// PricesFile is a price table in LiteLLM's format
+	// (model_prices_and_context_window.json) whose entries replace those
+	// of the built-in one (pricing.Default); "" means the built-in alone.
+	// ReloadPrices reads it again. A request is charged its usage at its
+	// model's price, each token type at its own.
+	PricesFile string
+	// Unpriced is what a request costs a key with a budget when its model
+	// has no price: refused (the zero value), $0, or DefaultPrice.
+	Unpriced     Unpriced
+	DefaultPrice pricing.Price
 }
 
 // Gateway is the metering reverse proxy, an http.Handler. It is safe for
@@ -185,6 +197,7 @@ type Gateway struct {
 	admin       [32]byte // SHA-256 of Options.AdminToken; zero: no admin API
 	metrics     *metrics
 	adminAPI    *http.ServeMux // the admin API's routes
+	prices      prices
 }
 
 // New returns a Gateway in front of opts.Upstream that meters the keys of
@@ -282,6 +295,13 @@ func withDefaults(opts Options) (*Gateway, error) {
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
+	if opts.Unpriced > UnpricedDefault {
+		return nil, fmt.Errorf("gateway: Unpriced %d: %w", opts.Unpriced, ratestore.ErrInvalid)
+	}
+	g.prices.file, g.prices.unpriced, g.prices.def = opts.PricesFile, opts.Unpriced, opts.DefaultPrice
+	if _, err := g.ReloadPrices(); err != nil {
+		return nil, fmt.Errorf("%w: %w", err, ratestore.ErrInvalid)
+	}
 	return g, nil
 }
 
@@ -353,6 +373,12 @@ type exchange struct {
 	// which the caller did not (askUsage), and takes it out of the stream.
 	stripUsage bool
 
+	// Its prompt, estimated, and the most output it may produce (read),
+	// and its price (Gateway.priceFor; priced false: $0).
+	promptEst, outputMax int64
+	price                pricing.Price
+	priced               bool
+
 	// Its admission (Gateway.admit).
 	adm      *keystore.Admission
 	shadowed *keystore.Denial // Options.Shadow: the refusal it would have had; served and charged without an admission
@@ -380,6 +406,7 @@ type upstreamResult struct {
 // charged is what an exchange was charged, and why.
 type charged struct {
 	reported, tokens int64       // tokens reported (weighed); charged
+	cost             pricing.USD // what the tokens cost the key
 	counts           tokenCounts // the tokens reported, by type
 	estimated        bool        // the tokens charged are the reservation: no usage could be read
 	capped           bool        // the usage reported was over Options.MaxTokensPerRequest
@@ -583,6 +610,10 @@ func (g *Gateway) read(x *exchange, r *http.Request, model string) (keystore.Req
 		// The prompt as the caller wrote it: the stream options asked for
 		// below are no input.
 		req.Reserve, req.Optional = g.reservation(len(body), f, ep)
+		x.promptEst = int64(len(body)) / 4
+		if ep.output {
+			x.outputMax = sat.Add(req.Reserve-x.promptEst, req.Optional)
+		}
 	}
 	if ep.askUsage && f.stream && !f.usageAsked {
 		body, x.stripUsage = askUsage(body, f), true
@@ -600,6 +631,9 @@ func (g *Gateway) read(x *exchange, r *http.Request, model string) (keystore.Req
 // another is refused.
 func (g *Gateway) admit(x *exchange, r *http.Request, k keystore.Key, secret string, req keystore.Request) bool {
 	x.allowed = k.Policy.Models
+	if !g.priceFor(x, k, &req) {
+		return false
+	}
 	a, err := g.keys.Admit(r.Context(), secret, req)
 	switch {
 	case a == nil && g.shadowServes(x, r, err):
@@ -818,8 +852,9 @@ func (g *Gateway) finish(ctx context.Context, x *exchange) {
 			slog.Int64("tokens", tokens), slog.Bool("estimated", true), slog.Int("upstream_status", x.up.status))
 	}
 	var err error
+	cost := g.cost(x, tokens)
 	if x.adm != nil {
-		_, err = x.adm.Finish(ctx, tokens)
+		_, err = x.adm.FinishSpend(ctx, tokens, cost)
 	} else if tokens > 0 { // shadowed: served without an admission
 		_, err = g.keys.RecordUsage(ctx, x.keyID, tokens)
 	}
@@ -839,7 +874,8 @@ func (g *Gateway) finish(ctx context.Context, x *exchange) {
 			slog.String("request_id", x.id), slog.String("key_id", x.keyID), slog.Int64("tokens", tokens), slog.String("error", err.Error()))
 		return
 	}
-	x.charge.tokens = tokens
+	x.charge.tokens, x.charge.cost = tokens, cost
+	g.logSpend(ctx, x)
 }
 
 // tokens returns the tokens to charge x with, at most
@@ -958,6 +994,9 @@ func (g *Gateway) modifyResponse(res *http.Response) error {
 	}
 	x.up.status, x.up.latency = res.StatusCode, time.Since(x.up.sent)
 	filterResponse(res.Header)
+	if x.adm != nil {
+		limitHeaders(res.Header, x.adm.Limits())
+	}
 	x.Header().Set(RequestIDHeader, x.id) // again: ReverseProxy clears the fields after a 1xx
 	res.Trailer = nil
 	res.Body = &noTrailer{ReadCloser: res.Body, res: res}

@@ -221,6 +221,7 @@ func (s *sseParser) endLine() {
 type tokenCounts struct {
 	input, output         int64
 	cacheRead, cacheWrite int64
+	cacheWrite1h          int64 // of cacheWrite: Anthropic's one-hour cache writes
 	reasoning             int64
 }
 
@@ -250,8 +251,9 @@ type rawUsage struct {
 	InputTokensDetails  *details `json:"input_tokens_details"`
 	OutputTokensDetails *details `json:"output_tokens_details"`
 
-	CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
-	CacheReadInputTokens     *int64 `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens *int64         `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     *int64         `json:"cache_read_input_tokens"`
+	CacheCreation            *cacheCreation `json:"cache_creation"`
 
 	PromptTokenCount        *int64 `json:"promptTokenCount"`
 	ToolUsePromptTokenCount *int64 `json:"toolUsePromptTokenCount"`
@@ -259,6 +261,13 @@ type rawUsage struct {
 	CandidatesTokenCount    *int64 `json:"candidatesTokenCount"`
 	ThoughtsTokenCount      *int64 `json:"thoughtsTokenCount"`
 	TotalTokenCount         *int64 `json:"totalTokenCount"`
+}
+
+// cacheCreation is Anthropic's split of cache_creation_input_tokens by
+// how long the cache entry lasts, which sets its price.
+type cacheCreation struct {
+	Ephemeral5m *int64 `json:"ephemeral_5m_input_tokens"`
+	Ephemeral1h *int64 `json:"ephemeral_1h_input_tokens"`
 }
 
 type details struct {
@@ -277,15 +286,16 @@ type tally struct {
 
 // The counts a tally keeps, each the first of its fields a usage object has.
 const (
-	cInput      = iota // input_tokens, prompt_tokens, promptTokenCount
-	cToolPrompt        // toolUsePromptTokenCount
-	cOutput            // output_tokens, completion_tokens, candidatesTokenCount
-	cThoughts          // thoughtsTokenCount: output that candidatesTokenCount leaves out
-	cReasoning         // reasoning_tokens (within output_tokens) or thoughtsTokenCount
-	cCacheRead         // cache_read_input_tokens, cached_tokens, cachedContentTokenCount
-	cCacheWrite        // cache_creation_input_tokens
-	cAnthropic         // > 0: input_tokens leaves the cache out (Anthropic's cache fields were seen)
-	cTotal             // total_tokens, totalTokenCount
+	cInput        = iota // input_tokens, prompt_tokens, promptTokenCount
+	cToolPrompt          // toolUsePromptTokenCount
+	cOutput              // output_tokens, completion_tokens, candidatesTokenCount
+	cThoughts            // thoughtsTokenCount: output that candidatesTokenCount leaves out
+	cReasoning           // reasoning_tokens (within output_tokens) or thoughtsTokenCount
+	cCacheRead           // cache_read_input_tokens, cached_tokens, cachedContentTokenCount
+	cCacheWrite          // cache_creation_input_tokens
+	cCacheWrite1h        // cache_creation.ephemeral_1h_input_tokens
+	cAnthropic           // > 0: input_tokens leaves the cache out (Anthropic's cache fields were seen)
+	cTotal               // total_tokens, totalTokenCount
 	countFields
 )
 
@@ -311,6 +321,9 @@ func (t *tally) addJSON(b []byte) {
 	t.set(cReasoning, dt(u.CompletionTokensDetails, true), dt(u.OutputTokensDetails, true), u.ThoughtsTokenCount)
 	t.set(cCacheRead, u.CacheReadInputTokens, dt(u.PromptTokensDetails, false), dt(u.InputTokensDetails, false), u.CachedContentTokenCount)
 	t.set(cCacheWrite, u.CacheCreationInputTokens)
+	if u.CacheCreation != nil {
+		t.set(cCacheWrite1h, u.CacheCreation.Ephemeral1h)
+	}
 	if u.CacheCreationInputTokens != nil || u.CacheReadInputTokens != nil {
 		one := int64(1)
 		t.set(cAnthropic, &one)
@@ -345,6 +358,7 @@ func (t *tally) usage() usage {
 	u.counts.output = sat.Add(c[cOutput], c[cThoughts])
 	u.counts.reasoning = c[cReasoning]
 	u.counts.cacheRead, u.counts.cacheWrite = c[cCacheRead], c[cCacheWrite]
+	u.counts.cacheWrite1h = min(c[cCacheWrite1h], c[cCacheWrite])
 	if h[cAnthropic] {
 		u.counts.input = sat.Add(u.counts.input, sat.Add(c[cCacheRead], c[cCacheWrite]))
 	}

@@ -129,7 +129,7 @@ func TestKeysThroughAdmin(t *testing.T) {
 		"--rpm", "10", "--models", "gpt-*", "--expires", "720h")...)
 	id, secret := created.Key.ID, created.Secret
 	require.True(t, strings.HasPrefix(secret, "rsk_"), secret)
-	require.Equal(t, gateway.AdminKey{ID: id, Name: "ci", Windows: []gateway.AdminWindow{
+	require.Equal(t, gateway.AdminKey{ID: id, Name: "ci", Budgets: []gateway.AdminBudget{}, Windows: []gateway.AdminWindow{
 		{Limit: 1000, Window: "5h0m0s", Bucket: "5m0s", Remaining: 1000},
 		{Limit: 10000, Window: "168h0m0s", Bucket: "1h0m0s", Remaining: 10000}},
 		RequestsPerMinute: 10, Models: []string{"gpt-*"},

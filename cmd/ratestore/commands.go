@@ -33,8 +33,11 @@ window: the one most over its limit, else the one with the least remaining),
 "requests_per_minute" (0: no limit), "max_concurrent" (0: no limit),
 "expires_at" (null: never), "disabled", "lifetime_tokens", "last_used" (null:
 never), "created_at" (null: unknown), "in_flight" (requests admitted and not
-finished)}: the key as the gateway's admin API answers it. "used" includes the
-tokens reserved by requests in flight and may exceed "limit".`
+finished), "budgets": [{"limit_usd", "window" or "period" ("day", "week",
+"month") and "timezone", "spent_usd", "remaining_usd", "resets_at"}, ...],
+"lifetime_usd"}: the key as the gateway's admin API answers it. Money is USD
+as a decimal number, exact to 1e-9. "used" includes the tokens reserved by
+requests in flight and may exceed "limit"; "spent_usd" the cost they reserved.`
 
 // policyHelp is the help of the policy flags, for keys create and keys
 // set-limit.

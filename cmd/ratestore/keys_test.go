@@ -44,7 +44,7 @@ func TestImportThenListAndUsage(t *testing.T) {
 	// At noon, the window of 09:30 counts and the one of 04:10 has expired.
 	gw := jsonOf[gateway.AdminKey](e, "keys", "show", ids["gateway-prod"])
 	end := timePtr(time.Date(2026, 1, 18, 14, 30, 0, 0, time.UTC))
-	require.Equal(t, gateway.AdminKey{
+	require.Equal(t, gateway.AdminKey{Budgets: []gateway.AdminBudget{},
 		ID: ids["gateway-prod"], Name: "gateway-prod", Model: "glm-4.7", Models: []string{},
 		Windows: []gateway.AdminWindow{{Limit: 100000, Window: "5h0m0s", Bucket: "5m0s",
 			Used: 41250, Remaining: 58750, ResetAfterSeconds: 150 * 60, WindowEnd: end}},
@@ -134,7 +134,7 @@ func TestKeysCreateShowsSecretOnce(t *testing.T) {
 	created := jsonOf[gateway.AdminCreated](e, "keys", "create", "--name", "team-a", "--limit", "1000", "--model", "glm-4.7")
 	secret := created.Secret
 	require.True(t, strings.HasPrefix(secret, "rsk_"), secret)
-	require.Equal(t, gateway.AdminKey{ID: created.Key.ID, Name: "team-a", Model: "glm-4.7", Models: []string{},
+	require.Equal(t, gateway.AdminKey{ID: created.Key.ID, Budgets: []gateway.AdminBudget{}, Name: "team-a", Model: "glm-4.7", Models: []string{},
 		Windows:   []gateway.AdminWindow{{Limit: 1000, Window: "5h0m0s", Bucket: "5m0s", Remaining: 1000}},
 		CreatedAt: timePtr(now)}, created.Key)
 	require.Equal(t, created.Key, jsonOf[gateway.AdminKey](e, "keys", "show", created.Key.ID), "keys create prints the key as keys show does")
@@ -237,7 +237,7 @@ func TestKeysPolicy(t *testing.T) {
 	created := jsonOf[gateway.AdminCreated](e, "keys", "create", "--name", "team", "--window", "5h=1000", "--window", "168h=5000/1h",
 		"--rpm", "60", "--max-concurrent", "4", "--models", "gpt-4o, claude-*")
 	id := created.Key.ID
-	want := gateway.AdminKey{ID: id, Name: "team",
+	want := gateway.AdminKey{ID: id, Name: "team", Budgets: []gateway.AdminBudget{},
 		Windows: []gateway.AdminWindow{
 			{Limit: 1000, Window: "5h0m0s", Bucket: "5m0s", Remaining: 1000},
 			{Limit: 5000, Window: "168h0m0s", Bucket: "1h0m0s", Remaining: 5000},
