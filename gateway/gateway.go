@@ -262,6 +262,7 @@ func New[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore.Store
 	}
 	g.metrics = newMetrics(promstats.Of(db, nil))
 	g.adminAPI = g.adminMux()
+	g.adminAPI.HandleFunc("POST /admin/prices/reload", g.adminReloadPrices)
 	return g, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 
@@ -190,4 +191,39 @@ func TestAdminBudgets(t *testing.T) {
 	}
 	k := adminOK[AdminKey](e, "PATCH", "/admin/keys/"+created.Key.ID, map[string]any{"budgets": []any{}}, http.StatusOK)
 	require.Empty(t, k.Budgets, "[] removes them")
+}
+
+// TestReloadPrices: the admin API reloads the price file; one that does
+// not parse is refused with the entry named, and the running table stays.
+func TestReloadPrices(t *testing.T) {
+	file := t.TempDir() + "/prices.json"
+	write := func(s string) { require.NoError(t, os.WriteFile(file, []byte(s), 0o600)) }
+	write(`{"house-model":{"input_cost_per_token":1e-06,"output_cost_per_token":2e-06}}`)
+	up := scripted(t, "application/json", `{"usage":{"prompt_tokens":1000,"completion_tokens":1000}}`)
+	e := newAdminEnv(t, Options{Upstream: up, PricesFile: file})
+	k, secret := e.key("k", 1e9)
+	spent := func() pricing.USD {
+		got, err := e.keys().Get(context.Background(), k.ID)
+		require.NoError(t, err)
+		return got.LifetimeSpend
+	}
+	call := func() {
+		resp, b := e.call("POST", "/v1/chat/completions", secret, map[string]any{"model": "house-model", "messages": []any{}})
+		require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
+	}
+	call()
+	require.Equal(t, micro(3000), spent())
+
+	write(`{"house-model":{"input_cost_per_token":2e-06,"output_cost_per_token":2e-06}}`)
+	got := adminOK[AdminPrices](e, "POST", "/admin/prices/reload", nil, http.StatusOK)
+	require.Greater(t, got.Models, 1, "the built-in table and the file")
+	call()
+	require.Equal(t, micro(3000+4000), spent())
+
+	write(`{"house-model":{"input_cost_per_token":"cheap"}}`)
+	resp, b := e.admin("POST", "/admin/prices/reload", adminToken, nil)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.Contains(t, apiError(t, b, "invalid_request_error")["message"], "house-model")
+	call()
+	require.Equal(t, micro(3000+4000+4000), spent(), "the running table stays")
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/gateway"
 	"github.com/ratestore/ratestore/keystore"
+	"github.com/ratestore/ratestore/strategies"
 )
 
 // adminTokenEnv is the environment variable of the admin token, read by
@@ -215,6 +216,7 @@ func (a *adminClient) Create(ctx context.Context, spec keystore.Spec) (keystore.
 	req := gateway.AdminKeyRequest{
 		Name: &spec.Name, Models: &spec.Policy.Models, Windows: windowRequests(windows),
 		RequestsPerMinute: &spec.Policy.RequestsPerMinute, MaxConcurrent: &spec.Policy.MaxConcurrent,
+		Budgets: budgetRequests(spec.Policy.Budgets),
 	}
 	if spec.Model != "" {
 		req.Model = &spec.Model
@@ -317,6 +319,9 @@ func (a *adminClient) Update(ctx context.Context, id string, fn func(*keystore.S
 	if !slices.Equal(spec.Policy.Windows, old.Policy.Windows) {
 		req.Windows, changed = windowRequests(spec.Policy.Windows), true
 	}
+	if !slices.Equal(spec.Policy.Budgets, old.Policy.Budgets) {
+		req.Budgets, changed = budgetRequests(spec.Policy.Budgets), true
+	}
 	if spec.Policy.RequestsPerMinute != old.Policy.RequestsPerMinute {
 		req.RequestsPerMinute, changed = &spec.Policy.RequestsPerMinute, true
 	}
@@ -413,6 +418,9 @@ func fromAdmin(a gateway.AdminKey) (keystore.Key, keystore.Usage, error) {
 	if len(k.Policy.Windows) == 0 {
 		return keystore.Key{}, keystore.Usage{}, errors.New("admin API: key " + a.ID + " has no token window")
 	}
+	if err := fromAdminBudgets(a, &k, &u); err != nil {
+		return keystore.Key{}, keystore.Usage{}, err
+	}
 	k.TokenLimit = k.Policy.Windows[0].Limit
 	u.Bind()
 	return k, u, nil
@@ -424,4 +432,41 @@ func timeOf(t *time.Time) time.Time {
 		return time.Time{}
 	}
 	return t.UTC()
+}
+
+// budgetRequests is bs as the admin API takes them; nil for none.
+func budgetRequests(bs []keystore.Budget) *[]gateway.AdminBudgetRequest {
+	out := make([]gateway.AdminBudgetRequest, len(bs))
+	for i, b := range bs {
+		out[i].LimitUSD = b.Limit
+		if b.Period != 0 {
+			out[i].Period, out[i].Timezone = b.Period.String(), b.Location.String()
+		} else {
+			out[i].Window = b.Window.String()
+		}
+	}
+	return &out
+}
+
+// fromAdminBudgets sets the budgets of a, the admin API's key, in k and
+// their spend in u.
+func fromAdminBudgets(a gateway.AdminKey, k *keystore.Key, u *keystore.Usage) error {
+	k.LifetimeSpend = a.LifetimeUSD
+	for i, ab := range a.Budgets {
+		b := keystore.Budget{Limit: ab.LimitUSD, Window: length(ab.Window)}
+		if ab.Period != "" {
+			var err error
+			if b.Period, err = strategies.ParsePeriod(ab.Period); err != nil {
+				return fmt.Errorf("admin API: key %s: budgets[%d]: %w", a.ID, i, err)
+			}
+			if ab.Timezone != "UTC" {
+				if b.Location, err = time.LoadLocation(ab.Timezone); err != nil {
+					return fmt.Errorf("admin API: key %s: budgets[%d]: %w", a.ID, i, err)
+				}
+			}
+		}
+		k.Policy.Budgets = append(k.Policy.Budgets, b)
+		u.Budgets = append(u.Budgets, keystore.BudgetUsage{Budget: b, Spent: ab.SpentUSD, Remaining: ab.RemainingUSD, ResetsAt: timeOf(ab.ResetsAt)})
+	}
+	return nil
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/gateway"
+	"github.com/ratestore/ratestore/pricing"
 	"github.com/ratestore/ratestore/redisstore"
 	"github.com/ratestore/ratestore/server"
 )
@@ -147,7 +148,9 @@ type gatewayOut struct {
 	Durability string     `json:"durability"`      // "" with --redis
 	Redis      string     `json:"redis,omitempty"` // the Redis, its password redacted, with --redis
 	Shadow     bool       `json:"shadow"`
-	Admin      bool       `json:"admin"` // an admin token is set: the admin API and /metrics answer
+	Admin      bool       `json:"admin"`  // an admin token is set: the admin API and /metrics answer
+	Prices     string     `json:"prices"` // --prices, over the built-in table; "" for none
+	Unpriced   string     `json:"unpriced"`
 }
 
 // routeOut is a route of gatewayOut.
@@ -221,6 +224,9 @@ type gatewayFlags struct {
 	bodyTimeout    time.Duration
 	maxCharge      int64 // --max-tokens-per-request
 	idle           time.Duration
+	prices         string // --prices
+	unpriced       string // --unpriced
+	defaultPrice   string // --default-price-file
 }
 
 // gatewayFlagSet registers the gateway command's flags on fs and returns
@@ -256,6 +262,9 @@ func gatewayFlagSet(fs *flag.FlagSet) *gatewayFlags {
 	fs.DurationVar(&f.bodyTimeout, "body-timeout", gateway.DefaultBodyTimeout, "how long a caller may take to send a request body, after its header; slower ones get 408 (default 30s; 0: no bound)")
 	fs.Int64Var(&f.maxCharge, "max-tokens-per-request", gateway.DefaultMaxTokensPerRequest, "the most `tokens` one response may be charged: an upstream that reports more is charged this, logged at error (default 10000000)")
 	fs.DurationVar(&f.idle, "idle-timeout", gateway.DefaultIdleTimeout, "how long the upstream may leave a response body silent between reads; a stream silent longer is ended (default 1m; 0: no bound)")
+	fs.StringVar(&f.prices, "prices", "", "a price `file` in LiteLLM's format (model_prices_and_context_window.json) over the built-in table; SIGHUP and POST /admin/prices/reload read it again")
+	fs.StringVar(&f.unpriced, "unpriced", "refuse", "what a model with no price costs a key with a budget: refuse (403), zero ($0, logged), or default (--default-price-file)")
+	fs.StringVar(&f.defaultPrice, "default-price-file", "", "a price `file` in LiteLLM's format with one entry: the price of unpriced models with --unpriced default")
 	return f
 }
 
@@ -364,9 +373,14 @@ func (f *gatewayFlags) options(cmd string, urls map[string]*url.URL, dur ratesto
 		ConnectTimeout: noBound(f.connect), FirstByteTimeout: noBound(f.firstByte), IdleTimeout: noBound(f.idle),
 		DrainTimeout: noBound(f.drain), // negative: at once
 		BodyTimeout:  noBound(f.bodyTimeout), MaxTokensPerRequest: f.maxCharge,
-		Weights: f.weights,
+		Weights: f.weights, PricesFile: f.prices,
 	}
-	out := gatewayOut{Routes: []routeOut{}, StatsPath: f.statsPath, RPS: f.rps, Burst: f.burst, Durability: dur.String(), Shadow: f.shadow}
+	out := gatewayOut{Routes: []routeOut{}, StatsPath: f.statsPath, RPS: f.rps, Burst: f.burst, Durability: dur.String(), Shadow: f.shadow,
+		Prices: f.prices, Unpriced: f.unpriced}
+	var err error
+	if opts.Unpriced, opts.DefaultPrice, err = f.unpricedOptions(); err != nil {
+		return opts, out, fmt.Errorf("%s: %w", cmd, err)
+	}
 	for _, prefix := range f.upstreams.prefixes {
 		key, env, err := f.credential(cmd, prefix)
 		if err != nil {
@@ -387,6 +401,34 @@ func (f *gatewayFlags) options(cmd string, urls map[string]*url.URL, dur ratesto
 	}
 	opts.AdminToken, out.Admin = admin, admin != ""
 	return opts, out, nil
+}
+
+// unpricedOptions returns --unpriced and the price --default-price-file
+// gives, which --unpriced default needs and nothing else takes.
+func (f *gatewayFlags) unpricedOptions() (gateway.Unpriced, pricing.Price, error) {
+	u, err := gateway.ParseUnpriced(f.unpriced)
+	switch {
+	case err != nil:
+		return 0, pricing.Price{}, fmt.Errorf("--unpriced: %w", err)
+	case (u == gateway.UnpricedDefault) != (f.defaultPrice != ""):
+		return 0, pricing.Price{}, usagef("", "--unpriced default and --default-price-file go together")
+	case f.defaultPrice == "":
+		return u, pricing.Price{}, nil
+	}
+	file, err := os.Open(f.defaultPrice)
+	if err != nil {
+		return 0, pricing.Price{}, fmt.Errorf("--default-price-file: %w", err)
+	}
+	defer file.Close()
+	t, err := pricing.Parse(file)
+	if err != nil {
+		return 0, pricing.Price{}, fmt.Errorf("--default-price-file %s: %w", f.defaultPrice, err)
+	}
+	if t.Len() != 1 {
+		return 0, pricing.Price{}, fmt.Errorf("--default-price-file %s: %d entries: want one, the default price", f.defaultPrice, t.Len())
+	}
+	p, _, _ := t.Lookup(t.Models()[0])
+	return u, p, nil
 }
 
 // credential returns the credential of the route of prefix ("" for none)
@@ -571,6 +613,7 @@ func (c *cli) serve(ln net.Listener, g *gateway.Gateway, closeDB func() error, l
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	defer reloadOnHangup(ctx, g, log)()
 
 	logListening(ln, log, out)
 	err := c.emit(out, out.text)
@@ -593,6 +636,32 @@ func (c *cli) serve(ln net.Listener, g *gateway.Gateway, closeDB func() error, l
 	}
 	log.Info("gateway: stopped")
 	return err
+}
+
+// reloadOnHangup reloads g's prices on every SIGHUP until the returned
+// function is called: a price file that does not parse is logged and the
+// running table stays.
+func reloadOnHangup(ctx context.Context, g *gateway.Gateway, log *slog.Logger) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-hup:
+				if n, err := g.ReloadPrices(); err != nil {
+					log.Error("gateway: prices not reloaded: the running table stays", "error", err.Error())
+				} else {
+					log.Info("gateway: prices reloaded", "models", n)
+				}
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return func() { signal.Stop(hup); close(done) }
 }
 
 // logListening logs that the gateway listens on ln, with a warning for

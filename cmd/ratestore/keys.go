@@ -114,6 +114,9 @@ func freshUsage(k keystore.Key) keystore.Usage {
 	for i, w := range k.Policy.Windows {
 		u.Windows[i] = keystore.WindowUsage{Window: w.Window, Bucket: w.Bucket, Limit: w.Limit, Remaining: w.Limit}
 	}
+	for _, b := range k.Policy.Budgets {
+		u.Budgets = append(u.Budgets, keystore.BudgetUsage{Budget: b, Remaining: b.Limit})
+	}
 	u.Bind()
 	return u
 }
@@ -338,6 +341,7 @@ func keysCreate(c *cli, fs *flag.FlagSet) func([]string) error {
 			spec.Policy.Windows = append(spec.Policy.Windows, w.win)
 		}
 		spec.Policy.RequestsPerMinute, spec.Policy.MaxConcurrent, spec.Policy.Models = p.rpm, p.maxConcurrent, p.models
+		spec.Policy.Budgets = p.budgets
 		if spec.ExpiresAt, err = parseWhen(cmd, *expires, c.clock()); err != nil {
 			return err
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore/keystore"
+	"github.com/ratestore/ratestore/pricing"
 	"github.com/ratestore/ratestore/rollingwindow"
 	"github.com/ratestore/ratestore/strategies"
 )
@@ -42,6 +43,7 @@ func (o *optional) Set(s string) error {
 // policyFlagSet holds the policy flags as given.
 type policyFlagSet struct {
 	windows, drop              stringList
+	budgets, dropBudgets       stringList
 	rpm, maxConcurrent, models optional
 }
 
@@ -53,7 +55,9 @@ func policyFlags(fs *flag.FlagSet, update bool) *policyFlagSet {
 	if update {
 		windowHelp += "; sets the limit (and bucket) of the key's window of that length, or adds one"
 		fs.Var(&pf.drop, "drop-window", "remove the key's token window of this `DURATION` (168h); repeatable")
+		fs.Var(&pf.dropBudgets, "drop-budget", "remove the key's budget of this `WINDOW` (24h) or PERIOD[@ZONE] (month@Europe/Paris); repeatable")
 	}
+	fs.Var(&pf.budgets, "budget", "a budget in money of `USD=WINDOW` (5=24h: $5 in any 24 hours) or USD=PERIOD[@ZONE] (500=month@Europe/Paris: $500 a calendar month there; day, week from Monday, month; UTC by default); repeatable")
 	fs.Var(&pf.windows, "window", windowHelp)
 	fs.Var(&pf.rpm, "rpm", "at most `N` requests a minute; 0: no limit")
 	fs.Var(&pf.maxConcurrent, "max-concurrent", "at most `N` requests in flight at once; 0: no limit")
@@ -63,6 +67,8 @@ func policyFlags(fs *flag.FlagSet, update bool) *policyFlagSet {
 
 // policyChange is the policy flags, checked.
 type policyChange struct {
+	budgets       []keystore.Budget
+	dropBudgets   []keystore.Budget // their window or period and zone
 	windows       []windowFlag
 	drop          []time.Duration
 	rpm           int64
@@ -81,7 +87,8 @@ type windowFlag struct {
 
 // empty reports whether no policy flag was given.
 func (p *policyChange) empty() bool {
-	return len(p.windows) == 0 && len(p.drop) == 0 && !p.rpmSet && !p.maxSet && !p.modelsSet
+	return len(p.windows) == 0 && len(p.drop) == 0 && !p.rpmSet && !p.maxSet && !p.modelsSet &&
+		len(p.budgets) == 0 && len(p.dropBudgets) == 0
 }
 
 // parse checks the flags given for cmd.
@@ -108,6 +115,13 @@ func (pf *policyFlagSet) parse(cmd string) (*policyChange, error) {
 		if !slices.Contains(p.drop, d) {
 			p.drop = append(p.drop, d)
 		}
+	}
+	var err error
+	if p.budgets, err = parseBudgets(cmd, "--budget", pf.budgets, true); err != nil {
+		return nil, err
+	}
+	if p.dropBudgets, err = parseBudgets(cmd, "--drop-budget", pf.dropBudgets, false); err != nil {
+		return nil, err
 	}
 	if pf.rpm.set {
 		n, err := strconv.ParseInt(pf.rpm.value, 10, 64)
@@ -228,6 +242,15 @@ func (p *policyChange) apply(cmd, id string, pol *keystore.Policy, done []string
 	if len(pol.Windows) == 0 {
 		return nil, usagef(cmd, "%s: --drop-window: key %s would have no token window left: a key needs at least one", cmd, id)
 	}
+	done, err := p.applyBudgets(cmd, id, pol, done)
+	if err != nil {
+		return nil, err
+	}
+	return p.applyRest(pol, done), nil
+}
+
+// applyRest makes the changes of p besides windows and budgets.
+func (p *policyChange) applyRest(pol *keystore.Policy, done []string) []string {
 	if p.rpmSet {
 		pol.RequestsPerMinute = p.rpm
 		done = append(done, "set its request rate to "+limitText(p.rpm, " per minute"))
@@ -244,7 +267,79 @@ func (p *policyChange) apply(cmd, id string, pol *keystore.Policy, done []string
 			done = append(done, "set its models to "+strings.Join(p.models, ", "))
 		}
 	}
+	return done
+}
+
+// applyBudgets drops and sets the budgets of p in pol: a --budget of a
+// window or period the key has a budget of replaces that one's limit.
+func (p *policyChange) applyBudgets(cmd, id string, pol *keystore.Policy, done []string) ([]string, error) {
+	same := func(a keystore.Budget) func(keystore.Budget) bool {
+		return func(b keystore.Budget) bool {
+			return a.Window == b.Window && a.Period == b.Period && a.Location.String() == b.Location.String()
+		}
+	}
+	pol.Budgets = slices.Clone(pol.Budgets)
+	for _, d := range p.dropBudgets {
+		i := slices.IndexFunc(pol.Budgets, same(d))
+		if i < 0 {
+			return nil, usagef(cmd, "%s: --drop-budget: key %s has no budget of %s", cmd, id, budgetSpan(d))
+		}
+		pol.Budgets = slices.Delete(pol.Budgets, i, i+1)
+		done = append(done, "dropped its budget of "+budgetSpan(d))
+	}
+	for _, b := range p.budgets {
+		if i := slices.IndexFunc(pol.Budgets, same(b)); i >= 0 {
+			pol.Budgets[i].Limit = b.Limit
+		} else {
+			pol.Budgets = append(pol.Budgets, b)
+		}
+		done = append(done, fmt.Sprintf("set its budget of %s to $%s", budgetSpan(b), b.Limit))
+	}
 	return done, nil
+}
+
+// budgetSpan is a budget's window or period, for messages: "24h", "month
+// (Europe/Paris)".
+func budgetSpan(b keystore.Budget) string {
+	if b.Period == 0 {
+		return short(b.Window)
+	}
+	return fmt.Sprintf("%s (%s)", b.Period, b.Location)
+}
+
+// parseBudgets reads the values of the flag name: USD=SPAN when limit, a
+// bare SPAN otherwise, where SPAN is a rolling window (24h) or a calendar
+// period with an optional zone (month@Europe/Paris).
+func parseBudgets(cmd, name string, vs []string, limit bool) ([]keystore.Budget, error) {
+	var bs []keystore.Budget
+	for _, v := range vs {
+		span, b := v, keystore.Budget{}
+		if limit {
+			usd, rest, ok := strings.Cut(v, "=")
+			amount, err := pricing.ParseUSD(usd)
+			if !ok || err != nil || amount <= 0 {
+				return nil, usagef(cmd, "%s: %s %q: want USD=WINDOW (5=24h) or USD=PERIOD[@ZONE] (500=month@Europe/Paris), a positive amount in dollars", cmd, name, v)
+			}
+			span, b.Limit = rest, amount
+		}
+		period, zone, hasZone := strings.Cut(span, "@")
+		if p, err := strategies.ParsePeriod(period); err == nil {
+			b.Period, b.Location = p, time.UTC
+			if hasZone {
+				loc, err := time.LoadLocation(zone)
+				if err != nil || zone == "Local" || zone == "" {
+					return nil, usagef(cmd, "%s: %s %q: %q is not an IANA time zone (Europe/Paris, UTC)", cmd, name, v, zone)
+				}
+				b.Location = loc
+			}
+		} else if d, err := time.ParseDuration(span); err == nil && d > 0 && !hasZone {
+			b.Window = d
+		} else {
+			return nil, usagef(cmd, "%s: %s %q: %q is neither a window (24h) nor a period (day, week, month, with @ZONE)", cmd, name, v, span)
+		}
+		bs = append(bs, b)
+	}
+	return bs, nil
 }
 
 // windowLengths lists the lengths of ws, for messages.
