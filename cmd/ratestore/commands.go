@@ -187,7 +187,8 @@ file and key are left out when not known; key is quoted as Go does.`,
 		help:    gatewayHelp,
 		json: `{"listen", "upstream" (the default route; "" for none), "routes": [{"prefix",
 "upstream", "key_env"}], "stats_path", "rps", "burst", "durability", "shadow",
-"admin" (whether the admin API is open)}, once it listens.`,
+"admin" (whether the admin API is open), "prices" (--prices), "unpriced"}, once it
+listens.`,
 		setup: gatewayCmd,
 	},
 	{
