@@ -408,6 +408,8 @@ type upstreamResult struct {
 type charged struct {
 	reported, tokens int64       // tokens reported (weighed); charged
 	cost             pricing.USD // what the tokens cost the key
+	budgetLeft       pricing.USD // the least the key's budgets have left after it
+	hasBudget        bool
 	counts           tokenCounts // the tokens reported, by type
 	estimated        bool        // the tokens charged are the reservation: no usage could be read
 	capped           bool        // the usage reported was over Options.MaxTokensPerRequest
@@ -855,7 +857,13 @@ func (g *Gateway) finish(ctx context.Context, x *exchange) {
 	var err error
 	cost := g.cost(x, tokens)
 	if x.adm != nil {
-		_, err = x.adm.FinishSpend(ctx, tokens, cost)
+		var u keystore.Usage
+		u, err = x.adm.FinishSpend(ctx, tokens, cost)
+		for i, b := range u.Budgets {
+			if i == 0 || b.Remaining < x.charge.budgetLeft {
+				x.charge.budgetLeft, x.charge.hasBudget = b.Remaining, true
+			}
+		}
 	} else if tokens > 0 { // shadowed: served without an admission
 		_, err = g.keys.RecordUsage(ctx, x.keyID, tokens)
 	}

@@ -106,6 +106,8 @@ type metrics struct {
 	inFlight      prometheus.Gauge
 	reservations  prometheus.Gauge
 	reservedToken prometheus.Gauge
+	spend         *prometheus.CounterVec
+	budgetLeft    *prometheus.GaugeVec
 
 	mu     sync.Mutex
 	models map[string]struct{} // the values of gen_ai_request_model but "other"
@@ -180,12 +182,20 @@ func newMetrics(stats prometheus.Collector) *metrics {
 			Name: "ratestore_gateway_reserved_tokens",
 			Help: "Tokens reserved by admitted requests in flight, counted as used in their keys' windows until they end.",
 		}),
+		spend: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratestore_spend_usd_total",
+			Help: "What keys were charged, in USD, by key, team (\"\" for none) and model (gen_ai_request_model's values).",
+		}, []string{"key_id", "team", "gen_ai_request_model"}),
+		budgetLeft: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "ratestore_budget_remaining_usd",
+			Help: "The least any budget of a key has left, in USD, as of the key's latest request to end.",
+		}, []string{"key_id"}),
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.tokens, m.charged, m.tokenUsage, m.upLatency,
-		m.inFlight, m.reservations, m.reservedToken,
+		m.inFlight, m.reservations, m.reservedToken, m.spend, m.budgetLeft,
 	)
 	if stats != nil {
 		m.reg.MustRegister(stats)
@@ -259,6 +269,12 @@ func (m *metrics) end(r *http.Request, x *exchange, d time.Duration) {
 	}
 	if x.charge.tokens > 0 {
 		m.charged.WithLabelValues(x.keyID, strconv.FormatBool(x.charge.estimated)).Add(float64(x.charge.tokens))
+	}
+	if x.charge.cost > 0 {
+		m.spend.WithLabelValues(x.keyID, "", model).Add(x.charge.cost.Float64())
+	}
+	if x.charge.hasBudget {
+		m.budgetLeft.WithLabelValues(x.keyID).Set(x.charge.budgetLeft.Float64())
 	}
 	if served && x.model != "" && x.up.used.found {
 		m.tokenUsage.WithLabelValues(tokenInput, model).Observe(float64(c.input))

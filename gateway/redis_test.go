@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"github.com/ratestore/ratestore/internal/fakeclock"
 	"github.com/ratestore/ratestore/internal/redistest"
 	"github.com/ratestore/ratestore/keystore"
+	"github.com/ratestore/ratestore/pricing"
 	"github.com/ratestore/ratestore/redisstore"
 )
 
@@ -30,7 +33,10 @@ func newRedisEnvsOn(t *testing.T, n int, opts Options) ([]*env, *redistest.Serve
 	srv := redistest.Start(t)
 	clock := fakeclock.New(start)
 	up := newUpstream(t)
-	opts.Upstream, opts.AdminToken = up.url(t), adminToken
+	if opts.Upstream == nil {
+		opts.Upstream = up.url(t)
+	}
+	opts.AdminToken = adminToken
 	var envs []*env
 	for range n {
 		rdb, err := redisstore.Open(context.Background(), srv.URL(), redisstore.Options{Now: clock.Now, Timeout: 10 * time.Second})
@@ -181,4 +187,67 @@ func TestRedisDown(t *testing.T) {
 		require.Equal(t, "store_unavailable", apiError(t, body, "api_error")["code"])
 	}
 	require.Zero(t, e.up.hits.Load())
+}
+
+// TestRedisGatewaysBudget: 40 requests at once through two gateways on one
+// Redis against a $1.00 budget, each costing at most $0.10: the spend ends
+// at no more than $1.00, since each admission reserves its worst case in
+// Redis in the same decision that checks the budget.
+func TestRedisGatewaysBudget(t *testing.T) {
+	envs := newRedisEnvs(t, 2, Options{Upstream: budgetUpstream(t)})
+	budgetRace(t, envs)
+}
+
+// TestGatewayBudgetRace is TestRedisGatewaysBudget on the embedded store.
+func TestGatewayBudgetRace(t *testing.T) {
+	budgetRace(t, []*env{newEnv(t, Options{Upstream: budgetUpstream(t)})})
+}
+
+// budgetUpstream reports 10 input and 9000 output tokens: at gpt-4o's
+// $2.50/M and $10/M, $0.090025; the worst case of max_tokens 9000 is a
+// little more (its prompt estimated from the body), under $0.10.
+func budgetUpstream(t *testing.T) *url.URL {
+	return scripted(t, "application/json", `{"usage":{"prompt_tokens":10,"completion_tokens":9000}}`)
+}
+
+// budgetRace sends 40 requests at once through envs, in turn, for a key
+// with a $1.00 budget, and checks that no more than $1.00 was spent.
+func budgetRace(t *testing.T, envs []*env) {
+	k, secret, err := envs[0].keys().Create(context.Background(), keystore.Spec{Name: "b", Policy: keystore.Policy{
+		Windows: []keystore.Window{{Limit: 1e9, Window: time.Hour}},
+		Budgets: []keystore.Budget{{Limit: pricing.Dollar, Window: 24 * time.Hour}},
+	}})
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	var ok, refused atomic.Int64
+	for i := range 40 {
+		wg.Go(func() {
+			e := envs[i%len(envs)]
+			resp, b, err := e.try(e.request("POST", "/v1/chat/completions", secret,
+				map[string]any{"model": "gpt-4o", "max_tokens": 9000, "messages": []any{}}))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			switch resp.StatusCode {
+			case http.StatusOK:
+				ok.Add(1)
+			case http.StatusTooManyRequests:
+				if !strings.Contains(string(b), "budget_exceeded") {
+					t.Errorf("a refusal not for the budget: %s", b)
+				}
+				refused.Add(1)
+			default:
+				t.Errorf("status %d: %s", resp.StatusCode, b)
+			}
+		})
+	}
+	wg.Wait()
+	got, err := envs[len(envs)-1].keys().Get(context.Background(), k.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(40), ok.Load()+refused.Load())
+	require.Positive(t, ok.Load())
+	require.Equal(t, pricing.USD(ok.Load())*90_025*pricing.Micro, got.LifetimeSpend)
+	require.LessOrEqual(t, got.LifetimeSpend, pricing.Dollar, "never over the budget")
+	t.Logf("%d admitted, $%s spent of $1", ok.Load(), got.LifetimeSpend)
 }

@@ -8,7 +8,11 @@
 // (secrets with room, one per group of scenarios, so that the test can tell
 // each group's charge apart; default API_KEY), FULL_KEY (a secret past its
 // token window), NOMODEL_KEY (a secret whose policy refuses the model
-// "forbidden-model"), TIMEOUT_MS (client timeout of the refusal scenarios,
+// "forbidden-model"), SPENT_KEY (a secret whose budget in money is spent),
+// TINY_KEY (a secret whose budget is less than one request's worst case),
+// HEADERS_KEY (a secret with a token window, a request rate and a budget, for
+// the caller's rate-limit headers), PLAIN_KEY (a secret with a token window
+// only), TIMEOUT_MS (client timeout of the refusal scenarios,
 // default 15000: bounds retries that would otherwise wait for Retry-After),
 // SCENARIOS (comma-separated "sdk/scenario" names or "sdk/" prefixes to run;
 // default all).
@@ -24,6 +28,10 @@ const responsesKey = process.env.RESPONSES_KEY || key;
 const abortKey = process.env.ABORT_KEY || key;
 const fullKey = process.env.FULL_KEY || 'rs_unset';
 const noModelKey = process.env.NOMODEL_KEY || 'rs_unset';
+const spentKey = process.env.SPENT_KEY || 'rs_unset';
+const tinyKey = process.env.TINY_KEY || 'rs_unset';
+const headersKey = process.env.HEADERS_KEY || 'rs_unset';
+const plainKey = process.env.PLAIN_KEY || 'rs_unset';
 const timeout = Number(process.env.TIMEOUT_MS || 15000);
 const only = (process.env.SCENARIOS || '').split(',').map((s) => s.trim()).filter(Boolean);
 if (!base || !key) {
@@ -187,4 +195,43 @@ await run('openai', 'abort', async () => {
     break;
   }
   return { text, chunks, aborted: s.controller.signal.aborted };
+});
+
+// Budgets in money, with the clients' default retries: a key whose budget
+// is spent, and one whose budget is less than the worst case of one
+// request (max_tokens 1000), on priced models. The gateway answers 429
+// budget_exceeded with x-should-retry: false, which openai and
+// @anthropic-ai/sdk honour: each call is one request (the test counts them
+// by X-Sdktest-Scenario) and fails at once.
+const tag = (name) => ({ 'X-Sdktest-Scenario': name });
+for (const [scenario, apiKey, maxTokens] of [['budget_spent', spentKey, 64], ['budget_too_small', tinyKey, 1000]]) {
+  await run('openai', scenario, async () => {
+    await oa(apiKey, bounded).chat.completions.create({ model: 'gpt-4o', messages: msg, max_tokens: maxTokens },
+      { headers: tag(`openai/${scenario}`) });
+  });
+  await run('anthropic', scenario, async () => {
+    await an(apiKey, bounded).messages.create({ model: 'claude-sonnet-4-20250514', max_tokens: maxTokens, messages: msg },
+      { headers: tag(`anthropic/${scenario}`) });
+  });
+  await run('gemini', scenario, async () => {
+    await gm(apiKey, { ...bounded, headers: tag(`gemini/${scenario}`) }).models.generateContent({
+      model: 'gemini-2.5-flash', contents, config: { maxOutputTokens: maxTokens },
+    });
+  });
+}
+
+// The caller's own rate-limit headers on an admitted request, as the
+// openai client exposes them (.withResponse(), .asResponse()): the
+// gateway's figures for the key, never the upstream's.
+const limitHeaders = (h) => Object.fromEntries([...h].filter(([k]) => k.startsWith('x-ratelimit-') || k.startsWith('x-ratestore-')));
+await run('openai', 'limit_headers', async () => {
+  const { data, response } = await oa(headersKey).chat.completions.create({ model: 'gpt-4o', messages: msg, max_tokens: 100 },
+    { headers: tag('openai/limit_headers') }).withResponse();
+  return { text: data.choices[0].message.content, usage: data.usage, headers: limitHeaders(response.headers) };
+});
+await run('openai', 'limit_headers_plain', async () => {
+  const response = await oa(plainKey).chat.completions.create({ model: 'gpt-4o', messages: msg, max_tokens: 100 },
+    { headers: tag('openai/limit_headers_plain') }).asResponse();
+  const data = await response.json();
+  return { text: data.choices[0].message.content, usage: data.usage, headers: limitHeaders(response.headers) };
 });

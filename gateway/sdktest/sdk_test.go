@@ -32,6 +32,8 @@
 //     token window: 100000 tokens; retry after 4h58m54s"; anthropic's and
 //     @google/genai's (ApiError) are the whole JSON error body, as with the
 //     real APIs, from which sdk.mjs reads error.message.
+//   - budgets in money and the caller's rate-limit headers: see
+//     budget_test.go.
 package sdktest
 
 import (
@@ -40,6 +42,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -88,6 +91,17 @@ const (
 	upstreamKey = "upstream-secret"
 )
 
+// upstreamLimits are the rate-limit headers of the fake upstream's every
+// answer: the operator's account, which the gateway never passes on.
+var upstreamLimits = map[string]string{
+	"X-Ratelimit-Limit-Tokens":       "777",
+	"X-Ratelimit-Remaining-Tokens":   "1",
+	"X-Ratelimit-Reset-Tokens":       "42s",
+	"X-Ratelimit-Limit-Requests":     "9",
+	"X-Ratelimit-Remaining-Requests": "1",
+	"X-Ratelimit-Reset-Requests":     "43s",
+}
+
 // upstream is a fake model API: it answers /v1/chat/completions,
 // /v1/messages, /v1/responses and Gemini's /v1beta/models/{model}:
 // generateContent and :streamGenerateContent, JSON and SSE, with usage as
@@ -131,6 +145,9 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get(h) != "" {
 			u.problem("%s %s: the caller's %s was forwarded", r.Method, r.URL.Path, h)
 		}
+	}
+	for h, v := range upstreamLimits {
+		w.Header().Set(h, v)
 	}
 	var req struct {
 		Model         string `json:"model"`
@@ -361,6 +378,7 @@ type result struct {
 	OK           bool            `json:"ok"`
 	Status       int             `json:"status"`
 	ErrorMessage string          `json:"error_message"`
+	ErrorName    string          `json:"error_name"`
 	ElapsedMS    int64           `json:"elapsed_ms"`
 	APIMessage   *string         `json:"api_message"`
 	ErrorType    *string         `json:"error_type"`
@@ -442,7 +460,11 @@ func runSDKs(t *testing.T, node string, ks *keystore.Store, newGateway func(gate
 	if err != nil {
 		t.Fatal(err)
 	}
-	secrets := []string{secret, geminiSecret, respSecret, abortSecret, fullSecret, noModelSecret}
+	// Budgets in money (see budgetKeys), and keys for the caller's
+	// rate-limit headers.
+	bk := budgetKeys(t, ks)
+	secrets := []string{secret, geminiSecret, respSecret, abortSecret, fullSecret, noModelSecret,
+		bk.spentSecret, bk.tinySecret, bk.headersSecret, bk.plainSecret}
 
 	hungUp := make(chan struct{})
 	up := fakeUpstream(t, hungUp)
@@ -457,11 +479,24 @@ func runSDKs(t *testing.T, node string, ks *keystore.Store, newGateway func(gate
 	// scenario: the server cancels it when the caller's connection closes
 	// (the gateway's own cue that its caller hung up). hungUp is closed
 	// then, not when the request ends.
+	// The other scenarios that name themselves are counted, each request
+	// the gateway sees (a client's retries too), with the size of its body.
 	var hangUp sync.Once
+	var seen tally
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("X-Sdktest-Scenario") == "abort" {
+		switch name := r.Header.Get("X-Sdktest-Scenario"); name {
+		case "":
+		case "abort":
 			stop := context.AfterFunc(r.Context(), func() { hangUp.Do(func() { close(hungUp) }) })
 			defer stop()
+		default:
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			seen.add(name, len(body))
 		}
 		gw.ServeHTTP(w, r)
 	}))
@@ -472,7 +507,8 @@ func runSDKs(t *testing.T, node string, ks *keystore.Store, newGateway func(gate
 	cmd := exec.CommandContext(nodeCtx, node, "sdk.mjs")
 	cmd.Env = append(os.Environ(), "BASE_URL="+srv.URL, "API_KEY="+secret,
 		"GEMINI_KEY="+geminiSecret, "RESPONSES_KEY="+respSecret, "ABORT_KEY="+abortSecret,
-		"FULL_KEY="+fullSecret, "NOMODEL_KEY="+noModelSecret, "TIMEOUT_MS=15000", "SCENARIOS=")
+		"FULL_KEY="+fullSecret, "NOMODEL_KEY="+noModelSecret, "SPENT_KEY="+bk.spentSecret, "TINY_KEY="+bk.tinySecret,
+		"HEADERS_KEY="+bk.headersSecret, "PLAIN_KEY="+bk.plainSecret, "TIMEOUT_MS=15000", "SCENARIOS=")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	start := time.Now()
@@ -524,6 +560,8 @@ func runSDKs(t *testing.T, node string, ks *keystore.Store, newGateway func(gate
 		{"openai/responses_incomplete", "hi ", true},
 		// The caller read the first chunk, then hung up.
 		{"openai/abort", "hi ", false},
+		{"openai/limit_headers", reply, true},
+		{"openai/limit_headers_plain", reply, true},
 	}
 	for _, c := range success {
 		t.Run(c.name, func(t *testing.T) {
@@ -638,4 +676,7 @@ func runSDKs(t *testing.T, node string, ks *keystore.Store, newGateway func(gate
 			})
 		}
 	}
+
+	checkBudgets(t, ks, bk, got, &seen)
+	checkLimitHeaders(t, bk, got, &seen)
 }
