@@ -292,6 +292,33 @@
 //
 // A usage object over 64 KiB (none is) is skipped, with a warning.
 //
+// # Money
+//
+// Every request is priced (Options.PricesFile over pricing.Default): the
+// usage the upstream reports, by token type (pricing.Usage: uncached
+// input, cache reads, five-minute and one-hour cache writes, output,
+// reasoning), each at its model's price, the tier above 200k tokens
+// applied by the prompt's size, in exact nano-dollars (pricing.USD). A
+// key's budgets (keystore.Budget: a rolling window or a calendar period in
+// a time zone) hold the request's worst case while it runs: its prompt
+// estimate as uncached input and its most output at the dearer of the
+// output and reasoning prices, reserved by Admit in the same decision as
+// its tokens; Finish charges the real cost in its place (or the
+// reservation, when no usage could be read). A key over a budget gets 429
+// with the error code budget_exceeded, X-Should-Retry: false and a
+// message naming the budget and when it has room again. A model the table
+// does not price costs a key with a budget what Options.Unpriced says
+// (refused with 403 model_not_priced, $0, or Options.DefaultPrice); a key
+// without one, $0. ReloadPrices (SIGHUP, POST /admin/prices/reload)
+// replaces the table whole or not at all.
+//
+// An admitted answer carries the caller's own limits, from its admission:
+// X-Ratelimit-Limit-Tokens, -Remaining-Tokens and -Reset-Tokens (the
+// binding window), the same for -Requests when the key has a request
+// rate, in OpenAI's names and formats, and X-Ratestore-Budget-Remaining
+// (USD) when it has a budget. The upstream's own rate-limit fields, which
+// describe the operator's account, are never passed on.
+//
 // # Timeouts
 //
 // Options.ConnectTimeout (default 10s) bounds connecting to the upstream
