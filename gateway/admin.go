@@ -58,6 +58,9 @@ type AdminKey struct {
 	LastUsed          *time.Time    `json:"last_used"`  // null: never
 	CreatedAt         *time.Time    `json:"created_at"` // null: unknown (an imported key)
 	InFlight          int           `json:"in_flight"`  // requests admitted and not finished
+	// PreviousSecretExpiresAt is when the secret a rotation replaced stops
+	// working; null when there is none (keystore.Key).
+	PreviousSecretExpiresAt *time.Time `json:"previous_secret_expires_at"`
 }
 
 // AdminWindow is one token window of an AdminKey and its usage. Used
@@ -123,11 +126,18 @@ type AdminWindowRequest struct {
 	Bucket string `json:"bucket,omitempty"`
 }
 
-// AdminCreated is the answer to POST /admin/keys: the only one that holds
-// the key's secret.
+// AdminCreated is the answer to POST /admin/keys and POST
+// /admin/keys/{id}/rotate: the only ones that hold the key's secret.
 type AdminCreated struct {
 	Key    AdminKey `json:"key"`
 	Secret string   `json:"secret"`
+}
+
+// AdminRotateRequest is the body of POST /admin/keys/{id}/rotate: how
+// long the secret it replaces keeps working, a Go duration ("24h") of at
+// most keystore.MaxGrace; left out (or no body), it stops at once.
+type AdminRotateRequest struct {
+	Grace string `json:"grace,omitempty"`
 }
 
 // AdminKeys is the answer to GET /admin/keys, in id order.
@@ -205,6 +215,7 @@ func (g *Gateway) adminMux() *http.ServeMux {
 	mux.HandleFunc("GET /admin/keys/{id}", g.adminGet)
 	mux.HandleFunc("PATCH /admin/keys/{id}", g.adminPatch)
 	mux.HandleFunc("DELETE /admin/keys/{id}", g.adminDelete)
+	mux.HandleFunc("POST /admin/keys/{id}/rotate", g.adminRotate)
 	return mux
 }
 
@@ -356,6 +367,62 @@ func (g *Gateway) adminDelete(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// adminRotate answers POST /admin/keys/{id}/rotate: the key with a new
+// secret, as AdminCreated (keystore.Store.Rotate). The log line, as every
+// admin call's, names the key and not the secret.
+func (g *Gateway) adminRotate(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	noteKey(w, id)
+	grace, ok := readGrace(w, r)
+	if !ok {
+		return
+	}
+	_, secret, err := g.keys.Rotate(r.Context(), id, grace)
+	if err != nil {
+		g.adminFailed(w, r, id, err)
+		return
+	}
+	a, err := g.adminKey(r.Context(), id)
+	if err != nil {
+		g.adminFailed(w, r, id, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, AdminCreated{Key: a, Secret: secret})
+}
+
+// readGrace reads the body of a rotation, an AdminRotateRequest or
+// nothing, and returns its grace (0 when left out), or answers 400 or 413
+// and returns false. Its range is the key store's to check.
+func readGrace(w http.ResponseWriter, r *http.Request) (time.Duration, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxAdminBody))
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		writeError(w, http.StatusRequestEntityTooLarge, typeInvalid, "request_too_large", fmt.Sprintf("the body is larger than %d bytes", mbe.Limit))
+		return 0, false
+	case err != nil:
+		writeError(w, http.StatusBadRequest, typeInvalid, "invalid_json", fmt.Sprintf("reading the body: %v", err))
+		return 0, false
+	case len(bytes.TrimSpace(body)) == 0:
+		return 0, true
+	}
+	var req AdminRotateRequest
+	if status, code, msg := decodeStrict(bytes.NewReader(body), &req, ""); status != 0 {
+		writeError(w, status, typeInvalid, code, msg)
+		return 0, false
+	}
+	if req.Grace == "" {
+		return 0, true
+	}
+	grace, err := time.ParseDuration(req.Grace)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, typeInvalid, "invalid_field",
+			fmt.Sprintf("grace: %q: not a duration: want a Go duration, as 24h or 90m", req.Grace))
+		return 0, false
+	}
+	return grace, true
+}
+
 // adminKey returns key id and its usage now.
 func (g *Gateway) adminKey(ctx context.Context, id string) (AdminKey, error) {
 	k, err := g.keys.Get(ctx, id)
@@ -383,6 +450,7 @@ func NewAdminKey(k keystore.Key, u keystore.Usage) AdminKey {
 		ExpiresAt: utcPtr(k.ExpiresAt), Disabled: k.Disabled, LifetimeTokens: k.LifetimeTokens,
 		LastUsed: utcPtr(k.LastUsed), CreatedAt: utcPtr(k.CreatedAt), InFlight: u.InFlight,
 		Budgets: make([]AdminBudget, len(u.Budgets)), LifetimeUSD: k.LifetimeSpend,
+		PreviousSecretExpiresAt: utcPtr(k.PreviousSecretExpiresAt),
 	}
 	for i, b := range u.Budgets {
 		a.Budgets[i] = AdminBudget{LimitUSD: b.Limit, SpentUSD: b.Spent, RemainingUSD: b.Remaining, ResetsAt: utcPtr(b.ResetsAt)}
@@ -447,7 +515,7 @@ var fieldNames = map[string]string{
 	"Policy": "", "Windows": "windows", "Limit": "limit", "Window": "window", "Bucket": "bucket",
 	"RequestsPerMinute": "requests_per_minute", "MaxConcurrent": "max_concurrent", "Models": "models",
 	"Name": "name", "Model": "model", "ExpiresAt": "expires_at", "TokenLimit": "windows",
-	"Budgets": "budgets", "Period": "period", "Location": "timezone",
+	"Budgets": "budgets", "Period": "period", "Location": "timezone", "Grace": "grace",
 }
 
 // fieldMessage is the message of err, an error of the key store about a

@@ -256,7 +256,7 @@ func TestAdminKeyJSON(t *testing.T) {
 		"requests_per_minute": 0.0, "max_concurrent": 0.0,
 		"expires_at": "2027-01-01T00:00:00Z", "disabled": false, "lifetime_tokens": 42.0,
 		"last_used": "2026-01-18T12:00:00Z", "created_at": "2026-01-18T12:00:00Z", "in_flight": 0.0,
-		"budgets": []any{}, "lifetime_usd": 0.000195,
+		"budgets": []any{}, "lifetime_usd": 0.000195, "previous_secret_expires_at": nil,
 	}, got)
 }
 

@@ -152,7 +152,8 @@ func (s *Store) Admit(ctx context.Context, secret string, req Request) (*Admissi
 	if req.Reserve < 0 || req.Optional < 0 || req.Cost < 0 {
 		return nil, invalid("admit: negative Reserve %d, Optional %d or Cost %s", req.Reserve, req.Optional, req.Cost)
 	}
-	e, err := s.bySecret(ctx, secret)
+	h := hashSecret(secret)
+	e, err := s.bySecret(ctx, h)
 	if errors.Is(err, ErrNotFound) {
 		return nil, &Denial{Reason: "unknown", RetryAfter: -1, err: ErrNotFound}
 	}
@@ -161,7 +162,7 @@ func (s *Store) Admit(ctx context.Context, secret string, req Request) (*Admissi
 	}
 	c := s.newCall(ctx, e)
 	defer c.free()
-	c.req = req
+	c.req, c.hash = req, h
 	err = s.eng.update(ctx, c.locks(), c.admit)
 	if err != nil && c.a == nil {
 		return nil, err
@@ -179,7 +180,7 @@ func (s *Store) admit(c *call, b batch) (*Admission, error) {
 	if err := s.refresh(b, e); err != nil {
 		return nil, err
 	}
-	if e.rec.gone {
+	if e.rec.gone || c.hash != e.rec.hash && !e.previous(c.hash, b.now()) {
 		return nil, &Denial{Reason: "unknown", RetryAfter: -1, err: ErrNotFound}
 	}
 	// Before the checks, which count it; it stands even if they refuse.
@@ -353,7 +354,7 @@ func (a *Admission) finishIn(c *call, b batch) error {
 	a.finished = true
 	e.used(c.tokens, now)
 	e.rec.spent = sat.Add(e.rec.spent, int64(c.cost))
-	if err := b.Put(e.keys[0], e.rec.encode()); err != nil {
+	if err := s.putRecord(b, e, now); err != nil {
 		return err
 	}
 	return s.usageOf(c, b)
@@ -401,7 +402,7 @@ func (c *call) settleBudgets(b batch, now int64) error {
 	pol := a.e.rec.pol
 	for i, bud := range pol.pub.Budgets {
 		c.bud, c.now = bud, a.at
-		if slices.ContainsFunc(a.pol.pub.Budgets, func(r Budget) bool { return r.name() == bud.name() }) {
+		if slices.ContainsFunc(a.pol.pub.Budgets, bud.sameSpan) {
 			c.delta = delta
 			_, err := b.Modify(pol.budgets[i], a.e.id, c.settleBudget)
 			if err != nil {

@@ -11,7 +11,9 @@ import (
 	"github.com/ratestore/ratestore/internal/fakeclock"
 	"github.com/ratestore/ratestore/internal/redistest"
 	"github.com/ratestore/ratestore/keystore"
+	"github.com/ratestore/ratestore/pricing"
 	"github.com/ratestore/ratestore/redisstore"
+	"github.com/ratestore/ratestore/strategies"
 )
 
 // benchStore returns a key store on bolt in mode d with one key that has
@@ -120,5 +122,32 @@ func admitFinish(b *testing.B, ks *keystore.Store, secret string) {
 	}
 	if _, err := a.Finish(ctx, 42); err != nil {
 		b.Fatal(err)
+	}
+}
+
+// BenchmarkAdmitFinishBudget is BenchmarkAdmitFinish/async for a key that
+// also has two budgets, a rolling day and a calendar month, each request
+// reserving a worst-case cost and settling its real cost: beside
+// BenchmarkAdmitFinish/async in the same run, what money adds to a
+// request.
+func BenchmarkAdmitFinishBudget(b *testing.B) {
+	ks, k, secret := benchStore(b, ratestore.Async)
+	_, err := ks.Update(ctx, k.ID, func(s *keystore.Spec) error {
+		s.Policy.Budgets = []keystore.Budget{
+			{Limit: 1_000_000 * pricing.Dollar, Window: 24 * time.Hour},
+			{Limit: 1_000_000 * pricing.Dollar, Period: strategies.Month},
+		}
+		return nil
+	})
+	require.NoError(b, err)
+	b.ReportAllocs()
+	for b.Loop() {
+		a, err := ks.Admit(ctx, secret, keystore.Request{Reserve: 100, Cost: 3 * pricing.Micro})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := a.FinishSpend(ctx, 42, pricing.Micro); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -45,6 +45,12 @@ func (b Budget) name() string {
 	return budgetPrefix + strings.ReplaceAll(b.Window.String(), "µ", "u")
 }
 
+// sameSpan reports whether b and o count over the same window or the same
+// period in the same zone: the same engine state, whatever their limits.
+func (b Budget) sameSpan(o Budget) bool {
+	return b.Window == o.Window && b.Period == o.Period && b.zone() == o.zone()
+}
+
 // zone is the name of b's time zone.
 func (b Budget) zone() string {
 	if b.Location == nil {
@@ -96,7 +102,7 @@ func normalizeBudgets(op string, p *Policy) error {
 			return err
 		}
 		for j := range i {
-			if p.Budgets[j].name() == b.name() {
+			if p.Budgets[j].sameSpan(*b) {
 				return fieldError(op, field, "%v again: give each window or period once", b)
 			}
 		}

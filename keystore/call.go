@@ -2,6 +2,7 @@ package keystore
 
 import (
 	"context"
+	"crypto/sha256"
 	"sync"
 
 	"github.com/ratestore/ratestore/pricing"
@@ -24,10 +25,11 @@ type call struct {
 	lock [1]string // the key's id: the lock of its batches
 
 	req    Request
-	a      *Admission  // Admit's result, and the admission Finish finishes
-	tokens int64       // Finish's
-	cost   pricing.USD // Finish's, or the cost Admit reserves
-	u      Usage       // Finish's and Usage's result
+	hash   [sha256.Size]byte // Admit's: the hash of the secret it was given
+	a      *Admission        // Admit's result, and the admission Finish finishes
+	tokens int64             // Finish's
+	cost   pricing.USD       // Finish's, or the cost Admit reserves
+	u      Usage             // Finish's and Usage's result
 
 	// What the callback in progress reads: a window's strategy, its
 	// instant, its count (a reservation, a difference), and the usage it
@@ -98,7 +100,7 @@ func (c *call) locks() []string { return c.lock[:] }
 // free returns c to the pool, holding nothing of the request it served.
 func (c *call) free() {
 	c.s, c.ctx, c.e, c.lock[0] = nil, nil, nil, ""
-	c.req, c.a, c.tokens, c.cost, c.u = Request{}, nil, 0, 0, Usage{}
+	c.req, c.hash, c.a, c.tokens, c.cost, c.u = Request{}, [sha256.Size]byte{}, nil, 0, 0, Usage{}
 	c.rw, c.now, c.n, c.wu = strategies.RollingWindow{}, 0, 0, nil
 	c.bud, c.delta, c.bu = Budget{}, 0, nil
 	calls.Put(c)

@@ -115,7 +115,14 @@
 // in O(1). Legacy secrets keep whatever entropy they were made with: if one
 // was short or guessable, an attacker holding a copy of the database could
 // find it by hashing candidates fast. The remedy is to rotate such keys
-// (Create a new one, Delete the old), not to slow down every lookup.
+// (Rotate), not to slow down every lookup.
+//
+// Rotate gives a key a new secret and keeps everything else of it. The
+// secret it replaces keeps working for a grace (at most MaxGrace), so that
+// clients can move to the new one, then is refused as unknown: the record
+// holds its hash and the instant it stops, and h/ indexes both hashes
+// until the key's record is next written after that instant. A key has at
+// most one previous secret.
 //
 // IDs are "key_" followed by 16 lowercase hex digits (64 random bits):
 // public, stable, never derived from the secret.
@@ -128,15 +135,16 @@
 //
 //	k/<id>           the key's record
 //	h/<sha256>       the 32 raw bytes of SHA-256(secret) -> <id>: read only to name the
-//	                 key of a secret whose record cannot be decoded (ErrCorrupt, not ErrNotFound)
+//	                 key of a secret whose record cannot be decoded (ErrCorrupt, not ErrNotFound),
+//	                 and where processes share the keys; a rotated key's previous secret has one too
 //	l/<id>           legacy usage windows written by Import, until merged
 //
-// A record is binary, version 2:
+// A record is binary, version 3:
 //
-//	byte    version      2
+//	byte    version      3
 //	byte    flags        bit 0 disabled, 1 ExpiresAt set, 2 CreatedAt set,
-//	                     3 LastUsed set, 4 legacy usage pending (l/<id> exists);
-//	                     the other bits are 0
+//	                     3 LastUsed set, 4 legacy usage pending (l/<id> exists),
+//	                     5 a previous secret (version 3 only); the other bits are 0
 //	[32]    hash         SHA-256 of the secret
 //	uvarint Lifetime     LifetimeTokens, 0 .. 2^63-1 (additions saturate there)
 //	varint  ExpiresAt    Unix ns, zigzag, present iff flag bit 1
@@ -148,10 +156,15 @@
 //	                     uvarint Limit, Window and Bucket (ns); uvarint
 //	                     RequestsPerMinute; uvarint MaxConcurrent; uvarint
 //	                     model count (0 .. MaxModels), then each pattern as
-//	                     uvarint+bytes
+//	                     uvarint+bytes; then (version 3) uvarint budget count
+//	                     (0 .. MaxBudgets) and each budget
+//	uvarint Spend        LifetimeSpend in nano-dollars (version 3)
+//	[32]    previous     SHA-256 of the previous secret, present iff flag bit 5
+//	varint  previous end Unix ns, when it stops authenticating, present iff flag bit 5
 //
 // Varints are encoding/binary's, and must be minimal. Nothing may follow
-// the policy. Every field is checked when a record is read, the policy as
+// the last field. Version 2 records end with the policy, which has no
+// budgets. Every field is checked when a record is read, the policy as
 // Create checks one: any violation, and an unknown version, is an error
 // matching ErrCorrupt that names the key's id. A key whose record cannot be
 // read is reported by every call that names it, and Delete removes it.

@@ -105,7 +105,8 @@ func (s *Store) add(b batch, id string, rec record, legacy bool) (*entry, error)
 	if err != nil {
 		return nil, err
 	}
-	s.byID[id], s.byHash[rec.hash] = e, e
+	s.byID[id] = e
+	s.index(e)
 	return e, nil
 }
 
@@ -284,7 +285,7 @@ func (s *Store) deleteIn(b batch, id string, keys [][]byte) error {
 	delete(s.byID, id)
 	delete(s.corrupt, id)
 	if e != nil {
-		delete(s.byHash, e.rec.hash)
+		s.unindex(e)
 	}
 	s.mu.Unlock()
 	if e != nil {
@@ -294,7 +295,13 @@ func (s *Store) deleteIn(b batch, id string, keys [][]byte) error {
 			return err
 		}
 		e.rec.gone = true
+		s.mu.Lock()
+		s.unindex(e) // the hashes refresh found, if another process rotated the key
+		s.mu.Unlock()
 		keys = append(keys, hashKey(e.rec.hash))
+		if e.rec.hasPrev {
+			keys = append(keys, hashKey(e.rec.prevHash))
+		}
 		if err := e.rec.pol.reset(b, id); err != nil {
 			return err
 		}
@@ -307,14 +314,16 @@ func (s *Store) deleteIn(b batch, id string, keys [][]byte) error {
 	return nil
 }
 
-// Authenticate returns the key whose secret is secret. An unknown secret
-// gives ErrNotFound; a disabled key ErrDisabled, else an expired one
-// ErrExpired, both with the Key. It never writes.
+// Authenticate returns the key whose secret is secret: its secret, or the
+// previous one during the grace Rotate gave it. An unknown secret gives
+// ErrNotFound; a disabled key ErrDisabled, else an expired one ErrExpired,
+// both with the Key. It never writes.
 func (s *Store) Authenticate(ctx context.Context, secret string) (Key, error) {
 	if err := ctx.Err(); err != nil {
 		return Key{}, err
 	}
-	e, err := s.bySecret(ctx, secret)
+	h := hashSecret(secret)
+	e, err := s.bySecret(ctx, h)
 	if err == nil {
 		err = s.fresh(ctx, e)
 	}
@@ -323,7 +332,7 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (Key, error) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.rec.gone {
+	if e.rec.gone || h != e.rec.hash && !e.previous(h, s.now()) {
 		return Key{}, errUnknownSecret
 	}
 	return e.key(), e.refusal(s.expiryNow(e))
@@ -340,7 +349,8 @@ func (s *Store) Check(ctx context.Context, secret string) (Key, strategies.Resul
 	if err := ctx.Err(); err != nil {
 		return Key{}, strategies.Result{}, err
 	}
-	e, err := s.bySecret(ctx, secret)
+	h := hashSecret(secret)
+	e, err := s.bySecret(ctx, h)
 	if err == nil {
 		err = s.fresh(ctx, e)
 	}
@@ -356,7 +366,7 @@ func (s *Store) Check(ctx context.Context, secret string) (Key, strategies.Resul
 		e.mu.Lock()
 	}
 	defer e.mu.Unlock()
-	if e.rec.gone {
+	if e.rec.gone || h != e.rec.hash && !e.previous(h, s.now()) {
 		return Key{}, strategies.Result{}, errUnknownSecret
 	}
 	k := e.key()
@@ -504,11 +514,12 @@ func (s *Store) change(ctx context.Context, id string, fn func(b batch, e *entry
 		if err := s.mergePending(ctx, b, e); err != nil {
 			return err
 		}
-		changed, err := fn(b, e, b.now())
+		now := b.now()
+		changed, err := fn(b, e, now)
 		if err != nil || !changed {
 			return err
 		}
-		return b.Put(recordKey(id), e.rec.encode())
+		return s.putRecord(b, e, now)
 	})
 }
 
@@ -566,5 +577,7 @@ func (e *entry) key() Key {
 		LifetimeTokens: r.lifetime,
 		LifetimeSpend:  pricing.USD(r.spent),
 		Disabled:       r.disabled,
+
+		PreviousSecretExpiresAt: timeOf(r.prevEnds, r.hasPrev),
 	}
 }

@@ -32,6 +32,10 @@ type Key struct {
 	LifetimeTokens int64
 	LifetimeSpend  pricing.USD // what FinishSpend charged it, in all
 	Disabled       bool
+	// PreviousSecretExpiresAt is when the secret a Rotate replaced stops
+	// authenticating; zero when there is none. It may be past until the
+	// next write of the key drops that secret (see Rotate).
+	PreviousSecretExpiresAt time.Time
 }
 
 // Policy is everything a key may do. Every limit present must allow a
@@ -168,8 +172,10 @@ type Store struct {
 	importMu sync.Mutex            // two imports of one secret must not both add it
 }
 
-// entry is one key in memory. Its fields are guarded by mu, except id and
-// rec.hash, which never change.
+// entry is one key in memory. Its fields are guarded by mu, except id,
+// which never changes. The hashes of its secrets (rec.hash, and
+// rec.prevHash with rec.hasPrev) change only under both mu and the
+// Store's mu, with the maps (Rotate): either lock reads them.
 type entry struct {
 	mu    sync.Mutex
 	id    string
@@ -282,9 +288,10 @@ func (s *Store) find(ctx context.Context, id string) (*entry, error) {
 	return e, nil
 }
 
-// bySecret returns the entry whose secret is secret.
-func (s *Store) bySecret(ctx context.Context, secret string) (*entry, error) {
-	h := hashSecret(secret)
+// bySecret returns the entry that h, the hash of a secret, names: the
+// caller checks that h still authenticates it (entry.previous), once it
+// holds its lock.
+func (s *Store) bySecret(ctx context.Context, h [sha256.Size]byte) (*entry, error) {
 	s.mu.RLock()
 	e, anyCorrupt := s.byHash[h], len(s.corrupt) > 0
 	s.mu.RUnlock()

@@ -32,7 +32,8 @@ func open(eng engine, o Options) (*Store, error) {
 			s.corrupt[id] = corrupt(id, "record: key %s has the same secret hash", other.id)
 			return nil
 		}
-		s.byID[id], s.byHash[e.rec.hash] = e, e
+		s.byID[id] = e
+		s.index(e)
 		if window != nil {
 			v1 = append(v1, upgrade{e, window})
 		}
@@ -125,7 +126,7 @@ func (s *Store) upgrade(ctx context.Context, ups []upgrade) error {
 func (s *Store) drop(e *entry, err error) {
 	s.mu.Lock()
 	delete(s.byID, e.id)
-	delete(s.byHash, e.rec.hash)
+	s.unindex(e)
 	s.corrupt[e.id] = err
 	e.rec.gone = true
 	s.mu.Unlock()

@@ -26,7 +26,9 @@ const (
 )
 
 // Record versions: 1 held the usage window (now an engine state) and one
-// token limit; 2 holds a Policy; 3 a Policy with its Budgets.
+// token limit; 2 holds a Policy; 3 a Policy with its Budgets, the lifetime
+// spend and, when flagPrevious is set, the previous secret Rotate left
+// working.
 const (
 	recordV1      = 1
 	recordV2      = 2
@@ -41,8 +43,9 @@ const (
 	flagCreated
 	flagLastUsed
 	flagLegacy
+	flagPrevious // version 3 only: the previous secret's hash and end follow the spend
 
-	flagsKnown = flagDisabled | flagExpires | flagCreated | flagLastUsed | flagLegacy
+	flagsKnown = flagDisabled | flagExpires | flagCreated | flagLastUsed | flagLegacy | flagPrevious
 )
 
 // record is a key as stored at k/<id>.
@@ -62,6 +65,13 @@ type record struct {
 	disabled   bool
 	legacy     bool // l/<id> holds usage windows not merged yet
 
+	// The previous secret after a Rotate with a grace, when hasPrev: its
+	// hash, also indexed at h/<prevHash>, and the instant (Unix ns) it
+	// stops authenticating. Both are zero when hasPrev is false.
+	hasPrev  bool
+	prevHash [sha256.Size]byte
+	prevEnds int64
+
 	// gone is not stored: the key was deleted, and a caller that found its
 	// entry before must not use it. It sits here, in the padding after the
 	// flags, rather than in the entry: a key costs 8 bytes less.
@@ -75,7 +85,7 @@ func (r *record) flags() byte {
 		bit byte
 	}{
 		{r.disabled, flagDisabled}, {r.hasExpiry, flagExpires}, {r.hasCreated, flagCreated},
-		{r.hasUsed, flagLastUsed}, {r.legacy, flagLegacy},
+		{r.hasUsed, flagLastUsed}, {r.legacy, flagLegacy}, {r.hasPrev, flagPrevious},
 	} {
 		if b.on {
 			f |= b.bit
@@ -95,7 +105,7 @@ func (r *record) times() [3]struct {
 	}{{&r.hasExpiry, &r.expiresAt}, {&r.hasCreated, &r.createdAt}, {&r.hasUsed, &r.lastUsed}}
 }
 
-// appendEncode appends the record's encoding (version 2) to dst.
+// appendEncode appends the record's encoding (version 3) to dst.
 func (r *record) appendEncode(dst []byte) []byte {
 	dst = append(dst, recordVersion, r.flags())
 	dst = append(dst, r.hash[:]...)
@@ -108,12 +118,17 @@ func (r *record) appendEncode(dst []byte) []byte {
 	dst = appendBytes(dst, r.name)
 	dst = appendBytes(dst, r.model)
 	dst = appendBytes(dst, r.pol.enc)
-	return binary.AppendUvarint(dst, uint64(r.spent))
+	dst = binary.AppendUvarint(dst, uint64(r.spent))
+	if r.hasPrev {
+		dst = append(dst, r.prevHash[:]...)
+		dst = binary.AppendVarint(dst, r.prevEnds)
+	}
+	return dst
 }
 
 // encode returns the record's encoding.
 func (r *record) encode() []byte {
-	return r.appendEncode(make([]byte, 0, 48+len(r.name)+len(r.model)+len(r.pol.enc)))
+	return r.appendEncode(make([]byte, 0, 48+sha256.Size+10+len(r.name)+len(r.model)+len(r.pol.enc)))
 }
 
 // appendPolicy appends the encoding of p, which is normalized, to dst.
@@ -147,7 +162,7 @@ type stored struct {
 	v1Window []byte // version 1: the usage window's state, encoded; empty: nothing in use
 }
 
-// decodeRecord parses the record of id, version 1 or 2. Its errors match
+// decodeRecord parses the record of id, version 1, 2 or 3. Its errors match
 // strategies.ErrCorrupt and name id. The policy is checked by Store.policy
 // and a version 1 window by its strategy, later.
 func decodeRecord(id string, b []byte) (*stored, error) {
@@ -157,8 +172,8 @@ func decodeRecord(id string, b []byte) (*stored, error) {
 		return nil, corrupt(id, "record: unsupported version %d", v)
 	}
 	flags := d.byte("flags")
-	if d.err == nil && flags&^flagsKnown != 0 {
-		return nil, corrupt(id, "record: unknown flags %#02x", flags)
+	if d.err == nil && (flags&^flagsKnown != 0 || v != recordVersion && flags&flagPrevious != 0) {
+		return nil, corrupt(id, "record: unknown flags %#02x in version %d", flags, v)
 	}
 	r := &stored{record: record{
 		disabled:   flags&flagDisabled != 0,
@@ -166,6 +181,7 @@ func decodeRecord(id string, b []byte) (*stored, error) {
 		hasCreated: flags&flagCreated != 0,
 		hasUsed:    flags&flagLastUsed != 0,
 		legacy:     flags&flagLegacy != 0,
+		hasPrev:    flags&flagPrevious != 0,
 	}}
 	copy(r.hash[:], d.fixed("hash", sha256.Size))
 	if v == recordV1 {
@@ -190,6 +206,10 @@ func decodeRecord(id string, b []byte) (*stored, error) {
 	}
 	if v >= recordVersion {
 		r.spent = d.int("lifetime spend", 0)
+	}
+	if r.hasPrev {
+		copy(r.prevHash[:], d.fixed("previous secret hash", sha256.Size))
+		r.prevEnds = d.varint("previous secret end")
 	}
 	if err := d.done(); err != nil {
 		return nil, err

@@ -34,7 +34,8 @@ var samplePolicies = []Policy{
 	},
 }
 
-// sampleRecords are version 2 records: every field set, and few.
+// sampleRecords are version 3 records: every field set, and few; the
+// last has a previous secret (Rotate).
 func sampleRecords() []record {
 	full := record{
 		name: "team-a ✓", model: "glm-4.7", lifetime: math.MaxInt64,
@@ -44,10 +45,14 @@ func sampleRecords() []record {
 	for i := range full.hash {
 		full.hash[i] = byte(i * 7)
 	}
+	rotated := record{lifetime: 7, hasCreated: true, createdAt: 1768723200000000000, spent: 5,
+		hasPrev: true, prevEnds: 1768809600000000000}
+	rotated.hash[0], rotated.prevHash[0], rotated.prevHash[31] = 9, 3, 4
 	return []record{
 		withPolicy(full, samplePolicies[1]),
 		withPolicy(record{}, samplePolicies[0]),
 		withPolicy(record{lifetime: 12, hasCreated: true, createdAt: 1768723200000000000}, samplePolicies[0]),
+		withPolicy(rotated, samplePolicies[0]),
 	}
 }
 
@@ -172,11 +177,19 @@ func TestRecordCorrupt(t *testing.T) {
 	}
 	v1 := sampleV1(t)[0]
 	v1valid := v1.encodeV1()
+	rotated := sampleRecords()[3].encode() // ..., spend, previous hash, previous end (9 bytes)
+	v2prev := sampleRecords()[2].encodeV2()
+	v2prev[1] |= flagPrevious
+	v2prev = binary.AppendVarint(append(v2prev, rotated[len(rotated)-41:len(rotated)-9]...), 1)
 	for name, b := range map[string][]byte{
 		"empty":               {},
 		"version 0":           edit(0, 0),
 		"version 4":           edit(0, 4),
-		"unknown flag":        edit(1, flagLegacy<<1|flagCreated),
+		"unknown flag":        edit(1, flagPrevious<<1|flagCreated),
+		"previous in v2":      v2prev,
+		"cut in previous":     rotated[:len(rotated)-20],
+		"cut in previous end": rotated[:len(rotated)-1],
+		"previous, no fields": edit(1, flagPrevious|flagCreated),
 		"cut in the hash":     valid[:20],
 		"non-minimal":         edit(afterHash, 0x8c, 0x00),
 		"lifetime overflow":   append(append(bytes.Clone(valid[:afterHash]), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02), valid[afterHash+1:]...),

@@ -69,9 +69,7 @@ func (s *Store) reload(e *entry, v []byte) error {
 		if s.byID[e.id] == e {
 			delete(s.byID, e.id)
 		}
-		if s.byHash[e.rec.hash] == e {
-			delete(s.byHash, e.rec.hash)
-		}
+		s.unindex(e)
 		s.mu.Unlock()
 		return nil
 	}
@@ -82,11 +80,18 @@ func (s *Store) reload(e *entry, v []byte) error {
 	if err != nil {
 		return err
 	}
-	if ne.rec.hash != e.rec.hash {
-		return corrupt(e.id, "record: its secret hash changed")
-	}
 	e.moved = sat.Add(e.moved, reach(e.rec.pol, ne.rec.pol))
+	if ne.rec.hash == e.rec.hash && ne.rec.hasPrev == e.rec.hasPrev && ne.rec.prevHash == e.rec.prevHash {
+		e.rec = ne.rec
+		return nil
+	}
+	// Another process rotated the key's secret, or dropped the previous
+	// one: the maps follow.
+	s.mu.Lock()
+	s.unindex(e)
 	e.rec = ne.rec
+	s.index(e)
+	s.mu.Unlock()
 	return nil
 }
 
@@ -126,7 +131,8 @@ func (s *Store) adopt(id string, v []byte) (*entry, error) {
 		s.corrupt[id] = err
 		return nil, err
 	}
-	s.byID[id], s.byHash[e.rec.hash] = e, e
+	s.byID[id] = e
+	s.index(e)
 	return e, nil
 }
 

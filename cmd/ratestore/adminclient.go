@@ -70,6 +70,7 @@ type keyService interface {
 	Disable(ctx context.Context, id string) error
 	Enable(ctx context.Context, id string) error
 	Delete(ctx context.Context, id string) error
+	Rotate(ctx context.Context, id string, grace time.Duration) (keystore.Key, string, error)
 }
 
 var (
@@ -362,6 +363,21 @@ func (a *adminClient) Delete(ctx context.Context, id string) error {
 	return a.call(ctx, http.MethodDelete, keyPath(id), nil, nil, http.StatusNoContent)
 }
 
+// Rotate gives key id a new secret, as keystore.Store.Rotate does: POST
+// /admin/keys/{id}/rotate, with the grace when it is not 0.
+func (a *adminClient) Rotate(ctx context.Context, id string, grace time.Duration) (keystore.Key, string, error) {
+	var req any
+	if grace != 0 {
+		req = gateway.AdminRotateRequest{Grace: grace.String()}
+	}
+	var out gateway.AdminCreated
+	if err := a.call(ctx, http.MethodPost, keyPath(id)+"/rotate", req, &out, http.StatusOK); err != nil {
+		return keystore.Key{}, "", err
+	}
+	k, _, err := fromAdmin(out.Key)
+	return k, out.Secret, err
+}
+
 // windowRequests is ws as the admin API takes them; a Bucket of 0 is left
 // out (the key store's default).
 func windowRequests(ws []keystore.Window) *[]gateway.AdminWindowRequest {
@@ -398,6 +414,7 @@ func fromAdmin(a gateway.AdminKey) (keystore.Key, keystore.Usage, error) {
 		},
 		ExpiresAt: timeOf(a.ExpiresAt), CreatedAt: timeOf(a.CreatedAt), LastUsed: timeOf(a.LastUsed),
 		LifetimeTokens: a.LifetimeTokens, Disabled: a.Disabled,
+		PreviousSecretExpiresAt: timeOf(a.PreviousSecretExpiresAt),
 	}
 	if len(a.Models) > 0 {
 		k.Policy.Models = a.Models

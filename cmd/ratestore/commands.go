@@ -35,9 +35,11 @@ window: the one most over its limit, else the one with the least remaining),
 never), "created_at" (null: unknown), "in_flight" (requests admitted and not
 finished), "budgets": [{"limit_usd", "window" or "period" ("day", "week",
 "month") and "timezone", "spent_usd", "remaining_usd", "resets_at"}, ...],
-"lifetime_usd"}: the key as the gateway's admin API answers it. Money is USD
-as a decimal number, exact to 1e-9. "used" includes the tokens reserved by
-requests in flight and may exceed "limit"; "spent_usd" the cost they reserved.`
+"lifetime_usd", "previous_secret_expires_at" (when the secret keys rotate
+replaced stops working; null: none)}: the key as the gateway's admin API
+answers it. Money is USD as a decimal number, exact to 1e-9. "used" includes
+the tokens reserved by requests in flight and may exceed "limit"; "spent_usd"
+the cost they reserved.`
 
 // policyHelp is the help of the policy flags, for keys create and keys
 // set-limit.
@@ -139,6 +141,18 @@ starts empty.
 in the past expires the key at once.`,
 		json:  `KEY, as changed.`,
 		setup: keysSet(setExpiry),
+	},
+	{
+		name: "keys rotate", args: "ID [--grace DURATION]", minArgs: 1, maxArgs: 1,
+		summary: "give an API key a new secret; prints it, once",
+		help: `The key keeps its id, limits, usage and history: only its secret changes. The
+old secret keeps working for --grace (a Go duration, as 24h), then is refused
+as unknown; without --grace it stops at once. A key has one old secret at
+most: rotating it again during a grace stops the oldest at once. A disabled or
+expired key can be rotated, and stays so. The new secret is printed only here:
+the store keeps only its hash.`,
+		json:  `{"key": KEY, "secret"}.`,
+		setup: keysRotate,
 	},
 	{
 		name: "usage", args: "ID", minArgs: 1, maxArgs: 1,

@@ -210,6 +210,9 @@ func writeKey(w io.Writer, a gateway.AdminKey, now time.Time) {
 	fmt.Fprintf(tw, "created:\t%s\n", show(a.CreatedAt, "unknown"))
 	fmt.Fprintf(tw, "last used:\t%s\n", show(a.LastUsed, "never"))
 	fmt.Fprintf(tw, "expires:\t%s\n", show(a.ExpiresAt, "never"))
+	if a.PreviousSecretExpiresAt != nil {
+		fmt.Fprintf(tw, "previous secret:\t%s\n", previousText(a.PreviousSecretExpiresAt, now))
+	}
 	fmt.Fprintf(tw, "status:\t%s\n", keyStatus(a, now))
 	writePolicy(tw, a)
 	tw.Flush()
@@ -358,6 +361,45 @@ func keysCreate(c *cli, fs *flag.FlagSet) func([]string) error {
 			return err
 		})
 	}
+}
+
+// keysRotate is keys rotate: a new secret for the key, printed once as
+// keys create prints one; the old secret works for --grace.
+func keysRotate(c *cli, fs *flag.FlagSet) func([]string) error {
+	grace := fs.Duration("grace", 0, "how long the old secret keeps working: a Go `duration` (24h, 90m), at most "+short(keystore.MaxGrace)+"; 0 stops it at once")
+	af := keyFlags(fs)
+	return func(args []string) error {
+		const cmd = "keys rotate"
+		if *grace < 0 || *grace > keystore.MaxGrace {
+			return usagef(cmd, "%s: --grace %v: want 0 (the old secret stops at once) up to %s", cmd, *grace, short(keystore.MaxGrace))
+		}
+		id := args[0]
+		return c.withKeys(af, false, func(ks keyService) error {
+			k, secret, err := ks.Rotate(c.ctx, id, *grace)
+			if err != nil {
+				return err
+			}
+			defer fmt.Fprintf(c.stderr, "ratestore: the new secret of %s is shown only this once: store it now (ratestore keeps only its hash)\n", k.ID)
+			text := func(w io.Writer) {
+				fmt.Fprintf(w, "id:     %s\nsecret: %s\nold:    %s\n", k.ID, secret, previousText(timePtr(k.PreviousSecretExpiresAt), c.clock()))
+			}
+			u, err := ks.Usage(c.ctx, id)
+			if err != nil {
+				text(c.stdout) // the secret must not be lost: the key has it now
+				return fmt.Errorf("keys rotate: rotated %s, then reading its usage: %w", k.ID, err)
+			}
+			return c.emit(gateway.AdminCreated{Key: gateway.NewAdminKey(k, u), Secret: secret}, text)
+		})
+	}
+}
+
+// previousText says of a key's previous secret, which stops working at
+// end (nil: none), whether it still works at now.
+func previousText(end *time.Time, now time.Time) string {
+	if end == nil || !now.Before(*end) {
+		return "stopped working"
+	}
+	return "works until " + show(end, "")
 }
 
 func keysList(c *cli, fs *flag.FlagSet) func([]string) error {

@@ -167,6 +167,7 @@ func TestJSONDocumented(t *testing.T) {
 		"keys delete":     deleteOut{},
 		"keys set-limit":  gateway.AdminKey{},
 		"keys set-expiry": gateway.AdminKey{},
+		"keys rotate":     gateway.AdminCreated{},
 		"usage":           gateway.AdminKey{},
 		"copy":            copyOut{},
 		"inspect":         stateOut{Error: "e", State: &strategies.Description{Legacy: true}},
