@@ -357,11 +357,17 @@
 //	GET    /admin/keys/{id}  -> 200 KEY
 //	PATCH  /admin/keys/{id}  AdminKeyRequest, any subset, and "disabled" -> 200 KEY
 //	DELETE /admin/keys/{id}  -> 204
+//	POST   /admin/keys/{id}/rotate  {"grace":"24h"} -> 200 AdminCreated: a new secret
+//	POST   /admin/prices/reload     -> 200 {"models":N}, or 400 naming the entry
 //
 // The request's fields are "name", "model", "models" (globs; [] for any),
 // "windows" ([{"limit":100000,"window":"5h","bucket":"5m"}], Go durations,
 // bucket optional), "requests_per_minute", "max_concurrent" (0: no limit),
-// "expires_at" (RFC 3339; null for never) and "disabled". A POST needs
+// "budgets" ([{"limit_usd":5,"window":"24h"}, {"limit_usd":500,"period":
+// "month","timezone":"Europe/Paris"}]; [] for none), "expires_at" (RFC
+// 3339; null for never) and "disabled". A rotated key keeps its id, usage,
+// budgets and history; its old secret works until the grace ends
+// ("previous_secret_expires_at"). A POST needs
 // "windows". A PATCH changes the fields it gives and no other; its
 // "windows" replace the key's whole list (a window whose length stays
 // keeps its usage, see keystore.Store.Update). KEY is AdminKey: the key's
