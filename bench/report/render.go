@@ -497,6 +497,9 @@ const designFigures = `## Figures behind design choices (measured once, not reru
   with a closure per callback: Check 2 allocs, Admit+Finish 38 allocs ~4.2 µs (closures passed through an
   interface or a generic dictionary escape; generics did not help). With the callbacks bound once per pooled
   call (keystore/call.go): Check 1 alloc ~384 ns, Admit+Finish 16 allocs ~2.46 µs.
+- Money on the key store's hot path (keystore BenchmarkAdmitFinish/async beside BenchmarkAdmitFinishBudget, two
+  budgets: a rolling day and a calendar month; 4 runs each, same run): 15 allocs ~4.1 µs against 18 allocs
+  ~4.7 µs (about 1.15×).
 
 `
 
