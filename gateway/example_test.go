@@ -60,8 +60,6 @@ func Example() {
 		log.Fatal(err)
 	}
 	srv := httptest.NewServer(g)
-	defer srv.Close()
-
 	for _, bearer := range []string{secret, "not a key"} {
 		req, _ := http.NewRequest("POST", srv.URL+"/v1/chat/completions", strings.NewReader(`{"model":"gpt-4o","messages":[]}`))
 		req.Header.Set("Authorization", "Bearer "+bearer)
@@ -72,6 +70,9 @@ func Example() {
 		resp.Body.Close()
 		fmt.Println(resp.Status)
 	}
+	// A request is charged as its handler ends, after its answer was sent:
+	// Close waits for the handlers.
+	srv.Close()
 	u, err := keys.Usage(context.Background(), k.ID)
 	if err != nil {
 		log.Fatal(err)
