@@ -46,6 +46,9 @@ type Denial struct {
 	// over a window's limit, a disabled or expired key, a model not
 	// allowed).
 	RetryAfter time.Duration
+	// Team is the id of the key's team when the limit that refused is the
+	// team's; "" when it is the key's own.
+	Team string
 
 	key string // the id; "" for an unknown secret
 	err error  // the sentinel it matches
@@ -53,7 +56,10 @@ type Denial struct {
 
 func (d *Denial) Error() string {
 	msg := "keystore: "
-	if d.key != "" {
+	switch {
+	case d.Team != "":
+		msg += "team " + d.Team + ": "
+	case d.key != "":
 		msg += "key " + d.key + ": "
 	}
 	msg += d.err.Error()
@@ -89,6 +95,9 @@ type Admission struct {
 	deadline int64       // at + LeaseTTL: the slot is freed then
 	moved    int64       // e.moved at Admit (see adjust)
 	limits   Limits
+	team     *team   // the key's team at Admit; nil: none
+	tpol     *policy // the team's policy the reservation went to
+	tmoved   int64   // team.moved at Admit
 
 	finished bool // guarded by e.mu
 }
@@ -163,6 +172,9 @@ func (s *Store) Admit(ctx context.Context, secret string, req Request) (*Admissi
 	c := s.newCall(ctx, e)
 	defer c.free()
 	c.req, c.hash = req, h
+	e.mu.Lock()
+	c.lockTeam(e.rec.team)
+	e.mu.Unlock()
 	err = s.eng.update(ctx, c.locks(), c.admit)
 	if err != nil && c.a == nil {
 		return nil, err
@@ -192,22 +204,73 @@ func (s *Store) admit(c *call, b batch) (*Admission, error) {
 	if err != nil {
 		return nil, err
 	}
+	t, err := s.teamIn(c.ctx, b, e.rec.team)
+	if err != nil {
+		return nil, err
+	}
+	if t != nil {
+		defer t.mu.Unlock()
+		tl, err := checks(c.ctx, b, t.id, t.id, t.pol, req)
+		if err != nil {
+			return nil, err
+		}
+		lim = lim.tighter(tl)
+	}
+	a, err := c.take(b, t, lim, now)
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// take takes what the checks of c's request allowed, for its key and its
+// team t (nil: none): one request from each request rate, the reservation
+// (Request.Reserve, and what fits of Request.Optional) in every window and
+// budget, and a slot of each. The caller holds the key's and t's locks.
+func (c *call) take(b batch, t *team, lim Limits, now int64) (*Admission, error) {
+	s, e, req := c.s, c.e, c.req
+	if err := takeRate(b, e.id, e.rec.pol); err != nil {
+		return nil, err
+	}
 	optional := min(req.Optional, lim.Tokens.Remaining)
 	lim.Tokens.Remaining -= optional
 	reserve := sat.Add(req.Reserve, optional)
-	pol := e.rec.pol
-	if err := c.hold(b, pol, now, reserve); err != nil {
+	if err := c.holdFor(b, e.id, e.rec.pol, now, reserve); err != nil {
 		return nil, err
 	}
-	return &Admission{s: s, e: e, k: e.key(), pol: pol, reserve: reserve, cost: req.Cost, at: now,
-		deadline: sat.Add(now, int64(s.opts.LeaseTTL)), moved: e.moved, limits: lim}, nil
+	a := &Admission{s: s, e: e, k: e.key(), pol: e.rec.pol, reserve: reserve, cost: req.Cost, at: now,
+		deadline: sat.Add(now, int64(s.opts.LeaseTTL)), moved: e.moved, limits: lim}
+	if t != nil {
+		if err := takeRate(b, t.id, t.pol); err != nil {
+			return nil, err
+		}
+		if err := c.holdFor(b, t.id, t.pol, now, reserve); err != nil {
+			return nil, err
+		}
+		a.team, a.tpol, a.tmoved = t, t.pol, t.moved
+	}
+	return a, nil
 }
 
-// hold takes what admits allowed: reserve tokens in every window of pol,
-// and a concurrency slot, for the key of c. The caller holds its entry's
-// lock.
-func (c *call) hold(b batch, pol *policy, now, reserve int64) error {
-	e := c.e
+// tighter is the least of l and o, the limits of a key and of its team:
+// what the request leaves of the one that has less.
+func (l Limits) tighter(o Limits) Limits {
+	if o.Tokens.Remaining < l.Tokens.Remaining {
+		l.Tokens = o.Tokens
+	}
+	if o.HasRequests && (!l.HasRequests || o.Requests.Remaining < l.Requests.Remaining) {
+		l.Requests, l.HasRequests = o.Requests, true
+	}
+	if o.HasBudget && (!l.HasBudget || o.Budget < l.Budget) {
+		l.Budget, l.HasBudget = o.Budget, true
+	}
+	return l
+}
+
+// holdFor takes what checks allowed for id, a key or its team: reserve
+// tokens in every window of pol, the request's cost in every budget, and a
+// concurrency slot. The caller holds id's lock.
+func (c *call) holdFor(b batch, id string, pol *policy, now, reserve int64) error {
 	if reserve > 0 {
 		// At now, in every window: the instant Finish refunds at. A
 		// Record would decide at its own instant, which a moving clock
@@ -215,8 +278,8 @@ func (c *call) hold(b batch, pol *policy, now, reserve int64) error {
 		c.now, c.n = now, reserve
 		for i, l := range pol.windows {
 			c.rw = pol.pub.Windows[i].strategy()
-			if _, err := b.Modify(l, e.id, c.merge); err != nil {
-				return fmt.Errorf("keystore: key %s: reserving: %w", e.id, err)
+			if _, err := b.Modify(l, id, c.merge); err != nil {
+				return fmt.Errorf("keystore: %s: reserving: %w", id, err)
 			}
 		}
 	}
@@ -224,77 +287,94 @@ func (c *call) hold(b batch, pol *policy, now, reserve int64) error {
 		c.now, c.cost = now, c.req.Cost
 		for i, l := range pol.budgets {
 			c.bud = pol.pub.Budgets[i]
-			if _, err := b.Modify(l, e.id, c.reserveBudget); err != nil {
-				return fmt.Errorf("keystore: key %s: reserving: %w", e.id, err)
+			if _, err := b.Modify(l, id, c.reserveBudget); err != nil {
+				return fmt.Errorf("keystore: %s: reserving: %w", id, err)
 			}
 		}
 	}
 	// The slot, checked by admits: taken whatever the cap, which admits
 	// enforced, and whatever the log's Limit, which only bounds its size.
-	if _, err := b.Record(pol.inflight, e.id, 1); err != nil {
-		return fmt.Errorf("keystore: key %s: taking a slot: %w", e.id, err)
+	if _, err := b.Record(pol.inflight, id, 1); err != nil {
+		return fmt.Errorf("keystore: %s: taking a slot: %w", id, err)
 	}
 	return nil
 }
 
-// admits checks that e admits req at now, and takes one request from its
-// rate if so: the last check, so that a refusal changes nothing. It
-// returns what req leaves of the key's limits, its Tokens.Remaining the
-// room every window has once req.Reserve is held. The caller holds e.mu.
-func (e *entry) admits(ctx context.Context, b batch, req Request, now int64) (lim Limits, err error) {
+// admits checks that e admits req at now: the key's own refusals (see
+// refusal), then its policy (checks). It takes nothing: a refusal changes
+// nothing. The caller holds e.mu.
+func (e *entry) admits(ctx context.Context, b batch, req Request, now int64) (Limits, error) {
 	if err := e.refusal(now); err != nil {
 		return Limits{}, err
 	}
-	pol := e.rec.pol
+	return checks(ctx, b, e.id, "", e.rec.pol, req)
+}
+
+// checks checks that the policy pol of id, a key or (team not "") the
+// key's team, admits req, and returns what req would leave of its limits:
+// Tokens.Remaining the room every window has once req.Reserve is held,
+// Requests what the request rate has once it is counted. It takes nothing.
+func checks(ctx context.Context, b batch, id, team string, pol *policy, req Request) (lim Limits, err error) {
+	deny := func(reason, limit string, wait time.Duration, err error) (Limits, error) {
+		return Limits{}, &Denial{Reason: reason, Limit: limit, RetryAfter: wait, Team: team, key: id, err: err}
+	}
 	if !pol.pub.allows(req.Model) {
-		return Limits{}, &Denial{Reason: "model", Limit: fmt.Sprintf("model %q", req.Model), RetryAfter: -1, key: e.id, err: ErrModel}
+		return deny("model", fmt.Sprintf("model %q", req.Model), -1, ErrModel)
 	}
 	if max := pol.pub.MaxConcurrent; max > 0 {
-		r, err := b.PeekN(ctx, pol.inflight, e.id, 1)
+		r, err := b.PeekN(ctx, pol.inflight, id, 1)
 		if err != nil {
-			return Limits{}, fmt.Errorf("keystore: key %s: requests in flight: %w", e.id, err)
+			return Limits{}, fmt.Errorf("keystore: %s: requests in flight: %w", id, err)
 		}
 		if !r.Allowed {
 			// When a request in flight finishes is not known; the earliest
 			// lease's end, r.RetryAfter, is when a slot is sure to be free.
-			return Limits{}, &Denial{Reason: "concurrency", Limit: fmt.Sprintf("%d requests in flight", max),
-				RetryAfter: r.RetryAfter, key: e.id, err: ErrLimited}
+			return deny("concurrency", fmt.Sprintf("%d requests in flight", max), r.RetryAfter, ErrLimited)
 		}
 	}
-	res, i, err := pol.peek(ctx, b, e.id, req.Reserve)
+	res, i, err := pol.peek(ctx, b, id, req.Reserve)
 	if err != nil {
 		return Limits{}, err
 	}
 	if !res.Allowed {
-		return Limits{}, &Denial{Reason: "window", Limit: "window " + pol.pub.Windows[i].Window.String(),
-			RetryAfter: res.RetryAfter, key: e.id, err: ErrLimited}
+		return deny("window", "window "+pol.pub.Windows[i].Window.String(), res.RetryAfter, ErrLimited)
 	}
 	lim.Tokens = res
 	for i, l := range pol.budgets {
-		r, err := b.PeekN(ctx, l, e.id, int64(req.Cost))
+		r, err := b.PeekN(ctx, l, id, int64(req.Cost))
 		if err != nil {
-			return Limits{}, fmt.Errorf("keystore: key %s: budget: %w", e.id, err)
+			return Limits{}, fmt.Errorf("keystore: %s: budget: %w", id, err)
 		}
 		if !r.Allowed {
-			return Limits{}, &Denial{Reason: "budget", Limit: "budget " + pol.pub.Budgets[i].String(),
-				RetryAfter: r.RetryAfter, key: e.id, err: ErrLimited}
+			return deny("budget", "budget "+pol.pub.Budgets[i].String(), r.RetryAfter, ErrLimited)
 		}
 		if !lim.HasBudget || pricing.USD(r.Remaining) < lim.Budget {
 			lim.Budget, lim.HasBudget = pricing.USD(r.Remaining), true
 		}
 	}
 	if pol.rate != nil {
-		r, err := b.AllowN(pol.rate, e.id, 1)
+		r, err := b.PeekN(ctx, pol.rate, id, 1)
 		if err != nil {
-			return Limits{}, fmt.Errorf("keystore: key %s: request rate: %w", e.id, err)
+			return Limits{}, fmt.Errorf("keystore: %s: request rate: %w", id, err)
 		}
 		if !r.Allowed {
-			return Limits{}, &Denial{Reason: "rate", Limit: fmt.Sprintf("%d requests per minute", pol.pub.RequestsPerMinute),
-				RetryAfter: r.RetryAfter, key: e.id, err: ErrLimited}
+			return deny("rate", fmt.Sprintf("%d requests per minute", pol.pub.RequestsPerMinute), r.RetryAfter, ErrLimited)
 		}
 		lim.Requests, lim.HasRequests = r, true
 	}
 	return lim, nil
+}
+
+// takeRate counts one request in the request rate of id under pol, which
+// checks found room for.
+func takeRate(b batch, id string, pol *policy) error {
+	if pol.rate == nil {
+		return nil
+	}
+	if _, err := b.AllowN(pol.rate, id, 1); err != nil {
+		return fmt.Errorf("keystore: %s: request rate: %w", id, err)
+	}
+	return nil
 }
 
 // Finish charges tokens, the request's real usage, in place of its
@@ -325,6 +405,9 @@ func (a *Admission) FinishSpend(ctx context.Context, tokens int64, cost pricing.
 	c := a.s.newCall(ctx, a.e)
 	defer c.free()
 	c.a, c.tokens, c.cost = a, tokens, cost
+	if a.team != nil {
+		c.lockTeam(a.team.id)
+	}
 	err := a.s.eng.update(ctx, c.locks(), c.finish)
 	return c.u, err
 }
@@ -351,6 +434,9 @@ func (a *Admission) finishIn(c *call, b batch) error {
 	if _, err := b.Modify(e.rec.pol.inflight, e.id, c.release); err != nil {
 		return fmt.Errorf("keystore: key %s: freeing the slot: %w", e.id, err)
 	}
+	if err := c.finishTeam(b, now); err != nil {
+		return err
+	}
 	a.finished = true
 	e.used(c.tokens, now)
 	e.rec.spent = sat.Add(e.rec.spent, int64(c.cost))
@@ -367,63 +453,84 @@ func (a *Admission) finishIn(c *call, b batch) error {
 // the policy lost since do not count any more and are left as they are.
 // The caller holds the entry's lock. It settles c.a with c.tokens.
 func (c *call) settle(b batch, now int64) error {
+	a := c.a
+	c.moved = a.e.moved - a.moved
+	return c.settleFor(b, now, a.e.id, a.e.rec.pol, a.pol)
+}
+
+// finishTeam settles c's admission in the team it was admitted in, if
+// any: its tokens and cost in place of the reservation, and its slot.
+func (c *call) finishTeam(b batch, now int64) error {
+	a := c.a
+	if a.team == nil {
+		return nil
+	}
+	t := a.team
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := c.s.refreshTeam(b, t); err != nil || t.gone {
+		return err
+	}
+	c.moved = t.moved - a.tmoved
+	if err := c.settleFor(b, now, t.id, t.pol, a.tpol); err != nil {
+		return err
+	}
+	if _, err := b.Modify(t.pol.inflight, t.id, c.release); err != nil {
+		return fmt.Errorf("keystore: team %s: freeing the slot: %w", t.id, err)
+	}
+	return nil
+}
+
+// settleFor is settle for id, a key or its team, whose policy is now pol
+// and was apol when the request was admitted.
+func (c *call) settleFor(b batch, now int64, id string, pol, apol *policy) error {
 	a, tokens := c.a, c.tokens
-	id := a.e.id
 	c.n = tokens - a.reserve
 	if now >= a.deadline && c.n < 0 {
 		c.n = 0 // past its lease: the reservation stays charged
 	}
-	pol := a.e.rec.pol
 	for i, w := range pol.pub.Windows {
 		var err error
-		if a.reserved(w.Window) {
+		if slices.ContainsFunc(apol.pub.Windows, func(o Window) bool { return o.Window == w.Window }) {
 			c.rw = w.strategy()
 			_, err = b.Modify(pol.windows[i], id, c.adjust)
 		} else if tokens > 0 {
 			_, err = b.Record(pol.windows[i], id, tokens)
 		}
 		if err != nil {
-			return fmt.Errorf("keystore: key %s: finishing: %w", id, err)
+			return fmt.Errorf("keystore: %s: finishing: %w", id, err)
 		}
 	}
-	return c.settleBudgets(b, now)
+	return c.settleBudgets(b, now, id, pol, apol)
 }
 
-// settleBudgets replaces a's reserved cost by c.cost in the budgets of the
-// key's policy, as settle does for tokens: a budget the reservation went to
-// is adjusted by the difference, one the policy gained since is charged
-// the cost now. The caller holds the entry's lock.
-func (c *call) settleBudgets(b batch, now int64) error {
+// settleBudgets replaces a's reserved cost by c.cost in the budgets of
+// id's policy pol, as settleFor does for tokens: a budget the reservation
+// went to (one of apol's) is adjusted by the difference, one the policy
+// gained since is charged the cost now.
+func (c *call) settleBudgets(b batch, now int64, id string, pol, apol *policy) error {
 	a := c.a
 	delta := c.cost - a.cost
 	if now >= a.deadline && delta < 0 {
 		delta = 0 // past its lease: the reservation stays charged
 	}
-	pol := a.e.rec.pol
 	for i, bud := range pol.pub.Budgets {
 		c.bud, c.now = bud, a.at
-		if slices.ContainsFunc(a.pol.pub.Budgets, bud.sameSpan) {
+		if slices.ContainsFunc(apol.pub.Budgets, bud.sameSpan) {
 			c.delta = delta
-			_, err := b.Modify(pol.budgets[i], a.e.id, c.settleBudget)
-			if err != nil {
-				return fmt.Errorf("keystore: key %s: finishing: %w", a.e.id, err)
+			if _, err := b.Modify(pol.budgets[i], id, c.settleBudget); err != nil {
+				return fmt.Errorf("keystore: %s: finishing: %w", id, err)
 			}
 			continue
 		}
 		if c.cost > 0 {
 			c.now = now
-			if _, err := b.Modify(pol.budgets[i], a.e.id, c.reserveBudget); err != nil {
-				return fmt.Errorf("keystore: key %s: finishing: %w", a.e.id, err)
+			if _, err := b.Modify(pol.budgets[i], id, c.reserveBudget); err != nil {
+				return fmt.Errorf("keystore: %s: finishing: %w", id, err)
 			}
 		}
 	}
 	return nil
-}
-
-// reserved reports whether a's reservation went to a window of length
-// window.
-func (a *Admission) reserved(window time.Duration) bool {
-	return slices.ContainsFunc(a.pol.pub.Windows, func(w Window) bool { return w.Window == window })
 }
 
 // adjust adds delta tokens to st, the state of rw, in the bucket that

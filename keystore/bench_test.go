@@ -151,3 +151,31 @@ func BenchmarkAdmitFinishBudget(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAdmitFinishTeam is BenchmarkAdmitFinishBudget for a key in a
+// team that has its own token window and budget: the key and the team
+// checked and charged in one decision.
+func BenchmarkAdmitFinishTeam(b *testing.B) {
+	ks, k, secret := benchStore(b, ratestore.Async)
+	budgets := []keystore.Budget{{Limit: 1_000_000 * pricing.Dollar, Window: 24 * time.Hour}}
+	team, err := ks.CreateTeam(ctx, keystore.TeamSpec{Name: "bench", Policy: keystore.Policy{
+		Windows: []keystore.Window{{Limit: 1e12, Window: 5 * time.Hour}},
+		Budgets: budgets,
+	}})
+	require.NoError(b, err)
+	_, err = ks.Update(ctx, k.ID, func(s *keystore.Spec) error {
+		s.Team, s.Policy.Budgets = team.ID, budgets
+		return nil
+	})
+	require.NoError(b, err)
+	b.ReportAllocs()
+	for b.Loop() {
+		a, err := ks.Admit(ctx, secret, keystore.Request{Reserve: 100, Cost: 3 * pricing.Micro})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := a.FinishSpend(ctx, 42, pricing.Micro); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

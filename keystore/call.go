@@ -19,10 +19,11 @@ import (
 // pool makes it, beside the fields they read and write, and calls are
 // reused: passing them to the engine allocates nothing.
 type call struct {
-	s    *Store
-	ctx  context.Context
-	e    *entry
-	lock [1]string // the key's id: the lock of its batches
+	s     *Store
+	ctx   context.Context
+	e     *entry
+	lock  [2]string // the locks of its batches: the key's id, and its team's
+	nlock int
 
 	req    Request
 	hash   [sha256.Size]byte // Admit's: the hash of the secret it was given
@@ -41,6 +42,7 @@ type call struct {
 	bud   Budget
 	delta pricing.USD
 	bu    *BudgetUsage
+	moved int64 // how far policy changes moved the reservation settled (see adjust)
 
 	admit, finish                func(batch) error
 	merge, adjust                func(st strategies.State, now int64) (strategies.State, error)
@@ -64,14 +66,13 @@ func newCall() *call {
 	}
 	c.adjust = func(st strategies.State, now int64) (strategies.State, error) {
 		a := c.a
-		return st, adjust(c.rw, st, now, a.at, a.e.moved-a.moved, c.n)
+		return st, adjust(c.rw, st, now, a.at, c.moved, c.n)
 	}
 	c.reserveBudget = func(st strategies.State, now int64) (strategies.State, error) {
 		return st, reserveIn(c.bud, st, now, c.now, c.cost)
 	}
 	c.settleBudget = func(st strategies.State, now int64) (strategies.State, error) {
-		a := c.a
-		return st, settleIn(c.bud, st, now, c.now, a.e.moved-a.moved, c.delta)
+		return st, settleIn(c.bud, st, now, c.now, c.moved, c.delta)
 	}
 	c.budgetUsage = func(st strategies.State, now int64) error { return budgetUsage(c.bud, c.bu, st, now) }
 	c.release = func(st strategies.State, now int64) (strategies.State, error) {
@@ -90,18 +91,28 @@ func newCall() *call {
 // newCall returns a call of s on e, bounded by ctx, from the pool.
 func (s *Store) newCall(ctx context.Context, e *entry) *call {
 	c := calls.Get().(*call)
-	c.s, c.ctx, c.e, c.lock[0] = s, ctx, e, e.id
+	c.s, c.ctx, c.e, c.nlock = s, ctx, e, 0
+	if e != nil {
+		c.lock[0], c.nlock = e.id, 1
+	}
 	return c
 }
 
 // locks are the locks of the call's batches.
-func (c *call) locks() []string { return c.lock[:] }
+func (c *call) locks() []string { return c.lock[:c.nlock] }
+
+// lockTeam adds team id's lock to the call's, for a key of a team.
+func (c *call) lockTeam(id string) {
+	if id != "" {
+		c.lock[1], c.nlock = id, 2
+	}
+}
 
 // free returns c to the pool, holding nothing of the request it served.
 func (c *call) free() {
-	c.s, c.ctx, c.e, c.lock[0] = nil, nil, nil, ""
+	c.s, c.ctx, c.e, c.lock, c.nlock = nil, nil, nil, [2]string{}, 0
 	c.req, c.hash, c.a, c.tokens, c.cost, c.u = Request{}, [sha256.Size]byte{}, nil, 0, 0, Usage{}
 	c.rw, c.now, c.n, c.wu = strategies.RollingWindow{}, 0, 0, nil
-	c.bud, c.delta, c.bu = Budget{}, 0, nil
+	c.bud, c.delta, c.bu, c.moved = Budget{}, 0, nil, 0
 	calls.Put(c)
 }

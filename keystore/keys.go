@@ -69,7 +69,12 @@ func (s *Store) fromSpec(op string, spec Spec) (record, error) {
 	if err != nil {
 		return record{}, err
 	}
-	r := record{name: spec.Name, model: spec.Model, pol: pol}
+	if spec.Team != "" {
+		if _, err := s.findTeam(context.Background(), spec.Team); err != nil {
+			return record{}, &FieldError{Op: op, Field: "Team", Msg: "no team has the id " + spec.Team, Err: ErrInvalid}
+		}
+	}
+	r := record{name: spec.Name, model: spec.Model, pol: pol, team: spec.Team}
 	r.expiresAt, r.hasExpiry = nanos(spec.ExpiresAt)
 	return r, nil
 }
@@ -192,7 +197,7 @@ func (s *Store) Update(ctx context.Context, id string, fn func(*Spec) error) (Ke
 			return false, err
 		}
 		e.moved = sat.Add(e.moved, reach(e.rec.pol, rec.pol))
-		e.rec.name, e.rec.model, e.rec.pol = rec.name, rec.model, rec.pol
+		e.rec.name, e.rec.model, e.rec.pol, e.rec.team = rec.name, rec.model, rec.pol, rec.team
 		e.rec.expiresAt, e.rec.hasExpiry = rec.expiresAt, rec.hasExpiry
 		k = e.key()
 		return true, nil
@@ -208,6 +213,7 @@ func (e *entry) spec() Spec {
 		TokenLimit: e.rec.pol.pub.Windows[0].Limit,
 		Policy:     e.rec.pol.pub,
 		ExpiresAt:  timeOf(e.rec.expiresAt, e.rec.hasExpiry),
+		Team:       e.rec.team,
 	}
 }
 
@@ -437,17 +443,21 @@ func (s *Store) Usage(ctx context.Context, id string) (Usage, error) {
 // usageOf sets c.u to the usage of c's key, read through r. The caller
 // holds the key's entry lock.
 func (s *Store) usageOf(c *call, r reader) error {
-	e := c.e
-	pol := e.rec.pol
+	return s.usageFor(c, r, c.e.id, c.e.rec.pol)
+}
+
+// usageFor sets c.u to the usage of id (a key or a team) under pol, read
+// through r.
+func (s *Store) usageFor(c *call, r reader, id string, pol *policy) error {
 	c.u = Usage{Windows: make([]WindowUsage, len(pol.windows))}
-	if err := r.Inspect(c.ctx, pol.inflight, e.id, c.inflight); err != nil {
-		return fmt.Errorf("keystore: key %s: requests in flight: %w", e.id, err)
+	if err := r.Inspect(c.ctx, pol.inflight, id, c.inflight); err != nil {
+		return fmt.Errorf("keystore: %s: requests in flight: %w", id, err)
 	}
 	for i, w := range pol.pub.Windows {
 		c.wu, c.rw = &c.u.Windows[i], w.strategy()
 		*c.wu = WindowUsage{Window: w.Window, Bucket: w.Bucket, Limit: w.Limit}
-		if err := r.Inspect(c.ctx, pol.windows[i], e.id, c.usage); err != nil {
-			return fmt.Errorf("keystore: key %s: usage: %w", e.id, err)
+		if err := r.Inspect(c.ctx, pol.windows[i], id, c.usage); err != nil {
+			return fmt.Errorf("keystore: %s: usage: %w", id, err)
 		}
 	}
 	c.u.Bind()
@@ -456,8 +466,8 @@ func (s *Store) usageOf(c *call, r reader) error {
 	}
 	for i, b := range pol.pub.Budgets {
 		c.bud, c.bu = b, &c.u.Budgets[i]
-		if err := r.Inspect(c.ctx, pol.budgets[i], e.id, c.budgetUsage); err != nil {
-			return fmt.Errorf("keystore: key %s: budget: %w", e.id, err)
+		if err := r.Inspect(c.ctx, pol.budgets[i], id, c.budgetUsage); err != nil {
+			return fmt.Errorf("keystore: %s: budget: %w", id, err)
 		}
 	}
 	return nil
@@ -576,6 +586,7 @@ func (e *entry) key() Key {
 		LastUsed:       timeOf(r.lastUsed, r.hasUsed),
 		LifetimeTokens: r.lifetime,
 		LifetimeSpend:  pricing.USD(r.spent),
+		Team:           r.team,
 		Disabled:       r.disabled,
 
 		PreviousSecretExpiresAt: timeOf(r.prevEnds, r.hasPrev),

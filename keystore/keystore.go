@@ -31,6 +31,7 @@ type Key struct {
 	LastUsed       time.Time // zero: never
 	LifetimeTokens int64
 	LifetimeSpend  pricing.USD // what FinishSpend charged it, in all
+	Team           string      // its team's id; "" for none
 	Disabled       bool
 	// PreviousSecretExpiresAt is when the secret a Rotate replaced stops
 	// authenticating; zero when there is none. It may be past until the
@@ -63,6 +64,7 @@ type Spec struct {
 	TokenLimit int64  // shorthand for one window of Options.UsageWindow; ignored when Policy.Windows is set
 	Policy     Policy
 	ExpiresAt  time.Time
+	Team       string // the id of the key's team (CreateTeam); "" for none
 }
 
 // Usage is a key's usage at one instant: every window, and the binding
@@ -166,6 +168,7 @@ type Store struct {
 	byID    map[string]*entry
 	byHash  map[[sha256.Size]byte]*entry
 	corrupt map[string]error // ids whose record cannot be decoded
+	teams   map[string]*team
 
 	policies policies
 	lease    strategies.SlidingLog // the requests in flight of a key: one unit per Admission, for LeaseTTL

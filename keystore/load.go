@@ -17,6 +17,7 @@ func open(eng engine, o Options) (*Store, error) {
 		byID:    make(map[string]*entry),
 		byHash:  make(map[[sha256.Size]byte]*entry),
 		corrupt: make(map[string]error),
+		teams:   make(map[string]*team),
 		lease:   strategies.SlidingLog{Window: o.LeaseTTL},
 	}
 	ctx := context.Background()
@@ -41,6 +42,19 @@ func open(eng engine, o Options) (*Store, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("keystore: open: loading the keys: %w", err)
+	}
+	err = eng.scan(ctx, []byte(teamPrefix), func(k, v []byte) error {
+		id := string(k[len(teamPrefix):])
+		t, err := s.loadTeam(id, v)
+		if err != nil {
+			s.corrupt[id] = err
+			return nil
+		}
+		s.teams[id] = t
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("keystore: open: loading the teams: %w", err)
 	}
 	if err := s.upgrade(ctx, v1); err != nil {
 		return nil, fmt.Errorf("keystore: open: rewriting version 1 records: %w", err)

@@ -44,8 +44,10 @@ const (
 	flagLastUsed
 	flagLegacy
 	flagPrevious // version 3 only: the previous secret's hash and end follow the spend
+	flagTeam     // version 3 only: the id of the key's team follows, last
 
-	flagsKnown = flagDisabled | flagExpires | flagCreated | flagLastUsed | flagLegacy | flagPrevious
+	flagsKnown = flagDisabled | flagExpires | flagCreated | flagLastUsed | flagLegacy | flagPrevious | flagTeam
+	flagsV3    = flagPrevious | flagTeam
 )
 
 // record is a key as stored at k/<id>.
@@ -71,6 +73,7 @@ type record struct {
 	hasPrev  bool
 	prevHash [sha256.Size]byte
 	prevEnds int64
+	team     string // the id of the key's team; "" for none
 
 	// gone is not stored: the key was deleted, and a caller that found its
 	// entry before must not use it. It sits here, in the padding after the
@@ -85,7 +88,7 @@ func (r *record) flags() byte {
 		bit byte
 	}{
 		{r.disabled, flagDisabled}, {r.hasExpiry, flagExpires}, {r.hasCreated, flagCreated},
-		{r.hasUsed, flagLastUsed}, {r.legacy, flagLegacy}, {r.hasPrev, flagPrevious},
+		{r.hasUsed, flagLastUsed}, {r.legacy, flagLegacy}, {r.hasPrev, flagPrevious}, {r.team != "", flagTeam},
 	} {
 		if b.on {
 			f |= b.bit
@@ -122,6 +125,9 @@ func (r *record) appendEncode(dst []byte) []byte {
 	if r.hasPrev {
 		dst = append(dst, r.prevHash[:]...)
 		dst = binary.AppendVarint(dst, r.prevEnds)
+	}
+	if r.team != "" {
+		dst = appendBytes(dst, r.team)
 	}
 	return dst
 }
@@ -172,7 +178,7 @@ func decodeRecord(id string, b []byte) (*stored, error) {
 		return nil, corrupt(id, "record: unsupported version %d", v)
 	}
 	flags := d.byte("flags")
-	if d.err == nil && (flags&^flagsKnown != 0 || v != recordVersion && flags&flagPrevious != 0) {
+	if d.err == nil && (flags&^flagsKnown != 0 || v != recordVersion && flags&flagsV3 != 0) {
 		return nil, corrupt(id, "record: unknown flags %#02x in version %d", flags, v)
 	}
 	r := &stored{record: record{
@@ -210,6 +216,11 @@ func decodeRecord(id string, b []byte) (*stored, error) {
 	if r.hasPrev {
 		copy(r.prevHash[:], d.fixed("previous secret hash", sha256.Size))
 		r.prevEnds = d.varint("previous secret end")
+	}
+	if flags&flagTeam != 0 {
+		if r.team = d.text("team"); d.err == nil && !validTeamID(r.team) {
+			d.fail("team", fmt.Sprintf("%q is not a team id", r.team))
+		}
 	}
 	if err := d.done(); err != nil {
 		return nil, err

@@ -1,0 +1,368 @@
+package keystore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/ratestore/ratestore/internal/sat"
+)
+
+// Team is a group of keys with a Policy of its own: token windows,
+// budgets, a request rate, a concurrency cap and models, each of which
+// counts the requests of all its keys together. A key belongs to one team
+// at most (Spec.Team); Admit checks the key and its team in one decision,
+// all or nothing, and Finish charges both.
+type Team struct {
+	ID        string
+	Name      string
+	Policy    Policy
+	CreatedAt time.Time
+}
+
+// TeamSpec is what CreateTeam makes a team from, and what UpdateTeam
+// changes.
+type TeamSpec struct {
+	Name   string
+	Policy Policy
+}
+
+// team is one team in memory. Its fields are guarded by mu, except id.
+type team struct {
+	mu      sync.Mutex
+	id      string
+	name    string
+	pol     *policy
+	created int64 // Unix ns
+	moved   int64 // as entry.moved: how far policy changes moved reservations
+	gone    bool
+	key     []byte // its record key, made once
+}
+
+// Team records and ids.
+const (
+	teamPrefix    = "t/"
+	teamIDPrefix  = "team_"
+	teamVersion   = 1
+	maxTeamRecord = 2 << 20
+)
+
+func teamKey(id string) []byte { return append([]byte(teamPrefix), id...) }
+
+func newTeamID() string {
+	var b [idHexLen / 2]byte
+	rand.Read(b[:])
+	return teamIDPrefix + hex.EncodeToString(b[:])
+}
+
+func validTeamID(id string) bool {
+	if len(id) != len(teamIDPrefix)+idHexLen || id[:len(teamIDPrefix)] != teamIDPrefix {
+		return false
+	}
+	_, err := hex.DecodeString(id[len(teamIDPrefix):])
+	return err == nil
+}
+
+// encode is t's record: its version, name, creation instant and policy.
+func (t *team) encode() []byte {
+	dst := []byte{teamVersion}
+	dst = appendBytes(dst, t.name)
+	dst = binary.AppendVarint(dst, t.created)
+	return appendBytes(dst, t.pol.enc)
+}
+
+// loadTeam decodes the record of team id.
+func (s *Store) loadTeam(id string, v []byte) (*team, error) {
+	d := decoder{id: id, what: "team record", b: v}
+	if ver := d.byte("version"); d.err == nil && ver != teamVersion {
+		return nil, corrupt(id, "team record: unsupported version %d", ver)
+	}
+	t := &team{id: id, name: d.text("name"), created: d.varint("created"), key: teamKey(id)}
+	p := decoder{id: id, what: "team record: policy", b: d.bytes("policy", maxTeamRecord)}
+	var pub Policy
+	if d.err == nil {
+		pub = p.policy(true)
+		d.err = p.done()
+	}
+	if err := d.done(); err != nil {
+		return nil, err
+	}
+	var err error
+	if t.pol, err = s.policy("load team", pub); err != nil {
+		return nil, corruptWrap(id, "team record: policy", err)
+	}
+	return t, nil
+}
+
+func (t *team) public() Team {
+	return Team{ID: t.id, Name: t.name, Policy: t.pol.pub, CreatedAt: time.Unix(0, t.created).UTC()}
+}
+
+// CreateTeam makes a team of spec. Its policy is checked as a key's is,
+// and needs at least one token window.
+func (s *Store) CreateTeam(ctx context.Context, spec TeamSpec) (Team, error) {
+	if why := badText(spec.Name); why != "" {
+		return Team{}, fieldError("create team", "Name", "%s", why)
+	}
+	pol, err := s.policy("create team", spec.Policy)
+	if err != nil {
+		return Team{}, err
+	}
+	t := &team{id: newTeamID(), name: spec.Name, pol: pol, created: s.now()}
+	t.key = teamKey(t.id)
+	err = s.eng.update(ctx, []string{t.id}, func(b batch) error { return b.Put(t.key, t.encode()) })
+	if err != nil {
+		return Team{}, err
+	}
+	s.mu.Lock()
+	s.teams[t.id] = t
+	s.mu.Unlock()
+	return t.public(), nil
+}
+
+// findTeam returns team id: where other processes change teams, read from
+// the store when this Store has not seen it.
+func (s *Store) findTeam(ctx context.Context, id string) (*team, error) {
+	s.mu.RLock()
+	t := s.teams[id]
+	s.mu.RUnlock()
+	if t == nil && validTeamID(id) {
+		vals, err := s.eng.reread(ctx, [][]byte{teamKey(id)})
+		if err != nil {
+			return nil, fmt.Errorf("keystore: team %s: %w", id, err)
+		}
+		if len(vals) > 0 && vals[0] != nil {
+			if t, err = s.loadTeam(id, vals[0]); err != nil {
+				return nil, err
+			}
+			s.mu.Lock()
+			if cur := s.teams[id]; cur != nil {
+				t = cur
+			} else {
+				s.teams[id] = t
+			}
+			s.mu.Unlock()
+		}
+	}
+	if t == nil {
+		return nil, fmt.Errorf("keystore: team %s: %w", id, ErrNotFound)
+	}
+	return t, nil
+}
+
+// refreshTeam reads t's record again in b, where other processes change
+// it (Reread). The caller holds t.mu.
+func (s *Store) refreshTeam(b batch, t *team) error {
+	vals, err := b.Reread([][]byte{t.key})
+	if err != nil {
+		return fmt.Errorf("keystore: team %s: %w", t.id, err)
+	}
+	for _, v := range vals {
+		if v == nil {
+			t.gone = true
+			continue
+		}
+		nt, err := s.loadTeam(t.id, v)
+		if err != nil {
+			return err
+		}
+		t.moved = reachAdd(t.moved, t.pol, nt.pol)
+		t.name, t.pol = nt.name, nt.pol
+	}
+	return nil
+}
+
+// GetTeam returns team id.
+func (s *Store) GetTeam(ctx context.Context, id string) (Team, error) {
+	t, err := s.findTeam(ctx, id)
+	if err != nil {
+		return Team{}, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.gone {
+		return Team{}, fmt.Errorf("keystore: team %s: %w", id, ErrNotFound)
+	}
+	return t.public(), nil
+}
+
+// ListTeams calls fn with every team, in id order.
+func (s *Store) ListTeams(ctx context.Context, fn func(Team) error) error {
+	err := s.eng.rereadPrefix(ctx, []byte(teamPrefix), func(k, v []byte) error {
+		_, err := s.findTeam(ctx, string(k[len(teamPrefix):]))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	s.mu.RLock()
+	ids := make([]string, 0, len(s.teams))
+	for id := range s.teams {
+		ids = append(ids, id)
+	}
+	s.mu.RUnlock()
+	slices.Sort(ids)
+	for _, id := range ids {
+		t, err := s.GetTeam(ctx, id)
+		if err == nil {
+			err = fn(t)
+		}
+		if err != nil && !isNotFound(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// UpdateTeam lets fn change team id's name and policy, which take effect
+// on the next request of its keys; what its keys used stays counted.
+func (s *Store) UpdateTeam(ctx context.Context, id string, fn func(*TeamSpec) error) (Team, error) {
+	t, err := s.findTeam(ctx, id)
+	if err != nil {
+		return Team{}, err
+	}
+	var out Team
+	err = s.eng.update(ctx, []string{id}, func(b batch) error {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if err := s.refreshTeam(b, t); err != nil {
+			return err
+		}
+		if t.gone {
+			return fmt.Errorf("keystore: team %s: %w", id, ErrNotFound)
+		}
+		spec := TeamSpec{Name: t.name, Policy: t.pol.pub}
+		spec.Policy.Windows = slices.Clone(spec.Policy.Windows)
+		spec.Policy.Budgets = slices.Clone(spec.Policy.Budgets)
+		spec.Policy.Models = slices.Clone(spec.Policy.Models)
+		if err := fn(&spec); err != nil {
+			return err
+		}
+		if why := badText(spec.Name); why != "" {
+			return fieldError("update team "+id, "Name", "%s", why)
+		}
+		pol, err := s.policy("update team "+id, spec.Policy)
+		if err != nil {
+			return err
+		}
+		t.moved = reachAdd(t.moved, t.pol, pol)
+		t.name, t.pol = spec.Name, pol
+		out = t.public()
+		return b.Put(t.key, t.encode())
+	})
+	return out, err
+}
+
+// reachAdd is moved plus the reach of a change from old to next (see
+// adjust).
+func reachAdd(moved int64, old, next *policy) int64 { return sat.Add(moved, reach(old, next)) }
+
+// TeamKeys returns the ids of the keys of team id, in id order.
+func (s *Store) TeamKeys(ctx context.Context, id string) ([]string, error) {
+	if err := s.sync(ctx); err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, kid := range s.sortedIDs() {
+		s.mu.RLock()
+		e := s.byID[kid]
+		s.mu.RUnlock()
+		if e == nil {
+			continue
+		}
+		e.mu.Lock()
+		in := !e.rec.gone && e.rec.team == id
+		e.mu.Unlock()
+		if in {
+			ids = append(ids, kid)
+		}
+	}
+	return ids, nil
+}
+
+// DeleteTeam removes team id and its usage. It is refused, with an error
+// matching ErrInvalid that names them, while keys belong to it.
+func (s *Store) DeleteTeam(ctx context.Context, id string) error {
+	t, err := s.findTeam(ctx, id)
+	if err != nil {
+		return err
+	}
+	keys, err := s.TeamKeys(ctx, id)
+	if err != nil {
+		return err
+	}
+	if len(keys) > 0 {
+		return fmt.Errorf("keystore: team %s has %d keys (%s): move them out first: %w", id, len(keys), keys[0], ErrInvalid)
+	}
+	err = s.eng.update(ctx, []string{id}, func(b batch) error {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if err := t.pol.reset(b, id); err != nil {
+			return err
+		}
+		t.gone = true
+		return b.Delete(t.key)
+	})
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	delete(s.teams, id)
+	s.mu.Unlock()
+	return nil
+}
+
+// TeamUsage reports the usage of team id now, as Usage does for a key:
+// every window and budget of its policy, counting all its keys.
+func (s *Store) TeamUsage(ctx context.Context, id string) (Usage, error) {
+	t, err := s.findTeam(ctx, id)
+	if err != nil {
+		return Usage{}, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.gone {
+		return Usage{}, fmt.Errorf("keystore: team %s: %w", id, ErrNotFound)
+	}
+	c := s.newCall(ctx, nil)
+	defer c.free()
+	if err := s.usageFor(c, direct{}, id, t.pol); err != nil {
+		return Usage{}, err
+	}
+	return c.u, nil
+}
+
+func isNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
+
+// teamIn returns the team id of a key being admitted or finished in b,
+// locked and read again where other processes change it; nil when id is
+// "" or the team is gone (DeleteTeam refuses to delete a team with keys,
+// so only a key whose team another process deleted meanwhile has one).
+func (s *Store) teamIn(ctx context.Context, b batch, id string) (*team, error) {
+	if id == "" {
+		return nil, nil
+	}
+	t, err := s.findTeam(ctx, id)
+	if isNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	if err := s.refreshTeam(b, t); err != nil {
+		t.mu.Unlock()
+		return nil, err
+	}
+	if t.gone {
+		t.mu.Unlock()
+		return nil, nil
+	}
+	return t, nil
+}
