@@ -98,6 +98,21 @@
 // records on any existing key, disabled or expired included: the tokens
 // were spent.
 //
+// # Teams
+//
+// A team (CreateTeam) has a policy of its own, whose windows, budgets,
+// request rate, concurrency cap and models count the requests of all its
+// keys together: its states are the engine's under the same limiter names
+// as a key's, for the team's id. A key belongs to one team at most
+// (Spec.Team). Admit checks the key, then its team, taking nothing, then
+// takes from both: one decision, all or nothing, under the key's lock and
+// the team's (and, on a shared store, both ids' locks), so that a team's
+// budget holds across its keys under any concurrency. A refusal by the
+// team is a *Denial whose Team names it. Finish charges the team the
+// admission was made in. A change of a team's policy, or of a key's team,
+// takes effect on the next request; DeleteTeam is refused while keys
+// belong to the team.
+//
 // # Secrets
 //
 // Create makes a secret of 32 bytes from crypto/rand, written "rsk_"
@@ -138,13 +153,15 @@
 //	                 key of a secret whose record cannot be decoded (ErrCorrupt, not ErrNotFound),
 //	                 and where processes share the keys; a rotated key's previous secret has one too
 //	l/<id>           legacy usage windows written by Import, until merged
+//	t/<team id>      a team's record: byte version 1, its name (uvarint+bytes),
+//	                 CreatedAt (varint Unix ns) and its policy (uvarint+bytes, as a key's)
 //
 // A record is binary, version 3:
 //
 //	byte    version      3
 //	byte    flags        bit 0 disabled, 1 ExpiresAt set, 2 CreatedAt set,
 //	                     3 LastUsed set, 4 legacy usage pending (l/<id> exists),
-//	                     5 a previous secret (version 3 only); the other bits are 0
+//	                     5 a previous secret, 6 a team (version 3 only); the other bits are 0
 //	[32]    hash         SHA-256 of the secret
 //	uvarint Lifetime     LifetimeTokens, 0 .. 2^63-1 (additions saturate there)
 //	varint  ExpiresAt    Unix ns, zigzag, present iff flag bit 1
@@ -161,6 +178,7 @@
 //	uvarint Spend        LifetimeSpend in nano-dollars (version 3)
 //	[32]    previous     SHA-256 of the previous secret, present iff flag bit 5
 //	varint  previous end Unix ns, when it stops authenticating, present iff flag bit 5
+//	uvarint+bytes Team   the id of the key's team, present iff flag bit 6
 //
 // Varints are encoding/binary's, and must be minimal. Nothing may follow
 // the last field. Version 2 records end with the policy, which has no
