@@ -44,8 +44,9 @@ func isAdminPath(p string) bool {
 type AdminKey struct {
 	ID                string        `json:"id"`
 	Name              string        `json:"name"`
-	Model             string        `json:"model"`  // informational (legacy keys); Models restricts
-	Models            []string      `json:"models"` // [] for any model
+	Team              string        `json:"team,omitempty"` // its team's id (AdminTeam); left out for none
+	Model             string        `json:"model"`          // informational (legacy keys); Models restricts
+	Models            []string      `json:"models"`         // [] for any model
 	Windows           []AdminWindow `json:"windows"`
 	Binding           int           `json:"binding"` // the index in Windows of the binding window (keystore.Usage.Bind)
 	Budgets           []AdminBudget `json:"budgets"` // [] for none
@@ -105,7 +106,10 @@ type AdminBudgetRequest struct {
 // key has none). The gateway reads it field by field, so that an error
 // names the field (windows[1].window).
 type AdminKeyRequest struct {
-	Name              *string               `json:"name,omitempty"`
+	Name *string `json:"name,omitempty"`
+	// Team is the id of the key's team (POST /admin/teams); "" takes the
+	// key out of its team.
+	Team              *string               `json:"team,omitempty"`
 	Model             *string               `json:"model,omitempty"`
 	Models            *[]string             `json:"models,omitempty"` // []: any model
 	Windows           *[]AdminWindowRequest `json:"windows,omitempty"`
@@ -145,11 +149,46 @@ type AdminKeys struct {
 	Keys []AdminKey `json:"keys"`
 }
 
+// AdminTeam is the one JSON shape of a team with its usage (TEAM in the
+// package documentation), built by NewAdminTeam: its policy, as an
+// AdminKey's, with the usage of all its keys together, and the ids of its
+// keys. The command line's --json output prints it too.
+type AdminTeam struct {
+	ID                string        `json:"id"`
+	Name              string        `json:"name"`
+	Models            []string      `json:"models"` // [] for any model
+	Windows           []AdminWindow `json:"windows"`
+	Binding           int           `json:"binding"`             // the index in Windows of the binding window (keystore.Usage.Bind)
+	Budgets           []AdminBudget `json:"budgets"`             // [] for none
+	RequestsPerMinute int64         `json:"requests_per_minute"` // 0: no limit
+	MaxConcurrent     int           `json:"max_concurrent"`      // 0: no limit
+	InFlight          int           `json:"in_flight"`           // requests of its keys admitted and not finished
+	CreatedAt         *time.Time    `json:"created_at"`
+	Keys              []string      `json:"keys"` // the ids of its keys, in id order; [] for none
+}
+
+// AdminTeams is the answer to GET /admin/teams, in id order.
+type AdminTeams struct {
+	Teams []AdminTeam `json:"teams"`
+}
+
+// AdminTeamRequest is the body of POST /admin/teams and PATCH
+// /admin/teams/{id}, for clients: a field left out is not set (POST: the
+// team has none), as in an AdminKeyRequest.
+type AdminTeamRequest struct {
+	Name              *string               `json:"name,omitempty"`
+	Models            *[]string             `json:"models,omitempty"` // []: any model
+	Windows           *[]AdminWindowRequest `json:"windows,omitempty"`
+	RequestsPerMinute *int64                `json:"requests_per_minute,omitempty"`
+	MaxConcurrent     *int                  `json:"max_concurrent,omitempty"`
+	Budgets           *[]AdminBudgetRequest `json:"budgets,omitempty"` // []: none
+}
+
 // adminCall is the ResponseWriter of an admin request: it notes the
-// status and the key the request was about, for the log line.
+// status and the key or team the request was about, for the log line.
 type adminCall struct {
 	statusWriter
-	keyID string
+	keyID, teamID string
 }
 
 // serveAdmin answers the admin API and the metrics: see Admin API in the
@@ -184,7 +223,7 @@ func (g *Gateway) serveAdmin(w http.ResponseWriter, r *http.Request) {
 				fmt.Sprintf("%s %s: method not allowed; allowed: %s", r.Method, r.URL.Path, allow))
 			return
 		}
-		writeError(c, http.StatusNotFound, typeInvalid, "not_found", "no such path: the admin API is /admin/keys and /admin/keys/{id}")
+		writeError(c, http.StatusNotFound, typeInvalid, "not_found", "no such path: the admin API is /admin/keys, /admin/keys/{id}, /admin/teams and /admin/teams/{id}")
 		return
 	}
 	mux.ServeHTTP(c, r)
@@ -216,6 +255,11 @@ func (g *Gateway) adminMux() *http.ServeMux {
 	mux.HandleFunc("PATCH /admin/keys/{id}", g.adminPatch)
 	mux.HandleFunc("DELETE /admin/keys/{id}", g.adminDelete)
 	mux.HandleFunc("POST /admin/keys/{id}/rotate", g.adminRotate)
+	mux.HandleFunc("POST /admin/teams", g.adminTeamCreate)
+	mux.HandleFunc("GET /admin/teams", g.adminTeamList)
+	mux.HandleFunc("GET /admin/teams/{id}", g.adminTeamGet)
+	mux.HandleFunc("PATCH /admin/teams/{id}", g.adminTeamPatch)
+	mux.HandleFunc("DELETE /admin/teams/{id}", g.adminTeamDelete)
 	return mux
 }
 
@@ -237,17 +281,28 @@ func noteKey(w http.ResponseWriter, id string) {
 	}
 }
 
-// logAdmin logs admin call r at its end: method, path, status and key id;
-// never a body, which may hold a secret. A successful scrape of the
-// metrics is logged at level Debug: it comes every few seconds.
+// noteTeam notes the team id an admin call is about, for its log line.
+func noteTeam(w http.ResponseWriter, id string) {
+	if c, ok := w.(*adminCall); ok {
+		c.teamID = id
+	}
+}
+
+// logAdmin logs admin call r at its end: method, path, status, key id and,
+// for a team's call, team id; never a body, which may hold a secret. A
+// successful scrape of the metrics is logged at level Debug: it comes
+// every few seconds.
 func (g *Gateway) logAdmin(r *http.Request, c *adminCall) {
 	level := slog.LevelInfo
 	if r.URL.Path == "/metrics" && c.status == http.StatusOK || g.admin == [sha256.Size]byte{} {
 		level = slog.LevelDebug
 	}
-	g.log.LogAttrs(r.Context(), level, "gateway admin",
-		slog.String("method", r.Method), slog.String("path", r.URL.Path),
-		slog.Int("status", c.status), slog.String("key_id", c.keyID))
+	attrs := []slog.Attr{slog.String("method", r.Method), slog.String("path", r.URL.Path),
+		slog.Int("status", c.status), slog.String("key_id", c.keyID)}
+	if c.teamID != "" {
+		attrs = append(attrs, slog.String("team_id", c.teamID))
+	}
+	g.log.LogAttrs(r.Context(), level, "gateway admin", attrs...)
 }
 
 // adminCreate answers POST /admin/keys.
@@ -442,35 +497,64 @@ func (g *Gateway) adminKey(ctx context.Context, id string) (AdminKey, error) {
 // policy may have changed between the two reads.
 func NewAdminKey(k keystore.Key, u keystore.Usage) AdminKey {
 	a := AdminKey{
-		ID: k.ID, Name: k.Name, Model: k.Model,
+		ID: k.ID, Name: k.Name, Team: k.Team, Model: k.Model,
 		Models:            append([]string{}, k.Policy.Models...),
-		Windows:           make([]AdminWindow, len(u.Windows)),
+		Windows:           adminWindows(u),
 		Binding:           u.Binding,
 		RequestsPerMinute: k.Policy.RequestsPerMinute, MaxConcurrent: k.Policy.MaxConcurrent,
 		ExpiresAt: utcPtr(k.ExpiresAt), Disabled: k.Disabled, LifetimeTokens: k.LifetimeTokens,
 		LastUsed: utcPtr(k.LastUsed), CreatedAt: utcPtr(k.CreatedAt), InFlight: u.InFlight,
-		Budgets: make([]AdminBudget, len(u.Budgets)), LifetimeUSD: k.LifetimeSpend,
+		Budgets: adminBudgets(u), LifetimeUSD: k.LifetimeSpend,
 		PreviousSecretExpiresAt: utcPtr(k.PreviousSecretExpiresAt),
 	}
-	for i, b := range u.Budgets {
-		a.Budgets[i] = AdminBudget{LimitUSD: b.Limit, SpentUSD: b.Spent, RemainingUSD: b.Remaining, ResetsAt: utcPtr(b.ResetsAt)}
-		if b.Period != 0 {
-			a.Budgets[i].Period, a.Budgets[i].Timezone = b.Period.String(), "UTC"
-			if b.Location != nil {
-				a.Budgets[i].Timezone = b.Location.String()
-			}
-		} else {
-			a.Budgets[i].Window = b.Window.String()
-		}
+	return a
+}
+
+// NewAdminTeam is team t with its usage u, as keystore.Store.TeamUsage
+// returns it, and the ids of its keys (keystore.Store.TeamKeys): the one
+// builder of an AdminTeam. Its windows and budgets are u's, as an
+// AdminKey's are.
+func NewAdminTeam(t keystore.Team, u keystore.Usage, keys []string) AdminTeam {
+	return AdminTeam{
+		ID: t.ID, Name: t.Name,
+		Models:  append([]string{}, t.Policy.Models...),
+		Windows: adminWindows(u), Binding: u.Binding, Budgets: adminBudgets(u),
+		RequestsPerMinute: t.Policy.RequestsPerMinute, MaxConcurrent: t.Policy.MaxConcurrent,
+		InFlight: u.InFlight, CreatedAt: utcPtr(t.CreatedAt),
+		Keys: append([]string{}, keys...),
 	}
+}
+
+// adminWindows is the token windows of u with their usage, as an AdminKey
+// or AdminTeam shows them.
+func adminWindows(u keystore.Usage) []AdminWindow {
+	ws := make([]AdminWindow, len(u.Windows))
 	for i, w := range u.Windows {
-		a.Windows[i] = AdminWindow{
+		ws[i] = AdminWindow{
 			Limit: w.Limit, Window: w.Window.String(), Bucket: w.Bucket.String(),
 			Used: w.Used, Remaining: w.Remaining, ResetAfterSeconds: ceilSeconds(w.ResetAfter),
 			WindowEnd: utcPtr(w.WindowEnd),
 		}
 	}
-	return a
+	return ws
+}
+
+// adminBudgets is the budgets of u with their spend, as an AdminKey or
+// AdminTeam shows them.
+func adminBudgets(u keystore.Usage) []AdminBudget {
+	bs := make([]AdminBudget, len(u.Budgets))
+	for i, b := range u.Budgets {
+		bs[i] = AdminBudget{LimitUSD: b.Limit, SpentUSD: b.Spent, RemainingUSD: b.Remaining, ResetsAt: utcPtr(b.ResetsAt)}
+		if b.Period != 0 {
+			bs[i].Period, bs[i].Timezone = b.Period.String(), "UTC"
+			if b.Location != nil {
+				bs[i].Timezone = b.Location.String()
+			}
+		} else {
+			bs[i].Window = b.Window.String()
+		}
+	}
+	return bs
 }
 
 // utcPtr is t in UTC, nil for the zero Time (unset).
@@ -515,7 +599,7 @@ var fieldNames = map[string]string{
 	"Policy": "", "Windows": "windows", "Limit": "limit", "Window": "window", "Bucket": "bucket",
 	"RequestsPerMinute": "requests_per_minute", "MaxConcurrent": "max_concurrent", "Models": "models",
 	"Name": "name", "Model": "model", "ExpiresAt": "expires_at", "TokenLimit": "windows",
-	"Budgets": "budgets", "Period": "period", "Location": "timezone", "Grace": "grace",
+	"Budgets": "budgets", "Period": "period", "Location": "timezone", "Grace": "grace", "Team": "team",
 }
 
 // fieldMessage is the message of err, an error of the key store about a
@@ -546,23 +630,53 @@ func fieldMessage(err error) string {
 	return msg
 }
 
-// keyFields is an AdminKeyRequest as read and checked: nil for a field
-// left out.
-type keyFields struct {
-	name, model   *string
+// policyFields are the policy fields of an AdminKeyRequest or an
+// AdminTeamRequest as read and checked: nil for a field left out.
+type policyFields struct {
 	models        *[]string
 	windows       []keystore.Window // nil: left out
 	rpm           *int64
 	maxConcurrent *int
 	budgets       *[]keystore.Budget
-	expiresAt     *time.Time // the zero Time: never
-	disabled      *bool
+}
+
+// changes reports whether f changes a field of a keystore.Policy.
+func (f *policyFields) changes() bool {
+	return f.models != nil || f.windows != nil || f.rpm != nil || f.maxConcurrent != nil || f.budgets != nil
+}
+
+// applyTo sets the fields of p that f gives. Windows and budgets replace
+// p's whole lists.
+func (f *policyFields) applyTo(p *keystore.Policy) {
+	if f.models != nil {
+		p.Models = *f.models
+	}
+	if f.windows != nil {
+		p.Windows = f.windows
+	}
+	if f.rpm != nil {
+		p.RequestsPerMinute = *f.rpm
+	}
+	if f.maxConcurrent != nil {
+		p.MaxConcurrent = *f.maxConcurrent
+	}
+	if f.budgets != nil {
+		p.Budgets = *f.budgets
+	}
+}
+
+// keyFields is an AdminKeyRequest as read and checked: nil for a field
+// left out.
+type keyFields struct {
+	policyFields
+	name, model, team *string
+	expiresAt         *time.Time // the zero Time: never
+	disabled          *bool
 }
 
 // changesSpec reports whether f changes a field of a keystore.Spec.
 func (f *keyFields) changesSpec() bool {
-	return f.name != nil || f.model != nil || f.models != nil || f.windows != nil ||
-		f.rpm != nil || f.maxConcurrent != nil || f.expiresAt != nil || f.budgets != nil
+	return f.name != nil || f.model != nil || f.team != nil || f.expiresAt != nil || f.changes()
 }
 
 // apply sets the fields of s that f gives. Windows replace the key's
@@ -574,38 +688,65 @@ func (f *keyFields) apply(s *keystore.Spec) {
 	if f.model != nil {
 		s.Model = *f.model
 	}
-	if f.models != nil {
-		s.Policy.Models = *f.models
-	}
-	if f.windows != nil {
-		s.Policy.Windows = f.windows
-	}
-	if f.rpm != nil {
-		s.Policy.RequestsPerMinute = *f.rpm
-	}
-	if f.maxConcurrent != nil {
-		s.Policy.MaxConcurrent = *f.maxConcurrent
+	if f.team != nil {
+		s.Team = *f.team
 	}
 	if f.expiresAt != nil {
 		s.ExpiresAt = *f.expiresAt
 	}
-	if f.budgets != nil {
-		s.Policy.Budgets = *f.budgets
-	}
+	f.applyTo(&s.Policy)
 }
 
-// keyBody is AdminKeyRequest as the gateway decodes it: each window apart,
-// so that an error names its index.
-type keyBody struct {
-	Name              *string            `json:"name"`
-	Model             *string            `json:"model"`
+// teamFields is an AdminTeamRequest as read and checked: nil for a field
+// left out.
+type teamFields struct {
+	policyFields
+	name *string
+}
+
+// apply sets the fields of s that f gives, as keyFields.apply does.
+func (f *teamFields) apply(s *keystore.TeamSpec) {
+	if f.name != nil {
+		s.Name = *f.name
+	}
+	f.applyTo(&s.Policy)
+}
+
+// policyBody is the policy fields of AdminKeyRequest and AdminTeamRequest
+// as the gateway decodes them: each window and budget apart, so that an
+// error names its index.
+type policyBody struct {
 	Models            *[]string          `json:"models"`
 	Windows           *[]json.RawMessage `json:"windows"`
 	RequestsPerMinute *int64             `json:"requests_per_minute"`
 	MaxConcurrent     *int               `json:"max_concurrent"`
 	Budgets           *[]json.RawMessage `json:"budgets"`
-	ExpiresAt         json.RawMessage    `json:"expires_at"`
-	Disabled          *bool              `json:"disabled"`
+}
+
+// keyBody is AdminKeyRequest as the gateway decodes it.
+type keyBody struct {
+	Name  *string `json:"name"`
+	Model *string `json:"model"`
+	Team  *string `json:"team"`
+	policyBody
+	ExpiresAt json.RawMessage `json:"expires_at"`
+	Disabled  *bool           `json:"disabled"`
+}
+
+// teamBody is AdminTeamRequest as the gateway decodes it.
+type teamBody struct {
+	Name *string `json:"name"`
+	policyBody
+}
+
+// readBody decodes the body of r, one JSON object, into v strictly
+// (decodeStrict), or answers 400 or 413 and returns false.
+func readBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	if status, code, msg := decodeStrict(http.MaxBytesReader(w, r.Body, MaxAdminBody), v, ""); status != 0 {
+		writeError(w, status, typeInvalid, code, msg)
+		return false
+	}
+	return true
 }
 
 // readKeyFields reads the body of r, an AdminKeyRequest, and checks what
@@ -613,19 +754,52 @@ type keyBody struct {
 // and (create) that there is a token window. It answers 400 or 413 and
 // returns false when the body is wrong.
 func readKeyFields(w http.ResponseWriter, r *http.Request, create bool) (*keyFields, bool) {
-	bad := func(format string, args ...any) (*keyFields, bool) {
-		writeError(w, http.StatusBadRequest, typeInvalid, "invalid_field", fmt.Sprintf(format, args...))
-		return nil, false
-	}
 	var b keyBody
-	if status, code, msg := decodeStrict(http.MaxBytesReader(w, r.Body, MaxAdminBody), &b, ""); status != 0 {
-		writeError(w, status, typeInvalid, code, msg)
+	if !readBody(w, r, &b) {
 		return nil, false
 	}
-	f := &keyFields{name: b.Name, model: b.Model, models: b.Models, rpm: b.RequestsPerMinute, maxConcurrent: b.MaxConcurrent, disabled: b.Disabled}
+	f := &keyFields{name: b.Name, model: b.Model, team: b.Team, disabled: b.Disabled}
+	if !readPolicy(w, &b.policyBody, create, "key", &f.policyFields) {
+		return nil, false
+	}
+	if b.ExpiresAt != nil {
+		at, msg := readInstant(b.ExpiresAt)
+		if msg != "" {
+			writeError(w, http.StatusBadRequest, typeInvalid, "invalid_field", "expires_at: "+msg)
+			return nil, false
+		}
+		f.expiresAt = &at
+	}
+	return f, true
+}
+
+// readTeamFields reads the body of r, an AdminTeamRequest, as
+// readKeyFields reads a key's.
+func readTeamFields(w http.ResponseWriter, r *http.Request, create bool) (*teamFields, bool) {
+	var b teamBody
+	if !readBody(w, r, &b) {
+		return nil, false
+	}
+	f := &teamFields{name: b.Name}
+	if !readPolicy(w, &b.policyBody, create, "team", &f.policyFields) {
+		return nil, false
+	}
+	return f, true
+}
+
+// readPolicy reads the policy fields b of a request about a key or a team
+// (what) into f, checking what can be checked without the key store:
+// the types, the durations and (create) that there is a token window. It
+// answers 400 and returns false when a field is wrong.
+func readPolicy(w http.ResponseWriter, b *policyBody, create bool, what string, f *policyFields) bool {
+	bad := func(format string, args ...any) bool {
+		writeError(w, http.StatusBadRequest, typeInvalid, "invalid_field", fmt.Sprintf(format, args...))
+		return false
+	}
+	f.models, f.rpm, f.maxConcurrent = b.Models, b.RequestsPerMinute, b.MaxConcurrent
 	if b.Windows != nil {
 		if len(*b.Windows) == 0 {
-			return bad("windows: empty: a key needs at least one token window")
+			return bad("windows: empty: a %s needs at least one token window", what)
 		}
 		f.windows = make([]keystore.Window, len(*b.Windows))
 		for i, raw := range *b.Windows {
@@ -633,17 +807,17 @@ func readKeyFields(w http.ResponseWriter, r *http.Request, create bool) (*keyFie
 			var code, msg string
 			if f.windows[i], status, code, msg = readWindow(raw, i, f.windows[:i]); status != 0 {
 				writeError(w, status, typeInvalid, code, msg)
-				return nil, false
+				return false
 			}
 		}
 	} else if create {
-		return bad(`windows: required: a key needs at least one token window, as [{"limit":100000,"window":"5h"}]`)
+		return bad(`windows: required: a %s needs at least one token window, as [{"limit":100000,"window":"5h"}]`, what)
 	}
 	if b.Budgets != nil {
 		bs := make([]keystore.Budget, len(*b.Budgets))
 		for i, raw := range *b.Budgets {
 			if !readBudget(w, raw, i, &bs[i]) {
-				return nil, false
+				return false
 			}
 		}
 		f.budgets = &bs
@@ -661,14 +835,7 @@ func readKeyFields(w http.ResponseWriter, r *http.Request, create bool) (*keyFie
 			}
 		}
 	}
-	if b.ExpiresAt != nil {
-		at, msg := readInstant(b.ExpiresAt)
-		if msg != "" {
-			return bad("expires_at: %s", msg)
-		}
-		f.expiresAt = &at
-	}
-	return f, true
+	return true
 }
 
 // readWindow reads windows[i] of a key request, the windows before it

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -69,9 +70,10 @@ func roundWait(wait time.Duration) time.Duration {
 
 // deny answers a request of key k that d refused; reserve is the tokens
 // it asked to reserve.
-func (g *Gateway) deny(x *exchange, k keystore.Key, d *keystore.Denial, reserve int64) {
+func (g *Gateway) deny(ctx context.Context, x *exchange, k keystore.Key, d *keystore.Denial, reserve int64) {
 	x.reason = d.Reason
-	if status, code, msg := refusal(x, k, d); status != 0 {
+	o := g.deniedBy(ctx, k, d)
+	if status, code, msg := refusal(x, k, o, d); status != 0 {
 		typ := typePermission
 		if status == http.StatusUnauthorized {
 			typ = typeAuth
@@ -84,28 +86,50 @@ func (g *Gateway) deny(x *exchange, k keystore.Key, d *keystore.Denial, reserve 
 		// client should retry on its own.
 		retryFields(x.Header(), d.RetryAfter)
 		x.Header().Set("X-Should-Retry", "false")
-		writeError(x, http.StatusTooManyRequests, typeRate, "budget_exceeded", budgetMessage(k, d))
+		writeError(x, http.StatusTooManyRequests, typeRate, "budget_exceeded", budgetMessage(o, d))
 		return
 	}
-	msg, wait := limitMessage(k, d, reserve)
+	msg, wait := limitMessage(o, d, reserve)
 	retryFields(x.Header(), wait)
 	writeError(x, http.StatusTooManyRequests, typeRate, "rate_limit_exceeded", msg)
 }
 
-// budgetMessage is the message of a request d refused for a budget: which
-// one, and when it resets.
-func budgetMessage(k keystore.Key, d *keystore.Denial) string {
+// owner is whose limit refused a request, for its message: the key's
+// own, or its team's, and the policy that holds that limit.
+type owner struct {
+	who string // "key key_x", or "key key_x's team team_y"
+	pol keystore.Policy
+}
+
+// deniedBy returns whose limit d refused a request of key k by. A team's
+// policy is read from the key store, which has it in memory since it
+// admitted the key's requests; if the team is gone meanwhile, its policy
+// is empty and the messages leave its limits' figures out.
+func (g *Gateway) deniedBy(ctx context.Context, k keystore.Key, d *keystore.Denial) owner {
+	if d.Team == "" {
+		return owner{who: "key " + k.ID, pol: k.Policy}
+	}
+	o := owner{who: fmt.Sprintf("key %s's team %s", k.ID, d.Team)}
+	if t, err := g.keys.GetTeam(ctx, d.Team); err == nil {
+		o.pol = t.Policy
+	}
+	return o
+}
+
+// budgetMessage is the message of a request d refused for a budget of o:
+// which one, and when it resets.
+func budgetMessage(o owner, d *keystore.Denial) string {
 	budget := strings.TrimPrefix(d.Limit, "budget ")
 	if d.RetryAfter < 0 {
-		return fmt.Sprintf("key %s: this request may cost more than its budget of %s allows in all", k.ID, budget)
+		return fmt.Sprintf("%s: this request may cost more than its budget of %s allows in all", o.who, budget)
 	}
-	return fmt.Sprintf("key %s is over its budget of %s; it has room again in %v", k.ID, budget, roundWait(d.RetryAfter))
+	return fmt.Sprintf("%s is over its budget of %s; it has room again in %v", o.who, budget, roundWait(d.RetryAfter))
 }
 
 // refusal returns the answer to a request of key k that d refused for
 // who it is or what it asked, not for a limit: 401 or 403, and 0 for a
-// limit.
-func refusal(x *exchange, k keystore.Key, d *keystore.Denial) (status int, code, msg string) {
+// limit. A model is refused by o's policy: the key's, or its team's.
+func refusal(x *exchange, k keystore.Key, o owner, d *keystore.Denial) (status int, code, msg string) {
 	id := k.ID
 	switch d.Reason {
 	case "unknown":
@@ -119,19 +143,18 @@ func refusal(x *exchange, k keystore.Key, d *keystore.Denial) (status int, code,
 		}
 		return http.StatusForbidden, "key_expired", msg
 	case "model":
-		msg := fmt.Sprintf("key %s may not use model %q", id, x.model)
-		if len(k.Policy.Models) > 0 {
-			msg += "; it may use " + strings.Join(k.Policy.Models, ", ")
+		msg := fmt.Sprintf("%s may not use model %q", o.who, x.model)
+		if len(o.pol.Models) > 0 {
+			msg += "; it may use " + strings.Join(o.pol.Models, ", ")
 		}
 		return http.StatusForbidden, "model_not_allowed", msg
 	}
 	return 0, "", ""
 }
 
-// limitMessage returns the message of a request of key k, reserving
-// reserve tokens, that the limit of d refused, and the wait to advise.
-func limitMessage(k keystore.Key, d *keystore.Denial, reserve int64) (msg string, wait time.Duration) {
-	id := k.ID
+// limitMessage returns the message of a request, reserving reserve
+// tokens, that the limit of d, o's, refused, and the wait to advise.
+func limitMessage(o owner, d *keystore.Denial, reserve int64) (msg string, wait time.Duration) {
 	retry := ""
 	if d.RetryAfter > 0 {
 		retry = fmt.Sprintf("; retry after %v", roundWait(d.RetryAfter))
@@ -139,35 +162,45 @@ func limitMessage(k keystore.Key, d *keystore.Denial, reserve int64) (msg string
 	wait = d.RetryAfter
 	switch d.Reason {
 	case "window":
-		window, limit := strings.TrimPrefix(d.Limit, "window "), int64(-1)
-		for _, w := range k.Policy.Windows {
-			if w.Window.String() == window {
-				limit = w.Limit
-			}
-		}
-		switch {
-		case d.RetryAfter < 0:
-			msg = fmt.Sprintf("key %s: this request reserves %d tokens (request bytes/4 + its maximum output), more than its %s token window allows (%d tokens); ask for fewer output tokens",
-				id, reserve, window, limit)
-		default:
-			msg = fmt.Sprintf("key %s is over its %s token window: %d tokens%s", id, window, limit, retry)
-		}
+		msg = windowMessage(o, d, reserve, retry)
 	case "rate":
-		msg = fmt.Sprintf("key %s is over its request rate: %s%s", id, d.Limit, retry)
+		msg = fmt.Sprintf("%s is over its request rate: %s%s", o.who, d.Limit, retry)
 	case "short":
 		// See Gateway.admit.
-		msg = fmt.Sprintf("key %s: a request that names no maximum output is already running on the last room of its token window; retry shortly, or name max_tokens", id)
+		msg = fmt.Sprintf("%s: a request that names no maximum output is already running on the last room of its token window; retry shortly, or name max_tokens", o.who)
 	case "concurrency":
 		// A slot frees when a request in flight ends, which nothing can
 		// foresee; the key store's RetryAfter is the end of the oldest
 		// lease, a bound, not an estimate. Ask for a short wait instead,
 		// which the SDKs' own retries honour.
 		wait = concurrencyRetry
-		msg = fmt.Sprintf("key %s is at its limit of %s; retry shortly", id, d.Limit)
+		msg = fmt.Sprintf("%s is at its limit of %s; retry shortly", o.who, d.Limit)
 	default:
-		msg = fmt.Sprintf("key %s is over a limit: %s%s", id, d.Limit, retry)
+		msg = fmt.Sprintf("%s is over a limit: %s%s", o.who, d.Limit, retry)
 	}
 	return msg, wait
+}
+
+// windowMessage is limitMessage's message for a token window of o: its
+// limit, when o's policy has it (a team deleted meanwhile has none).
+func windowMessage(o owner, d *keystore.Denial, reserve int64, retry string) string {
+	window, limit := strings.TrimPrefix(d.Limit, "window "), ""
+	for _, w := range o.pol.Windows {
+		if w.Window.String() == window {
+			limit = fmt.Sprintf("%d tokens", w.Limit)
+		}
+	}
+	if d.RetryAfter < 0 {
+		if limit != "" {
+			limit = " (" + limit + ")"
+		}
+		return fmt.Sprintf("%s: this request reserves %d tokens (request bytes/4 + its maximum output), more than its %s token window allows%s; ask for fewer output tokens",
+			o.who, reserve, window, limit)
+	}
+	if limit != "" {
+		limit = ": " + limit
+	}
+	return fmt.Sprintf("%s is over its %s token window%s%s", o.who, window, limit, retry)
 }
 
 // denyRate is the Deny of the Options.RPS middleware: the gateway's error

@@ -518,7 +518,7 @@ func (g *Gateway) serve(x *exchange, r *http.Request) {
 	// before the body is read (see slots).
 	if n := k.Policy.MaxConcurrent; n > 0 && !g.shadow {
 		if !g.slots.take(k.ID, n) {
-			g.deny(x, k, &keystore.Denial{Reason: "concurrency", Limit: fmt.Sprintf("%d requests in flight", n), RetryAfter: concurrencyRetry}, 0)
+			g.deny(r.Context(), x, k, &keystore.Denial{Reason: "concurrency", Limit: fmt.Sprintf("%d requests in flight", n), RetryAfter: concurrencyRetry}, 0)
 			return
 		}
 		defer g.slots.give(k.ID)
@@ -651,7 +651,7 @@ func (g *Gateway) admit(x *exchange, r *http.Request, k keystore.Key, secret str
 				g.log.LogAttrs(r.Context(), slog.LevelError, "gateway: giving back an admission failed",
 					slog.String("request_id", x.id), slog.String("key_id", x.keyID), slog.String("error", ferr.Error()))
 			}
-			g.deny(x, k, &keystore.Denial{Reason: "short", RetryAfter: concurrencyRetry}, req.Reserve)
+			g.deny(r.Context(), x, k, &keystore.Denial{Reason: "short", RetryAfter: concurrencyRetry}, req.Reserve)
 			return false
 		}
 		x.short = true
@@ -945,7 +945,7 @@ func (g *Gateway) refuse(x *exchange, r *http.Request, k keystore.Key, err error
 		writeError(x, http.StatusServiceUnavailable, typeAPI, "store_unavailable", "the gateway's key store failed; retry later")
 		return
 	}
-	g.deny(x, k, d, x.reserve)
+	g.deny(r.Context(), x, k, d, x.reserve)
 }
 
 // stats answers the stats path for the key of secret.

@@ -73,9 +73,16 @@ type keyService interface {
 	Rotate(ctx context.Context, id string, grace time.Duration) (keystore.Key, string, error)
 }
 
+// service is what the key and team commands work on: a *keystore.Store,
+// or an adminClient.
+type service interface {
+	keyService
+	teamService
+}
+
 var (
-	_ keyService = (*keystore.Store)(nil)
-	_ keyService = (*adminClient)(nil)
+	_ service = (*keystore.Store)(nil)
+	_ service = (*adminClient)(nil)
 )
 
 // adminClient is a keyService over the admin API of a running gateway
@@ -120,9 +127,10 @@ func loopback(host string) bool {
 }
 
 // adminError is an answer of the admin API other than success: its status
-// and error body. It matches keystore.ErrNotFound for an unknown key and
-// ratestore.ErrInvalid for a field the gateway refused, as the key store's
-// own errors do, so that the commands exit alike either way.
+// and error body. It matches keystore.ErrNotFound for an unknown key or
+// team, and ratestore.ErrInvalid for a field the gateway refused or a
+// team it would not delete while keys belong, as the key store's own
+// errors do, so that the commands exit alike either way.
 type adminError struct {
 	method, url string
 	status      int
@@ -139,9 +147,9 @@ func (e *adminError) Error() string {
 
 func (e *adminError) Unwrap() error {
 	switch {
-	case e.status == http.StatusNotFound && e.code == "key_not_found":
+	case e.status == http.StatusNotFound && (e.code == "key_not_found" || e.code == "team_not_found"):
 		return keystore.ErrNotFound
-	case e.status == http.StatusBadRequest:
+	case e.status == http.StatusBadRequest, e.status == http.StatusConflict && e.code == "team_has_keys":
 		return ratestore.ErrInvalid
 	}
 	return nil
@@ -222,6 +230,9 @@ func (a *adminClient) Create(ctx context.Context, spec keystore.Spec) (keystore.
 	if spec.Model != "" {
 		req.Model = &spec.Model
 	}
+	if spec.Team != "" {
+		req.Team = &spec.Team
+	}
 	if req.Models != nil && *req.Models == nil {
 		req.Models = &[]string{}
 	}
@@ -295,7 +306,7 @@ func (a *adminClient) Update(ctx context.Context, id string, fn func(*keystore.S
 	if err != nil {
 		return keystore.Key{}, err
 	}
-	old := keystore.Spec{Name: k.Name, Model: k.Model, TokenLimit: k.TokenLimit, Policy: k.Policy, ExpiresAt: k.ExpiresAt}
+	old := keystore.Spec{Name: k.Name, Model: k.Model, TokenLimit: k.TokenLimit, Policy: k.Policy, ExpiresAt: k.ExpiresAt, Team: k.Team}
 	spec := old
 	spec.Policy.Windows = slices.Clone(old.Policy.Windows)
 	spec.Policy.Models = slices.Clone(old.Policy.Models)
@@ -306,28 +317,17 @@ func (a *adminClient) Update(ctx context.Context, id string, fn func(*keystore.S
 		spec.Policy.Windows[0].Limit = spec.TokenLimit // as keystore.Store.Update
 	}
 	var req gateway.AdminKeyRequest
-	changed := false
+	p := policyRequest(old.Policy, spec.Policy)
+	req.Models, req.Windows, req.Budgets, req.RequestsPerMinute, req.MaxConcurrent = p.Models, p.Windows, p.Budgets, p.RequestsPerMinute, p.MaxConcurrent
+	changed := p != gateway.AdminTeamRequest{}
 	if spec.Name != old.Name {
 		req.Name, changed = &spec.Name, true
 	}
 	if spec.Model != old.Model {
 		req.Model, changed = &spec.Model, true
 	}
-	if !slices.Equal(spec.Policy.Models, old.Policy.Models) {
-		models := append([]string{}, spec.Policy.Models...)
-		req.Models, changed = &models, true
-	}
-	if !slices.Equal(spec.Policy.Windows, old.Policy.Windows) {
-		req.Windows, changed = windowRequests(spec.Policy.Windows), true
-	}
-	if !slices.Equal(spec.Policy.Budgets, old.Policy.Budgets) {
-		req.Budgets, changed = budgetRequests(spec.Policy.Budgets), true
-	}
-	if spec.Policy.RequestsPerMinute != old.Policy.RequestsPerMinute {
-		req.RequestsPerMinute, changed = &spec.Policy.RequestsPerMinute, true
-	}
-	if spec.Policy.MaxConcurrent != old.Policy.MaxConcurrent {
-		req.MaxConcurrent, changed = &spec.Policy.MaxConcurrent, true
+	if spec.Team != old.Team {
+		req.Team, changed = &spec.Team, true
 	}
 	if !spec.ExpiresAt.Equal(old.ExpiresAt) {
 		req.ExpiresAt, changed = expiresJSON(spec.ExpiresAt), true
@@ -391,6 +391,30 @@ func windowRequests(ws []keystore.Window) *[]gateway.AdminWindowRequest {
 	return &out
 }
 
+// policyRequest is the policy fields of a request that changes a policy
+// from old to next: those that differ (windows and budgets as whole
+// lists), in an AdminTeamRequest, whose Name it leaves nil.
+func policyRequest(old, next keystore.Policy) gateway.AdminTeamRequest {
+	var req gateway.AdminTeamRequest
+	if !slices.Equal(next.Models, old.Models) {
+		models := append([]string{}, next.Models...)
+		req.Models = &models
+	}
+	if !slices.Equal(next.Windows, old.Windows) {
+		req.Windows = windowRequests(next.Windows)
+	}
+	if !slices.Equal(next.Budgets, old.Budgets) {
+		req.Budgets = budgetRequests(next.Budgets)
+	}
+	if next.RequestsPerMinute != old.RequestsPerMinute {
+		req.RequestsPerMinute = &next.RequestsPerMinute
+	}
+	if next.MaxConcurrent != old.MaxConcurrent {
+		req.MaxConcurrent = &next.MaxConcurrent
+	}
+	return req
+}
+
 // expiresJSON is the expires_at of an AdminKeyRequest: null for never.
 func expiresJSON(t time.Time) json.RawMessage {
 	if t.IsZero() {
@@ -413,34 +437,43 @@ func fromAdmin(a gateway.AdminKey) (keystore.Key, keystore.Usage, error) {
 			RequestsPerMinute: a.RequestsPerMinute, MaxConcurrent: a.MaxConcurrent,
 		},
 		ExpiresAt: timeOf(a.ExpiresAt), CreatedAt: timeOf(a.CreatedAt), LastUsed: timeOf(a.LastUsed),
-		LifetimeTokens: a.LifetimeTokens, Disabled: a.Disabled,
-		PreviousSecretExpiresAt: timeOf(a.PreviousSecretExpiresAt),
+		LifetimeTokens: a.LifetimeTokens, Disabled: a.Disabled, Team: a.Team,
+		PreviousSecretExpiresAt: timeOf(a.PreviousSecretExpiresAt), LifetimeSpend: a.LifetimeUSD,
 	}
-	if len(a.Models) > 0 {
-		k.Policy.Models = a.Models
+	u := keystore.Usage{InFlight: a.InFlight}
+	if err := fromAdminPolicy("key "+a.ID, a.Models, a.Windows, a.Budgets, &k.Policy, &u); err != nil {
+		return keystore.Key{}, keystore.Usage{}, err
 	}
-	u := keystore.Usage{Windows: make([]keystore.WindowUsage, len(a.Windows)), InFlight: a.InFlight}
-	for i, w := range a.Windows {
+	k.TokenLimit = k.Policy.Windows[0].Limit
+	return k, u, nil
+}
+
+// fromAdminPolicy sets the models, windows and budgets of who's policy
+// pol, as the admin API gives them, and their usage in u.
+func fromAdminPolicy(who string, models []string, ws []gateway.AdminWindow, bs []gateway.AdminBudget, pol *keystore.Policy, u *keystore.Usage) error {
+	if len(models) > 0 {
+		pol.Models = models
+	}
+	pol.Windows, u.Windows = make([]keystore.Window, len(ws)), make([]keystore.WindowUsage, len(ws))
+	for i, w := range ws {
 		win, bucket := length(w.Window), length(w.Bucket)
 		if win <= 0 || bucket <= 0 {
-			return keystore.Key{}, keystore.Usage{}, fmt.Errorf("admin API: key %s: windows[%d]: window %q, bucket %q: want positive Go durations",
-				a.ID, i, w.Window, w.Bucket)
+			return fmt.Errorf("admin API: %s: windows[%d]: window %q, bucket %q: want positive Go durations", who, i, w.Window, w.Bucket)
 		}
-		k.Policy.Windows[i] = keystore.Window{Limit: w.Limit, Window: win, Bucket: bucket}
+		pol.Windows[i] = keystore.Window{Limit: w.Limit, Window: win, Bucket: bucket}
 		u.Windows[i] = keystore.WindowUsage{
 			Window: win, Bucket: bucket, Used: w.Used, Limit: w.Limit, Remaining: w.Remaining,
 			ResetAfter: time.Duration(w.ResetAfterSeconds) * time.Second, WindowEnd: timeOf(w.WindowEnd),
 		}
 	}
-	if len(k.Policy.Windows) == 0 {
-		return keystore.Key{}, keystore.Usage{}, errors.New("admin API: key " + a.ID + " has no token window")
+	if len(pol.Windows) == 0 {
+		return errors.New("admin API: " + who + " has no token window")
 	}
-	if err := fromAdminBudgets(a, &k, &u); err != nil {
-		return keystore.Key{}, keystore.Usage{}, err
+	if err := fromAdminBudgets(who, bs, pol, u); err != nil {
+		return err
 	}
-	k.TokenLimit = k.Policy.Windows[0].Limit
 	u.Bind()
-	return k, u, nil
+	return nil
 }
 
 // timeOf is *t, or the zero Time for nil.
@@ -465,25 +498,141 @@ func budgetRequests(bs []keystore.Budget) *[]gateway.AdminBudgetRequest {
 	return &out
 }
 
-// fromAdminBudgets sets the budgets of a, the admin API's key, in k and
-// their spend in u.
-func fromAdminBudgets(a gateway.AdminKey, k *keystore.Key, u *keystore.Usage) error {
-	k.LifetimeSpend = a.LifetimeUSD
-	for i, ab := range a.Budgets {
+// fromAdminBudgets sets the budgets bs of who, as the admin API gives
+// them, in pol and their spend in u.
+func fromAdminBudgets(who string, bs []gateway.AdminBudget, pol *keystore.Policy, u *keystore.Usage) error {
+	for i, ab := range bs {
 		b := keystore.Budget{Limit: ab.LimitUSD, Window: length(ab.Window)}
 		if ab.Period != "" {
 			var err error
 			if b.Period, err = strategies.ParsePeriod(ab.Period); err != nil {
-				return fmt.Errorf("admin API: key %s: budgets[%d]: %w", a.ID, i, err)
+				return fmt.Errorf("admin API: %s: budgets[%d]: %w", who, i, err)
 			}
 			if ab.Timezone != "UTC" {
 				if b.Location, err = time.LoadLocation(ab.Timezone); err != nil {
-					return fmt.Errorf("admin API: key %s: budgets[%d]: %w", a.ID, i, err)
+					return fmt.Errorf("admin API: %s: budgets[%d]: %w", who, i, err)
 				}
 			}
 		}
-		k.Policy.Budgets = append(k.Policy.Budgets, b)
+		pol.Budgets = append(pol.Budgets, b)
 		u.Budgets = append(u.Budgets, keystore.BudgetUsage{Budget: b, Spent: ab.SpentUSD, Remaining: ab.RemainingUSD, ResetsAt: timeOf(ab.ResetsAt)})
 	}
 	return nil
+}
+
+// teamPath is the path of team id, escaped as keyPath escapes a key's.
+func teamPath(id string) string { return "/admin/teams/" + url.PathEscape(id) }
+
+// CreateTeam makes a team of spec, as keystore.Store.CreateTeam does:
+// POST /admin/teams.
+func (a *adminClient) CreateTeam(ctx context.Context, spec keystore.TeamSpec) (keystore.Team, error) {
+	req := policyRequest(keystore.Policy{}, spec.Policy)
+	req.Name, req.Windows = &spec.Name, windowRequests(spec.Policy.Windows)
+	var out gateway.AdminTeam
+	if err := a.call(ctx, http.MethodPost, "/admin/teams", req, &out, http.StatusCreated); err != nil {
+		return keystore.Team{}, err
+	}
+	t, _, err := fromAdminTeam(out)
+	return t, err
+}
+
+// viewTeam returns team id with its usage and keys: GET /admin/teams/{id}.
+func (a *adminClient) viewTeam(ctx context.Context, id string) (gateway.AdminTeam, error) {
+	var out gateway.AdminTeam
+	err := a.call(ctx, http.MethodGet, teamPath(id), nil, &out, http.StatusOK)
+	return out, err
+}
+
+// viewTeams returns every team with its usage and keys, in id order: GET
+// /admin/teams.
+func (a *adminClient) viewTeams(ctx context.Context) ([]gateway.AdminTeam, error) {
+	var out gateway.AdminTeams
+	err := a.call(ctx, http.MethodGet, "/admin/teams", nil, &out, http.StatusOK)
+	return out.Teams, err
+}
+
+func (a *adminClient) GetTeam(ctx context.Context, id string) (keystore.Team, error) {
+	at, err := a.viewTeam(ctx, id)
+	if err != nil {
+		return keystore.Team{}, err
+	}
+	t, _, err := fromAdminTeam(at)
+	return t, err
+}
+
+func (a *adminClient) TeamUsage(ctx context.Context, id string) (keystore.Usage, error) {
+	at, err := a.viewTeam(ctx, id)
+	if err != nil {
+		return keystore.Usage{}, err
+	}
+	_, u, err := fromAdminTeam(at)
+	return u, err
+}
+
+func (a *adminClient) TeamKeys(ctx context.Context, id string) ([]string, error) {
+	at, err := a.viewTeam(ctx, id)
+	return at.Keys, err
+}
+
+func (a *adminClient) ListTeams(ctx context.Context, fn func(keystore.Team) error) error {
+	teams, err := a.viewTeams(ctx)
+	if err != nil {
+		return err
+	}
+	for _, at := range teams {
+		t, _, err := fromAdminTeam(at)
+		if err == nil {
+			err = fn(t)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// UpdateTeam reads team id, lets fn change its TeamSpec, and sends the
+// fields that changed, as Update does for a key (and, as it, not
+// atomically).
+func (a *adminClient) UpdateTeam(ctx context.Context, id string, fn func(*keystore.TeamSpec) error) (keystore.Team, error) {
+	t, err := a.GetTeam(ctx, id)
+	if err != nil {
+		return keystore.Team{}, err
+	}
+	spec := keystore.TeamSpec{Name: t.Name, Policy: t.Policy}
+	spec.Policy.Windows = slices.Clone(t.Policy.Windows)
+	spec.Policy.Budgets = slices.Clone(t.Policy.Budgets)
+	spec.Policy.Models = slices.Clone(t.Policy.Models)
+	if err := fn(&spec); err != nil {
+		return keystore.Team{}, err
+	}
+	req := policyRequest(t.Policy, spec.Policy)
+	if spec.Name != t.Name {
+		req.Name = &spec.Name
+	}
+	if req == (gateway.AdminTeamRequest{}) {
+		return t, nil
+	}
+	var out gateway.AdminTeam
+	if err := a.call(ctx, http.MethodPatch, teamPath(id), req, &out, http.StatusOK); err != nil {
+		return keystore.Team{}, err
+	}
+	t, _, err = fromAdminTeam(out)
+	return t, err
+}
+
+func (a *adminClient) DeleteTeam(ctx context.Context, id string) error {
+	return a.call(ctx, http.MethodDelete, teamPath(id), nil, nil, http.StatusNoContent)
+}
+
+// fromAdminTeam is a team of the admin API as the key store returns it,
+// with its usage, as fromAdmin is for a key.
+func fromAdminTeam(a gateway.AdminTeam) (keystore.Team, keystore.Usage, error) {
+	t := keystore.Team{ID: a.ID, Name: a.Name, CreatedAt: timeOf(a.CreatedAt),
+		Policy: keystore.Policy{RequestsPerMinute: a.RequestsPerMinute, MaxConcurrent: a.MaxConcurrent}}
+	u := keystore.Usage{InFlight: a.InFlight}
+	if err := fromAdminPolicy("team "+a.ID, a.Models, a.Windows, a.Budgets, &t.Policy, &u); err != nil {
+		return keystore.Team{}, keystore.Usage{}, err
+	}
+	return t, u, nil
 }

@@ -36,10 +36,18 @@ never), "created_at" (null: unknown), "in_flight" (requests admitted and not
 finished), "budgets": [{"limit_usd", "window" or "period" ("day", "week",
 "month") and "timezone", "spent_usd", "remaining_usd", "resets_at"}, ...],
 "lifetime_usd", "previous_secret_expires_at" (when the secret keys rotate
-replaced stops working; null: none)}: the key as the gateway's admin API
-answers it. Money is USD as a decimal number, exact to 1e-9. "used" includes
+replaced stops working; null: none), "team" (its team's id; left out for
+none)}: the key as the gateway's admin API answers it. Money is USD as a decimal number, exact to 1e-9. "used" includes
 the tokens reserved by requests in flight and may exceed "limit"; "spent_usd"
 the cost they reserved.`
+
+// teamJSON is the shape of a team in JSON output (gateway.AdminTeam, as
+// the gateway's admin API answers it), named in the teams commands' json
+// texts.
+const teamJSON = `TEAM is {"id", "name", "models", "windows", "binding", "budgets",
+"requests_per_minute", "max_concurrent", "in_flight", "created_at", "keys" (the
+ids of its keys, in id order)}: its policy as a KEY's, with the usage of all
+its keys together, as the gateway's admin API answers it.`
 
 // policyHelp is the help of the policy flags, for keys create and keys
 // set-limit.
@@ -76,7 +84,7 @@ while gateways started with --redis go on serving.`,
 		setup: migrateCmd,
 	},
 	{
-		name: "keys create", args: "--name NAME (--limit TOKENS | --window DURATION=LIMIT[/BUCKET]...) [--rpm N] [--max-concurrent N] [--models GLOBS] [--model MODEL] [--expires WHEN]", maxArgs: 0,
+		name: "keys create", args: "--name NAME (--limit TOKENS | --window DURATION=LIMIT[/BUCKET]...) [--rpm N] [--max-concurrent N] [--models GLOBS] [--model MODEL] [--expires WHEN] [--team ID]", maxArgs: 0,
 		summary: "create an API key; prints its secret, once",
 		help: `--limit TOKENS is the one-window shorthand: --window 5h=TOKENS. Give --window
 once per window, as --window 5h=100000 --window 168h=1000000.
@@ -84,8 +92,9 @@ once per window, as --window 5h=100000 --window 168h=1000000.
 ` + policyHelp + `
 
 WHEN is an RFC 3339 instant (2027-01-01T00:00:00Z), a duration from now (720h)
-or "never" (the default). The secret is printed only here: the store keeps
-only its hash.`,
+or "never" (the default). --team puts the key in a team (teams create): a
+request must then fit the team's limits as well as the key's. The secret is
+printed only here: the store keeps only its hash.`,
 		json:  `{"key": KEY, "secret"}.`,
 		setup: keysCreate,
 	},
@@ -120,13 +129,14 @@ only its hash.`,
 		setup:   keysDelete,
 	},
 	{
-		name: "keys set-limit", args: "ID [TOKENS] [--window DURATION=LIMIT[/BUCKET]]... [--drop-window DURATION]... [--rpm N] [--max-concurrent N] [--models GLOBS]", minArgs: 1, maxArgs: 2,
+		name: "keys set-limit", args: "ID [TOKENS] [--window DURATION=LIMIT[/BUCKET]]... [--drop-window DURATION]... [--rpm N] [--max-concurrent N] [--models GLOBS] [--team ID]", minArgs: 1, maxArgs: 2,
 		summary: "change the limits of an API key",
 		help: `Changes what its arguments and flags name, and nothing else. TOKENS sets the
 limit of the key's first window (a legacy key's only one). --window sets the
 limit of the key's window of that DURATION, and its bucket if /BUCKET is given,
 or adds a window; --drop-window removes one. --rpm 0 and --max-concurrent 0
-lift those limits; --models "" allows any model. Usage already counted stays
+lift those limits; --models "" allows any model. --team ID moves the key to
+that team, --team "" takes it out of its team. Usage already counted stays
 counted: a window keeps its usage while its length stays, and a new window
 starts empty.
 
@@ -153,6 +163,47 @@ expired key can be rotated, and stays so. The new secret is printed only here:
 the store keeps only its hash.`,
 		json:  `{"key": KEY, "secret"}.`,
 		setup: keysRotate,
+	},
+	{
+		name: "teams create", args: "--name NAME --window DURATION=LIMIT[/BUCKET]... [--budget USD=SPAN]... [--rpm N] [--max-concurrent N] [--models GLOBS]", maxArgs: 0,
+		summary: "create a team, whose limits its keys share",
+		help: `A team has a policy as a key has, counted over the requests of all its keys
+together: a request of a key in a team must fit both the key's limits and
+the team's. Put keys in it with keys create --team or keys set-limit --team.
+
+` + policyHelp,
+		json:  `TEAM.`,
+		setup: teamsCreate,
+	},
+	{
+		name: "teams list", maxArgs: 0,
+		summary: "list the teams",
+		json:    `{"teams": [TEAM, ...]}, in id order.`,
+		setup:   teamsList,
+	},
+	{
+		name: "teams show", args: "ID", minArgs: 1, maxArgs: 1,
+		summary: "show a team, its limits, their usage by all its keys, and its keys",
+		json:    `TEAM.`,
+		setup:   teamsShow,
+	},
+	{
+		name: "teams set", args: "ID [--name NAME] [--window DURATION=LIMIT[/BUCKET]]... [--drop-window DURATION]... [--budget USD=SPAN]... [--drop-budget SPAN]... [--rpm N] [--max-concurrent N] [--models GLOBS]", minArgs: 1, maxArgs: 1,
+		summary: "change the name or limits of a team",
+		help: `Changes what its flags name, and nothing else, as keys set-limit does for a
+key: --window sets the limit of the team's window of that DURATION or adds
+one, --drop-window removes one; --budget and --drop-budget do the same for
+budgets. Usage already counted stays counted.`,
+		json:  `TEAM, as changed.`,
+		setup: teamsSet,
+	},
+	{
+		name: "teams delete", args: "ID", minArgs: 1, maxArgs: 1,
+		summary: "delete a team that has no keys",
+		help: `Refused while keys belong to the team: move them out first (keys set-limit
+ID --team "").`,
+		json:  `{"id", "deleted": true}`,
+		setup: teamsDelete,
 	},
 	{
 		name: "usage", args: "ID", minArgs: 1, maxArgs: 1,
@@ -220,29 +271,32 @@ listens.`,
 	},
 }
 
+// groups are the commands that have subcommands: keys create, teams list.
+var groups = []string{"keys", "teams"}
+
 // lookup finds the command that args start with and returns the rest.
 func lookup(args []string) (*command, []string, error) {
-	if args[0] == "keys" {
+	group := ""
+	if slices.Contains(groups, args[0]) {
+		group = args[0]
 		if len(args) == 1 || strings.HasPrefix(args[1], "-") {
-			return nil, nil, usagef("keys", "keys: want a subcommand: %s", strings.Join(keySubcommands(), ", "))
+			return nil, nil, usagef(group, "%s: want a subcommand: %s", group, strings.Join(subcommands(group), ", "))
 		}
-		args = append([]string{"keys " + args[1]}, args[2:]...)
+		args = append([]string{group + " " + args[1]}, args[2:]...)
 	}
 	for _, cmd := range commands {
 		if cmd.name == args[0] {
 			return cmd, args[1:], nil
 		}
 	}
-	if strings.HasPrefix(args[0], "keys ") {
-		return nil, nil, usagef("keys", "unknown command %q", args[0])
-	}
-	return nil, nil, usagef("", "unknown command %q", args[0])
+	return nil, nil, usagef(group, "unknown command %q", args[0])
 }
 
-func keySubcommands() []string {
+// subcommands are the names of the subcommands of group.
+func subcommands(group string) []string {
 	var names []string
 	for _, cmd := range commands {
-		if name, ok := strings.CutPrefix(cmd.name, "keys "); ok {
+		if name, ok := strings.CutPrefix(cmd.name, group+" "); ok {
 			names = append(names, name)
 		}
 	}
@@ -254,10 +308,10 @@ func (c *cli) help(args []string) error {
 	switch name := strings.Join(args, " "); name {
 	case "":
 		fmt.Fprint(c.stdout, mainUsage())
-	case "keys":
+	case "keys", "teams":
 		var b strings.Builder
-		b.WriteString("Usage: ratestore keys SUBCOMMAND [flags] [args]\n\n")
-		listCommands(&b, func(cmd *command) bool { return strings.HasPrefix(cmd.name, "keys ") })
+		fmt.Fprintf(&b, "Usage: ratestore %s SUBCOMMAND [flags] [args]\n\n", name)
+		listCommands(&b, func(cmd *command) bool { return strings.HasPrefix(cmd.name, name+" ") })
 		fmt.Fprint(c.stdout, b.String())
 	case "json":
 		var b strings.Builder
@@ -265,7 +319,7 @@ func (c *cli) help(args []string) error {
 		for _, cmd := range commands {
 			fmt.Fprintf(&b, "%s:\n%s\n\n", cmd.name, indent(cmd.json))
 		}
-		b.WriteString(keyJSON + "\n\n")
+		b.WriteString(keyJSON + "\n\n" + teamJSON + "\n\n")
 		b.WriteString(`Instants are RFC 3339 strings, in UTC (null when unset); lengths and waits
 are seconds, in fields whose names end in _seconds. Errors still go to stderr
 as text.` + "\n")
@@ -364,6 +418,9 @@ func (cmd *command) usage() string {
 	fmt.Fprintf(&b, "\nJSON output (--json):\n%s\n", indent(cmd.json))
 	if strings.Contains(cmd.json, "KEY") {
 		fmt.Fprintf(&b, "%s\n", indent(keyJSON))
+	}
+	if strings.Contains(cmd.json, "TEAM") {
+		fmt.Fprintf(&b, "%s\n", indent(teamJSON+"\n\n"+keyJSON))
 	}
 	return b.String()
 }

@@ -55,6 +55,17 @@ func (e *lockedError) Unwrap() error { return ratestore.ErrLocked }
 // --admin, else those of the database, opened (and created, with create)
 // for fn and closed after it.
 func (c *cli) withKeys(af *adminFlags, create bool, fn func(keyService) error) error {
+	return c.withService(af, create, func(s service) error { return fn(s) })
+}
+
+// withTeams calls fn with the teams, as withKeys does with the keys.
+func (c *cli) withTeams(af *adminFlags, create bool, fn func(teamService) error) error {
+	return c.withService(af, create, func(s service) error { return fn(s) })
+}
+
+// withService calls fn with the keys and teams of the gateway's admin API
+// with --admin, else of the key store of --redis or of the database.
+func (c *cli) withService(af *adminFlags, create bool, fn func(service) error) error {
 	switch {
 	case af.url != "" && af.redis != "":
 		return usagef("", "--admin and --redis both say where the keys are: give one")
@@ -205,6 +216,9 @@ func writeKey(w io.Writer, a gateway.AdminKey, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
 	fmt.Fprintf(tw, "id:\t%s\n", a.ID)
 	fmt.Fprintf(tw, "name:\t%s\n", a.Name)
+	if a.Team != "" {
+		fmt.Fprintf(tw, "team:\t%s\n", a.Team)
+	}
 	fmt.Fprintf(tw, "model:\t%s\n", a.Model)
 	fmt.Fprintf(tw, "lifetime tokens:\t%d\n", a.LifetimeTokens)
 	fmt.Fprintf(tw, "created:\t%s\n", show(a.CreatedAt, "unknown"))
@@ -214,7 +228,7 @@ func writeKey(w io.Writer, a gateway.AdminKey, now time.Time) {
 		fmt.Fprintf(tw, "previous secret:\t%s\n", previousText(a.PreviousSecretExpiresAt, now))
 	}
 	fmt.Fprintf(tw, "status:\t%s\n", keyStatus(a, now))
-	writePolicy(tw, a)
+	writePolicy(tw, a.RequestsPerMinute, a.MaxConcurrent, a.Models)
 	tw.Flush()
 	writeWindows(w, a.Windows, now)
 }
@@ -237,20 +251,20 @@ func writeUsage(w io.Writer, a gateway.AdminKey, now time.Time) {
 		fmt.Fprintf(tw, "window end:\t%s (in %v)\n", show(b.WindowEnd, ""), b.WindowEnd.Sub(now).Round(time.Second))
 		fmt.Fprintf(tw, "fully reset in:\t%v\n", time.Duration(b.ResetAfterSeconds)*time.Second)
 	}
-	writePolicy(tw, a)
+	writePolicy(tw, a.RequestsPerMinute, a.MaxConcurrent, a.Models)
 	tw.Flush()
 	writeWindows(w, a.Windows, now)
 }
 
-// writePolicy writes the limits of a's policy besides its windows as
-// "field: value" lines.
-func writePolicy(tw io.Writer, a gateway.AdminKey) {
-	fmt.Fprintf(tw, "request rate:\t%s\n", limitText(a.RequestsPerMinute, " per minute"))
-	fmt.Fprintf(tw, "max concurrent:\t%s\n", limitText(int64(a.MaxConcurrent), " requests"))
-	if len(a.Models) == 0 {
+// writePolicy writes the limits of a key's or team's policy besides its
+// windows as "field: value" lines.
+func writePolicy(tw io.Writer, rpm int64, maxConcurrent int, models []string) {
+	fmt.Fprintf(tw, "request rate:\t%s\n", limitText(rpm, " per minute"))
+	fmt.Fprintf(tw, "max concurrent:\t%s\n", limitText(int64(maxConcurrent), " requests"))
+	if len(models) == 0 {
 		fmt.Fprintf(tw, "models:\tany\n")
 	} else {
-		fmt.Fprintf(tw, "models:\t%s\n", strings.Join(a.Models, ", "))
+		fmt.Fprintf(tw, "models:\t%s\n", strings.Join(models, ", "))
 	}
 }
 
@@ -281,11 +295,11 @@ func writeWindows(w io.Writer, ws []gateway.AdminWindow, now time.Time) {
 	tw.Flush()
 }
 
-// windowsText is the windows of a on one line, for keys list: "100000/5h,
-// 1000000/168h".
-func windowsText(a gateway.AdminKey) string {
-	parts := make([]string, len(a.Windows))
-	for i, w := range a.Windows {
+// windowsText is the windows ws on one line, for keys list and teams
+// list: "100000/5h, 1000000/168h".
+func windowsText(ws []gateway.AdminWindow) string {
+	parts := make([]string, len(ws))
+	for i, w := range ws {
 		parts[i] = fmt.Sprintf("%d/%s", w.Limit, short(length(w.Window)))
 	}
 	return strings.Join(parts, ", ")
@@ -320,6 +334,7 @@ func keysCreate(c *cli, fs *flag.FlagSet) func([]string) error {
 	limit := fs.String("limit", "", "the `tokens` it may use per 5 hours: one token window, as --window 5h=TOKENS")
 	pf := policyFlags(fs, false)
 	model := fs.String("model", "", "the `model` it is for (informational; --models restricts)")
+	team := fs.String("team", "", "the `ID` of the team it belongs to (teams create), whose limits it shares")
 	expires := fs.String("expires", "never", "`when` it expires: RFC 3339, a duration from now (720h) or never")
 	af := keyFlags(fs)
 	return func([]string) error {
@@ -334,7 +349,7 @@ func keysCreate(c *cli, fs *flag.FlagSet) func([]string) error {
 		if err != nil {
 			return err
 		}
-		spec := keystore.Spec{Name: *name, Model: *model}
+		spec := keystore.Spec{Name: *name, Model: *model, Team: *team}
 		if *limit != "" {
 			if spec.TokenLimit, err = parseTokens(cmd, *limit); err != nil {
 				return err
@@ -420,7 +435,7 @@ func keysList(c *cli, fs *flag.FlagSet) func([]string) error {
 				fmt.Fprintln(tw, "ID\tNAME\tMODEL\tTOKENS/WINDOW\tLIFETIME\tLAST USED\tEXPIRES\tSTATUS")
 				for _, k := range keys {
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", k.ID, orDash(k.Name), orDash(k.Model),
-						windowsText(k), k.LifetimeTokens, show(k.LastUsed, "never"), show(k.ExpiresAt, "never"), keyStatus(k, now))
+						windowsText(k.Windows), k.LifetimeTokens, show(k.LastUsed, "never"), show(k.ExpiresAt, "never"), keyStatus(k, now))
 				}
 				tw.Flush()
 			})
@@ -514,6 +529,8 @@ func setDisabled(disabled bool) func(*cli, []string) (keyChange, error) {
 // length stays (see keystore.Store.Update).
 func keysSetLimit(c *cli, fs *flag.FlagSet) func([]string) error {
 	pf := policyFlags(fs, true)
+	var team optional
+	fs.Var(&team, "team", "move it to the team of this `ID`; \"\": take it out of its team")
 	af := keyFlags(fs)
 	return func(args []string) error {
 		const cmd = "keys set-limit"
@@ -529,8 +546,8 @@ func keysSetLimit(c *cli, fs *flag.FlagSet) func([]string) error {
 			if len(p.windows) > 0 || len(p.drop) > 0 {
 				return usagef(cmd, "%s: TOKENS and --window or --drop-window: give one or the other (TOKENS sets the limit of the first window)", cmd)
 			}
-		} else if p.empty() {
-			return usagef(cmd, "%s: nothing to set: give TOKENS, --window, --drop-window, --rpm, --max-concurrent or --models", cmd)
+		} else if p.empty() && !team.set {
+			return usagef(cmd, "%s: nothing to set: give TOKENS, --window, --drop-window, --rpm, --max-concurrent, --models or --team", cmd)
 		}
 		id := args[0]
 		return c.runChange(af, id, func(ctx context.Context, ks keyService, id string) (string, error) {
@@ -540,13 +557,25 @@ func keysSetLimit(c *cli, fs *flag.FlagSet) func([]string) error {
 					s.TokenLimit = tokens
 					done = append(done, fmt.Sprintf("set the limit of its %s window to %d tokens", short(s.Policy.Windows[0].Window), tokens))
 				}
+				if team.set {
+					s.Team = team.value
+					done = append(done, teamDone(team.value))
+				}
 				var err error
-				done, err = p.apply(cmd, id, &s.Policy, done)
+				done, err = p.apply(cmd, "key "+id, &s.Policy, done)
 				return err
 			})
 			return fmt.Sprintf("changed %s: %s", id, strings.Join(done, "; ")), err
 		})
 	}
+}
+
+// teamDone says what keys set-limit --team did.
+func teamDone(team string) string {
+	if team == "" {
+		return "took it out of its team"
+	}
+	return "moved it to team " + team
 }
 
 func setExpiry(c *cli, args []string) (keyChange, error) {

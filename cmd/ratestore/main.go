@@ -147,7 +147,7 @@ func (c *cli) main(args []string) error {
 	if args[0] == "help" {
 		return c.help(args[1:])
 	}
-	if len(args) == 2 && args[0] == "keys" && slices.Contains([]string{"-h", "-help", "--help"}, args[1]) {
+	if len(args) == 2 && slices.Contains(groups, args[0]) && slices.Contains([]string{"-h", "-help", "--help"}, args[1]) {
 		return c.help(args[:1])
 	}
 	cmd, rest, err := lookup(args)

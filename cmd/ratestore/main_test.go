@@ -169,6 +169,11 @@ func TestJSONDocumented(t *testing.T) {
 		"keys set-expiry": gateway.AdminKey{},
 		"keys rotate":     gateway.AdminCreated{},
 		"usage":           gateway.AdminKey{},
+		"teams create":    gateway.AdminTeam{},
+		"teams list":      gateway.AdminTeams{},
+		"teams show":      gateway.AdminTeam{},
+		"teams set":       gateway.AdminTeam{},
+		"teams delete":    deleteOut{},
 		"copy":            copyOut{},
 		"inspect":         stateOut{Error: "e", State: &strategies.Description{Legacy: true}},
 		"check":           checkOut{},
@@ -191,9 +196,13 @@ func TestJSONDocumented(t *testing.T) {
 		if strings.Contains(text, "KEY") {
 			text += keyJSON
 		}
+		if strings.Contains(text, "TEAM") {
+			text += teamJSON
+		}
 		documented(text, outputs[cmd.name])
 	}
-	documented(keyJSON, gateway.AdminKey{})
+	documented(keyJSON, gateway.AdminKey{Team: "t"})
+	documented(teamJSON, gateway.AdminTeam{})
 	documented(keyJSON, gateway.AdminWindow{})
 }
 

@@ -213,13 +213,14 @@ func parseModels(cmd, s string) ([]string, error) {
 	return models, nil
 }
 
-// apply makes the change p to pol, the policy of key id, and returns done
-// with what it changed appended, for the message of keys set-limit.
-func (p *policyChange) apply(cmd, id string, pol *keystore.Policy, done []string) ([]string, error) {
+// apply makes the change p to pol, the policy of who ("key key_x", "team
+// team_x"), and returns done with what it changed appended, for the
+// message of keys set-limit or teams set.
+func (p *policyChange) apply(cmd, who string, pol *keystore.Policy, done []string) ([]string, error) {
 	for _, d := range p.drop {
 		i := slices.IndexFunc(pol.Windows, func(w keystore.Window) bool { return w.Window == d })
 		if i < 0 {
-			return nil, usagef(cmd, "%s: --drop-window %s: key %s has no %s window (it has %s)", cmd, short(d), id, short(d), windowLengths(pol.Windows))
+			return nil, usagef(cmd, "%s: --drop-window %s: %s has no %s window (it has %s)", cmd, short(d), who, short(d), windowLengths(pol.Windows))
 		}
 		pol.Windows = slices.Delete(pol.Windows, i, i+1)
 		done = append(done, "dropped its "+short(d)+" window")
@@ -240,9 +241,9 @@ func (p *policyChange) apply(cmd, id string, pol *keystore.Policy, done []string
 		done = append(done, msg)
 	}
 	if len(pol.Windows) == 0 {
-		return nil, usagef(cmd, "%s: --drop-window: key %s would have no token window left: a key needs at least one", cmd, id)
+		return nil, usagef(cmd, "%s: --drop-window: %s would have no token window left: it needs at least one", cmd, who)
 	}
-	done, err := p.applyBudgets(cmd, id, pol, done)
+	done, err := p.applyBudgets(cmd, who, pol, done)
 	if err != nil {
 		return nil, err
 	}
@@ -272,7 +273,7 @@ func (p *policyChange) applyRest(pol *keystore.Policy, done []string) []string {
 
 // applyBudgets drops and sets the budgets of p in pol: a --budget of a
 // window or period the key has a budget of replaces that one's limit.
-func (p *policyChange) applyBudgets(cmd, id string, pol *keystore.Policy, done []string) ([]string, error) {
+func (p *policyChange) applyBudgets(cmd, who string, pol *keystore.Policy, done []string) ([]string, error) {
 	same := func(a keystore.Budget) func(keystore.Budget) bool {
 		return func(b keystore.Budget) bool {
 			return a.Window == b.Window && a.Period == b.Period && a.Location.String() == b.Location.String()
@@ -282,7 +283,7 @@ func (p *policyChange) applyBudgets(cmd, id string, pol *keystore.Policy, done [
 	for _, d := range p.dropBudgets {
 		i := slices.IndexFunc(pol.Budgets, same(d))
 		if i < 0 {
-			return nil, usagef(cmd, "%s: --drop-budget: key %s has no budget of %s", cmd, id, budgetSpan(d))
+			return nil, usagef(cmd, "%s: --drop-budget: %s has no budget of %s", cmd, who, budgetSpan(d))
 		}
 		pol.Budgets = slices.Delete(pol.Budgets, i, i+1)
 		done = append(done, "dropped its budget of "+budgetSpan(d))
