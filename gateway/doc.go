@@ -359,13 +359,17 @@
 //	DELETE /admin/keys/{id}  -> 204
 //	POST   /admin/keys/{id}/rotate  {"grace":"24h"} -> 200 AdminCreated: a new secret
 //	POST   /admin/prices/reload     -> 200 {"models":N}, or 400 naming the entry
+//	POST   /admin/teams       {"name", and a key's policy fields} -> 201 AdminTeam
+//	GET    /admin/teams       -> 200 {"teams":[TEAM,...]}
+//	GET, PATCH, DELETE /admin/teams/{id}  as for keys; DELETE 409 team_has_keys while keys belong
 //
 // The request's fields are "name", "model", "models" (globs; [] for any),
 // "windows" ([{"limit":100000,"window":"5h","bucket":"5m"}], Go durations,
 // bucket optional), "requests_per_minute", "max_concurrent" (0: no limit),
 // "budgets" ([{"limit_usd":5,"window":"24h"}, {"limit_usd":500,"period":
 // "month","timezone":"Europe/Paris"}]; [] for none), "expires_at" (RFC
-// 3339; null for never) and "disabled". A rotated key keeps its id, usage,
+// 3339; null for never), "team" (a team's id; "" for none) and
+// "disabled". A rotated key keeps its id, usage,
 // budgets and history; its old secret works until the grace ends
 // ("previous_secret_expires_at"). A POST needs
 // "windows". A PATCH changes the fields it gives and no other; its
