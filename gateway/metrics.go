@@ -271,7 +271,11 @@ func (m *metrics) end(r *http.Request, x *exchange, d time.Duration) {
 		m.charged.WithLabelValues(x.keyID, strconv.FormatBool(x.charge.estimated)).Add(float64(x.charge.tokens))
 	}
 	if x.charge.cost > 0 {
-		m.spend.WithLabelValues(x.keyID, "", model).Add(x.charge.cost.Float64())
+		team := ""
+		if x.adm != nil {
+			team = x.adm.Key().Team // the team the request was admitted in
+		}
+		m.spend.WithLabelValues(x.keyID, team, model).Add(x.charge.cost.Float64())
 	}
 	if x.charge.hasBudget {
 		m.budgetLeft.WithLabelValues(x.keyID).Set(x.charge.budgetLeft.Float64())

@@ -230,3 +230,20 @@ func TestReloadPrices(t *testing.T) {
 	call()
 	require.Equal(t, micro(3000+4000+4000), spent(), "the running table stays")
 }
+
+// TestSpendMetricTeam: what a key in a team spends is counted under its
+// team in ratestore_spend_usd_total.
+func TestSpendMetricTeam(t *testing.T) {
+	up := scripted(t, "application/json", `{"usage":{"prompt_tokens":40,"completion_tokens":10}}`)
+	e := newEnv(t, Options{Upstream: up})
+	team, err := e.keys().CreateTeam(context.Background(), keystore.TeamSpec{Name: "t", Policy: keystore.Policy{
+		Windows: []keystore.Window{{Limit: 1e9, Window: 3600e9}},
+	}})
+	require.NoError(t, err)
+	k, secret, err := e.keys().Create(context.Background(), keystore.Spec{Name: "k", Team: team.ID, TokenLimit: 1e9})
+	require.NoError(t, err)
+	resp, b := e.call("POST", "/v1/chat/completions", secret, map[string]any{"model": "gpt-4o", "messages": []any{}})
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
+	series := e.scrape().series("ratestore_spend_usd_total")
+	require.InDelta(t, 0.0002, series[`{gen_ai_request_model="other",key_id="`+k.ID+`",team="`+team.ID+`"}`], 1e-12, "%v", series)
+}
