@@ -113,8 +113,22 @@ var kindCalendar = newKind('9', '1', "calendar", func() Decider { return new(cal
 type calendarState struct {
 	start int64            // Unix nanoseconds: the first instant of the period used counts in
 	used  int64            // in [0, math.MaxInt64]; 0 means nothing counts, whatever start says
-	end   int64            // the first instant of the next period, if by is set
-	by    *calendarDecider // the Decider that wrote start and end; nil if none did (decoded, adjusted)
+	end   int64 // the first instant of the next period, if byLoc is set
+	// The configuration that reckoned start and end: its period and zone
+	// (never nil when set); byLoc nil if none did (decoded).
+	byPeriod Period
+	byLoc    *time.Location
+}
+
+// cachedBy reports whether s's start and end were reckoned under d's
+// configuration, so that they hold for d.
+func (s *calendarState) cachedBy(d *calendarDecider) bool {
+	return s.byLoc == d.loc && s.byPeriod == d.period
+}
+
+// cache notes that start and end were reckoned under d.
+func (s *calendarState) cache(d *calendarDecider, start, end int64) {
+	s.start, s.end, s.byPeriod, s.byLoc = start, end, d.period, d.loc
 }
 
 // Validate implements Strategy.
@@ -261,7 +275,7 @@ func unixNano(t time.Time) int64 {
 // back). The state's period is the one that holds its start, which is its
 // first instant unless the configuration changed.
 func (d *calendarDecider) at(s *calendarState, now int64) (start, end, used int64) {
-	if s.by == d && s.used > 0 && now < s.end {
+	if s.cachedBy(d) && s.used > 0 && now < s.end {
 		return s.start, s.end, s.used // now's period, or an earlier one
 	}
 	start, end = d.bounds(now)
@@ -289,7 +303,8 @@ func (d *calendarDecider) Decide(st State, c Call) (Result, error) {
 		if c.N > 0 {
 			used = sat.Add(used, c.N)
 			if !c.DryRun {
-				s.start, s.used, s.end, s.by = start, used, end, d
+				s.used = used
+				s.cache(d, start, end)
 			}
 		}
 		if c.Record {
@@ -334,7 +349,7 @@ func (d *calendarDecider) Clamp(st State, now int64) bool {
 	if start, _ := d.bounds(s.start); start <= next {
 		return false // the configuration changed: its period is the next one
 	}
-	s.start, s.end, s.by = cur, next, d
+	s.cache(d, cur, next)
 	return true
 }
 
@@ -402,12 +417,13 @@ func (c Calendar) Adjust(st State, now, at, delta int64) error {
 		return err
 	}
 	d := c.decider()
-	start, _, used := d.at(s, now)
-	if from, _ := d.bounds(at); from != start && delta < 0 {
+	start, end, used := d.at(s, now)
+	if (at < start || at >= end) && delta < 0 {
 		return nil // refunds a period whose usage no longer counts
 	}
 	if n := max(sat.Add(used, delta), 0); n != used {
-		s.start, s.used, s.by = start, n, nil
+		s.used = n
+		s.cache(&d, start, end)
 	}
 	return nil
 }
