@@ -111,8 +111,8 @@ var kindCalendar = newKind('9', '1', "calendar", func() Decider { return new(cal
 // whose configuration it was reckoned under, as a FixedWindow's names
 // tell that its state is laid out like its quotas.
 type calendarState struct {
-	start int64            // Unix nanoseconds: the first instant of the period used counts in
-	used  int64            // in [0, math.MaxInt64]; 0 means nothing counts, whatever start says
+	start int64 // Unix nanoseconds: the first instant of the period used counts in
+	used  int64 // in [0, math.MaxInt64]; 0 means nothing counts, whatever start says
 	end   int64 // the first instant of the next period, if byLoc is set
 	// The configuration that reckoned start and end: its period and zone
 	// (never nil when set); byLoc nil if none did (decoded).
