@@ -1556,10 +1556,11 @@ func slotsHeld(g *Gateway, id string) int {
 }
 
 // hostileHeaders are the fields of every answer of the lenient upstream
-// that must not reach the caller.
+// that must not reach the caller. Their values cannot be the gateway's
+// own: it sets X-Ratelimit-* for the caller's key, in numbers.
 var hostileHeaders = map[string]string{
-	"X-Ratelimit-Limit-Requests":           "10000",
-	"X-Ratelimit-Remaining-Tokens":         "1",
+	"X-Ratelimit-Limit-Requests":           "10000-upstream",
+	"X-Ratelimit-Remaining-Tokens":         "1-upstream",
 	"Anthropic-Ratelimit-Tokens-Remaining": "1",
 	"Openai-Organization":                  "org-operator",
 	"Openai-Project":                       "proj-operator",
