@@ -142,13 +142,7 @@ func BenchmarkAdmitFinishBudget(b *testing.B) {
 	require.NoError(b, err)
 	b.ReportAllocs()
 	for b.Loop() {
-		a, err := ks.Admit(ctx, secret, keystore.Request{Reserve: 100, Cost: 3 * pricing.Micro})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := a.FinishSpend(ctx, 42, pricing.Micro); err != nil {
-			b.Fatal(err)
-		}
+		admitFinishSpend(b, ks, secret)
 	}
 }
 
@@ -170,12 +164,18 @@ func BenchmarkAdmitFinishTeam(b *testing.B) {
 	require.NoError(b, err)
 	b.ReportAllocs()
 	for b.Loop() {
-		a, err := ks.Admit(ctx, secret, keystore.Request{Reserve: 100, Cost: 3 * pricing.Micro})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := a.FinishSpend(ctx, 42, pricing.Micro); err != nil {
-			b.Fatal(err)
-		}
+		admitFinishSpend(b, ks, secret)
+	}
+}
+
+// admitFinishSpend is admitFinish with money: the request reserves $0.000003
+// and costs $0.000001.
+func admitFinishSpend(b *testing.B, ks *keystore.Store, secret string) {
+	a, err := ks.Admit(ctx, secret, keystore.Request{Reserve: 100, Cost: 3 * pricing.Micro})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := a.FinishSpend(ctx, 42, pricing.Micro); err != nil {
+		b.Fatal(err)
 	}
 }

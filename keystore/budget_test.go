@@ -105,28 +105,7 @@ func TestBudgetCalendar(t *testing.T) {
 func TestBudgetConcurrent(t *testing.T) {
 	forEach(t, func(t *testing.T, e *env) {
 		k, secret := e.budgetKey(keystore.Budget{Limit: pricing.Dollar, Window: 24 * time.Hour})
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		admitted := 0
-		for range 40 {
-			wg.Go(func() {
-				a, err := e.ks.Admit(ctx, secret, keystore.Request{Cost: cents(10)})
-				if errors.Is(err, keystore.ErrLimited) {
-					return
-				}
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if _, err := a.FinishSpend(ctx, 1, cents(10)); err != nil {
-					t.Error(err)
-				}
-				mu.Lock()
-				admitted++
-				mu.Unlock()
-			})
-		}
-		wg.Wait()
+		admitted := e.spendAtOnce(40, cents(10), secret)
 		require.Equal(t, 10, admitted)
 		require.Equal(t, pricing.Dollar, e.usage(k.ID).Budgets[0].Spent)
 		require.Equal(t, pricing.Dollar, e.get(k.ID).LifetimeSpend)
@@ -157,4 +136,33 @@ func TestBudgetInvalid(t *testing.T) {
 		{Limit: 1, Window: time.Hour}, {Limit: 2, Window: time.Hour},
 	}}})
 	require.ErrorIs(t, err, keystore.ErrInvalid, "one window twice")
+}
+
+// spendAtOnce sends n requests at once, each costing cost, from the keys
+// of secrets in turn, and returns how many were admitted (and finished at
+// that cost); any error but a refusal fails the test.
+func (e *env) spendAtOnce(n int, cost pricing.USD, secrets ...string) int {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	admitted := 0
+	for i := range n {
+		wg.Go(func() {
+			a, err := e.ks.Admit(ctx, secrets[i%len(secrets)], keystore.Request{Cost: cost})
+			if errors.Is(err, keystore.ErrLimited) {
+				return
+			}
+			if err != nil {
+				e.t.Error(err)
+				return
+			}
+			if _, err := a.FinishSpend(ctx, 1, cost); err != nil {
+				e.t.Error(err)
+			}
+			mu.Lock()
+			admitted++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return admitted
 }

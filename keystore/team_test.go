@@ -1,8 +1,6 @@
 package keystore_test
 
 import (
-	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -76,28 +74,7 @@ func TestTeamBudgetConcurrent(t *testing.T) {
 			Windows: []keystore.Window{{Limit: 1e9, Window: time.Hour}},
 			Budgets: []keystore.Budget{{Limit: pricing.Dollar, Window: 24 * time.Hour}},
 		}, 4)
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		admitted := 0
-		for i := range 40 {
-			wg.Go(func() {
-				a, err := e.ks.Admit(ctx, secrets[i%4], keystore.Request{Cost: cents(10)})
-				if errors.Is(err, keystore.ErrLimited) {
-					return
-				}
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if _, err := a.FinishSpend(ctx, 1, cents(10)); err != nil {
-					t.Error(err)
-				}
-				mu.Lock()
-				admitted++
-				mu.Unlock()
-			})
-		}
-		wg.Wait()
+		admitted := e.spendAtOnce(40, cents(10), secrets...)
 		require.Equal(t, 10, admitted)
 		u, err := e.ks.TeamUsage(ctx, team.ID)
 		require.NoError(t, err)
