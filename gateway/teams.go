@@ -42,8 +42,13 @@ func (g *Gateway) adminTeamCreate(w http.ResponseWriter, r *http.Request) {
 // while the list is read is left out.
 func (g *Gateway) adminTeamList(w http.ResponseWriter, r *http.Request) {
 	out := AdminTeams{Teams: []AdminTeam{}}
-	err := g.keys.ListTeams(r.Context(), func(t keystore.Team) error {
-		a, err := g.teamWith(r.Context(), t)
+	byTeam, err := g.keys.KeysByTeam(r.Context())
+	if err != nil {
+		g.teamFailed(w, r, "", err)
+		return
+	}
+	err = g.keys.ListTeams(r.Context(), func(t keystore.Team) error {
+		a, err := g.teamWithKeys(r.Context(), t, byTeam[t.ID])
 		switch {
 		case errors.Is(err, keystore.ErrNotFound):
 			return nil // deleted meanwhile
@@ -135,11 +140,16 @@ func (g *Gateway) adminTeam(ctx context.Context, id string) (AdminTeam, error) {
 
 // teamWith returns team t with its usage and keys now.
 func (g *Gateway) teamWith(ctx context.Context, t keystore.Team) (AdminTeam, error) {
-	u, err := g.keys.TeamUsage(ctx, t.ID)
+	keys, err := g.keys.TeamKeys(ctx, t.ID)
 	if err != nil {
 		return AdminTeam{}, err
 	}
-	keys, err := g.keys.TeamKeys(ctx, t.ID)
+	return g.teamWithKeys(ctx, t, keys)
+}
+
+// teamWithKeys returns team t with its usage now and keys, its keys' ids.
+func (g *Gateway) teamWithKeys(ctx context.Context, t keystore.Team, keys []string) (AdminTeam, error) {
+	u, err := g.keys.TeamUsage(ctx, t.ID)
 	if err != nil {
 		return AdminTeam{}, err
 	}
