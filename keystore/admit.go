@@ -581,3 +581,7 @@ func reach(old, pol *policy) int64 {
 	}
 	return r
 }
+
+// reachAdd is moved plus the reach of a change from old to next (see
+// adjust).
+func reachAdd(moved int64, old, next *policy) int64 { return sat.Add(moved, reach(old, next)) }

@@ -196,7 +196,7 @@ func (s *Store) Update(ctx context.Context, id string, fn func(*Spec) error) (Ke
 		if err != nil {
 			return false, err
 		}
-		e.moved = sat.Add(e.moved, reach(e.rec.pol, rec.pol))
+		e.moved = reachAdd(e.moved, e.rec.pol, rec.pol)
 		e.rec.name, e.rec.model, e.rec.pol, e.rec.team = rec.name, rec.model, rec.pol, rec.team
 		e.rec.expiresAt, e.rec.hasExpiry = rec.expiresAt, rec.hasExpiry
 		k = e.key()

@@ -6,8 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-
-	"github.com/ratestore/ratestore/internal/sat"
 )
 
 // A Store on a shared engine (Open on a redisstore.DB) holds its keys in memory as one
@@ -80,7 +78,7 @@ func (s *Store) reload(e *entry, v []byte) error {
 	if err != nil {
 		return err
 	}
-	e.moved = sat.Add(e.moved, reach(e.rec.pol, ne.rec.pol))
+	e.moved = reachAdd(e.moved, e.rec.pol, ne.rec.pol)
 	if ne.rec.hash == e.rec.hash && ne.rec.hasPrev == e.rec.hasPrev && ne.rec.prevHash == e.rec.prevHash {
 		e.rec = ne.rec
 		return nil

@@ -10,8 +10,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/ratestore/ratestore/internal/sat"
 )
 
 // Team is a group of keys with a Policy of its own: token windows,
@@ -258,10 +256,6 @@ func (s *Store) UpdateTeam(ctx context.Context, id string, fn func(*TeamSpec) er
 	})
 	return out, err
 }
-
-// reachAdd is moved plus the reach of a change from old to next (see
-// adjust).
-func reachAdd(moved int64, old, next *policy) int64 { return sat.Add(moved, reach(old, next)) }
 
 // TeamKeys returns the ids of the keys of team id, in id order.
 func (s *Store) TeamKeys(ctx context.Context, id string) ([]string, error) {
