@@ -140,9 +140,15 @@ func (s *Store) adopt(id string, v []byte) (*entry, error) {
 func (s *Store) sync(ctx context.Context) error {
 	ids := s.sortedIDs()
 	keys := make([][]byte, len(ids))
+	s.mu.RLock()
 	for i, id := range ids {
-		keys[i] = recordKey(id)
+		if e := s.byID[id]; e != nil {
+			keys[i] = e.keys[0] // made once, with the entry
+		} else {
+			keys[i] = recordKey(id) // a corrupt key's
+		}
 	}
+	s.mu.RUnlock()
 	vals, err := s.eng.reread(ctx, keys)
 	if err != nil {
 		return fmt.Errorf("keystore: reading the keys: %w", err)
