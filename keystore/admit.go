@@ -399,12 +399,17 @@ func (a *Admission) Finish(ctx context.Context, tokens int64) (Usage, error) {
 // period, never below zero there. A cost < 0 is an error matching
 // ErrInvalid and changes nothing.
 func (a *Admission) FinishSpend(ctx context.Context, tokens int64, cost pricing.USD) (Usage, error) {
+	return a.finish(ctx, tokens, cost, nil)
+}
+
+// finish is FinishSpend, with the Recorder of FinishWith.
+func (a *Admission) finish(ctx context.Context, tokens int64, cost pricing.USD, rec Recorder) (Usage, error) {
 	if tokens < 0 || cost < 0 {
 		return Usage{}, invalid("finish: negative tokens %d or cost %s", tokens, cost)
 	}
 	c := a.s.newCall(ctx, a.e)
 	defer c.free()
-	c.a, c.tokens, c.cost = a, tokens, cost
+	c.a, c.tokens, c.cost, c.rec = a, tokens, cost, rec
 	if a.team != nil {
 		c.lockTeam(a.team.id)
 	}
@@ -443,7 +448,13 @@ func (a *Admission) finishIn(c *call, b batch) error {
 	if err := s.putRecord(b, e, now); err != nil {
 		return err
 	}
-	return s.usageOf(c, b)
+	if err := s.usageOf(c, b); err != nil {
+		return err
+	}
+	if c.rec == nil {
+		return nil
+	}
+	return c.rec.Record(b, time.Unix(0, now).UTC())
 }
 
 // settle replaces a's reservation by tokens in the windows of the key's

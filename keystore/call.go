@@ -31,6 +31,7 @@ type call struct {
 	tokens int64             // Finish's
 	cost   pricing.USD       // Finish's, or the cost Admit reserves
 	u      Usage             // Finish's and Usage's result
+	rec    Recorder          // FinishWith's
 
 	// What the callback in progress reads: a window's strategy, its
 	// instant, its count (a reservation, a difference), and the usage it
@@ -111,7 +112,7 @@ func (c *call) lockTeam(id string) {
 // free returns c to the pool, holding nothing of the request it served.
 func (c *call) free() {
 	c.s, c.ctx, c.e, c.lock, c.nlock = nil, nil, nil, [2]string{}, 0
-	c.req, c.hash, c.a, c.tokens, c.cost, c.u = Request{}, [sha256.Size]byte{}, nil, 0, 0, Usage{}
+	c.req, c.hash, c.a, c.tokens, c.cost, c.u, c.rec = Request{}, [sha256.Size]byte{}, nil, 0, 0, Usage{}, nil
 	c.rw, c.now, c.n, c.wu = strategies.RollingWindow{}, 0, 0, nil
 	c.bud, c.delta, c.bu, c.moved = Budget{}, 0, nil, 0
 	calls.Put(c)
