@@ -1,0 +1,81 @@
+package ledger
+
+import (
+	"time"
+
+	"github.com/ratestore/ratestore/pricing"
+)
+
+// Totals are the counters of a rollup: what a set of requests used and
+// cost, and how many were refused.
+type Totals struct {
+	Requests int64 // finished requests
+	Tokens   Tokens
+	Cost     pricing.USD
+	Refused  int64            // refused requests (keystore.Denial), all reasons
+	Reasons  map[string]int64 // Refused by keystore.Denial.Reason; nil when Refused is 0
+}
+
+// Dimensions a Spend query groups by.
+const (
+	ByKey   = "key"
+	ByTeam  = "team"
+	ByModel = "model"
+	ByDay   = "day"  // UTC days, from the rollups
+	ByHour  = "hour" // UTC hours, from the entries: within Options.Retention only
+)
+
+// SpendQuery selects and groups rollups. The zero value is every
+// request of the last 30 days, in one total.
+type SpendQuery struct {
+	From, To         time.Time // [From, To), rounded down to UTC days (hours with ByHour); zero To: now; zero From: To - 30 days
+	GroupBy          []string  // ByKey, ByTeam, ByModel, ByDay, ByHour; none: the total only
+	Key, Team, Model string    // filters; "" matches all
+}
+
+// Row is one group of a Spend report: the grouped dimensions are set,
+// the others are "" (Day is zero unless grouped by day or hour).
+type Row struct {
+	Key, Team, Model string
+	Day              time.Time // the day's (or hour's) start, UTC
+	Totals
+}
+
+// Spend is the answer to a SpendQuery: From and To as rounded, the rows
+// ordered by their dimensions (the time ascending), and their total.
+type Spend struct {
+	From, To time.Time
+	GroupBy  []string
+	Rows     []Row
+	Total    Totals
+	query    SpendQuery
+}
+
+// RequestQuery selects entries, newest first.
+type RequestQuery struct {
+	Key, Team, Model string    // filters; "" matches all
+	Status           int       // 0: any
+	From, To         time.Time // [From, To); zero: the retention's start, and now
+	Limit            int       // 1 to MaxLimit; 0: 100
+	Cursor           string    // a Page's Next, to continue after it
+}
+
+// MaxLimit is the largest page of entries a RequestQuery may ask for.
+const MaxLimit = 1000
+
+// Page is a page of entries, newest first, and the cursor of the next
+// one ("" when there is none).
+type Page struct {
+	Entries []Entry
+	Next    string
+}
+
+// Refusal is a request a key's policy refused: counted in the rollups
+// of its key and team, by reason, and not entered in the ledger.
+type Refusal struct {
+	Key, Team, Model string
+	Reason           string // keystore.Denial.Reason
+}
+
+// SpendQuery returns the query s answers, its range as rounded.
+func (s Spend) SpendQuery() SpendQuery { return s.query }

@@ -1,0 +1,184 @@
+package ledger
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+)
+
+// blockSize is how many sequence numbers a block covers: a writer's
+// entries are first written one record each (a single), and every
+// blockSize of them rewritten as one block (see compact). It is a power
+// of 16, so the singles of a block share the key prefix of their first 6
+// hex digits.
+const blockSize = 256
+
+// An item is an entry with its sequence number in its writer.
+type item struct {
+	seq uint32
+	e   Entry
+}
+
+// encodeBlock encodes items, whose seqs are at or after first and below
+// first+blockSize, as one block.
+func encodeBlock(first uint32, items []item) []byte {
+	base := int64(0)
+	if len(items) > 0 {
+		base = millis(items[0].e.Time)
+	}
+	index := make(map[string]uint64)
+	var table []string
+	ref := func(s string) uint64 {
+		i, ok := index[s]
+		if !ok {
+			i = uint64(len(table))
+			index[s] = i
+			table = append(table, s)
+		}
+		return i
+	}
+	var body []byte
+	for _, it := range items {
+		e := &it.e
+		body = binary.AppendUvarint(body, uint64(it.seq-first))
+		body = binary.AppendVarint(body, millis(e.Time)-base)
+		body = appendString(body, e.RequestID)
+		team := uint64(0)
+		if e.Team != "" {
+			team = ref(e.Team) + 1
+		}
+		for _, v := range [...]uint64{ref(e.Key), team, ref(e.Model), ref(e.Route)} {
+			body = binary.AppendUvarint(body, v)
+		}
+		body = appendEntryCounts(body, e)
+	}
+	b := []byte{codecVersion}
+	b = binary.AppendVarint(b, base)
+	b = binary.AppendUvarint(b, uint64(len(table)))
+	for _, s := range table {
+		b = appendString(b, s)
+	}
+	b = binary.AppendUvarint(b, uint64(len(items)))
+	return append(b, body...)
+}
+
+func appendEntryCounts(b []byte, e *Entry) []byte {
+	flags := uint64(0)
+	if e.Estimated {
+		flags = 1
+	}
+	t := e.Tokens
+	for _, v := range [...]int64{int64(e.Status), e.Latency.Milliseconds(), int64(flags),
+		t.Input, t.Output, t.CacheRead, t.CacheWrite, t.Reasoning, int64(e.Cost)} {
+		b = binary.AppendUvarint(b, uint64(max(v, 0)))
+	}
+	return b
+}
+
+// blockReader decodes a block.
+type blockReader struct {
+	r     reader
+	base  int64
+	table []string
+	n     int
+}
+
+// openBlock reads v's header and string table.
+func openBlock(v []byte) (*blockReader, error) {
+	br := &blockReader{r: reader{b: v}}
+	r := &br.r
+	if r.byte() != codecVersion {
+		return nil, fmt.Errorf("%w: block version", errCorrupt)
+	}
+	br.base = r.varint()
+	br.table = make([]string, r.count(len(v)))
+	for i := range br.table {
+		br.table[i] = r.string()
+	}
+	br.n = r.count(blockSize)
+	return br, r.err
+}
+
+// has reports whether s is in the block's table: when a filter's value
+// is not, no entry of the block matches.
+func (br *blockReader) has(s string) bool {
+	for _, t := range br.table {
+		if t == s {
+			return true
+		}
+	}
+	return false
+}
+
+// each calls fn with every entry of the block and its seq, first being
+// the block's first.
+func (br *blockReader) each(first uint32, fn func(seq uint32, e *Entry)) error {
+	r := &br.r
+	var e Entry
+	for i := 0; i < br.n && r.err == nil; i++ {
+		off := r.uvarint()
+		if off >= blockSize {
+			r.fail("seq offset")
+		}
+		e.Time = time.UnixMilli(br.base + r.varint()).UTC()
+		e.RequestID = r.string()
+		e.Key, e.Team, e.Model, e.Route = br.ref(0), br.ref(1), br.ref(0), br.ref(0)
+		br.counts(&e)
+		if r.err == nil {
+			fn(first+uint32(off), &e)
+		}
+	}
+	if r.err == nil && len(r.b) != 0 {
+		r.fail("trailing bytes")
+	}
+	return r.err
+}
+
+// ref reads a reference to the table, minus bias (1 for an optional
+// string, whose 0 is "").
+func (br *blockReader) ref(bias uint64) string {
+	i := br.r.uvarint()
+	if bias == 1 && i == 0 {
+		return ""
+	}
+	i -= bias
+	if i >= uint64(len(br.table)) {
+		br.r.fail("string reference")
+		return ""
+	}
+	return br.table[i]
+}
+
+func (br *blockReader) counts(e *Entry) {
+	r := &br.r
+	e.Status = int(min(r.int(), 999))
+	e.Latency = time.Duration(min(r.int(), int64(1<<63-1)/int64(time.Millisecond))) * time.Millisecond
+	e.Estimated = r.int()&1 != 0
+	t := &e.Tokens
+	for _, p := range [...]*int64{&t.Input, &t.Output, &t.CacheRead, &t.CacheWrite, &t.Reasoning} {
+		*p = r.int()
+	}
+	e.Cost = usd(r.int())
+}
+
+// appendSingle appends the block of one entry, e with seq first, as
+// encodeBlock would with a table in the order key, model, route, team.
+func appendSingle(b []byte, e *Entry) []byte {
+	b = append(b, codecVersion)
+	b = binary.AppendVarint(b, millis(e.Time))
+	n, team := uint64(3), uint64(0)
+	if e.Team != "" {
+		n, team = 4, 4
+	}
+	b = binary.AppendUvarint(b, n)
+	b = appendString(b, e.Key)
+	b = appendString(b, e.Model)
+	b = appendString(b, e.Route)
+	if e.Team != "" {
+		b = appendString(b, e.Team)
+	}
+	b = append(b, 1, 0, 0) // one entry, at offset 0, at the base time
+	b = appendString(b, e.RequestID)
+	b = append(b, 0, byte(team), 1, 2)
+	return appendEntryCounts(b, e)
+}

@@ -1,0 +1,228 @@
+package ledger
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/ratestore/ratestore/pricing"
+)
+
+// The ledger's values are compact binary: unsigned varints, and strings
+// that are often ids stored in 8 bytes. A block of entries keeps each
+// distinct string once, in a table its entries refer to by index, and
+// their times as differences from the block's first: a request on a key
+// and model seen before in its block costs about 25 bytes.
+//
+//	block  = version base-ms nstrings string* nentries entry*
+//	entry  = seq-offset time-delta(zigzag) request-id(string) key team+1 model route
+//	         status latency-ms flags input output cache-read cache-write reasoning cost-nano
+//	string = 0 len bytes | tag 8-bytes  (tag 1..3: "key_", "team_", "req_" and 16 hex digits)
+//	rollup = version nrows (team model totals)*
+//	totals = requests input output cache-read cache-write reasoning cost refused nreasons (reason count)*
+const codecVersion = 1
+
+// errCorrupt is matched by the errors of values that cannot be decoded.
+var errCorrupt = errors.New("ledger: corrupt value")
+
+// idPrefixes are the prefixes of the ids stored in 8 bytes, by tag - 1.
+var idPrefixes = [...]string{"key_", "team_", "req_"}
+
+// appendString appends s, as an id when it is one.
+func appendString(b []byte, s string) []byte {
+	for i, p := range idPrefixes {
+		if len(s) == len(p)+16 && s[:len(p)] == p && isLowerHex(s[len(p):]) {
+			b = append(b, byte(i+1))
+			b, _ = hex.AppendDecode(b, []byte(s[len(p):])) // checked: lowercase hex
+			return b
+		}
+	}
+	b = append(b, 0)
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func isLowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// reader decodes a value, remembering the first error: after it, every
+// read returns zero, so decoders check once at the end.
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) fail(what string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: %s", errCorrupt, what)
+	}
+	r.b = nil
+}
+
+func (r *reader) uvarint() uint64 {
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail("varint")
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+// int reads a uvarint that must fit an int64.
+func (r *reader) int() int64 {
+	v := r.uvarint()
+	if v > 1<<63-1 {
+		r.fail("count over int64")
+		return 0
+	}
+	return int64(v)
+}
+
+// count reads a length of at most max.
+func (r *reader) count(max int) int {
+	v := r.uvarint()
+	if v > uint64(max) {
+		r.fail("count")
+		return 0
+	}
+	return int(v)
+}
+
+func (r *reader) byte() byte {
+	if len(r.b) == 0 {
+		r.fail("truncated")
+		return 0
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c
+}
+
+func (r *reader) bytes(n int) []byte {
+	if n < 0 || n > len(r.b) {
+		r.fail("truncated")
+		return nil
+	}
+	v := r.b[:n]
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) string() string {
+	tag := r.byte()
+	switch {
+	case tag == 0:
+		return string(r.bytes(r.count(len(r.b))))
+	case int(tag) <= len(idPrefixes):
+		id := r.bytes(8)
+		if id == nil {
+			return ""
+		}
+		return idPrefixes[tag-1] + hex.EncodeToString(id)
+	}
+	r.fail("string tag")
+	return ""
+}
+
+// appendTotals appends t.
+func appendTotals(b []byte, t *Totals) []byte {
+	k := t.Tokens
+	for _, v := range [...]int64{t.Requests, k.Input, k.Output, k.CacheRead, k.CacheWrite, k.Reasoning, int64(t.Cost), t.Refused} {
+		b = binary.AppendUvarint(b, uint64(max(v, 0)))
+	}
+	b = binary.AppendUvarint(b, uint64(len(t.Reasons)))
+	if len(t.Reasons) == 0 {
+		return b
+	}
+	for _, reason := range sortedKeys(t.Reasons) {
+		b = appendString(b, reason)
+		b = binary.AppendUvarint(b, uint64(max(t.Reasons[reason], 0)))
+	}
+	return b
+}
+
+// maxReasons bounds the reasons of one row: refusal reasons are a few
+// fixed words.
+const maxReasons = 64
+
+func (r *reader) totals() Totals {
+	var t Totals
+	k := &t.Tokens
+	for _, p := range [...]*int64{&t.Requests, &k.Input, &k.Output, &k.CacheRead, &k.CacheWrite, &k.Reasoning, (*int64)(&t.Cost), &t.Refused} {
+		*p = r.int()
+	}
+	n := r.count(maxReasons)
+	for range n {
+		reason := r.string()
+		if t.Reasons == nil {
+			t.Reasons = make(map[string]int64, n)
+		}
+		t.Reasons[reason] += r.int()
+	}
+	return t
+}
+
+// rowKey is a rollup's row: a (day, key) rollup has a row per team and
+// model, a (day, team) rollup one per model.
+type rowKey struct{ team, model string }
+
+// appendRows appends a rollup of rows.
+func appendRows(b []byte, rows []row) []byte {
+	b = append(b, codecVersion)
+	b = binary.AppendUvarint(b, uint64(len(rows)))
+	for i := range rows {
+		b = appendString(b, rows[i].k.team)
+		b = appendString(b, rows[i].k.model)
+		b = appendTotals(b, &rows[i].Totals)
+	}
+	return b
+}
+
+// decodeRollup calls fn with each row of v.
+func decodeRollup(v []byte, fn func(k rowKey, t *Totals)) error {
+	r := reader{b: v}
+	if r.byte() != codecVersion {
+		return fmt.Errorf("%w: rollup version", errCorrupt)
+	}
+	n := r.count(len(v))
+	for i := 0; i < n && r.err == nil; i++ {
+		k := rowKey{team: r.string(), model: r.string()}
+		t := r.totals()
+		if r.err == nil {
+			fn(k, &t)
+		}
+	}
+	if r.err == nil && len(r.b) != 0 {
+		r.fail("trailing bytes")
+	}
+	return r.err
+}
+
+// millis is t in Unix milliseconds.
+func millis(t time.Time) int64 { return t.UnixMilli() }
+
+// usd reads a cost, never negative.
+func usd(v int64) pricing.USD { return pricing.USD(max(v, 0)) }
+
+func (r *reader) varint() int64 {
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.fail("varint")
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func sortedKeys(m map[string]int64) []string { return slices.Sorted(maps.Keys(m)) }

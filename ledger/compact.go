@@ -1,0 +1,173 @@
+package ledger
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"slices"
+)
+
+// Compact rewrites the singles of every sealed span as one block per
+// day now, as the Ledger does on its own a few seconds after a span
+// fills. A block of 256 entries costs its values and one key, where 256
+// singles cost 256 keys and their B-tree's overhead.
+func (l *Ledger) Compact(ctx context.Context) error {
+	l.mu.Lock()
+	spans := l.pending
+	l.pending = nil
+	l.mu.Unlock()
+	for i, sp := range spans {
+		for _, d := range sp.days {
+			if err := l.compact(ctx, sp.first, d); err != nil {
+				l.mu.Lock()
+				l.pending = append(spans[i:], l.pending...)
+				l.mu.Unlock()
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// compact rewrites the singles of the span first of day d, and its
+// block if it has one (a compaction retried), as one block, in one
+// batch: a reader sees the singles or the block.
+func (l *Ledger) compact(ctx context.Context, first uint32, d day) error {
+	prefix := appendSeq(appendKey(nil, entryPrefix, d, l.writer, ""), first, 0)
+	prefix = prefix[:len(prefix)-3] // the 6 hex digits the span's seqs share
+	var items []item
+	var singles [][]byte
+	err := l.st.scan(ctx, prefix, func(k, v []byte) error {
+		_, seq, kind, ok := entryKey(k)
+		if !ok {
+			return nil
+		}
+		if kind == 'c' {
+			singles = append(singles, bytes.Clone(k))
+		}
+		return eachInRecord(v, seq, kind, func(seq uint32, e *Entry) { items = append(items, item{seq, *e}) })
+	})
+	if err != nil || len(singles) == 0 {
+		return err
+	}
+	slices.SortStableFunc(items, func(a, b item) int { return int(int64(a.seq) - int64(b.seq)) })
+	items = slices.CompactFunc(items, func(a, b item) bool { return a.seq == b.seq })
+	block := encodeBlock(first, items)
+	return l.st.update(ctx, nil, func(w batch) error {
+		if err := w.Put(appendSeq(bytes.Clone(prefix[:len(prefix)-6]), first, 'b'), block); err != nil {
+			return err
+		}
+		for _, k := range singles {
+			if err := w.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// eachInRecord calls fn with the entries of an entry record's value, of
+// kind 'b' or 'c', first being the seq in its key.
+func eachInRecord(v []byte, first uint32, kind byte, fn func(seq uint32, e *Entry)) error {
+	if kind == 'c' {
+		return eachInChunk(v, first, nil, fn)
+	}
+	br, err := openBlock(v)
+	if err != nil {
+		return err
+	}
+	return br.each(first, fn)
+}
+
+// eachInChunk calls fn with the entries of chunk v, whose first is first,
+// skipping those whose table lacks one of want.
+func eachInChunk(v []byte, first uint32, want []string, fn func(seq uint32, e *Entry)) error {
+	r := reader{b: v}
+	for seq := first; len(r.b) > 0 && r.err == nil; seq++ {
+		one := r.bytes(r.count(len(r.b)))
+		if r.err != nil {
+			break
+		}
+		br, err := openBlock(one)
+		if err != nil {
+			return err
+		}
+		if wanted(br, want) {
+			if err := br.each(seq, fn); err != nil {
+				return err
+			}
+		}
+	}
+	return r.err
+}
+
+// wanted reports whether br's table has every non-empty string of want:
+// when it lacks one, none of its entries is wanted.
+func wanted(br *blockReader, want []string) bool {
+	for _, s := range want {
+		if s != "" && !br.has(s) {
+			return false
+		}
+	}
+	return true
+}
+
+// errStop ends a scan early.
+var errStop = errors.New("ledger: stop")
+
+// DropExpired deletes the entries of the days past the retention,
+// a day at a time: its records are found under one prefix (one block
+// per 256 entries), not by reading entries. The rollups stay.
+func (l *Ledger) DropExpired(ctx context.Context) error {
+	if l.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	last := dayOf(l.st.now()) - day(l.keep) // the newest day to drop
+	var days []day
+	err := l.st.scan(ctx, []byte(dayPrefix), func(k, _ []byte) error {
+		d, ok := parseDay(string(k[len(dayPrefix):]))
+		if ok && d > last {
+			return errStop
+		}
+		if ok {
+			days = append(days, d)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return err
+	}
+	for _, d := range days {
+		if err := l.dropDay(ctx, d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dropDay deletes the entries of day d, then its mark.
+func (l *Ledger) dropDay(ctx context.Context, d day) error {
+	var keys [][]byte
+	err := l.st.scan(ctx, appendKey(nil, entryPrefix, d, ""), func(k, _ []byte) error {
+		keys = append(keys, bytes.Clone(k))
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	keys = append(keys, appendKey(nil, dayPrefix, d))
+	for chunk := range slices.Chunk(keys, 512) {
+		err := l.st.update(ctx, nil, func(w batch) error {
+			for _, k := range chunk {
+				if err := w.Delete(k); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,140 @@
+package ledger_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/badger"
+	"github.com/ratestore/ratestore/internal/fakeclock"
+	"github.com/ratestore/ratestore/internal/redistest"
+	"github.com/ratestore/ratestore/ledger"
+	"github.com/ratestore/ratestore/pricing"
+	"github.com/ratestore/ratestore/redisstore"
+)
+
+var (
+	ctx = context.Background()
+	t0  = time.Date(2026, 3, 1, 22, 0, 0, 0, time.UTC)
+)
+
+type mode struct {
+	name       string
+	backend    ratestore.Backend
+	durability ratestore.Durability
+	redis      bool
+}
+
+var modes = []mode{
+	{"bolt/sync", ratestore.Bolt, ratestore.Sync, false},
+	{"bolt/async", ratestore.Bolt, ratestore.Async, false},
+	{"badger/async", badger.Backend, ratestore.Async, false},
+	{name: "redis", redis: true},
+}
+
+// env is a ledger on a database in one mode, with a fake clock.
+type env struct {
+	t     *testing.T
+	m     mode
+	path  string
+	clock *fakeclock.Clock
+	srv   *redistest.Server
+	led   *ledger.Ledger
+	// Bound to the open database:
+	record  func(e ledger.Entry) ledger.Entry
+	scan    func(prefix string, fn func(k, v []byte))
+	closeDB func() error
+}
+
+func forEach(t *testing.T, f func(t *testing.T, e *env)) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			e := &env{t: t, m: m, path: filepath.Join(t.TempDir(), "l.db"), clock: fakeclock.New(t0)}
+			e.open(ledger.Options{})
+			t.Cleanup(func() { e.close() })
+			f(t, e)
+		})
+	}
+}
+
+func (e *env) open(opts ledger.Options) {
+	e.t.Helper()
+	if e.m.redis {
+		if e.srv == nil {
+			e.srv = redistest.Start(e.t)
+		}
+		db, err := redisstore.Open(ctx, e.srv.URL(), redisstore.Options{Now: e.clock.Now, Timeout: 10 * time.Second})
+		require.NoError(e.t, err)
+		bind(e, db, opts)
+		return
+	}
+	db, err := ratestore.Open(e.path, ratestore.Options{Backend: e.m.backend, Durability: e.m.durability, FlushInterval: time.Hour, Now: e.clock.Now})
+	require.NoError(e.t, err)
+	bind(e, db, opts)
+}
+
+func bind[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](e *env, db ratestore.Store[L, B], opts ledger.Options) {
+	led, err := ledger.Open(db, opts)
+	require.NoError(e.t, err)
+	e.led = led
+	e.record = func(en ledger.Entry) ledger.Entry {
+		n, err := led.Note(en)
+		require.NoError(e.t, err)
+		err = db.Update(ctx, []string{en.Key}, func(b B) error { return n.Record(b, b.Now()) })
+		n.Done(err)
+		require.NoError(e.t, err)
+		return n.Entry()
+	}
+	e.scan = func(prefix string, fn func(k, v []byte)) {
+		require.NoError(e.t, db.Scan(ctx, []byte(prefix), func(k, v []byte) error { fn(k, v); return nil }))
+	}
+	e.closeDB = func() error {
+		if err := led.Close(ctx); err != nil {
+			return err
+		}
+		return db.Close()
+	}
+}
+
+func (e *env) close() {
+	if e.closeDB != nil {
+		require.NoError(e.t, e.closeDB())
+		e.closeDB = nil
+	}
+}
+
+func (e *env) reopen() {
+	e.close()
+	e.open(ledger.Options{})
+}
+
+var (
+	keys   = []string{"key_00000000000000a1", "key_00000000000000a2", "key_00000000000000b1", "key_0000000000000c01", "legacy-key"}
+	teamOf = map[string]string{keys[0]: "team_000000000000000a", keys[1]: "team_000000000000000a", keys[2]: "team_000000000000000b"}
+	models = []string{"gpt-4o", "claude-sonnet-4", "gemini-2.5-pro"}
+)
+
+// load records n entries, a few minutes apart, and returns them as
+// recorded.
+func (e *env) load(r *rand.Rand, n int) []ledger.Entry {
+	var out []ledger.Entry
+	for i := range n {
+		k := keys[r.IntN(len(keys))]
+		en := ledger.Entry{
+			RequestID: fmt.Sprintf("req_%016x", r.Uint64()), Key: k, Team: teamOf[k], Model: models[r.IntN(len(models))],
+			Route: "/v1/chat/completions", Status: []int{200, 200, 200, 500}[r.IntN(4)], Latency: time.Duration(r.IntN(5000)) * time.Millisecond,
+			Tokens:    ledger.Tokens{Input: r.Int64N(5000), Output: r.Int64N(900), CacheRead: r.Int64N(3) * 100, CacheWrite: r.Int64N(2) * 7, Reasoning: r.Int64N(50)},
+			Cost:      pricing.USD(r.Int64N(3_000_000)),
+			Estimated: i%17 == 0,
+		}
+		out = append(out, e.record(en))
+		e.clock.Advance(time.Duration(1+r.IntN(600)) * time.Second)
+	}
+	return out
+}

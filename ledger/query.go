@@ -1,0 +1,175 @@
+package ledger
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// dayEntries calls fn with every entry of day d, in the order of their
+// writers and seqs. A block whose table lacks one of want holds no entry
+// that fn wants, and is not decoded further.
+func (l *Ledger) dayEntries(ctx context.Context, d day, want []string, fn func(writer string, seq uint32, e *Entry)) error {
+	var writer string
+	var covered uint32 // the current writer's seqs below are in a block read
+	return l.st.scan(ctx, appendKey(nil, entryPrefix, d, ""), func(k, v []byte) error {
+		w, seq, kind, ok := entryKey(k)
+		if !ok {
+			return fmt.Errorf("%w: entry key %q", errCorrupt, k)
+		}
+		if w != writer {
+			writer, covered = w, 0
+		}
+		if kind == 'c' && seq < covered {
+			return nil // compacted while the scan ran (on a store without snapshots)
+		}
+		each := func(seq uint32, e *Entry) { fn(writer, seq, e) }
+		if kind == 'c' {
+			return eachInChunk(v, seq, want, each)
+		}
+		covered = seq + blockSize
+		br, err := openBlock(v)
+		if err != nil {
+			return fmt.Errorf("ledger: entries %s: %w", k, err)
+		}
+		if !wanted(br, want) {
+			return nil
+		}
+		return br.each(seq, each)
+	})
+}
+
+// days returns the days from first to last, newest first if desc.
+func days(first, last day, desc bool) []day {
+	var ds []day
+	for d := first; d <= last; d++ {
+		ds = append(ds, d)
+	}
+	if desc {
+		slices.Reverse(ds)
+	}
+	return ds
+}
+
+// Requests returns a page of the entries matching q, newest first. The
+// entries of a day are read in full (a block at a time, skipping the
+// blocks that hold no entry of the key, team or model asked for), so a
+// page costs the days it spans.
+func (l *Ledger) Requests(ctx context.Context, q RequestQuery) (Page, error) {
+	q, after, err := l.normalizeRequests(q)
+	if err != nil {
+		return Page{}, err
+	}
+	var found []position
+	for _, d := range days(dayOf(q.From), dayOf(q.To.Add(-time.Millisecond)), true) {
+		err := l.dayEntries(ctx, d, []string{q.Key, q.Team, q.Model}, func(w string, seq uint32, e *Entry) {
+			p := position{ms: e.Time.UnixMilli(), writer: w, seq: seq}
+			if q.matches(e) && (after == nil || p.before(*after)) {
+				p.e = *e
+				found = append(found, p)
+			}
+		})
+		if err != nil {
+			return Page{}, err
+		}
+		if len(found) > q.Limit {
+			break
+		}
+	}
+	slices.SortFunc(found, func(a, b position) int { return b.compare(a) })
+	var page Page
+	for i := range min(len(found), q.Limit) {
+		page.Entries = append(page.Entries, found[i].e)
+	}
+	if len(found) > q.Limit {
+		page.Next = found[q.Limit-1].cursor()
+	}
+	return page, nil
+}
+
+// position is where an entry is in the newest-first order: by time, then
+// writer, then seq, each descending.
+type position struct {
+	ms     int64
+	writer string
+	seq    uint32
+	e      Entry
+}
+
+func (p position) compare(o position) int {
+	return cmp.Or(cmp.Compare(p.ms, o.ms), cmp.Compare(p.writer, o.writer), cmp.Compare(p.seq, o.seq))
+}
+
+// before reports whether p comes after o in the newest-first order.
+func (p position) before(o position) bool { return p.compare(o) < 0 }
+
+func (p position) cursor() string {
+	return strconv.FormatInt(p.ms, 10) + "." + p.writer + "." + strconv.FormatUint(uint64(p.seq), 10)
+}
+
+func parseCursor(s string) (*position, error) {
+	parts := strings.Split(s, ".")
+	bad := fmt.Errorf("ledger: cursor %.40q: not one this ledger gave: %w", s, ErrInvalid)
+	if len(parts) != 3 || len(parts[1]) != 16 {
+		return nil, bad
+	}
+	ms, err1 := strconv.ParseInt(parts[0], 10, 64)
+	seq, err2 := strconv.ParseUint(parts[2], 10, 32)
+	if err := errors.Join(err1, err2); err != nil || !isLowerHex(parts[1]) {
+		return nil, bad
+	}
+	return &position{ms: ms, writer: parts[1], seq: uint32(seq)}, nil
+}
+
+func (q *RequestQuery) matches(e *Entry) bool {
+	t := e.Time
+	return !t.Before(q.From) && t.Before(q.To) &&
+		(q.Key == "" || e.Key == q.Key) && (q.Team == "" || e.Team == q.Team) &&
+		(q.Model == "" || e.Model == q.Model) && (q.Status == 0 || e.Status == q.Status)
+}
+
+// normalizeRequests checks q and fills in its defaults.
+func (l *Ledger) normalizeRequests(q RequestQuery) (RequestQuery, *position, error) {
+	now := l.st.now()
+	if q.To.IsZero() {
+		q.To = now.Add(time.Millisecond)
+	}
+	if q.From.IsZero() {
+		q.From = (dayOf(now) - day(l.keep)).time()
+	}
+	switch {
+	case q.Limit == 0:
+		q.Limit = 100
+	case q.Limit < 0 || q.Limit > MaxLimit:
+		return q, nil, fmt.Errorf("ledger: limit %d: want 1 to %d: %w", q.Limit, MaxLimit, ErrInvalid)
+	}
+	if !q.From.Before(q.To) {
+		return q, nil, fmt.Errorf("ledger: from %s is not before to %s: %w", q.From.Format(time.RFC3339), q.To.Format(time.RFC3339), ErrInvalid)
+	}
+	if q.Status < 0 || q.Status > 999 {
+		return q, nil, fmt.Errorf("ledger: status %d: want an HTTP status: %w", q.Status, ErrInvalid)
+	}
+	if q.Cursor == "" {
+		return q, nil, nil
+	}
+	after, err := parseCursor(q.Cursor)
+	return q, after, err
+}
+
+// splitRollupKey returns the day and name of a rollup's key (prefix,
+// day, name, writer).
+func splitRollupKey(k []byte, prefix string) (d day, name string, ok bool) {
+	rest := k[len(prefix):]
+	if len(rest) < 8+1+1+1+16 {
+		return 0, "", false
+	}
+	d, ok = parseDay(string(rest[:8]))
+	name = string(rest[9 : len(rest)-17])
+	return d, name, ok && rest[8] == '/' && rest[len(rest)-17] == '/' && !bytes.ContainsRune([]byte(name), '/')
+}

@@ -1,0 +1,158 @@
+package ledger_test
+
+import (
+	"cmp"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratestore/ratestore/ledger"
+)
+
+// want is Spend computed from the entries themselves.
+func want(entries []ledger.Entry, q ledger.SpendQuery) ([]ledger.Row, ledger.Totals) {
+	type gk struct {
+		key, team, model string
+		day              time.Time
+	}
+	groups := map[gk]*ledger.Totals{}
+	var total ledger.Totals
+	for _, e := range entries {
+		if e.Time.Before(q.From) || !e.Time.Before(q.To) || q.Key != "" && e.Key != q.Key ||
+			q.Team != "" && e.Team != q.Team || q.Model != "" && e.Model != q.Model {
+			continue
+		}
+		var g gk
+		for _, by := range q.GroupBy {
+			switch by {
+			case ledger.ByKey:
+				g.key = e.Key
+			case ledger.ByTeam:
+				g.team = e.Team
+			case ledger.ByModel:
+				g.model = e.Model
+			case ledger.ByDay:
+				g.day = e.Time.Truncate(24 * time.Hour)
+			case ledger.ByHour:
+				g.day = e.Time.Truncate(time.Hour)
+			}
+		}
+		t := groups[g]
+		if t == nil {
+			t = &ledger.Totals{}
+			groups[g] = t
+		}
+		for _, s := range []*ledger.Totals{t, &total} {
+			s.Requests++
+			s.Tokens.Input += e.Tokens.Input
+			s.Tokens.Output += e.Tokens.Output
+			s.Tokens.CacheRead += e.Tokens.CacheRead
+			s.Tokens.CacheWrite += e.Tokens.CacheWrite
+			s.Tokens.Reasoning += e.Tokens.Reasoning
+			s.Cost += e.Cost
+		}
+	}
+	var rows []ledger.Row
+	for g, t := range groups {
+		rows = append(rows, ledger.Row{Key: g.key, Team: g.team, Model: g.model, Day: g.day, Totals: *t})
+	}
+	slices.SortFunc(rows, func(a, b ledger.Row) int {
+		return cmp.Or(a.Day.Compare(b.Day), cmp.Compare(a.Key, b.Key), cmp.Compare(a.Team, b.Team), cmp.Compare(a.Model, b.Model))
+	})
+	return rows, total
+}
+
+// queries are the Spend queries every test checks, From and To set by
+// the caller.
+var queries = []ledger.SpendQuery{
+	{},
+	{GroupBy: []string{ledger.ByKey}},
+	{GroupBy: []string{ledger.ByTeam}},
+	{GroupBy: []string{ledger.ByModel}},
+	{GroupBy: []string{ledger.ByDay}},
+	{GroupBy: []string{ledger.ByHour, ledger.ByModel}},
+	{GroupBy: []string{ledger.ByKey, ledger.ByModel, ledger.ByDay}},
+	{GroupBy: []string{ledger.ByDay}, Key: keys[0]},
+	{GroupBy: []string{ledger.ByModel}, Team: "team_000000000000000a"},
+	{GroupBy: []string{ledger.ByDay, ledger.ByModel}, Team: "team_000000000000000b", Model: models[1]},
+	{GroupBy: []string{ledger.ByTeam, ledger.ByKey}, Model: models[0]},
+	{Key: keys[4], Team: "team_000000000000000a"},
+}
+
+// check asserts that every query of queries, over the whole load and
+// over its middle day, answers what the entries add up to.
+func check(t *testing.T, e *env, entries []ledger.Entry) {
+	t.Helper()
+	first, last := entries[0].Time, entries[len(entries)-1].Time
+	for _, span := range [][2]time.Time{{first.Truncate(24 * time.Hour), last.Add(time.Hour)}, {first.Add(24 * time.Hour).Truncate(24 * time.Hour), first.Add(48 * time.Hour).Truncate(24 * time.Hour)}} {
+		for _, q := range queries {
+			q.From, q.To = span[0], span[1].Truncate(time.Hour).Add(time.Hour)
+			got, err := e.led.Spend(ctx, q)
+			require.NoError(t, err, "%+v", q)
+			rows, total := want(entries, got.SpendQuery())
+			require.Equal(t, total, stripReasons(got.Total), "%+v", q)
+			for i := range got.Rows {
+				got.Rows[i].Totals = stripReasons(got.Rows[i].Totals)
+			}
+			require.Equal(t, rows, got.Rows, "%+v", q)
+		}
+	}
+}
+
+func stripReasons(t ledger.Totals) ledger.Totals {
+	t.Refused, t.Reasons = 0, nil
+	return t
+}
+
+// newestFirst is entries as Requests pages them, filtered by f.
+func newestFirst(entries []ledger.Entry, f func(ledger.Entry) bool) []ledger.Entry {
+	var out []ledger.Entry
+	for _, e := range slices.Backward(entries) {
+		if f(e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// pages reads every page of q.
+func pages(t *testing.T, e *env, q ledger.RequestQuery) []ledger.Entry {
+	t.Helper()
+	var all []ledger.Entry
+	for range 1000 {
+		p, err := e.led.Requests(ctx, q)
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(p.Entries), q.Limit)
+		all = append(all, p.Entries...)
+		if p.Next == "" {
+			return all
+		}
+		q.Cursor = p.Next
+	}
+	t.Fatal("more than 1000 pages")
+	return nil
+}
+
+func TestSpendAndRequests(t *testing.T) {
+	forEach(t, func(t *testing.T, e *env) {
+		r := rand.New(rand.NewPCG(1, 2))
+		entries := e.load(r, 300)
+		require.NoError(t, e.led.Compact(ctx))
+		entries = append(entries, e.load(r, 400)...) // 700 over about 2.4 days: spans of singles and blocks
+		check(t, e, entries)
+
+		to := entries[len(entries)-1].Time.Add(time.Second)
+		all := pages(t, e, ledger.RequestQuery{From: entries[0].Time, To: to, Limit: 37})
+		require.Equal(t, newestFirst(entries, func(ledger.Entry) bool { return true }), all)
+		byKey := pages(t, e, ledger.RequestQuery{Key: keys[2], Status: 500, From: entries[0].Time, To: to, Limit: 5})
+		require.Equal(t, newestFirst(entries, func(x ledger.Entry) bool { return x.Key == keys[2] && x.Status == 500 }), byKey)
+		mid := entries[350].Time
+		byTeam := pages(t, e, ledger.RequestQuery{Team: "team_000000000000000a", Model: models[2], From: entries[0].Time, To: mid, Limit: 1000})
+		require.Equal(t, newestFirst(entries, func(x ledger.Entry) bool {
+			return x.Team == "team_000000000000000a" && x.Model == models[2] && x.Time.Before(mid)
+		}), byTeam)
+	})
+}

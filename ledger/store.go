@@ -1,0 +1,121 @@
+package ledger
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/ratestore/ratestore"
+)
+
+// store is the backend a Ledger keeps its records in, through the
+// backend contract (ratestore.Store).
+type store interface {
+	now() time.Time
+	get(ctx context.Context, key []byte) ([]byte, error)
+	scan(ctx context.Context, prefix []byte, fn func(key, value []byte) error) error
+	update(ctx context.Context, locks []string, fn func(w batch) error) error
+}
+
+// batch is the part of a backend's batch the ledger writes with.
+type batch interface {
+	Put(key, value []byte) error
+	Delete(key []byte) error
+}
+
+type backend[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]] struct {
+	db ratestore.Store[L, B]
+}
+
+func (s backend[L, B]) now() time.Time { return s.db.Now() }
+
+func (s backend[L, B]) get(ctx context.Context, key []byte) ([]byte, error) {
+	return s.db.Get(ctx, key)
+}
+
+func (s backend[L, B]) scan(ctx context.Context, prefix []byte, fn func(key, value []byte) error) error {
+	return s.db.Scan(ctx, prefix, fn)
+}
+
+func (s backend[L, B]) update(ctx context.Context, locks []string, fn func(w batch) error) error {
+	return s.db.Update(ctx, locks, func(b B) error { return fn(b) })
+}
+
+// The ledger's records, all under "L/". A day is a UTC date, YYYYMMDD; a
+// writer is 16 hex digits; a seq 8.
+//
+//	L/e/day/writer/seq"c"  a chunk: entries seq, seq+1, ... as written (see Ledger.chunkMax)
+//	L/e/day/writer/seq"b"  a block: the entries of seqs seq to seq+255 (seq a multiple of 256)
+//	L/k/day/key/writer     the rollup of a key's day: a row per team and model
+//	L/t/day/team/writer    the rollup of a team's day: a row per model
+//	L/w/day/writer         the writers of a day (empty; kept with the rollups)
+//	L/x/day                the day has entries (empty; dropped with them)
+const (
+	entryPrefix  = "L/e/"
+	keyPrefix    = "L/k/"
+	teamPrefix   = "L/t/"
+	writerPrefix = "L/w/"
+	dayPrefix    = "L/x/"
+)
+
+// A day is a UTC date as days since the Unix epoch.
+type day int32
+
+func dayOf(t time.Time) day { return day(t.Unix() / 86400) }
+
+func (d day) time() time.Time { return time.Unix(int64(d)*86400, 0).UTC() }
+
+// appendText appends d as YYYYMMDD.
+func (d day) appendText(b []byte) []byte {
+	y, m, dd := d.time().Date()
+	v := uint32(y)*10000 + uint32(m)*100 + uint32(dd)
+	var digits [8]byte
+	for i := 7; i >= 0; i-- {
+		digits[i] = byte('0' + v%10)
+		v /= 10
+	}
+	return append(b, digits[:]...)
+}
+
+// parseDay parses YYYYMMDD.
+func parseDay(s string) (day, bool) {
+	t, err := time.Parse("20060102", s)
+	if err != nil {
+		return 0, false
+	}
+	return dayOf(t), true
+}
+
+// appendKey appends prefix, d and the parts, each followed by "/" but
+// the last.
+func appendKey(b []byte, prefix string, d day, parts ...string) []byte {
+	b = append(b, prefix...)
+	b = d.appendText(b)
+	for _, p := range parts {
+		b = append(b, '/')
+		b = append(b, p...)
+	}
+	return b
+}
+
+// appendSeq appends seq as 8 hex digits and kind.
+func appendSeq(b []byte, seq uint32, kind byte) []byte {
+	const digits = "0123456789abcdef"
+	for shift := 28; shift >= 0; shift -= 4 {
+		b = append(b, digits[seq>>uint(shift)&15])
+	}
+	return append(b, kind)
+}
+
+// entryKey parses the writer, seq and kind of an entry record's key.
+func entryKey(k []byte) (writer string, seq uint32, kind byte, ok bool) {
+	// L/e/YYYYMMDD/writer/seqK
+	const n = len(entryPrefix) + 8 + 1 + 16 + 1 + 8 + 1
+	if len(k) != n {
+		return "", 0, 0, false
+	}
+	writer = string(k[n-26 : n-10])
+	v, err := strconv.ParseUint(string(k[n-9:n-1]), 16, 32)
+	kind = k[n-1]
+	return writer, uint32(v), kind, err == nil && (kind == 'c' || kind == 'b')
+}

@@ -1,0 +1,364 @@
+package ledger
+
+import (
+	"cmp"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/internal/sat"
+	"github.com/ratestore/ratestore/keystore"
+)
+
+// writing is where a Ledger's writer is: its next seq, its open chunk,
+// the span of chunks not sealed yet, and the day it last registered.
+type writing struct {
+	seq     uint32
+	chunk   []byte // the open chunk's value: its entries, each a block of one, after its length
+	cfirst  uint32 // the open chunk's first seq
+	cday    day    // and its day
+	first   uint32 // of the open span, a multiple of blockSize
+	days    []day  // the open span's chunks are in
+	today   day    // registered in L/w and L/x; -1: none yet
+	evicted day    // the rollups of days below it left the cache
+}
+
+// span is a sealed run of chunks, to compact into one block per day.
+type span struct {
+	first uint32
+	days  []day
+}
+
+// rollupID names a rollup of the writer: a key's day, or a team's.
+type rollupID struct {
+	team bool
+	d    day
+	name string
+}
+
+// rollup is a rollup's rows, sorted by key.
+type rollup struct{ rows []row }
+
+type row struct {
+	k rowKey
+	Totals
+}
+
+// Limits on what one entry or rollup holds: a key holder chooses model
+// names, and must not grow the ledger by choosing many.
+const (
+	maxID      = 128 // bytes of a key or team id
+	maxName    = 256 // bytes of a model, route or request id; longer ones are recorded as OtherModel
+	maxRows    = 256 // rows of a rollup; more land in OtherModel's
+	OtherModel = "(other)"
+)
+
+// Note is one request's entry on its way to the ledger: a
+// keystore.Recorder, given to keystore.Admission.FinishWith so that the
+// entry and its rollups are written in the batch that charges the
+// request.
+type Note struct {
+	l        *Ledger
+	e        Entry
+	seq      uint32
+	recorded bool
+}
+
+// Note returns the note of e, which a Finish writes. The entry's Time is
+// set to the batch's. e.Key is required; ids may not contain "/".
+func (l *Ledger) Note(e Entry) (*Note, error) {
+	if err := checkID("key", e.Key, true); err != nil {
+		return nil, err
+	}
+	if err := checkID("team", e.Team, false); err != nil {
+		return nil, err
+	}
+	if l.opts.ReadOnly {
+		return nil, ErrReadOnly
+	}
+	e.Model, e.Route, e.RequestID = bounded(e.Model), bounded(e.Route), bounded(e.RequestID)
+	return &Note{l: l, e: e}, nil
+}
+
+func checkID(field, id string, required bool) error {
+	switch {
+	case id == "" && required:
+		return fmt.Errorf("ledger: entry without a %s: %w", field, ErrInvalid)
+	case len(id) > maxID || strings.Contains(id, "/"):
+		return fmt.Errorf("ledger: %s %.40q: want at most %d bytes and no \"/\": %w", field, id, maxID, ErrInvalid)
+	}
+	return nil
+}
+
+func bounded(s string) string {
+	if len(s) > maxName {
+		return OtherModel
+	}
+	return s
+}
+
+// Entry returns the note's entry, with its time once recorded.
+func (n *Note) Entry() Entry { return n.e }
+
+// Record appends the note's entry to the open chunk and adds it to its
+// rollups, in w, at now. It is a keystore.Recorder's method. The ledger's
+// lock is held while the values are put, so that the last value put of a
+// chunk or rollup is the one holding every entry put before it.
+func (n *Note) Record(w keystore.Records, now time.Time) error {
+	l, e := n.l, &n.e
+	e.Time = now.UTC().Truncate(time.Millisecond)
+	d := dayOf(e.Time)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n.recorded {
+		return nil
+	}
+	if err := l.register(w, d); err != nil {
+		return err
+	}
+	n.seq = l.w.seq
+	if err := l.appendChunk(w, d, n.seq, e); err != nil {
+		return err
+	}
+	l.w.seq++
+	if !slices.Contains(l.w.days, d) {
+		l.w.days = append(l.w.days, d)
+	}
+	n.recorded = true
+	add := Totals{Requests: 1, Tokens: e.Tokens, Cost: e.Cost}
+	if err := l.addAll(w, d, e.Key, e.Team, e.Model, &add); err != nil {
+		return err
+	}
+	if l.w.seq%blockSize == 0 {
+		l.sealSpan()
+	}
+	return nil
+}
+
+// Done reports how the Finish that carried n ended: err is its error
+// (nil, or matching ratestore.ErrUncertain, when the request was
+// charged). A charged entry goes to the Export. An entry recorded in a
+// batch that failed (a conflict on a shared store) is taken back out of
+// the rollups the ledger holds in memory, so that its next write of them
+// does not count it.
+func (n *Note) Done(err error) {
+	l := n.l
+	if err == nil || errors.Is(err, ratestore.ErrUncertain) {
+		if l.opts.Export != nil && n.recorded {
+			l.opts.Export.Write(n.e)
+		}
+		return
+	}
+	if !n.recorded {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := &n.e
+	back := Totals{Requests: -1, Tokens: Tokens{-e.Tokens.Input, -e.Tokens.Output, -e.Tokens.CacheRead, -e.Tokens.CacheWrite, -e.Tokens.Reasoning}, Cost: -e.Cost}
+	d := dayOf(e.Time)
+	for _, id := range []rollupID{{d: d, name: e.Key}, {team: true, d: d, name: e.Team}} {
+		if r := l.rollups[id]; r != nil {
+			k := rowKey{e.Team, e.Model}
+			if id.team {
+				k.team = ""
+			}
+			if i, ok := r.find(k); ok {
+				r.rows[i].add(&back)
+			}
+		}
+	}
+}
+
+// Refused counts r in its key's and team's rollups, by reason.
+func (l *Ledger) Refused(ctx context.Context, r Refusal) error {
+	if err := checkID("key", r.Key, true); err != nil {
+		return err
+	}
+	if err := checkID("team", r.Team, false); err != nil {
+		return err
+	}
+	if l.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	add := Totals{Refused: 1, Reasons: map[string]int64{bounded(r.Reason): 1}}
+	locks := []string{r.Key}
+	if r.Team != "" {
+		locks = append(locks, r.Team)
+	}
+	return l.st.update(ctx, locks, func(w batch) error {
+		d := dayOf(l.st.now())
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if err := l.register(w, d); err != nil {
+			return err
+		}
+		return l.addAll(w, d, r.Key, r.Team, bounded(r.Model), &add)
+	})
+}
+
+// register writes that the writer has entries on day d, once a day.
+// Crossing into a new day, it drops the rollups of the days before
+// yesterday from the cache.
+func (l *Ledger) register(w batch, d day) error {
+	if d == l.w.today {
+		return nil
+	}
+	if err := w.Put(appendKey(nil, writerPrefix, d, l.writer), []byte{}); err != nil {
+		return err
+	}
+	if err := w.Put(appendKey(nil, dayPrefix, d), []byte{}); err != nil {
+		return err
+	}
+	l.w.today = d
+	if d-1 > l.w.evicted {
+		l.w.evicted = d - 1
+		for id := range l.rollups {
+			if id.d < l.w.evicted {
+				delete(l.rollups, id)
+			}
+		}
+	}
+	return nil
+}
+
+// addAll adds t to the rollups of key's and team's day d.
+func (l *Ledger) addAll(w batch, d day, key, team, model string, t *Totals) error {
+	if err := l.add(w, rollupID{d: d, name: key}, rowKey{team, model}, t); err != nil {
+		return err
+	}
+	if team == "" {
+		return nil
+	}
+	return l.add(w, rollupID{team: true, d: d, name: team}, rowKey{"", model}, t)
+}
+
+// add adds t to the row k of the rollup id, and puts the rollup.
+func (l *Ledger) add(w batch, id rollupID, k rowKey, t *Totals) error {
+	r, err := l.rollup(id)
+	if err != nil {
+		return err
+	}
+	i, ok := r.find(k)
+	if !ok {
+		if len(r.rows) >= maxRows-1 { // the last is OtherModel's
+			k.model = OtherModel
+			i, ok = r.find(k)
+		}
+		if !ok {
+			r.rows = slices.Insert(r.rows, i, row{k: k})
+		}
+	}
+	r.rows[i].add(t)
+	prefix := keyPrefix
+	if id.team {
+		prefix = teamPrefix
+	}
+	key := appendKey(l.buf[:0], prefix, id.d, id.name, l.writer)
+	val := appendRows(key[len(key):], r.rows)
+	l.buf = val[:0]
+	return w.Put(key, val)
+}
+
+// rollup returns the cached rollup id: new, unless the writer may have
+// written it before its day left the cache, when it is read.
+func (l *Ledger) rollup(id rollupID) (*rollup, error) {
+	if r := l.rollups[id]; r != nil {
+		return r, nil
+	}
+	r := &rollup{}
+	if id.d < l.w.evicted {
+		prefix := keyPrefix
+		if id.team {
+			prefix = teamPrefix
+		}
+		v, err := l.st.get(context.Background(), appendKey(nil, prefix, id.d, id.name, l.writer))
+		if err != nil {
+			return nil, err
+		}
+		if v != nil {
+			if err := decodeRollup(v, func(k rowKey, t *Totals) { r.rows = append(r.rows, row{k, *t}) }); err != nil {
+				return nil, err
+			}
+		}
+	}
+	l.rollups[id] = r
+	return r, nil
+}
+
+func (r *rollup) find(k rowKey) (int, bool) {
+	return slices.BinarySearchFunc(r.rows, k, func(a row, k rowKey) int {
+		return cmp.Or(cmp.Compare(a.k.team, k.team), cmp.Compare(a.k.model, k.model))
+	})
+}
+
+// add adds o to t, saturating.
+func (t *Totals) add(o *Totals) {
+	t.Requests = sat.Add(t.Requests, o.Requests)
+	a, b := &t.Tokens, &o.Tokens
+	a.Input, a.Output = sat.Add(a.Input, b.Input), sat.Add(a.Output, b.Output)
+	a.CacheRead, a.CacheWrite = sat.Add(a.CacheRead, b.CacheRead), sat.Add(a.CacheWrite, b.CacheWrite)
+	a.Reasoning = sat.Add(a.Reasoning, b.Reasoning)
+	t.Cost = t.Cost.Add(o.Cost)
+	t.Refused = sat.Add(t.Refused, o.Refused)
+	for reason, n := range o.Reasons {
+		if t.Reasons == nil {
+			t.Reasons = make(map[string]int64)
+		}
+		t.Reasons[reason] = sat.Add(t.Reasons[reason], n)
+	}
+}
+
+// sealSpan moves the open span to the pending ones, and wakes the
+// compactor. The next span starts at the next multiple of blockSize.
+func (l *Ledger) sealSpan() {
+	if l.w.seq == l.w.first {
+		return
+	}
+	l.pending = append(l.pending, span{first: l.w.first, days: l.w.days})
+	l.w.seq = (l.w.seq + blockSize - 1) / blockSize * blockSize
+	l.w.first, l.w.days = l.w.seq, nil
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Add records e in a batch of its own, at the ledger's clock: for a
+// request charged without an Admission (keystore.Store.RecordUsage).
+func (l *Ledger) Add(ctx context.Context, e Entry) error {
+	n, err := l.Note(e)
+	if err != nil {
+		return err
+	}
+	locks := []string{e.Key}
+	if e.Team != "" {
+		locks = append(locks, e.Team)
+	}
+	err = l.st.update(ctx, locks, func(w batch) error { return n.Record(w, l.st.now()) })
+	n.Done(err)
+	return err
+}
+
+// appendChunk appends e, of seq on day d, to the open chunk, starting a
+// new one at each multiple of chunkMax and each new day, and puts the
+// chunk. A chunk holds the entries of one commit or more: where batches
+// commit in the order they write (a DB), the last value put is the one
+// stored, holding every entry before it, and a commit writes a record
+// per chunk rather than one per entry.
+func (l *Ledger) appendChunk(w batch, d day, seq uint32, e *Entry) error {
+	if len(l.w.chunk) == 0 || seq%l.chunkMax == 0 || d != l.w.cday {
+		l.w.chunk, l.w.cfirst, l.w.cday = l.w.chunk[:0], seq, d
+	}
+	one := appendSingle(l.buf[:0], e)
+	l.w.chunk = binary.AppendUvarint(l.w.chunk, uint64(len(one)))
+	l.w.chunk = append(l.w.chunk, one...)
+	key := appendSeq(appendKey(one[len(one):], entryPrefix, d, l.writer, ""), l.w.cfirst, 'c')
+	l.buf = key[:0]
+	return w.Put(key, l.w.chunk)
+}
