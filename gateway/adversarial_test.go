@@ -59,7 +59,7 @@ const (
 const gatewayCredential = "sk-gateway-own-credential"
 
 // requestID is what every Ratestore-Request-Id must look like.
-var requestID = regexp.MustCompile(`^req_[A-Z2-7]{26}$`)
+var requestID = regexp.MustCompile(`^req_[0-9a-f]{16}$`)
 
 // TestAdversarialBodies proves that a body the gateway cannot read exactly
 // as a lenient upstream would (byte order mark, garbage around the object,

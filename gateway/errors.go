@@ -72,6 +72,7 @@ func roundWait(wait time.Duration) time.Duration {
 // it asked to reserve.
 func (g *Gateway) deny(ctx context.Context, x *exchange, k keystore.Key, d *keystore.Denial, reserve int64) {
 	x.reason = d.Reason
+	g.refused(ctx, x, k, d)
 	o := g.deniedBy(ctx, k, d)
 	if status, code, msg := refusal(x, k, o, d); status != 0 {
 		typ := typePermission

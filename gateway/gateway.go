@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -28,6 +27,7 @@ import (
 	"github.com/ratestore/ratestore/httplimit"
 	"github.com/ratestore/ratestore/internal/sat"
 	"github.com/ratestore/ratestore/keystore"
+	"github.com/ratestore/ratestore/ledger"
 	"github.com/ratestore/ratestore/pricing"
 	"github.com/ratestore/ratestore/promstats"
 	"github.com/ratestore/ratestore/strategies"
@@ -104,6 +104,14 @@ type Options struct {
 	// documentation.
 	Shadow bool
 
+	// Ledger configures the spend ledger the gateway keeps in its
+	// database (package ledger): an entry per finished request, written
+	// in the commit that charges it, and rollups by key, team, model and
+	// day, which GET /admin/spend and /admin/requests read. NoLedger
+	// keeps none.
+	Ledger   ledger.Options
+	NoLedger bool
+
 	// RPS, when > 0, limits every key to RPS requests per second, in
 	// bursts of Burst (strategies.GCRA, keyed by key ID); Burst 0 means
 	// max(1, ceil(RPS)).
@@ -178,6 +186,7 @@ type Options struct {
 // concurrent use.
 type Gateway struct {
 	keys        *keystore.Store
+	ledger      *ledger.Ledger // nil: Options.NoLedger
 	proxy       *httputil.ReverseProxy
 	next        http.Handler // proxy, behind the request-rate middleware if any
 	routes      []route      // longest prefix first, the default route last
@@ -228,6 +237,11 @@ func New[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore.Store
 		return nil, err
 	}
 	g.keys, g.active = keys, newActivity()
+	if !opts.NoLedger {
+		if g.ledger, err = ledger.Open(db, opts.Ledger); err != nil {
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
+	}
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite:        g.rewrite,
 		ModifyResponse: g.modifyResponse,
@@ -361,7 +375,9 @@ func requestRate(l ratestore.StoreLimiter, deny func(http.ResponseWriter, *http.
 type exchange struct {
 	statusWriter
 	id     string
+	start  time.Time // when it arrived
 	keyID  string
+	team   string // the key's team, once authenticated
 	reason string // why the gateway refused it: a keystore.Denial's Reason, or ""
 
 	// What the request asks for, as the gateway read it (Gateway.endpoint
@@ -472,7 +488,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
-	x := &exchange{statusWriter: statusWriter{ResponseWriter: w}, id: "req_" + rand.Text()}
+	x := &exchange{statusWriter: statusWriter{ResponseWriter: w}, id: newRequestID(), start: start}
 	w.Header().Set(RequestIDHeader, x.id)
 	completed := false
 	defer func() {
@@ -556,7 +572,7 @@ func (g *Gateway) authenticate(x *exchange, r *http.Request) (k keystore.Key, se
 		return k, "", false
 	}
 	k, err := g.keys.Authenticate(r.Context(), secret)
-	x.keyID = k.ID
+	x.keyID, x.team = k.ID, k.Team
 	if err != nil {
 		g.refuse(x, r, k, err)
 		return k, "", false
@@ -858,7 +874,13 @@ func (g *Gateway) finish(ctx context.Context, x *exchange) {
 	cost := g.cost(x, tokens)
 	if x.adm != nil {
 		var u keystore.Usage
-		u, err = x.adm.FinishSpend(ctx, tokens, cost)
+		note := g.note(x, tokens)
+		if note != nil {
+			u, err = x.adm.FinishWith(ctx, tokens, cost, note)
+			note.Done(err)
+		} else {
+			u, err = x.adm.FinishSpend(ctx, tokens, cost)
+		}
 		for i, b := range u.Budgets {
 			if i == 0 || b.Remaining < x.charge.budgetLeft {
 				x.charge.budgetLeft, x.charge.hasBudget = b.Remaining, true
@@ -866,6 +888,9 @@ func (g *Gateway) finish(ctx context.Context, x *exchange) {
 		}
 	} else if tokens > 0 { // shadowed: served without an admission
 		_, err = g.keys.RecordUsage(ctx, x.keyID, tokens)
+		if note := g.note(x, tokens); note != nil && err == nil {
+			g.ledgerFailed(ctx, x, g.ledger.Add(ctx, note.Entry()))
+		}
 	}
 	if errors.Is(err, ratestore.ErrUncertain) {
 		// Charged in memory, which every later request sees; the next

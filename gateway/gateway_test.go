@@ -422,7 +422,7 @@ func TestUpstreamHeaders(t *testing.T) {
 				require.Equal(t, "2023-06-01", h.Get("Anthropic-Version"))
 				require.Empty(t, h.Get("X-Custom"))
 				require.Empty(t, h.Get("X-Forwarded-For"))
-				require.Regexp(t, `^req_[A-Z2-7]{26}$`, resp.Header.Get(RequestIDHeader))
+				require.Regexp(t, `^req_[0-9a-f]{16}$`, resp.Header.Get(RequestIDHeader))
 			}
 		})
 	}
@@ -792,7 +792,13 @@ func backendOf[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore
 func isSource(db any) bool { _, ok := db.(promstats.Source); return ok }
 
 // newGateway is New on the env's store.
-func (e *env) newGateway(opts Options) (*Gateway, error) { return e.be.gateway(opts) }
+func (e *env) newGateway(opts Options) (*Gateway, error) {
+	g, err := e.be.gateway(opts)
+	if err == nil {
+		e.t.Cleanup(func() { require.NoError(e.t, g.Close(context.Background())) })
+	}
+	return g, err
+}
 
 // serve serves e.gw over loopback.
 func (e *env) serve() {
