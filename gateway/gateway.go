@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/alert"
 	"github.com/ratestore/ratestore/httplimit"
 	"github.com/ratestore/ratestore/internal/sat"
 	"github.com/ratestore/ratestore/keystore"
@@ -112,6 +113,12 @@ type Options struct {
 	Ledger   ledger.Options
 	NoLedger bool
 
+	// Alerts, if set, is told each key's and team's usage after each
+	// request, and sends a webhook call when one crosses a threshold of a
+	// budget or token window (package alert). The caller closes it after
+	// the gateway.
+	Alerts *alert.Notifier
+
 	// RPS, when > 0, limits every key to RPS requests per second, in
 	// bursts of Burst (strategies.GCRA, keyed by key ID); Burst 0 means
 	// max(1, ceil(RPS)).
@@ -187,6 +194,7 @@ type Options struct {
 type Gateway struct {
 	keys        *keystore.Store
 	ledger      *ledger.Ledger // nil: Options.NoLedger
+	alerts      *alert.Notifier
 	proxy       *httputil.ReverseProxy
 	next        http.Handler // proxy, behind the request-rate middleware if any
 	routes      []route      // longest prefix first, the default route last
@@ -275,6 +283,9 @@ func New[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore.Store
 		g.admin = sha256.Sum256([]byte(opts.AdminToken))
 	}
 	g.metrics = newMetrics(promstats.Of(db, nil))
+	if g.alerts = opts.Alerts; g.alerts != nil {
+		g.metrics.reg.MustRegister(newAlertCollector(g.alerts))
+	}
 	g.adminAPI = g.adminMux()
 	g.adminAPI.HandleFunc("POST /admin/prices/reload", g.adminReloadPrices)
 	return g, nil
@@ -880,6 +891,9 @@ func (g *Gateway) finish(ctx context.Context, x *exchange) {
 			note.Done(err)
 		} else {
 			u, err = x.adm.FinishSpend(ctx, tokens, cost)
+		}
+		if err == nil || errors.Is(err, ratestore.ErrUncertain) {
+			g.observe(ctx, x, u)
 		}
 		for i, b := range u.Budgets {
 			if i == 0 || b.Remaining < x.charge.budgetLeft {

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"time"
@@ -75,35 +76,41 @@ func appendEntryCounts(b []byte, e *Entry) []byte {
 	return b
 }
 
-// blockReader decodes a block.
+// blockReader decodes a block. Its table's strings are decoded when an
+// entry refers to them, through an interner: a query that skips a block
+// (has) allocates nothing for it, and one string is one allocation per
+// query, not one per block.
 type blockReader struct {
 	r     reader
 	base  int64
-	table []string
+	table [][]byte // the strings, encoded
+	strs  []string // decoded, or "" until they are
+	in    *interner
 	n     int
 }
 
-// openBlock reads v's header and string table.
-func openBlock(v []byte) (*blockReader, error) {
-	br := &blockReader{r: reader{b: v}}
+// openBlock reads v's header and string table. in may be nil.
+func openBlock(v []byte, in *interner) (*blockReader, error) {
+	br := &blockReader{r: reader{b: v}, in: in}
 	r := &br.r
 	if r.byte() != codecVersion {
 		return nil, fmt.Errorf("%w: block version", errCorrupt)
 	}
 	br.base = r.varint()
-	br.table = make([]string, r.count(len(v)))
+	br.table = make([][]byte, r.count(len(v)))
 	for i := range br.table {
-		br.table[i] = r.string()
+		br.table[i] = r.rawString()
 	}
+	br.strs = make([]string, len(br.table))
 	br.n = r.count(blockSize)
 	return br, r.err
 }
 
-// has reports whether s is in the block's table: when a filter's value
-// is not, no entry of the block matches.
-func (br *blockReader) has(s string) bool {
+// has reports whether s, encoded, is in the block's table: when a
+// filter's value is not, no entry of the block matches.
+func (br *blockReader) has(s []byte) bool {
 	for _, t := range br.table {
-		if t == s {
+		if bytes.Equal(t, s) {
 			return true
 		}
 	}
@@ -146,7 +153,10 @@ func (br *blockReader) ref(bias uint64) string {
 		br.r.fail("string reference")
 		return ""
 	}
-	return br.table[i]
+	if br.strs[i] == "" && len(br.table[i]) > 1 {
+		br.strs[i] = br.in.get(br.table[i])
+	}
+	return br.strs[i]
 }
 
 func (br *blockReader) counts(e *Entry) {

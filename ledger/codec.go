@@ -189,18 +189,18 @@ func appendRows(b []byte, rows []row) []byte {
 	return b
 }
 
-// decodeRollup calls fn with each row of v.
-func decodeRollup(v []byte, fn func(k rowKey, t *Totals)) error {
+// decodeRollup calls fn with each row of v, its team and model encoded.
+func decodeRollup(v []byte, fn func(team, model []byte, t *Totals)) error {
 	r := reader{b: v}
 	if r.byte() != codecVersion {
 		return fmt.Errorf("%w: rollup version", errCorrupt)
 	}
 	n := r.count(len(v))
 	for i := 0; i < n && r.err == nil; i++ {
-		k := rowKey{team: r.string(), model: r.string()}
+		team, model := r.rawString(), r.rawString()
 		t := r.totals()
 		if r.err == nil {
-			fn(k, &t)
+			fn(team, model, &t)
 		}
 	}
 	if r.err == nil && len(r.b) != 0 {
@@ -226,3 +226,71 @@ func (r *reader) varint() int64 {
 }
 
 func sortedKeys(m map[string]int64) []string { return slices.Sorted(maps.Keys(m)) }
+
+// rawString reads a string and returns it encoded, without decoding it.
+func (r *reader) rawString() []byte {
+	start := r.b
+	switch tag := r.byte(); {
+	case tag == 0:
+		r.bytes(r.count(len(r.b)))
+	case int(tag) <= len(idPrefixes):
+		r.bytes(8)
+	default:
+		r.fail("string tag")
+	}
+	if r.err != nil {
+		return nil
+	}
+	return start[:len(start)-len(r.b)]
+}
+
+// An interner numbers the strings a query decodes, from their encoded
+// form: the same key, team or model read from many records is decoded
+// once, and grouped by a small number rather than hashed as a string. A
+// nil interner decodes every time. Number 0 is "".
+type interner struct {
+	ids  map[string]uint32
+	strs []string
+}
+
+func newInterner() *interner {
+	return &interner{ids: map[string]uint32{string(appendString(nil, "")): 0}, strs: []string{""}}
+}
+
+// id returns the number of the string encoded as raw.
+func (in *interner) id(raw []byte) uint32 {
+	if id, ok := in.ids[string(raw)]; ok {
+		return id
+	}
+	id := uint32(len(in.strs))
+	in.ids[string(raw)] = id
+	in.strs = append(in.strs, decodeString(raw))
+	return id
+}
+
+// idOf returns the number of s.
+func (in *interner) idOf(s string) uint32 { return in.id(appendString(nil, s)) }
+
+// get returns the string encoded as raw.
+func (in *interner) get(raw []byte) string {
+	if in == nil {
+		return decodeString(raw)
+	}
+	return in.strs[in.id(raw)]
+}
+
+func decodeString(raw []byte) string {
+	r := reader{b: raw}
+	return r.string()
+}
+
+// encodeAll returns the non-empty strings of ss, encoded.
+func encodeAll(ss ...string) [][]byte {
+	var out [][]byte
+	for _, s := range ss {
+		if s != "" {
+			out = append(out, appendString(nil, s))
+		}
+	}
+	return out
+}

@@ -7,11 +7,19 @@ import (
 	"slices"
 )
 
-// Compact rewrites the singles of every sealed span as one block per
-// day now, as the Ledger does on its own a few seconds after a span
-// fills. A block of 256 entries costs its values and one key, where 256
-// singles cost 256 keys and their B-tree's overhead.
+// Compact rewrites the chunks of every sealed span as one block per day,
+// and writes the summaries of the days the writer left, now, as the
+// Ledger does on its own a few seconds after a span fills or a day ends.
+// A block of 256 entries costs its values and one key, where its chunks
+// cost a key each and their B-tree's overhead.
 func (l *Ledger) Compact(ctx context.Context) error {
+	if err := l.compactSpans(ctx); err != nil {
+		return err
+	}
+	return l.summarize(ctx)
+}
+
+func (l *Ledger) compactSpans(ctx context.Context) error {
 	l.mu.Lock()
 	spans := l.pending
 	l.pending = nil
@@ -70,9 +78,9 @@ func (l *Ledger) compact(ctx context.Context, first uint32, d day) error {
 // kind 'b' or 'c', first being the seq in its key.
 func eachInRecord(v []byte, first uint32, kind byte, fn func(seq uint32, e *Entry)) error {
 	if kind == 'c' {
-		return eachInChunk(v, first, nil, fn)
+		return eachInChunk(v, first, filter{}, fn)
 	}
-	br, err := openBlock(v)
+	br, err := openBlock(v, nil)
 	if err != nil {
 		return err
 	}
@@ -80,19 +88,19 @@ func eachInRecord(v []byte, first uint32, kind byte, fn func(seq uint32, e *Entr
 }
 
 // eachInChunk calls fn with the entries of chunk v, whose first is first,
-// skipping those whose table lacks one of want.
-func eachInChunk(v []byte, first uint32, want []string, fn func(seq uint32, e *Entry)) error {
+// skipping those f does not want.
+func eachInChunk(v []byte, first uint32, f filter, fn func(seq uint32, e *Entry)) error {
 	r := reader{b: v}
 	for seq := first; len(r.b) > 0 && r.err == nil; seq++ {
 		one := r.bytes(r.count(len(r.b)))
 		if r.err != nil {
 			break
 		}
-		br, err := openBlock(one)
+		br, err := openBlock(one, f.in)
 		if err != nil {
 			return err
 		}
-		if wanted(br, want) {
+		if f.wants(br) {
 			if err := br.each(seq, fn); err != nil {
 				return err
 			}
@@ -101,11 +109,20 @@ func eachInChunk(v []byte, first uint32, want []string, fn func(seq uint32, e *E
 	return r.err
 }
 
-// wanted reports whether br's table has every non-empty string of want:
-// when it lacks one, none of its entries is wanted.
-func wanted(br *blockReader, want []string) bool {
-	for _, s := range want {
-		if s != "" && !br.has(s) {
+// filter is what a read of entries wants: entries of the strings want
+// (a key, team or model, encoded), decoded through in.
+type filter struct {
+	want [][]byte
+	in   *interner
+}
+
+func newFilter(ss ...string) filter { return filter{want: encodeAll(ss...), in: newInterner()} }
+
+// wants reports whether br's table has every string f wants: when it
+// lacks one, none of its entries is wanted.
+func (f filter) wants(br *blockReader) bool {
+	for _, s := range f.want {
+		if !br.has(s) {
 			return false
 		}
 	}

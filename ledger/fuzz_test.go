@@ -25,11 +25,11 @@ func FuzzDecode(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, v []byte) {
-		if br, err := openBlock(v); err == nil {
-			br.has("gpt-4o")
+		if br, err := openBlock(v, newInterner()); err == nil {
+			br.has(appendString(nil, "gpt-4o"))
 			var items []item
 			if br.each(256, func(seq uint32, e *Entry) { items = append(items, item{seq, *e}) }) == nil && len(items) > 0 {
-				again, err := openBlock(encodeBlock(256, items))
+				again, err := openBlock(encodeBlock(256, items), nil)
 				if err != nil {
 					t.Fatalf("re-encoding a decoded block: %v", err)
 				}
@@ -39,16 +39,19 @@ func FuzzDecode(f *testing.F) {
 				}
 			}
 		}
-		_ = decodeRollup(v, func(rowKey, *Totals) {})
+		_ = decodeRollup(v, func(_, _ []byte, _ *Totals) {})
+		_ = decodeSummary(v, func(_, _ []byte, _ *Totals) {})
+		_, _ = summaryWriter(v)
 		_, _ = parseCursor(string(v))
 		_, _, _, _ = entryKey(v)
+		_, _ = rollupName(v, keyPrefix)
 	})
 }
 
 func TestCodecRoundTrip(t *testing.T) {
 	s := seeds()
 	var got []Entry
-	br, err := openBlock(s[1])
+	br, err := openBlock(s[1], nil)
 	if err != nil {
 		t.Fatal(err)
 	}

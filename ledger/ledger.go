@@ -63,7 +63,8 @@ type Ledger struct {
 	mu      sync.Mutex
 	w       writing
 	rollups map[rollupID]*rollup
-	pending []span // blocks of singles ready to be compacted
+	pending []span // blocks of chunks ready to be compacted
+	closed  []day  // days to summarize
 	buf     []byte
 
 	wake chan struct{}
@@ -125,6 +126,9 @@ func (l *Ledger) Close(ctx context.Context) error {
 	}
 	l.mu.Lock()
 	l.sealSpan()
+	if l.w.today >= 0 {
+		l.closed = append(l.closed, l.w.today) // this writer writes no more
+	}
 	l.mu.Unlock()
 	return l.Compact(ctx)
 }

@@ -15,7 +15,7 @@ import (
 // dayEntries calls fn with every entry of day d, in the order of their
 // writers and seqs. A block whose table lacks one of want holds no entry
 // that fn wants, and is not decoded further.
-func (l *Ledger) dayEntries(ctx context.Context, d day, want []string, fn func(writer string, seq uint32, e *Entry)) error {
+func (l *Ledger) dayEntries(ctx context.Context, d day, f filter, fn func(writer string, seq uint32, e *Entry)) error {
 	var writer string
 	var covered uint32 // the current writer's seqs below are in a block read
 	return l.st.scan(ctx, appendKey(nil, entryPrefix, d, ""), func(k, v []byte) error {
@@ -31,14 +31,14 @@ func (l *Ledger) dayEntries(ctx context.Context, d day, want []string, fn func(w
 		}
 		each := func(seq uint32, e *Entry) { fn(writer, seq, e) }
 		if kind == 'c' {
-			return eachInChunk(v, seq, want, each)
+			return eachInChunk(v, seq, f, each)
 		}
 		covered = seq + blockSize
-		br, err := openBlock(v)
+		br, err := openBlock(v, f.in)
 		if err != nil {
 			return fmt.Errorf("ledger: entries %s: %w", k, err)
 		}
-		if !wanted(br, want) {
+		if !f.wants(br) {
 			return nil
 		}
 		return br.each(seq, each)
@@ -67,8 +67,9 @@ func (l *Ledger) Requests(ctx context.Context, q RequestQuery) (Page, error) {
 		return Page{}, err
 	}
 	var found []position
+	f := newFilter(q.Key, q.Team, q.Model)
 	for _, d := range days(dayOf(q.From), dayOf(q.To.Add(-time.Millisecond)), true) {
-		err := l.dayEntries(ctx, d, []string{q.Key, q.Team, q.Model}, func(w string, seq uint32, e *Entry) {
+		err := l.dayEntries(ctx, d, f, func(w string, seq uint32, e *Entry) {
 			p := position{ms: e.Time.UnixMilli(), writer: w, seq: seq}
 			if q.matches(e) && (after == nil || p.before(*after)) {
 				p.e = *e
@@ -162,14 +163,16 @@ func (l *Ledger) normalizeRequests(q RequestQuery) (RequestQuery, *position, err
 	return q, after, err
 }
 
-// splitRollupKey returns the day and name of a rollup's key (prefix,
-// day, name, writer).
-func splitRollupKey(k []byte, prefix string) (d day, name string, ok bool) {
-	rest := k[len(prefix):]
-	if len(rest) < 8+1+1+1+16 {
-		return 0, "", false
+// rollupName returns the name (a key's or team's id) in a rollup's key:
+// prefix, day, name, writer.
+func rollupName(k []byte, prefix string) ([]byte, bool) {
+	if len(k) < len(prefix)+8+1+1+1+16 {
+		return nil, false
 	}
-	d, ok = parseDay(string(rest[:8]))
-	name = string(rest[9 : len(rest)-17])
-	return d, name, ok && rest[8] == '/' && rest[len(rest)-17] == '/' && !bytes.ContainsRune([]byte(name), '/')
+	rest := k[len(prefix):]
+	if rest[8] != '/' || rest[len(rest)-17] != '/' {
+		return nil, false
+	}
+	name := rest[9 : len(rest)-17]
+	return name, !bytes.ContainsRune(name, '/')
 }

@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,11 +21,11 @@ func (l *Ledger) Spend(ctx context.Context, q SpendQuery) (Spend, error) {
 	if err != nil {
 		return Spend{}, err
 	}
-	a := aggregator{q: q, groups: make(map[group]*Totals)}
+	a := newAggregator(q)
 	if slices.Contains(q.GroupBy, ByHour) {
-		err = l.spendFromEntries(ctx, &a)
+		err = l.spendFromEntries(ctx, a)
 	} else {
-		err = l.spendFromRollups(ctx, &a)
+		err = l.spendFromRollups(ctx, a)
 	}
 	if err != nil {
 		return Spend{}, err
@@ -80,24 +79,17 @@ func (l *Ledger) spendFromRollups(ctx context.Context, a *aggregator) error {
 	q := a.q
 	first, last := dayOf(q.From), dayOf(q.To.Add(-time.Nanosecond))
 	byTeam := q.Team != "" && q.Key == "" && !slices.Contains(q.GroupBy, ByKey)
+	writers, err := l.writers(ctx, first, last)
+	if err != nil {
+		return err
+	}
 	if q.Key == "" && !byTeam {
 		for _, d := range days(first, last, false) {
-			err := l.st.scan(ctx, appendKey(nil, keyPrefix, d, ""), func(k, v []byte) error {
-				_, key, ok := splitRollupKey(k, keyPrefix)
-				if !ok {
-					return fmt.Errorf("%w: rollup key %q", errCorrupt, k)
-				}
-				return a.addRollup(v, key, "", d)
-			})
-			if err != nil {
+			if err := l.spendOfDay(ctx, a, d, writers[d]); err != nil {
 				return err
 			}
 		}
 		return nil
-	}
-	writers, err := l.writers(ctx, first, last)
-	if err != nil {
-		return err
 	}
 	prefix, name := keyPrefix, q.Key
 	if byTeam {
@@ -110,9 +102,9 @@ func (l *Ledger) spendFromRollups(ctx context.Context, a *aggregator) error {
 				return err
 			}
 			if byTeam {
-				err = a.addRollup(v, "", q.Team, d)
+				err = a.addRollup(v, 0, a.team, d)
 			} else {
-				err = a.addRollup(v, q.Key, "", d)
+				err = a.addRollup(v, a.key, 0, d)
 			}
 			if err != nil {
 				return err
@@ -148,13 +140,14 @@ func (l *Ledger) writers(ctx context.Context, first, last day) (map[day][]string
 // spendFromEntries adds up the entries of q's range, by hour.
 func (l *Ledger) spendFromEntries(ctx context.Context, a *aggregator) error {
 	q := a.q
+	f := newFilter(q.Key, q.Team, q.Model)
 	for _, d := range days(dayOf(q.From), dayOf(q.To.Add(-time.Nanosecond)), false) {
-		err := l.dayEntries(ctx, d, []string{q.Key, q.Team, q.Model}, func(_ string, _ uint32, e *Entry) {
+		err := l.dayEntries(ctx, d, f, func(_ string, _ uint32, e *Entry) {
 			if e.Time.Before(q.From) || !e.Time.Before(q.To) {
 				return
 			}
 			t := Totals{Requests: 1, Tokens: e.Tokens, Cost: e.Cost}
-			a.add(e.Key, e.Team, e.Model, e.Time.Truncate(time.Hour), &t)
+			a.add(a.in.idOf(e.Key), a.in.idOf(e.Team), a.in.idOf(e.Model), e.Time.Truncate(time.Hour).Unix(), &t)
 		})
 		if err != nil {
 			return err
@@ -163,43 +156,65 @@ func (l *Ledger) spendFromEntries(ctx context.Context, a *aggregator) error {
 	return nil
 }
 
-// group is a row of a report: the values of its grouped dimensions.
+// group is a row of a report: the values of its grouped dimensions, as
+// the numbers of the aggregator's interner.
 type group struct {
-	key, team, model string
+	key, team, model uint32
 	at               int64 // Unix seconds of its day or hour
 }
 
-// aggregator adds rows up into the groups of a query.
+// aggregator adds rows up into the groups of a query. Strings are
+// numbered as they are read (interner): a row is grouped by hashing a
+// few integers.
 type aggregator struct {
-	q      SpendQuery
-	groups map[group]*Totals
-	total  Totals
+	q                SpendQuery
+	key, team, model uint32 // q's filters' numbers; 0 (""): none
+	groups           map[group]*Totals
+	total            Totals
+	in               *interner
+	names            map[string]uint32 // the numbers of rollups' names, plain bytes in their keys
+}
+
+func newAggregator(q SpendQuery) *aggregator {
+	a := &aggregator{q: q, groups: make(map[group]*Totals), in: newInterner(), names: map[string]uint32{}}
+	a.key, a.team, a.model = a.in.idOf(q.Key), a.in.idOf(q.Team), a.in.idOf(q.Model)
+	return a
+}
+
+// name returns the number of a name read from a rollup's key.
+func (a *aggregator) name(b []byte) uint32 {
+	if id, ok := a.names[string(b)]; ok {
+		return id
+	}
+	id := a.in.idOf(string(b))
+	a.names[string(b)] = id
+	return id
 }
 
 // addRollup adds the rows of a rollup value, of key (a key's) or of
 // team (a team's), on day d. A missing value (nil) adds nothing.
-func (a *aggregator) addRollup(v []byte, key, team string, d day) error {
+func (a *aggregator) addRollup(v []byte, key, team uint32, d day) error {
 	if v == nil {
 		return nil
 	}
-	at := d.time()
-	return decodeRollup(v, func(k rowKey, t *Totals) {
-		if team == "" {
-			a.add(key, k.team, k.model, at, t)
-		} else {
-			a.add("", team, k.model, at, t)
+	at := d.time().Unix()
+	return decodeRollup(v, func(rowTeam, model []byte, t *Totals) {
+		tm := team
+		if tm == 0 {
+			tm = a.in.id(rowTeam)
 		}
+		a.add(key, tm, a.in.id(model), at, t)
 	})
 }
 
-// add adds t, of key, team and model at instant at, if q selects it.
-func (a *aggregator) add(key, team, model string, at time.Time, t *Totals) {
-	q := &a.q
-	if q.Key != "" && key != q.Key || q.Team != "" && team != q.Team || q.Model != "" && model != q.Model {
+// add adds t, of key, team and model at instant at (Unix seconds), if q
+// selects it.
+func (a *aggregator) add(key, team, model uint32, at int64, t *Totals) {
+	if a.key != 0 && key != a.key || a.team != 0 && team != a.team || a.model != 0 && model != a.model {
 		return
 	}
 	var g group
-	for _, by := range q.GroupBy {
+	for _, by := range a.q.GroupBy {
 		switch by {
 		case ByKey:
 			g.key = key
@@ -208,7 +223,7 @@ func (a *aggregator) add(key, team, model string, at time.Time, t *Totals) {
 		case ByModel:
 			g.model = model
 		case ByDay, ByHour:
-			g.at = at.Unix()
+			g.at = at
 		}
 	}
 	sum := a.groups[g]
@@ -225,14 +240,58 @@ func (a *aggregator) result() Spend {
 	s := Spend{From: a.q.From, To: a.q.To, GroupBy: a.q.GroupBy, Total: a.total, query: a.q}
 	timed := slices.Contains(a.q.GroupBy, ByDay) || slices.Contains(a.q.GroupBy, ByHour)
 	for g, t := range a.groups {
-		r := Row{Key: g.key, Team: g.team, Model: g.model, Totals: *t}
+		r := Row{Key: a.in.strs[g.key], Team: a.in.strs[g.team], Model: a.in.strs[g.model], Totals: *t}
 		if timed {
 			r.Day = time.Unix(g.at, 0).UTC()
 		}
 		s.Rows = append(s.Rows, r)
 	}
-	slices.SortFunc(s.Rows, func(a, b Row) int {
-		return cmp.Or(a.Day.Compare(b.Day), cmp.Compare(a.Key, b.Key), cmp.Compare(a.Team, b.Team), cmp.Compare(a.Model, b.Model))
-	})
+	slices.SortFunc(s.Rows, compareRows)
 	return s
 }
+
+// compareRows orders rows by time, key, team and model.
+func compareRows(a, b Row) int {
+	if c := a.Day.Compare(b.Day); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Key, b.Key); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Team, b.Team); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Model, b.Model)
+}
+
+// spendOfDay adds up the key rollups of day d, whose writers are ws:
+// from their summaries where the query needs no model and they wrote one
+// (see summary), and from the rollups of the others.
+func (l *Ledger) spendOfDay(ctx context.Context, a *aggregator, d day, ws []string) error {
+	summarized := map[string]bool{}
+	if a.q.Model == "" && !slices.Contains(a.q.GroupBy, ByModel) {
+		err := l.st.scan(ctx, appendKey(nil, summaryPrefix, d, ""), func(k, v []byte) error {
+			w, ok := summaryWriter(k)
+			if !ok {
+				return fmt.Errorf("%w: summary key %q", errCorrupt, k)
+			}
+			summarized[w] = true
+			at := d.time().Unix()
+			return decodeSummary(v, func(key, team []byte, t *Totals) { a.add(a.in.id(key), a.in.id(team), 0, at, t) })
+		})
+		if err != nil || len(summarized) == len(ws) {
+			return err
+		}
+	}
+	return l.st.scan(ctx, appendKey(nil, keyPrefix, d, ""), func(k, v []byte) error {
+		name, ok := rollupName(k, keyPrefix)
+		if !ok {
+			return fmt.Errorf("%w: rollup key %q", errCorrupt, k)
+		}
+		if summarized[string(k[len(k)-16:])] {
+			return nil
+		}
+		return a.addRollup(v, a.name(name), 0, d)
+	})
+}
+

@@ -215,11 +215,15 @@ func (l *Ledger) register(w batch, d day) error {
 	if err := w.Put(appendKey(nil, dayPrefix, d), []byte{}); err != nil {
 		return err
 	}
+	if l.w.today >= 0 && !l.opts.ReadOnly {
+		l.closed = append(l.closed, l.w.today) // summarized by the compactor
+		l.poke()
+	}
 	l.w.today = d
 	if d-1 > l.w.evicted {
 		l.w.evicted = d - 1
 		for id := range l.rollups {
-			if id.d < l.w.evicted {
+			if id.d < l.w.evicted && !slices.Contains(l.closed, id.d) { // kept until summarized
 				delete(l.rollups, id)
 			}
 		}
@@ -282,7 +286,9 @@ func (l *Ledger) rollup(id rollupID) (*rollup, error) {
 			return nil, err
 		}
 		if v != nil {
-			if err := decodeRollup(v, func(k rowKey, t *Totals) { r.rows = append(r.rows, row{k, *t}) }); err != nil {
+			if err := decodeRollup(v, func(team, model []byte, t *Totals) {
+				r.rows = append(r.rows, row{rowKey{decodeString(team), decodeString(model)}, *t})
+			}); err != nil {
 				return nil, err
 			}
 		}
@@ -323,6 +329,11 @@ func (l *Ledger) sealSpan() {
 	l.pending = append(l.pending, span{first: l.w.first, days: l.w.days})
 	l.w.seq = (l.w.seq + blockSize - 1) / blockSize * blockSize
 	l.w.first, l.w.days = l.w.seq, nil
+	l.poke()
+}
+
+// poke wakes the compactor.
+func (l *Ledger) poke() {
 	select {
 	case l.wake <- struct{}{}:
 	default:

@@ -1,0 +1,140 @@
+package ledger_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/internal/fakeclock"
+	"github.com/ratestore/ratestore/ledger"
+	"github.com/ratestore/ratestore/pricing"
+)
+
+// The scale of the query benchmarks: the 10M entries over 90
+// days, 10k keys in 100 teams, 50 models, each key using 3 of them (a
+// key serves one application). RATESTORE_LEDGER_BENCH_ENTRIES scales the
+// entries down for a quick run.
+const (
+	scaleKeys   = 10_000
+	scaleTeams  = 100
+	scaleModels = 50
+	scaleDays   = 90
+)
+
+func scaleEntries() int {
+	var n int
+	if _, err := fmt.Sscan(os.Getenv("RATESTORE_LEDGER_BENCH_ENTRIES"), &n); err == nil && n > 0 {
+		return n
+	}
+	return 10_000_000
+}
+
+// scaleEntry is entry i of a load of n over scaleDays from t0.
+func scaleEntry(r *rand.Rand, i, n int) ledger.Entry {
+	k := r.IntN(scaleKeys)
+	return ledger.Entry{
+		RequestID: fmt.Sprintf("req_%016x", r.Uint64()), Key: fmt.Sprintf("key_%016x", k), Team: fmt.Sprintf("team_%016x", k%scaleTeams),
+		Model: fmt.Sprintf("model-%02d", (k*7+r.IntN(3))%scaleModels), Route: "chat completions", Status: 200,
+		Latency: time.Duration(200+r.IntN(3000)) * time.Millisecond,
+		Tokens:  ledger.Tokens{Input: r.Int64N(4000), Output: r.Int64N(800), CacheRead: r.Int64N(2) * r.Int64N(2000), Reasoning: r.Int64N(2) * r.Int64N(300)},
+		Cost:    pricing.USD(r.Int64N(20_000_000)),
+	}
+}
+
+// scaleDB returns a bolt database holding scaleEntries() entries, built
+// once into the temporary directory and kept there for later runs.
+func scaleDB(b *testing.B) (string, time.Time) {
+	n := scaleEntries()
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("ratestore-ledger-bench-v3-%d", n))
+	path := filepath.Join(dir, "ledger.db")
+	end := t0.Add(scaleDays * 24 * time.Hour)
+	if _, err := os.Stat(filepath.Join(dir, "done")); err == nil {
+		return path, end
+	}
+	require.NoError(b, os.RemoveAll(dir))
+	require.NoError(b, os.MkdirAll(dir, 0o755))
+	clock := fakeclock.New(t0)
+	db, err := ratestore.Open(path, ratestore.Options{Durability: ratestore.Async, Now: clock.Now})
+	require.NoError(b, err)
+	led, err := ledger.Open(db, ledger.Options{Retention: 365 * 24 * time.Hour})
+	require.NoError(b, err)
+	r := rand.New(rand.NewPCG(1, 1))
+	step := scaleDays * 24 * time.Hour / time.Duration(n)
+	for i := 0; i < n; i += 10_000 {
+		err := db.Update(ctx, nil, func(bt *ratestore.Batch) error {
+			for j := i; j < min(n, i+10_000); j++ {
+				note, err := led.Note(scaleEntry(r, j, n))
+				if err != nil {
+					return err
+				}
+				if err := note.Record(bt, clock.Now()); err != nil {
+					return err
+				}
+				clock.Advance(step)
+			}
+			return nil
+		})
+		require.NoError(b, err)
+		require.NoError(b, led.Compact(ctx))
+	}
+	require.NoError(b, led.Close(ctx))
+	require.NoError(b, db.Close())
+	require.NoError(b, os.WriteFile(filepath.Join(dir, "done"), nil, 0o644))
+	return path, end
+}
+
+// BenchmarkQueries answers the operator's questions over the scale
+// database (10M entries, 90 days): spend by key over 30 days, one key's
+// day series over 90 days, and pages of 100 entries, newest first, of
+// all keys and of one key.
+func BenchmarkQueries(b *testing.B) {
+	path, end := scaleDB(b)
+	db, err := ratestore.Open(path, ratestore.Options{Durability: ratestore.Async, Now: fakeclock.New(end).Now})
+	require.NoError(b, err)
+	b.Cleanup(func() { db.Close() })
+	led, err := ledger.Open(db, ledger.Options{ReadOnly: true})
+	require.NoError(b, err)
+	key := fmt.Sprintf("key_%016x", 4242)
+	for _, c := range []struct {
+		name string
+		run  func() (int, error)
+	}{
+		{"spend-by-key-30d", func() (int, error) {
+			s, err := led.Spend(ctx, ledger.SpendQuery{From: end.Add(-30 * 24 * time.Hour), To: end, GroupBy: []string{ledger.ByKey}})
+			return len(s.Rows), err
+		}},
+		{"key-series-90d", func() (int, error) {
+			s, err := led.Spend(ctx, ledger.SpendQuery{From: end.Add(-90 * 24 * time.Hour), To: end, Key: key, GroupBy: []string{ledger.ByDay}})
+			return len(s.Rows), err
+		}},
+		{"page-100", func() (int, error) {
+			p, err := led.Requests(ctx, ledger.RequestQuery{Limit: 100})
+			return len(p.Entries), err
+		}},
+		{"page-100-of-key", func() (int, error) {
+			p, err := led.Requests(ctx, ledger.RequestQuery{Key: key, Limit: 100})
+			return len(p.Entries), err
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			var rows int
+			for b.Loop() {
+				n, err := c.run()
+				if err != nil {
+					b.Fatal(err)
+				}
+				rows = n
+			}
+			b.ReportMetric(float64(rows), "rows")
+		})
+	}
+	fi, err := os.Stat(path)
+	require.NoError(b, err)
+	b.Logf("database: %d entries, %d bytes: %.1f bytes per entry (rollups included)", scaleEntries(), fi.Size(), float64(fi.Size())/float64(scaleEntries()))
+}
