@@ -294,4 +294,3 @@ func (l *Ledger) spendOfDay(ctx context.Context, a *aggregator, d day, ws []stri
 		return a.addRollup(v, a.name(name), 0, d)
 	})
 }
-
