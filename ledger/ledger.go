@@ -54,7 +54,7 @@ type Ledger struct {
 	log    *slog.Logger
 	writer string // 16 hex digits
 	keep   int    // days of entries kept
-	// chunkMax is how many entries a chunk holds: 32 on a store that only
+	// chunkMax is how many entries a chunk holds: 16 on a store that only
 	// this process writes (a DB, whose writes land in the order they are
 	// made), 1 on a shared one, whose batches may commit in another order
 	// than they wrote: there, two batches never write the same record.
