@@ -319,6 +319,21 @@
 // (USD) when it has a budget. The upstream's own rate-limit fields, which
 // describe the operator's account, are never passed on.
 //
+// # Spend ledger and alerts
+//
+// Every finished request is entered in the spend ledger (package ledger;
+// Options.Ledger, off with Options.NoLedger) by the commit that charges
+// it: its X-Request-Id, key, team, model, endpoint, tokens by type (an
+// estimate whole as input, marked estimated), cost, the status the
+// caller got and its latency. A refusal of a known key is counted in its
+// key's and team's rollups by reason (window, rate, concurrency, model,
+// budget, disabled, expired, short); an unknown secret is not, so that
+// guessing fills nothing. GET /admin/spend and /admin/requests read it.
+// With Options.Alerts, each key's and team's usage after a request is
+// given to an alert.Notifier, which sends a webhook call once per
+// threshold (80% and 100% by default) of each token window and budget
+// crossed, off the request path, counted in ratestore_alerts_total.
+//
 // # Timeouts
 //
 // Options.ConnectTimeout (default 10s) bounds connecting to the upstream
