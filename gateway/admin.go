@@ -223,7 +223,7 @@ func (g *Gateway) serveAdmin(w http.ResponseWriter, r *http.Request) {
 				fmt.Sprintf("%s %s: method not allowed; allowed: %s", r.Method, r.URL.Path, allow))
 			return
 		}
-		writeError(c, http.StatusNotFound, typeInvalid, "not_found", "no such path: the admin API is /admin/keys, /admin/keys/{id}, /admin/teams and /admin/teams/{id}")
+		writeError(c, http.StatusNotFound, typeInvalid, "not_found", "no such path: the admin API is /admin/keys, /admin/keys/{id}, /admin/teams, /admin/teams/{id}, /admin/spend and /admin/requests")
 		return
 	}
 	mux.ServeHTTP(c, r)
@@ -260,6 +260,8 @@ func (g *Gateway) adminMux() *http.ServeMux {
 	mux.HandleFunc("GET /admin/teams/{id}", g.adminTeamGet)
 	mux.HandleFunc("PATCH /admin/teams/{id}", g.adminTeamPatch)
 	mux.HandleFunc("DELETE /admin/teams/{id}", g.adminTeamDelete)
+	mux.HandleFunc("GET /admin/spend", g.adminSpend)
+	mux.HandleFunc("GET /admin/requests", g.adminRequests)
 	return mux
 }
 

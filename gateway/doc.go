@@ -377,6 +377,9 @@
 //	POST   /admin/teams       {"name", and a key's policy fields} -> 201 AdminTeam
 //	GET    /admin/teams       -> 200 {"teams":[TEAM,...]}
 //	GET, PATCH, DELETE /admin/teams/{id}  as for keys; DELETE 409 team_has_keys while keys belong
+//	GET    /admin/spend?from=&to=&group_by=key|team|model|day|hour&key=&team=&model=  -> 200 AdminSpend
+//	GET    /admin/requests?key=&team=&model=&status=&from=&to=&limit=&cursor=      -> 200 AdminRequests
+//	       (both as text/csv with Accept: text/csv; the next cursor also in X-Next-Cursor)
 //
 // The request's fields are "name", "model", "models" (globs; [] for any),
 // "windows" ([{"limit":100000,"window":"5h","bucket":"5m"}], Go durations,

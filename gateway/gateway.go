@@ -394,6 +394,7 @@ type exchange struct {
 	// What the request asks for, as the gateway read it (Gateway.endpoint
 	// and Gateway.read).
 	ep      *endpoint
+	path    string // its path's pattern (routePath), for the ledger
 	route   *route // where it is forwarded to
 	model   string
 	allowed []string // the key's Policy.Models, for the metrics' model label
@@ -604,7 +605,7 @@ func (g *Gateway) endpoint(x *exchange, r *http.Request) (model string, ok bool)
 		writeError(x, perr.status, typeInvalid, code, perr.msg)
 		return "", false
 	}
-	x.ep = ep
+	x.ep, x.path = ep, routePath(r.URL.Path)
 	if x.route = match(g.routes, r.URL.Path); x.route == nil {
 		writeError(x, http.StatusNotFound, typeInvalid, "no_route", "no upstream serves this path on this gateway")
 		return "", false

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/ratestore/ratestore"
@@ -48,7 +49,7 @@ func (g *Gateway) note(x *exchange, tokens int64) *ledger.Note {
 		t = ledger.Tokens{Input: u.Input, Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite + u.CacheWrite1h, Reasoning: u.Reasoning}
 	}
 	n, err := g.ledger.Note(ledger.Entry{
-		RequestID: x.id, Key: x.keyID, Team: x.team, Model: x.model, Route: x.ep.name,
+		RequestID: x.id, Key: x.keyID, Team: x.team, Model: x.model, Route: x.path,
 		Tokens: t, Cost: g.cost(x, tokens), Status: x.status, Latency: time.Since(x.start), Estimated: x.charge.estimated,
 	})
 	if err != nil {
@@ -75,4 +76,15 @@ func (g *Gateway) ledgerFailed(ctx context.Context, x *exchange, err error) {
 	}
 	g.log.LogAttrs(ctx, slog.LevelError, "gateway: the spend ledger failed to record a request",
 		slog.String("request_id", x.id), slog.String("key_id", x.keyID), slog.String("error", err.Error()))
+}
+
+// routePath is the pattern of an endpoint's path p, as the ledger records
+// it: resource ids as "*" (/v1/responses/*), a Gemini model as {model}
+// (/v1beta/models/{model}:generateContent). A route is one of a few
+// strings, stored once per block.
+func routePath(p string) string {
+	if _, model, ok := geminiPath(p); ok {
+		return strings.Replace(p, model, "{model}", 1)
+	}
+	return pattern(p)
 }

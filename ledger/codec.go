@@ -3,12 +3,12 @@ package ledger
 import (
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"time"
 
+	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/pricing"
 )
 
@@ -27,7 +27,7 @@ import (
 const codecVersion = 1
 
 // errCorrupt is matched by the errors of values that cannot be decoded.
-var errCorrupt = errors.New("ledger: corrupt value")
+var errCorrupt = fmt.Errorf("ledger: corrupt value: %w", ratestore.ErrCorrupt)
 
 // idPrefixes are the prefixes of the ids stored in 8 bytes, by tag - 1.
 var idPrefixes = [...]string{"key_", "team_", "req_"}

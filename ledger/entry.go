@@ -23,7 +23,7 @@ type Entry struct {
 	RequestID string    // the gateway's X-Request-Id
 	Key, Team string    // the key's id and its team's ("": none)
 	Model     string    // the model asked for
-	Route     string    // the endpoint, e.g. "/v1/chat/completions"
+	Route     string    // the endpoint's path, ids as "*": "/v1/chat/completions", "/v1beta/models/{model}:generateContent"
 	Tokens    Tokens
 	Cost      pricing.USD
 	Status    int           // the HTTP status the caller got

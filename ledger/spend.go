@@ -53,7 +53,7 @@ func (l *Ledger) normalizeSpend(q SpendQuery) (SpendQuery, error) {
 		unit = time.Hour
 	}
 	if q.To.IsZero() {
-		q.To = l.st.now()
+		q.To = l.st.now().Add(time.Nanosecond) // now included
 	}
 	if q.From.IsZero() {
 		q.From = q.To.Add(-30 * 24 * time.Hour)
