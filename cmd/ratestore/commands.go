@@ -59,6 +59,23 @@ request. DURATION and BUCKET are Go durations (90m, 5h, 168h for a week).
 and --models the models a request may name (globs: "claude-*"). The gateway
 command enforces all of them on every request (keystore's Store.Admit).`
 
+// ledgerHelp is the end of the help of spend and requests.
+const ledgerHelp = `Each reads a closed database (--db), the Redis of gateways started with
+--redis (--redis URL), or a running gateway's admin API (--admin URL), which
+holds its database. The text output rounds costs to 6 decimals; --json and
+--csv print exact amounts, as the admin API answers them. In --csv output, a
+text cell starting with =, +, -, @ (model names are the callers') gets a
+leading ' so that spreadsheets do not run it as a formula.`
+
+// spendRowJSON is the shape of the rows and counters of spend's JSON
+// output (gateway.AdminSpend).
+const spendRowJSON = `a ROW is the dimensions grouped by, "key", "team" ("" for the keys
+in no team), "model", "day" ("2026-11-26") or "hour" ("2026-11-26T14:00:00Z"),
+and the COUNTERS: {"requests", "input_tokens", "output_tokens", "cache_read_tokens",
+"cache_write_tokens", "reasoning_tokens", "cost_usd" (USD, a decimal number
+exact to 1e-9), "refused", "refused_by" ({"window": 3, ...}; left out when
+none)}. As GET /admin/spend answers.`
+
 // commands lists every command, in the order help shows them.
 var commands = []*command{
 	{
@@ -215,6 +232,43 @@ request rate, max concurrent and models. Used may exceed the limit (usage
 recorded after the fact).`,
 		json:  `KEY, as keys show prints it: the binding window is windows[binding].`,
 		setup: usageCmd,
+	},
+	{
+		name: "spend", args: "[--from WHEN] [--to WHEN] [--group-by key,team,model,day,hour]... [--key ID] [--team ID] [--model MODEL] [--csv]", maxArgs: 0,
+		summary: "add up what the requests served used and cost, and those refused",
+		help: `Reads the spend ledger the gateway keeps in its database: a rollup per key,
+team, model and UTC day, and an entry per finished request. Prints the
+requests served, their tokens by type (disjoint: input without the cached
+prompt, output without the reasoning), their cost, and the requests refused,
+in all and by reason (window, budget, rate, ...). --group-by splits the total
+by key, team, model, day or hour, comma-separated or repeated; by hour reads
+the entries, which the gateway keeps for its --ledger-retention (90 days by
+default), and counts no refusals. WHEN is an RFC 3339 instant
+(2026-11-26T14:00:00Z) or a date (2026-11-26, midnight UTC); the range,
+[--from, --to), is rounded out to whole days (hours with --group-by hour).
+
+` + ledgerHelp,
+		json: `{"from", "to" (the range as rounded), "group_by": [...], "rows": [ROW, ...],
+"total": COUNTERS}: ` + spendRowJSON,
+		setup: spendCmd,
+	},
+	{
+		name: "requests", args: "[--key ID] [--team ID] [--model MODEL] [--status STATUS] [--from WHEN] [--to WHEN] [--limit N] [--cursor CURSOR] [--csv]", maxArgs: 0,
+		summary: "list the requests the gateway served, newest first, a page at a time",
+		help: `Reads the entries of the spend ledger the gateway keeps in its database, one
+per finished request (kept for the gateway's --ledger-retention, 90 days by
+default; refused requests are counted by spend, not entered). A page holds
+--limit of them; the next one is --cursor with the cursor a page ends with.
+WHEN is as for spend; the range is [--from, --to).
+
+` + ledgerHelp,
+		json: `{"requests": [{"time" (RFC 3339 with milliseconds), "request_id", "key", "team" (left out
+for none), "model", "route", "status", "latency_ms", "input_tokens",
+"output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens",
+"cost_usd", "estimated" (no usage was reported: the tokens are the gateway's
+estimate)}, ...], "next_cursor" (left out on the last page)}: newest first, as
+GET /admin/requests answers.`,
+		setup: requestsCmd,
 	},
 	{
 		name: "copy", args: "--to PATH [--to-backend bolt|badger]", maxArgs: 0,

@@ -19,7 +19,9 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/alert"
 	"github.com/ratestore/ratestore/gateway"
+	"github.com/ratestore/ratestore/ledger"
 	"github.com/ratestore/ratestore/pricing"
 	"github.com/ratestore/ratestore/redisstore"
 	"github.com/ratestore/ratestore/server"
@@ -34,6 +36,13 @@ const (
 	// requests still in flight, for them to record their usage before the
 	// database is closed: they only write it.
 	closeGrace = 10 * time.Second
+	// defaultExportMaxBytes and exportKeep are the size at which the
+	// --ledger-export file is rotated, and the rotated files kept.
+	defaultExportMaxBytes = 100 << 20
+	exportKeep            = 5
+	// maxRetentionDays bounds --ledger-retention: a century, far below
+	// the largest time.Duration.
+	maxRetentionDays = 36500
 )
 
 // gatewayHelp is the help text of the gateway command.
@@ -135,7 +144,23 @@ tokens and status (JSON lines with --json). SIGINT or SIGTERM stops it: it
 stops accepting connections, lets the requests in flight (streams included)
 finish for up to --shutdown-timeout, then cuts those still running, which are
 charged their estimate (logged at warn as estimated); once every request has
-recorded its usage, the database is closed, which writes every change to disk.`
+recorded its usage, the database is closed, which writes every change to disk.
+
+The gateway keeps a spend ledger in its database (package ledger): an entry
+per finished request (its key, team, model, tokens by type, cost, status and
+latency; never a prompt) kept for --ledger-retention (a Go duration or days,
+90d by default), and totals per key, team, model and day kept for good, which
+GET /admin/spend and /admin/requests answer (and the spend and requests
+commands print). --ledger-export FILE also writes each entry to FILE as a JSON
+line, rotated at --ledger-export-max-bytes, keeping 5 old files; entries a
+slow disk cannot take are dropped and logged, never waited for. --no-ledger
+keeps none.
+
+--alert-webhook URL POSTs a JSON alert ({"type":"budget"|"window","threshold",
+"key","team","scope","name","limit","spent","resets_at"}) when a key's or its
+team's usage crosses a threshold (--alert-thresholds, 0.8,1 by default) of a
+token window or budget: once per crossing, retried with backoff, never making a
+request wait; also logged at warn and counted in ratestore_alerts_total.`
 
 // gatewayOut is what the gateway command prints once it listens.
 type gatewayOut struct {
@@ -224,9 +249,16 @@ type gatewayFlags struct {
 	bodyTimeout    time.Duration
 	maxCharge      int64 // --max-tokens-per-request
 	idle           time.Duration
-	prices         string // --prices
-	unpriced       string // --unpriced
-	defaultPrice   string // --default-price-file
+	prices         string        // --prices
+	unpriced       string        // --unpriced
+	defaultPrice   string        // --default-price-file
+	retention      time.Duration // --ledger-retention
+	retentionSet   bool          // --ledger-retention was given
+	export         string        // --ledger-export
+	exportMaxBytes int64         // --ledger-export-max-bytes
+	noLedger       bool          // --no-ledger
+	alertWebhook   string        // --alert-webhook
+	alertLevels    []float64     // --alert-thresholds
 }
 
 // gatewayFlagSet registers the gateway command's flags on fs and returns
@@ -265,7 +297,110 @@ func gatewayFlagSet(fs *flag.FlagSet) *gatewayFlags {
 	fs.StringVar(&f.prices, "prices", "", "a price `file` in LiteLLM's format (model_prices_and_context_window.json) over the built-in table; SIGHUP and POST /admin/prices/reload read it again")
 	fs.StringVar(&f.unpriced, "unpriced", "refuse", "what a model with no price costs a key with a budget: refuse (403), zero ($0, logged), or default (--default-price-file)")
 	fs.StringVar(&f.defaultPrice, "default-price-file", "", "a price `file` in LiteLLM's format with one entry: the price of unpriced models with --unpriced default")
+	ledgerFlagSet(fs, f)
 	return f
+}
+
+// ledgerFlagSet registers the spend ledger's flags on fs.
+func ledgerFlagSet(fs *flag.FlagSet, f *gatewayFlags) {
+	f.retention = ledger.DefaultRetention
+	fs.Func("ledger-retention", "how long the spend ledger keeps each request's entry: a Go `duration` (2160h) or days (90d), rounded up to whole days; the daily totals are kept for good (default 90d)", func(v string) (err error) {
+		f.retention, err = parseRetention(v)
+		f.retentionSet = true
+		return err
+	})
+	fs.StringVar(&f.export, "ledger-export", "", "also write each request's ledger entry to `FILE` as a JSON line (GET /admin/requests's shape), rotated at --ledger-export-max-bytes, keeping 5 old files")
+	fs.Int64Var(&f.exportMaxBytes, "ledger-export-max-bytes", defaultExportMaxBytes, "rotate the --ledger-export file when the next line would take it past this many `bytes` (default 100 MiB)")
+	fs.BoolVar(&f.noLedger, "no-ledger", false, "keep no spend ledger: /admin/spend and /admin/requests answer 404")
+	fs.StringVar(&f.alertWebhook, "alert-webhook", "", "POST an alert as JSON to `URL` when a key's or team's usage crosses a threshold of a token window or budget, once per crossing")
+	fs.Func("alert-thresholds", "the alerts' `thresholds`, fractions of each limit, comma-separated (default 0.8,1)", func(v string) error {
+		f.alertLevels = nil
+		for _, s := range strings.Split(v, ",") {
+			x, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+			if err != nil {
+				return fmt.Errorf("%q: want a number such as 0.8", s)
+			}
+			f.alertLevels = append(f.alertLevels, x)
+		}
+		return nil
+	})
+}
+
+// openAlerts starts the alert notifier of --alert-webhook, if one is
+// given (nil otherwise), and returns the function that delivers what it
+// has queued, for a while, and stops it.
+func (f *gatewayFlags) openAlerts(cmd string, log *slog.Logger) (*alert.Notifier, func(), error) {
+	if f.alertWebhook == "" {
+		if f.alertLevels != nil {
+			return nil, nil, usagef(cmd, "%s: --alert-thresholds needs --alert-webhook", cmd)
+		}
+		return nil, func() {}, nil
+	}
+	n, err := alert.New(alert.Options{URL: f.alertWebhook, Thresholds: f.alertLevels, Log: log})
+	if err != nil {
+		return nil, nil, usagef(cmd, "%s: --alert-webhook: %v", cmd, err)
+	}
+	return n, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
+		defer cancel()
+		if err := n.Close(ctx); err != nil {
+			log.Warn("gateway: alerts not delivered at shutdown", "error", err.Error())
+		}
+	}, nil
+}
+
+// parseRetention parses --ledger-retention: a positive Go duration
+// (2160h), or a whole number of days (90d), which time.ParseDuration does
+// not take.
+func parseRetention(v string) (time.Duration, error) {
+	if n, ok := strings.CutSuffix(v, "d"); ok {
+		days, err := strconv.ParseInt(n, 10, 64)
+		if err != nil || days <= 0 || days > maxRetentionDays {
+			return 0, fmt.Errorf("%q: want a whole number of days from 1 to %d (90d), or a Go duration (2160h)", v, maxRetentionDays)
+		}
+		return time.Duration(days) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 || d > maxRetentionDays*24*time.Hour {
+		return 0, fmt.Errorf("%q: want a positive Go duration (2160h) or a number of days (90d)", v)
+	}
+	return d, nil
+}
+
+// validateLedger checks the spend ledger's flags.
+func (f *gatewayFlags) validateLedger(cmd string) error {
+	switch {
+	case f.noLedger && (f.export != "" || f.retentionSet):
+		return usagef(cmd, "%s: --no-ledger keeps no ledger: --ledger-export and --ledger-retention need one", cmd)
+	case f.exportMaxBytes <= 0:
+		return usagef(cmd, "%s: --ledger-export-max-bytes %d: want a positive number of bytes", cmd, f.exportMaxBytes)
+	}
+	return nil
+}
+
+// openExport opens the --ledger-export file, if one is given (nil
+// otherwise), and returns what closes it: it writes the entries queued,
+// then logs what became of them all. created is the file, if opening it
+// created it, for a start that fails to remove.
+func (f *gatewayFlags) openExport(cmd string, log *slog.Logger) (x *ledger.Export, closeExport func(), created []string, err error) {
+	if f.export == "" {
+		return nil, func() {}, nil, nil
+	}
+	created = missing(f.export)
+	if x, err = ledger.NewExport(f.export, f.exportMaxBytes, exportKeep, log); err != nil {
+		return nil, nil, nil, fmt.Errorf("%s: --ledger-export: %w", cmd, err)
+	}
+	return x, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
+		defer cancel()
+		err := x.Close(ctx)
+		st := x.Stats()
+		if err != nil || st.Dropped > 0 {
+			log.Warn("gateway: ledger export: entries lost", "path", f.export, "written", st.Written, "dropped", st.Dropped, "error", fmt.Sprint(err))
+			return
+		}
+		log.Info("gateway: ledger export closed", "path", f.export, "written", st.Written, "rotations", st.Rotations)
+	}, created, nil
 }
 
 // runGateway is the gateway command: it checks the flags, builds the
@@ -283,26 +418,62 @@ func (c *cli) runGateway(f *gatewayFlags) error {
 		return err
 	}
 	log := c.logger()
-	opts.Logger = log
-	st, err := c.openStore(cmd, f.redisURL, dur, log)
+	opts.Logger, opts.Ledger.Log = log, log
+	alerts, closeAlerts, err := f.openAlerts(cmd, log)
 	if err != nil {
 		return err
 	}
-	out.Redis, out.Durability = st.redis, st.durability
-	g, err := st.gateway(opts)
+	opts.Alerts = alerts
+	export, closeExport, exportCreated, err := f.openExport(cmd, log)
+	if err != nil {
+		closeAlerts()
+		return err
+	}
+	opts.Ledger.Export = export
+	closeSides := func() { closeExport(); closeAlerts() } // after the gateway
+	st, err := c.openStore(cmd, f.redisURL, dur, log)
+	if err == nil {
+		out.Redis, out.Durability = st.redis, st.durability
+	}
+	var g *gateway.Gateway
+	if err == nil {
+		g, err = st.gateway(opts)
+	}
 	var ln net.Listener
 	if err == nil {
 		ln, err = net.Listen("tcp", f.listen)
 	}
 	if err != nil {
-		st.abandon()
+		abandonGateway(g, st, closeSides, exportCreated)
 		return err
 	}
 	if st.created != nil {
 		log.Info("gateway: created the database: create keys through the admin API", "db", c.db)
 	}
 	out.Listen = ln.Addr().String()
-	return c.serve(ln, g, st.close, log, f.shutdown, out)
+	// The export closes after the gateway (serve closes it, and its ledger,
+	// first) and before the database.
+	closeAll := func() error {
+		closeSides()
+		return st.close()
+	}
+	return c.serve(ln, g, closeAll, log, f.shutdown, out)
+}
+
+// abandonGateway undoes a start that failed before serving: it closes the
+// gateway (its ledger) if it was made, the store if it was opened, and the
+// export, and removes the files the start alone made.
+func abandonGateway(g *gateway.Gateway, st *servingStore, closeExport func(), exportCreated []string) {
+	if g != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
+		g.Close(ctx)
+		cancel()
+	}
+	if st != nil {
+		st.abandon()
+	}
+	closeExport()
+	removeAll(exportCreated)
 }
 
 // validate checks the gateway command's flags, and returns the URL of
@@ -329,6 +500,9 @@ func (f *gatewayFlags) validate(cmd string) (map[string]*url.URL, ratestore.Dura
 		return nil, 0, usagef(cmd, "%s: --connect-timeout %v --first-byte-timeout %v --idle-timeout %v --drain-timeout %v --body-timeout %v: want durations >= 0", cmd, f.connect, f.firstByte, f.idle, f.drain, f.bodyTimeout)
 	case !strings.HasPrefix(f.statsPath, "/"):
 		return nil, 0, usagef(cmd, "%s: --stats-path %q: want an absolute path", cmd, f.statsPath)
+	}
+	if err := f.validateLedger(cmd); err != nil {
+		return nil, 0, err
 	}
 	dur, err := parseDurability(cmd, f.durability)
 	if err != nil {
@@ -374,6 +548,7 @@ func (f *gatewayFlags) options(cmd string, urls map[string]*url.URL, dur ratesto
 		DrainTimeout: noBound(f.drain), // negative: at once
 		BodyTimeout:  noBound(f.bodyTimeout), MaxTokensPerRequest: f.maxCharge,
 		Weights: f.weights, PricesFile: f.prices,
+		Ledger: ledger.Options{Retention: f.retention}, NoLedger: f.noLedger,
 	}
 	out := gatewayOut{Routes: []routeOut{}, StatsPath: f.statsPath, RPS: f.rps, Burst: f.burst, Durability: dur.String(), Shadow: f.shadow,
 		Prices: f.prices, Unpriced: f.unpriced}
@@ -624,6 +799,7 @@ func (c *cli) serve(ln net.Listener, g *gateway.Gateway, closeDB func() error, l
 	case serveErr = <-served:
 	}
 	stopGateway(ctx, srv, g, log, timeout)
+	closeLedger(ctx, g, log)
 	if serveErr == nil {
 		serveErr = <-served
 	}
@@ -697,6 +873,18 @@ func (out gatewayOut) text(w io.Writer) {
 		fmt.Fprintf(w, "  (any other path) -> %s\n", out.Upstream)
 	} else {
 		fmt.Fprintf(w, "  (any other path) -> 404\n")
+	}
+}
+
+// closeLedger closes g's spend ledger, which compacts what it wrote, once
+// every request has recorded its usage and before the database closes. A
+// ledger that cannot finish within closeGrace loses nothing: its entries
+// stay readable, uncompacted.
+func closeLedger(ctx context.Context, g *gateway.Gateway, log *slog.Logger) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeGrace)
+	defer cancel()
+	if err := g.Close(cctx); err != nil {
+		log.Warn("gateway: closing the spend ledger failed: its last entries stay readable, uncompacted", "error", err.Error())
 	}
 }
 

@@ -169,6 +169,8 @@ func TestJSONDocumented(t *testing.T) {
 		"keys set-expiry": gateway.AdminKey{},
 		"keys rotate":     gateway.AdminCreated{},
 		"usage":           gateway.AdminKey{},
+		"spend":           gateway.AdminSpend{},
+		"requests":        gateway.AdminRequests{},
 		"teams create":    gateway.AdminTeam{},
 		"teams list":      gateway.AdminTeams{},
 		"teams show":      gateway.AdminTeam{},
