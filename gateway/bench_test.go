@@ -18,10 +18,11 @@ import (
 // checks the key, forwards, meters the body and records its usage: in
 // Sync mode each request waits for the fsync of its usage (group commit
 // shares it only between concurrent requests); in Async mode it does not.
+// Each runs with the spend ledger on (the default) and off.
 //
 //	go test -run '^$' -bench Proxy -benchtime 2000x ./gateway/
 func BenchmarkProxy(b *testing.B) {
-	body, _ := json.Marshal(fakeReq{Input: 3, Output: 4})
+	body, _ := json.Marshal(withModel(fakeReq{Input: 3, Output: 4}))
 	run := func(b *testing.B, url, secret string) {
 		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 		defer client.CloseIdleConnections()
@@ -49,9 +50,18 @@ func BenchmarkProxy(b *testing.B) {
 		defer srv.Close()
 		run(b, srv.URL, "unused")
 	})
-	for _, d := range []ratestore.Durability{ratestore.Async, ratestore.Sync} {
-		b.Run("gateway-"+d.String(), func(b *testing.B) {
-			e := newEnvWith(b, Options{}, ratestore.Options{Durability: d})
+	// With the spend ledger (the default) and without: what an entry and
+	// its rollups add to a request, in the same run.
+	for _, c := range []struct {
+		d        ratestore.Durability
+		noLedger bool
+	}{{ratestore.Async, false}, {ratestore.Async, true}, {ratestore.Sync, false}, {ratestore.Sync, true}} {
+		name := "gateway-" + c.d.String()
+		if c.noLedger {
+			name += "-noledger"
+		}
+		b.Run(name, func(b *testing.B) {
+			e := newEnvWith(b, Options{NoLedger: c.noLedger}, ratestore.Options{Durability: c.d})
 			_, secret := e.key("bench", 1<<60)
 			// The test server's wrapper signals each request; drain it.
 			done := make(chan struct{})
