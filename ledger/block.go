@@ -8,11 +8,15 @@ import (
 )
 
 // blockSize is how many sequence numbers a block covers: a writer's
-// entries are first written one record each (a single), and every
-// blockSize of them rewritten as one block (see compact). It is a power
-// of 16, so the singles of a block share the key prefix of their first 6
-// hex digits.
-const blockSize = 256
+// entries are first written in chunks, and every blockSize of them
+// rewritten as one block (see compact). It is 16^spanHex, so the chunks
+// of a block share the key prefix of their first 8-spanHex hex digits.
+// 4096 entries make a block of ~130 KB: bbolt's overflow pages waste at
+// most one page of it, and its table holds a key seen twice once.
+const (
+	spanHex   = 3
+	blockSize = 1 << (4 * spanHex)
+)
 
 // An item is an entry with its sequence number in its writer.
 type item struct {
@@ -39,10 +43,12 @@ func encodeBlock(first uint32, items []item) []byte {
 		return i
 	}
 	var body []byte
+	seq, ms := first, base
 	for _, it := range items {
 		e := &it.e
-		body = binary.AppendUvarint(body, uint64(it.seq-first))
-		body = binary.AppendVarint(body, millis(e.Time)-base)
+		body = binary.AppendUvarint(body, uint64(it.seq-seq))
+		body = binary.AppendVarint(body, millis(e.Time)-ms)
+		seq, ms = it.seq, millis(e.Time)
 		body = appendString(body, e.RequestID)
 		team := uint64(0)
 		if e.Team != "" {
@@ -68,8 +74,9 @@ func appendEntryCounts(b []byte, e *Entry) []byte {
 	if e.Estimated {
 		flags = 1
 	}
+	b = binary.AppendVarint(b, int64(e.Status)-200) // 200 in a byte
 	t := e.Tokens
-	for _, v := range [...]int64{int64(e.Status), e.Latency.Milliseconds(), int64(flags),
+	for _, v := range [...]int64{e.Latency.Milliseconds(), int64(flags),
 		t.Input, t.Output, t.CacheRead, t.CacheWrite, t.Reasoning, int64(e.Cost)} {
 		b = binary.AppendUvarint(b, uint64(max(v, 0)))
 	}
@@ -117,22 +124,52 @@ func (br *blockReader) has(s []byte) bool {
 	return false
 }
 
+// head is what a light reading of an entry decodes: where it is, when,
+// its strings as references to the block's table, and its status.
+type head struct {
+	seq    uint32
+	ms     int64
+	reqID  []byte    // encoded
+	refs   [4]uint64 // key, team+1 (0: none), model, route
+	status int
+}
+
 // each calls fn with every entry of the block and its seq, first being
 // the block's first.
 func (br *blockReader) each(first uint32, fn func(seq uint32, e *Entry)) error {
+	return br.walk(first, nil, func(h *head, e *Entry) { fn(h.seq, e) })
+}
+
+// walk reads every entry of the block, first being its first seq: its
+// head, then, unless keep says not to, the rest, to call full with.
+// Entries kept are decoded whole; the others cost a few varints.
+func (br *blockReader) walk(first uint32, keep func(h *head) bool, full func(h *head, e *Entry)) error {
 	r := &br.r
+	var h head
 	var e Entry
+	seq, ms := first, br.base
 	for i := 0; i < br.n && r.err == nil; i++ {
-		off := r.uvarint()
-		if off >= blockSize {
+		seq += uint32(min(r.uvarint(), blockSize))
+		if seq-first >= blockSize {
 			r.fail("seq offset")
 		}
-		e.Time = time.UnixMilli(br.base + r.varint()).UTC()
-		e.RequestID = r.string()
-		e.Key, e.Team, e.Model, e.Route = br.ref(0), br.ref(1), br.ref(0), br.ref(0)
+		ms += r.varint()
+		h.seq, h.ms, h.reqID = seq, ms, r.rawString()
+		for j := range h.refs {
+			h.refs[j] = r.uvarint()
+		}
+		h.status = int(min(max(r.varint()+200, 0), 999))
+		if r.err != nil || keep != nil && !keep(&h) {
+			for range 8 { // latency, flags, five token counts, cost
+				r.uvarint()
+			}
+			continue
+		}
+		e.Time, e.RequestID, e.Status = time.UnixMilli(ms).UTC(), decodeString(h.reqID), h.status
+		e.Key, e.Team, e.Model, e.Route = br.str(h.refs[0], 0), br.str(h.refs[1], 1), br.str(h.refs[2], 0), br.str(h.refs[3], 0)
 		br.counts(&e)
 		if r.err == nil {
-			fn(first+uint32(off), &e)
+			full(&h, &e)
 		}
 	}
 	if r.err == nil && len(r.b) != 0 {
@@ -141,10 +178,20 @@ func (br *blockReader) each(first uint32, fn func(seq uint32, e *Entry)) error {
 	return r.err
 }
 
-// ref reads a reference to the table, minus bias (1 for an optional
-// string, whose 0 is "").
-func (br *blockReader) ref(bias uint64) string {
-	i := br.r.uvarint()
+// index returns the reference to s, encoded, in the block's table (bias
+// added), or -1 if s is not there.
+func (br *blockReader) index(s []byte, bias uint64) int64 {
+	for i, t := range br.table {
+		if bytes.Equal(t, s) {
+			return int64(i) + int64(bias)
+		}
+	}
+	return -1
+}
+
+// str returns the string of reference i to the table, minus bias (1 for
+// an optional string, whose 0 is "").
+func (br *blockReader) str(i, bias uint64) string {
 	if bias == 1 && i == 0 {
 		return ""
 	}
@@ -159,9 +206,9 @@ func (br *blockReader) ref(bias uint64) string {
 	return br.strs[i]
 }
 
+// counts reads the rest of an entry after its head.
 func (br *blockReader) counts(e *Entry) {
 	r := &br.r
-	e.Status = int(min(r.int(), 999))
 	e.Latency = time.Duration(min(r.int(), int64(1<<63-1)/int64(time.Millisecond))) * time.Millisecond
 	e.Estimated = r.int()&1 != 0
 	t := &e.Tokens

@@ -196,9 +196,10 @@ func decodeRollup(v []byte, fn func(team, model []byte, t *Totals)) error {
 		return fmt.Errorf("%w: rollup version", errCorrupt)
 	}
 	n := r.count(len(v))
+	var t Totals // one for every row: fn's pointer escapes once
 	for i := 0; i < n && r.err == nil; i++ {
 		team, model := r.rawString(), r.rawString()
-		t := r.totals()
+		t = r.totals()
 		if r.err == nil {
 			fn(team, model, &t)
 		}

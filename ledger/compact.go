@@ -42,7 +42,7 @@ func (l *Ledger) compactSpans(ctx context.Context) error {
 // batch: a reader sees the singles or the block.
 func (l *Ledger) compact(ctx context.Context, first uint32, d day) error {
 	prefix := appendSeq(appendKey(nil, entryPrefix, d, l.writer, ""), first, 0)
-	prefix = prefix[:len(prefix)-3] // the 6 hex digits the span's seqs share
+	prefix = prefix[:len(prefix)-spanHex-1] // the hex digits the span's seqs share
 	var items []item
 	var singles [][]byte
 	err := l.st.scan(ctx, prefix, func(k, v []byte) error {
@@ -62,7 +62,7 @@ func (l *Ledger) compact(ctx context.Context, first uint32, d day) error {
 	items = slices.CompactFunc(items, func(a, b item) bool { return a.seq == b.seq })
 	block := encodeBlock(first, items)
 	return l.st.update(ctx, nil, func(w batch) error {
-		if err := w.Put(appendSeq(bytes.Clone(prefix[:len(prefix)-6]), first, 'b'), block); err != nil {
+		if err := w.Put(appendSeq(bytes.Clone(prefix[:len(prefix)-(8-spanHex)]), first, 'b'), block); err != nil {
 			return err
 		}
 		for _, k := range singles {

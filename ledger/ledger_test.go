@@ -47,9 +47,11 @@ type env struct {
 	srv   *redistest.Server
 	led   *ledger.Ledger
 	// Bound to the open database:
-	record  func(e ledger.Entry) ledger.Entry
-	scan    func(prefix string, fn func(k, v []byte))
-	closeDB func() error
+	record func(e ledger.Entry) ledger.Entry
+	// recordAll records es, entry i at at[i], in one batch.
+	recordAll func(es []ledger.Entry, at []time.Time) []ledger.Entry
+	scan      func(prefix string, fn func(k, v []byte))
+	closeDB   func() error
 }
 
 func forEach(t *testing.T, f func(t *testing.T, e *env)) {
@@ -91,6 +93,29 @@ func bind[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](e *env, db ratest
 		require.NoError(e.t, err)
 		return n.Entry()
 	}
+	e.recordAll = func(es []ledger.Entry, at []time.Time) []ledger.Entry {
+		notes := make([]*ledger.Note, len(es))
+		err := db.Update(ctx, nil, func(b B) error {
+			for i, en := range es {
+				n, err := led.Note(en)
+				if err != nil {
+					return err
+				}
+				notes[i] = n
+				if err := n.Record(b, at[i]); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		require.NoError(e.t, err)
+		out := make([]ledger.Entry, len(es))
+		for i, n := range notes {
+			n.Done(nil)
+			out[i] = n.Entry()
+		}
+		return out
+	}
 	e.scan = func(prefix string, fn func(k, v []byte)) {
 		require.NoError(e.t, db.Scan(ctx, []byte(prefix), func(k, v []byte) error { fn(k, v); return nil }))
 	}
@@ -125,16 +150,36 @@ var (
 func (e *env) load(r *rand.Rand, n int) []ledger.Entry {
 	var out []ledger.Entry
 	for i := range n {
-		k := keys[r.IntN(len(keys))]
-		en := ledger.Entry{
-			RequestID: fmt.Sprintf("req_%016x", r.Uint64()), Key: k, Team: teamOf[k], Model: models[r.IntN(len(models))],
-			Route: "/v1/chat/completions", Status: []int{200, 200, 200, 500}[r.IntN(4)], Latency: time.Duration(r.IntN(5000)) * time.Millisecond,
-			Tokens:    ledger.Tokens{Input: r.Int64N(5000), Output: r.Int64N(900), CacheRead: r.Int64N(3) * 100, CacheWrite: r.Int64N(2) * 7, Reasoning: r.Int64N(50)},
-			Cost:      pricing.USD(r.Int64N(3_000_000)),
-			Estimated: i%17 == 0,
-		}
-		out = append(out, e.record(en))
+		out = append(out, e.record(randomEntry(r, i)))
 		e.clock.Advance(time.Duration(1+r.IntN(600)) * time.Second)
 	}
 	return out
+}
+
+// loadBatched is load, many entries a batch, each at its own time, a few
+// seconds apart.
+func (e *env) loadBatched(r *rand.Rand, n int) []ledger.Entry {
+	var out []ledger.Entry
+	for i := 0; i < n; i += 1000 {
+		var es []ledger.Entry
+		var at []time.Time
+		for j := i; j < min(n, i+1000); j++ {
+			es, at = append(es, randomEntry(r, j)), append(at, e.clock.Now())
+			e.clock.Advance(time.Duration(1+r.IntN(60)) * time.Second)
+		}
+		out = append(out, e.recordAll(es, at)...)
+	}
+	return out
+}
+
+// randomEntry is the i-th entry of a random load.
+func randomEntry(r *rand.Rand, i int) ledger.Entry {
+	k := keys[r.IntN(len(keys))]
+	return ledger.Entry{
+		RequestID: fmt.Sprintf("req_%016x", r.Uint64()), Key: k, Team: teamOf[k], Model: models[r.IntN(len(models))],
+		Route: "/v1/chat/completions", Status: []int{200, 200, 200, 500}[r.IntN(4)], Latency: time.Duration(r.IntN(5000)) * time.Millisecond,
+		Tokens:    ledger.Tokens{Input: r.Int64N(5000), Output: r.Int64N(900), CacheRead: r.Int64N(3) * 100, CacheWrite: r.Int64N(2) * 7, Reasoning: r.Int64N(50)},
+		Cost:      pricing.USD(r.Int64N(3_000_000)),
+		Estimated: i%17 == 0,
+	}
 }

@@ -57,43 +57,6 @@ func days(first, last day, desc bool) []day {
 	return ds
 }
 
-// Requests returns a page of the entries matching q, newest first. The
-// entries of a day are read in full (a block at a time, skipping the
-// blocks that hold no entry of the key, team or model asked for), so a
-// page costs the days it spans.
-func (l *Ledger) Requests(ctx context.Context, q RequestQuery) (Page, error) {
-	q, after, err := l.normalizeRequests(q)
-	if err != nil {
-		return Page{}, err
-	}
-	var found []position
-	f := newFilter(q.Key, q.Team, q.Model)
-	for _, d := range days(dayOf(q.From), dayOf(q.To.Add(-time.Millisecond)), true) {
-		err := l.dayEntries(ctx, d, f, func(w string, seq uint32, e *Entry) {
-			p := position{ms: e.Time.UnixMilli(), writer: w, seq: seq}
-			if q.matches(e) && (after == nil || p.before(*after)) {
-				p.e = *e
-				found = append(found, p)
-			}
-		})
-		if err != nil {
-			return Page{}, err
-		}
-		if len(found) > q.Limit {
-			break
-		}
-	}
-	slices.SortFunc(found, func(a, b position) int { return b.compare(a) })
-	var page Page
-	for i := range min(len(found), q.Limit) {
-		page.Entries = append(page.Entries, found[i].e)
-	}
-	if len(found) > q.Limit {
-		page.Next = found[q.Limit-1].cursor()
-	}
-	return page, nil
-}
-
 // position is where an entry is in the newest-first order: by time, then
 // writer, then seq, each descending.
 type position struct {
@@ -126,13 +89,6 @@ func parseCursor(s string) (*position, error) {
 		return nil, bad
 	}
 	return &position{ms: ms, writer: parts[1], seq: uint32(seq)}, nil
-}
-
-func (q *RequestQuery) matches(e *Entry) bool {
-	t := e.Time
-	return !t.Before(q.From) && t.Before(q.To) &&
-		(q.Key == "" || e.Key == q.Key) && (q.Team == "" || e.Team == q.Team) &&
-		(q.Model == "" || e.Model == q.Model) && (q.Status == 0 || e.Status == q.Status)
 }
 
 // normalizeRequests checks q and fills in its defaults.

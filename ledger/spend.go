@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -84,12 +86,7 @@ func (l *Ledger) spendFromRollups(ctx context.Context, a *aggregator) error {
 		return err
 	}
 	if q.Key == "" && !byTeam {
-		for _, d := range days(first, last, false) {
-			if err := l.spendOfDay(ctx, a, d, writers[d]); err != nil {
-				return err
-			}
-		}
-		return nil
+		return l.spendOfDays(ctx, a, days(first, last, false), writers)
 	}
 	prefix, name := keyPrefix, q.Key
 	if byTeam {
@@ -170,6 +167,8 @@ type aggregator struct {
 	q                SpendQuery
 	key, team, model uint32 // q's filters' numbers; 0 (""): none
 	groups           map[group]*Totals
+	byID             []*Totals // the groups by number, when grouped by one of key, team or model alone
+	one              int       // which: 1 key, 2 team, 3 model; 0 none
 	total            Totals
 	in               *interner
 	names            map[string]uint32 // the numbers of rollups' names, plain bytes in their keys
@@ -178,6 +177,9 @@ type aggregator struct {
 func newAggregator(q SpendQuery) *aggregator {
 	a := &aggregator{q: q, groups: make(map[group]*Totals), in: newInterner(), names: map[string]uint32{}}
 	a.key, a.team, a.model = a.in.idOf(q.Key), a.in.idOf(q.Team), a.in.idOf(q.Model)
+	if len(q.GroupBy) == 1 {
+		a.one = 1 + slices.Index([]string{ByKey, ByTeam, ByModel}, q.GroupBy[0])
+	}
 	return a
 }
 
@@ -213,6 +215,11 @@ func (a *aggregator) add(key, team, model uint32, at int64, t *Totals) {
 	if a.key != 0 && key != a.key || a.team != 0 && team != a.team || a.model != 0 && model != a.model {
 		return
 	}
+	a.total.add(t)
+	if a.one > 0 {
+		a.addByID([...]uint32{key, team, model}[a.one-1], t)
+		return
+	}
 	var g group
 	for _, by := range a.q.GroupBy {
 		switch by {
@@ -232,13 +239,27 @@ func (a *aggregator) add(key, team, model uint32, at int64, t *Totals) {
 		a.groups[g] = sum
 	}
 	sum.add(t)
-	a.total.add(t)
+}
+
+// addByID adds t to the group of number id, grouped by one dimension:
+// a slice indexed by the interner's numbers, where a map would hash.
+func (a *aggregator) addByID(id uint32, t *Totals) {
+	if int(id) >= len(a.byID) {
+		a.byID = append(a.byID, make([]*Totals, int(id)+1-len(a.byID))...)
+	}
+	sum := a.byID[id]
+	if sum == nil {
+		sum = &Totals{}
+		a.byID[id] = sum
+	}
+	sum.add(t)
 }
 
 // result returns the report, its rows ordered by time, key, team, model.
 func (a *aggregator) result() Spend {
 	s := Spend{From: a.q.From, To: a.q.To, GroupBy: a.q.GroupBy, Total: a.total, query: a.q}
 	timed := slices.Contains(a.q.GroupBy, ByDay) || slices.Contains(a.q.GroupBy, ByHour)
+	a.fold()
 	for g, t := range a.groups {
 		r := Row{Key: a.in.strs[g.key], Team: a.in.strs[g.team], Model: a.in.strs[g.model], Totals: *t}
 		if timed {
@@ -293,4 +314,59 @@ func (l *Ledger) spendOfDay(ctx context.Context, a *aggregator, d day, ws []stri
 		}
 		return a.addRollup(v, a.name(name), 0, d)
 	})
+}
+
+// spendOfDays adds up the key rollups of ds into a, the days shared
+// between GOMAXPROCS goroutines, each with an aggregator of its own, then
+// merged: a month of spend by key is 300,000 rows to decode on 10k keys.
+func (l *Ledger) spendOfDays(ctx context.Context, a *aggregator, ds []day, writers map[day][]string) error {
+	n := min(runtime.GOMAXPROCS(0), len(ds))
+	parts := make([]*aggregator, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		parts[i] = newAggregator(a.q)
+		wg.Go(func() {
+			for j := i; j < len(ds) && errs[i] == nil; j += n {
+				errs[i] = l.spendOfDay(ctx, parts[i], ds[j], writers[ds[j]])
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for _, p := range parts {
+		a.absorb(p)
+	}
+	return nil
+}
+
+// absorb adds the groups of o, an aggregator of the same query, to a's:
+// selected by o already, renumbered by a's interner.
+func (a *aggregator) absorb(o *aggregator) {
+	o.fold()
+	for g, t := range o.groups {
+		g.key, g.team, g.model = a.in.idOf(o.in.strs[g.key]), a.in.idOf(o.in.strs[g.team]), a.in.idOf(o.in.strs[g.model])
+		if a.one > 0 {
+			a.addByID([...]uint32{g.key, g.team, g.model}[a.one-1], t)
+		} else if sum := a.groups[g]; sum != nil {
+			sum.add(t)
+		} else {
+			a.groups[g] = t
+		}
+		a.total.add(t)
+	}
+}
+
+// fold moves the groups counted by number (byID) into groups.
+func (a *aggregator) fold() {
+	for id, t := range a.byID {
+		if t != nil {
+			var g group
+			*[...]*uint32{&g.key, &g.team, &g.model}[a.one-1] = uint32(id)
+			a.groups[g] = t
+		}
+	}
+	a.byID = nil
 }

@@ -112,9 +112,10 @@ func decodeSummary(v []byte, fn func(key, team []byte, t *Totals)) error {
 		return fmt.Errorf("%w: summary version", errCorrupt)
 	}
 	n := r.count(len(v))
+	var t Totals // one for every row: fn's pointer escapes once
 	for i := 0; i < n && r.err == nil; i++ {
 		key, team := r.rawString(), r.rawString()
-		t := r.totals()
+		t = r.totals()
 		if r.err == nil {
 			fn(key, team, &t)
 		}
