@@ -59,8 +59,13 @@ func encodeBlock(first uint32, items []item) []byte {
 		}
 		body = appendEntryCounts(body, e)
 	}
+	last := base
+	for _, it := range items {
+		last = max(last, millis(it.e.Time))
+	}
 	b := []byte{codecVersion}
 	b = binary.AppendVarint(b, base)
+	b = binary.AppendUvarint(b, uint64(last-base))
 	b = binary.AppendUvarint(b, uint64(len(table)))
 	for _, s := range table {
 		b = appendString(b, s)
@@ -89,7 +94,8 @@ func appendEntryCounts(b []byte, e *Entry) []byte {
 // query, not one per block.
 type blockReader struct {
 	r     reader
-	base  int64
+	base  int64 // the first entry's time, Unix ms
+	last  int64 // the latest entry's
 	table [][]byte // the strings, encoded
 	strs  []string // decoded, or "" until they are
 	in    *interner
@@ -104,6 +110,7 @@ func openBlock(v []byte, in *interner) (*blockReader, error) {
 		return nil, fmt.Errorf("%w: block version", errCorrupt)
 	}
 	br.base = r.varint()
+	br.last = br.base + r.int()
 	br.table = make([][]byte, r.count(len(v)))
 	for i := range br.table {
 		br.table[i] = r.rawString()
@@ -223,6 +230,7 @@ func (br *blockReader) counts(e *Entry) {
 func appendSingle(b []byte, e *Entry) []byte {
 	b = append(b, codecVersion)
 	b = binary.AppendVarint(b, millis(e.Time))
+	b = append(b, 0) // its last entry is its first
 	n, team := uint64(3), uint64(0)
 	if e.Team != "" {
 		n, team = 4, 4

@@ -2,9 +2,11 @@ package ledger
 
 import (
 	"bytes"
-	"container/heap"
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 )
@@ -24,57 +26,105 @@ func (l *Ledger) Requests(ctx context.Context, q RequestQuery) (Page, error) {
 	if err != nil {
 		return Page{}, err
 	}
-	sel := &selection{q: q, after: after, top: &candidates{}}
-	for i, s := range []string{q.Key, q.Team, q.Model} {
-		if s != "" {
-			sel.want[i] = appendString(nil, s)
+	for try := 0; ; try++ {
+		sel := &selection{q: q, after: after}
+		for i, s := range []string{q.Key, q.Team, q.Model} {
+			if s != "" {
+				sel.want[i] = appendString(nil, s)
+			}
+		}
+		for _, d := range days(dayOf(q.From), dayOf(q.To.Add(-time.Millisecond)), true) {
+			if err := l.selectDay(ctx, d, sel); err != nil {
+				return Page{}, err
+			}
+			if len(sel.top) > q.Limit {
+				break // an older day holds no newer entry
+			}
+		}
+		p, err := l.page(ctx, sel)
+		if !errors.Is(err, errMoved) || try == 2 {
+			return p, err
 		}
 	}
-	for _, d := range days(dayOf(q.From), dayOf(q.To.Add(-time.Millisecond)), true) {
-		if err := l.selectDay(ctx, d, sel); err != nil {
-			return Page{}, err
-		}
-		if sel.top.Len() > q.Limit {
-			break // an older day holds no newer entry
-		}
-	}
-	return sel.page()
 }
 
-// selection is the first pass of Requests: the newest candidates so far.
+// errMoved is the error of a second pass that found a record of the first
+// gone: its chunk was compacted meanwhile, and the page is chosen again.
+var errMoved = errors.New("ledger: entries compacted while read")
+
+// selection is the first pass of Requests: the newest candidates so far,
+// kept in a min-heap of at most Limit+1 (the oldest first), without an
+// allocation per entry: a candidate is four numbers.
 type selection struct {
-	q     RequestQuery
-	after *position
-	want  [3][]byte   // the key, team and model asked for, encoded; nil: any
-	top   *candidates // a min-heap: the oldest first, at most Limit+1
+	q       RequestQuery
+	after   *position
+	want    [3][]byte // the key, team and model asked for, encoded; nil: any
+	top     []candidate
+	writers []string  // candidate.writer's
+	recs    []*record // candidate.rec's
 }
 
-// candidate is an entry of the page, and the record it is in.
+// candidate is an entry that may be on the page, and the record it is in.
 type candidate struct {
-	position
-	rec   *record
-	index int // in the heap
+	ms          int64
+	seq         uint32
+	writer, rec int32
 }
 
-// record is an entry record's value, copied, with what its entries'
-// seqs start from.
+// record is an entry record that may hold entries of the page: its key,
+// what its entries' seqs start from, their writer (in
+// selection.writers), and the time of its latest entry that may.
 type record struct {
-	v     []byte
-	first uint32
-	kind  byte
+	key    []byte
+	first  uint32
+	kind   byte
+	writer int32
+	last   int64
+	index  int32 // in selection.recs, once it has a candidate; -1 before
 }
 
-// selectDay offers the entries of day d to sel.
+// selectDay offers the entries of day d to sel. It lists the day's
+// records first, with the time of their latest entry (in a block's
+// header), leaving out those that hold no entry of the key, team or
+// model asked for; then reads them again latest first, until the page is
+// full and the next record holds nothing newer than the page's oldest.
 func (l *Ledger) selectDay(ctx context.Context, d day, sel *selection) error {
-	var writer string
+	recs, err := l.dayRecords(ctx, d, sel)
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(recs, func(a, b *record) int { return cmp.Compare(b.last, a.last) })
+	for _, rec := range recs {
+		if len(sel.top) > sel.q.Limit && rec.last < sel.top[0].ms {
+			return nil
+		}
+		v, err := l.st.get(ctx, rec.key)
+		if err != nil {
+			return err
+		}
+		if v == nil {
+			return errMoved
+		}
+		err = eachBlock(v, rec.first, rec.kind, func(br *blockReader, first uint32) error { return sel.offer(br, first, rec) })
+		if err != nil {
+			return fmt.Errorf("ledger: entries %s: %w", rec.key, err)
+		}
+	}
+	return nil
+}
+
+// dayRecords lists the entry records of day d that hold an entry sel
+// may want.
+func (l *Ledger) dayRecords(ctx context.Context, d day, sel *selection) ([]*record, error) {
+	var recs []*record
 	var covered uint32 // the current writer's seqs below are in a block read
-	return l.st.scan(ctx, appendKey(nil, entryPrefix, d, ""), func(k, v []byte) error {
+	err := l.st.scan(ctx, appendKey(nil, entryPrefix, d, ""), func(k, v []byte) error {
 		w, seq, kind, ok := entryKey(k)
 		if !ok {
 			return fmt.Errorf("%w: entry key %q", errCorrupt, k)
 		}
-		if w != writer {
-			writer, covered = w, 0
+		if n := len(sel.writers); n == 0 || sel.writers[n-1] != w {
+			sel.writers, covered = append(sel.writers, w), 0
 		}
 		if kind == 'c' && seq < covered {
 			return nil // compacted while the scan ran (on a store without snapshots)
@@ -82,13 +132,23 @@ func (l *Ledger) selectDay(ctx context.Context, d day, sel *selection) error {
 		if kind == 'b' {
 			covered = seq + blockSize
 		}
-		rec := &record{first: seq, kind: kind}
-		err := eachBlock(v, seq, kind, func(br *blockReader, first uint32) error { return sel.offer(br, first, writer, rec, v) })
+		rec := &record{first: seq, kind: kind, last: math.MinInt64, writer: int32(len(sel.writers) - 1), index: -1}
+		err := eachBlock(v, seq, kind, func(br *blockReader, _ uint32) error {
+			if _, ok := sel.refs(br); ok {
+				rec.last = max(rec.last, br.last)
+			}
+			return nil
+		})
 		if err != nil {
 			return fmt.Errorf("ledger: entries %s: %w", k, err)
 		}
+		if rec.last != math.MinInt64 {
+			rec.key = bytes.Clone(k)
+			recs = append(recs, rec)
+		}
 		return nil
 	})
+	return recs, err
 }
 
 // eachBlock calls fn with each block of an entry record: the record, or
@@ -118,23 +178,14 @@ func eachBlock(v []byte, first uint32, kind byte, fn func(br *blockReader, first
 	return r.err
 }
 
-// offer offers the entries of br to sel; v is its record's value, which
-// rec keeps a copy of once one of them is a candidate.
-func (sel *selection) offer(br *blockReader, first uint32, writer string, rec *record, v []byte) error {
-	var refs [3]int64 // the filters' references in br's table; -1: not there
-	for i, s := range sel.want {
-		refs[i] = -2 // no filter
-		if s != nil {
-			bias := uint64(0)
-			if i == 1 {
-				bias = 1 // a team's reference is its index + 1
-			}
-			if refs[i] = br.index(s, bias); refs[i] < 0 {
-				return nil // no entry of br matches
-			}
-		}
+// offer offers the entries of br, in record rec, to sel.
+func (sel *selection) offer(br *blockReader, first uint32, rec *record) error {
+	refs, ok := sel.refs(br)
+	if !ok {
+		return nil // no entry of br matches
 	}
 	q := &sel.q
+	w := rec.writer
 	return br.walk(first, func(h *head) bool {
 		for i, ref := range refs {
 			if ref >= 0 && h.refs[i] != uint64(ref) {
@@ -142,64 +193,131 @@ func (sel *selection) offer(br *blockReader, first uint32, writer string, rec *r
 			}
 		}
 		t := time.UnixMilli(h.ms)
-		p := position{ms: h.ms, writer: writer, seq: h.seq}
+		c := candidate{ms: h.ms, seq: h.seq, writer: w}
 		if q.Status != 0 && h.status != q.Status || t.Before(q.From) || !t.Before(q.To) ||
-			sel.after != nil && !p.before(*sel.after) || sel.top.Len() > q.Limit && !(*sel.top)[0].before(p) {
+			sel.after != nil && !sel.position(c).before(*sel.after) || len(sel.top) > q.Limit && !sel.older(sel.top[0], c) {
 			return false
 		}
-		if rec.v == nil {
-			rec.v = bytes.Clone(v)
+		if rec.index < 0 {
+			rec.index = int32(len(sel.recs))
+			sel.recs = append(sel.recs, rec)
 		}
-		heap.Push(sel.top, &candidate{position: p, rec: rec})
-		if sel.top.Len() > q.Limit+1 {
-			heap.Pop(sel.top)
-		}
+		c.rec = rec.index
+		sel.push(c)
 		return false
 	}, nil)
 }
 
-// page decodes the candidates whole, newest first, and the cursor after
-// the page when there are more.
-func (sel *selection) page() (Page, error) {
-	cands := slices.Clone(*sel.top)
-	slices.SortFunc(cands, func(a, b *candidate) int { return b.compare(a.position) })
-	want := map[*record]map[uint32]*candidate{}
-	for _, c := range cands {
-		if want[c.rec] == nil {
-			want[c.rec] = map[uint32]*candidate{}
+// refs returns the references in br's table of the key, team and model
+// asked for (-2: none asked), and false when one is not there.
+func (sel *selection) refs(br *blockReader) ([3]int64, bool) {
+	var refs [3]int64
+	for i, s := range sel.want {
+		refs[i] = -2
+		if s == nil {
+			continue
 		}
-		want[c.rec][c.seq] = c
+		bias := uint64(0)
+		if i == 1 {
+			bias = 1 // a team's reference is its index + 1
+		}
+		if refs[i] = br.index(s, bias); refs[i] < 0 {
+			return refs, false
+		}
+	}
+	return refs, true
+}
+
+func (sel *selection) position(c candidate) position {
+	return position{ms: c.ms, writer: sel.writers[c.writer], seq: c.seq}
+}
+
+// older reports whether a comes after b in the newest-first order.
+func (sel *selection) older(a, b candidate) bool {
+	switch {
+	case a.ms != b.ms:
+		return a.ms < b.ms
+	case a.writer != b.writer && sel.writers[a.writer] != sel.writers[b.writer]:
+		return sel.writers[a.writer] < sel.writers[b.writer]
+	}
+	return a.seq < b.seq
+}
+
+// push adds c to the heap, dropping the oldest beyond Limit+1.
+func (sel *selection) push(c candidate) {
+	h := append(sel.top, c)
+	for i := len(h) - 1; i > 0; { // up
+		p := (i - 1) / 2
+		if !sel.older(h[i], h[p]) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+	if len(h) > sel.q.Limit+1 { // drop the root, the oldest
+		h[0] = h[len(h)-1]
+		h = h[:len(h)-1]
+		sel.down(h)
+	}
+	sel.top = h
+}
+
+// down restores the heap from its root.
+func (sel *selection) down(h []candidate) {
+	for i := 0; ; {
+		m, l, r := i, 2*i+1, 2*i+2
+		if l < len(h) && sel.older(h[l], h[m]) {
+			m = l
+		}
+		if r < len(h) && sel.older(h[r], h[m]) {
+			m = r
+		}
+		if m == i {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+}
+
+// page reads the candidates' records again and decodes the candidates
+// whole, newest first, with the cursor after the page when there are
+// more.
+func (l *Ledger) page(ctx context.Context, sel *selection) (Page, error) {
+	cands := slices.Clone(sel.top)
+	slices.SortFunc(cands, func(a, b candidate) int { return sel.position(b).compare(sel.position(a)) })
+	want := map[int32]map[uint32]*Entry{}
+	entries := make([]Entry, len(cands))
+	for i, c := range cands {
+		if want[c.rec] == nil {
+			want[c.rec] = map[uint32]*Entry{}
+		}
+		want[c.rec][c.seq] = &entries[i]
 	}
 	in := newInterner()
-	for rec, seqs := range want {
-		err := eachBlock(rec.v, rec.first, rec.kind, func(br *blockReader, first uint32) error {
+	for ri, seqs := range want {
+		rec := sel.recs[ri]
+		v, err := l.st.get(ctx, rec.key)
+		if err != nil {
+			return Page{}, err
+		}
+		if v == nil {
+			return Page{}, errMoved
+		}
+		err = eachBlock(v, rec.first, rec.kind, func(br *blockReader, first uint32) error {
 			br.in = in
-			return br.walk(first, func(h *head) bool { return seqs[h.seq] != nil }, func(h *head, e *Entry) { seqs[h.seq].e = *e })
+			return br.walk(first, func(h *head) bool { return seqs[h.seq] != nil }, func(h *head, e *Entry) { *seqs[h.seq] = *e })
 		})
 		if err != nil {
 			return Page{}, err
 		}
 	}
-	var p Page
-	for i := range min(len(cands), sel.q.Limit) {
-		p.Entries = append(p.Entries, cands[i].e)
-	}
+	p := Page{Entries: entries[:min(len(entries), sel.q.Limit)]}
 	if len(cands) > sel.q.Limit {
-		p.Next = cands[sel.q.Limit-1].cursor()
+		p.Next = sel.position(cands[sel.q.Limit-1]).cursor()
+	}
+	if len(p.Entries) == 0 {
+		p.Entries = nil
 	}
 	return p, nil
-}
-
-// candidates is a min-heap of candidates: the oldest first.
-type candidates []*candidate
-
-func (c candidates) Len() int           { return len(c) }
-func (c candidates) Less(i, j int) bool { return c[i].before(c[j].position) }
-func (c candidates) Swap(i, j int)      { c[i], c[j] = c[j], c[i]; c[i].index, c[j].index = i, j }
-func (c *candidates) Push(x any)        { x.(*candidate).index = len(*c); *c = append(*c, x.(*candidate)) }
-func (c *candidates) Pop() any {
-	old := *c
-	x := old[len(old)-1]
-	*c = old[:len(old)-1]
-	return x
 }

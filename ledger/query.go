@@ -63,7 +63,6 @@ type position struct {
 	ms     int64
 	writer string
 	seq    uint32
-	e      Entry
 }
 
 func (p position) compare(o position) int {

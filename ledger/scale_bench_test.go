@@ -51,7 +51,7 @@ func scaleEntry(r *rand.Rand, i, n int) ledger.Entry {
 // once into the temporary directory and kept there for later runs.
 func scaleDB(b *testing.B) (string, time.Time) {
 	n := scaleEntries()
-	dir := filepath.Join(os.TempDir(), fmt.Sprintf("ratestore-ledger-bench-v4-%d", n))
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("ratestore-ledger-bench-v5-%d", n))
 	path := filepath.Join(dir, "ledger.db")
 	end := t0.Add(scaleDays * 24 * time.Hour)
 	if _, err := os.Stat(filepath.Join(dir, "done")); err == nil {

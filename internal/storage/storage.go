@@ -6,7 +6,10 @@
 // bytes.
 package storage
 
-import "errors"
+import (
+	"errors"
+	"sync"
+)
 
 // ErrLocked is returned by a backend's Open when another process (or another
 // handle in this process) holds the database.
@@ -98,13 +101,27 @@ func (p *Page) Drain(fn func(k, v []byte) error) (next []byte, err error) {
 	return next, nil
 }
 
+// pages are the Pages of finished scans, whose arenas the next reuse: a
+// scan of large values (a ledger's blocks) would otherwise allocate, and
+// the runtime zero, its arena again each time.
+var pages = sync.Pool{New: func() any { return new(Page) }}
+
+// maxPooledArena bounds the arena a pooled Page keeps.
+const maxPooledArena = 16 << 20
+
 // ScanPages drives a paged scan: readPage fills page with entries >= start
 // (at most PageSize of them, all with the prefix), under one read
 // transaction; ScanPages then calls fn outside of it and moves on.
 func ScanPages(start []byte, fn func(k, v []byte) error, readPage func(start []byte, page *Page) error) error {
-	var page Page
+	page := pages.Get().(*Page)
+	defer func() {
+		if cap(page.arena) <= maxPooledArena {
+			page.keys, page.values, page.arena = page.keys[:0], page.values[:0], page.arena[:0]
+			pages.Put(page)
+		}
+	}()
 	for {
-		if err := readPage(start, &page); err != nil {
+		if err := readPage(start, page); err != nil {
 			return err
 		}
 		full := page.Full()

@@ -1,0 +1,59 @@
+package ledger_test
+
+import (
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratestore/ratestore/internal/fakeclock"
+	"github.com/ratestore/ratestore/internal/redistest"
+	"github.com/ratestore/ratestore/ledger"
+	"github.com/ratestore/ratestore/redisstore"
+)
+
+// TestSharedRedis: two gateways' ledgers on one Redis, writing at once,
+// each as its own writer; either answers for both, the rollups equal to
+// the entries.
+func TestSharedRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	clock := fakeclock.New(t0)
+	var envs [2]*env
+	for i := range envs {
+		e := &env{t: t, m: mode{name: "redis", redis: true}, clock: clock, srv: srv}
+		db, err := redisstore.Open(ctx, srv.URL(), redisstore.Options{Now: clock.Now, Timeout: 10 * time.Second})
+		require.NoError(t, err)
+		bind(e, db, ledger.Options{})
+		t.Cleanup(e.close)
+		envs[i] = e
+	}
+	var mu sync.Mutex
+	var all []ledger.Entry
+	var wg sync.WaitGroup
+	for i, e := range envs {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(i), 9))
+			for j := range 200 {
+				en := e.record(randomEntry(r, j))
+				mu.Lock()
+				all = append(all, en)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	for _, e := range envs {
+		s, err := e.led.Spend(ctx, ledger.SpendQuery{GroupBy: []string{ledger.ByKey}})
+		require.NoError(t, err)
+		rows, total := want(all, s.SpendQuery())
+		require.Equal(t, total, stripReasons(s.Total))
+		for i := range s.Rows {
+			s.Rows[i].Totals = stripReasons(s.Rows[i].Totals)
+		}
+		require.Equal(t, rows, s.Rows)
+		got := pages(t, e, ledger.RequestQuery{Limit: 1000})
+		require.Len(t, got, len(all))
+	}
+}
