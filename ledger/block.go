@@ -94,8 +94,8 @@ func appendEntryCounts(b []byte, e *Entry) []byte {
 // query, not one per block.
 type blockReader struct {
 	r     reader
-	base  int64 // the first entry's time, Unix ms
-	last  int64 // the latest entry's
+	base  int64    // the first entry's time, Unix ms
+	last  int64    // the latest entry's
 	table [][]byte // the strings, encoded
 	strs  []string // decoded, or "" until they are
 	in    *interner
