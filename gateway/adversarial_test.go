@@ -29,6 +29,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ratestore/ratestore/internal/logbuf"
 	"github.com/ratestore/ratestore/keystore"
 )
 
@@ -1000,7 +1001,7 @@ func TestAdversarialSmallWindow(t *testing.T) {
 // or not, charges the key Options.MaxTokensPerRequest (1000) exactly, and
 // that each overrun is logged at level Error.
 func TestAdversarialUsageBound(t *testing.T) {
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	a := newAdversary(t, Options{MaxTokensPerRequest: 1000, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	a.lenient.setReport(reportFixed(4_000_000, 1_000_000))
 	k := a.attacker("bound", onlyAllowed(1e12))
@@ -1046,7 +1047,7 @@ func TestAdversarialUsageBound(t *testing.T) {
 // the requests it admitted, and that the malformed ones are refused and
 // never forwarded.
 func TestAdversarialConcurrentMixed(t *testing.T) {
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	a := newAdversary(t, Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	a.lenient.setReport(reportCapped(100))
 	const attempts = 4 // requests of each caller, one after the other
@@ -1153,7 +1154,7 @@ func TestAdversarialConcurrentMixed(t *testing.T) {
 // fills it again, as often as it likes, but while one such request runs
 // the next is refused.
 func TestAdversarialDefaultOutputOvershoot(t *testing.T) {
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	a := newAdversary(t, Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	a.lenient.setReport(func(q *upstreamReq) (int64, int64, bool) {
 		out := int64(DefaultMaxTokens) // no maximum: a long answer
@@ -1523,7 +1524,7 @@ func (a *adversary) requireInvariants() {
 
 // exchanges lists the requests of key id that the gateway admitted, as its
 // log has them: path, tokens reserved and charged.
-func exchanges(t testing.TB, logs *syncBuffer, id string) string {
+func exchanges(t testing.TB, logs *logbuf.Buffer, id string) string {
 	var b strings.Builder
 	for line := range strings.SplitSeq(strings.TrimSpace(logs.String()), "\n") {
 		var m map[string]any

@@ -361,8 +361,14 @@
 //
 // With Options.AdminToken set, the gateway answers /admin/keys itself
 // (never forwarded) to requests that bear "Authorization: Bearer <admin
-// token>"; a missing or wrong token gets 401 (compared by SHA-256 in
-// constant time). Without an AdminToken, everything under /admin/ and
+// token>", or the session cookie of the operator's console (package
+// console, served at /admin/: the token is exchanged at POST
+// /admin/session for an HttpOnly, SameSite=Strict cookie that expires,
+// and every change made with the cookie needs the session's
+// X-CSRF-Token); a missing or wrong token gets 401 (compared by SHA-256
+// in constant time), and repeated failures from an address 429. GET
+// /admin/live answers the requests and tokens per second of the last ten
+// seconds and the requests in flight, for the console's live page. Without an AdminToken, everything under /admin/ and
 // /metrics is 404, as if it did not exist. Bodies are JSON, at most
 // MaxAdminBody bytes (413 above), and fields the API does not have are
 // refused:

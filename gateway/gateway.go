@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/alert"
+	"github.com/ratestore/ratestore/console"
 	"github.com/ratestore/ratestore/httplimit"
 	"github.com/ratestore/ratestore/internal/sat"
 	"github.com/ratestore/ratestore/keystore"
@@ -174,8 +174,28 @@ type Options struct {
 
 	// AdminToken, when set, opens the admin API (under /admin/) and the
 	// metrics (/metrics) to requests that bear it (Authorization: Bearer
-	// <AdminToken>). Without it both answer 404.
+	// <AdminToken>), and the operator's console (package console) at
+	// /admin/, whose sign-in exchanges it for a session cookie. Without
+	// it all of them answer 404.
 	AdminToken string
+	// ConsoleSessionTTL is how long a console sign-in lasts; 0 means
+	// console.DefaultSessionTTL.
+	ConsoleSessionTTL time.Duration
+	// AdminOnly serves the admin API, the console and the metrics alone:
+	// every other path is 404, and nothing is forwarded, so Upstream and
+	// Routes must be left out. It needs an AdminToken.
+	AdminOnly bool
+	// ReadOnlyAdmin makes the admin API and the console read-only: every
+	// admin call but GET and HEAD gets 403 read_only, and the spend ledger
+	// is opened read-only (ledger.Options.ReadOnly), so that nothing is
+	// written to the database. It needs AdminOnly: a gateway that
+	// forwards requests writes their usage. The console command serves a
+	// closed database so.
+	ReadOnlyAdmin bool
+	// Now is the clock of the console's sessions and sign-in slow-down and
+	// of GET /admin/live; nil means time.Now. (The keys' clock is their
+	// database's.)
+	Now func() time.Time
 
 	// PricesFile is a price table in LiteLLM's format
 	// (model_prices_and_context_window.json) whose entries replace those
@@ -211,9 +231,12 @@ type Gateway struct {
 	short       slots         // short admissions of a key in flight: one at most
 	idle        time.Duration // 0: none
 	log         *slog.Logger
-	admin       [32]byte // SHA-256 of Options.AdminToken; zero: no admin API
+	console     *console.Console // nil: no Options.AdminToken, no admin API
+	adminOnly   bool             // Options.AdminOnly
+	now         func() time.Time // Options.Now
+	live        live             // the rates of GET /admin/live
 	metrics     *metrics
-	adminAPI    *http.ServeMux // the admin API's routes
+	adminAPI    *adminRoutes // the admin API's routes
 	prices      prices
 }
 
@@ -241,12 +264,16 @@ func New[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore.Store
 	if err != nil {
 		return nil, err
 	}
-	if g.routes, err = newRoutes(opts); err != nil {
-		return nil, err
+	if !opts.AdminOnly {
+		if g.routes, err = newRoutes(opts); err != nil {
+			return nil, err
+		}
 	}
 	g.keys, g.active = keys, newActivity()
 	if !opts.NoLedger {
-		if g.ledger, err = ledger.Open(db, opts.Ledger); err != nil {
+		lopts := opts.Ledger
+		lopts.ReadOnly = lopts.ReadOnly || opts.ReadOnlyAdmin
+		if g.ledger, err = ledger.Open(db, lopts); err != nil {
 			return nil, fmt.Errorf("gateway: %w", err)
 		}
 	}
@@ -279,15 +306,13 @@ func New[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore.Store
 			return nil, err
 		}
 	}
-	if opts.AdminToken != "" {
-		g.admin = sha256.Sum256([]byte(opts.AdminToken))
-	}
 	g.metrics = newMetrics(promstats.Of(db, nil))
 	if g.alerts = opts.Alerts; g.alerts != nil {
 		g.metrics.reg.MustRegister(newAlertCollector(g.alerts))
 	}
 	g.adminAPI = g.adminMux()
 	g.adminAPI.HandleFunc("POST /admin/prices/reload", g.adminReloadPrices)
+	g.adminAPI.HandleFunc("GET /admin/live", g.adminLive)
 	return g, nil
 }
 
@@ -320,6 +345,9 @@ func withDefaults(opts Options) (*Gateway, error) {
 	}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
+	}
+	if err := g.openConsole(opts); err != nil {
+		return nil, err
 	}
 	if opts.Unpriced > UnpricedDefault {
 		return nil, fmt.Errorf("gateway: Unpriced %d: %w", opts.Unpriced, ratestore.ErrInvalid)
@@ -499,6 +527,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.serveAdmin(w, r)
 		return
 	}
+	if g.adminOnly {
+		writeError(w, http.StatusNotFound, typeInvalid, "not_found", "no such path: this server serves only the admin API and its console, at /admin/")
+		return
+	}
 	start := time.Now()
 	x := &exchange{statusWriter: statusWriter{ResponseWriter: w}, id: newRequestID(), start: start}
 	w.Header().Set(RequestIDHeader, x.id)
@@ -515,9 +547,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			g.short.give(x.keyID) // once charged: see Gateway.admit
 		}
 		g.metrics.end(r, x, time.Since(start))
+		g.live.end(g.now(), x.charge.tokens)
 		g.logExchange(r, x, start, !completed)
 	}()
 	g.metrics.begin(x)
+	g.live.begin()
 	g.serve(x, r)
 	completed = true
 	if x.adm != nil {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/internal/fakeclock"
+	"github.com/ratestore/ratestore/internal/logbuf"
 	"github.com/ratestore/ratestore/internal/redistest"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/promstats"
@@ -457,7 +458,7 @@ func TestUpstreamPrefix(t *testing.T) {
 
 // TestLogs: a line per request, with its key ID and never a secret.
 func TestLogs(t *testing.T) {
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	e := newEnv(t, Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	k, secret := e.key("k", 1000)
 	e.call("POST", "/v1/chat/completions", secret, fakeReq{Input: 2, Output: 3})
@@ -928,24 +929,6 @@ func apiError(t testing.TB, body []byte, typ string) map[string]any {
 	require.NotEmpty(t, inner["code"])
 	require.NotEmpty(t, inner["message"])
 	return inner
-}
-
-// syncBuffer is a buffer safe for concurrent writes, for logs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestInformational: an upstream's 1xx responses, whose fields

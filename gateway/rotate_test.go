@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratestore/ratestore/internal/logbuf"
 	"github.com/stretchr/testify/require"
 )
 
@@ -16,7 +17,7 @@ import (
 // until its grace ends; no body is a grace of 0; the secrets are never in
 // the log, whose line names the key.
 func TestAdminRotate(t *testing.T) {
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	e := newAdminEnv(t, Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	created := adminOK[AdminCreated](e, "POST", "/admin/keys", map[string]any{"name": "r", "windows": []map[string]any{{"limit": 1000, "window": "5h"}}}, http.StatusCreated)
 	id, old := created.Key.ID, created.Secret

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratestore/ratestore/internal/logbuf"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/stretchr/testify/require"
 )
@@ -38,7 +39,7 @@ func shadowLines(t *testing.T, logs string) []map[string]any {
 // refused.
 func TestShadow(t *testing.T) {
 	chat := "/v1/chat/completions"
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	e := newEnv(t, Options{Shadow: true, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	k, secret := e.key("full", 100)
 
@@ -126,7 +127,7 @@ func TestShadow(t *testing.T) {
 // TestShadowRate: in shadow mode, a request over Options.RPS is served,
 // with its RateLimit fields but no Retry-After, and logged.
 func TestShadowRate(t *testing.T) {
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	e := newEnv(t, Options{Shadow: true, RPS: 1, Burst: 1, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	k, secret := e.key("k", 1000)
 	for i := range 2 {

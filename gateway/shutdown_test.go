@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/ratestore/ratestore/internal/logbuf"
 	"github.com/stretchr/testify/require"
 )
 
@@ -15,7 +16,7 @@ import (
 // upstream request, which is then charged its estimate, and Wait returns
 // once its usage is recorded, even with the caller gone.
 func TestWaitAbort(t *testing.T) {
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	e := newEnv(t, Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	k, secret := e.key("k", 1e6)
 	require.NoError(t, e.gw.Wait(context.Background()))

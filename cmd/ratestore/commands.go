@@ -301,14 +301,22 @@ file and key are left out when not known; key is quoted as Go does.`,
 		setup: checkCmd,
 	},
 	{
-		name: "gateway", args: "--upstream [PREFIX=]URL... [--listen ADDR] [--rps R --burst B] [--shadow]", maxArgs: 0,
+		name: "gateway", args: "--upstream [PREFIX=]URL... [--listen ADDR] [--rps R --burst B] [--shadow] [--tls-cert FILE --tls-key FILE]", maxArgs: 0,
 		summary: "serve a reverse proxy that meters tokens per API key",
 		help:    gatewayHelp,
 		json: `{"listen", "upstream" (the default route; "" for none), "routes": [{"prefix",
 "upstream", "key_env"}], "stats_path", "rps", "burst", "durability", "shadow",
-"admin" (whether the admin API is open), "prices" (--prices), "unpriced"}, once it
-listens.`,
+"admin" (whether the admin API and console are open), "prices" (--prices), "unpriced",
+"tls" (served over TLS)}, once it listens.`,
 		setup: gatewayCmd,
+	},
+	{
+		name: "console", args: "[--listen ADDR] [--admin-token-file FILE] [--redis URL] [--tls-cert FILE --tls-key FILE]", maxArgs: 0,
+		summary: "serve the operator's web console, read-only, on a closed database",
+		help:    consoleHelp,
+		json: `{"listen", "url" (the console's page), "tls", "read_only" (true), "redis" (with
+--redis, redacted)}, once it listens.`,
+		setup: consoleCmd,
 	},
 	{
 		name: "serve", args: "[--http ADDR] [--resp ADDR] [--token-file FILE]", maxArgs: 0,

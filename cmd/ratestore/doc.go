@@ -27,7 +27,14 @@
 //	inspect LIMITER KEY           one stored limiter state, decoded and raw
 //	check                         verify the whole database offline; exits 1 naming each problem
 //	gateway --upstream [PREFIX=]URL... [--listen 127.0.0.1:8080] [--rps R --burst B] [--shadow] [--redis URL]
-//	                              a metering reverse proxy in front of a model API
+//	        [--tls-cert FILE --tls-key FILE] [--ledger-retention 90d] [--ledger-export FILE] [--alert-webhook URL]
+//	                              a metering reverse proxy in front of a model API, its console at /admin/
+//	console [--listen 127.0.0.1:8090] [--redis URL] [--tls-cert FILE --tls-key FILE]
+//	                              the operator's console, read-only, on a database no gateway holds
+//	spend [--from --to --group-by key,team,model,day,hour --key --team --model] [--csv]
+//	                              what was spent, from the ledger's rollups
+//	requests [--key --team --model --status --from --to --limit --cursor] [--csv]
+//	                              the ledger's entries, newest first
 //	serve [--http 127.0.0.1:8081] [--resp 127.0.0.1:6380] [--token-file FILE]
 //	                              limiters over HTTP and RESP (redis-cell's CL.THROTTLE)
 //	version

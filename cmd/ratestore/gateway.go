@@ -128,8 +128,13 @@ shadow mode tries out limits, not who may call.
 
 The admin API (under /admin/) and /metrics answer requests that bear the admin
 token, from $` + adminTokenEnv + ` or the file --admin-token-file names;
-without one they answer 404. A warning is logged when it is set and the
-gateway listens beyond loopback.
+without one they answer 404. With one, the operator's console is at /admin/
+(open http://127.0.0.1:8080/admin/ in a browser and sign in with the admin
+token): keys, teams, spend, requests and live traffic, on a session cookie
+that lasts 12 hours. --tls-cert FILE and --tls-key FILE (PEM; both or
+neither) serve everything over TLS, and the session cookie is then Secure. A
+warning is logged when the gateway listens beyond loopback, and another when
+the admin API and console are reachable there without TLS.
 
 With --redis URL the keys and every limit are kept in that Redis (package
 redisstore; one node, not a cluster) instead of the database: several gateways
@@ -176,6 +181,7 @@ type gatewayOut struct {
 	Admin      bool       `json:"admin"`  // an admin token is set: the admin API and /metrics answer
 	Prices     string     `json:"prices"` // --prices, over the built-in table; "" for none
 	Unpriced   string     `json:"unpriced"`
+	TLS        bool       `json:"tls"` // served over TLS (--tls-cert, --tls-key)
 }
 
 // routeOut is a route of gatewayOut.
@@ -259,6 +265,8 @@ type gatewayFlags struct {
 	noLedger       bool          // --no-ledger
 	alertWebhook   string        // --alert-webhook
 	alertLevels    []float64     // --alert-thresholds
+	tlsCert        string        // --tls-cert
+	tlsKey         string        // --tls-key
 }
 
 // gatewayFlagSet registers the gateway command's flags on fs and returns
@@ -297,6 +305,7 @@ func gatewayFlagSet(fs *flag.FlagSet) *gatewayFlags {
 	fs.StringVar(&f.prices, "prices", "", "a price `file` in LiteLLM's format (model_prices_and_context_window.json) over the built-in table; SIGHUP and POST /admin/prices/reload read it again")
 	fs.StringVar(&f.unpriced, "unpriced", "refuse", "what a model with no price costs a key with a budget: refuse (403), zero ($0, logged), or default (--default-price-file)")
 	fs.StringVar(&f.defaultPrice, "default-price-file", "", "a price `file` in LiteLLM's format with one entry: the price of unpriced models with --unpriced default")
+	tlsFlagSet(fs, &f.tlsCert, &f.tlsKey)
 	ledgerFlagSet(fs, f)
 	return f
 }
@@ -417,8 +426,12 @@ func (c *cli) runGateway(f *gatewayFlags) error {
 	if err != nil {
 		return err
 	}
+	tlsConfig, err := loadTLS(cmd, f.tlsCert, f.tlsKey)
+	if err != nil {
+		return err
+	}
 	log := c.logger()
-	opts.Logger, opts.Ledger.Log = log, log
+	opts.Logger, opts.Ledger.Log, opts.Now, out.TLS = log, log, c.now, tlsConfig != nil
 	alerts, closeAlerts, err := f.openAlerts(cmd, log)
 	if err != nil {
 		return err
@@ -441,7 +454,7 @@ func (c *cli) runGateway(f *gatewayFlags) error {
 	}
 	var ln net.Listener
 	if err == nil {
-		ln, err = net.Listen("tcp", f.listen)
+		ln, err = listen(f.listen, tlsConfig)
 	}
 	if err != nil {
 		abandonGateway(g, st, closeSides, exportCreated)
@@ -457,7 +470,10 @@ func (c *cli) runGateway(f *gatewayFlags) error {
 		closeSides()
 		return st.close()
 	}
-	return c.serve(ln, g, closeAll, log, f.shutdown, out)
+	return c.serve(ln, g, closeAll, log, f.shutdown, func() error {
+		logListening(ln, log, out)
+		return c.emit(out, out.text)
+	})
 }
 
 // abandonGateway undoes a start that failed before serving: it closes the
@@ -776,8 +792,9 @@ func (c *cli) logger() *slog.Logger {
 // serve serves g on ln until the command's context ends or SIGINT or
 // SIGTERM arrives, lets the requests in flight finish for up to timeout,
 // cuts those that do not, waits for every request to have recorded its
-// usage, and closes the store with closeDB.
-func (c *cli) serve(ln net.Listener, g *gateway.Gateway, closeDB func() error, log *slog.Logger, timeout time.Duration, out gatewayOut) error {
+// usage, and closes the store with closeDB. announce logs and prints that
+// it listens, once it does.
+func (c *cli) serve(ln net.Listener, g *gateway.Gateway, closeDB func() error, log *slog.Logger, timeout time.Duration, announce func() error) error {
 	ctx, stop := signal.NotifyContext(c.ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	srv := &http.Server{
@@ -790,8 +807,7 @@ func (c *cli) serve(ln net.Listener, g *gateway.Gateway, closeDB func() error, l
 	go func() { served <- srv.Serve(ln) }()
 	defer reloadOnHangup(ctx, g, log)()
 
-	logListening(ln, log, out)
-	err := c.emit(out, out.text)
+	err := announce()
 
 	var serveErr error
 	select {
@@ -841,14 +857,13 @@ func reloadOnHangup(ctx context.Context, g *gateway.Gateway, log *slog.Logger) (
 }
 
 // logListening logs that the gateway listens on ln, with a warning for
-// each exposure worth one: listening beyond loopback (the admin API too,
-// if it answers), and shadow mode.
+// each exposure worth one: listening beyond loopback (the admin API and
+// console too, if they answer, and without TLS), and shadow mode.
 func logListening(ln net.Listener, log *slog.Logger, out gatewayOut) {
-	if a, ok := ln.Addr().(*net.TCPAddr); ok && !a.IP.IsLoopback() {
+	if beyondLoopback(ln) {
 		log.Warn("gateway: listening beyond loopback: other hosts can reach it", "listen", out.Listen)
-		if out.Admin {
-			log.Warn("gateway: the admin API is reachable beyond loopback, in clear text: anyone who learns the admin token can create keys; listen on loopback behind a TLS proxy",
-				"listen", out.Listen)
+		if out.Admin && !out.TLS {
+			warnClearText(log, "gateway", out.Listen)
 		}
 	}
 	if out.Shadow {
@@ -861,11 +876,18 @@ func logListening(ln net.Listener, log *slog.Logger, out gatewayOut) {
 // text writes out as the gateway command prints it without --json: where
 // it listens and where each path goes.
 func (out gatewayOut) text(w io.Writer) {
+	scheme := "http"
+	if out.TLS {
+		scheme = "https"
+	}
+	if out.Admin {
+		defer fmt.Fprintf(w, "console at %s://%s/admin/ (sign in with the admin token)\n", scheme, out.Listen)
+	}
 	if len(out.Routes) == 0 {
-		fmt.Fprintf(w, "gateway listening on http://%s, forwarding to %s\n", out.Listen, out.Upstream)
+		fmt.Fprintf(w, "gateway listening on %s://%s, forwarding to %s\n", scheme, out.Listen, out.Upstream)
 		return
 	}
-	fmt.Fprintf(w, "gateway listening on http://%s, forwarding by path:\n", out.Listen)
+	fmt.Fprintf(w, "gateway listening on %s://%s, forwarding by path:\n", scheme, out.Listen)
 	for _, r := range out.Routes {
 		fmt.Fprintf(w, "  %s -> %s\n", r.Prefix, r.Upstream)
 	}

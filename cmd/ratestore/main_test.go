@@ -171,6 +171,7 @@ func TestJSONDocumented(t *testing.T) {
 		"usage":           gateway.AdminKey{},
 		"spend":           gateway.AdminSpend{},
 		"requests":        gateway.AdminRequests{},
+		"console":         consoleOut{Redis: "r"},
 		"teams create":    gateway.AdminTeam{},
 		"teams list":      gateway.AdminTeams{},
 		"teams show":      gateway.AdminTeam{},

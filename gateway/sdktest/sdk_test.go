@@ -56,6 +56,7 @@ import (
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/gateway"
+	"github.com/ratestore/ratestore/internal/logbuf"
 	"github.com/ratestore/ratestore/internal/redistest"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/redisstore"
@@ -353,24 +354,6 @@ func (u *upstream) gemini(w http.ResponseWriter, r *http.Request, model, method 
 	}
 }
 
-// syncBuffer is a bytes.Buffer for the gateway's log, safe for concurrent use.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // result is one line of sdk.mjs.
 type result struct {
 	SDK          string          `json:"sdk"`
@@ -469,7 +452,7 @@ func runSDKs(t *testing.T, node string, ks *keystore.Store, newGateway func(gate
 	hungUp := make(chan struct{})
 	up := fakeUpstream(t, hungUp)
 	upURL, _ := url.Parse(up.URL)
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	gw, err := newGateway(gateway.Options{Upstream: upURL, UpstreamKey: upstreamKey,
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {

@@ -1,0 +1,213 @@
+// Package console is the operator's console of the gateway: a web page
+// under /admin/ to see and manage keys, teams, usage and spend, and the
+// sign-in that lets a browser use the admin API without holding the admin
+// token.
+//
+// A browser cannot be trusted to keep the admin token: a page that kept it
+// (in storage, in a URL) would hand it to anything that reads the page. So
+// the token is sent once, to POST /admin/session, and exchanged for a
+// session cookie the page's scripts cannot read (HttpOnly), that no other
+// site's page makes the browser send (SameSite=Strict), that only travels
+// over TLS when the console is served over TLS (Secure), and that expires.
+// Each session also has a CSRF token, which the page sends in a header with
+// every change: a cookie is sent by the browser on its own, a header only
+// by the page. The server keeps only the SHA-256 of each cookie, in
+// memory: a restart signs everyone out, and nothing on disk is a
+// credential.
+//
+// The routes of the console itself:
+//
+//	GET    /admin          -> 301 /admin/
+//	GET    /admin/         the page (index.html); it shows the sign-in form until signed in
+//	GET    /admin/assets/F the page's scripts, styles and images, built into the binary
+//	POST   /admin/session  {"token"} -> 200 Session, and the cookie
+//	GET    /admin/session  -> 200 Session for a live session, else 401 no_session
+//	DELETE /admin/session  (X-CSRF-Token) -> 204; the session forgotten, the cookie expired
+//
+// Every other admin route is the gateway's, which asks Authorize whether a
+// request may have it: with the admin token as a bearer token, as scripts
+// do, or with a live session cookie, plus the CSRF token for anything but
+// GET and HEAD.
+//
+// Wrong tokens are slowed down: after MaxFailures wrong tokens from one
+// address within FailureWindow, or MaxGlobalFailures from all, further
+// attempts get 429 until the oldest of them is a FailureWindow old. A
+// right token is refused too while its address is slowed down, or the
+// answer would tell a guesser which guess was right.
+package console
+
+import (
+	"cmp"
+	"container/list"
+	"crypto/sha256"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Defaults and bounds of Options, and the names the page uses.
+const (
+	// DefaultSessionTTL is how long a sign-in lasts: a working day, so
+	// that an operator signs in once a day and a stolen cookie is not good
+	// for long.
+	DefaultSessionTTL = 12 * time.Hour
+	// DefaultMaxSessions bounds the sessions kept in memory; the oldest is
+	// forgotten to make room.
+	DefaultMaxSessions = 10_000
+
+	// MaxFailures wrong tokens from one address in FailureWindow, or
+	// MaxGlobalFailures from all, and the next attempts get 429.
+	MaxFailures       = 5
+	MaxGlobalFailures = 50
+	FailureWindow     = time.Minute
+
+	// CookieName is the session cookie's name; its path is /admin, so that
+	// the browser sends it to the admin routes only.
+	CookieName = "ratestore_session"
+	// CSRFHeader is the request field that carries the session's CSRF
+	// token on every request that is not a GET or HEAD.
+	CSRFHeader = "X-CSRF-Token"
+)
+
+// Options configures a Console.
+type Options struct {
+	// Token is the admin token. TokenHash, its SHA-256, may be given
+	// instead, so that the caller need not keep the token itself. A
+	// Console with neither refuses every token.
+	Token     string
+	TokenHash [sha256.Size]byte
+	// SessionTTL is how long a session lasts from its sign-in; 0 means
+	// DefaultSessionTTL.
+	SessionTTL time.Duration
+	// MaxSessions bounds the live sessions; 0 means DefaultMaxSessions.
+	MaxSessions int
+	// ReadOnly serves a console that can look and not change: every
+	// request but GET and HEAD that Authorize is asked about gets 403
+	// read_only, and Session says so, for the page to hide its buttons.
+	ReadOnly bool
+	// Now is the clock of sessions and of the slow-down; nil means
+	// time.Now.
+	Now func() time.Time
+	// Log receives a line per sign-in, sign-out and refused token (never
+	// the token, nor the cookie); nil discards them.
+	Log *slog.Logger
+}
+
+// Console serves the console's page and sessions, and authorizes the
+// requests of the admin API. It is safe for concurrent use.
+type Console struct {
+	hash     [sha256.Size]byte // the admin token's SHA-256; zero: none
+	ttl      time.Duration
+	max      int
+	readOnly bool
+	now      func() time.Time
+	log      *slog.Logger
+	assets   map[string]*asset // by name under assets/
+	index    *asset
+
+	mu       sync.Mutex
+	sessions map[[sha256.Size]byte]*list.Element // by the cookie's SHA-256; values *session
+	order    *list.List                          // of *session, oldest first
+
+	failMu sync.Mutex
+	fails  throttle
+}
+
+// New returns a Console configured by opts.
+func New(opts Options) *Console {
+	c := &Console{
+		hash:     opts.TokenHash,
+		ttl:      cmp.Or(opts.SessionTTL, DefaultSessionTTL),
+		max:      cmp.Or(opts.MaxSessions, DefaultMaxSessions),
+		readOnly: opts.ReadOnly,
+		now:      opts.Now,
+		log:      opts.Log,
+		sessions: make(map[[sha256.Size]byte]*list.Element),
+		order:    list.New(),
+		fails:    throttle{byAddr: make(map[string][]time.Time)},
+	}
+	if opts.Token != "" {
+		c.hash = sha256.Sum256([]byte(opts.Token))
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	c.assets = loadAssets()
+	c.index = c.assets["index.html"]
+	return c
+}
+
+// Handles reports whether the path of a request is the console's own
+// (ServeHTTP serves it), rather than the admin API's (Authorize guards
+// it): /admin, /admin/, /admin/assets/... and /admin/session.
+func Handles(path string) bool {
+	return path == "/admin" || path == "/admin/" || path == "/admin/session" || strings.HasPrefix(path, "/admin/assets/")
+}
+
+// ServeHTTP serves the console's own routes (see Handles): the page, its
+// assets and the session. Any other path gets 404.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	securityHeaders(w.Header())
+	switch p := r.URL.Path; {
+	case p == "/admin/session":
+		c.serveSession(w, r)
+	case p == "/admin":
+		if !readMethod(w, r) {
+			return
+		}
+		http.Redirect(w, r, "/admin/", http.StatusMovedPermanently)
+	case p == "/admin/":
+		if !readMethod(w, r) {
+			return
+		}
+		if c.index == nil {
+			writeError(w, http.StatusNotFound, typeInvalid, "not_found", "this build has no console page")
+			return
+		}
+		c.index.serve(w, r)
+	case strings.HasPrefix(p, "/admin/assets/"):
+		if !readMethod(w, r) {
+			return
+		}
+		a := c.assets[strings.TrimPrefix(p, "/admin/assets/")]
+		if a == nil {
+			writeError(w, http.StatusNotFound, typeInvalid, "not_found", "no such asset")
+			return
+		}
+		a.serve(w, r)
+	default:
+		writeError(w, http.StatusNotFound, typeInvalid, "not_found", "no such path")
+	}
+}
+
+// readMethod answers 405 to a request for a page or asset that is not a
+// GET or HEAD; it reports whether the request may go on.
+func readMethod(w http.ResponseWriter, r *http.Request) bool {
+	if safeMethod(r.Method) {
+		return true
+	}
+	w.Header().Set("Allow", "GET, HEAD")
+	writeError(w, http.StatusMethodNotAllowed, typeInvalid, "method_not_allowed", r.Method+" "+r.URL.Path+": method not allowed; allowed: GET, HEAD")
+	return false
+}
+
+// safeMethod reports whether method only reads: GET and HEAD need no CSRF
+// token, and a read-only console serves them.
+func safeMethod(method string) bool {
+	return method == http.MethodGet || method == http.MethodHead
+}
+
+// securityHeaders sets the fields that confine the console's page: its
+// scripts, styles, images and calls come from the gateway only, no other
+// site may frame it (clickjacking), and no URL of it leaks in a Referer.
+func securityHeaders(h http.Header) {
+	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("X-Frame-Options", "DENY")
+}
