@@ -28,7 +28,8 @@
 //	L/e/day/writer/seq"b"   a block: 256 entries, compacted from their chunks
 //	L/k/day/key/writer      a key's day: a row per team and model
 //	L/t/day/team/writer     a team's day: a row per model
-//	L/s/day/writer/n        a closed day's key rollups added up per key and team
+//	L/s/day/writer/n        a closed day's key rollups per key and team, in a few records
+//	L/m/day/writer/n        the same per key, team and model
 //	L/w/day/writer          the writers of a day
 //	L/x/day                 the day has entries
 //

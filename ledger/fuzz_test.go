@@ -40,7 +40,7 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 		_ = decodeRollup(v, func(_, _ []byte, _ *Totals) {})
-		_ = decodeSummary(v, func(_, _ []byte, _ *Totals) {})
+		_ = decodeSummary(v, func(_, _, _ []byte, _ *Totals) {})
 		_, _ = summaryWriter(v)
 		_, _ = parseCursor(string(v))
 		_, _, _, _ = entryKey(v)

@@ -51,7 +51,7 @@ func scaleEntry(r *rand.Rand, i, n int) ledger.Entry {
 // once into the temporary directory and kept there for later runs.
 func scaleDB(b *testing.B) (string, time.Time) {
 	n := scaleEntries()
-	dir := filepath.Join(os.TempDir(), fmt.Sprintf("ratestore-ledger-bench-v5-%d", n))
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("ratestore-ledger-bench-v7-%d", n))
 	path := filepath.Join(dir, "ledger.db")
 	end := t0.Add(scaleDays * 24 * time.Hour)
 	if _, err := os.Stat(filepath.Join(dir, "done")); err == nil {
@@ -91,8 +91,8 @@ func scaleDB(b *testing.B) (string, time.Time) {
 
 // BenchmarkQueries answers the operator's questions over the scale
 // database (10M entries, 90 days): spend by key over 30 days, one key's
-// day series over 90 days, and pages of 100 entries, newest first, of
-// all keys and of one key.
+// day series over 90 days, the console's spend page over 14 days, and
+// pages of 100 entries, newest first, of all keys and of one key.
 func BenchmarkQueries(b *testing.B) {
 	path, end := scaleDB(b)
 	db, err := ratestore.Open(path, ratestore.Options{Durability: ratestore.Async, Now: fakeclock.New(end).Now})
@@ -112,6 +112,17 @@ func BenchmarkQueries(b *testing.B) {
 		{"key-series-90d", func() (int, error) {
 			s, err := led.Spend(ctx, ledger.SpendQuery{From: end.Add(-90 * 24 * time.Hour), To: end, Key: key, GroupBy: []string{ledger.ByDay}})
 			return len(s.Rows), err
+		}},
+		{"spend-page-14d", func() (int, error) { // what the console's spend page asks: by day and model, by key, by model
+			from, rows := end.Add(-14*24*time.Hour), 0
+			for _, g := range [][]string{{ledger.ByDay, ledger.ByModel}, {ledger.ByKey}, {ledger.ByModel}} {
+				s, err := led.Spend(ctx, ledger.SpendQuery{From: from, To: end, GroupBy: g})
+				if err != nil {
+					return 0, err
+				}
+				rows += len(s.Rows)
+			}
+			return rows, nil
 		}},
 		{"page-100", func() (int, error) {
 			p, err := led.Requests(ctx, ledger.RequestQuery{Limit: 100})

@@ -286,23 +286,25 @@ func compareRows(a, b Row) int {
 }
 
 // spendOfDay adds up the key rollups of day d, whose writers are ws:
-// from their summaries where the query needs no model and they wrote one
-// (see summary), and from the rollups of the others.
+// from their summaries where they wrote one (see summary), and from the
+// rollups of the others.
 func (l *Ledger) spendOfDay(ctx context.Context, a *aggregator, d day, ws []string) error {
 	summarized := map[string]bool{}
-	if a.q.Model == "" && !slices.Contains(a.q.GroupBy, ByModel) {
-		err := l.st.scan(ctx, appendKey(nil, summaryPrefix, d, ""), func(k, v []byte) error {
-			w, ok := summaryWriter(k)
-			if !ok {
-				return fmt.Errorf("%w: summary key %q", errCorrupt, k)
-			}
-			summarized[w] = true
-			at := d.time().Unix()
-			return decodeSummary(v, func(key, team []byte, t *Totals) { a.add(a.in.id(key), a.in.id(team), 0, at, t) })
-		})
-		if err != nil || len(summarized) == len(ws) {
-			return err
+	at := d.time().Unix()
+	prefix := summaryPrefix
+	if a.q.Model != "" || slices.Contains(a.q.GroupBy, ByModel) {
+		prefix = modelSummaryPrefix
+	}
+	err := l.st.scan(ctx, appendKey(nil, prefix, d, ""), func(k, v []byte) error {
+		w, ok := summaryWriter(k)
+		if !ok {
+			return fmt.Errorf("%w: summary key %q", errCorrupt, k)
 		}
+		summarized[w] = true
+		return decodeSummary(v, func(key, team, model []byte, t *Totals) { a.add(a.in.id(key), a.in.id(team), a.in.id(model), at, t) })
+	})
+	if err != nil || len(summarized) == len(ws) {
+		return err
 	}
 	return l.st.scan(ctx, appendKey(nil, keyPrefix, d, ""), func(k, v []byte) error {
 		name, ok := rollupName(k, keyPrefix)

@@ -5,27 +5,31 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 )
 
-// A summary is a writer's (day, key) rollups of one closed day, added up
-// per key and team, in a few large records rather than a record per key:
-// a query by key or team over a month reads 30 summaries, not 300,000
-// records. A writer writes the summary of a day once it has moved to the
+// A summary is a writer's (day, key) rollups of one closed day in a few
+// large records rather than a record per key: a query over a month reads
+// 30 summaries, not 300,000 records. Each day has two: a row per key and
+// team (for queries that need no model), and a row per key, team and
+// model, three times as many rows on keys using three models each. A writer writes the summary of a day once it has moved to the
 // next (or closes), from the rollups it holds in memory: its own, which
 // no other writer changes. A day some writer of which left no summary (it
 // crashed, or it is today) is read from its key rollups instead.
 //
-//	L/s/day/writer/chunk  rows (key team totals)*, sorted by key, at most summaryRows a record
+//	L/s/day/writer/chunk  rows (key team totals)*, sorted, at most summaryRows a record
+//	L/m/day/writer/chunk  rows (key team model totals)*, likewise
 const (
-	summaryPrefix = "L/s/"
-	summaryRows   = 4096
+	summaryPrefix      = "L/s/"
+	modelSummaryPrefix = "L/m/"
+	summaryRows        = 4096
 )
 
 // summary is one row of a summary.
 type summary struct {
-	key, team string
+	key, team, model string
 	Totals
 }
 
@@ -50,47 +54,63 @@ func (l *Ledger) summarize(ctx context.Context) error {
 // A day whose rollups left the cache (a compactor failing for two days)
 // gets none: queries read its key rollups.
 func (l *Ledger) summarizeDay(ctx context.Context, d day) error {
-	rows := l.summaryRows(d)
-	if rows == nil {
+	byModel := l.summaryRows(d)
+	if byModel == nil {
 		return nil
 	}
+	byKey := sumModels(byModel)
 	return l.st.update(ctx, nil, func(w batch) error {
-		for i, chunk := 0, 0; i < len(rows); i, chunk = i+summaryRows, chunk+1 {
-			key := appendKey(nil, summaryPrefix, d, l.writer, fmt.Sprintf("%04x", chunk))
-			if err := w.Put(key, appendSummary(nil, rows[i:min(i+summaryRows, len(rows))])); err != nil {
-				return err
-			}
+		if err := l.putSummary(w, modelSummaryPrefix, d, byModel); err != nil {
+			return err
 		}
-		return nil
+		return l.putSummary(w, summaryPrefix, d, byKey)
 	})
 }
 
-// summaryRows adds up the key rollups of day d in the cache; nil when the
-// cache has none of that day.
+// putSummary puts rows as the summary under prefix of day d.
+func (l *Ledger) putSummary(w batch, prefix string, d day, rows []summary) error {
+	for i, chunk := 0, 0; i < len(rows); i, chunk = i+summaryRows, chunk+1 {
+		key := appendKey(nil, prefix, d, l.writer, fmt.Sprintf("%04x", chunk))
+		if err := w.Put(key, appendSummary(nil, rows[i:min(i+summaryRows, len(rows))])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sumModels adds up rows, sorted by key, team and model, per key and
+// team.
+func sumModels(rows []summary) []summary {
+	var out []summary
+	for _, r := range rows {
+		if n := len(out); n > 0 && out[n-1].key == r.key && out[n-1].team == r.team {
+			out[n-1].add(&r.Totals)
+			continue
+		}
+		r.model = ""
+		r.Reasons = maps.Clone(r.Reasons)
+		out = append(out, r)
+	}
+	return out
+}
+
+// summaryRows returns the rows of the key rollups of day d in the
+// cache; nil when the cache has none of that day.
 func (l *Ledger) summaryRows(d day) []summary {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	sums := map[[2]string]*Totals{}
+	var rows []summary
 	for id, r := range l.rollups {
 		if id.team || id.d != d {
 			continue
 		}
 		for i := range r.rows {
-			k := [2]string{id.name, r.rows[i].k.team}
-			if sums[k] == nil {
-				sums[k] = &Totals{}
-			}
-			sums[k].add(&r.rows[i].Totals)
+			rows = append(rows, summary{key: id.name, team: r.rows[i].k.team, model: r.rows[i].k.model, Totals: r.rows[i].Totals})
 		}
 	}
-	if len(sums) == 0 {
-		return nil
-	}
-	rows := make([]summary, 0, len(sums))
-	for k, t := range sums {
-		rows = append(rows, summary{key: k[0], team: k[1], Totals: *t})
-	}
-	slices.SortFunc(rows, func(a, b summary) int { return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(a.team, b.team)) })
+	slices.SortFunc(rows, func(a, b summary) int {
+		return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(a.team, b.team), cmp.Compare(a.model, b.model))
+	})
 	return rows
 }
 
@@ -100,13 +120,15 @@ func appendSummary(b []byte, rows []summary) []byte {
 	for i := range rows {
 		b = appendString(b, rows[i].key)
 		b = appendString(b, rows[i].team)
+		b = appendString(b, rows[i].model)
 		b = appendTotals(b, &rows[i].Totals)
 	}
 	return b
 }
 
-// decodeSummary calls fn with each row of v, its key and team encoded.
-func decodeSummary(v []byte, fn func(key, team []byte, t *Totals)) error {
+// decodeSummary calls fn with each row of v, its key, team and model
+// encoded.
+func decodeSummary(v []byte, fn func(key, team, model []byte, t *Totals)) error {
 	r := reader{b: v}
 	if r.byte() != codecVersion {
 		return fmt.Errorf("%w: summary version", errCorrupt)
@@ -114,10 +136,10 @@ func decodeSummary(v []byte, fn func(key, team []byte, t *Totals)) error {
 	n := r.count(len(v))
 	var t Totals // one for every row: fn's pointer escapes once
 	for i := 0; i < n && r.err == nil; i++ {
-		key, team := r.rawString(), r.rawString()
+		key, team, model := r.rawString(), r.rawString(), r.rawString()
 		t = r.totals()
 		if r.err == nil {
-			fn(key, team, &t)
+			fn(key, team, model, &t)
 		}
 	}
 	if r.err == nil && len(r.b) != 0 {
@@ -128,7 +150,7 @@ func decodeSummary(v []byte, fn func(key, team []byte, t *Totals)) error {
 
 // summaryWriter returns the writer in a summary's key.
 func summaryWriter(k []byte) (string, bool) {
-	if len(k) != len(summaryPrefix)+8+1+16+1+4 {
+	if len(k) != len(summaryPrefix)+8+1+16+1+4 { // both prefixes are 4 bytes
 		return "", false
 	}
 	rest := k[len(summaryPrefix):] // day/writer/chunk

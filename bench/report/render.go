@@ -513,13 +513,15 @@ const designFigures = `## Figures behind design choices (measured once, not reru
   without the ledger (1.08×), Sync 1.32 ms against 1.31 ms (1.01×).
 - The ledger at 10M entries over 90 days, 10k keys in 100 teams, 50 models (each key using 3), bolt: entries
   take 41.1 B each (4096-entry blocks: a table of the block's strings, ids in 8 bytes, seqs and times as deltas),
-  the (day, key) rollups 15.3 B an entry, the day summaries 3.1 B; the file, with bbolt's free and branch
-  pages, 76.4 B an entry. Spend by key over 30 days: 70 ms (30 summaries of 10k rows, decoded on both cores;
-  from the 300k (day, key) records it took 200 ms, 330 ns a record in the scan alone). One key's 90-day series:
-  0.8 ms. A page of the 100 newest entries: 2.7-7.4 ms warm, 11 ms counting the first, cold read (the day's
-  records listed with their latest entry's time, read back latest first). A page of 100 of one key: 220 ms: about
-  a third of the 4096-entry blocks hold a given key among 10k, so a page spanning 9 days walks ~80 blocks; a
-  per-key index would be the next step.
+  the (day, key) rollups 15.3 B an entry, the day summaries (per key and team, and per key, team and model)
+  ~12 B; the file, with bbolt's free and branch pages, 87.9 B an entry. Spend by key over 30 days: 76 ms (30
+  summaries of 10k rows, decoded on both cores; from the 300k (day, key) records it took 200 ms, 330 ns a record
+  in the scan alone; from summaries with a row per model, 165 ms). The console's spend page (by day and model, by
+  key, by model, 14 days): 158 ms (0.9-1.1 s before the summaries had model rows). One key's 90-day series:
+  1.0 ms. A page of the 100 newest entries: 9 ms counting the first, cold read, 2.7-7.4 ms warm (the day's
+  records listed with their latest entry's time, read back latest first). A page of 100 of one key: 228 ms:
+  about a third of the 4096-entry blocks hold a given key among 10k, so a page spanning 9 days walks ~80 blocks;
+  a per-key index would be the next step.
 
 `
 
