@@ -58,6 +58,12 @@ type AdminKey struct {
 	LastUsed          *time.Time    `json:"last_used"`  // null: never
 	CreatedAt         *time.Time    `json:"created_at"` // null: unknown (an imported key)
 	InFlight          int           `json:"in_flight"`  // requests admitted and not finished
+	// ReservedTokens are the tokens this gateway's requests of the key in
+	// flight hold, counted in every window's used until they finish: the
+	// part of used not yet charged. 0 where no gateway serves the key (the
+	// command line on a closed database), and other gateways' are not
+	// counted.
+	ReservedTokens int64 `json:"reserved_tokens"`
 	// PreviousSecretExpiresAt is when the secret a rotation replaced stops
 	// working; null when there is none (keystore.Key).
 	PreviousSecretExpiresAt *time.Time `json:"previous_secret_expires_at"`
@@ -338,7 +344,7 @@ func (g *Gateway) adminList(w http.ResponseWriter, r *http.Request) {
 		case err != nil:
 			return err
 		}
-		out.Keys = append(out.Keys, NewAdminKey(k, u))
+		out.Keys = append(out.Keys, g.withReserved(NewAdminKey(k, u)))
 		return nil
 	})
 	if err != nil {
@@ -479,7 +485,14 @@ func (g *Gateway) adminKey(ctx context.Context, id string) (AdminKey, error) {
 	if err != nil {
 		return AdminKey{}, err
 	}
-	return NewAdminKey(k, u), nil
+	return g.withReserved(NewAdminKey(k, u)), nil
+}
+
+// withReserved sets a's reserved tokens: those of the gateway's requests
+// of the key in flight.
+func (g *Gateway) withReserved(a AdminKey) AdminKey {
+	a.ReservedTokens = g.metrics.reserved(a.ID)
+	return a
 }
 
 // NewAdminKey is key k with its usage u, as keystore.Store.Usage returns

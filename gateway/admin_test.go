@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -256,7 +258,7 @@ func TestAdminKeyJSON(t *testing.T) {
 		"binding":             1.0, // the 30s window has the least left
 		"requests_per_minute": 0.0, "max_concurrent": 0.0,
 		"expires_at": "2027-01-01T00:00:00Z", "disabled": false, "lifetime_tokens": 42.0,
-		"last_used": "2026-01-18T12:00:00Z", "created_at": "2026-01-18T12:00:00Z", "in_flight": 0.0,
+		"last_used": "2026-01-18T12:00:00Z", "created_at": "2026-01-18T12:00:00Z", "in_flight": 0.0, "reserved_tokens": 0.0,
 		"budgets": []any{}, "lifetime_usd": 0.000195, "previous_secret_expires_at": nil,
 	}, got)
 }
@@ -457,4 +459,39 @@ func TestAdminRoutes(t *testing.T) {
 		require.Equal(t, "method_not_allowed", apiError(t, body, "invalid_request_error")["code"])
 	}
 	require.Zero(t, e.up.hits.Load())
+}
+
+// TestAdminReservedTokens: a key's reserved_tokens are what its requests
+// in flight through the gateway reserve, part of each window's used, and
+// 0 once they finish.
+func TestAdminReservedTokens(t *testing.T) {
+	release := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-release
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"usage":{"prompt_tokens":40,"completion_tokens":10}}`)
+	}))
+	t.Cleanup(up.Close)
+	u, err := url.Parse(up.URL)
+	require.NoError(t, err)
+	e := newAdminEnv(t, Options{Upstream: u})
+	k, secret := e.key("r", 1_000_000)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.try(e.request("POST", "/v1/chat/completions", secret, map[string]any{"model": "gpt-4o", "max_tokens": 100, "messages": []any{}}))
+	}()
+	var got AdminKey
+	require.Eventually(t, func() bool {
+		_, b := e.admin("GET", "/admin/keys/"+k.ID, adminToken, nil)
+		got = AdminKey{}
+		return json.Unmarshal(b, &got) == nil && got.ReservedTokens > 0
+	}, 10*time.Second, time.Millisecond)
+	require.Equal(t, got.Windows[0].Used, got.ReservedTokens, "the reservation is all of used while nothing is charged")
+	close(release)
+	<-done
+	_, b := e.admin("GET", "/admin/keys/"+k.ID, adminToken, nil)
+	require.NoError(t, json.Unmarshal(b, &got))
+	require.Zero(t, got.ReservedTokens)
+	require.EqualValues(t, 50, got.Windows[0].Used)
 }

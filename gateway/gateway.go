@@ -1040,7 +1040,7 @@ func (g *Gateway) stats(x *exchange, r *http.Request, secret string) {
 		g.refuse(x, r, k, err)
 		return
 	}
-	writeJSON(x, http.StatusOK, NewAdminKey(k, u)) // the one shape of a key (AdminKey)
+	writeJSON(x, http.StatusOK, g.withReserved(NewAdminKey(k, u))) // the one shape of a key (AdminKey)
 }
 
 // rewrite makes the upstream request: see Headers in the package

@@ -891,7 +891,7 @@ func (e *env) lifetime(id string) int64 {
 // named.
 // keyJSONFields are the fields of a key in JSON (AdminKey).
 var keyJSONFields = []string{"id", "name", "model", "models", "windows", "binding", "requests_per_minute", "max_concurrent",
-	"expires_at", "disabled", "lifetime_tokens", "last_used", "created_at", "in_flight", "budgets", "lifetime_usd",
+	"expires_at", "disabled", "lifetime_tokens", "last_used", "created_at", "in_flight", "reserved_tokens", "budgets", "lifetime_usd",
 	"previous_secret_expires_at"}
 
 // pick is m with only the fields named.

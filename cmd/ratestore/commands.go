@@ -33,7 +33,8 @@ window: the one most over its limit, else the one with the least remaining),
 "requests_per_minute" (0: no limit), "max_concurrent" (0: no limit),
 "expires_at" (null: never), "disabled", "lifetime_tokens", "last_used" (null:
 never), "created_at" (null: unknown), "in_flight" (requests admitted and not
-finished), "budgets": [{"limit_usd", "window" or "period" ("day", "week",
+finished), "reserved_tokens" (what the gateway's requests in flight reserve,
+part of each window's used; 0 on a closed database), "budgets": [{"limit_usd", "window" or "period" ("day", "week",
 "month") and "timezone", "spent_usd", "remaining_usd", "resets_at"}, ...],
 "lifetime_usd", "previous_secret_expires_at" (when the secret keys rotate
 replaced stops working; null: none), "team" (its team's id; left out for

@@ -407,25 +407,34 @@ function fillWidth(frac) {
   return frac > 0 ? `${Math.min(100, Math.max(2, frac * 100)).toFixed(1)}%` : '0%';
 }
 
-// windowBar is one token window: a bar of used / limit, coloured by how full it is.
-function windowBar(w) {
+// windowBar is one token window: a bar of used / limit, coloured by how full it is, the part of used that
+// requests in flight reserve (not charged yet) drawn lighter at its end.
+function windowBar(w, reserved) {
   const frac = w.limit > 0 ? w.used / w.limit : 0;
+  const held = Math.min(reserved || 0, w.used);
   const fill = h('div', { class: 'bar-fill' });
   fill.style.width = fillWidth(frac);
+  if (held > 0 && w.used > 0) {
+    const part = h('div', { class: 'bar-reserved' });
+    part.style.width = `${(held / w.used * 100).toFixed(1)}%`;
+    fill.append(part);
+  }
+  const heldText = held > 0 ? `, ${nf.format(held)} of them reserved by requests in flight` : '';
   const per = prettyDur(durSeconds(w.window));
   const reset = w.used > 0 && w.reset_after_seconds > 0 ? `; back to 0 in ${waitText(w.reset_after_seconds)}` : '';
   const bar = h('div', {
     class: `bar ${level(frac)}`, 'data-window': w.window, 'data-used': w.used, 'data-limit': w.limit,
     role: 'meter', 'aria-valuemin': 0, 'aria-valuemax': w.limit, 'aria-valuenow': Math.min(w.used, w.limit),
-    'aria-label': `${per} token window`, 'aria-valuetext': `${w.used} of ${w.limit} tokens used${reset}`,
-    title: `${nf.format(w.used)} of ${nf.format(w.limit)} tokens used in ${per} (${Math.round(frac * 100)}%), in-flight reservations included${reset}`,
-  }, h('div', { class: 'bar-track' }, fill), h('span', { class: 'bar-text', text: `${w.used} / ${w.limit}` }));
+    'data-reserved': held,
+    'aria-label': `${per} token window`, 'aria-valuetext': `${w.used} of ${w.limit} tokens used${heldText}${reset}`,
+    title: `${nf.format(w.used)} of ${nf.format(w.limit)} tokens used in ${per} (${Math.round(frac * 100)}%)${heldText}${reset}`,
+  }, h('div', { class: 'bar-track' }, fill), h('span', { class: 'bar-text', text: `${w.used} / ${w.limit}${held > 0 ? ` (${held} reserved)` : ''}` }));
   return h('div', { class: 'win' }, h('span', { class: 'win-label', text: per }), bar);
 }
 
-function windowsCell(ws) {
+function windowsCell(ws, reserved) {
   if (!ws || !ws.length) return h('span', { class: 'none', text: 'none' });
-  return h('div', { class: 'meters' }, ws.map(windowBar));
+  return h('div', { class: 'meters' }, ws.map((w) => windowBar(w, reserved)));
 }
 
 function budgetLine(b) {
@@ -571,7 +580,7 @@ function keyRow(k) {
       limits.length ? h('span', { class: 'sub', text: limits.join(' · ') }) : null),
     h('td', { title: k.team || '' }, k.team ? teamName(k.team) : h('span', { class: 'none', text: '—' })),
     h('td', { 'data-status': st }, h('span', { class: 'pill', text: st }), notes.map((n) => (typeof n === 'string' ? h('span', { class: 'sub', text: n }) : n))),
-    h('td', {}, windowsCell(k.windows)),
+    h('td', {}, windowsCell(k.windows, k.reserved_tokens)),
     h('td', {}, budgetsCell(k.budgets)),
     h('td', { class: 'num' }, usd(k.lifetime_usd), h('span', { class: 'sub', text: `${compact.format(k.lifetime_tokens || 0)} tokens` }),
       h('span', { class: 'sub', title: k.last_used ? fmtTime(k.last_used) : '', text: k.last_used ? `used ${ago(k.last_used)}` : 'never used' })),
