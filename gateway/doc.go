@@ -82,7 +82,9 @@
 // x-should-retry: false), as OpenAI does. A request that got less than the
 // whole default is short: it may generate past what it holds, so while one
 // of a key runs (in this process) another is refused (429, retry after a
-// second), and a key's windows are overrun by at most one such request's
+// second), and so is one whose reservation was decided before the last
+// one ended (it did not count that request's usage past its
+// reservation): a key's windows are overrun by at most one such request's
 // usage, however its callers interleave. The reservation counts as used
 // in every token window of the key while the request runs, so that
 // requests of one key that run at the same time cannot together take it

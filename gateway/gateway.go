@@ -228,7 +228,7 @@ type Gateway struct {
 	maxCharge   int64         // Options.MaxTokensPerRequest
 	bodyTimeout time.Duration // 0: none
 	slots       slots         // requests of a key holding a slot, from before their body is read
-	short       slots         // short admissions of a key in flight: one at most
+	short       shortSlots    // short admissions of a key in flight: one at most
 	idle        time.Duration // 0: none
 	log         *slog.Logger
 	console     *console.Console // nil: no Options.AdminToken, no admin API
@@ -544,7 +544,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			g.finish(context.WithoutCancel(r.Context()), x)
 		}
 		if x.short {
-			g.short.give(x.keyID) // once charged: see Gateway.admit
+			g.short.end(x.keyID) // once charged: see Gateway.admit
 		}
 		g.metrics.end(r, x, time.Since(start))
 		g.live.end(g.now(), x.charge.tokens)
@@ -699,6 +699,7 @@ func (g *Gateway) admit(x *exchange, r *http.Request, k keystore.Key, secret str
 	if !g.priceFor(x, k, &req) {
 		return false
 	}
+	since := g.short.epochOf(k.ID)
 	a, err := g.keys.Admit(r.Context(), secret, req)
 	switch {
 	case a == nil && g.shadowServes(x, r, err):
@@ -708,7 +709,7 @@ func (g *Gateway) admit(x *exchange, r *http.Request, k keystore.Key, secret str
 		return false
 	}
 	if a.Reserved() < sat.Add(req.Reserve, req.Optional) {
-		if !g.short.take(k.ID, 1) {
+		if !g.short.takeSince(k.ID, since) {
 			if _, ferr := a.Finish(context.WithoutCancel(r.Context()), 0); ferr != nil && !errors.Is(ferr, ratestore.ErrUncertain) {
 				g.log.LogAttrs(r.Context(), slog.LevelError, "gateway: giving back an admission failed",
 					slog.String("request_id", x.id), slog.String("key_id", x.keyID), slog.String("error", ferr.Error()))
