@@ -1,54 +1,29 @@
 package console
 
 import (
-	"bytes"
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/ratestore/ratestore/internal/apierror"
 )
 
-// The error types of the console's answers, as the gateway's own.
+// The error types of the console's answers, the gateway's (package
+// apierror).
 const (
-	typeAuth       = "authentication_error"
-	typePermission = "permission_error"
-	typeRate       = "rate_limit_error"
-	typeInvalid    = "invalid_request_error"
+	typeAuth       = apierror.Auth
+	typePermission = apierror.Permission
+	typeRate       = apierror.Rate
+	typeInvalid    = apierror.Invalid
 )
-
-// errorBody is the body of an error, the gateway's:
-// {"type":"error","error":{"type","code","message"}}.
-type errorBody struct {
-	Type  string      `json:"type"`
-	Error errorDetail `json:"error"`
-}
-
-type errorDetail struct {
-	Type    string `json:"type"`
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
 
 // ErrorType is the error type of an answer of status, as the gateway's
-// error body names it: authentication_error for 401, permission_error for
-// 403, rate_limit_error for 429, invalid_request_error for the rest.
-func ErrorType(status int) string {
-	switch status {
-	case http.StatusUnauthorized:
-		return typeAuth
-	case http.StatusForbidden:
-		return typePermission
-	case http.StatusTooManyRequests:
-		return typeRate
-	}
-	return typeInvalid
-}
+// error body names it (apierror.TypeOf).
+func ErrorType(status int) string { return apierror.TypeOf(status) }
 
+// writeError answers status with the gateway's error body.
 func writeError(w http.ResponseWriter, status int, typ, code, msg string) {
-	if status == http.StatusUnauthorized {
-		w.Header().Set("WWW-Authenticate", "Bearer")
-	}
-	writeJSON(w, status, errorBody{Type: "error", Error: errorDetail{Type: typ, Code: code, Message: msg}})
+	apierror.Write(w, status, typ, code, msg)
 }
 
 // writeRetry writes the 429 of an address slowed down for wait.
@@ -67,19 +42,6 @@ func tooManyMessage(wait time.Duration) string {
 }
 
 // writeJSON writes v as the JSON body of an answer of status, as the
-// gateway does: never stored by a cache, since a session's answer holds
-// its CSRF token.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		panic(err) // the bodies are strings, booleans and times
-	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	w.Write(b.Bytes())
-}
+// gateway does (apierror.WriteJSON): never stored by a cache, since a
+// session's answer holds its CSRF token.
+func writeJSON(w http.ResponseWriter, status int, v any) { apierror.WriteJSON(w, status, v) }

@@ -29,6 +29,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ratestore/ratestore/internal/apierror"
 	"github.com/ratestore/ratestore/internal/logbuf"
 	"github.com/ratestore/ratestore/keystore"
 )
@@ -552,7 +553,7 @@ func TestAdversarialRefusalsDoNotWaitForBody(t *testing.T) {
 			continue
 		}
 		require.Equal(t, c.status, r.resp.StatusCode, "%s: %s", c.name, r.body)
-		require.Equal(t, c.code, apiError(t, r.body, errorType(c.status))["code"], c.name)
+		require.Equal(t, c.code, apiError(t, r.body, apierror.TypeOf(c.status))["code"], c.name)
 	}
 	require.NoError(t, stalled.Close())
 	for range len(rows) + 1 {
@@ -1466,22 +1467,9 @@ func (a *adversary) requireUnchanged(k attacker, before keyState, msg string) {
 func (a *adversary) requireRefused(k attacker, before keyState, resp *http.Response, body []byte, status int, code, msg string) {
 	a.t.Helper()
 	require.Equal(a.t, status, resp.StatusCode, "%s: %s", msg, body)
-	require.Equal(a.t, code, apiError(a.t, body, errorType(status))["code"], msg)
+	require.Equal(a.t, code, apiError(a.t, body, apierror.TypeOf(status))["code"], msg)
 	require.Empty(a.t, resp.Header.Get("X-Request-Id"), "%s: answered by the upstream", msg)
 	a.requireUnchanged(k, before, msg)
-}
-
-// errorType is the error type of the gateway's answers of status.
-func errorType(status int) string {
-	switch status {
-	case http.StatusUnauthorized:
-		return typeAuth
-	case http.StatusForbidden:
-		return typePermission
-	case http.StatusTooManyRequests:
-		return typeRate
-	}
-	return typeInvalid
 }
 
 // requireInvariants requires, of every request the upstream received,

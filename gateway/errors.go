@@ -9,17 +9,18 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore/httplimit"
+	"github.com/ratestore/ratestore/internal/apierror"
 	"github.com/ratestore/ratestore/keystore"
 )
 
 // The error types of the gateway's own answers, as the official SDKs
 // know them.
 const (
-	typeAuth       = "authentication_error"
-	typePermission = "permission_error"
-	typeRate       = "rate_limit_error"
-	typeInvalid    = "invalid_request_error"
-	typeAPI        = "api_error"
+	typeAuth       = apierror.Auth
+	typePermission = apierror.Permission
+	typeRate       = apierror.Rate
+	typeInvalid    = apierror.Invalid
+	typeAPI        = apierror.API
 )
 
 // maxRetryWait is the longest wait after which a refused request is worth
@@ -30,25 +31,10 @@ const maxRetryWait = 60 * time.Second
 // on requests in flight (see deny).
 const concurrencyRetry = time.Second
 
-// errorBody is the body of the gateway's own errors:
-// {"type":"error","error":{"type","code","message"}}, which the OpenAI,
-// Anthropic and other SDKs read.
-type errorBody struct {
-	Type  string      `json:"type"`
-	Error errorDetail `json:"error"`
-}
-
-type errorDetail struct {
-	Type    string `json:"type"`
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
-
+// writeError answers status with the gateway's error body (package
+// apierror).
 func writeError(w http.ResponseWriter, status int, typ, code, msg string) {
-	if status == http.StatusUnauthorized {
-		w.Header().Set("WWW-Authenticate", "Bearer")
-	}
-	writeJSON(w, status, errorBody{Type: "error", Error: errorDetail{Type: typ, Code: code, Message: msg}})
+	apierror.Write(w, status, typ, code, msg)
 }
 
 // retryFields sets Retry-After (seconds, rounded up, at least 1) when

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +25,7 @@ import (
 	"github.com/ratestore/ratestore/alert"
 	"github.com/ratestore/ratestore/console"
 	"github.com/ratestore/ratestore/httplimit"
+	"github.com/ratestore/ratestore/internal/apierror"
 	"github.com/ratestore/ratestore/internal/sat"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/ledger"
@@ -1197,24 +1197,11 @@ func (g *Gateway) logExchange(r *http.Request, x *exchange, start time.Time, abo
 	g.log.LogAttrs(ctx, slog.LevelInfo, "gateway request", attrs...)
 }
 
-// writeJSON writes v as the JSON body of an answer of status. Its strings
-// are not HTML-escaped: the answers are read by programs and people in
-// terminals ("max_tokens >= 0", not "\u003e= 0"), and nosniff keeps
-// browsers from reading them as HTML.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		panic(err) // the bodies are strings and numbers
-	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	w.Write(b.Bytes())
-}
+// writeJSON writes v as the JSON body of an answer of status (package
+// apierror). Its strings are not HTML-escaped: the answers are read by
+// programs and people in terminals ("max_tokens >= 0", not "\u003e= 0"),
+// and nosniff keeps browsers from reading them as HTML.
+func writeJSON(w http.ResponseWriter, status int, v any) { apierror.WriteJSON(w, status, v) }
 
 func ceilSeconds(d time.Duration) int64 { return sat.CeilDiv(int64(d), int64(time.Second)) }
 
