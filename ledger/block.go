@@ -90,7 +90,7 @@ func appendEntryCounts(b []byte, e *Entry) []byte {
 
 // blockReader decodes a block. Its table's strings are decoded when an
 // entry refers to them, through an interner: a query that skips a block
-// (has) allocates nothing for it, and one string is one allocation per
+// (index) allocates nothing for it, and one string is one allocation per
 // query, not one per block.
 type blockReader struct {
 	r     reader
@@ -118,17 +118,6 @@ func openBlock(v []byte, in *interner) (*blockReader, error) {
 	br.strs = make([]string, len(br.table))
 	br.n = r.count(blockSize)
 	return br, r.err
-}
-
-// has reports whether s, encoded, is in the block's table: when a
-// filter's value is not, no entry of the block matches.
-func (br *blockReader) has(s []byte) bool {
-	for _, t := range br.table {
-		if bytes.Equal(t, s) {
-			return true
-		}
-	}
-	return false
 }
 
 // head is what a light reading of an entry decodes: where it is, when,
@@ -246,4 +235,33 @@ func appendSingle(b []byte, e *Entry) []byte {
 	b = appendString(b, e.RequestID)
 	b = append(b, 0, byte(team), 1, 2)
 	return appendEntryCounts(b, e)
+}
+
+// eachBlock calls fn with each block of an entry record of kind, whose
+// first seq is first: the record itself, a block, or each entry of a
+// chunk, a block of one. The blocks decode with no interner; fn may set
+// one.
+func eachBlock(v []byte, first uint32, kind byte, fn func(br *blockReader, first uint32) error) error {
+	if kind == 'b' {
+		br, err := openBlock(v, nil)
+		if err != nil {
+			return err
+		}
+		return fn(br, first)
+	}
+	r := reader{b: v}
+	for seq := first; len(r.b) > 0 && r.err == nil; seq++ {
+		one := r.bytes(r.count(len(r.b)))
+		if r.err != nil {
+			break
+		}
+		br, err := openBlock(one, nil)
+		if err != nil {
+			return err
+		}
+		if err := fn(br, seq); err != nil {
+			return err
+		}
+	}
+	return r.err
 }

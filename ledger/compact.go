@@ -77,36 +77,7 @@ func (l *Ledger) compact(ctx context.Context, first uint32, d day) error {
 // eachInRecord calls fn with the entries of an entry record's value, of
 // kind 'b' or 'c', first being the seq in its key.
 func eachInRecord(v []byte, first uint32, kind byte, fn func(seq uint32, e *Entry)) error {
-	if kind == 'c' {
-		return eachInChunk(v, first, filter{}, fn)
-	}
-	br, err := openBlock(v, nil)
-	if err != nil {
-		return err
-	}
-	return br.each(first, fn)
-}
-
-// eachInChunk calls fn with the entries of chunk v, whose first is first,
-// skipping those f does not want.
-func eachInChunk(v []byte, first uint32, f filter, fn func(seq uint32, e *Entry)) error {
-	r := reader{b: v}
-	for seq := first; len(r.b) > 0 && r.err == nil; seq++ {
-		one := r.bytes(r.count(len(r.b)))
-		if r.err != nil {
-			break
-		}
-		br, err := openBlock(one, f.in)
-		if err != nil {
-			return err
-		}
-		if f.wants(br) {
-			if err := br.each(seq, fn); err != nil {
-				return err
-			}
-		}
-	}
-	return r.err
+	return eachBlock(v, first, kind, func(br *blockReader, first uint32) error { return br.each(first, fn) })
 }
 
 // filter is what a read of entries wants: entries of the strings want
@@ -122,7 +93,7 @@ func newFilter(ss ...string) filter { return filter{want: encodeAll(ss...), in: 
 // lacks one, none of its entries is wanted.
 func (f filter) wants(br *blockReader) bool {
 	for _, s := range f.want {
-		if !br.has(s) {
+		if br.index(s, 0) < 0 {
 			return false
 		}
 	}

@@ -117,20 +117,9 @@ func (l *Ledger) selectDay(ctx context.Context, d day, sel *selection) error {
 // may want.
 func (l *Ledger) dayRecords(ctx context.Context, d day, sel *selection) ([]*record, error) {
 	var recs []*record
-	var covered uint32 // the current writer's seqs below are in a block read
-	err := l.st.scan(ctx, appendKey(nil, entryPrefix, d, ""), func(k, v []byte) error {
-		w, seq, kind, ok := entryKey(k)
-		if !ok {
-			return fmt.Errorf("%w: entry key %q", errCorrupt, k)
-		}
+	err := l.scanDay(ctx, d, func(w string, seq uint32, kind byte, k, v []byte) error {
 		if n := len(sel.writers); n == 0 || sel.writers[n-1] != w {
-			sel.writers, covered = append(sel.writers, w), 0
-		}
-		if kind == 'c' && seq < covered {
-			return nil // compacted while the scan ran (on a store without snapshots)
-		}
-		if kind == 'b' {
-			covered = seq + blockSize
+			sel.writers = append(sel.writers, w)
 		}
 		rec := &record{first: seq, kind: kind, last: math.MinInt64, writer: int32(len(sel.writers) - 1), index: -1}
 		err := eachBlock(v, seq, kind, func(br *blockReader, _ uint32) error {
@@ -149,33 +138,6 @@ func (l *Ledger) dayRecords(ctx context.Context, d day, sel *selection) ([]*reco
 		return nil
 	})
 	return recs, err
-}
-
-// eachBlock calls fn with each block of an entry record: the record, or
-// each entry of a chunk, with its first seq.
-func eachBlock(v []byte, first uint32, kind byte, fn func(br *blockReader, first uint32) error) error {
-	if kind == 'b' {
-		br, err := openBlock(v, nil)
-		if err != nil {
-			return err
-		}
-		return fn(br, first)
-	}
-	r := reader{b: v}
-	for seq := first; len(r.b) > 0 && r.err == nil; seq++ {
-		one := r.bytes(r.count(len(r.b)))
-		if r.err != nil {
-			break
-		}
-		br, err := openBlock(one, nil)
-		if err != nil {
-			return err
-		}
-		if err := fn(br, seq); err != nil {
-			return err
-		}
-	}
-	return r.err
 }
 
 // offer offers the entries of br, in record rec, to sel.

@@ -12,10 +12,10 @@ import (
 	"time"
 )
 
-// dayEntries calls fn with every entry of day d, in the order of their
-// writers and seqs. A block whose table lacks one of want holds no entry
-// that fn wants, and is not decoded further.
-func (l *Ledger) dayEntries(ctx context.Context, d day, f filter, fn func(writer string, seq uint32, e *Entry)) error {
+// scanDay calls fn with each entry record of day d, in the order of
+// their writers and seqs, leaving out the chunks of a block already read
+// (compacted while the scan ran, on a store without snapshots).
+func (l *Ledger) scanDay(ctx context.Context, d day, fn func(writer string, seq uint32, kind byte, k, v []byte) error) error {
 	var writer string
 	var covered uint32 // the current writer's seqs below are in a block read
 	return l.st.scan(ctx, appendKey(nil, entryPrefix, d, ""), func(k, v []byte) error {
@@ -27,21 +27,31 @@ func (l *Ledger) dayEntries(ctx context.Context, d day, f filter, fn func(writer
 			writer, covered = w, 0
 		}
 		if kind == 'c' && seq < covered {
-			return nil // compacted while the scan ran (on a store without snapshots)
+			return nil
 		}
-		each := func(seq uint32, e *Entry) { fn(writer, seq, e) }
-		if kind == 'c' {
-			return eachInChunk(v, seq, f, each)
+		if kind == 'b' {
+			covered = seq + blockSize
 		}
-		covered = seq + blockSize
-		br, err := openBlock(v, f.in)
+		return fn(writer, seq, kind, k, v)
+	})
+}
+
+// dayEntries calls fn with every entry of day d, in the order of their
+// writers and seqs. A block whose table lacks one of f's strings holds no
+// entry that fn wants, and is not decoded further.
+func (l *Ledger) dayEntries(ctx context.Context, d day, f filter, fn func(writer string, seq uint32, e *Entry)) error {
+	return l.scanDay(ctx, d, func(w string, seq uint32, kind byte, k, v []byte) error {
+		err := eachBlock(v, seq, kind, func(br *blockReader, first uint32) error {
+			br.in = f.in
+			if !f.wants(br) {
+				return nil
+			}
+			return br.each(first, func(seq uint32, e *Entry) { fn(w, seq, e) })
+		})
 		if err != nil {
 			return fmt.Errorf("ledger: entries %s: %w", k, err)
 		}
-		if !f.wants(br) {
-			return nil
-		}
-		return br.each(seq, each)
+		return nil
 	})
 }
 
