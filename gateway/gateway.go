@@ -921,7 +921,7 @@ func (g *Gateway) finish(ctx context.Context, x *exchange) {
 	cost := g.cost(x, tokens)
 	if x.adm != nil {
 		var u keystore.Usage
-		note := g.note(x, tokens)
+		note := g.note(x, tokens, cost)
 		if note != nil {
 			u, err = x.adm.FinishWith(ctx, tokens, cost, note)
 			note.Done(err)
@@ -938,7 +938,7 @@ func (g *Gateway) finish(ctx context.Context, x *exchange) {
 		}
 	} else if tokens > 0 { // shadowed: served without an admission
 		_, err = g.keys.RecordUsage(ctx, x.keyID, tokens)
-		if note := g.note(x, tokens); note != nil && err == nil {
+		if note := g.note(x, tokens, cost); note != nil && err == nil {
 			g.ledgerFailed(ctx, x, g.ledger.Add(ctx, note.Entry()))
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/ledger"
+	"github.com/ratestore/ratestore/pricing"
 )
 
 // newRequestID returns a request's id: "req_" and 16 hex digits (64
@@ -36,10 +37,10 @@ func (g *Gateway) Close(ctx context.Context) error {
 	return g.ledger.Close(ctx)
 }
 
-// note returns the ledger's note of x, charged tokens: nil without a
+// note returns the ledger's note of x, charged tokens costing cost: nil without a
 // ledger. Tokens by type are what the upstream reported; an estimate has
 // no types, and is entered whole as input.
-func (g *Gateway) note(x *exchange, tokens int64) *ledger.Note {
+func (g *Gateway) note(x *exchange, tokens int64, cost pricing.USD) *ledger.Note {
 	if g.ledger == nil {
 		return nil
 	}
@@ -50,7 +51,7 @@ func (g *Gateway) note(x *exchange, tokens int64) *ledger.Note {
 	}
 	n, err := g.ledger.Note(ledger.Entry{
 		RequestID: x.id, Key: x.keyID, Team: x.team, Model: x.model, Route: x.path,
-		Tokens: t, Cost: g.cost(x, tokens), Status: x.status, Latency: time.Since(x.start), Estimated: x.charge.estimated,
+		Tokens: t, Cost: cost, Status: x.status, Latency: time.Since(x.start), Estimated: x.charge.estimated,
 	})
 	if err != nil {
 		g.ledgerFailed(context.Background(), x, err)
