@@ -208,6 +208,15 @@ func (g *Gateway) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		writeError(c, http.StatusNotFound, typeInvalid, "not_found", "no such path")
 		return
 	}
+	if hasBody(r) {
+		// As for the API's requests: a body that never ends must not hold
+		// the connection (and its goroutine) for good, and an answer given
+		// before the body was read whole closes the connection, which the
+		// server would otherwise drain first, however slowly the rest comes.
+		// Admin changes are few: a connection each costs nothing.
+		defer g.bodyDeadline(w)()
+		w.Header().Set("Connection", "close")
+	}
 	if console.Handles(r.URL.Path) {
 		g.console.ServeHTTP(c, r)
 		return

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -495,4 +496,27 @@ func TestConsoleKeyLifecycle(t *testing.T) {
 	require.Equal(t, http.StatusNoContent, resp.StatusCode)
 	_, err = e.keys().Get(context.Background(), id)
 	require.ErrorIs(t, err, keystore.ErrNotFound)
+}
+
+// TestAdminStalledBody: a sign-in or admin request whose body never
+// ends is answered within Options.BodyTimeout, as the API's requests
+// are, instead of holding its connection for good.
+func TestAdminStalledBody(t *testing.T) {
+	e := newAdminEnv(t, Options{BodyTimeout: 200 * time.Millisecond})
+	for _, c := range []struct{ path, auth string }{
+		{"/admin/session", ""},
+		{"/admin/keys", "Authorization: Bearer " + adminToken + "\r\n"},
+	} {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(e.srv.URL, "http://"))
+		require.NoError(t, err)
+		defer conn.Close()
+		_, err = io.WriteString(conn, "POST "+c.path+" HTTP/1.1\r\nHost: gateway\r\n"+c.auth+
+			"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"tok")
+		require.NoError(t, err)
+		require.NoError(t, conn.SetReadDeadline(time.Now().Add(10*time.Second)))
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		require.NoError(t, err, "%s: no answer: the stalled body held the connection", c.path)
+		resp.Body.Close()
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, c.path)
+	}
 }

@@ -821,14 +821,7 @@ func (g *Gateway) readBody(x *exchange, r *http.Request) ([]byte, bool) {
 		tooLarge()
 		return nil, false
 	}
-	if g.bodyTimeout > 0 {
-		// Unsupported (HTTP/2 over a ResponseWriter that cannot) only in
-		// tests: the server's own ReadTimeout then bounds it.
-		rc := http.NewResponseController(x.ResponseWriter)
-		if rc.SetReadDeadline(time.Now().Add(g.bodyTimeout)) == nil {
-			defer rc.SetReadDeadline(time.Time{})
-		}
-	}
+	defer g.bodyDeadline(x.ResponseWriter)()
 	body, err := readAtMost(r.Body, r.ContentLength, g.maxBody)
 	r.Body.Close()
 	switch {
@@ -845,6 +838,18 @@ func (g *Gateway) readBody(x *exchange, r *http.Request) ([]byte, bool) {
 	}
 	r.ContentLength, r.TransferEncoding, r.Body = 0, nil, http.NoBody
 	return body, true
+}
+
+// bodyDeadline bounds the reads of w's connection by g.bodyTimeout from
+// now, for a request's body, and returns what lifts the bound. Setting it
+// fails (HTTP/2 over a ResponseWriter that cannot) only in tests: the
+// server's own ReadTimeout then bounds it.
+func (g *Gateway) bodyDeadline(w http.ResponseWriter) (lift func()) {
+	rc := http.NewResponseController(w)
+	if g.bodyTimeout <= 0 || rc.SetReadDeadline(time.Now().Add(g.bodyTimeout)) != nil {
+		return func() {}
+	}
+	return func() { rc.SetReadDeadline(time.Time{}) }
 }
 
 // readAtMost reads rd whole, up to limit+1 bytes. length is its declared
