@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -472,6 +473,9 @@ func TestAdminReservedTokens(t *testing.T) {
 		io.WriteString(w, `{"usage":{"prompt_tokens":40,"completion_tokens":10}}`)
 	}))
 	t.Cleanup(up.Close)
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free) // before up.Close, which waits for the held request
 	u, err := url.Parse(up.URL)
 	require.NoError(t, err)
 	e := newAdminEnv(t, Options{Upstream: u})
@@ -488,7 +492,7 @@ func TestAdminReservedTokens(t *testing.T) {
 		return json.Unmarshal(b, &got) == nil && got.ReservedTokens > 0
 	}, 10*time.Second, time.Millisecond)
 	require.Equal(t, got.Windows[0].Used, got.ReservedTokens, "the reservation is all of used while nothing is charged")
-	close(release)
+	free()
 	<-done
 	_, b := e.admin("GET", "/admin/keys/"+k.ID, adminToken, nil)
 	require.NoError(t, json.Unmarshal(b, &got))
