@@ -63,6 +63,12 @@ func (db *DB) Update(ctx context.Context, locks []string, fn func(*Batch) error)
 	return errors.Join(err, db.committed(ctx, b.gen))
 }
 
+// UpdateCached is Update: a DB's values are in memory, and only this
+// process changes them, so there is nothing to save and nothing to check.
+func (db *DB) UpdateCached(ctx context.Context, locks []string, fn func(*Batch) error) error {
+	return db.Update(ctx, locks, fn)
+}
+
 // Batch makes changes for Update: limiter calls that do not wait for their
 // commit, and records. Its methods are those of Limiter, with the limiter
 // as first argument, and act at once; only the wait is shared. It is valid

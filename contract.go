@@ -32,6 +32,16 @@ type Store[L StoreLimiter, B StoreBatch[L]] interface {
 	// of them or none after a crash. A shared store holds the locks named
 	// by locks against the Updates of other processes while fn runs.
 	Update(ctx context.Context, locks []string, fn func(B) error) error
+	// UpdateCached is Update, except that on a shared store the batch may
+	// decide on the values this process last stored or read, instead of
+	// reading them, and its commit checks that they are still stored:
+	// when one is not, it stores nothing and fails with an error matching
+	// ErrConflict, and the caller makes its change again with Update,
+	// having undone what fn did outside the batch. It saves the reads of a
+	// change to values this process has just used (a key store's Finish,
+	// after its Admit). On a store this process alone changes, it is
+	// Update.
+	UpdateCached(ctx context.Context, locks []string, fn func(B) error) error
 	// Get returns the record at key (nil: none), a copy the caller owns.
 	Get(ctx context.Context, key []byte) ([]byte, error)
 	// Scan calls fn with every record whose key starts with prefix, in key

@@ -179,6 +179,12 @@ var (
 	// ErrLocked is matched when Open finds the database held by another
 	// process (or another open DB in this process).
 	ErrLocked = storage.ErrLocked
+	// ErrConflict is matched by an Update of a shared store that stored
+	// nothing because a value its batch read was changed by another writer
+	// before the commit (see Store.UpdateCached): the caller may run its
+	// change again. A DB, which this process alone changes, never returns
+	// it.
+	ErrConflict = errors.New("ratestore: a value read by the batch changed before its commit")
 )
 
 // DB is an open rate-limit store. It is safe for concurrent use.

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/internal/sat"
 	"github.com/ratestore/ratestore/pricing"
 	"github.com/ratestore/ratestore/strategies"
@@ -413,7 +414,21 @@ func (a *Admission) finish(ctx context.Context, tokens int64, cost pricing.USD, 
 	if a.team != nil {
 		c.lockTeam(a.team.id)
 	}
-	err := a.s.eng.update(ctx, c.locks(), c.finish)
+	// The key's values are those its Admit read and stored, as a rule:
+	// on a shared store, none is read again, and the commit checks them.
+	err := a.s.eng.updateCached(ctx, c.locks(), c.finish)
+	if errors.Is(err, ratestore.ErrConflict) && !errors.Is(err, ratestore.ErrUncertain) {
+		// Another process changed them since: nothing was stored. What the
+		// batch did in memory is undone (the key's record is read again),
+		// and the request finished on values read under the locks.
+		a.e.mu.Lock()
+		a.finished = false
+		a.e.mu.Unlock()
+		if rec != nil {
+			rec.Discard()
+		}
+		err = a.s.eng.update(ctx, c.locks(), c.finish)
+	}
 	return c.u, err
 }
 

@@ -32,6 +32,10 @@ type call struct {
 	cost   pricing.USD       // Finish's, or the cost Admit reserves
 	u      Usage             // Finish's and Usage's result
 	rec    Recorder          // FinishWith's
+	t      *team             // TeamUsage's team
+	k      Key               // Check's results: the key, its Result, and
+	res    strategies.Result // whether it has legacy usage to merge first
+	legacy bool
 
 	// What the callback in progress reads: a window's strategy, its
 	// instant, its count (a reservation, a difference), and the usage it
@@ -45,11 +49,11 @@ type call struct {
 	bu    *BudgetUsage
 	moved int64 // how far policy changes moved the reservation settled (see adjust)
 
-	admit, finish                func(batch) error
-	merge, adjust                func(st strategies.State, now int64) (strategies.State, error)
-	reserveBudget, settleBudget  func(st strategies.State, now int64) (strategies.State, error)
-	release                      func(st strategies.State, now int64) (strategies.State, error)
-	inflight, usage, budgetUsage func(st strategies.State, now int64) error
+	admit, finish, check, usageIn func(batch) error
+	merge, adjust                 func(st strategies.State, now int64) (strategies.State, error)
+	reserveBudget, settleBudget   func(st strategies.State, now int64) (strategies.State, error)
+	release                       func(st strategies.State, now int64) (strategies.State, error)
+	inflight, usage, budgetUsage  func(st strategies.State, now int64) error
 }
 
 var calls = sync.Pool{New: func() any { return newCall() }}
@@ -62,6 +66,8 @@ func newCall() *call {
 		return err
 	}
 	c.finish = func(b batch) error { return c.a.finishIn(c, b) }
+	c.check = func(b batch) error { return c.s.checkIn(c, b) }
+	c.usageIn = func(b batch) error { return c.s.usageIn(c, b) }
 	c.merge = func(st strategies.State, at int64) (strategies.State, error) {
 		return st, c.rw.Merge(st, at, min(c.now, at), c.n)
 	}
@@ -92,7 +98,7 @@ func newCall() *call {
 // newCall returns a call of s on e, bounded by ctx, from the pool.
 func (s *Store) newCall(ctx context.Context, e *entry) *call {
 	c := calls.Get().(*call)
-	c.s, c.ctx, c.e, c.nlock = s, ctx, e, 0
+	c.s, c.ctx, c.e, c.nlock, c.t, c.k, c.res, c.legacy = s, ctx, e, 0, nil, Key{}, strategies.Result{}, false
 	if e != nil {
 		c.lock[0], c.nlock = e.id, 1
 	}

@@ -66,11 +66,19 @@
 // redisstore.DB.Update holding a lock named by the key's id: the checks of
 // an Admit and what it takes are one decision across every process, and
 // its commit stores nothing if a record or state it read was changed by a
-// writer without the lock. An Admit or a Finish on Redis is three round
-// trips (the lock, one read of the key's record and states, the commit)
-// where on a ratestore.DB it is none; Authenticate is one, Check one and
-// one per window (BenchmarkAdmitFinish/redis, BenchmarkCheckRedis). Batches
-// need every key on one Redis node: not a Cluster.
+// writer without the lock. On Redis, an Admit is two round trips (the
+// lock, taken with one read of the key's record and states and its
+// team's, and the commit); a Finish is one, its commit, deciding on the
+// values the Admit left in this process (ratestore.Store.UpdateCached):
+// when another process changed them in between, the commit stores
+// nothing, the Finish takes back what it did in memory (the Recorder's
+// Discard) and runs again under the locks, as an Admit does. Check,
+// Usage and TeamUsage are one round trip; Authenticate is none for a
+// key this process has seen (BenchmarkAdmitFinish/redis,
+// BenchmarkCheckRedis). Every record and state of a key shares the key's
+// hash slot, and its team's theirs, so the key store runs on a Redis
+// Cluster, where a batch of a key and its team is stored slot by slot
+// while it holds both locks (see redisstore.DB.Update).
 //
 // Redis is then where the keys are, as durable as its persistence makes
 // them (appendonly; appendfsync always for what Sync promises): a Redis

@@ -23,6 +23,9 @@ type engine interface {
 	// holding the locks named by locks (key ids, secret hashes) against
 	// the batches of other processes sharing the backend.
 	update(ctx context.Context, locks []string, fn func(batch) error) error
+	// updateCached is update on the values this process last saw, where
+	// others may change them: see ratestore.Store.UpdateCached.
+	updateCached(ctx context.Context, locks []string, fn func(batch) error) error
 	get(ctx context.Context, key []byte) ([]byte, error)
 	scan(ctx context.Context, prefix []byte, fn func(key, value []byte) error) error
 	reread(ctx context.Context, keys [][]byte) ([][]byte, error)
@@ -31,8 +34,7 @@ type engine interface {
 }
 
 // reader reads limiter states: a batch, which is bounded by the context
-// of its update and ignores ctx, or direct reads outside one, bounded by
-// ctx.
+// of its update and ignores ctx.
 type reader interface {
 	PeekN(ctx context.Context, l limiter, key string, n int64) (strategies.Result, error)
 	Inspect(ctx context.Context, l limiter, key string, fn func(st strategies.State, now int64) error) error
@@ -92,9 +94,18 @@ func (e *backend[L, B]) limiter(name string, s strategies.Strategy) (limiter, er
 }
 
 func (e *backend[L, B]) update(ctx context.Context, locks []string, fn func(batch) error) error {
+	return e.run(ctx, locks, fn, e.db.Update)
+}
+
+func (e *backend[L, B]) updateCached(ctx context.Context, locks []string, fn func(batch) error) error {
+	return e.run(ctx, locks, fn, e.db.UpdateCached)
+}
+
+// run runs fn in a batch of update (the backend's Update or UpdateCached).
+func (e *backend[L, B]) run(ctx context.Context, locks []string, fn func(batch) error, update func(context.Context, []string, func(B) error) error) error {
 	r := e.runners.Get().(*runner[L, B])
 	r.fn = fn
-	err := e.db.Update(ctx, locks, r.run)
+	err := update(ctx, locks, r.run)
 	r.fn = nil
 	e.runners.Put(r)
 	return err
@@ -153,16 +164,4 @@ func (b batchOf[L, B]) Reread(keys [][]byte) ([][]byte, error) { return b.b.Rere
 
 func (b batchOf[L, B]) Prefetch(records [][]byte, key string, limiters ...limiter) error {
 	return b.b.Prefetch(records, key, limiters...)
-}
-
-// direct reads limiters outside a batch (Check, Usage). It is empty, so
-// that passing it as a reader allocates nothing.
-type direct struct{}
-
-func (direct) PeekN(ctx context.Context, l limiter, key string, n int64) (strategies.Result, error) {
-	return l.PeekN(ctx, key, n)
-}
-
-func (direct) Inspect(ctx context.Context, l limiter, key string, fn func(st strategies.State, now int64) error) error {
-	return l.Inspect(ctx, key, fn)
 }

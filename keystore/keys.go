@@ -357,33 +357,51 @@ func (s *Store) Check(ctx context.Context, secret string) (Key, strategies.Resul
 	}
 	h := hashSecret(secret)
 	e, err := s.bySecret(ctx, h)
-	if err == nil {
-		err = s.fresh(ctx, e)
-	}
 	if err != nil {
 		return Key{}, strategies.Result{}, err
 	}
-	e.mu.Lock()
-	if e.rec.legacy { // rare: merge it first (settle takes the lock itself)
-		e.mu.Unlock()
+	c := s.newCall(ctx, e)
+	defer c.free()
+	c.hash = h
+	for range 2 {
+		err := s.eng.update(ctx, nil, c.check)
+		if !c.legacy || err != nil {
+			return c.k, c.res, err
+		}
+		// Rare: merge the key's legacy usage first, then check again.
 		if err := s.settle(ctx, e); err != nil {
 			return Key{}, strategies.Result{}, err
 		}
-		e.mu.Lock()
 	}
+	return Key{}, strategies.Result{}, fmt.Errorf("keystore: key %s: legacy usage pending after a merge", e.id)
+}
+
+// checkIn is Check of c's key in b, a batch that writes nothing: on a
+// shared store, one round trip for the key's record and states. It sets
+// c.k and c.res, or c.legacy for a key with legacy usage to merge first,
+// which it leaves unchecked.
+func (s *Store) checkIn(c *call, b batch) error {
+	e := c.e
+	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.rec.gone || h != e.rec.hash && !e.previous(h, s.now()) {
-		return Key{}, strategies.Result{}, errUnknownSecret
+	if err := s.refresh(b, e); err != nil {
+		return err
 	}
-	k := e.key()
+	if c.legacy = e.rec.legacy; c.legacy {
+		return nil
+	}
+	if e.rec.gone || c.hash != e.rec.hash && !e.previous(c.hash, b.now()) {
+		return errUnknownSecret
+	}
+	c.k = e.key()
 	if err := e.refusal(s.expiryNow(e)); err != nil {
-		return k, strategies.Result{}, err
+		return err
 	}
-	res, _, err := e.rec.pol.peek(ctx, direct{}, e.id, 0)
-	if err != nil {
-		return Key{}, strategies.Result{}, err
+	var err error
+	if c.res, _, err = e.rec.pol.peek(c.ctx, b, e.id, 0); err != nil {
+		c.k = Key{}
 	}
-	return k, res, nil
+	return err
 }
 
 // RecordUsage adds tokens to every window of key id, to its LifetimeTokens
@@ -427,17 +445,36 @@ func (s *Store) Usage(ctx context.Context, id string) (Usage, error) {
 	if err != nil {
 		return Usage{}, err
 	}
+	c := s.newCall(ctx, e)
+	defer c.free()
+	err = s.eng.update(ctx, nil, c.usageIn)
+	return c.u, err
+}
+
+// usageIn sets c.u to the usage of c's key, or of its team c.t, read in
+// b, a batch that writes nothing: on a shared store, one round trip.
+func (s *Store) usageIn(c *call, b batch) error {
+	if t := c.t; t != nil {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if t.gone {
+			return fmt.Errorf("keystore: team %s: %w", t.id, ErrNotFound)
+		}
+		if err := b.Prefetch(nil, t.id, t.pol.all...); err != nil {
+			return err
+		}
+		return s.usageFor(c, b, t.id, t.pol)
+	}
+	e := c.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.rec.gone {
-		return Usage{}, notFound(id)
+		return notFound(e.id)
 	}
-	c := s.newCall(ctx, e)
-	defer c.free()
-	if err := s.usageOf(c, direct{}); err != nil {
-		return Usage{}, err
+	if err := b.Prefetch(nil, e.id, e.rec.pol.all...); err != nil {
+		return err
 	}
-	return c.u, nil
+	return s.usageOf(c, b)
 }
 
 // usageOf sets c.u to the usage of c's key, read through r. The caller

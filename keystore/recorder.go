@@ -8,8 +8,9 @@ import (
 )
 
 // Records are the records of the batch that charges a request, where a
-// Recorder writes.
+// Recorder reads and writes.
 type Records interface {
+	Get(key []byte) ([]byte, error)
 	Put(key, value []byte) error
 	Delete(key []byte) error
 }
@@ -20,8 +21,13 @@ type Records interface {
 // write of their own, and after a crash both or neither.
 type Recorder interface {
 	// Record writes to w. now is the batch's instant. It is called last
-	// in the batch, once the request is charged, and at most once.
+	// in the batch, once the request is charged, and once, unless Discard
+	// is called after it.
 	Record(w Records, now time.Time) error
+	// Discard takes back what Record did outside w, when the batch stored
+	// nothing: on a shared store, another process had changed the key, and
+	// the batch runs again, calling Record again.
+	Discard()
 }
 
 // FinishWith is FinishSpend, with rec writing its record of the request

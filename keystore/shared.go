@@ -30,6 +30,9 @@ func (s *Store) refresh(b batch, e *entry) error {
 	if err := b.Prefetch(e.records(), e.id, e.rec.pol.all...); err != nil {
 		return fmt.Errorf("keystore: key %s: %w", e.id, err)
 	}
+	if err := s.prefetchTeam(b, e.rec.team); err != nil {
+		return err
+	}
 	vals, err := b.Reread(e.keys[:1])
 	if err != nil {
 		return fmt.Errorf("keystore: key %s: reading its record: %w", e.id, err)
@@ -38,6 +41,29 @@ func (s *Store) refresh(b batch, e *entry) error {
 		if err := s.reload(e, v); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// prefetchTeam gathers the record and states of team id, as this Store
+// holds it, into the batch's next read (Prefetch), so that an Admit or a
+// Finish reads its key and its key's team in one round trip. The caller
+// holds the key's entry lock, which comes before a team's.
+func (s *Store) prefetchTeam(b batch, id string) error {
+	if id == "" {
+		return nil
+	}
+	s.mu.RLock()
+	t := s.teams[id]
+	s.mu.RUnlock()
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	pol := t.pol
+	t.mu.Unlock()
+	if err := b.Prefetch([][]byte{t.key}, t.id, pol.all...); err != nil {
+		return fmt.Errorf("keystore: team %s: %w", id, err)
 	}
 	return nil
 }

@@ -2,18 +2,22 @@ package keystore_test
 
 import (
 	"errors"
+	"fmt"
+	"sync"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/internal/fakeclock"
 	"github.com/ratestore/ratestore/internal/redistest"
 	"github.com/ratestore/ratestore/keystore"
+	"github.com/ratestore/ratestore/pricing"
 	"github.com/ratestore/ratestore/redisstore"
 )
 
@@ -221,4 +225,128 @@ func TestSharedDeleteUnseen(t *testing.T) {
 	left, err := raw.Keys(ctx, "*"+k.ID+"*").Result()
 	require.NoError(t, err)
 	require.Empty(t, left)
+}
+
+// recorder is a keystore.Recorder writing one record per request, as a
+// ledger's entry.
+type recorder struct{ n int }
+
+func (r *recorder) Record(w keystore.Records, _ time.Time) error {
+	r.n++
+	return w.Put([]byte(fmt.Sprintf("e/%d", r.n)), []byte("entry"))
+}
+
+func (r *recorder) Discard() { r.n-- }
+
+// TestRedisRoundTrips: on Redis, with one process serving the key, an
+// Admit costs two round trips (its reads with the locks, its commit), a
+// Finish one (its commit, on the values the Admit left), and a Check one,
+// for a key of a team with windows, budgets and a recorder writing in the
+// Finish's batch. When another process has changed the key in between, a
+// Finish finds out at its commit and runs again on what is stored: the
+// usage is exact.
+func TestRedisRoundTrips(t *testing.T) {
+	a, b, clock, srv := twoStoresOn(t)
+	budgets := []keystore.Budget{{Limit: 100 * pricing.Dollar, Window: 24 * time.Hour}}
+	team, err := a.CreateTeam(ctx, keystore.TeamSpec{Name: "t", Policy: keystore.Policy{
+		Windows: []keystore.Window{{Limit: 1e9, Window: 5 * time.Hour}}, Budgets: budgets}})
+	require.NoError(t, err)
+	k, secret, err := a.Create(ctx, keystore.Spec{Name: "k", Team: team.ID, Policy: keystore.Policy{
+		Windows: []keystore.Window{{Limit: 1e9, Window: 5 * time.Hour}, {Limit: 1e9, Window: 7 * 24 * time.Hour}},
+		Budgets: budgets, RequestsPerMinute: 1e6, MaxConcurrent: 10}})
+	require.NoError(t, err)
+	rdb, err := redisstore.Open(ctx, srv.URL(), redisstore.Options{Now: clock.Now, Timeout: 10 * time.Second})
+	require.NoError(t, err)
+	defer rdb.Close()
+	trips := redistest.CountTrips(rdb.Client())
+	ks, err := keystore.Open(rdb, keystore.Options{})
+	require.NoError(t, err)
+	rec := &recorder{}
+	step := func(what string, want int64, fn func() error) {
+		t.Helper()
+		before := trips()
+		require.NoError(t, fn(), what)
+		require.Equal(t, want, trips()-before, what)
+	}
+	for range 3 {
+		var adm *keystore.Admission
+		step("Admit", 2, func() (err error) {
+			adm, err = ks.Admit(ctx, secret, keystore.Request{Reserve: 100, Cost: pricing.Micro})
+			return err
+		})
+		step("Finish", 1, func() error {
+			_, err := adm.FinishWith(ctx, 40, pricing.Micro, rec)
+			return err
+		})
+		step("Check", 1, func() error { _, _, err := ks.Check(ctx, secret); return err })
+	}
+	// Another process uses the key between an Admit and its Finish.
+	adm, err := ks.Admit(ctx, secret, keystore.Request{Reserve: 100})
+	require.NoError(t, err)
+	ob, err := b.Admit(ctx, secret, keystore.Request{Reserve: 100})
+	require.NoError(t, err)
+	_, err = ob.Finish(ctx, 10)
+	require.NoError(t, err)
+	_, err = adm.FinishWith(ctx, 40, 0, rec)
+	require.NoError(t, err)
+	u, err := a.Usage(ctx, k.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 4*40+10, u.Windows[0].Used)
+	require.Zero(t, u.InFlight)
+	require.Equal(t, 4, rec.n, "one record per request")
+	tu, err := a.TeamUsage(ctx, team.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 4*40+10, tu.Windows[0].Used)
+}
+
+// TestRedisCluster: the key store on a 3-node Redis Cluster, where a key's
+// records and states share its slot and its team's have another: keys and
+// teams are created, admitted and finished by two processes, and the
+// usage is exact.
+func TestRedisCluster(t *testing.T) {
+	url := redistest.StartCluster(t, 3)
+	open := func() *keystore.Store {
+		rdb, err := redisstore.Open(ctx, url, redisstore.Options{Timeout: 10 * time.Second})
+		require.NoError(t, err)
+		t.Cleanup(func() { rdb.Close() })
+		ks, err := keystore.Open(rdb, keystore.Options{})
+		require.NoError(t, err)
+		return ks
+	}
+	a, b := open(), open()
+	team, err := a.CreateTeam(ctx, keystore.TeamSpec{Name: "t", Policy: keystore.Policy{Windows: []keystore.Window{{Limit: 1e6, Window: time.Hour}}}})
+	require.NoError(t, err)
+	var secrets []string
+	var ids []string
+	for i := range 8 {
+		k, secret, err := a.Create(ctx, keystore.Spec{Name: fmt.Sprint("k", i), Team: team.ID, Policy: keystore.Policy{Windows: []keystore.Window{{Limit: 1e6, Window: time.Hour}}}})
+		require.NoError(t, err)
+		secrets, ids = append(secrets, secret), append(ids, k.ID)
+	}
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			ks := []*keystore.Store{a, b}[w%2]
+			for range 10 {
+				adm, err := ks.Admit(ctx, secrets[w], keystore.Request{Reserve: 50})
+				if !assert.NoError(t, err) {
+					return
+				}
+				_, err = adm.Finish(ctx, 7)
+				assert.NoError(t, err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, id := range ids {
+		u, err := b.Usage(ctx, id)
+		require.NoError(t, err)
+		require.EqualValues(t, 70, u.Windows[0].Used, id)
+	}
+	tu, err := b.TeamUsage(ctx, team.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 8*70, tu.Windows[0].Used)
+	n := 0
+	require.NoError(t, b.List(ctx, func(keystore.Key) error { n++; return nil }))
+	require.Equal(t, 8, n)
 }

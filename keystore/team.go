@@ -330,17 +330,11 @@ func (s *Store) TeamUsage(ctx context.Context, id string) (Usage, error) {
 	if err != nil {
 		return Usage{}, err
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.gone {
-		return Usage{}, fmt.Errorf("keystore: team %s: %w", id, ErrNotFound)
-	}
 	c := s.newCall(ctx, nil)
 	defer c.free()
-	if err := s.usageFor(c, direct{}, id, t.pol); err != nil {
-		return Usage{}, err
-	}
-	return c.u, nil
+	c.t = t
+	err = s.eng.update(ctx, nil, c.usageIn)
+	return c.u, err
 }
 
 func isNotFound(err error) bool { return errors.Is(err, ErrNotFound) }

@@ -59,6 +59,11 @@ type Ledger struct {
 	// made), 1 on a shared one, whose batches may commit in another order
 	// than they wrote: there, two batches never write the same record.
 	chunkMax uint32
+	// shared: other processes write the store too, and a batch may fail
+	// with a conflict after the next has been made. A rollup is then
+	// written as the value the batch reads plus the request, not from the
+	// cache, and the day's summaries are made from the stored rollups.
+	shared bool
 
 	mu      sync.Mutex
 	w       writing
@@ -101,7 +106,11 @@ func Open[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore.Stor
 	l.w.today = -1
 	l.chunkMax = 16
 	if shared, err := db.Reread(context.Background(), [][]byte{[]byte(dayPrefix)}); err != nil || len(shared) > 0 {
-		l.chunkMax = 16
+		// A chunk of one entry: batches on a shared store may fail with a
+		// conflict, or commit in another order than they wrote, and a
+		// chunk of several would then be stored without an entry put
+		// before it, or with one that was taken back.
+		l.chunkMax, l.shared = 1, true
 	}
 	if opts.ReadOnly {
 		close(l.done)

@@ -19,6 +19,7 @@ type store interface {
 
 // batch is the part of a backend's batch the ledger writes with.
 type batch interface {
+	Get(key []byte) ([]byte, error)
 	Put(key, value []byte) error
 	Delete(key []byte) error
 }

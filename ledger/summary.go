@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/binary"
@@ -55,6 +56,12 @@ func (l *Ledger) summarize(ctx context.Context) error {
 // gets none: queries read its key rollups.
 func (l *Ledger) summarizeDay(ctx context.Context, d day) error {
 	byModel := l.summaryRows(d)
+	if l.shared {
+		var err error
+		if byModel, err = l.storedRows(ctx, d); err != nil {
+			return err
+		}
+	}
 	if byModel == nil {
 		return nil
 	}
@@ -112,6 +119,26 @@ func (l *Ledger) summaryRows(d day) []summary {
 		return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(a.team, b.team), cmp.Compare(a.model, b.model))
 	})
 	return rows
+}
+
+// storedRows returns the rows of the writer's key rollups of day d as
+// stored: on a shared store, where they are not cached (see
+// Ledger.shared).
+func (l *Ledger) storedRows(ctx context.Context, d day) ([]summary, error) {
+	var rows []summary
+	prefix := appendKey(nil, keyPrefix, d, "")
+	err := l.st.scan(ctx, prefix, func(k, v []byte) error {
+		key, writer, ok := bytes.Cut(k[len(prefix):], []byte{'/'})
+		if !ok || string(writer) != l.writer {
+			return nil
+		}
+		return decodeRollup(v, func(team, model []byte, t *Totals) {
+			rows = append(rows, summary{key: string(key), team: decodeString(team), model: decodeString(model), Totals: *t})
+		})
+	})
+	// Scan gives them in key order; a key's rows are in team and model
+	// order: the summary's.
+	return rows, err
 }
 
 func appendSummary(b []byte, rows []summary) []byte {

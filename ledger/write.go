@@ -113,6 +113,9 @@ func (n *Note) Record(w keystore.Records, now time.Time) error {
 	l, e := n.l, &n.e
 	e.Time = now.UTC().Truncate(time.Millisecond)
 	d := dayOf(e.Time)
+	if err := l.preload(w, d, e.Key, e.Team); err != nil {
+		return err
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if n.recorded {
@@ -154,11 +157,24 @@ func (n *Note) Done(err error) {
 		}
 		return
 	}
+	n.Discard()
+}
+
+// Discard takes the note's entry back out of the rollups the ledger holds
+// in memory, when the batch that recorded it stored nothing, so that the
+// ledger's next write of them does not count it. Record may then record it
+// again. It is a keystore.Recorder's method.
+func (n *Note) Discard() {
+	l := n.l
 	if !n.recorded {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	n.recorded = false
+	if l.shared { // its rollups were read and written in the batch alone
+		return
+	}
 	e := &n.e
 	back := Totals{Requests: -1, Tokens: Tokens{-e.Tokens.Input, -e.Tokens.Output, -e.Tokens.CacheRead, -e.Tokens.CacheWrite, -e.Tokens.Reasoning}, Cost: -e.Cost}
 	d := dayOf(e.Time)
@@ -193,6 +209,9 @@ func (l *Ledger) Refused(ctx context.Context, r Refusal) error {
 	}
 	return l.st.update(ctx, locks, func(w batch) error {
 		d := dayOf(l.st.now())
+		if err := l.preload(w, d, r.Key, r.Team); err != nil {
+			return err
+		}
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		if err := l.register(w, d); err != nil {
@@ -206,14 +225,19 @@ func (l *Ledger) Refused(ctx context.Context, r Refusal) error {
 // Crossing into a new day, it drops the rollups of the days before
 // yesterday from the cache.
 func (l *Ledger) register(w batch, d day) error {
-	if d == l.w.today {
+	if d == l.w.today && !l.shared {
 		return nil
 	}
+	// On a shared store, in every batch: one that registered the day may
+	// have failed with a conflict after others counted on it.
 	if err := w.Put(appendKey(nil, writerPrefix, d, l.writer), []byte{}); err != nil {
 		return err
 	}
 	if err := w.Put(appendKey(nil, dayPrefix, d), []byte{}); err != nil {
 		return err
+	}
+	if d == l.w.today {
+		return nil
 	}
 	if l.w.today >= 0 && !l.opts.ReadOnly {
 		l.closed = append(l.closed, l.w.today) // summarized by the compactor
@@ -244,7 +268,7 @@ func (l *Ledger) addAll(w batch, d day, key, team, model string, t *Totals) erro
 
 // add adds t to the row k of the rollup id, and puts the rollup.
 func (l *Ledger) add(w batch, id rollupID, k rowKey, t *Totals) error {
-	r, err := l.rollup(id)
+	r, err := l.rollupIn(w, id)
 	if err != nil {
 		return err
 	}
@@ -269,6 +293,59 @@ func (l *Ledger) add(w batch, id rollupID, k rowKey, t *Totals) error {
 	return w.Put(key, val)
 }
 
+// preload reads in w, on a shared store, the rollups of key's and team's
+// day d that rollupIn reads: before the ledger's lock is taken, since a
+// read may wait for the locks of another batch, which may be waiting for
+// the ledger's lock.
+func (l *Ledger) preload(w batch, d day, key, team string) error {
+	if !l.shared {
+		return nil
+	}
+	if _, err := w.Get(rollupID{d: d, name: key}.key(l.writer)); err != nil {
+		return err
+	}
+	if team == "" {
+		return nil
+	}
+	_, err := w.Get(rollupID{team: true, d: d, name: team}.key(l.writer))
+	return err
+}
+
+// rollupIn returns the rollup id to add to in w: on a shared store, the
+// one w reads (the batch's commit then checks it is still stored), and
+// otherwise the cached one (see rollup).
+func (l *Ledger) rollupIn(w batch, id rollupID) (*rollup, error) {
+	if !l.shared {
+		return l.rollup(id)
+	}
+	v, err := w.Get(id.key(l.writer))
+	if err != nil {
+		return nil, err
+	}
+	return decodeRows(v)
+}
+
+// key is the record key of the rollup id of writer.
+func (id rollupID) key(writer string) []byte {
+	prefix := keyPrefix
+	if id.team {
+		prefix = teamPrefix
+	}
+	return appendKey(nil, prefix, id.d, id.name, writer)
+}
+
+// decodeRows is the rollup stored as v (nil: none).
+func decodeRows(v []byte) (*rollup, error) {
+	r := &rollup{}
+	if v == nil {
+		return r, nil
+	}
+	err := decodeRollup(v, func(team, model []byte, t *Totals) {
+		r.rows = append(r.rows, row{rowKey{decodeString(team), decodeString(model)}, *t})
+	})
+	return r, err
+}
+
 // rollup returns the cached rollup id: new, unless the writer may have
 // written it before its day left the cache, when it is read.
 func (l *Ledger) rollup(id rollupID) (*rollup, error) {
@@ -277,20 +354,12 @@ func (l *Ledger) rollup(id rollupID) (*rollup, error) {
 	}
 	r := &rollup{}
 	if id.d < l.w.evicted {
-		prefix := keyPrefix
-		if id.team {
-			prefix = teamPrefix
+		v, err := l.st.get(context.Background(), id.key(l.writer))
+		if err == nil {
+			r, err = decodeRows(v)
 		}
-		v, err := l.st.get(context.Background(), appendKey(nil, prefix, id.d, id.name, l.writer))
 		if err != nil {
 			return nil, err
-		}
-		if v != nil {
-			if err := decodeRollup(v, func(team, model []byte, t *Totals) {
-				r.rows = append(r.rows, row{rowKey{decodeString(team), decodeString(model)}, *t})
-			}); err != nil {
-				return nil, err
-			}
 		}
 	}
 	l.rollups[id] = r

@@ -7,20 +7,18 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/strategies"
 )
 
-// ErrConflict is matched by an Update that did not commit because a value
-// it read was changed meanwhile by a writer that did not hold its locks
-// (or after they had expired): nothing of the batch was stored, and the
-// caller may run it again.
-var ErrConflict = errors.New("redisstore: a value read by the batch changed before its commit")
+// ErrConflict is ratestore.ErrConflict: matched by an Update that did not
+// commit because a value it read was changed meanwhile by a writer that
+// did not hold its locks (or after they had expired), and by an
+// UpdateCached whose values this DB last saw had changed: nothing of the
+// batch was stored, and the caller may run it again.
+var ErrConflict = ratestore.ErrConflict
 
 // DefaultLockTTL is how long the locks of an Update last if their holder
 // never releases them (a crashed process).
@@ -32,100 +30,88 @@ const DefaultLockTTL = 5 * time.Second
 // Admit, say): all of them or none. It is how several processes change
 // several states and records of one entity (a key id) consistently.
 //
-// The locks are Redis keys, taken together or not at all (waiting until
-// ctx ends while another holder has one), held while fn runs and released
-// by the commit; a crashed holder's end after Options.LockTTL. They keep
-// the batches of other processes out; they are not what makes the batch
-// correct. The commit stores the batch only if every value it read is
-// still what it read, and otherwise stores nothing and fails with
-// ErrConflict: a batch is never applied on values another writer changed.
+// The locks are Redis keys, taken together or not at all with the batch's
+// first read, in the same round trip (waiting until ctx ends while another
+// holder has one), held while fn runs and released by the commit; a
+// crashed holder's end after Options.LockTTL. They keep the batches of
+// other processes out; they are not what makes the batch correct. The
+// commit stores the batch only if every value it read is still what it
+// read, and otherwise stores nothing and fails with ErrConflict: a batch is
+// never applied on values another writer changed. A batch that reads
+// nothing takes no lock, and its commit waits while another holds one.
 //
-// Within fn, the batch's reads see its own writes. As with a ratestore
-// Batch, an error from fn does not undo the changes fn made: they are
-// committed, and Update returns fn's error (joined with the commit's, if
-// it failed). Each round trip is bounded by Options.Timeout; the wait for
-// the locks by ctx. Update needs every key in one Redis node: on a Redis
-// Cluster it fails with ErrInvalid.
+// Within fn, the batch's reads see its own writes; Prefetch gathers the
+// reads fn is about to make into one round trip. A batch therefore costs
+// two round trips (its reads, with the locks, and its commit), or one when
+// it only reads or only writes. As with a ratestore Batch, an error from fn
+// does not undo the changes fn made: they are committed, and Update returns
+// fn's error (joined with the commit's, if it failed). Each round trip is
+// bounded by Options.Timeout; the wait for the locks by ctx.
+//
+// On a Redis Cluster, a script can only use the keys of one slot: the
+// changes of each hash tag (one id's records and states, see layout.go)
+// are stored atomically, and those of different tags in one round trip
+// but not as one step. When the commit of one tag fails with ErrConflict,
+// those of the others may have been stored, and the error matches
+// ratestore.ErrUncertain too.
 func (db *DB) Update(ctx context.Context, locks []string, fn func(*Batch) error) error {
+	return db.update(ctx, locks, fn, false)
+}
+
+// UpdateCached is Update on the values this DB last stored or read under
+// locks (see ratestore.Store.UpdateCached): a value it holds, and has not
+// seen expire, is decided on with no read, and checked by the commit,
+// which fails with ErrConflict, storing nothing, when it has changed. Only
+// the values it does not hold are read, as Update reads them. A batch that
+// finds every value it uses costs one round trip, its commit; the key
+// store's Finish after an Admit in this process does.
+func (db *DB) UpdateCached(ctx context.Context, locks []string, fn func(*Batch) error) error {
+	return db.update(ctx, locks, fn, true)
+}
+
+// update is Update, deciding on the cache's values when cached is set.
+func (db *DB) update(ctx context.Context, locks []string, fn func(*Batch) error, cached bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if db.closed.Load() {
 		return ErrClosed
 	}
-	if _, ok := db.client.(*redis.ClusterClient); ok {
-		return fmt.Errorf("redisstore: update: batches need one Redis node, not a Cluster: %w", ratestore.ErrInvalid)
-	}
-	b := &Batch{db: db, ctx: ctx, now: db.now().UnixNano(), vals: map[string]string{}, read: map[string]string{}}
-	var token string
+	b := &Batch{db: db, ctx: ctx, now: db.now().UnixNano(), cached: cached, vals: map[string]string{}, read: map[string]string{}}
 	if len(locks) > 0 {
 		keys := make([]string, 0, len(locks))
 		for _, l := range locks {
-			keys = append(keys, db.opts.Prefix+"lock:"+l)
+			keys = append(keys, db.lockKey(l))
 		}
 		slices.Sort(keys)
 		b.locks = slices.Compact(keys)
-		var err error
-		if token, err = db.lock(ctx, b.locks); err != nil {
-			return fmt.Errorf("redisstore: update: %w", err)
-		}
+		var raw [16]byte
+		rand.Read(raw[:])
+		b.token = hex.EncodeToString(raw[:])
 	}
 	err := fn(b)
-	if cerr := b.commit(token); cerr != nil {
+	if cerr := b.commit(); cerr != nil {
 		return errors.Join(err, fmt.Errorf("redisstore: update: %w", cerr))
 	}
 	return err
-}
-
-// lockScript sets every KEYS to ARGV[1] for ARGV[2] milliseconds if none
-// exists, answering 1, and otherwise sets none, answering 0.
-var lockScript = redis.NewScript(`
-for i = 1, #KEYS do
-  if redis.call('EXISTS', KEYS[i]) == 1 then return 0 end
-end
-for i = 1, #KEYS do
-  redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2])
-end
-return 1
-`)
-
-// lock takes the locks keys with a fresh token, which it returns, waiting
-// (with backoff) until ctx ends while another holder has one of them.
-func (db *DB) lock(ctx context.Context, keys []string) (string, error) {
-	var raw [16]byte
-	rand.Read(raw[:])
-	token := hex.EncodeToString(raw[:])
-	ttl := db.opts.LockTTL.Milliseconds()
-	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
-		tctx, cancel := context.WithTimeout(ctx, db.opts.Timeout)
-		got, err := lockScript.Run(tctx, db.client, keys, token, ttl).Int()
-		cancel()
-		if err != nil {
-			return "", fmt.Errorf("locking %d keys: %w", len(keys), err)
-		}
-		if got == 1 {
-			return token, nil
-		}
-		select {
-		case <-ctx.Done():
-			return "", fmt.Errorf("waiting for a lock held by another process: %w", ctx.Err())
-		case <-time.After(wait): // real time: another process holds the lock
-		}
-	}
 }
 
 // A Batch is the changes of one Update, made on values read from Redis
 // once each and kept until the commit stores them all. Its methods are
 // those of a ratestore.Batch, on redisstore's limiters.
 type Batch struct {
-	db    *DB
-	ctx   context.Context
-	now   int64
-	locks []string          // the Redis keys of the locks held
-	vals  map[string]string // Redis key → its value in the batch ("": none)
-	read  map[string]string // Redis key → its value when first read
-	order []string          // the Redis keys written, in order
-	ttls  map[string]time.Duration
+	db      *DB
+	ctx     context.Context
+	now     int64
+	locks   []string          // the Redis keys of the locks, sorted
+	token   string            // the locks' value while the batch holds them
+	locked  bool              // the locks are held: taken by the first read
+	cached  bool              // values the cache holds are not read (UpdateCached)
+	pending []string          // Redis keys to read with the next read (Prefetch)
+	vals    map[string]string // Redis key → its value in the batch ("": none)
+	read    map[string]string // Redis key → its value when first read
+	order   []string          // the Redis keys written, in order
+	ttls    map[string]time.Duration
 }
 
 // Now returns the batch's instant, read from the DB's clock once when
@@ -133,33 +119,63 @@ type Batch struct {
 // state was last stored, if that is later, as a Limiter does).
 func (b *Batch) Now() time.Time { return time.Unix(0, b.now) }
 
-// value returns the value of the Redis key rk in the batch, reading it on
-// first use.
+// value returns the value of the Redis key rk in the batch, reading it,
+// with what Prefetch gathered, on first use.
 func (b *Batch) value(rk string) (string, error) {
 	if v, ok := b.vals[rk]; ok {
 		return v, nil
 	}
-	ctx, cancel := context.WithTimeout(b.ctx, b.db.opts.Timeout)
-	defer cancel()
-	v, err := b.db.client.Get(ctx, rk).Result()
-	if errors.Is(err, redis.Nil) {
-		v, err = "", nil
-	}
-	if err != nil {
+	if err := b.fetch(append(b.pending, rk)); err != nil {
 		return "", err
 	}
-	b.vals[rk], b.read[rk] = v, v
-	return v, nil
+	return b.vals[rk], nil
 }
 
-// Prefetch reads in one round trip the values the batch is about to use,
-// which its calls would otherwise read one at a time: the records at
-// records, and key's state under each of limiters. A value the batch has
-// read or written already is left as it is.
+// fetch reads the values of rks the batch has not, in one round trip,
+// taking the batch's locks if it holds them not yet.
+func (b *Batch) fetch(rks []string) error {
+	rks = slices.DeleteFunc(slices.Clone(rks), func(rk string) bool {
+		if _, ok := b.vals[rk]; ok {
+			return true
+		}
+		if c := b.db.cache.get(rk); b.cached && c.v != "" {
+			b.vals[rk], b.read[rk] = c.v, c.v
+			return true
+		}
+		return false
+	})
+	slices.Sort(rks)
+	rks = slices.Compact(rks)
+	b.pending = b.pending[:0]
+	if len(rks) == 0 {
+		return nil
+	}
+	var vals []string
+	var err error
+	if len(b.locks) > 0 && !b.locked {
+		vals, err = b.lockAndRead(rks)
+	} else {
+		ctx, cancel := context.WithTimeout(b.ctx, b.db.opts.Timeout)
+		vals, err = b.db.mget(ctx, rks)
+		cancel()
+	}
+	if err != nil {
+		return err
+	}
+	for i, rk := range rks {
+		b.vals[rk], b.read[rk] = vals[i], vals[i]
+	}
+	return nil
+}
+
+// Prefetch gathers the values the batch is about to use, which its calls
+// would otherwise read one at a time, into its next read: one round trip
+// for the records at records, and key's state under each of limiters, and
+// what other Prefetch calls gathered. A value the batch has read or
+// written already is left as it is.
 func (b *Batch) Prefetch(records [][]byte, key string, limiters ...ratestore.StoreLimiter) error {
-	rks := make([]string, 0, len(records)+len(limiters))
 	for _, r := range records {
-		rks = append(rks, b.db.recordKey(r))
+		b.pending = append(b.pending, b.db.recordKey(r))
 	}
 	for _, sl := range limiters {
 		l, ok := sl.(*Limiter)
@@ -169,32 +185,20 @@ func (b *Batch) Prefetch(records [][]byte, key string, limiters ...ratestore.Sto
 		if err := l.check(b.ctx, key, 0); err != nil {
 			return err
 		}
-		rks = append(rks, b.db.key(l.name, key))
-	}
-	rks = slices.DeleteFunc(rks, func(rk string) bool { _, ok := b.vals[rk]; return ok })
-	if len(rks) == 0 {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(b.ctx, b.db.opts.Timeout)
-	defer cancel()
-	vals, err := b.db.client.MGet(ctx, rks...).Result()
-	if err != nil {
-		return fmt.Errorf("redisstore: prefetch: %w", err)
-	}
-	for i, rk := range rks {
-		v, _ := vals[i].(string) // nil: none
-		if _, ok := b.vals[rk]; !ok {
-			b.vals[rk], b.read[rk] = v, v
-		}
+		b.pending = append(b.pending, b.db.key(l.name, key))
 	}
 	return nil
 }
+
+// unread is the value a key written blind was read with: none, and the
+// commit does not check it.
+const unread = "\x00unread"
 
 // set makes v (none: "") the value of rk in the batch, stored with ttl (0:
 // none) by the commit.
 func (b *Batch) set(rk, v string, ttl time.Duration) {
 	if _, ok := b.read[rk]; !ok {
-		b.read[rk] = "\x00unread" // written blind: the commit does not check it
+		b.read[rk] = unread // written blind: the commit does not check it
 	}
 	if b.ttls == nil {
 		b.ttls = map[string]time.Duration{}
@@ -203,70 +207,6 @@ func (b *Batch) set(rk, v string, ttl time.Duration) {
 		b.order = append(b.order, rk)
 	}
 	b.vals[rk], b.ttls[rk] = v, ttl
-}
-
-// commitScript stores a batch: KEYS are its locks (ARGV[2] of them) and
-// then the keys it wrote; ARGV[1] is the locks' token, then for each key
-// written the value it was read with ("\0unread": not read), its new value
-// ("": delete) and its TTL in milliseconds (0: none). It stores nothing
-// and answers 0 if a value read has changed; it releases the locks it
-// holds in any case.
-var commitScript = redis.NewScript(`
-local token, nlocks = ARGV[1], tonumber(ARGV[2])
-local ok = 1
-for i = nlocks + 1, #KEYS do
-  local j = 3 + 3 * (i - nlocks - 1)
-  if ARGV[j] ~= '\0unread' and (redis.call('GET', KEYS[i]) or '') ~= ARGV[j] then ok = 0 end
-end
-if ok == 1 then
-  for i = nlocks + 1, #KEYS do
-    local j = 3 + 3 * (i - nlocks - 1)
-    local v, ttl = ARGV[j + 1], tonumber(ARGV[j + 2])
-    if v == '' then
-      redis.call('DEL', KEYS[i])
-    elseif ttl > 0 then
-      redis.call('SET', KEYS[i], v, 'PX', ttl)
-    else
-      redis.call('SET', KEYS[i], v)
-    end
-  end
-end
-for i = 1, nlocks do
-  if redis.call('GET', KEYS[i]) == token then redis.call('DEL', KEYS[i]) end
-end
-return ok
-`)
-
-// commit stores the batch's writes and releases its locks (token).
-func (b *Batch) commit(token string) error {
-	if len(b.order) == 0 && len(b.locks) == 0 {
-		return nil
-	}
-	keys := append(slices.Clone(b.locks), b.order...)
-	args := []any{token, len(b.locks)}
-	for _, rk := range b.order {
-		args = append(args, b.read[rk], b.vals[rk], ms(b.ttls[rk]))
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), b.db.opts.Timeout)
-	defer cancel()
-	sent := b.db.cache.clock()
-	ok, err := commitScript.Run(ctx, b.db.client, keys, args...).Int()
-	for _, rk := range b.order {
-		v := b.vals[rk]
-		if err != nil || ok != 1 {
-			v = "" // unknown: read again by the next call
-		}
-		b.db.cache.put(rk, v, deadline(sent, b.ttls[rk]))
-	}
-	switch {
-	case err != nil && len(b.order) > 0:
-		return fmt.Errorf("%w: %w", err, ratestore.ErrUncertain)
-	case err != nil:
-		return err
-	case ok != 1:
-		return ErrConflict
-	}
-	return nil
 }
 
 // ms is d in whole milliseconds, rounded up; 0 for none.
@@ -411,151 +351,4 @@ func (b *Batch) Reread(keys [][]byte) ([][]byte, error) {
 		vals[i] = v
 	}
 	return vals, nil
-}
-
-// A record's value is stored in Redis as it is, unless it is empty or
-// starts with a zero byte: then a zero byte is put before it, so that an
-// empty record is a value and not the absence of one. An empty string in
-// a Batch means none.
-func escape(v []byte) string {
-	if len(v) == 0 || v[0] == 0 {
-		return "\x00" + string(v)
-	}
-	return string(v)
-}
-
-// unescape is the record stored as v, not "".
-func unescape(v string) []byte {
-	if len(v) > 0 && v[0] == 0 {
-		v = v[1:]
-	}
-	return []byte(v)
-}
-
-// recordKey is the Redis key of the record key.
-func (db *DB) recordKey(key []byte) string { return db.opts.Prefix + "r:" + string(key) }
-
-// Get returns the record stored at key by a Batch, or nil.
-func (db *DB) Get(ctx context.Context, key []byte) ([]byte, error) {
-	if db.closed.Load() {
-		return nil, ErrClosed
-	}
-	ctx, cancel := context.WithTimeout(ctx, db.opts.Timeout)
-	defer cancel()
-	v, err := db.client.Get(ctx, db.recordKey(key)).Result()
-	if errors.Is(err, redis.Nil) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("redisstore: get: %w", err)
-	}
-	return unescape(v), nil
-}
-
-// Reread returns the stored value (nil: none) of each record at keys:
-// other processes may have changed any of them.
-func (db *DB) Reread(ctx context.Context, keys [][]byte) ([][]byte, error) {
-	if db.closed.Load() {
-		return nil, ErrClosed
-	}
-	vals := make([][]byte, 0, len(keys))
-	for chunk := range slices.Chunk(keys, 1000) {
-		rks := make([]string, len(chunk))
-		for i, k := range chunk {
-			rks[i] = db.recordKey(k)
-		}
-		tctx, cancel := context.WithTimeout(ctx, db.opts.Timeout)
-		got, err := db.client.MGet(tctx, rks...).Result()
-		cancel()
-		if err != nil {
-			return nil, fmt.Errorf("redisstore: reread: %w", err)
-		}
-		for _, g := range got {
-			var v []byte
-			if s, ok := g.(string); ok {
-				v = unescape(s)
-			}
-			vals = append(vals, v)
-		}
-	}
-	return vals, nil
-}
-
-// RereadPrefix is Scan: other processes may have added or changed any
-// record.
-func (db *DB) RereadPrefix(ctx context.Context, prefix []byte, fn func(key, value []byte) error) error {
-	return db.Scan(ctx, prefix, fn)
-}
-
-// Flush returns at once: an Update has stored its changes when it
-// returns.
-func (db *DB) Flush(ctx context.Context) error {
-	if db.closed.Load() {
-		return ErrClosed
-	}
-	return ctx.Err()
-}
-
-// Scan calls fn with every record whose key starts with prefix, in key
-// order, until fn returns an error, which Scan returns. It lists the keys
-// first (SCAN), then reads them a thousand at a time: records changed
-// meanwhile may be seen either way.
-func (db *DB) Scan(ctx context.Context, prefix []byte, fn func(key, value []byte) error) error {
-	if db.closed.Load() {
-		return ErrClosed
-	}
-	keys, err := db.scanKeys(ctx, globEscape(db.recordKey(prefix))+"*")
-	if err != nil {
-		return fmt.Errorf("redisstore: scan: %w", err)
-	}
-	base := len(db.recordKey(nil))
-	for chunk := range slices.Chunk(keys, 1000) {
-		sctx, cancel := context.WithTimeout(ctx, db.opts.Timeout)
-		vals, err := db.client.MGet(sctx, chunk...).Result()
-		cancel()
-		if err != nil {
-			return fmt.Errorf("redisstore: scan: %w", err)
-		}
-		for i, k := range chunk {
-			v, ok := vals[i].(string)
-			if !ok {
-				continue // deleted meanwhile
-			}
-			if err := fn([]byte(k[base:]), unescape(v)); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// scanKeys returns the Redis keys matching match, sorted.
-func (db *DB) scanKeys(ctx context.Context, match string) ([]string, error) {
-	var all []string
-	var cursor uint64
-	for {
-		sctx, cancel := context.WithTimeout(ctx, db.opts.Timeout)
-		keys, next, err := db.client.Scan(sctx, cursor, match, 1000).Result()
-		cancel()
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, keys...)
-		if cursor = next; cursor == 0 {
-			slices.Sort(all)
-			return slices.Compact(all), nil
-		}
-	}
-}
-
-// globEscape escapes the characters SCAN's MATCH pattern gives a meaning.
-func globEscape(s string) string {
-	var b strings.Builder
-	for _, c := range []byte(s) {
-		if strings.IndexByte(`*?[]\`, c) >= 0 {
-			b.WriteByte('\\')
-		}
-		b.WriteByte(c)
-	}
-	return b.String()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -12,7 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/internal/redistest"
 	"github.com/ratestore/ratestore/redisstore"
 	"github.com/ratestore/ratestore/strategies"
@@ -20,13 +20,26 @@ import (
 
 // TestUpdateLocked: batches of two DBs (two processes) that read, change
 // and write one record and one limiter state under one lock take turns:
-// no increment is lost, and the limiter admits exactly its limit.
+// no increment is lost, and the limiter admits exactly its limit. On a
+// 3-node Cluster too, where the record "c/k1" shares the slot of k1's
+// state and "total" has another, so that each commit is two scripts.
 func TestUpdateLocked(t *testing.T) {
-	srv := redistest.Start(t)
+	for _, cluster := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cluster=%v", cluster), func(t *testing.T) {
+			url := func() string { return redistest.StartCluster(t, 3) }
+			if !cluster {
+				url = func() string { return redistest.Start(t).URL() }
+			}
+			testUpdateLocked(t, url())
+		})
+	}
+}
+
+func testUpdateLocked(t *testing.T, url string) {
 	clock := newClock()
 	dbs := []*redisstore.DB{
-		open(t, srv.URL(), clock, redisstore.Options{Timeout: 10 * time.Second}),
-		open(t, srv.URL(), clock, redisstore.Options{Timeout: 10 * time.Second}),
+		open(t, url, clock, redisstore.Options{Timeout: 10 * time.Second}),
+		open(t, url, clock, redisstore.Options{Timeout: 10 * time.Second}),
 	}
 	const calls, limit = 40, 25
 	var wg sync.WaitGroup
@@ -38,13 +51,15 @@ func TestUpdateLocked(t *testing.T) {
 		require.NoError(t, err)
 		wg.Go(func() {
 			errs[i] = db.Update(ctx, []string{"k1"}, func(b *redisstore.Batch) error {
-				v, err := b.Get([]byte("count"))
-				if err != nil {
-					return err
-				}
-				n, _ := strconv.Atoi(string(v))
-				if err := b.Put([]byte("count"), []byte(strconv.Itoa(n+1))); err != nil {
-					return err
+				for _, rec := range []string{"c/k1", "total"} {
+					v, err := b.Get([]byte(rec))
+					if err != nil {
+						return err
+					}
+					n, _ := strconv.Atoi(string(v))
+					if err := b.Put([]byte(rec), []byte(strconv.Itoa(n+1))); err != nil {
+						return err
+					}
 				}
 				r, err := b.AllowN(l, "k1", 1)
 				allowed[i] = r.Allowed
@@ -54,9 +69,11 @@ func TestUpdateLocked(t *testing.T) {
 	}
 	wg.Wait()
 	require.NoError(t, errors.Join(errs...))
-	v, err := dbs[0].Get(ctx, []byte("count"))
-	require.NoError(t, err)
-	require.Equal(t, strconv.Itoa(calls), string(v))
+	for _, rec := range []string{"c/k1", "total"} {
+		v, err := dbs[0].Get(ctx, []byte(rec))
+		require.NoError(t, err)
+		require.Equal(t, strconv.Itoa(calls), string(v), rec)
+	}
 	n := 0
 	for _, a := range allowed {
 		if a {
@@ -80,7 +97,7 @@ func TestUpdateConflict(t *testing.T) {
 		if _, err := b.Get([]byte("a")); err != nil {
 			return err
 		}
-		require.NoError(t, raw.Set(ctx, "ratestore:r:a", "changed", 0).Err()) // behind the lock's back
+		require.NoError(t, raw.Set(ctx, "ratestore:{a}/r/a", "changed", 0).Err()) // behind the lock's back
 		if err := b.Put([]byte("a"), []byte("2")); err != nil {
 			return err
 		}
@@ -108,7 +125,7 @@ func TestUpdateLockOfCrashedHolder(t *testing.T) {
 	db := open(t, srv.URL(), newClock(), redisstore.Options{LockTTL: 300 * time.Millisecond})
 	raw := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	defer raw.Close()
-	require.NoError(t, raw.Set(ctx, "ratestore:lock:k", "crashed", 300*time.Millisecond).Err())
+	require.NoError(t, raw.Set(ctx, "ratestore:{k}/l/k", "crashed", 300*time.Millisecond).Err())
 
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
@@ -160,14 +177,29 @@ func TestScan(t *testing.T) {
 	require.Equal(t, want, got)
 }
 
-// TestUpdateOnCluster: batches need one node; on a Cluster Update fails
-// with ErrInvalid, storing nothing.
-func TestUpdateOnCluster(t *testing.T) {
+// TestScanOnCluster: Scan finds the records of every node of a Cluster,
+// in key order, and Reread reads records of several slots at once.
+func TestScanOnCluster(t *testing.T) {
 	db := open(t, redistest.StartCluster(t, 3), newClock(), redisstore.Options{})
-	called := false
-	err := db.Update(ctx, []string{"k"}, func(*redisstore.Batch) error { called = true; return nil })
-	require.ErrorIs(t, err, ratestore.ErrInvalid)
-	require.False(t, called)
+	var keys [][]byte
+	require.NoError(t, db.Update(ctx, nil, func(b *redisstore.Batch) error {
+		for i := range 300 {
+			k := []byte(fmt.Sprintf("k/id%03d", i))
+			keys = append(keys, k)
+			require.NoError(t, b.Put(k, k))
+		}
+		return nil
+	}))
+	var got [][]byte
+	require.NoError(t, db.Scan(ctx, []byte("k/"), func(k, v []byte) error {
+		require.Equal(t, k, v)
+		got = append(got, slices.Clone(k))
+		return nil
+	}))
+	require.Equal(t, keys, got)
+	vals, err := db.Reread(ctx, keys)
+	require.NoError(t, err)
+	require.Equal(t, keys, vals)
 }
 
 // TestPrefetch: Prefetch reads records and states in one go; the batch
@@ -199,4 +231,24 @@ func TestPrefetch(t *testing.T) {
 	r, err := l.Peek(ctx, "k")
 	require.NoError(t, err)
 	require.Zero(t, r.Remaining, "the batch's take was stored")
+}
+
+// TestLayoutMigration: records stored by the layout before hash tags
+// ("P r:<key>") are moved to their keys of today by the first Open, which
+// keeps a record written since under the new key; Get and Scan find them.
+func TestLayoutMigration(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer raw.Close()
+	for k, v := range map[string]string{"ratestore:r:k/key_1": "one", "ratestore:r:t/team_1": "team", "ratestore:r:k/key_2": "old"} {
+		require.NoError(t, raw.Set(ctx, k, v, 0).Err())
+	}
+	require.NoError(t, raw.Set(ctx, "ratestore:{key_2}/r/k/key_2", "new", 0).Err())
+	db := open(t, srv.URL(), newClock(), redisstore.Options{})
+	got := map[string]string{}
+	require.NoError(t, db.Scan(ctx, nil, func(k, v []byte) error { got[string(k)] = string(v); return nil }))
+	require.Equal(t, map[string]string{"k/key_1": "one", "t/team_1": "team", "k/key_2": "new"}, got)
+	require.Zero(t, raw.Exists(ctx, "ratestore:r:k/key_1", "ratestore:r:t/team_1", "ratestore:r:k/key_2").Val())
+	require.Equal(t, "2", raw.Get(ctx, "ratestore:layout").Val())
+	open(t, srv.URL(), newClock(), redisstore.Options{}) // once is enough: nothing to move
 }

@@ -10,10 +10,6 @@ import (
 // lookup, never across a round trip.
 const cacheShards = 64
 
-// callStripes is how many locks serialize this DB's calls on a key (see
-// DB.lockKey): enough that calls on different keys rarely share one.
-const callStripes = 4096
-
 // cache holds the last value this DB saw of each Redis key it used, what
 // its next call on the key decides on, and when Redis expires it. A key
 // not held, or held past its expiry, is taken to hold nothing, which the
@@ -30,22 +26,26 @@ type cache struct {
 	seed   maphash.Seed
 	epoch  time.Time
 	max    int // keys per shard
-	shards [cacheShards]struct {
-		mu sync.Mutex
-		m  map[string]cached
-	}
-	// calls serialize the calls of this DB on a key, across their round
-	// trips: concurrent calls on one key would otherwise all decide on the
-	// same state, and all but one find it changed and go round again.
-	calls [callStripes]sync.Mutex
+	shards [cacheShards]shard
 }
 
-// lock locks the calls on key (and on the keys that share its stripe),
-// and returns the unlock.
-func (c *cache) lock(key string) func() {
-	mu := &c.calls[maphash.String(c.seed, key)%callStripes]
-	mu.Lock()
-	return mu.Unlock
+// shard is a part of the cache, with the lanes of its keys that have
+// calls running (see combine.go): concurrent calls on one key are decided
+// one after the other in one batch, where they would otherwise all decide
+// on the same state, and all but one find it changed and go round again.
+type shard struct {
+	mu    sync.Mutex
+	m     map[string]cached
+	lanes map[string]*queue[*op]
+}
+
+// lane returns key's lane.
+func (c *cache) lane(key string) lane {
+	return lane{sh: c.shard(key), rk: key}
+}
+
+func (c *cache) shard(key string) *shard {
+	return &c.shards[maphash.String(c.seed, key)%cacheShards]
 }
 
 // cached is a value of the cache: v, which Redis drops at expires on the
@@ -73,13 +73,14 @@ func (c *cache) init(maxKeys int) {
 	c.max = max(1, maxKeys/cacheShards)
 	for i := range c.shards {
 		c.shards[i].m = make(map[string]cached)
+		c.shards[i].lanes = make(map[string]*queue[*op])
 	}
 }
 
 // get returns the value last seen at key, and its expiry: "" when none is
 // held, or when it has expired.
 func (c *cache) get(key string) cached {
-	sh := &c.shards[maphash.String(c.seed, key)%cacheShards]
+	sh := c.shard(key)
 	sh.mu.Lock()
 	e := sh.m[key]
 	sh.mu.Unlock()
@@ -91,7 +92,7 @@ func (c *cache) get(key string) cached {
 
 // put notes that key holds v until expires (0: no expiry); "" forgets it.
 func (c *cache) put(key, v string, expires time.Duration) {
-	sh := &c.shards[maphash.String(c.seed, key)%cacheShards]
+	sh := c.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if v == "" {

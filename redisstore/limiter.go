@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/internal/text"
 	"github.com/ratestore/ratestore/strategies"
@@ -173,33 +171,19 @@ func (l *Limiter) do(ctx context.Context, key string, c strategies.Call) (r Resu
 // update makes a change of key's state with fn, which decides it on cur,
 // the value stored, at now: first on the value this DB last saw, then, as
 // long as Redis holds another, on the one it holds, until Redis stores the
-// outcome (see the package doc). A failure of Redis is a *swapError.
+// outcome (see the package doc). Concurrent calls of this DB on the key
+// are decided one after the other in one batch, stored by one swap (see
+// combine.go). A failure of Redis is a *swapError.
 func (l *Limiter) update(ctx context.Context, key string, fn func(cur string, now int64) (outcome, error)) (outcome, error) {
 	db := l.db
+	p := ops.Get().(*op)
+	p.ctx, p.fn = ctx, fn
 	rk := db.key(l.name, key)
-	ctx, cancel := context.WithTimeout(ctx, db.opts.Timeout)
-	defer cancel()
-	defer db.cache.lock(rk)()
-	now := db.now().UnixNano()
-	cur := db.cache.get(rk)
-	for {
-		o, err := fn(cur.v, now)
-		if err != nil {
-			db.cache.put(rk, "", 0) // read it again next time
-			return outcome{}, err
-		}
-		stored, held, err := db.swap(ctx, rk, cur, o.next, o.ttl)
-		if err != nil {
-			db.cache.put(rk, "", 0)
-			return outcome{}, &swapError{err: err, changed: o.changed}
-		}
-		if stored {
-			db.cache.put(rk, held.v, held.expires)
-			o.prev = cur.v
-			return o, nil
-		}
-		cur = held
-	}
+	combine(db.cache.lane(rk), p, &p.self, func(batch []*op) { db.decideBatch(rk, batch) })
+	o, err := p.o, p.err
+	*p = op{wake: p.wake}
+	ops.Put(p)
+	return o, err
 }
 
 // swapError is a failure of Redis to answer the swap script.
@@ -308,52 +292,4 @@ func (l *Limiter) decode(v string) (int64, strategies.State, error) {
 		return 0, nil, err
 	}
 	return seen, st, nil
-}
-
-// swapScript stores ARGV[2] at KEYS[1] (deletes it when ""), with a TTL of
-// ARGV[3] milliseconds, if KEYS[1] holds ARGV[1] ("": nothing), and answers
-// {1}; otherwise it changes nothing and answers {0, what KEYS[1] holds,
-// its TTL in milliseconds (PTTL: negative for none)}.
-var swapScript = redis.NewScript(`
-local cur = redis.call('GET', KEYS[1]) or ''
-if cur ~= ARGV[1] then
-  return {0, cur, redis.call('PTTL', KEYS[1])}
-end
-if ARGV[2] ~= cur then
-  if ARGV[2] == '' then
-    redis.call('DEL', KEYS[1])
-  else
-    redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-  end
-end
-return {1}
-`)
-
-// swap runs swapScript: it stores next at key, with ttl, if key holds
-// cur.v. It returns what key holds then, and when Redis expires it: next
-// when it stored it (cur, expiring as before, when next is cur.v), and
-// otherwise the value the script found, with the TTL it reported.
-func (db *DB) swap(ctx context.Context, key string, cur cached, next string, ttl time.Duration) (stored bool, held cached, err error) {
-	sent := db.cache.clock()
-	v, err := swapScript.Run(ctx, db.client, []string{key}, cur.v, next, max(1, ms(ttl))).Slice()
-	if err != nil {
-		return false, cached{}, err
-	}
-	if len(v) == 0 {
-		return false, cached{}, errors.New("swap script: empty reply")
-	}
-	if ok, _ := v[0].(int64); ok == 1 {
-		if next == cur.v {
-			return true, cur, nil
-		}
-		return true, cached{next, deadline(sent, ttl)}, nil
-	}
-	if len(v) != 3 {
-		return false, cached{}, fmt.Errorf("swap script: reply of %d elements", len(v))
-	}
-	held.v, _ = v[1].(string)
-	if pttl, _ := v[2].(int64); pttl > 0 {
-		held.expires = deadline(sent, time.Duration(pttl)*time.Millisecond)
-	}
-	return false, held, nil
 }

@@ -13,25 +13,42 @@
 // stores the new one, all atomically in Redis. When another instance has
 // changed the key since, the script answers with the state it found, and
 // the call is decided again on that: a retry that only happens because
-// another call on the key succeeded. A call therefore costs one round trip
-// when this DB made the key's last change, as it does for a key used by
-// one instance at a time, and two when another instance has changed it
-// since. The DB also notes when Redis expires each state it wrote (see
-// Keys), and decides on none once that has passed: a key idle past its
-// TTL costs one round trip too. Every strategy works the same way, a
-// Composite included, and the Results are those of a ratestore.DB given
-// the same calls at the same instants; package tests hold the two to that,
-// call by call.
+// another call on the key succeeded.
 //
-// The instants are those of the instances' clocks (Options.Now), not of
-// Redis's: a strategy needs the same clock for every call on a key, and
-// NTP keeps machines within milliseconds of each other. Each stored state
-// carries the instant of the call that wrote it, and an instance whose
-// clock is behind that instant, by no more than the strategy's longest
-// wait, decides at the stored instant instead, as a ratestore.DB does for
-// a clock that steps back: the key waits for the slower clock to catch up,
-// and never gains from it. A clock further behind is taken as it is, and
-// the state is clamped to it (strategies.Decider.Clamp).
+// Concurrent calls share round trips. The calls of one DB on one key are
+// decided one after the other on the state, in Go, and stored by one
+// swap: n calls on a hot key in one round trip. The swaps of different
+// keys go to Redis as one pipeline. Neither waits on a timer: a lone call
+// is sent at once, and under load a batch is whatever arrived during the
+// round trip before it. A call therefore costs at most one round trip when
+// this DB made the key's last change, as for a key used by one instance
+// at a time, and two when another instance has changed it since, each
+// shared with the calls sent with it. The DB also notes when Redis expires
+// each state it wrote (see Keys), and decides on none once that has
+// passed. Every strategy works the same way, a Composite included, and the
+// Results are those of a ratestore.DB given the same calls at the same
+// instants; package tests hold the two to that, call by call.
+//
+// # Time
+//
+// A call is decided at an instant of the instance's clock (Options.Now),
+// and each stored state carries the instant of the call that wrote it. An
+// instance whose clock is behind that instant, by no more than the
+// strategy's longest wait (strategies.Decider.Horizon), decides at the
+// stored instant instead, as a ratestore.DB does for a clock that steps
+// back: a key follows the fastest clock that used it, and never gains from
+// a slower one. So for instances whose clocks differ by d, up to that
+// longest wait, a key allows at most d's worth of its rate more than on
+// one clock (r·d for a GCRA of rate r), once, and the slower instance's
+// callers wait up to d longer. A clock further behind is taken as it is,
+// and the state clamped to it (strategies.Decider.Clamp): then each time
+// the instances alternate on a key, it may grant its whole burst again, an
+// over-issue without bound.
+//
+// Options.RedisClock removes the difference: every instance decides on
+// Redis's clock, its own corrected by the offset measured from TIME at
+// Open and every ClockSync. d is then the offsets' error: half the round
+// trip that measured each, plus the drift since, about a millisecond.
 //
 // # Keys
 //
@@ -41,7 +58,13 @@
 // puts every state of one key in one slot of a Redis Cluster. Each write
 // sets a TTL of the state's ResetAfter, plus a second for the clocks of
 // other instances: a key idle that long has expired, as it would have been
-// deleted from a ratestore.DB's disk.
+// deleted from a ratestore.DB's disk. A record of Update is Prefix + "{" +
+// tag + "}/r/" + its key, where the tag is what follows the record key's
+// last "/" (the key store's "k/<id>" has the tag <id>), and a lock is
+// likewise "/l/": a key's records, states and lock share its slot, and a
+// script of an Update may use them together on a Cluster (see layout.go).
+// The first Open after an upgrade moves the records of the layout before
+// hash tags ("r:" + key) to their keys, once.
 //
 // # Failures
 //
@@ -79,6 +102,14 @@ const (
 	DefaultMaxCachedKeys = 1 << 16
 )
 
+// pipelines is how many pipelines of swaps a DB has in flight at once
+// (see combine.go). One does best: every swap that arrives while it is in
+// flight goes in the next, so the pipelines are as long as they can be and
+// Redis reads and answers each with one system call. (Four instances of 16
+// goroutines on 10k keys, bench/REPORT.md: 46k decisions/s with one, 33k
+// with two, 29k with four, 18k with sixteen.)
+const pipelines = 1
+
 // ttlSlack is added to each state's TTL: how far behind another instance's
 // clock may be and still find the state.
 const ttlSlack = time.Second
@@ -102,6 +133,11 @@ type Options struct {
 	MaxCachedKeys int
 	// Now is the clock; nil means ratestore.SystemClock.
 	Now func() time.Time
+	// RedisClock decides on Redis's clock instead of Now: on Now corrected
+	// by its offset from Redis's TIME, measured at Open and every
+	// ClockSync after. Instances whose clocks differ then decide on one
+	// clock, to within the error of the offsets (see the package doc).
+	RedisClock bool
 	// After is the timer Limiter.Wait sleeps on, on the clock of Now; nil
 	// means time.After.
 	After func(d time.Duration) <-chan time.Time
@@ -124,6 +160,7 @@ type DB struct {
 	after    func(d time.Duration) <-chan time.Time
 	log      *slog.Logger
 	cache    cache
+	pipe     pipe
 	closed   atomic.Bool
 }
 
@@ -155,13 +192,35 @@ func Open(ctx context.Context, addr string, opts Options) (*DB, error) {
 		db.log = slog.New(slog.DiscardHandler)
 	}
 	db.cache.init(o.MaxCachedKeys)
-	pctx, cancel := context.WithTimeout(ctx, o.Timeout)
-	defer cancel()
-	if err := client.Ping(pctx).Err(); err != nil {
+	db.pipe.max = pipelines
+	if err := db.start(ctx); err != nil {
 		client.Close()
 		return nil, fmt.Errorf("redisstore: open %s: %w", redact(addr), err)
 	}
 	return db, nil
+}
+
+// start checks that Redis answers (PING, within Options.Timeout), moves
+// the records of an earlier layout (see layout.go), and with
+// Options.RedisClock measures the clock's offset.
+func (db *DB) start(ctx context.Context) error {
+	pctx, cancel := context.WithTimeout(ctx, db.opts.Timeout)
+	defer cancel()
+	if err := db.client.Ping(pctx).Err(); err != nil {
+		return err
+	}
+	if err := db.migrate(ctx); err != nil {
+		return err
+	}
+	if !db.opts.RedisClock {
+		return nil
+	}
+	c := &redisClock{db: db, local: db.now}
+	if err := c.measure(pctx); err != nil {
+		return err
+	}
+	db.now = c.now
+	return nil
 }
 
 // newClient returns the client of addr: a cluster client when the URL
@@ -260,11 +319,6 @@ func (db *DB) Now() time.Time { return db.now() }
 // it the first time, as ratestore.DB.Attach does: one key store per DB.
 func (db *DB) Attach(key any, open func() (any, error)) (any, error) {
 	return db.attached.Get(key, open)
-}
-
-// key is the Redis key of key's state under the limiter name.
-func (db *DB) key(name, key string) string {
-	return db.opts.Prefix + "{" + key + "}" + name
 }
 
 var (

@@ -459,3 +459,81 @@ func TestCluster(t *testing.T) {
 	}
 	require.Len(t, nodes, 3, "the keys spread over the three nodes")
 }
+
+// TestRedisClock: one instance's clock runs 30 s ahead of another's, far
+// past a GCRA's longest wait (5 s). On their own clocks, the key gains its
+// whole burst each time the instances alternate on it, as the package doc
+// says; on Redis's clock (Options.RedisClock) the two decide as one clock
+// does, and the key allows its burst and no more. The calls take a few
+// milliseconds of real time, in which the rate (1/s) adds nothing, or one
+// more should a second pass.
+func TestRedisClock(t *testing.T) {
+	srv := redistest.Start(t)
+	s := strategies.GCRA{Rate: 1, Burst: 5}
+	aheadNow := func() time.Time { return time.Now().Add(30 * time.Second) }
+	for _, redisClock := range []bool{false, true} {
+		t.Run(fmt.Sprintf("RedisClock=%v", redisClock), func(t *testing.T) {
+			var ls [2]*redisstore.Limiter
+			for i, now := range []func() time.Time{aheadNow, time.Now} {
+				db, err := redisstore.Open(ctx, srv.URL(), redisstore.Options{Now: now, RedisClock: redisClock})
+				require.NoError(t, err)
+				t.Cleanup(func() { db.Close() })
+				if ls[i], err = db.Limiter("g", s); err != nil {
+					t.Fatal(err)
+				}
+			}
+			key := fmt.Sprint("k", redisClock)
+			start := time.Now()
+			allowed := 0
+			for i := range 40 {
+				r, err := ls[i%2].Allow(ctx, key)
+				require.NoError(t, err)
+				if r.Allowed {
+					allowed++
+				}
+			}
+			t.Logf("%d of 40 allowed", allowed)
+			if !redisClock {
+				require.Greater(t, allowed, 10, "a burst per alternation")
+				return
+			}
+			bound := 5 + int(time.Since(start)/time.Second) + 1
+			require.GreaterOrEqual(t, allowed, 5)
+			require.LessOrEqual(t, allowed, bound)
+		})
+	}
+}
+
+// TestManyKeysExactlyLimit: 32 goroutines on two DBs call 200 keys each,
+// in orders of their own, so that the swaps of many keys share pipelines
+// and the calls on a key share batches: every key allows exactly its
+// limit, across both.
+func TestManyKeysExactlyLimit(t *testing.T) {
+	srv := redistest.Start(t)
+	clock := newClock()
+	dbs := []*redisstore.DB{open(t, srv.URL(), clock, redisstore.Options{Timeout: 10 * time.Second}),
+		open(t, srv.URL(), clock, redisstore.Options{Timeout: 10 * time.Second})}
+	const keys, limit = 200, 5
+	allowed := make([]atomic.Int64, keys)
+	var wg sync.WaitGroup
+	for g := range 32 {
+		l, err := dbs[g%2].Limiter("g", strategies.GCRA{Rate: 1, Burst: limit})
+		require.NoError(t, err)
+		wg.Go(func() {
+			for _, k := range rand.New(rand.NewPCG(uint64(g), 1)).Perm(keys) {
+				r, err := l.Allow(ctx, strconv.Itoa(k))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if r.Allowed {
+					allowed[k].Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for k := range allowed {
+		require.EqualValues(t, limit, allowed[k].Load(), "key %d", k)
+	}
+}
