@@ -44,8 +44,8 @@ type stage struct {
 // BenchmarkPeers, BenchmarkSync, BenchmarkAsync, BenchmarkRollingWindow
 // and the key store's families (BenchmarkKeys*, but BenchmarkKeysMemory)
 // and the gateway's (BenchmarkGatewayOverhead, BenchmarkGatewayStream)
-// and the toolkit's (BenchmarkReserve, BenchmarkServeRESP) twice, the rest
-// once.
+// and the toolkit's (BenchmarkReserve, BenchmarkServeRESP, BenchmarkRedis,
+// BenchmarkRedisInstances) twice, the rest once.
 // quick keeps the stages with tiny benchtimes, one round and no 1M keys.
 func plan(quick bool) []stage {
 	stages := []stage{
@@ -73,6 +73,11 @@ func plan(quick bool) []stage {
 		{"wait", "^BenchmarkWaitFIFO$", "1x", "", false, 1},
 		// redisstore against go-redis/redis_rate on one redis-server.
 		{"redis", "^BenchmarkRedis$", "1s", "", false, 2},
+		// 4 instances sharing limits on one redis-server. A fixed count:
+		// each run of the body starts its servers and warms 4 instances on
+		// 10k keys (~1.5 s a side), and a time-based b.N search would run
+		// it several times; ~8 s a round.
+		{"redis-instances", "^BenchmarkRedisInstances$", "10000x", "", false, 2},
 		// Heap per loaded key: one load of 100k keys is the measurement.
 		{"keys-memory", "^BenchmarkKeysMemory$", "1x", "", false, 1},
 		// One backend per process, so that RSS is about it alone.
@@ -83,7 +88,7 @@ func plan(quick bool) []stage {
 		for i := range stages {
 			st := &stages[i]
 			st.full, st.rounds, st.benchtime = false, 1, "10ms"
-			if st.name == "disk" || st.name == "keys-memory" || st.name == "wait" {
+			if st.name == "disk" || st.name == "keys-memory" || st.name == "wait" || st.name == "redis-instances" {
 				st.benchtime = "1x"
 			}
 		}
