@@ -3,8 +3,8 @@ package keystore_test
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -349,4 +349,31 @@ func TestRedisCluster(t *testing.T) {
 	n := 0
 	require.NoError(t, b.List(ctx, func(keystore.Key) error { n++; return nil }))
 	require.Equal(t, 8, n)
+}
+
+// TestLookup: Lookup answers from the key as this process last read it
+// while that key is usable (Admit then checks it as stored), and reads it
+// again before it refuses: a key another process enabled again is never
+// refused.
+func TestLookup(t *testing.T) {
+	a, b, _ := twoStores(t)
+	k, secret, err := a.Create(ctx, keystore.Spec{Name: "k", TokenLimit: 1000})
+	require.NoError(t, err)
+	got, err := a.Lookup(ctx, secret)
+	require.NoError(t, err)
+	require.Equal(t, k.ID, got.ID)
+
+	require.NoError(t, b.Disable(ctx, k.ID))
+	_, err = a.Lookup(ctx, secret)
+	require.NoError(t, err, "as a last read it: usable")
+	_, err = a.Admit(ctx, secret, keystore.Request{})
+	require.ErrorIs(t, err, keystore.ErrDisabled, "Admit reads it as stored")
+	_, err = a.Lookup(ctx, secret)
+	require.ErrorIs(t, err, keystore.ErrDisabled)
+
+	require.NoError(t, b.Enable(ctx, k.ID))
+	_, err = a.Lookup(ctx, secret)
+	require.NoError(t, err, "read again before refusing")
+	_, err = a.Lookup(ctx, "rsk_unknown")
+	require.ErrorIs(t, err, keystore.ErrNotFound)
 }

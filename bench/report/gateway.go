@@ -171,7 +171,7 @@ func (v *view) gateway(b *strings.Builder) {
 		"transport settings in place of the gateway: the hop alone, what any Go proxy adds, so the gateway's own work " +
 		"(authentication, admission, metering, usage record, metrics) is its row minus that one. *gateway-redis* is " +
 		"gateway.New on a redisstore.DB with its keys in a redis-server on loopback (Debian's, no persistence): an Admit and a " +
-		"Finish are three round trips each, shown for what several instances pay; no target is about it. *added* is the side's percentile minus direct's, computed within " +
+		"Finish are two round trips and one (and the authentication none), shown for what several instances pay; no target is about it. *added* is the side's percentile minus direct's, computed within " +
 		"one invocation, median over invocations (lowest – highest). *÷ proxy* is a gateway's added p50 over the " +
 		"reverseproxy row's, the three sides of one invocation, median (lowest – highest). Target (DESIGN.md): at " +
 		"1000 req/s, that ratio <= 1.2 for the gateway on its embedded store, Async and Sync. The closed-loop rows " +

@@ -122,7 +122,7 @@ func (c *cli) runConsole(f *consoleFlags) error {
 // instead.
 func (c *cli) consoleStore(cmd, redisURL string, log *slog.Logger) (*servingStore, error) {
 	if redisURL != "" {
-		return c.openStore(cmd, redisURL, ratestore.Sync, log)
+		return c.openStore(cmd, redisURL, false, ratestore.Sync, log)
 	}
 	backend, _ := backendNamed(c.backend) // checked by main
 	db, err := c.open(c.db, backend, false)

@@ -252,6 +252,7 @@ type gatewayFlags struct {
 	drain          time.Duration
 	weights        *gateway.Weights // nil: every token counts 1
 	redisURL       string
+	redisClock     bool
 	bodyTimeout    time.Duration
 	maxCharge      int64 // --max-tokens-per-request
 	idle           time.Duration
@@ -298,7 +299,8 @@ func gatewayFlagSet(fs *flag.FlagSet) *gatewayFlags {
 		f.weights, err = parseWeights(v)
 		return err
 	})
-	fs.StringVar(&f.redisURL, "redis", "", "keep the keys and their usage in the Redis at this `URL` (redis://host:port/db, rediss://; one node, not a cluster), shared with the other gateways that use it, instead of the database")
+	fs.StringVar(&f.redisURL, "redis", "", "keep the keys and their usage in the Redis at this `URL` (redis://host:port/db, rediss://, a cluster as redis://host1:port?addr=host2:port), shared with the other gateways that use it, instead of the database")
+	fs.BoolVar(&f.redisClock, "redis-clock", false, "with --redis, decide on Redis's clock (an offset from TIME measured every 30s) rather than this machine's: for gateways on machines whose clocks may differ")
 	fs.DurationVar(&f.bodyTimeout, "body-timeout", gateway.DefaultBodyTimeout, "how long a caller may take to send a request body, after its header; slower ones get 408 (default 30s; 0: no bound)")
 	fs.Int64Var(&f.maxCharge, "max-tokens-per-request", gateway.DefaultMaxTokensPerRequest, "the most `tokens` one response may be charged: an upstream that reports more is charged this, logged at error (default 10000000)")
 	fs.DurationVar(&f.idle, "idle-timeout", gateway.DefaultIdleTimeout, "how long the upstream may leave a response body silent between reads; a stream silent longer is ended (default 1m; 0: no bound)")
@@ -444,7 +446,7 @@ func (c *cli) runGateway(f *gatewayFlags) error {
 	}
 	opts.Ledger.Export = export
 	closeSides := func() { closeExport(); closeAlerts() } // after the gateway
-	st, err := c.openStore(cmd, f.redisURL, dur, log)
+	st, err := c.openStore(cmd, f.redisURL, f.redisClock, dur, log)
 	if err == nil {
 		out.Redis, out.Durability = st.redis, st.durability
 	}
@@ -749,11 +751,15 @@ func serving[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore.S
 
 // openStore opens the store of a serving command: the Redis at redisURL
 // if it is not "", else the database of the global flags (see
-// openServing), with durability d. It is where the command's flags choose
+// openServing), with durability d; redisClock decides on Redis's clock
+// (redisstore.Options.RedisClock). It is where the command's flags choose
 // the backend.
-func (c *cli) openStore(cmd, redisURL string, d ratestore.Durability, log *slog.Logger) (*servingStore, error) {
+func (c *cli) openStore(cmd, redisURL string, redisClock bool, d ratestore.Durability, log *slog.Logger) (*servingStore, error) {
+	if redisClock && redisURL == "" {
+		return nil, usagef(cmd, "%s: --redis-clock needs --redis", cmd)
+	}
 	if redisURL != "" {
-		rdb, err := redisstore.Open(c.ctx, redisURL, redisstore.Options{Now: c.now, Logger: log})
+		rdb, err := redisstore.Open(c.ctx, redisURL, redisstore.Options{Now: c.now, Logger: log, RedisClock: redisClock})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", cmd, err)
 		}

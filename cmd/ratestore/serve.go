@@ -78,6 +78,7 @@ type serveFlags struct {
 	durability string
 	shutdown   time.Duration
 	redisURL   string
+	redisClock bool
 }
 
 // serveFlagSet registers the serve command's flags on fs and returns where
@@ -90,6 +91,7 @@ func serveFlagSet(fs *flag.FlagSet) *serveFlags {
 	fs.StringVar(&f.durability, "durability", ratestore.Sync.String(), "the durability `mode`: sync, each decision that takes something on disk before its reply (the default), or async, written every 100ms")
 	fs.DurationVar(&f.shutdown, "shutdown-timeout", defaultShutdown, "how long requests in flight may take to finish when stopped (default 30s)")
 	fs.StringVar(&f.redisURL, "redis", "", "keep the limiters' states in the Redis at this `URL` (redis://host:port/db, rediss://, a cluster as redis://host1:port?addr=host2:port), shared with other serve processes, instead of the database")
+	fs.BoolVar(&f.redisClock, "redis-clock", false, "with --redis, decide on Redis's clock (an offset from TIME measured every 30s) rather than this machine's")
 	return f
 }
 
@@ -105,7 +107,7 @@ func (c *cli) runServe(f *serveFlags) error {
 	}
 	log := c.logger()
 	out := serveOut{Token: token != ""}
-	st, err := c.openStore(cmd, f.redisURL, dur, log)
+	st, err := c.openStore(cmd, f.redisURL, f.redisClock, dur, log)
 	if err != nil {
 		return err
 	}

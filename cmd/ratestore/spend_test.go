@@ -270,6 +270,7 @@ func TestGatewayLedgerFlags(t *testing.T) {
 		{[]string{"--alert-webhook", "ftp://example.com/hook"}, "--alert-webhook"},
 		{[]string{"--alert-webhook", "http://127.0.0.1:9/hook", "--alert-thresholds", "0.5,x"}, `"x": want a number`},
 		{[]string{"--alert-webhook", "http://127.0.0.1:9/hook", "--alert-thresholds", "0"}, "--alert-webhook"},
+		{[]string{"--redis-clock"}, "--redis-clock needs --redis"},
 	} {
 		r := e.run(append([]string{"gateway", "--upstream", "http://127.0.0.1:1"}, c.args...)...)
 		require.Equal(t, exitUsage, r.code, "%v: %s", c.args, r.stderr)
