@@ -67,7 +67,7 @@ func newCall() *call {
 	}
 	c.finish = func(b batch) error { return c.a.finishIn(c, b) }
 	c.check = func(b batch) error { return c.s.checkIn(c, b) }
-	c.usageIn = func(b batch) error { return c.s.usageIn(c, b) }
+	c.usageIn = func(b batch) error { return c.s.usageFrom(c, b) }
 	c.merge = func(st strategies.State, at int64) (strategies.State, error) {
 		return st, c.rw.Merge(st, at, min(c.now, at), c.n)
 	}

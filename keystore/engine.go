@@ -34,7 +34,8 @@ type engine interface {
 }
 
 // reader reads limiter states: a batch, which is bounded by the context
-// of its update and ignores ctx.
+// of its update and ignores ctx, or direct reads outside one, bounded by
+// ctx.
 type reader interface {
 	PeekN(ctx context.Context, l limiter, key string, n int64) (strategies.Result, error)
 	Inspect(ctx context.Context, l limiter, key string, fn func(st strategies.State, now int64) error) error
@@ -99,6 +100,20 @@ func (e *backend[L, B]) update(ctx context.Context, locks []string, fn func(batc
 
 func (e *backend[L, B]) updateCached(ctx context.Context, locks []string, fn func(batch) error) error {
 	return e.run(ctx, locks, fn, e.db.UpdateCached)
+}
+
+// direct reads limiters outside a batch, where only this process changes
+// the store (Check, Usage): there, a read-only batch would cost more and
+// save no round trip. It is empty, so that passing it as a reader
+// allocates nothing.
+type direct struct{}
+
+func (direct) PeekN(ctx context.Context, l limiter, key string, n int64) (strategies.Result, error) {
+	return l.PeekN(ctx, key, n)
+}
+
+func (direct) Inspect(ctx context.Context, l limiter, key string, fn func(st strategies.State, now int64) error) error {
+	return l.Inspect(ctx, key, fn)
 }
 
 // run runs fn in a batch of update (the backend's Update or UpdateCached).

@@ -389,7 +389,7 @@ func (s *Store) Check(ctx context.Context, secret string) (Key, strategies.Resul
 	defer c.free()
 	c.hash = h
 	for range 2 {
-		err := s.eng.update(ctx, nil, c.check)
+		err := s.read(c, c.check, s.checkIn)
 		if !c.legacy || err != nil {
 			return c.k, c.res, err
 		}
@@ -401,21 +401,32 @@ func (s *Store) Check(ctx context.Context, secret string) (Key, strategies.Resul
 	return Key{}, strategies.Result{}, fmt.Errorf("keystore: key %s: legacy usage pending after a merge", e.id)
 }
 
-// checkIn is Check of c's key in b, a batch that writes nothing: on a
-// shared store, one round trip for the key's record and states. It sets
-// c.k and c.res, or c.legacy for a key with legacy usage to merge first,
-// which it leaves unchecked.
-func (s *Store) checkIn(c *call, b batch) error {
+// read reads for c through in: on a shared store in a batch that writes
+// nothing (inBatch, in's callback bound to c), one round trip for all it
+// reads; otherwise directly.
+func (s *Store) read(c *call, inBatch func(batch) error, in func(*call, reader) error) error {
+	if s.shared {
+		return s.eng.update(c.ctx, nil, inBatch)
+	}
+	return in(c, direct{})
+}
+
+// checkIn is Check of c's key read through r (see read). It sets c.k and
+// c.res, or c.legacy for a key with legacy usage to merge first, which it
+// leaves unchecked.
+func (s *Store) checkIn(c *call, r reader) error {
 	e := c.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if err := s.refresh(b, e); err != nil {
-		return err
+	if b, ok := r.(batch); ok {
+		if err := s.refresh(b, e); err != nil {
+			return err
+		}
 	}
 	if c.legacy = e.rec.legacy; c.legacy {
 		return nil
 	}
-	if e.rec.gone || c.hash != e.rec.hash && !e.previous(c.hash, b.now()) {
+	if e.rec.gone || c.hash != e.rec.hash && !e.previous(c.hash, s.now()) {
 		return errUnknownSecret
 	}
 	c.k = e.key()
@@ -423,7 +434,7 @@ func (s *Store) checkIn(c *call, b batch) error {
 		return err
 	}
 	var err error
-	if c.res, _, err = e.rec.pol.peek(c.ctx, b, e.id, 0); err != nil {
+	if c.res, _, err = e.rec.pol.peek(c.ctx, r, e.id, 0); err != nil {
 		c.k = Key{}
 	}
 	return err
@@ -472,23 +483,26 @@ func (s *Store) Usage(ctx context.Context, id string) (Usage, error) {
 	}
 	c := s.newCall(ctx, e)
 	defer c.free()
-	err = s.eng.update(ctx, nil, c.usageIn)
+	err = s.read(c, c.usageIn, s.usageFrom)
 	return c.u, err
 }
 
-// usageIn sets c.u to the usage of c's key, or of its team c.t, read in
-// b, a batch that writes nothing: on a shared store, one round trip.
-func (s *Store) usageIn(c *call, b batch) error {
+// usageFrom sets c.u to the usage of c's key, or of its team c.t, read
+// through r (see read).
+func (s *Store) usageFrom(c *call, r reader) error {
+	b, _ := r.(batch)
 	if t := c.t; t != nil {
 		t.mu.Lock()
 		defer t.mu.Unlock()
 		if t.gone {
 			return fmt.Errorf("keystore: team %s: %w", t.id, ErrNotFound)
 		}
-		if err := b.Prefetch(nil, t.id, t.pol.all...); err != nil {
-			return err
+		if b != nil {
+			if err := b.Prefetch(nil, t.id, t.pol.all...); err != nil {
+				return err
+			}
 		}
-		return s.usageFor(c, b, t.id, t.pol)
+		return s.usageFor(c, r, t.id, t.pol)
 	}
 	e := c.e
 	e.mu.Lock()
@@ -496,10 +510,12 @@ func (s *Store) usageIn(c *call, b batch) error {
 	if e.rec.gone {
 		return notFound(e.id)
 	}
-	if err := b.Prefetch(nil, e.id, e.rec.pol.all...); err != nil {
-		return err
+	if b != nil {
+		if err := b.Prefetch(nil, e.id, e.rec.pol.all...); err != nil {
+			return err
+		}
 	}
-	return s.usageOf(c, b)
+	return s.usageOf(c, r)
 }
 
 // usageOf sets c.u to the usage of c's key, read through r. The caller

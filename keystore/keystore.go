@@ -160,8 +160,9 @@ var (
 
 // Store is the key store of one database. It is safe for concurrent use.
 type Store struct {
-	eng   engine
-	opts  Options // with the defaults applied
+	eng    engine
+	shared bool    // other processes change the store (Redis): reads are batches, one round trip each
+	opts   Options // with the defaults applied
 	usage Window  // the window of Spec.TokenLimit and of legacy keys
 
 	mu      sync.RWMutex

@@ -21,8 +21,15 @@ func open(eng engine, o Options) (*Store, error) {
 		lease:   strategies.SlidingLog{Window: o.LeaseTTL},
 	}
 	ctx := context.Background()
+	// Reread answers for the keys of a shared store, and nothing for one
+	// only this process changes (see ratestore.Store).
+	shared, err := eng.reread(ctx, [][]byte{recordKey("")})
+	if err != nil {
+		return nil, err
+	}
+	s.shared = len(shared) > 0
 	var v1 []upgrade
-	err := eng.scan(ctx, []byte(recordPrefix), func(k, v []byte) error {
+	err = eng.scan(ctx, []byte(recordPrefix), func(k, v []byte) error {
 		id := string(k[len(recordPrefix):])
 		e, window, err := s.load(id, v)
 		if err != nil {

@@ -333,7 +333,7 @@ func (s *Store) TeamUsage(ctx context.Context, id string) (Usage, error) {
 	c := s.newCall(ctx, nil)
 	defer c.free()
 	c.t = t
-	err = s.eng.update(ctx, nil, c.usageIn)
+	err = s.read(c, c.usageIn, s.usageFrom)
 	return c.u, err
 }
 
