@@ -163,7 +163,7 @@ type Store struct {
 	eng    engine
 	shared bool    // other processes change the store (Redis): reads are batches, one round trip each
 	opts   Options // with the defaults applied
-	usage Window  // the window of Spec.TokenLimit and of legacy keys
+	usage  Window  // the window of Spec.TokenLimit and of legacy keys
 
 	mu      sync.RWMutex
 	byID    map[string]*entry
