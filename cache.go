@@ -214,6 +214,10 @@ func (db *DB) miss(ctx context.Context, sh *shard, at slot, name, key string, d 
 		}
 		waits++
 	}
+	if load && !db.filter.mayHold(at.h) {
+		load = false // never stored: a new key, with nothing to read
+		db.noteNew(at.h)
+	}
 	if load {
 		done := make(chan struct{})
 		if sh.loading == nil {
@@ -229,6 +233,9 @@ func (db *DB) miss(ctx context.Context, sh *shard, at slot, name, key string, d 
 		sh.mu.Lock()
 		if err != nil {
 			return -1, fmt.Errorf("ratestore: limiter %q: key %q: %w", name, key, err)
+		}
+		if e.st == nil {
+			db.noteNew(at.h) // stored from its next commit on
 		}
 		if clamped {
 			// Stored clamped, so that it is clamped once; the generation

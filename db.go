@@ -33,6 +33,7 @@
 package ratestore
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -211,7 +212,11 @@ type DB struct {
 	attached attach.Set // see Attach
 
 	committer
-	closed    atomic.Bool
+	closed  atomic.Bool
+	filter  stored         // the keys that may have a stored state
+	filling sync.WaitGroup // the filter's builders (fillFilter, rebuildFilter)
+	fillMu  sync.Mutex     // orders filling.Add before Close's Wait
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -290,8 +295,105 @@ func newDB(store storage.Store, backend Backend, path string, opts Options) *DB 
 	if interval == 0 {
 		interval = DefaultFlushInterval
 	}
+	db.filter.cur.Store(newBloom(filterStart))
+	db.filling.Add(1)
+	go db.fillFilter()
 	db.startCommitter(interval)
 	return db
+}
+
+// stateHash is the hash (DB.locate's) of the state at the store key k,
+// and whether k is a state's.
+func (db *DB) stateHash(k []byte) (uint64, bool) {
+	if !isState(k) {
+		return 0, false
+	}
+	name, key, _ := bytes.Cut(k[len(statePrefix):], []byte{0})
+	return maphash.Bytes(db.seed, key) ^ maphash.Bytes(db.seed, name), true
+}
+
+// noteNew adds the key whose hash is h to the filter, as its entry is made
+// (under its shard's lock), and rebuilds the filter larger when it is full.
+func (db *DB) noteNew(h uint64) {
+	if db.filter.add(h) && db.filter.ready.Load() && db.filter.rebuilding.CompareAndSwap(false, true) {
+		db.background(db.rebuildFilter)
+	}
+}
+
+// errClosing stops the scans of the filter's builders when the DB closes.
+var errClosing = errors.New("closing")
+
+// background runs fn in a goroutine that Close waits for, unless the DB
+// is closing.
+func (db *DB) background(fn func()) {
+	db.fillMu.Lock()
+	defer db.fillMu.Unlock()
+	if db.closed.Load() {
+		return
+	}
+	db.filling.Add(1)
+	go func() {
+		defer db.filling.Done()
+		fn()
+	}()
+}
+
+// scanStates adds every state in the store to b, reading the store as Scan
+// does, in pages, so that calls go on meanwhile; Close stops it.
+func (db *DB) scanStates(b *bloom) error {
+	return db.store.Scan([]byte(statePrefix), nil, func(k, _ []byte) error {
+		if db.closed.Load() {
+			return errClosing
+		}
+		if h, ok := db.stateHash(k); ok {
+			b.add(h)
+		}
+		return nil
+	})
+}
+
+// fillFilter fills the filter (see stored) from the store, in the
+// background from Open: it answers "maybe" until then.
+func (db *DB) fillFilter() {
+	defer db.filling.Done()
+	if err := db.scanStates(db.filter.cur.Load()); err != nil {
+		if !errors.Is(err, errClosing) {
+			db.log.Warn("ratestore: reading the stored keys failed: every key not in memory is read from the store", "err", err)
+		}
+		return
+	}
+	db.filter.ready.Store(true)
+	if c := db.filter.cur.Load(); c.keys.Load() > c.room && db.filter.rebuilding.CompareAndSwap(false, true) {
+		db.rebuildFilter()
+	}
+}
+
+// rebuildFilter replaces the filter by one made for twice its keys, from
+// the entries in memory (stored, or to be stored by a coming commit) and
+// the store, while the keys added meanwhile go to both (see stored).
+func (db *DB) rebuildFilter() {
+	defer db.filter.rebuilding.Store(false)
+	next := newBloom(int(2 * db.filter.cur.Load().keys.Load()))
+	db.filter.next.Store(next)
+	for i := range db.shards {
+		sh := &db.shards[i]
+		sh.mu.Lock()
+		for j := range sh.slots {
+			if e := &sh.slots[j]; e.ctl == slotLive {
+				next.add(db.hashKey(e.sk))
+			}
+		}
+		sh.mu.Unlock()
+	}
+	if err := db.scanStates(next); err != nil {
+		db.filter.next.Store(nil)
+		if !errors.Is(err, errClosing) {
+			db.log.Warn("ratestore: rebuilding the filter of stored keys failed: keeping the old one", "err", err)
+		}
+		return
+	}
+	db.filter.cur.Store(next)
+	db.filter.next.Store(nil)
 }
 
 // Now reads the DB's clock: Options.Now, or the system clock (see
@@ -350,6 +452,10 @@ func (db *DB) Close() error {
 			}
 			sh.mu.Unlock()
 		}
+		db.fillMu.Lock() // no filter builder starts after this
+		//lint:ignore SA2001 an empty critical section: a barrier
+		db.fillMu.Unlock()
+		db.filling.Wait() // they see closed, and stop
 		err := db.stopCommitter()
 		db.closeErr = errors.Join(err, db.store.Close())
 		if db.closeErr != nil {

@@ -61,5 +61,10 @@ func (db *DB) Restore(ctx context.Context, entries []Entry) error {
 	if err := db.store.Sync(); err != nil {
 		return fmt.Errorf("ratestore: restore: %w", err)
 	}
+	for _, r := range entries {
+		if h, ok := db.stateHash(r.Key); ok {
+			db.noteNew(h)
+		}
+	}
 	return nil
 }

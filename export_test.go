@@ -12,8 +12,18 @@ func (db *DB) RawState(name, key string) ([]byte, error) {
 // the engine: tests plant legacy or corrupt encodings with it. The key must
 // not be in memory yet.
 func (db *DB) PutRawState(name, key string, raw []byte) error {
-	if err := db.store.Commit([]storage.Op{{Key: appendStoreKey(nil, joinKey(name, key)), Value: raw}}); err != nil {
+	k := appendStoreKey(nil, joinKey(name, key))
+	if err := db.store.Commit([]storage.Op{{Key: k, Value: raw}}); err != nil {
 		return err
 	}
+	h, _ := db.stateHash(k)
+	db.noteNew(h)
 	return db.store.Sync()
 }
+
+// WaitFilter waits until the filter of stored keys is filled (see stored):
+// from then on, a key never stored is not read from the store.
+func (db *DB) WaitFilter() { db.filling.Wait() }
+
+// FilterBytes is the memory the filter of stored keys takes.
+func (db *DB) FilterBytes() int { return db.filter.bytes() }
