@@ -220,27 +220,9 @@ func (db *DB) miss(ctx context.Context, sh *shard, at slot, name, key string, d 
 	}
 	if load {
 		done := make(chan struct{})
-		if sh.loading == nil {
-			sh.loading = make(map[string]chan struct{})
-		}
-		sh.loading[e.sk] = done
-		defer func() { // with sh.mu held again, once the entry is in or the load failed
-			delete(sh.loading, e.sk)
-			close(done)
-		}()
-		sh.mu.Unlock()
-		clamped, err := db.load(&e, d, now)
-		sh.mu.Lock()
-		if err != nil {
+		defer sh.loaded(e.sk, done) // with sh.mu held again, once the entry is in or the load failed
+		if err := db.loadUnlocked(sh, at, &e, d, now, done); err != nil {
 			return -1, fmt.Errorf("ratestore: limiter %q: key %q: %w", name, key, err)
-		}
-		if e.st == nil {
-			db.noteNew(at.h) // stored from its next commit on
-		}
-		if clamped {
-			// Stored clamped, so that it is clamped once; the generation
-			// is read under the lock, as DB.commit requires.
-			e.dirty, e.gen = true, db.gen.Load().seq
 		}
 	}
 	if db.async && 4*len(sh.dirty) >= 3*db.shardCap {
@@ -249,6 +231,37 @@ func (db *DB) miss(ctx context.Context, sh *shard, at slot, name, key string, d 
 		db.wake()
 	}
 	return db.insert(sh, at.h, e), nil
+}
+
+// loadUnlocked loads e's state (see load) with sh.mu unlocked meanwhile,
+// the key marked as loading until done is closed (see shard.loaded).
+func (db *DB) loadUnlocked(sh *shard, at slot, e *entry, d strategies.Decider, now int64, done chan struct{}) error {
+	if sh.loading == nil {
+		sh.loading = make(map[string]chan struct{})
+	}
+	sh.loading[e.sk] = done
+	sh.mu.Unlock()
+	clamped, err := db.load(e, d, now)
+	sh.mu.Lock()
+	if err != nil {
+		return err
+	}
+	if e.st == nil {
+		db.noteNew(at.h) // stored from its next commit on
+	}
+	if clamped {
+		// Stored clamped, so that it is clamped once; the generation is
+		// read under the lock, as DB.commit requires.
+		e.dirty, e.gen = true, db.gen.Load().seq
+	}
+	return nil
+}
+
+// loaded ends the load of the key sk: the calls waiting for it look
+// again. The caller holds sh.mu.
+func (sh *shard) loaded(sk string, done chan struct{}) {
+	delete(sh.loading, sk)
+	close(done)
 }
 
 // load reads the stored state of e's key into e, with no lock held. It
