@@ -296,11 +296,17 @@ func newDB(store storage.Store, backend Backend, path string, opts Options) *DB 
 		interval = DefaultFlushInterval
 	}
 	db.filter.cur.Store(newBloom(filterStart))
-	db.filling.Add(1)
-	go db.fillFilter()
+	if next, done := db.fillFilter(nil, fillAtOpen); !done {
+		db.background(func() { db.fillFilter(next, -1) })
+	}
 	db.startCommitter(interval)
 	return db
 }
+
+// fillAtOpen is how many stored states Open adds to the filter before it
+// returns (a few milliseconds); a larger store is read on in the
+// background.
+const fillAtOpen = 1 << 16
 
 // stateHash is the hash (DB.locate's) of the state at the store key k,
 // and whether k is a state's.
@@ -338,34 +344,51 @@ func (db *DB) background(fn func()) {
 	}()
 }
 
-// scanStates adds every state in the store to b, reading the store as Scan
-// does, in pages, so that calls go on meanwhile; Close stops it.
-func (db *DB) scanStates(b *bloom) error {
-	return db.store.Scan([]byte(statePrefix), nil, func(k, _ []byte) error {
-		if db.closed.Load() {
+// errEnough stops fillFilter's first scan, in Open, after fillAtOpen keys.
+var errEnough = errors.New("enough")
+
+// scanStates adds the states in the store from the key start on (nil:
+// the first) to b, reading the store as Scan does, in pages, so that calls
+// go on meanwhile, until Close, or until it has added limit (-1: no limit).
+// It returns the key to go on from when it stopped at the limit.
+func (db *DB) scanStates(b *bloom, start []byte, limit int) (next []byte, err error) {
+	err = db.store.Scan([]byte(statePrefix), start, func(k, _ []byte) error {
+		switch {
+		case db.closed.Load():
 			return errClosing
+		case limit == 0:
+			next = bytes.Clone(k)
+			return errEnough
 		}
+		limit--
 		if h, ok := db.stateHash(k); ok {
 			b.add(h)
 		}
 		return nil
 	})
+	return next, err
 }
 
-// fillFilter fills the filter (see stored) from the store, in the
-// background from Open: it answers "maybe" until then.
-func (db *DB) fillFilter() {
-	defer db.filling.Done()
-	if err := db.scanStates(db.filter.cur.Load()); err != nil {
+// fillFilter fills the filter (see stored) from the store, from the key
+// start on, adding at most limit keys (-1: all), and reports whether it is
+// filled: from then on it answers. Otherwise it returns the key to go on
+// from.
+func (db *DB) fillFilter(start []byte, limit int) (next []byte, done bool) {
+	next, err := db.scanStates(db.filter.cur.Load(), start, limit)
+	switch {
+	case errors.Is(err, errEnough):
+		return next, false
+	case err != nil:
 		if !errors.Is(err, errClosing) {
 			db.log.Warn("ratestore: reading the stored keys failed: every key not in memory is read from the store", "err", err)
 		}
-		return
+		return nil, true
 	}
 	db.filter.ready.Store(true)
 	if c := db.filter.cur.Load(); c.keys.Load() > c.room && db.filter.rebuilding.CompareAndSwap(false, true) {
-		db.rebuildFilter()
+		db.background(db.rebuildFilter)
 	}
+	return nil, true
 }
 
 // rebuildFilter replaces the filter by one made for twice its keys, from
@@ -385,7 +408,7 @@ func (db *DB) rebuildFilter() {
 		}
 		sh.mu.Unlock()
 	}
-	if err := db.scanStates(next); err != nil {
+	if _, err := db.scanStates(next, nil, -1); err != nil {
 		db.filter.next.Store(nil)
 		if !errors.Is(err, errClosing) {
 			db.log.Warn("ratestore: rebuilding the filter of stored keys failed: keeping the old one", "err", err)
