@@ -120,7 +120,7 @@ func (db *DB) locateKey(sk string) slot {
 // found before it stale: the eviction clock starts over, and the dirty
 // entries are listed at their new slots. The caller holds sh.mu.
 func (db *DB) insert(sh *shard, h uint64, e entry) int {
-	i, rehashed := sh.table.insert(h, e, db.hashKey)
+	i, rehashed := sh.table.insert(h, e)
 	if rehashed {
 		sh.hand, sh.dirty = 0, sh.dirty[:0]
 		for j := range sh.slots {

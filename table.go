@@ -44,10 +44,14 @@ type table struct {
 const minSlots = 8
 
 // home returns the slot where the probe for a key whose hash is h starts:
-// the low half of h, which neither the shard nor the tag uses, scaled to
-// the table's size by a multiplication, so that the size need not be a
-// power of two (see rehash).
-func (t *table) home(h uint64) int { return int(uint64(uint32(h)) * uint64(len(t.slots)) >> 32) }
+// its tag (the top half of h) without the top shardBits, which pick the
+// shard and are the same for all its keys, scaled to the table's size by a
+// multiplication, so that the size need not be a power of two (see
+// rehash). The tag alone places an entry, so a rehash moves entries
+// without hashing their keys again.
+func (t *table) home(h uint64) int {
+	return int(uint64(uint32(h>>32)<<shardBits) * uint64(len(t.slots)) >> 32)
+}
 
 // next returns the slot after i, the last one followed by the first.
 func (t *table) next(i int) int {
@@ -76,14 +80,13 @@ func (t *table) find(h uint64, name, key string) int {
 }
 
 // insert adds the entry e, whose key hashes to h, and returns its slot.
-// rehashed reports whether it rehashed the table first (see rehash), with
-// hash giving the hash of each entry's key: slots found before are then
-// stale.
-func (t *table) insert(h uint64, e entry, hash func(sk string) uint64) (i int, rehashed bool) {
+// rehashed reports whether it rehashed the table first (see rehash):
+// slots found before are then stale.
+func (t *table) insert(h uint64, e entry) (i int, rehashed bool) {
 	// At most 5/8 of the slots are in use, so a probe always ends at a
 	// free slot and takes under 2 probes on average to find a key.
 	if rehashed = 8*(t.used+1) > 5*len(t.slots); rehashed {
-		t.rehash(hash)
+		t.rehash()
 	}
 	return t.put(h, e), rehashed
 }
@@ -111,14 +114,14 @@ func (t *table) put(h uint64, e entry) int {
 // which would leave a table between 5/16 and 5/8 full: each key costs 102
 // to 128 bytes of slots, where a power of two took up to 205. A shard at
 // its cache limit that evicts as it inserts keeps its size, its tombstones
-// swept by these rehashes. The hash of each key is computed again (hash):
-// a slot keeps only its top half.
-func (t *table) rehash(hash func(sk string) uint64) {
+// swept by these rehashes. An entry's tag is all that places it (see
+// home): no key is hashed again.
+func (t *table) rehash() {
 	old := t.slots
 	t.slots, t.live, t.used = make([]entry, max(minSlots, 2*(t.live+1))), 0, 0
 	for i := range old {
 		if e := &old[i]; e.ctl == slotLive {
-			t.put(hash(e.sk), *e)
+			t.put(uint64(e.tag)<<32, *e)
 		}
 	}
 }

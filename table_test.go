@@ -30,7 +30,7 @@ func TestTable(t *testing.T) {
 			tb.remove(i)
 			delete(want, k)
 		case i < 0:
-			_, rehashed := tb.insert(hash(sk(k)), entry{sk: sk(k)}, hash)
+			_, rehashed := tb.insert(hash(sk(k)), entry{sk: sk(k)})
 			if rehashed {
 				rehashes++
 			}
@@ -69,14 +69,14 @@ func TestTableRehashDropsTombstones(t *testing.T) {
 	hash := func(sk string) uint64 { return maphash.String(seed, sk) }
 	var tb table
 	for k := range 20 {
-		tb.insert(hash(sk20(k)), entry{sk: sk20(k)}, hash)
+		tb.insert(hash(sk20(k)), entry{sk: sk20(k)})
 	}
 	for i := range tb.slots {
 		if tb.slots[i].ctl == slotLive && tb.live > 10 {
 			tb.remove(i)
 		}
 	}
-	tb.rehash(hash)
+	tb.rehash()
 	require.Equal(t, 10, tb.live)
 	require.Equal(t, 10, tb.used, "no tombstones")
 	require.Len(t, tb.slots, 22)
