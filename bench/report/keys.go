@@ -25,8 +25,14 @@ func keysCheckName(impl string, windows int) string {
 }
 
 // keyChecks are the DESIGN.md targets of the key store ("Targets added with
-// the key store").
+// the key store"), then those of the scale benchmarks (scale.go), which
+// come in here because checks, in targets.go, calls this one.
 func (v *view) keyChecks() []check {
+	return append(v.keyStoreChecks(), v.scaleChecks()...)
+}
+
+// keyStoreChecks are the key store's targets.
+func (v *view) keyStoreChecks() []check {
 	var cs []check
 	ks := func(n int) string { return keysCheckName("keystore", n) }
 
@@ -83,7 +89,15 @@ func (v *view) keyChecks() []check {
 	return cs
 }
 
+// keys renders the key store's section, if its families ran, then the
+// Scale section (scale.go), which Render, in render.go, reaches through
+// this call.
 func (v *view) keys(b *strings.Builder) {
+	v.keyStore(b)
+	v.scale(b)
+}
+
+func (v *view) keyStore(b *strings.Builder) {
 	if _, ok := v.any(keysCheckName("keystore", 10), "ns/op"); !ok {
 		if _, ok := v.any(keysMemory, "B/key"); !ok {
 			return // the family did not run
@@ -110,12 +124,18 @@ func (v *view) keys(b *strings.Builder) {
 			v.ratio(keysCheckName("keystore", n), keysCheckName("sha256+peek", n), 0, "ns/op"))
 	}
 	b.WriteString(t.String())
+	v.keyRecords(b)
+	v.keyMemory(b)
+}
 
+// keyRecords is the key store's table of a request's life (Admit +
+// Finish) and of fsynced records, each against its baseline.
+func (v *view) keyRecords(b *strings.Builder) {
 	b.WriteString("**A request's life, and fsynced records.** Admit (reserving 100 tokens) + Finish (charging 37) " +
 		"against Check + RecordUsage of 37, one key, Async bbolt (target <= 2×); RecordUsage against the engine's " +
 		"Limiter.Record of the same rolling window, Sync bbolt, 64 callers on 64 keys (target <= 1.5× the time per " +
 		"record). *x* is the row's time over its baseline's (the row above it), within one invocation.\n\n")
-	t = &table{head: []string{"benchmark", "ns/op", "records/s", "p50 / p99", "allocs", "x"}}
+	t := &table{head: []string{"benchmark", "ns/op", "records/s", "p50 / p99", "allocs", "x"}}
 	for _, r := range []struct{ label, name, base string }{
 		{"Check + RecordUsage", keysCheckRecord, ""},
 		{"Admit + Finish", keysAdmitFinish, keysCheckRecord},
@@ -140,7 +160,10 @@ func (v *view) keys(b *strings.Builder) {
 		t.add(r.label, fmtNs(ns), rate, lat, fmt.Sprintf("%.0f", allocs), x)
 	}
 	b.WriteString(t.String())
+}
 
+// keyMemory is BenchmarkKeysMemory's paragraph, if it ran.
+func (v *view) keyMemory(b *strings.Builder) {
 	if perKey, ok := v.any(keysMemory, "B/key"); ok {
 		live, _ := v.any(keysMemory, "live-B/key")
 		strs, _ := v.any(keysMemory, "strings-B/key")

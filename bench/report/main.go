@@ -1,11 +1,12 @@
 // Command report runs the benchmarks of package bench in a bounded
-// configuration (about four minutes on 2 cores) and writes ../REPORT.md
+// configuration (about eight minutes on 2 cores) and writes ../REPORT.md
 // (relative to this directory: bench/REPORT.md) with the tables, and PNG
 // plots next to this file, in bench/report/.
 //
 //	cd bench && go run ./report          # run everything, write REPORT.md and report/*.png
 //	cd bench && go run ./report -quick   # seconds: checks the pipeline, numbers meaningless
 //	cd bench && go run ./report -from report/bench-output.txt   # render again, no run
+//	cd bench && go run ./report -full    # also 10M keys: several GiB, minutes more
 //
 // It builds the test binary once, runs it several times (one invocation per
 // family and round, rounds of a family spread over the whole run), and
@@ -35,8 +36,39 @@ type stage struct {
 	bench     string // -test.bench
 	benchtime string
 	cpu       string // -test.cpu, "" for the default (all cores)
-	full      bool   // RATESTORE_BENCH_FULL=1: 1M keys
+	size      size
 	rounds    int
+}
+
+// size is the key counts a stage runs at, set through the environment.
+type size int
+
+const (
+	small   size = iota // RATESTORE_BENCH_FULL=0: 20k keys at most
+	keys1M              // RATESTORE_BENCH_FULL=1: 1M keys
+	keys10M             // RATESTORE_BENCH_10M=1 as well: 10M keys, only with -full
+)
+
+// env is the environment a stage of size s runs in: the variables that set
+// the key counts, each given explicitly so that none is inherited from the
+// caller's environment (a smoke run's RATESTORE_BENCH_KEYS would leave the
+// 1M stages' -test.bench matching nothing).
+func (s size) env() []string {
+	full, tenM := "0", "0"
+	if s >= keys1M {
+		full = "1"
+	}
+	if s >= keys10M {
+		tenM = "1"
+	}
+	return []string{"RATESTORE_BENCH_FULL=" + full, "RATESTORE_BENCH_10M=" + tenM,
+		"RATESTORE_BENCH_KEYS=", "RATESTORE_BENCH_10M_KEYS="}
+}
+
+// timeout is a stage's -test.timeout: room for a loaded machine, and 10M
+// keys take minutes per side.
+func (s size) timeout() string {
+	return [...]string{small: "5m", keys1M: "10m", keys10M: "30m"}[s]
 }
 
 // plan is the bounded run: BenchmarkHot 3 times, BenchmarkHotPaired
@@ -45,61 +77,85 @@ type stage struct {
 // and the key store's families (BenchmarkKeys*, but BenchmarkKeysMemory)
 // and the gateway's (BenchmarkGatewayOverhead, BenchmarkGatewayStream)
 // and the toolkit's (BenchmarkReserve, BenchmarkServeRESP, BenchmarkRedis,
-// BenchmarkRedisInstances) twice, the rest once.
-// quick keeps the stages with tiny benchtimes, one round and no 1M keys.
-func plan(quick bool) []stage {
+// BenchmarkRedisInstances) and the scale's (BenchmarkFirstTouch,
+// BenchmarkMiss) twice, the rest once; with full, BenchmarkScale at 10M
+// keys too. quick keeps the stages with tiny benchtimes, one round and no
+// 1M or 10M keys.
+func plan(quick, full bool) []stage {
 	stages := []stage{
-		{"hot", "^BenchmarkHot$", "100ms", "", false, 3},
-		{"paired", "^BenchmarkHotPaired$", "300ms", "", false, 2},
-		{"peers", "^BenchmarkPeers$/^keys=(1|10000)$/", "250ms", "1,2", false, 2},
-		// A fixed count at 1M keys: each round of the testing package's
-		// b.N search starts with a runtime.GC over the side's 1M keys.
-		{"peers", "^BenchmarkPeers$/^keys=1000000$/", "200000x", "1,2", true, 1},
-		{"sync", "^BenchmarkSync$", "400ms", "", false, 2},
-		{"async", "^BenchmarkAsync$", "300ms", "", false, 2},
-		{"apply", "^Benchmark(Apply|Clock)$", "100ms", "", false, 1},
+		{"hot", "^BenchmarkHot$", "100ms", "", small, 3},
+		{"paired", "^BenchmarkHotPaired$", "300ms", "", small, 2},
+		{"peers", "^BenchmarkPeers$/^keys=(1|10000)$/", "250ms", "1,2", small, 2},
+		// The steady state at 1M keys: every key created, an untimed pass
+		// over the key sequence, then 5M decisions per sub-benchmark (a
+		// fixed count: each round of the testing package's b.N search
+		// starts with a runtime.GC over the side's 1M keys). Only the two
+		// fastest peers beside ratestore-async, to keep it to ~2 minutes.
+		{"peers", "^BenchmarkPeers$/^keys=1000000$/./^impl=(xrate|golimiter|ratestore-async-bolt|ratestore-async-badger)$",
+			"5000000x", "1,2", keys1M, 1},
+		// The cold sides read from disk at ~10-30 µs a decision: 200k each.
+		{"peers", "^BenchmarkPeers$/^keys=1000000$/./^impl=ratestore-cold-", "200000x", "1,2", keys1M, 1},
+		{"sync", "^BenchmarkSync$", "400ms", "", small, 2},
+		{"async", "^BenchmarkAsync$", "300ms", "", small, 2},
+		{"apply", "^Benchmark(Apply|Clock)$", "100ms", "", small, 1},
 		// 300ms: ours is ~40 ns an operation, and its flatness is a ratio
 		// of two of them.
-		{"rolling", "^BenchmarkRollingWindow$", "300ms", "", false, 2},
+		{"rolling", "^BenchmarkRollingWindow$", "300ms", "", small, 2},
 		// The key store against its baselines; 200ms: its check is a few
 		// hundred ns, and each ratio is of two results of one invocation.
-		{"keys", "^BenchmarkKeys(Check|AdmitFinish|SyncRecord)$", "200ms", "", false, 2},
+		{"keys", "^BenchmarkKeys(Check|AdmitFinish|SyncRecord)$", "200ms", "", small, 2},
 		// The gateway against direct calls to the same fake upstream: a
 		// few seconds per round (the paced load is 1000 requests/s).
-		{"gateway", "^BenchmarkGateway(Overhead|Stream)$", "700ms", "", false, 2},
+		{"gateway", "^BenchmarkGateway(Overhead|Stream)$", "700ms", "", small, 2},
 		// The toolkit: Reserve+Cancel against x/time/rate, the RESP server
 		// against redis-server; Wait's line, one iteration of 10s.
-		{"toolkit", "^Benchmark(Reserve|ServeRESP)$", "300ms", "", false, 2},
-		{"wait", "^BenchmarkWaitFIFO$", "1x", "", false, 1},
+		{"toolkit", "^Benchmark(Reserve|ServeRESP)$", "300ms", "", small, 2},
+		{"wait", "^BenchmarkWaitFIFO$", "1x", "", small, 1},
 		// redisstore against go-redis/redis_rate on one redis-server.
-		{"redis", "^BenchmarkRedis$", "1s", "", false, 2},
+		{"redis", "^BenchmarkRedis$", "1s", "", small, 2},
 		// 4 instances sharing limits on one redis-server. A fixed count:
 		// each run of the body starts its servers and warms 4 instances on
 		// 10k keys (~1.5 s a side), and a time-based b.N search would run
 		// it several times; ~8 s a round.
-		{"redis-instances", "^BenchmarkRedisInstances$", "10000x", "", false, 2},
+		{"redis-instances", "^BenchmarkRedisInstances$", "10000x", "", small, 2},
 		// Heap per loaded key: one load of 100k keys is the measurement.
-		{"keys-memory", "^BenchmarkKeysMemory$", "1x", "", false, 1},
+		{"keys-memory", "^BenchmarkKeysMemory$", "1x", "", small, 1},
+		// A fixed count of new keys, all built before the timer; a few
+		// seconds a round.
+		{"first-touch", "^BenchmarkFirstTouch$", "1000000x", "", small, 2},
+		// Misses on a file of 1M stored keys, filled once per round (~10 s).
+		{"miss", "^BenchmarkMiss$", "200000x", "", keys1M, 2},
 		// One backend per process, so that RSS is about it alone.
-		{"disk", "^BenchmarkDisk$/^backend=bolt$", "3x", "", true, 1},
-		{"disk", "^BenchmarkDisk$/^backend=badger$", "3x", "", true, 1},
+		{"disk", "^BenchmarkDisk$/^backend=bolt$", "3x", "", keys1M, 1},
+		{"disk", "^BenchmarkDisk$/^backend=badger$", "3x", "", keys1M, 1},
+	}
+	if full && !quick {
+		// 10M keys, 3 sides: several GiB and minutes each.
+		stages = append(stages, stage{"scale", "^BenchmarkScale$", "5000000x", "1,2", keys10M, 1})
 	}
 	if quick {
-		for i := range stages {
-			st := &stages[i]
-			st.full, st.rounds, st.benchtime = false, 1, "10ms"
-			if st.name == "disk" || st.name == "keys-memory" || st.name == "wait" || st.name == "redis-instances" {
-				st.benchtime = "1x"
-			}
-		}
+		shrink(stages)
 	}
 	return stages
+}
+
+// shrink makes stages quick: one round each, small key counts, tiny
+// benchtimes (one iteration where one is already seconds).
+func shrink(stages []stage) {
+	for i := range stages {
+		st := &stages[i]
+		st.size, st.rounds, st.benchtime = small, 1, "10ms"
+		if st.name == "disk" || st.name == "keys-memory" || st.name == "wait" || st.name == "redis-instances" {
+			st.benchtime = "1x"
+		}
+	}
 }
 
 func main() {
 	log.SetFlags(0)
 	log.SetPrefix("report: ")
 	quick := flag.Bool("quick", false, "tiny benchtimes, no 1M keys: checks the pipeline in seconds")
+	full := flag.Bool("full", false, "also run BenchmarkScale at 10M keys (several GiB of memory, minutes more)")
 	from := flag.String("from", "", "render this raw output instead of running the benchmarks")
 	out := flag.String("out", "REPORT.md", "the Markdown report")
 	dir := flag.String("dir", "report", "where the plots and the raw output go")
@@ -110,7 +166,7 @@ func main() {
 	if *from != "" {
 		raw, err = os.ReadFile(*from)
 	} else {
-		raw, err = runAll(*quick)
+		raw, err = runAll(*quick, *full)
 		if err == nil {
 			err = os.WriteFile(filepath.Join(*dir, "bench-output.txt"), raw, 0o644)
 		}
@@ -134,7 +190,7 @@ func main() {
 
 // runAll builds the test binary, runs the plan round by round and returns
 // everything it printed, with marker lines.
-func runAll(quick bool) ([]byte, error) {
+func runAll(quick, full bool) ([]byte, error) {
 	start := time.Now()
 	var buf bytes.Buffer
 	w := io.MultiWriter(&buf, os.Stderr)
@@ -155,7 +211,23 @@ func runAll(quick bool) ([]byte, error) {
 		return nil, fmt.Errorf("building the benchmarks: %w", err)
 	}
 
-	stages, run := plan(quick), 0
+	run := runStages(w, envf, bin, plan(quick, full))
+	rep, err := Parse(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		return nil, err
+	}
+	runProfiles(w, envf, bin, tmp, worstHot(rep, 2), run, quick)
+
+	fsyncLatency(envf, "fdatasync-end")
+	envf("load-end", "%s", loadAvg())
+	envf("elapsed", "%s", time.Since(start).Round(time.Second))
+	envf("mode", "%s", modeName(quick, full))
+	return buf.Bytes(), nil
+}
+
+// runStages runs the test binary once per stage and round, rounds of a
+// stage spread over the run, and returns how many invocations it made.
+func runStages(w io.Writer, envf func(k, format string, a ...any), bin string, stages []stage) (run int) {
 	for round := 1; ; round++ {
 		ran := false
 		for _, st := range stages {
@@ -164,35 +236,35 @@ func runAll(quick bool) ([]byte, error) {
 			}
 			ran, run = true, run+1
 			fmt.Fprintf(w, "# run=%d stage=%s round=%d bench=%s benchtime=%s\n", run, st.name, round, st.bench, st.benchtime)
-			args := []string{"-test.run=^$", "-test.bench=" + st.bench, "-test.benchtime=" + st.benchtime, "-test.benchmem", "-test.timeout=5m"}
+			args := []string{"-test.run=^$", "-test.bench=" + st.bench, "-test.benchtime=" + st.benchtime, "-test.benchmem",
+				"-test.timeout=" + st.size.timeout()}
 			if st.cpu != "" {
 				args = append(args, "-test.cpu="+st.cpu)
 			}
 			t := time.Now()
-			if err := runBench(w, bin, st.full, args...); err != nil {
+			if err := runBench(w, bin, st.size, args...); err != nil {
 				envf(fmt.Sprintf("failed-run-%d", run), "%s: %v", st.bench, err)
 			}
 			fmt.Fprintf(w, "# run=%d took %v\n", run, time.Since(t).Round(time.Second/10))
 		}
 		if !ran {
-			break
+			return run
 		}
 	}
+}
 
-	// Profiles of the hot strategies furthest above x/time/rate.
-	rep, err := Parse(bytes.NewReader(buf.Bytes()))
-	if err != nil {
-		return nil, err
-	}
+// runProfiles CPU-profiles the hot strategies furthest above x/time/rate
+// (worst), numbering the invocations after run, and writes their pprof -top.
+func runProfiles(w io.Writer, envf func(k, format string, a ...any), bin, tmp string, worst []string, run int, quick bool) {
 	profTime := "1s"
 	if quick {
 		profTime = "50ms"
 	}
-	for _, s := range worstHot(rep, 2) {
+	for _, s := range worst {
 		run++
 		prof := filepath.Join(tmp, s+".prof")
 		fmt.Fprintf(w, "# run=%d stage=profile strategy=%s\n", run, s)
-		if err := runBench(w, bin, false, "-test.run=^$", "-test.bench=^BenchmarkHot$/^strategy="+s+"$/^keys=10000$",
+		if err := runBench(w, bin, small, "-test.run=^$", "-test.bench=^BenchmarkHot$/^strategy="+s+"$/^keys=10000$",
 			"-test.benchtime="+profTime, "-test.benchmem", "-test.cpuprofile="+prof); err != nil {
 			envf("failed-profile-"+s, "%v", err)
 			continue
@@ -206,21 +278,24 @@ func runAll(quick bool) ([]byte, error) {
 			fmt.Fprintf(w, "# pprof hot-%s: %s\n", s, line)
 		}
 	}
-
-	fsyncLatency(envf, "fdatasync-end")
-	envf("load-end", "%s", loadAvg())
-	envf("elapsed", "%s", time.Since(start).Round(time.Second))
-	envf("mode", "%s", map[bool]string{true: "quick (-quick: numbers not meaningful)", false: "bounded"}[quick])
-	return buf.Bytes(), nil
 }
 
-// runBench runs the test binary with args, its output to w.
-func runBench(w io.Writer, bin string, full bool, args ...string) error {
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "RATESTORE_BENCH_FULL=0")
-	if full {
-		cmd.Env = append(cmd.Env, "RATESTORE_BENCH_FULL=1")
+// modeName is the run's mode, as the report states it.
+func modeName(quick, full bool) string {
+	switch {
+	case quick:
+		return "quick (-quick: numbers not meaningful)"
+	case full:
+		return "bounded, with 10M keys (-full)"
 	}
+	return "bounded"
+}
+
+// runBench runs the test binary with args at key counts s, its output to
+// w.
+func runBench(w io.Writer, bin string, s size, args ...string) error {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), s.env()...)
 	cmd.Stdout, cmd.Stderr = w, os.Stderr
 	return cmd.Run()
 }
