@@ -531,14 +531,16 @@ const method = `## Method
 - One command: ` + "`cd bench && go run ./report`" + `. It builds the test binary of package bench once and runs it
   once per family and round (bench/report/main.go, plan): BenchmarkHot 3 times at -benchtime 100ms,
   BenchmarkHotPaired twice at 300ms; BenchmarkPeers
-  at 1 and 10k keys twice at 250ms, and at 1M keys once (RATESTORE_BENCH_FULL=1) at a fixed 200,000 decisions per
-  sub-benchmark, all at -cpu 1,2; BenchmarkSync (400ms), BenchmarkAsync (300ms), BenchmarkRollingWindow (300ms)
+  at 1 and 10k keys twice at 250ms, and at 1M keys once (RATESTORE_BENCH_FULL=1): the steady state (a warm-up
+  pass, then 5M decisions; xrate, golimiter and ratestore Async only) and the cold sides at 200,000 decisions,
+  all at -cpu 1,2; BenchmarkFirstTouch and BenchmarkMiss (1M stored keys) twice; BenchmarkSync (400ms), BenchmarkAsync (300ms), BenchmarkRollingWindow (300ms)
   and the key store's BenchmarkKeysCheck, BenchmarkKeysAdmitFinish and BenchmarkKeysSyncRecord (200ms) twice;
   BenchmarkApply and BenchmarkClock once; the gateway's BenchmarkGatewayOverhead and BenchmarkGatewayStream twice
   at 700ms; BenchmarkKeysMemory once (one load of 100k keys); BenchmarkDisk once
   per backend (1M keys), each in a process of its own; then it CPU-profiles the two hot strategies furthest
   above x/time/rate. The rounds of a family are
-  spread over the run. Bounded to about four minutes on 2 cores: enough to tell the ratios apart, not to quote
+  spread over the run. Bounded to about nine minutes on 2 cores (BenchmarkScale at 10M keys only with -full):
+  enough to tell the ratios apart, not to quote
   absolute numbers (bench/README.md has the commands for a full run with -count 6 and benchstat).
 - Every result is a median over the invocations that ran it; every ratio is computed inside one invocation
   first (the sides of a comparison run one after the other, seconds apart), then its median taken.
