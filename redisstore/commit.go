@@ -39,33 +39,65 @@ return out
 // ends. On a Cluster it runs a script per slot; when one finds a lock
 // held, those that took theirs let them go.
 func (b *Batch) lockAndRead(rks []string) ([]string, error) {
-	db := b.db
-	groups := db.bySlot(append(slices.Clone(b.locks), rks...))
-	ttl := db.opts.LockTTL.Milliseconds()
-	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
-		calls := make([]scriptCall, 0, len(groups))
-		for _, keys := range groups {
-			locks := slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return !slices.Contains(b.locks, k) })
-			reads := slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return slices.Contains(b.locks, k) })
-			calls = append(calls, scriptCall{append(locks, reads...), []any{b.token, len(locks), ttl}})
-		}
+	ttl := b.db.opts.LockTTL.Milliseconds()
+	var calls []scriptCall
+	for _, keys := range b.db.bySlot(append(slices.Clone(b.locks), rks...)) {
+		locks, reads := b.splitLocks(keys)
+		calls = append(calls, scriptCall{append(locks, reads...), []any{b.token, len(locks), ttl}})
+	}
+	var out []string
+	err := b.retry(func() (bool, error) {
 		vals, taken, err := b.runLocks(calls)
-		if err != nil || taken {
-			if err == nil {
-				b.locked = true
-				out := make([]string, len(rks))
-				for i, rk := range rks {
-					out[i] = vals[rk]
-				}
-				return out, nil
-			}
-			return nil, fmt.Errorf("locking %d keys: %w", len(b.locks), err)
+		switch {
+		case err != nil:
+			return true, fmt.Errorf("locking %d keys: %w", len(b.locks), err)
+		case !taken:
+			return false, nil
+		}
+		b.locked = true
+		out = make([]string, len(rks))
+		for i, rk := range rks {
+			out[i] = vals[rk]
+		}
+		return true, nil
+	})
+	return out, err
+}
+
+// retry calls try until it is done, waiting between tries, with backoff,
+// until ctx ends: try is not done while another process holds a lock.
+func (b *Batch) retry(try func() (done bool, err error)) error {
+	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
+		if done, err := try(); done {
+			return err
 		}
 		select {
 		case <-b.ctx.Done():
-			return nil, fmt.Errorf("waiting for a lock held by another process: %w", b.ctx.Err())
+			return fmt.Errorf("waiting for a lock held by another process: %w", b.ctx.Err())
 		case <-time.After(wait): // real time: another process holds the lock
 		}
+	}
+}
+
+// splitLocks splits keys, the keys of one slot, into the batch's locks
+// and the others.
+func (b *Batch) splitLocks(keys []string) (locks, others []string) {
+	for _, k := range keys {
+		if slices.Contains(b.locks, k) {
+			locks = append(locks, k)
+		} else {
+			others = append(others, k)
+		}
+	}
+	return locks, others
+}
+
+// forgetRead drops the values the batch read from the cache, after a
+// commit that found, or may have found, some changed: the next calls read
+// them again.
+func (b *Batch) forgetRead() {
+	for rk := range b.read {
+		b.db.cache.put(rk, "", 0)
 	}
 }
 
@@ -127,9 +159,10 @@ func (b *Batch) release() {
 // then the keys it wrote; ARGV[1] is the locks' token, ARGV[3] 1 when the
 // batch holds its locks, then for each key written the value it was read
 // with ("\0unread": not read), its new value ("": delete) and its TTL in
-// milliseconds (0: none; -1: not written, only checked). It stores nothing and answers 0 if a value read
-// has changed, and 2 if the batch does not hold its locks and another
-// holder has one; it releases the locks the batch holds in any case.
+// milliseconds (0: none; -1: not written, only checked). It stores nothing
+// and answers 0 if a value read has changed, and 2 if the batch does not
+// hold its locks and another holder has one; it releases the locks the
+// batch holds in any case.
 var commitScript = redis.NewScript(`
 local token, nlocks, held = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1'
 local ok = 1
@@ -174,17 +207,7 @@ func (b *Batch) commit() error {
 		}
 		return nil
 	}
-	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
-		done, err := b.commitOnce()
-		if done {
-			return err
-		}
-		select {
-		case <-b.ctx.Done():
-			return fmt.Errorf("waiting for a lock held by another process: %w", b.ctx.Err())
-		case <-time.After(wait): // real time: another process holds the lock
-		}
-	}
+	return b.retry(b.commitOnce)
 }
 
 // commitOnce runs commitScript for each slot of the batch's keys, and
@@ -232,9 +255,7 @@ func (b *Batch) commitOnce() (bool, error) {
 		b.db.cache.put(rk, v, deadline(sent, b.ttls[rk]))
 	}
 	if !ok {
-		for rk := range b.read { // some may have changed: read them again
-			b.db.cache.put(rk, "", 0)
-		}
+		b.forgetRead()
 	}
 	return true, commitError(errors.Join(errs...), conflicts+blocked, stored)
 }
@@ -268,9 +289,7 @@ func (b *Batch) verify() error {
 			if b.locked {
 				b.release()
 			}
-			for rk := range b.read {
-				b.db.cache.put(rk, "", 0)
-			}
+			b.forgetRead()
 			return ErrConflict
 		}
 	}
@@ -316,8 +335,7 @@ func (b *Batch) commitCalls(locks []string) []scriptCall {
 	}
 	var calls []scriptCall
 	for _, keys := range b.db.bySlot(append(slices.Clone(locks), b.checked()...)) {
-		locks := slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return !slices.Contains(b.locks, k) })
-		writes := slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return slices.Contains(b.locks, k) })
+		locks, writes := b.splitLocks(keys)
 		args := []any{b.token, len(locks), held}
 		for _, rk := range writes {
 			ttl, written := b.ttls[rk]

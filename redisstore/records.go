@@ -124,21 +124,18 @@ func (db *DB) Scan(ctx context.Context, prefix []byte, fn func(key, value []byte
 	if err != nil {
 		return fmt.Errorf("redisstore: scan: %w", err)
 	}
-	var recs []string // the record keys, each followed by its Redis key
+	type found struct{ key, rk string } // a record's key, and its Redis key
+	var recs []found
 	for _, rk := range rks {
 		if k, ok := db.recordOf(rk); ok && strings.HasPrefix(k, string(prefix)) {
-			recs = append(recs, k, rk)
+			recs = append(recs, found{k, rk})
 		}
 	}
-	order := make([]int, len(recs)/2)
-	for i := range order {
-		order[i] = 2 * i
-	}
-	slices.SortFunc(order, func(i, j int) int { return strings.Compare(recs[i], recs[j]) })
-	for chunk := range slices.Chunk(order, 1000) {
+	slices.SortFunc(recs, func(a, b found) int { return strings.Compare(a.key, b.key) })
+	for chunk := range slices.Chunk(recs, 1000) {
 		keys := make([]string, len(chunk))
-		for i, o := range chunk {
-			keys[i] = recs[o+1]
+		for i, r := range chunk {
+			keys[i] = r.rk
 		}
 		sctx, cancel := context.WithTimeout(ctx, db.opts.Timeout)
 		vals, err := db.mget(sctx, keys)
@@ -146,11 +143,11 @@ func (db *DB) Scan(ctx context.Context, prefix []byte, fn func(key, value []byte
 		if err != nil {
 			return fmt.Errorf("redisstore: scan: %w", err)
 		}
-		for i, o := range chunk {
+		for i, r := range chunk {
 			if vals[i] == "" {
 				continue // deleted meanwhile
 			}
-			if err := fn([]byte(recs[o]), unescape(vals[i])); err != nil {
+			if err := fn([]byte(r.key), unescape(vals[i])); err != nil {
 				return err
 			}
 		}
