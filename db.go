@@ -321,7 +321,15 @@ func (db *DB) stateHash(k []byte) (uint64, bool) {
 // noteNew adds the key whose hash is h to the filter, as its entry is made
 // (under its shard's lock), and rebuilds the filter larger when it is full.
 func (db *DB) noteNew(h uint64) {
-	if db.filter.add(h) && db.filter.ready.Load() && db.filter.rebuilding.CompareAndSwap(false, true) {
+	if db.filter.add(h) {
+		db.growFilter()
+	}
+}
+
+// growFilter starts the rebuild of the full filter for twice its keys
+// (rebuildFilter), unless one runs or the filter is still being filled.
+func (db *DB) growFilter() {
+	if db.filter.ready.Load() && db.filter.rebuilding.CompareAndSwap(false, true) {
 		db.background(db.rebuildFilter)
 	}
 }
@@ -385,8 +393,8 @@ func (db *DB) fillFilter(start []byte, limit int) (next []byte, done bool) {
 		return nil, true
 	}
 	db.filter.ready.Store(true)
-	if c := db.filter.cur.Load(); c.keys.Load() > c.room && db.filter.rebuilding.CompareAndSwap(false, true) {
-		db.background(db.rebuildFilter)
+	if c := db.filter.cur.Load(); c.keys.Load() > c.room {
+		db.growFilter()
 	}
 	return nil, true
 }

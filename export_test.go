@@ -24,6 +24,3 @@ func (db *DB) PutRawState(name, key string, raw []byte) error {
 // WaitFilter waits until the filter of stored keys is filled (see stored):
 // from then on, a key never stored is not read from the store.
 func (db *DB) WaitFilter() { db.filling.Wait() }
-
-// FilterBytes is the memory the filter of stored keys takes.
-func (db *DB) FilterBytes() int { return db.filter.bytes() }

@@ -101,12 +101,3 @@ func (f *stored) add(h uint64) (full bool) {
 func (f *stored) mayHold(h uint64) bool {
 	return !f.ready.Load() || f.cur.Load().has(h)
 }
-
-// bytes is the memory the filter takes.
-func (f *stored) bytes() int {
-	n := len(f.cur.Load().blocks) * 64
-	if next := f.next.Load(); next != nil {
-		n += len(next.blocks) * 64
-	}
-	return n
-}

@@ -83,3 +83,12 @@ func TestFilterKnowsStored(t *testing.T) {
 		}
 	}
 }
+
+// bytes is the memory the filter takes.
+func (f *stored) bytes() int {
+	n := len(f.cur.Load().blocks) * 64
+	if next := f.next.Load(); next != nil {
+		n += len(next.blocks) * 64
+	}
+	return n
+}

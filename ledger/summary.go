@@ -51,16 +51,19 @@ func (l *Ledger) summarize(ctx context.Context) error {
 	return nil
 }
 
-// summarizeDay writes the summary of day d from the rollups in memory.
-// A day whose rollups left the cache (a compactor failing for two days)
-// gets none: queries read its key rollups.
+// summarizeDay writes the summary of day d from the rollups in memory, or
+// on a shared store from the stored ones. A day whose rollups left the
+// cache (a compactor failing for two days) gets none: queries read its key
+// rollups.
 func (l *Ledger) summarizeDay(ctx context.Context, d day) error {
-	byModel := l.summaryRows(d)
+	var byModel []summary
 	if l.shared {
 		var err error
 		if byModel, err = l.storedRows(ctx, d); err != nil {
 			return err
 		}
+	} else {
+		byModel = l.summaryRows(d)
 	}
 	if byModel == nil {
 		return nil

@@ -283,11 +283,7 @@ func (l *Ledger) add(w batch, id rollupID, k rowKey, t *Totals) error {
 		}
 	}
 	r.rows[i].add(t)
-	prefix := keyPrefix
-	if id.team {
-		prefix = teamPrefix
-	}
-	key := appendKey(l.buf[:0], prefix, id.d, id.name, l.writer)
+	key := id.appendKey(l.buf[:0], l.writer)
 	val := appendRows(key[len(key):], r.rows)
 	l.buf = val[:0]
 	return w.Put(key, val)
@@ -326,12 +322,15 @@ func (l *Ledger) rollupIn(w batch, id rollupID) (*rollup, error) {
 }
 
 // key is the record key of the rollup id of writer.
-func (id rollupID) key(writer string) []byte {
+func (id rollupID) key(writer string) []byte { return id.appendKey(nil, writer) }
+
+// appendKey appends the record key of the rollup id of writer to b.
+func (id rollupID) appendKey(b []byte, writer string) []byte {
 	prefix := keyPrefix
 	if id.team {
 		prefix = teamPrefix
 	}
-	return appendKey(nil, prefix, id.d, id.name, writer)
+	return appendKey(b, prefix, id.d, id.name, writer)
 }
 
 // decodeRows is the rollup stored as v (nil: none).
