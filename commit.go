@@ -318,16 +318,19 @@ func (db *DB) settle(seq uint64, sw sweptChanges, applied bool, err error) error
 	}
 }
 
-// recycle keeps the buffers of sw for the next commit unless one huge
-// commit grew them; it drops the keys so those of evicted entries can be
+// recycle keeps the buffers of sw for the next commit, so that commits of
+// a steady size allocate none (regrowing them made every large commit copy
+// its ops and arena several times over, in fresh pages). Buffers grown past
+// 4 MiB by a burst are dropped at the first commit that uses less than a
+// quarter of them. It clears the keys so those of evicted entries can be
 // collected.
 func (db *DB) recycle(sw sweptChanges) {
 	clear(sw.keys)
-	if cap(sw.arena) <= 4<<20 {
-		db.ops, db.arena, db.swept = sw.ops[:0], sw.arena[:0], sw.keys[:0]
-	} else {
+	if cap(sw.arena) > 4<<20 && len(sw.arena) < cap(sw.arena)/4 {
 		db.ops, db.arena, db.swept = nil, nil, nil
+		return
 	}
+	db.ops, db.arena, db.swept = sw.ops[:0], sw.arena[:0], sw.keys[:0]
 }
 
 // ErrUncertain is matched by the error of a call whose change may or may

@@ -112,16 +112,34 @@ func (l *Log) readHeader() error {
 // create makes a new log. Errors name path, the file the caller asked for,
 // and the temporary file only when it is the one that failed.
 func create(path string, id ID) (*Log, error) {
+	l, err := build(path, id, nil)
+	if err != nil {
+		return nil, fmt.Errorf("wal %s: create: %w", path, err)
+	}
+	return l, nil
+}
+
+// build makes a log at path naming id whose records are body (whole
+// records, possibly none), atomically: it writes them after a header and
+// before an end marker in path+".tmp", preallocates a chunk, syncs,
+// renames it over path and syncs the directory. A crash leaves either the
+// file that was at path or the new one, whole.
+func build(path string, id ID, body []byte) (*Log, error) {
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("wal %s: create: %w", path, err)
+		return nil, err
 	}
 	l := &Log{f: f, path: path, id: id, size: HeaderSize}
 	l.setHeader(Version, id)
 	err = l.writeFull(appendHeader(nil, id), 0)
 	if err == nil {
-		err = l.grow(chunkSize)
+		err = l.writeFull(body, l.hdr)
+		l.end = l.hdr + int64(len(body))
+		l.size = max(l.size, l.end)
+	}
+	if err == nil {
+		err = l.grow(chunkSize) // zeros: the end marker after body, and room
 	}
 	if err == nil {
 		err = f.Sync()
@@ -144,7 +162,42 @@ func create(path string, id ID) (*Log, error) {
 	}
 	f.Close()
 	os.Remove(tmp)
-	return nil, fmt.Errorf("wal %s: create: %w", path, err)
+	return nil, err
+}
+
+// Tail is where the next record goes. A checkpoint of the records so far
+// takes it first, and drops them once they are checkpointed with
+// DropBefore, keeping the records appended meanwhile.
+func (l *Log) Tail() int64 { return l.end }
+
+// DropBefore empties the log of the records before off, a Tail taken
+// earlier, which the caller has checkpointed, and keeps those after it:
+// Reset if there are none, or else a new file holding them (see build),
+// written and synced before it replaces this one, so that a crash leaves
+// either log whole. The kept records are synced with it. Numbering carries
+// on from Last.
+func (l *Log) DropBefore(off int64) error {
+	if off < l.hdr || off > l.end {
+		return fmt.Errorf("wal %s: drop before offset %d, outside the records (%d to %d)", l.path, off, l.hdr, l.end)
+	}
+	if off == l.end {
+		return l.Reset()
+	}
+	if l.version < Version {
+		return fmt.Errorf("wal %s: drop before offset %d: a version %d log must be Reset first", l.path, off, l.version)
+	}
+	body := make([]byte, l.end-off)
+	if _, err := l.f.ReadAt(body, off); err != nil {
+		return fmt.Errorf("wal %s: drop: read the records kept: %w", l.path, err)
+	}
+	n, err := build(l.path, l.fileID, body)
+	if err != nil {
+		return fmt.Errorf("wal %s: drop: %w", l.path, err)
+	}
+	n.last = l.last
+	l.f.Close()
+	*l = *n
+	return nil
 }
 
 // Path is the log's file name.
@@ -501,8 +554,8 @@ func (l *Log) Append(ops []storage.Op) error {
 	l.end += n
 	l.last++
 	l.unsynced = true
-	if cap(l.buf) > 1<<20 {
-		l.buf = nil // do not keep a huge commit's buffer
+	if cap(l.buf) > 1<<20 && int(n) < cap(l.buf)/4 {
+		l.buf = nil // a burst's buffer, four times what records now need
 	}
 	return nil
 }

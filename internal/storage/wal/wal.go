@@ -100,6 +100,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+	"slices"
 
 	"github.com/ratestore/ratestore/internal/storage"
 )
@@ -189,6 +190,7 @@ func parseHeader(h []byte) (version uint32, id ID, err error) {
 // seeded with salt (see Salt). A nil Value is a delete.
 func AppendRecord(dst []byte, salt uint32, seq uint64, ops []storage.Op) ([]byte, error) {
 	start := len(dst)
+	dst = slices.Grow(dst, recordSize(ops))
 	dst = append(dst, make([]byte, recordHeaderSize)...)
 	dst = binary.LittleEndian.AppendUint64(dst, seq)
 	dst = binary.AppendUvarint(dst, uint64(len(ops)))
@@ -212,6 +214,16 @@ func AppendRecord(dst []byte, salt uint32, seq uint64, ops []storage.Op) ([]byte
 	binary.LittleEndian.PutUint32(dst[start:], uint32(len(body)))
 	binary.LittleEndian.PutUint32(dst[start+4:], crc32.Update(salt, castagnoli, body))
 	return dst, nil
+}
+
+// recordSize bounds the encoded size of a record of ops, so that
+// AppendRecord grows its buffer once.
+func recordSize(ops []storage.Op) int {
+	n := recordHeaderSize + 8 + binary.MaxVarintLen64
+	for _, op := range ops {
+		n += 1 + 2*binary.MaxVarintLen64 + len(op.Key) + len(op.Value)
+	}
+	return n
 }
 
 // DecodeRecord decodes the record at the start of b and returns its

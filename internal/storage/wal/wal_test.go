@@ -170,6 +170,31 @@ func TestLogReuseAfterReset(t *testing.T) {
 	}
 }
 
+// TestLogDropBefore: the records before a Tail are dropped and the later
+// ones kept, in a file that replays them alone and takes more; a Tail at
+// the end is a Reset.
+func TestLogDropBefore(t *testing.T) {
+	l, path := newLog(t)
+	appendAll(t, l, ops("a", "1"), ops("b", "2"))
+	tail := l.Tail()
+	appendAll(t, l, ops("c", "3"), ops("d", "<del>"))
+	require.NoError(t, l.DropBefore(tail))
+	require.Equal(t, uint64(4), l.Last())
+	_, err := os.Stat(path + ".tmp")
+	require.ErrorIs(t, err, os.ErrNotExist)
+	appendAll(t, l, ops("e", "5"))
+	require.NoError(t, l.Close())
+
+	l, got := replay(t, path, 2)
+	require.Equal(t, []rec{{3, ops("c", "3")}, {4, ops("d", "<del>")}, {5, ops("e", "5")}}, got)
+	require.NoError(t, l.DropBefore(l.Tail()))
+	require.Zero(t, l.Size())
+	require.Error(t, l.DropBefore(l.Tail()+1), "past the records")
+	require.NoError(t, l.Close())
+	_, got = replay(t, path, 5)
+	require.Empty(t, got)
+}
+
 // TestLogResetNotOnDisk: if a crash lost the reset, the old records are
 // all at or below the checkpoint and replay skips them.
 func TestLogResetNotOnDisk(t *testing.T) {
