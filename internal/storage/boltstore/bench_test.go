@@ -8,8 +8,9 @@ import (
 )
 
 // BenchmarkCheckpoint measures one checkpoint: keys overwrites (a GCRA-sized
-// value each) folded from the overlay into a database of dbKeys keys. It is
-// the latency one Sync per checkpoint pays.
+// value each) folded from the overlay into a database of dbKeys keys: how
+// long a background checkpoint runs, or a foreground one holds writers
+// back.
 func BenchmarkCheckpoint(b *testing.B) {
 	for _, c := range []struct{ keys, dbKeys int }{{10_000, 10_000}, {16 << 10, 200_000}} {
 		b.Run(fmt.Sprintf("keys=%d/db=%d", c.keys, c.dbKeys), func(b *testing.B) {

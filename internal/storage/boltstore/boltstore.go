@@ -35,24 +35,28 @@
 // overlay (key -> newest value, nil for a delete); Sync is one fdatasync of
 // the log. Get reads the overlay first, then bbolt; Scan merges the two.
 //
-// A checkpoint writes the whole overlay into bbolt in one ordinary (fsynced)
-// transaction that also stores the sequence number of the last record, then
-// empties the overlay and resets the log (synced). It runs inside Sync,
-// after the log's fdatasync, so the callers' changes are already durable.
-// The cost is latency: the Sync that runs it returns one bbolt transaction
-// later, and the next commit waits for it, once per checkpoint. That
-// transaction takes longer the more keys the overlay holds and the more
-// pages of the file they are spread over (BenchmarkCheckpoint).
+// A checkpoint writes the overlay into bbolt in one ordinary (fsynced)
+// transaction that also stores the sequence number of the last record it
+// covers, then drops those records from the log. It runs in the
+// background, started by a Sync once the log's fdatasync made the callers'
+// changes durable, so commits and Syncs go on while bbolt writes: the
+// checkpoint works on a copy of the overlay, the overlay keeps every key
+// until bbolt holds its value (so Get and Scan, which read the overlay
+// first, never see an older one), and the records appended meanwhile are
+// kept (wal.Log.DropBefore) with their keys in the overlay, for the next
+// checkpoint.
 //
-// A checkpoint runs when the overlay holds checkpointKeys keys or the log
-// checkpointLogBytes bytes, but not within checkpointEvery of the previous
-// one: a checkpoint costs about the same page writes and two fsyncs however
-// many writes of a key it folds together, so under a burst of new keys the
-// interval keeps checkpoints from running back to back and taking the store
-// back to bbolt's speed. At hardLimitFactor times either threshold it runs
-// regardless (also from Commit), which bounds the overlay's memory and the
-// replay at Open. bbolt keeps its own fsyncs (no NoSync): a checkpoint is
-// crash safe on its own.
+// A checkpoint starts when the overlay holds the key threshold or the log
+// checkpointLogBytes bytes, and none is running. The key threshold grows with the file (checkpointPerPage keys a
+// page, at least checkpointKeys): random keys cost a page copy each until
+// they outnumber the file's pages, so checkpoints sized to the file keep
+// the cost per key flat as the store grows (BenchmarkCheckpoint). At
+// hardLimitFactor times either threshold, when background checkpoints fall
+// behind, one runs in the foreground, from Sync or Commit, after the
+// background one: that bounds the overlay's memory and the replay at Open,
+// and holds writers back. So do Close, Compact, and the Sync after a log
+// write or a background checkpoint failed. bbolt keeps its own fsyncs (no
+// NoSync): a checkpoint is crash safe on its own.
 //
 // # Crash safety
 //
@@ -67,12 +71,15 @@
 //   - During a checkpoint: bbolt's transaction is all or nothing; if it did
 //     not commit, bbolt holds the previous checkpoint and the log, untouched,
 //     holds every acknowledged record since, which replay applies.
-//   - Between a checkpoint and the log's reset: bbolt holds everything,
-//     with the new sequence number; replay skips the log's records as
-//     already applied, so an old log never rolls state back.
+//   - Between a checkpoint and the log's reset: bbolt holds everything
+//     up to the new sequence number; replay skips the log's records up to
+//     it as already applied, so an old log never rolls state back.
 //   - During or after the reset: the log's first record header is zero
 //     (nothing to replay) or still the old records (skipped as above); a
-//     new record is written only after the reset was synced.
+//     new record is written only after the reset was synced. A log that
+//     keeps the records appended during a background checkpoint is a new
+//     file, synced, renamed over the old one and its directory synced: a
+//     crash leaves the old log or the new one, whole.
 //
 // Open replays records above bbolt's sequence number into the overlay, stops
 // at a torn last record (never acknowledged), checkpoints them in one
@@ -109,7 +116,6 @@ import (
 	"io/fs"
 	"os"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -141,44 +147,41 @@ var errCorrupt = strategies.ErrCorrupt
 // before it gives up with storage.ErrLocked.
 const LockTimeout = 200 * time.Millisecond
 
-// Checkpoint thresholds (see the package doc). 16k keys of a few dozen
-// bytes is a few MiB of overlay; 32 MiB of log replays in well under a
-// second.
-const (
-	checkpointKeys     = 16 << 10
-	checkpointLogBytes = 32 << 20
-	checkpointEvery    = time.Second
-	hardLimitFactor    = 4
-)
-
 // errClosed is returned by writes after Close.
 var errClosed = fmt.Errorf("boltstore: %w", berrors.ErrDatabaseNotOpen)
 
 // Store is a bbolt database with a write-ahead log.
 //
-// Locks: wmu serializes everything that changes the log, the overlay or
-// bbolt (Commit, Sync, checkpoints, Close) and Scan's page reads, which need
-// the overlay to hold still. mu guards ov.m between its writers (who also
-// hold wmu) and Get, so a Get never waits for an fdatasync or a checkpoint.
+// Locks: wmu serializes everything that changes the log or the overlay,
+// starts or settles a checkpoint (Commit, Sync, Close, Compact), and Scan's
+// page reads, which need the overlay to hold still. A background
+// checkpoint's goroutine writes bbolt without it, from its own copy of the
+// overlay, and changes no field of the Store. mu guards ov.m between its
+// writers (who also hold wmu) and Get, so a Get never waits for an
+// fdatasync or a checkpoint.
 type Store struct {
 	db       *bolt.DB
 	log      *wal.Log
 	path     string            // the bbolt file
 	recovery *storage.Recovery // what Open dropped, or nil
 
-	wmu      sync.Mutex
-	mu       sync.RWMutex
-	ov       overlay
-	ckptSeq  uint64    // the sequence number stored in bbolt
-	lastCkpt time.Time // when the last checkpoint (or Open) ran
-	logBad   bool      // a log write or sync failed: Sync must checkpoint
-	closed   bool
+	wmu     sync.Mutex
+	mu      sync.RWMutex
+	ov      overlay
+	ckptSeq uint64 // the sequence number stored in bbolt
+	logBad  bool   // a log write or sync failed: Sync must checkpoint
+	closed  bool
+	pages   int // bbolt's size in pages, as of the last checkpoint
+	// bg is the checkpoint running in the background, or nil; bgErr the
+	// error of the last one, which the next Sync retries in the foreground.
+	bg    *background
+	bgErr error
 
 	// Thresholds and clock, fields so tests can change them.
-	ckptKeys  int
-	ckptBytes int64
-	ckptEvery time.Duration
-	now       func() time.Time
+	ckptKeys    int
+	ckptPerPage int
+	ckptBytes   int64
+	afterBolt   func() // called by a background checkpoint once bbolt holds it
 }
 
 var _ storage.Store = (*Store)(nil)
@@ -223,12 +226,11 @@ func OpenWith(path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("bolt %s: %w", path, err)
 	}
 	s := &Store{
-		db:        db,
-		path:      path,
-		ckptKeys:  checkpointKeys,
-		ckptBytes: checkpointLogBytes,
-		ckptEvery: checkpointEvery,
-		now:       time.Now,
+		db:          db,
+		path:        path,
+		ckptKeys:    checkpointKeys,
+		ckptPerPage: checkpointPerPage,
+		ckptBytes:   checkpointLogBytes,
 	}
 	if err := s.open(path+"-wal", opts.Recover); err != nil {
 		if s.log != nil {
@@ -307,7 +309,6 @@ func (s *Store) open(logPath string, salvage bool) error {
 	}
 	// Apply what was replayed, and reset the log even if it was all
 	// skipped, so that new records do not follow old ones.
-	s.lastCkpt = s.now()
 	if err := s.checkpoint(); err != nil {
 		return err
 	}
@@ -329,6 +330,7 @@ type openMeta struct {
 func (s *Store) readMeta() (m openMeta, err error) {
 	err = s.view("read meta", nil, func(tx *bolt.Tx) error {
 		m.missing = tx.Bucket(bucket) == nil || tx.Bucket(metaBucket) == nil
+		s.pages = filePages(tx)
 		if err := s.readSeq(tx); err != nil {
 			return err
 		}
@@ -558,85 +560,6 @@ func (s *Store) apply(ops []storage.Op) {
 	s.mu.Unlock()
 }
 
-// overLimit reports whether the overlay or the log reached factor times its
-// checkpoint threshold.
-func (s *Store) overLimit(factor int) bool {
-	return s.ov.len() >= factor*s.ckptKeys || s.log.Size() >= int64(factor)*s.ckptBytes
-}
-
-// Sync implements storage.Store: one fdatasync of the log, then a
-// checkpoint if one is due. If that checkpoint fails, Sync returns its error
-// although the commits are durable in the log; retrying them is harmless.
-func (s *Store) Sync() error {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	if s.closed {
-		return errClosed
-	}
-	if !s.logBad {
-		if err := s.log.Sync(); err != nil {
-			// The page cache may have dropped what failed to reach the
-			// disk, so the log can no longer be trusted: make the changes
-			// durable in bbolt instead.
-			s.logBad = true
-			if cerr := s.checkpoint(); cerr != nil {
-				return errors.Join(err, cerr)
-			}
-			return nil
-		}
-	}
-	if s.logBad || s.overLimit(hardLimitFactor) ||
-		s.overLimit(1) && s.now().Sub(s.lastCkpt) >= s.ckptEvery {
-		return s.checkpoint()
-	}
-	return nil
-}
-
-// checkpoint writes the overlay into bbolt with the last record's sequence
-// number, empties it and resets the log. The caller holds wmu. It does
-// nothing if there is nothing to do.
-func (s *Store) checkpoint() error {
-	seq := s.log.Last()
-	if seq == s.ckptSeq && s.log.Size() == 0 && !s.logBad {
-		return nil
-	}
-	if seq != s.ckptSeq {
-		keys := s.ov.keys() // in order: bbolt's cursor walks forward
-		var at []byte       // the key being written, for guard's error
-		err := s.update("checkpoint", &at, func(tx *bolt.Tx) error {
-			b := tx.Bucket(bucket)
-			for _, k := range keys {
-				var err error
-				at = []byte(k)
-				if v := s.ov.m[k]; v == nil {
-					err = b.Delete(at)
-				} else {
-					err = b.Put(at, encodeValue(at, v))
-				}
-				if err != nil {
-					return fmt.Errorf("key %q: %w", k, err)
-				}
-			}
-			at = nil
-			return tx.Bucket(metaBucket).Put(seqKey, binary.BigEndian.AppendUint64(nil, seq))
-		})
-		if err != nil {
-			return fmt.Errorf("checkpoint: %w", err)
-		}
-		s.ckptSeq = seq
-		s.mu.Lock()
-		s.ov.reset()
-		s.mu.Unlock()
-	}
-	if err := s.log.Reset(); err != nil {
-		s.logBad = true
-		return err
-	}
-	s.logBad = false
-	s.lastCkpt = s.now()
-	return nil
-}
-
 // Scan implements storage.Store. Each page merges bbolt with the overlay
 // (whose entries win, tombstones hiding keys), read afresh, so the scan sees
 // every write committed before the page was read, including fn's own.
@@ -647,26 +570,25 @@ func (s *Store) Scan(prefix, start []byte, fn func(k, v []byte) error) error {
 	return storage.ScanPages(start, fn, func(start []byte, page *storage.Page) error {
 		s.wmu.Lock()
 		defer s.wmu.Unlock()
-		keys := s.ov.keys()
-		pfx := string(prefix)
-		i, _ := slices.BinarySearch(keys, string(start))
+		walk := s.ov.from(string(start))
 		return s.view("scan", &start, func(tx *bolt.Tx) error {
 			c := tx.Bucket(bucket).Cursor()
 			k, v := c.Seek(start)
 			for !page.Full() {
 				inBolt := k != nil && bytes.HasPrefix(k, prefix)
-				inOverlay := i < len(keys) && strings.HasPrefix(keys[i], pfx)
+				ok, more := walk.peek()
+				inOverlay := more && strings.HasPrefix(ok, string(prefix))
 				switch {
 				case !inBolt && !inOverlay:
 					return nil
-				case inOverlay && (!inBolt || keys[i] <= string(k)):
-					if inBolt && keys[i] == string(k) {
+				case inOverlay && (!inBolt || ok <= string(k)):
+					if inBolt && ok == string(k) {
 						k, v = c.Next() // shadowed by the overlay
 					}
-					if ov := s.ov.m[keys[i]]; ov != nil {
-						page.Add([]byte(keys[i]), ov)
+					if ov := s.ov.m[ok]; ov != nil {
+						page.Add([]byte(ok), ov)
 					}
-					i++
+					walk.next()
 				default:
 					value, err := DecodeValue(k, v)
 					if err != nil {

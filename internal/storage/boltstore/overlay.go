@@ -1,8 +1,10 @@
 package boltstore
 
 import (
+	"bytes"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // overlay holds the writes logged since the last checkpoint: the newest
@@ -67,10 +69,109 @@ func (o *overlay) keys() []string {
 	return merged
 }
 
+// from walks the overlay's keys from start on, in order, for Scan. It
+// sorts added in place rather than merging it into sorted, unless added
+// has grown past a quarter of sorted: a merge costs the whole overlay, and
+// a large overlay scanned page by page while keys are added would pay it
+// on every page.
+func (o *overlay) from(start string) keyWalk {
+	a, b := o.sorted, o.added
+	if len(b) > len(a)/4 {
+		a, b = o.keys(), nil
+	} else {
+		slices.Sort(b)
+	}
+	i, _ := slices.BinarySearch(a, start)
+	j, _ := slices.BinarySearch(b, start)
+	return keyWalk{a[i:], b[j:]}
+}
+
+// keyWalk merges two sorted lists of distinct keys (sorted and added).
+type keyWalk struct{ a, b []string }
+
+// firstA reports whether the next key is a's.
+func (w *keyWalk) firstA() bool { return len(w.b) == 0 || len(w.a) > 0 && w.a[0] < w.b[0] }
+
+// peek returns the next key, or false at the end.
+func (w *keyWalk) peek() (string, bool) {
+	switch {
+	case len(w.a) == 0 && len(w.b) == 0:
+		return "", false
+	case w.firstA():
+		return w.a[0], true
+	}
+	return w.b[0], true
+}
+
+// next moves past the next key.
+func (w *keyWalk) next() {
+	if w.firstA() {
+		w.a = w.a[1:]
+	} else {
+		w.b = w.b[1:]
+	}
+}
+
 // len is the number of keys in the overlay.
 func (o *overlay) len() int { return len(o.m) }
 
-// reset empties the overlay after a checkpoint.
+// reset empties the overlay after a checkpoint. The map keeps its room
+// (at most hardLimitFactor checkpoints' worth of keys), so that the next
+// checkpoint's keys do not grow it again from nothing.
 func (o *overlay) reset() {
-	o.m, o.sorted, o.added = nil, nil, nil
+	clear(o.m)
+	o.sorted, o.added = nil, nil
+}
+
+// snapshot returns the overlay's keys in order and their values (nil: a
+// delete). With clone false the values are the overlay's own buffers,
+// which the next set may overwrite; with clone true they are copies in one
+// allocation, for a checkpoint that runs while sets go on.
+func (o *overlay) snapshot(clone bool) (keys []string, values [][]byte) {
+	keys = o.keys()
+	values = make([][]byte, len(keys))
+	var arena []byte
+	if clone {
+		n := 0
+		for _, k := range keys {
+			n += len(o.m[k])
+		}
+		arena = make([]byte, 0, n)
+	}
+	for i, k := range keys {
+		v := o.m[k]
+		if clone && v != nil {
+			start := len(arena)
+			arena = append(arena, v...)
+			v = arena[start:len(arena):len(arena)] // non-nil, even empty
+		}
+		values[i] = v
+	}
+	return keys, values
+}
+
+// dropWritten removes the keys that still hold the value a checkpoint
+// wrote (values[i] for keys[i]), now that bbolt holds it: a key set again
+// since keeps its newer value, which the next checkpoint writes. A key set
+// again to the same value may go too, as bbolt holds that value. mu is
+// the lock that guards m against Get, taken for a bounded number of keys
+// at a time so that Gets are not held up by a large checkpoint.
+func (o *overlay) dropWritten(mu *sync.RWMutex, keys []string, values [][]byte) {
+	const step = 4096
+	for start := 0; start < len(keys); start += step {
+		mu.Lock()
+		for i := start; i < min(start+step, len(keys)); i++ {
+			if v, ok := o.m[keys[i]]; ok && (v == nil) == (values[i] == nil) && bytes.Equal(v, values[i]) {
+				delete(o.m, keys[i])
+			}
+		}
+		mu.Unlock()
+	}
+	kept := make([]string, 0, len(o.m))
+	for _, k := range o.keys() {
+		if _, ok := o.m[k]; ok {
+			kept = append(kept, k)
+		}
+	}
+	o.sorted = kept
 }

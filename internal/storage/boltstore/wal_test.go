@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -360,23 +359,18 @@ func TestCommitRefusesWhatBoltWould(t *testing.T) {
 // TestCheckpointThresholds drives the checkpoint policy with a fake clock.
 func TestCheckpointThresholds(t *testing.T) {
 	s := open(t, dbPath(t))
-	clock := time.Unix(1000, 0)
-	s.now = func() time.Time { return clock }
-	s.lastCkpt = clock
-	s.ckptKeys, s.ckptBytes, s.ckptEvery = 10, 1<<30, time.Second
+	s.ckptKeys, s.ckptPerPage, s.ckptBytes = 10, 0, 1<<30
 
 	for i := range 9 {
 		commitSync(t, s, put(fmt.Sprint("k", i), "v"))
 	}
 	require.Equal(t, 9, s.ov.len(), "below the key threshold")
 	commitSync(t, s, put("k9", "v"))
-	require.Equal(t, 10, s.ov.len(), "at the threshold, but within a second of the last checkpoint")
-	clock = clock.Add(time.Second)
-	require.NoError(t, s.Sync())
-	require.Zero(t, s.ov.len(), "checkpointed")
+	waitBackground(s)
+	require.Zero(t, s.ov.len(), "checkpointed in the background")
 	require.Zero(t, s.log.Size())
 
-	// The hard limit does not wait for the clock, and applies in Commit.
+	// The hard limit applies in Commit, in the foreground.
 	for i := range 4*10 - 1 {
 		require.NoError(t, s.Commit([]storage.Op{put(fmt.Sprint("h", i), "v")}))
 	}
@@ -386,10 +380,15 @@ func TestCheckpointThresholds(t *testing.T) {
 
 	// The log size threshold.
 	s.ckptKeys, s.ckptBytes = 1<<30, 100
-	clock = clock.Add(time.Second)
 	commitSync(t, s, put("big", string(make([]byte, 100))))
+	waitBackground(s)
 	require.Zero(t, s.ov.len())
 	require.Len(t, scanAll(t, s, "", ""), 10+40+1)
+
+	// The key threshold grows with the file: checkpointPerPage keys a page.
+	s.ckptKeys, s.ckptPerPage, s.ckptBytes = 10, 4, 1<<30
+	require.Positive(t, s.pages)
+	require.Equal(t, max(10, 4*s.pages), s.keyLimit())
 }
 
 // TestSyncAfterLogFailureCheckpoints: once a log write or sync failed, Sync
@@ -537,8 +536,7 @@ func TestScanMatchesModel(t *testing.T) {
 // checkpoints (run with -race); every value read is one that was written.
 func TestConcurrentGets(t *testing.T) {
 	s := open(t, dbPath(t))
-	s.ckptKeys = 8
-	s.ckptEvery = 0
+	s.ckptKeys, s.ckptPerPage = 8, 0
 	keys := []string{"a", "b", "c", "d"}
 	var wg sync.WaitGroup
 	done := make(chan struct{})
@@ -603,7 +601,18 @@ func TestOverlayKeysSorted(t *testing.T) {
 			all = append(all, k)
 		}
 		want := slices.Compact(slices.Sorted(slices.Values(all)))
-		require.Equal(t, want, o.keys())
+		start := fmt.Sprint(rng.IntN(500))
+		w := o.from(start)
+		walked := []string{}
+		for k, ok := w.peek(); ok; k, ok = w.peek() {
+			walked = append(walked, k)
+			w.next()
+		}
+		i, _ := slices.BinarySearch(want, start)
+		require.Equal(t, want[i:], walked, "from %q", start)
+		if rng.IntN(3) == 0 {
+			require.Equal(t, want, o.keys())
+		}
 	}
 }
 

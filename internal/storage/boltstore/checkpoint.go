@@ -1,0 +1,219 @@
+package boltstore
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Checkpoint thresholds (see the package doc).
+//
+// A checkpoint's cost per key is set by how many keys it writes per page
+// of the file: K keys spread at random over P pages touch P(1-e^(-K/P))
+// pages, each copied and written whole, so at K much below P every key
+// costs a 4 KiB page write, and at K = 8P an eighth of one. The key
+// threshold therefore grows with the file, checkpointPerPage keys a page:
+// more keys a page cost less CPU a key and more memory (each key waiting
+// in the overlay holds its key, its value and a map slot), with returns
+// that fall off past 8 (bench/REPORT.md, BenchmarkStoreWrite).
+//
+// Its floor, checkpointKeys, is for small files, and for a file that
+// grows from empty faster than checkpoints can keep its pages dense: a
+// busy Async commit holds tens of thousands of keys, and a floor below
+// that would send most commits over the hard limit into a foreground
+// checkpoint. The log's size bounds the threshold too (32 MiB of log
+// replays in well under a second).
+const (
+	checkpointKeys     = 64 << 10
+	checkpointPerPage  = 8
+	checkpointLogBytes = 32 << 20
+	hardLimitFactor    = 4
+)
+
+// background is a checkpoint that runs in its own goroutine: the overlay's
+// keys and values (copies) as of the log's record seq, which ends at tail.
+// The goroutine sets pages and err, then closes done; the Store takes the
+// outcome in under wmu (settleBackground).
+type background struct {
+	keys   []string
+	values [][]byte
+	seq    uint64
+	tail   int64
+	done   chan struct{}
+	pages  int
+	err    error
+}
+
+// keyLimit is the overlay's key threshold: see checkpointPerPage.
+func (s *Store) keyLimit() int { return max(s.ckptKeys, s.ckptPerPage*s.pages) }
+
+// overLimit reports whether the overlay or the log reached factor times its
+// checkpoint threshold.
+func (s *Store) overLimit(factor int) bool {
+	return s.ov.len() >= factor*s.keyLimit() || s.log.Size() >= int64(factor)*s.ckptBytes
+}
+
+// Sync implements storage.Store: one fdatasync of the log. It then starts
+// a checkpoint in the background if one is due, or runs one in the
+// foreground if the log failed, the last background one failed, or the
+// overlay reached the hard limit (waiting for a background one first). If
+// that checkpoint fails, Sync returns its error although the commits are
+// durable in the log; retrying them is harmless.
+func (s *Store) Sync() error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.closed {
+		return errClosed
+	}
+	if !s.logBad {
+		if err := s.log.Sync(); err != nil {
+			// The page cache may have dropped what failed to reach the
+			// disk, so the log can no longer be trusted: make the changes
+			// durable in bbolt instead.
+			s.logBad = true
+			if cerr := s.checkpoint(); cerr != nil {
+				return errors.Join(err, cerr)
+			}
+			return nil
+		}
+	}
+	s.settleBackground(false)
+	switch {
+	case s.logBad || s.bgErr != nil || s.overLimit(hardLimitFactor):
+		return s.checkpoint()
+	case s.bg == nil && s.overLimit(1):
+		s.startBackground()
+	}
+	return nil
+}
+
+// checkpoint writes the overlay into bbolt with the last record's sequence
+// number, empties it and resets the log, in the foreground, once a
+// background checkpoint has ended. The caller holds wmu. It does nothing
+// if there is nothing to do.
+func (s *Store) checkpoint() error {
+	s.settleBackground(true)
+	seq := s.log.Last()
+	if seq == s.ckptSeq && s.log.Size() == 0 && !s.logBad {
+		return nil
+	}
+	if seq != s.ckptSeq {
+		keys, values := s.ov.snapshot(false)
+		pages, err := s.writeBolt(keys, values, seq)
+		if err != nil {
+			return err
+		}
+		s.ckptSeq, s.pages = seq, pages
+		s.mu.Lock()
+		s.ov.reset()
+		s.mu.Unlock()
+	}
+	if err := s.log.Reset(); err != nil {
+		s.logBad = true
+		return err
+	}
+	s.logBad, s.bgErr = false, nil
+	return nil
+}
+
+// startBackground starts a checkpoint of the overlay as it is now, in its
+// own goroutine, so that commits and Syncs go on meanwhile. The caller
+// holds wmu.
+//
+// Why commits may go on: the overlay keeps every key the checkpoint
+// writes, and takes the commits made meanwhile, until the checkpoint has
+// committed in bbolt. Get and Scan read the overlay first, so whether they
+// see bbolt before or after the checkpoint, they get the newest value. The
+// checkpoint then drops from the overlay the keys still holding the value
+// it wrote, and from the log the records it covered (wal.Log.DropBefore):
+// the records appended meanwhile stay in the log, and their keys in the
+// overlay, for the next checkpoint. A crash before the log is rewritten
+// leaves bbolt ahead of some of its records, which replay skips.
+func (s *Store) startBackground() {
+	if s.log.Last() == s.ckptSeq {
+		return
+	}
+	bg := &background{seq: s.log.Last(), tail: s.log.Tail(), done: make(chan struct{})}
+	bg.keys, bg.values = s.ov.snapshot(true)
+	s.bg = bg
+	go func() {
+		bg.pages, bg.err = s.writeBolt(bg.keys, bg.values, bg.seq)
+		if s.afterBolt != nil {
+			s.afterBolt()
+		}
+		close(bg.done)
+	}()
+}
+
+// settleBackground takes in the outcome of the background checkpoint, if
+// one ran and has ended, or, with wait, once it ends. The caller holds
+// wmu; the goroutine never takes it, so waiting under it cannot deadlock.
+// A checkpoint that succeeded drops from the overlay the keys still
+// holding the value it wrote, and from the log the records it covered;
+// one that failed leaves its error in bgErr, for the next Sync to retry
+// in the foreground.
+func (s *Store) settleBackground(wait bool) {
+	bg := s.bg
+	if bg == nil {
+		return
+	}
+	if wait {
+		<-bg.done
+	} else {
+		select {
+		case <-bg.done:
+		default:
+			return
+		}
+	}
+	s.bg = nil
+	if bg.err != nil {
+		s.bgErr = bg.err
+		return
+	}
+	s.ckptSeq, s.pages = bg.seq, bg.pages
+	s.ov.dropWritten(&s.mu, bg.keys, bg.values)
+	if !s.logBad {
+		// A log that failed is reset by the foreground checkpoint that
+		// the next Sync runs; its records up to seq are skipped until then.
+		if err := s.log.DropBefore(bg.tail); err != nil {
+			s.logBad = true
+		}
+	}
+}
+
+// writeBolt writes keys (in order: bbolt's cursor walks forward) with
+// their values (nil: a delete) into bbolt in one transaction, which also
+// stores seq, and returns the file's size in pages after it. It changes
+// no field of s: a background checkpoint runs it without wmu.
+func (s *Store) writeBolt(keys []string, values [][]byte, seq uint64) (pages int, err error) {
+	var at []byte // the key being written, for guard's error
+	err = s.update("checkpoint", &at, func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucket)
+		for i, k := range keys {
+			var err error
+			at = []byte(k)
+			if v := values[i]; v == nil {
+				err = b.Delete(at)
+			} else {
+				err = b.Put(at, encodeValue(at, v))
+			}
+			if err != nil {
+				return fmt.Errorf("key %q: %w", k, err)
+			}
+		}
+		at = nil
+		pages = filePages(tx)
+		return tx.Bucket(metaBucket).Put(seqKey, binary.BigEndian.AppendUint64(nil, seq))
+	})
+	if err != nil {
+		return 0, fmt.Errorf("checkpoint: %w", err)
+	}
+	return pages, nil
+}
+
+// filePages is the size of tx's database in pages: its pages in use and
+// free alike, as bbolt's file never shrinks.
+func filePages(tx *bolt.Tx) int { return int(tx.Size() / int64(tx.DB().Info().PageSize)) }
