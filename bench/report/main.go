@@ -125,6 +125,9 @@ func plan(quick, full bool) []stage {
 		{"first-touch", "^BenchmarkFirstTouch$", "1000000x", "", small, 2},
 		// Misses on a file of 1M stored keys, filled once per round (~10 s).
 		{"miss", "^BenchmarkMiss$", "200000x", "", keys1M, 2},
+		// The store's work per dirty key as its file grows (10k, 200k and
+		// 1M keys): a file built per run, then 1000 commits of 1024 keys.
+		{"store-write", "^BenchmarkStoreWrite$", "1000x", "", keys1M, 1},
 		// One backend per process, so that RSS is about it alone.
 		{"disk", "^BenchmarkDisk$/^backend=bolt$", "3x", "", keys1M, 1},
 		{"disk", "^BenchmarkDisk$/^backend=badger$", "3x", "", keys1M, 1},
@@ -145,7 +148,8 @@ func shrink(stages []stage) {
 	for i := range stages {
 		st := &stages[i]
 		st.size, st.rounds, st.benchtime = small, 1, "10ms"
-		if st.name == "disk" || st.name == "keys-memory" || st.name == "wait" || st.name == "redis-instances" {
+		if st.name == "disk" || st.name == "keys-memory" || st.name == "wait" || st.name == "redis-instances" ||
+			st.name == "store-write" {
 			st.benchtime = "1x"
 		}
 	}

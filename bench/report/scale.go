@@ -48,14 +48,11 @@ func scaleName(keys int, dist, impl string) string {
 // familyKeys is the largest key count of the results of family fam, 0
 // where it did not run.
 func (v *view) familyKeys(fam string) int {
-	n := 0
-	for _, r := range v.Results {
-		if r.Family() == fam {
-			k, _ := strconv.Atoi(r.Param("keys"))
-			n = max(n, k)
-		}
+	ks := v.paramValues(fam, "keys")
+	if len(ks) == 0 {
+		return 0
 	}
-	return n
+	return ks[len(ks)-1]
 }
 
 // steadyKeys is BenchmarkPeers' largest key count, the one measured in its
@@ -228,6 +225,40 @@ func (v *view) scale(b *strings.Builder) {
 	v.scaleMemoryTable(b)
 	v.firstTouchTable(b)
 	v.missTable(b)
+	v.storeWriteTable(b)
+}
+
+// storeWriteTable is BenchmarkStoreWrite: the store's work per dirty key
+// at each size of file, against the smallest.
+func (v *view) storeWriteTable(b *strings.Builder) {
+	b.WriteString("**Store writes per dirty key** (BenchmarkStoreWrite: commits of 1024 random keys and a Sync, as " +
+		"the committer makes them, into bbolt files of each size, the checkpoints they start and the final Close " +
+		"included; *CPU* counts every goroutine of the process: the caller, the background checkpoints, the GC).\n\n")
+	t := &table{head: []string{"file keys", "ns/key", "CPU ns/key", "CPU vs the smallest"}}
+	sizes := v.paramValues("StoreWrite", "keys")
+	if len(sizes) == 0 {
+		t.add("not run", "–", "–", "–")
+	}
+	for _, n := range sizes {
+		name := fmt.Sprintf("StoreWrite/keys=%d", n)
+		ns, _ := v.any(name, "ns/key")
+		cpu, _ := v.any(name, "cpu-ns/key")
+		t.add(fmtInt(n), fmtNs(ns), fmtNs(cpu), v.ratio(name, fmt.Sprintf("StoreWrite/keys=%d", sizes[0]), 0, "cpu-ns/key"))
+	}
+	b.WriteString(t.String())
+}
+
+// paramValues is the values of the integer parameter param among family
+// fam's results, in increasing order.
+func (v *view) paramValues(fam, param string) []int {
+	var ns []int
+	for _, r := range v.Results {
+		if n, err := strconv.Atoi(r.Param(param)); r.Family() == fam && err == nil {
+			ns = append(ns, n)
+		}
+	}
+	slices.Sort(ns)
+	return slices.Compact(ns)
 }
 
 // steadyTable is ratestore-async at BenchmarkPeers' largest key count
