@@ -40,11 +40,12 @@
 // covers, then drops those records from the log. It runs in the
 // background, started by a Sync once the log's fdatasync made the callers'
 // changes durable, so commits and Syncs go on while bbolt writes: the
-// checkpoint works on a copy of the overlay, the overlay keeps every key
-// until bbolt holds its value (so Get and Scan, which read the overlay
-// first, never see an older one), and the records appended meanwhile are
-// kept (wal.Log.DropBefore) with their keys in the overlay, for the next
-// checkpoint.
+// checkpoint writes the overlay's frozen generation while a new one takes
+// the commits, Get and Scan read both before bbolt (so they never see an
+// older value), and once bbolt holds it the frozen generation goes, and so
+// do the log's records before the checkpoint's (wal.Log.DropBefore); the
+// records appended meanwhile are kept, with the new generation, for the
+// next checkpoint.
 //
 // A checkpoint starts when the overlay holds the key threshold or the log
 // checkpointLogBytes bytes, and none is running. The key threshold grows with the file (checkpointPerPage keys a
@@ -155,10 +156,10 @@ var errClosed = fmt.Errorf("boltstore: %w", berrors.ErrDatabaseNotOpen)
 // Locks: wmu serializes everything that changes the log or the overlay,
 // starts or settles a checkpoint (Commit, Sync, Close, Compact), and Scan's
 // page reads, which need the overlay to hold still. A background
-// checkpoint's goroutine writes bbolt without it, from its own copy of the
-// overlay, and changes no field of the Store. mu guards ov.m between its
-// writers (who also hold wmu) and Get, so a Get never waits for an
-// fdatasync or a checkpoint.
+// checkpoint's goroutine writes bbolt without it, from the overlay's frozen
+// generation, and changes no field of the Store. mu guards the overlay's
+// maps between their writers (who also hold wmu) and Get, so a Get never
+// waits for an fdatasync or a checkpoint.
 type Store struct {
 	db       *bolt.DB
 	log      *wal.Log
@@ -483,7 +484,7 @@ func (s *Store) readSeq(tx *bolt.Tx) error {
 // Get implements storage.Store.
 func (s *Store) Get(key []byte) (value []byte, err error) {
 	s.mu.RLock()
-	v, ok := s.ov.m[string(key)]
+	v, ok := s.ov.get(string(key))
 	if ok {
 		value = bytes.Clone(v) // nil (a tombstone) stays nil
 	}
@@ -570,7 +571,7 @@ func (s *Store) Scan(prefix, start []byte, fn func(k, v []byte) error) error {
 	return storage.ScanPages(start, fn, func(start []byte, page *storage.Page) error {
 		s.wmu.Lock()
 		defer s.wmu.Unlock()
-		walk := s.ov.from(string(start))
+		walk := s.ov.from(string(start), s.frozenKeys())
 		return s.view("scan", &start, func(tx *bolt.Tx) error {
 			c := tx.Bucket(bucket).Cursor()
 			k, v := c.Seek(start)
@@ -585,7 +586,7 @@ func (s *Store) Scan(prefix, start []byte, fn func(k, v []byte) error) error {
 					if inBolt && ok == string(k) {
 						k, v = c.Next() // shadowed by the overlay
 					}
-					if ov := s.ov.m[ok]; ov != nil {
+					if ov, _ := s.ov.get(ok); ov != nil {
 						page.Add([]byte(ok), ov)
 					}
 					walk.next()

@@ -32,15 +32,16 @@ const (
 	hardLimitFactor    = 4
 )
 
-// background is a checkpoint that runs in its own goroutine: the overlay's
-// keys and values (copies) as of the log's record seq, which ends at tail.
-// The goroutine sets pages and err, then closes done; the Store takes the
-// outcome in under wmu (settleBackground).
+// background is a checkpoint that runs in its own goroutine, of the
+// overlay's frozen generation as of the log's record seq, which ends at
+// tail. The goroutine puts the generation's keys in order and closes
+// sorted (Scan waits for it), writes them, sets pages and err, and closes
+// done; the Store takes the outcome in under wmu (settleBackground).
 type background struct {
-	keys   []string
-	values [][]byte
 	seq    uint64
 	tail   int64
+	keys   []string // in order, once sorted is closed
+	sorted chan struct{}
 	done   chan struct{}
 	pages  int
 	err    error
@@ -100,8 +101,8 @@ func (s *Store) checkpoint() error {
 		return nil
 	}
 	if seq != s.ckptSeq {
-		keys, values := s.ov.snapshot(false)
-		pages, err := s.writeBolt(keys, values, seq)
+		keys := s.ov.keys()
+		pages, err := s.writeBolt(keys, valuesOf(s.ov.m, keys), seq)
 		if err != nil {
 			return err
 		}
@@ -122,24 +123,28 @@ func (s *Store) checkpoint() error {
 // own goroutine, so that commits and Syncs go on meanwhile. The caller
 // holds wmu.
 //
-// Why commits may go on: the overlay keeps every key the checkpoint
-// writes, and takes the commits made meanwhile, until the checkpoint has
-// committed in bbolt. Get and Scan read the overlay first, so whether they
-// see bbolt before or after the checkpoint, they get the newest value. The
-// checkpoint then drops from the overlay the keys still holding the value
-// it wrote, and from the log the records it covered (wal.Log.DropBefore):
-// the records appended meanwhile stay in the log, and their keys in the
-// overlay, for the next checkpoint. A crash before the log is rewritten
-// leaves bbolt ahead of some of its records, which replay skips.
+// Why commits may go on: the overlay keeps the checkpoint's keys, frozen,
+// until the checkpoint has committed in bbolt, and takes the commits made
+// meanwhile in its new generation. Get and Scan read both generations
+// first, so whether they see bbolt before or after the checkpoint, they
+// get the newest value. Once bbolt holds it, the frozen generation goes,
+// and the log's records it covered (wal.Log.DropBefore): the records
+// appended meanwhile stay in the log, as their keys in the overlay, for
+// the next checkpoint. A crash before the log is rewritten leaves bbolt
+// ahead of some of its records, which replay skips.
 func (s *Store) startBackground() {
 	if s.log.Last() == s.ckptSeq {
 		return
 	}
-	bg := &background{seq: s.log.Last(), tail: s.log.Tail(), done: make(chan struct{})}
-	bg.keys, bg.values = s.ov.snapshot(true)
+	bg := &background{seq: s.log.Last(), tail: s.log.Tail(), sorted: make(chan struct{}), done: make(chan struct{})}
+	s.mu.Lock()
+	frozen, sorted, added := s.ov.freeze()
+	s.mu.Unlock()
 	s.bg = bg
 	go func() {
-		bg.pages, bg.err = s.writeBolt(bg.keys, bg.values, bg.seq)
+		bg.keys = merge(sorted, added)
+		close(bg.sorted)
+		bg.pages, bg.err = s.writeBolt(bg.keys, valuesOf(frozen, bg.keys), bg.seq)
 		if s.afterBolt != nil {
 			s.afterBolt()
 		}
@@ -150,10 +155,10 @@ func (s *Store) startBackground() {
 // settleBackground takes in the outcome of the background checkpoint, if
 // one ran and has ended, or, with wait, once it ends. The caller holds
 // wmu; the goroutine never takes it, so waiting under it cannot deadlock.
-// A checkpoint that succeeded drops from the overlay the keys still
-// holding the value it wrote, and from the log the records it covered;
-// one that failed leaves its error in bgErr, for the next Sync to retry
-// in the foreground.
+// A checkpoint that succeeded drops the overlay's frozen generation and
+// the log's records it covered; one that failed moves the frozen keys
+// back and leaves its error in bgErr, for the next Sync to retry in the
+// foreground.
 func (s *Store) settleBackground(wait bool) {
 	bg := s.bg
 	if bg == nil {
@@ -169,12 +174,14 @@ func (s *Store) settleBackground(wait bool) {
 		}
 	}
 	s.bg = nil
+	s.mu.Lock()
+	s.ov.thaw(bg.err == nil)
+	s.mu.Unlock()
 	if bg.err != nil {
 		s.bgErr = bg.err
 		return
 	}
 	s.ckptSeq, s.pages = bg.seq, bg.pages
-	s.ov.dropWritten(&s.mu, bg.keys, bg.values)
 	if !s.logBad {
 		// A log that failed is reset by the foreground checkpoint that
 		// the next Sync runs; its records up to seq are skipped until then.
@@ -217,3 +224,14 @@ func (s *Store) writeBolt(keys []string, values [][]byte, seq uint64) (pages int
 // filePages is the size of tx's database in pages: its pages in use and
 // free alike, as bbolt's file never shrinks.
 func filePages(tx *bolt.Tx) int { return int(tx.Size() / int64(tx.DB().Info().PageSize)) }
+
+// frozenKeys returns the keys of the overlay's frozen generation in order,
+// once the background checkpoint has sorted them, or nil if there is none.
+// The caller holds wmu.
+func (s *Store) frozenKeys() []string {
+	if s.bg == nil {
+		return nil
+	}
+	<-s.bg.sorted
+	return s.bg.keys
+}

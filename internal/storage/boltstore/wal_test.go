@@ -602,7 +602,7 @@ func TestOverlayKeysSorted(t *testing.T) {
 		}
 		want := slices.Compact(slices.Sorted(slices.Values(all)))
 		start := fmt.Sprint(rng.IntN(500))
-		w := o.from(start)
+		w := o.from(start, nil)
 		walked := []string{}
 		for k, ok := w.peek(); ok; k, ok = w.peek() {
 			walked = append(walked, k)
