@@ -109,4 +109,3 @@ func killChild(t *testing.T) {
 		require.NoError(t, err)
 	}
 }
-
