@@ -48,15 +48,17 @@
 // next checkpoint.
 //
 // A checkpoint starts when the overlay holds the key threshold or the log
-// checkpointLogBytes bytes, and none is running. The key threshold grows with the file (checkpointPerPage keys a
-// page, at least checkpointKeys): random keys cost a page copy each until
-// they outnumber the file's pages, so checkpoints sized to the file keep
-// the cost per key flat as the store grows (BenchmarkCheckpoint). At
-// hardLimitFactor times either threshold, when background checkpoints fall
-// behind, one runs in the foreground, from Sync or Commit, after the
-// background one: that bounds the overlay's memory and the replay at Open,
-// and holds writers back. So do Close, Compact, and the Sync after a log
-// write or a background checkpoint failed. bbolt keeps its own fsyncs (no
+// checkpointLogBytes bytes, and none is running. The key threshold grows
+// with the file (checkpointPerPage keys a page, from checkpointKeys up to
+// checkpointMaxKeys): random keys cost a page copy each until they
+// outnumber the file's pages, so checkpoints sized to the file keep the
+// cost per key from growing with it, up to the ceiling that bounds the
+// overlay's memory (see checkpointPerPage). At hardLimitFactor times
+// either threshold, when background checkpoints fall behind, one runs in
+// the foreground, from Sync or Commit, after the background one: that
+// bounds the overlay's memory and the replay at Open, and holds writers
+// back. So do Close, Compact, and the Sync after a log write or a
+// background checkpoint failed. bbolt keeps its own fsyncs (no
 // NoSync): a checkpoint is crash safe on its own.
 //
 // # Crash safety

@@ -23,10 +23,15 @@ import (
 // grows from empty faster than checkpoints can keep its pages dense: a
 // busy Async commit holds tens of thousands of keys, and a floor below
 // that would send most commits over the hard limit into a foreground
-// checkpoint. The log's size bounds the threshold too (32 MiB of log
-// replays in well under a second).
+// checkpoint. Its ceiling, checkpointMaxKeys, bounds the overlay's memory
+// (about 175 bytes a key of 22 bytes; twice the threshold while a
+// background checkpoint runs, hardLimitFactor times it at most) where the
+// cache may be much smaller: past about 32k pages (a file of a few
+// million keys) checkpoints cost more a key again. The log's size bounds
+// the threshold too (32 MiB of log replays in well under a second).
 const (
 	checkpointKeys     = 64 << 10
+	checkpointMaxKeys  = 256 << 10
 	checkpointPerPage  = 8
 	checkpointLogBytes = 32 << 20
 	hardLimitFactor    = 4
@@ -48,7 +53,7 @@ type background struct {
 }
 
 // keyLimit is the overlay's key threshold: see checkpointPerPage.
-func (s *Store) keyLimit() int { return max(s.ckptKeys, s.ckptPerPage*s.pages) }
+func (s *Store) keyLimit() int { return max(s.ckptKeys, min(s.ckptPerPage*s.pages, checkpointMaxKeys)) }
 
 // overLimit reports whether the overlay or the log reached factor times its
 // checkpoint threshold.

@@ -389,6 +389,8 @@ func TestCheckpointThresholds(t *testing.T) {
 	s.ckptKeys, s.ckptPerPage, s.ckptBytes = 10, 4, 1<<30
 	require.Positive(t, s.pages)
 	require.Equal(t, max(10, 4*s.pages), s.keyLimit())
+	s.pages = 1 << 20
+	require.Equal(t, checkpointMaxKeys, s.keyLimit(), "up to the ceiling")
 }
 
 // TestSyncAfterLogFailureCheckpoints: once a log write or sync failed, Sync
