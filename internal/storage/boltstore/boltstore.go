@@ -180,7 +180,7 @@ type Store struct {
 	bg    *background
 	bgErr error
 
-	// Thresholds and clock, fields so tests can change them.
+	// Thresholds and a hook, fields so tests can change them.
 	ckptKeys    int
 	ckptPerPage int
 	ckptBytes   int64
