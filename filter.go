@@ -57,16 +57,24 @@ func newBloom(keys int) *bloom {
 
 // probe calls fn with the word and bit of each of h's probes in b, until
 // fn returns false.
+//
+// The block comes from the high half of h; each probe's 9 bits (word and
+// bit within the 512-bit block) from the top of the low half, multiplied
+// by an odd constant before each probe, as RocksDB's FastLocalBloom does.
+// The probes then draw on all 32 bits of the low half, so two keys in one
+// block set the same bits once in 2^32. Double hashing within the block
+// (a start and an odd step of 9 bits each) would leave 17 bits: in a
+// sparse filter that collision, not the filling, set the rate of false
+// maybes, at 5 in 100,000 instead of about none.
 func (b *bloom) probe(h uint64, fn func(w *atomic.Uint64, bit uint64) bool) bool {
-	// The block from the high half of h, the bits from the low half,
-	// stepped by an odd number (double hashing).
-	blk := &b.blocks[(h>>32)%uint64(len(b.blocks))]
-	x, step := h, h>>23|1
+	blk := &b.blocks[(h>>32)*uint64(len(b.blocks))>>32] // the high half scaled to the blocks: no division
+	x := uint32(h)
 	for range filterProbes {
-		if !fn(&blk[(x>>6)&7], uint64(1)<<(x&63)) {
+		x *= 0x9e3779b9 // 2^32 / the golden ratio
+		p := x >> (32 - 9)
+		if !fn(&blk[p>>6], uint64(1)<<(p&63)) {
 			return false
 		}
-		x += step
 	}
 	return true
 }
