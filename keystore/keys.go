@@ -305,8 +305,8 @@ func (s *Store) deleteIn(b batch, id string, keys [][]byte) error {
 		s.unindex(e) // the hashes refresh found, if another process rotated the key
 		s.mu.Unlock()
 		keys = append(keys, hashKey(e.rec.hash))
-		if e.rec.hasPrev {
-			keys = append(keys, hashKey(e.rec.prevHash))
+		if p := e.rec.prev; p != nil {
+			keys = append(keys, hashKey(p.hash))
 		}
 		if err := e.rec.pol.reset(b, id); err != nil {
 			return err
@@ -653,7 +653,7 @@ func (e *entry) refusal(now int64) error {
 // key returns e as a Key. The caller holds e.mu.
 func (e *entry) key() Key {
 	r := &e.rec
-	return Key{
+	k := Key{
 		ID:             e.id,
 		Name:           r.name,
 		Model:          r.model,
@@ -666,7 +666,9 @@ func (e *entry) key() Key {
 		LifetimeSpend:  pricing.USD(r.spent),
 		Team:           r.team,
 		Disabled:       r.disabled,
-
-		PreviousSecretExpiresAt: timeOf(r.prevEnds, r.hasPrev),
 	}
+	if r.prev != nil {
+		k.PreviousSecretExpiresAt = timeOf(r.prev.ends, true)
+	}
+	return k
 }

@@ -178,27 +178,26 @@ type Store struct {
 
 // entry is one key in memory. Its fields are guarded by mu, except id,
 // which never changes. The hashes of its secrets (rec.hash, and
-// rec.prevHash with rec.hasPrev) change only under both mu and the
+// rec.prev) change only under both mu and the
 // Store's mu, with the maps (Rotate): either lock reads them.
 type entry struct {
 	mu    sync.Mutex
 	id    string
 	rec   record
-	moved int64    // how far the key's policy changes have moved reservations: the sum of their reach (see adjust)
-	keys  [][]byte // its record key and legacy record key, made once
+	moved int64 // how far the key's policy changes have moved reservations: the sum of their reach (see adjust)
 }
 
-func newEntry(id string, rec record) *entry {
-	return &entry{id: id, rec: rec, keys: [][]byte{recordKey(id), legacyKey(id)}}
-}
+func newEntry(id string, rec record) *entry { return &entry{id: id, rec: rec} }
 
 // records are the keys of the records of e's key: its record, and its
-// legacy usage if it has any.
+// legacy usage if it has any. They are made for each call rather than
+// held: a shared store's reads need them, and those cost a round trip; an
+// entry holding them cost every key in memory about 100 bytes more.
 func (e *entry) records() [][]byte {
 	if e.rec.legacy {
-		return e.keys
+		return [][]byte{recordKey(e.id), legacyKey(e.id)}
 	}
-	return e.keys[:1]
+	return [][]byte{recordKey(e.id)}
 }
 
 // storeKey attaches the Store to its DB (ratestore.DB.Attach).
@@ -376,10 +375,13 @@ const (
 	legacyPrefix = "l/"
 )
 
-func recordKey(id string) []byte { return append([]byte(recordPrefix), id...) }
-func legacyKey(id string) []byte { return append([]byte(legacyPrefix), id...) }
-func hashKey(h [sha256.Size]byte) []byte {
-	return append([]byte(hashPrefix), h[:]...)
+func recordKey(id string) []byte         { return prefixed(recordPrefix, id) }
+func legacyKey(id string) []byte         { return prefixed(legacyPrefix, id) }
+func hashKey(h [sha256.Size]byte) []byte { return prefixed(hashPrefix, string(h[:])) }
+
+// prefixed returns prefix followed by s, in one allocation.
+func prefixed(prefix, s string) []byte {
+	return append(append(make([]byte, 0, len(prefix)+len(s)), prefix...), s...)
 }
 
 // notFound is the error for an id no key has. A malformed id names none.

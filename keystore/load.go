@@ -76,7 +76,7 @@ func (s *Store) load(id string, v []byte) (*entry, []byte, error) {
 	if !validID(id) {
 		return nil, nil, fmt.Errorf("keystore: stored key %.60q does not end in a key id: %w", recordPrefix+id, ErrCorrupt)
 	}
-	st, err := decodeRecord(id, v)
+	st, err := decodeRecord(id, v, s.knownPolicy)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -89,6 +89,9 @@ func (s *Store) load(id string, v []byte) (*entry, []byte, error) {
 		window = append([]byte{}, st.v1Window...)
 	}
 	e := newEntry(id, st.record)
+	if e.rec.pol != nil {
+		return e, window, nil // known: see stored.decodePolicy
+	}
 	if e.rec.pol, err = s.policy("load", p); err != nil {
 		return nil, nil, corruptWrap(id, "record: policy", err)
 	}

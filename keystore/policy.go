@@ -56,6 +56,13 @@ type policies struct {
 	m  map[string]*policy
 }
 
+// knownPolicy returns the Store's policy whose encoding is enc, or nil.
+func (s *Store) knownPolicy(enc []byte) *policy {
+	s.policies.mu.Lock()
+	defer s.policies.mu.Unlock()
+	return s.policies.m[string(enc)]
+}
+
 // policy validates p, fills in its defaults, and returns the Store's
 // policy equal to it. op names the call in errors.
 func (s *Store) policy(op string, p Policy) (*policy, error) {

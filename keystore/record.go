@@ -67,18 +67,28 @@ type record struct {
 	disabled   bool
 	legacy     bool // l/<id> holds usage windows not merged yet
 
-	// The previous secret after a Rotate with a grace, when hasPrev: its
-	// hash, also indexed at h/<prevHash>, and the instant (Unix ns) it
-	// stops authenticating. Both are zero when hasPrev is false.
-	hasPrev  bool
-	prevHash [sha256.Size]byte
-	prevEnds int64
-	team     string // the id of the key's team; "" for none
-
 	// gone is not stored: the key was deleted, and a caller that found its
 	// entry before must not use it. It sits here, in the padding after the
 	// flags, rather than in the entry: a key costs 8 bytes less.
 	gone bool
+
+	prev *prevSecret // the previous secret after a Rotate with a grace; nil: none
+	team string      // the id of the key's team; "" for none
+}
+
+// prevSecret is a key's previous secret after a Rotate with a grace: its
+// hash, also indexed at h/<hash>, and the instant (Unix ns) it stops
+// authenticating. Few keys have one, so a record points to it rather than
+// holding its 40 bytes. It is never changed in place: copies of a record
+// share it.
+type prevSecret struct {
+	hash [sha256.Size]byte
+	ends int64
+}
+
+// sameHash reports whether p and q are both none, or secrets of one hash.
+func (p *prevSecret) sameHash(q *prevSecret) bool {
+	return p == nil && q == nil || p != nil && q != nil && p.hash == q.hash
 }
 
 func (r *record) flags() byte {
@@ -88,7 +98,7 @@ func (r *record) flags() byte {
 		bit byte
 	}{
 		{r.disabled, flagDisabled}, {r.hasExpiry, flagExpires}, {r.hasCreated, flagCreated},
-		{r.hasUsed, flagLastUsed}, {r.legacy, flagLegacy}, {r.hasPrev, flagPrevious}, {r.team != "", flagTeam},
+		{r.hasUsed, flagLastUsed}, {r.legacy, flagLegacy}, {r.prev != nil, flagPrevious}, {r.team != "", flagTeam},
 	} {
 		if b.on {
 			f |= b.bit
@@ -122,9 +132,9 @@ func (r *record) appendEncode(dst []byte) []byte {
 	dst = appendBytes(dst, r.model)
 	dst = appendBytes(dst, r.pol.enc)
 	dst = binary.AppendUvarint(dst, uint64(r.spent))
-	if r.hasPrev {
-		dst = append(dst, r.prevHash[:]...)
-		dst = binary.AppendVarint(dst, r.prevEnds)
+	if p := r.prev; p != nil {
+		dst = append(dst, p.hash[:]...)
+		dst = binary.AppendVarint(dst, p.ends)
 	}
 	if r.team != "" {
 		dst = appendBytes(dst, r.team)
@@ -168,10 +178,34 @@ type stored struct {
 	v1Window []byte // version 1: the usage window's state, encoded; empty: nothing in use
 }
 
+// decodePolicy reads the policy of a record of version v from d: into
+// r.pol when known has a policy of that encoding, else into r.policy.
+// Every key of a store usually shares one of a few policies (Store.policy
+// keeps one of each), so most records are the first case: Open then
+// neither decodes nor validates a key's policy again, and makes none of
+// the short-lived allocations that would otherwise sit between the keys'
+// strings in the heap. Only the current version stores the policy as
+// Store.policy encodes it.
+func (r *stored) decodePolicy(d *decoder, v byte, known func(enc []byte) *policy) {
+	enc := d.bytes("policy", maxPolicyBytes)
+	if d.err != nil {
+		return
+	}
+	if v == recordVersion && known != nil {
+		if r.pol = known(enc); r.pol != nil {
+			return
+		}
+	}
+	p := decoder{id: d.id, what: "record: policy", b: enc}
+	r.policy = p.policy(v >= recordVersion)
+	d.err = p.done()
+}
+
 // decodeRecord parses the record of id, version 1, 2 or 3. Its errors match
 // strategies.ErrCorrupt and name id. The policy is checked by Store.policy
-// and a version 1 window by its strategy, later.
-func decodeRecord(id string, b []byte) (*stored, error) {
+// and a version 1 window by its strategy, later, unless known (nil: none)
+// knows the policy's encoding: see stored.decodePolicy.
+func decodeRecord(id string, b []byte, known func(enc []byte) *policy) (*stored, error) {
 	d := decoder{id: id, what: "record", b: b}
 	v := d.byte("version")
 	if d.err == nil && v != recordV1 && v != recordV2 && v != recordVersion {
@@ -187,7 +221,6 @@ func decodeRecord(id string, b []byte) (*stored, error) {
 		hasCreated: flags&flagCreated != 0,
 		hasUsed:    flags&flagLastUsed != 0,
 		legacy:     flags&flagLegacy != 0,
-		hasPrev:    flags&flagPrevious != 0,
 	}}
 	copy(r.hash[:], d.fixed("hash", sha256.Size))
 	if v == recordV1 {
@@ -204,18 +237,16 @@ func decodeRecord(id string, b []byte) (*stored, error) {
 	if v == recordV1 {
 		r.v1Window = d.bytes("window", maxWindowBytes)
 	} else {
-		p := decoder{id: id, what: "record: policy", b: d.bytes("policy", maxPolicyBytes)}
-		if d.err == nil {
-			r.policy = p.policy(v >= recordVersion)
-			d.err = p.done()
-		}
+		r.decodePolicy(&d, v, known)
 	}
 	if v >= recordVersion {
 		r.spent = d.int("lifetime spend", 0)
 	}
-	if r.hasPrev {
-		copy(r.prevHash[:], d.fixed("previous secret hash", sha256.Size))
-		r.prevEnds = d.varint("previous secret end")
+	if flags&flagPrevious != 0 {
+		p := &prevSecret{}
+		copy(p.hash[:], d.fixed("previous secret hash", sha256.Size))
+		p.ends = d.varint("previous secret end")
+		r.prev = p
 	}
 	if flags&flagTeam != 0 {
 		if r.team = d.text("team"); d.err == nil && !validTeamID(r.team) {

@@ -46,8 +46,8 @@ func sampleRecords() []record {
 		full.hash[i] = byte(i * 7)
 	}
 	rotated := record{lifetime: 7, hasCreated: true, createdAt: 1768723200000000000, spent: 5,
-		hasPrev: true, prevEnds: 1768809600000000000}
-	rotated.hash[0], rotated.prevHash[0], rotated.prevHash[31] = 9, 3, 4
+		prev: &prevSecret{ends: 1768809600000000000}}
+	rotated.hash[0], rotated.prev.hash[0], rotated.prev.hash[31] = 9, 3, 4
 	return []record{
 		withPolicy(full, samplePolicies[1]),
 		withPolicy(record{}, samplePolicies[0]),
@@ -132,7 +132,7 @@ func TestRecordRoundTrip(t *testing.T) {
 	for _, r := range sampleRecords() {
 		b := r.encode()
 		require.Equal(t, byte(recordVersion), b[0])
-		st, err := decodeRecord(testID, b)
+		st, err := decodeRecord(testID, b, nil)
 		require.NoError(t, err)
 		want := r
 		want.pol = nil
@@ -144,12 +144,49 @@ func TestRecordRoundTrip(t *testing.T) {
 	}
 }
 
+// TestRecordKnownPolicy: a current record whose policy a Store already
+// holds gets that policy without decoding it; any other is decoded as
+// without known, and known is not asked about an older version's policy,
+// whose encoding differs.
+func TestRecordKnownPolicy(t *testing.T) {
+	for _, r := range sampleRecords() {
+		var asked []string
+		known := func(enc []byte) *policy {
+			asked = append(asked, string(enc))
+			return r.pol
+		}
+		st, err := decodeRecord(testID, r.encode(), known)
+		require.NoError(t, err)
+		require.Equal(t, []string{r.pol.enc}, asked)
+		require.Same(t, r.pol, st.pol)
+		require.Zero(t, st.policy, "not decoded")
+		want := r
+		want.pol = st.pol
+		require.Equal(t, want, st.record)
+
+		none := func([]byte) *policy { return nil }
+		st, err = decodeRecord(testID, r.encode(), none)
+		require.NoError(t, err)
+		require.Nil(t, st.pol)
+		require.Equal(t, r.pol.pub, st.policy)
+
+		if r.prev != nil {
+			continue // version 2 had no previous secret
+		}
+		asked = nil
+		st, err = decodeRecord(testID, r.encodeV2(), known)
+		require.NoError(t, err)
+		require.Empty(t, asked, "version 2")
+		require.Nil(t, st.pol)
+	}
+}
+
 // TestRecordV1 asserts that a version 1 record decodes to its fields, its
 // token limit and its usage window.
 func TestRecordV1(t *testing.T) {
 	for _, r := range sampleV1(t) {
 		b := r.encodeV1()
-		st, err := decodeRecord(testID, b)
+		st, err := decodeRecord(testID, b, nil)
 		require.NoError(t, err)
 		require.Equal(t, r.record, st.record)
 		require.Equal(t, r.limit, st.v1Limit)
@@ -216,7 +253,7 @@ func TestRecordCorrupt(t *testing.T) {
 		"v1 cut in window":    v1valid[:len(v1valid)-1],
 		"v1 trailing":         append(bytes.Clone(v1valid), 0),
 	} {
-		_, err := decodeRecord(testID, b)
+		_, err := decodeRecord(testID, b, nil)
 		require.ErrorIs(t, err, strategies.ErrCorrupt, name)
 		require.ErrorContains(t, err, testID, name)
 	}
@@ -270,7 +307,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		f.Add(r.encodeV1())
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		st, err := decodeRecord(testID, b)
+		st, err := decodeRecord(testID, b, nil)
 		if err != nil {
 			require.ErrorIs(t, err, strategies.ErrCorrupt)
 			require.ErrorContains(t, err, testID)

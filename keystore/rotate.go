@@ -63,8 +63,8 @@ func (s *Store) Rotate(ctx context.Context, id string, grace time.Duration) (Key
 // record.
 func (s *Store) rotateIn(b batch, e *entry, h [sha256.Size]byte, now int64, grace time.Duration) error {
 	var drop [][sha256.Size]byte
-	if e.rec.hasPrev {
-		drop = append(drop, e.rec.prevHash)
+	if p := e.rec.prev; p != nil {
+		drop = append(drop, p.hash)
 	}
 	if grace == 0 {
 		drop = append(drop, e.rec.hash)
@@ -81,9 +81,9 @@ func (s *Store) rotateIn(b batch, e *entry, h [sha256.Size]byte, now int64, grac
 	defer s.mu.Unlock()
 	s.unindex(e)
 	r := &e.rec
-	r.hasPrev, r.prevHash, r.prevEnds = false, [sha256.Size]byte{}, 0
+	r.prev = nil
 	if grace > 0 {
-		r.hasPrev, r.prevHash, r.prevEnds = true, r.hash, sat.Add(now, int64(grace))
+		r.prev = &prevSecret{hash: r.hash, ends: sat.Add(now, int64(grace))}
 	}
 	r.hash = h
 	s.index(e)
@@ -95,8 +95,8 @@ func (s *Store) rotateIn(b batch, e *entry, h [sha256.Size]byte, now int64, grac
 // caller holds s.mu.
 func (s *Store) index(e *entry) {
 	s.byHash[e.rec.hash] = e
-	if e.rec.hasPrev && s.byHash[e.rec.prevHash] == nil {
-		s.byHash[e.rec.prevHash] = e
+	if p := e.rec.prev; p != nil && s.byHash[p.hash] == nil {
+		s.byHash[p.hash] = e
 	}
 }
 
@@ -106,8 +106,8 @@ func (s *Store) unindex(e *entry) {
 	if s.byHash[e.rec.hash] == e {
 		delete(s.byHash, e.rec.hash)
 	}
-	if e.rec.hasPrev && s.byHash[e.rec.prevHash] == e {
-		delete(s.byHash, e.rec.prevHash)
+	if p := e.rec.prev; p != nil && s.byHash[p.hash] == e {
+		delete(s.byHash, p.hash)
 	}
 }
 
@@ -115,23 +115,24 @@ func (s *Store) unindex(e *entry) {
 // grace lasts past now: a secret that found e and is not its own (h !=
 // e.rec.hash) authenticates it only then. The caller holds e.mu.
 func (e *entry) previous(h [sha256.Size]byte, now int64) bool {
-	return e.rec.hasPrev && h == e.rec.prevHash && now < e.rec.prevEnds
+	p := e.rec.prev
+	return p != nil && h == p.hash && now < p.ends
 }
 
 // putRecord writes e's record in b, after dropping its previous secret
 // if its grace has ended by now: the hash's index entry, in b, and its
 // map entry go with it. The caller holds e.mu.
 func (s *Store) putRecord(b batch, e *entry, now int64) error {
-	if r := &e.rec; r.hasPrev && now >= r.prevEnds {
-		if err := b.Delete(hashKey(r.prevHash)); err != nil {
+	if p := e.rec.prev; p != nil && now >= p.ends {
+		if err := b.Delete(hashKey(p.hash)); err != nil {
 			return err
 		}
 		s.mu.Lock()
-		if s.byHash[r.prevHash] == e {
-			delete(s.byHash, r.prevHash)
+		if s.byHash[p.hash] == e {
+			delete(s.byHash, p.hash)
 		}
-		r.hasPrev, r.prevHash, r.prevEnds = false, [sha256.Size]byte{}, 0
+		e.rec.prev = nil
 		s.mu.Unlock()
 	}
-	return b.Put(e.keys[0], e.rec.encode())
+	return b.Put(recordKey(e.id), e.rec.encode())
 }

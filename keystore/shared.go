@@ -22,8 +22,8 @@ func hashLock(h [sha256.Size]byte) string { return hashPrefix + hex.EncodeToStri
 // refresh reads e's record again in b, where other processes change it
 // (Reread). The caller holds e.mu.
 func (s *Store) refresh(b batch, e *entry) error {
-	if e.rec.gone {
-		return nil
+	if !s.shared || e.rec.gone {
+		return nil // in memory, the record held is the record stored
 	}
 	// What the batch will read, as far as the record held says: one round
 	// trip for them all, where there are round trips.
@@ -33,7 +33,7 @@ func (s *Store) refresh(b batch, e *entry) error {
 	if err := s.prefetchTeam(b, e.rec.team); err != nil {
 		return err
 	}
-	vals, err := b.Reread(e.keys[:1])
+	vals, err := b.Reread([][]byte{recordKey(e.id)})
 	if err != nil {
 		return fmt.Errorf("keystore: key %s: reading its record: %w", e.id, err)
 	}
@@ -70,7 +70,7 @@ func (s *Store) prefetchTeam(b batch, id string) error {
 
 // fresh is refresh outside a batch, for the calls that only read a key.
 func (s *Store) fresh(ctx context.Context, e *entry) error {
-	vals, err := s.eng.reread(ctx, e.keys[:1])
+	vals, err := s.eng.reread(ctx, [][]byte{recordKey(e.id)})
 	if err != nil {
 		return fmt.Errorf("keystore: key %s: reading its record: %w", e.id, err)
 	}
@@ -105,7 +105,7 @@ func (s *Store) reload(e *entry, v []byte) error {
 		return err
 	}
 	e.moved = reachAdd(e.moved, e.rec.pol, ne.rec.pol)
-	if ne.rec.hash == e.rec.hash && ne.rec.hasPrev == e.rec.hasPrev && ne.rec.prevHash == e.rec.prevHash {
+	if ne.rec.hash == e.rec.hash && ne.rec.prev.sameHash(e.rec.prev) {
 		e.rec = ne.rec
 		return nil
 	}
@@ -166,15 +166,9 @@ func (s *Store) adopt(id string, v []byte) (*entry, error) {
 func (s *Store) sync(ctx context.Context) error {
 	ids := s.sortedIDs()
 	keys := make([][]byte, len(ids))
-	s.mu.RLock()
 	for i, id := range ids {
-		if e := s.byID[id]; e != nil {
-			keys[i] = e.keys[0] // made once, with the entry
-		} else {
-			keys[i] = recordKey(id) // a corrupt key's
-		}
+		keys[i] = recordKey(id) // a corrupt key's too
 	}
-	s.mu.RUnlock()
 	vals, err := s.eng.reread(ctx, keys)
 	if err != nil {
 		return fmt.Errorf("keystore: reading the keys: %w", err)

@@ -51,7 +51,7 @@ const (
 	maxTeamRecord = 2 << 20
 )
 
-func teamKey(id string) []byte { return append([]byte(teamPrefix), id...) }
+func teamKey(id string) []byte { return prefixed(teamPrefix, id) }
 
 func newTeamID() string {
 	var b [idHexLen / 2]byte

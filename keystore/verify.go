@@ -18,7 +18,7 @@ import (
 func CheckRecord(key, value []byte) (ours bool, id string, err error) {
 	switch {
 	case bytes.HasPrefix(key, []byte(recordPrefix)):
-		_, err = decodeRecord(string(key[len(recordPrefix):]), value)
+		_, err = decodeRecord(string(key[len(recordPrefix):]), value, nil)
 		return true, "", err
 	case bytes.HasPrefix(key, []byte(legacyPrefix)):
 		_, err = decodeLegacy(string(key[len(legacyPrefix):]), value)

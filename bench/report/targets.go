@@ -251,15 +251,16 @@ var explanations = map[string]string{
 		"and writes the key's record (LifetimeTokens, LastUsed), so each commit writes two values per key instead " +
 		"of one. It measured 1.2-1.4× when this generator was written; with 64 callers throughput tracks the " +
 		"fdatasync latency (Machine table), so a miss just above 1.5 is first the disk's noise: rerun.",
-	"keys-memory": "A loaded key is its entry (a 152-byte struct in the 160-byte size class: lock, id, the " +
-		"32-byte secret hash, name, model, policy pointer, lifetime and three instants with their flags), its id " +
-		"and name strings (24 and 16 B size classes for 20 and 11 bytes), and a slot in each of the two maps " +
-		"(by id: a 16-byte string header and a pointer; by hash: 32 bytes and a pointer), which Go's maps keep at " +
-		"a load between 7/16 and 7/8 after growing by doubling. Live objects measured 298 B per key including " +
-		"the strings when this generator was written (267 B without them: the target met on live objects); the " +
-		"heap in use, 339-348 B, adds ~45 B of unused room in the spans, left by the temporaries of decoding " +
-		"interleaved with the keys. Storing the hash in the by-hash map's " +
-		"key only, or one map from hash to index into a slice of entries, would take ~40-60 B off.",
+	"keys-memory": "A loaded key is its entry (a 176-byte struct, a size class of its own: lock, id, the 32-byte " +
+		"secret hash, name, model, policy pointer, lifetime, spend, three instants with their flags, a pointer to a " +
+		"previous secret (nil but after a Rotate with a grace) and a team id), its id and name strings (24 and 16 B " +
+		"size classes for 20 and 11 bytes), and a slot in each of the two maps (by id: a 16-byte string header and a " +
+		"pointer; by hash: 32 bytes and a pointer), which Go's maps keep at a load between 7/16 and 7/8 after " +
+		"growing by doubling. Measured when this generator was written: 314 B live per key with its strings, 322 B " +
+		"of heap in use. The entry no longer holds its record keys (made per call: one 24-byte allocation a record " +
+		"write), and Open reuses a policy it knows by its encoding instead of decoding it again, whose temporaries " +
+		"had left ~45 B of unused room between the keys' strings. Storing the hash in the by-hash map's key only " +
+		"would take ~40 B off.",
 }
 
 // rollingNoise explains a rolling-window flatness miss.
