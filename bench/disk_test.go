@@ -158,7 +158,7 @@ func compactBolt(src, dst string) (int64, error) {
 	return diskSize(dst)
 }
 
-// procStatusMB reads field (VmRSS, VmHWM) of /proc/self/status in MiB, or
+// procStatusMB reads field (VmRSS, VmHWM, RssFile) of /proc/self/status in MiB, or
 // 0 where there is no such file.
 func procStatusMB(field string) float64 {
 	data, err := os.ReadFile("/proc/self/status")

@@ -47,7 +47,8 @@ var scaleImpls = []string{"xrate", "golimiter", "ratestore-async-bolt"}
 // Memory: heap-B/key is the Go heap in use (runtime.MemStats.HeapInuse,
 // after a GC) that building the side added, over the key count; rss-B/key
 // the same of the process's resident set (VmRSS, after returning freed
-// memory to the OS), which also counts ratestore's pages of the bbolt file;
+// memory to the OS), and rss-file-B/key its file-backed part (RssFile):
+// ratestore's pages of the mapped bbolt file, which the kernel may drop;
 // key-B/key the length of a key, whose bytes the caller already holds.
 // ratio-vs-xrate is as in BenchmarkPeers. Targets: ratestore within 1.3×
 // the fastest peer of the same invocation, and at most 160 B of heap per
@@ -80,25 +81,28 @@ func BenchmarkScale(b *testing.B) {
 			reportVsXrate(b, base, im.name, dist)
 			b.ReportMetric(added.heap/float64(n), "heap-B/key")
 			b.ReportMetric(added.rss/float64(n), "rss-B/key")
+			b.ReportMetric(added.file/float64(n), "rss-file-B/key")
 			b.ReportMetric(float64(keyBytes)/float64(n), "key-B/key")
 		})
 	}
 }
 
-// footprint is what the process holds, in bytes: the Go heap in use and
-// the resident set.
-type footprint struct{ heap, rss float64 }
+// footprint is what the process holds, in bytes: the Go heap in use, the
+// resident set, and the file-backed part of that.
+type footprint struct{ heap, rss, file float64 }
 
 // measureFootprint collects garbage, returns freed memory to the OS (so
 // that the resident set does not keep what an earlier side freed), and
-// reads the heap in use and VmRSS.
+// reads the heap in use, VmRSS and RssFile.
 func measureFootprint() footprint {
 	debug.FreeOSMemory()
 	m := liveHeap()
-	return footprint{heap: float64(m.HeapInuse), rss: procStatusMB("VmRSS") * (1 << 20)}
+	return footprint{heap: float64(m.HeapInuse), rss: procStatusMB("VmRSS") * (1 << 20), file: procStatusMB("RssFile") * (1 << 20)}
 }
 
-func (f footprint) minus(g footprint) footprint { return footprint{f.heap - g.heap, f.rss - g.rss} }
+func (f footprint) minus(g footprint) footprint {
+	return footprint{f.heap - g.heap, f.rss - g.rss, f.file - g.file}
+}
 
 // firstTouchOffset is the index of BenchmarkFirstTouch's first key
 // (user:10000000): beyond every key count of the other benchmarks.
