@@ -189,25 +189,34 @@ func (v *view) vsFastestCheck(id string, keys, def int, name func(dist, impl str
 // ratestore's heap per key within scaleHeapMax plus the key's bytes.
 func (v *view) scaleMemoryCheck() check {
 	n := v.familyKeys("Scale")
-	heap, kb, rss, ok := v.scaleMemory(n, scaleOurs)
+	m, ok := v.scaleMemory(n, scaleOurs)
 	return check{id: "scale-memory", what: fmt.Sprintf("memory at %s keys, Async bolt, every key in memory: <= %d B of heap per key plus the key's bytes",
 		fmtInt(orDefault(n, 10_000_000)), scaleHeapMax),
-		measured: fmt.Sprintf("%.0f B + %.0f B of key (RSS %.0f B per key)", heap-kb, kb, rss), ok: ok, met: heap <= scaleHeapMax+kb}
+		measured: fmt.Sprintf("%.0f B + %.0f B of key (RSS %.0f B per key)", m.heap-m.key, m.key, m.rss), ok: ok, met: m.heap <= scaleHeapMax+m.key}
 }
 
-// scaleMemory is BenchmarkScale's memory per key of impl at n keys: heap,
-// key bytes and RSS, each the median over the runs of either key choice
-// (both report the same measurement of the side).
-func (v *view) scaleMemory(n int, impl string) (heap, keyBytes, rss float64, ok bool) {
+// memPerKey is BenchmarkScale's memory per key of one side, in bytes: the
+// heap, the key, the resident set and its file-backed part (ok false: not
+// reported, by a run before the metric).
+type memPerKey struct {
+	heap, key, rss, file float64
+	fileOK               bool
+}
+
+// scaleMemory is BenchmarkScale's memory per key of impl at n keys, each
+// figure the median over the runs of either key choice (both report the
+// same measurement of the side).
+func (v *view) scaleMemory(n int, impl string) (m memPerKey, ok bool) {
 	for _, dist := range distList {
 		name := scaleName(n, dist, impl)
-		if heap, ok = v.any(name, "heap-B/key"); ok {
-			keyBytes, _ = v.any(name, "key-B/key")
-			rss, _ = v.any(name, "rss-B/key")
-			return heap, keyBytes, rss, true
+		if m.heap, ok = v.any(name, "heap-B/key"); ok {
+			m.key, _ = v.any(name, "key-B/key")
+			m.rss, _ = v.any(name, "rss-B/key")
+			m.file, m.fileOK = v.any(name, "rss-file-B/key")
+			return m, true
 		}
 	}
-	return 0, 0, 0, false
+	return memPerKey{}, false
 }
 
 // scale is the report's Scale section: every table says "not run" for what
@@ -339,17 +348,22 @@ func (v *view) scaleTable(b *strings.Builder) {
 // scaleMemoryTable is BenchmarkScale's memory per key, every side.
 func (v *view) scaleMemoryTable(b *strings.Builder) {
 	b.WriteString("**Memory per key** (BenchmarkScale: what building the side with every key added, after a GC: the Go " +
-		"heap in use, and the resident set, which also counts ratestore's pages of the bbolt file; *key* is the key's " +
-		"length, bytes the caller already holds and x/time/rate's map shares).\n\n")
-	t := &table{head: []string{"impl", "heap B/key", "RSS B/key", "key B", "heap beyond the key"}}
+		"heap in use, and the resident set; *of it, file* is the resident set's file-backed part, ratestore's pages of " +
+		"the mapped bbolt file, which the kernel may drop; *key* is the key's length, bytes the caller already holds " +
+		"and x/time/rate's map shares).\n\n")
+	t := &table{head: []string{"impl", "heap B/key", "RSS B/key", "of it, file", "key B", "heap beyond the key"}}
 	n := v.familyKeys("Scale")
 	for _, impl := range append(slices.Clone(scalePeers), scaleOurs) {
-		heap, kb, rss, ok := v.scaleMemory(n, impl)
+		m, ok := v.scaleMemory(n, impl)
 		if !ok {
-			t.add(impl, "not run", "–", "–", "–")
+			t.add(impl, "not run", "–", "–", "–", "–")
 			continue
 		}
-		t.add(impl, fmt.Sprintf("%.0f", heap), fmt.Sprintf("%.0f", rss), fmt.Sprintf("%.0f", kb), fmt.Sprintf("%.0f", heap-kb))
+		file := "–"
+		if m.fileOK {
+			file = fmt.Sprintf("%.0f", m.file)
+		}
+		t.add(impl, fmt.Sprintf("%.0f", m.heap), fmt.Sprintf("%.0f", m.rss), file, fmt.Sprintf("%.0f", m.key), fmt.Sprintf("%.0f", m.heap-m.key))
 	}
 	b.WriteString(t.String())
 }

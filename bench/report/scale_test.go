@@ -32,7 +32,7 @@ BenchmarkMiss/keys=1000000/impl=ratestore-async-bolt-2 	  200000	      2600 ns/o
 # run=5 stage=scale round=1 bench=^BenchmarkScale$ benchtime=5000000x
 BenchmarkScale/keys=10000000/dist=uniform/impl=xrate-2     	 5000000	      1200 ns/op	  833333 decisions/s	       110.0 heap-B/key	        12.00 key-B/key	       115.0 rss-B/key	       0 B/op	       0 allocs/op
 BenchmarkScale/keys=10000000/dist=uniform/impl=golimiter-2 	 5000000	       900 ns/op	 1111111 decisions/s	       100.0 heap-B/key	        12.00 key-B/key	       105.0 rss-B/key	       0 B/op	       0 allocs/op
-BenchmarkScale/keys=10000000/dist=uniform/impl=ratestore-async-bolt-2 	 5000000	      1000 ns/op	 1000000 decisions/s	       180.0 heap-B/key	        12.00 key-B/key	       250.0 rss-B/key	      30 B/op	       0 allocs/op
+BenchmarkScale/keys=10000000/dist=uniform/impl=ratestore-async-bolt-2 	 5000000	      1000 ns/op	 1000000 decisions/s	       180.0 heap-B/key	        12.00 key-B/key	       250.0 rss-B/key	         2.000 rss-file-B/key	      30 B/op	       0 allocs/op
 # run=6 stage=store-write round=1 bench=^BenchmarkStoreWrite$ benchtime=1000x
 BenchmarkStoreWrite/keys=10000-2   	    1000	   1000000 ns/op	       800.0 cpu-ns/key	  30000000 max-ns/commit	      1000 ns/key	   6000000 p99-ns/commit
 BenchmarkStoreWrite/keys=1000000-2 	    1000	   4000000 ns/op	      4000 cpu-ns/key	 200000000 max-ns/commit	      3900 ns/key	  16000000 p99-ns/commit
@@ -79,8 +79,8 @@ func TestScale(t *testing.T) {
 		"| zipf | 1 | not run | not run | – | – | not run | – | – |",
 		"| uniform | 2 | 1.2 µs | 900 ns | 1.0 µs | 0 | 1.11× |",
 		"| zipf | 2 | not run | not run | not run | – | – |",
-		"| golimiter | 100 | 105 | 12 | 88 |",
-		"| ratestore-async-bolt | 180 | 250 | 12 | 168 |",
+		"| golimiter | 100 | 105 | – | 12 | 88 |",
+		"| ratestore-async-bolt | 180 | 250 | 2 | 12 | 168 |",
 		"| xrate | 400 ns | 1 | 188 | – | – | – |",
 		"| ratestore-async-bolt | 600 ns | 5 | 300 | 0.50 | 0 | 1.50× (1.40–1.60) |",
 		"| bolt-view-get | 2.0 µs | 9 | 576 | – | – | – |",
@@ -110,7 +110,7 @@ func TestScaleNotRun(t *testing.T) {
 		"| uniform | 1 | not run | not run | – | – | not run | – | – |",
 		"**Steady state, 10M keys**",
 		"| zipf | 2 | not run | not run | not run | – | – |",
-		"| ratestore-async-bolt | not run | – | – | – |",
+		"| ratestore-async-bolt | not run | – | – | – | – |\n",
 		"| xrate | not run | – | – | – | – | – |",
 		"| bolt-view-get | not run | – | – | – | – | – |",
 		"**Store writes per dirty key**",
