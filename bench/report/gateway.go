@@ -176,6 +176,12 @@ func (v *view) gateway(b *strings.Builder) {
 		"reverseproxy row's, the three sides of one invocation, median (lowest – highest). Target (DESIGN.md): at " +
 		"1000 req/s, that ratio <= 1.2 for the gateway on its embedded store, Async and Sync. The closed-loop rows " +
 		"measure capacity and have no target.\n\n")
+	v.gatewayOverheadTable(b)
+	v.gatewayStreamTable(b)
+}
+
+// gatewayOverheadTable is BenchmarkGatewayOverhead's table.
+func (v *view) gatewayOverheadTable(b *strings.Builder) {
 	t := &table{head: []string{"load", "side", "req/s", "p50", "p99", "mean", "added p50", "added p99", "÷ proxy"}}
 	for _, load := range gwLoads {
 		base, hop := gwOverheadName(load, "direct"), gwOverheadName(load, "reverseproxy")
@@ -199,14 +205,17 @@ func (v *view) gateway(b *strings.Builder) {
 		}
 	}
 	b.WriteString(t.String())
+}
 
+// gatewayStreamTable is BenchmarkGatewayStream's paragraph and table.
+func (v *view) gatewayStreamTable(b *strings.Builder) {
 	b.WriteString("**Streaming.** One client reads one stream at a time of 32 SSE events (OpenAI chat chunks, the last " +
 		"with the usage, as with stream_options.include_usage), written 500 µs apart by the upstream, each flushed; " +
 		"the upstream stamps every event with the process's monotonic clock just before writing it, and the delay is " +
 		"to the client having read its line. A gateway that held events back would add at least the gap between two " +
 		"of them (500 µs, more with timer slack), or the whole stream; the target is no such delay: added p50 <= " +
 		"150 µs and p99 below the gap.\n\n")
-	t = &table{head: []string{"side", "per-event delay p50", "p99", "mean", "added p50", "added p99"}}
+	t := &table{head: []string{"side", "per-event delay p50", "p99", "mean", "added p50", "added p99"}}
 	base := gwStreamName("direct")
 	for _, impl := range gwImpls {
 		name := gwStreamName(impl)
