@@ -574,24 +574,25 @@ func (s *Store) Scan(prefix, start []byte, fn func(k, v []byte) error) error {
 		s.wmu.Lock()
 		defer s.wmu.Unlock()
 		walk := s.ov.from(string(start), s.frozenKeys())
+		pfx := string(prefix)
 		return s.view("scan", &start, func(tx *bolt.Tx) error {
 			c := tx.Bucket(bucket).Cursor()
 			k, v := c.Seek(start)
 			for !page.Full() {
 				inBolt := k != nil && bytes.HasPrefix(k, prefix)
-				ok, more := walk.peek()
-				inOverlay := more && strings.HasPrefix(ok, string(prefix))
+				ovKey, more := walk.peek()
+				inOverlay := more && strings.HasPrefix(ovKey, pfx)
 				switch {
 				case !inBolt && !inOverlay:
 					return nil
-				case inOverlay && (!inBolt || ok <= string(k)):
-					if inBolt && ok == string(k) {
+				case inOverlay && (!inBolt || ovKey <= string(k)):
+					if inBolt && ovKey == string(k) {
 						k, v = c.Next() // shadowed by the overlay
 					}
-					if ov, _ := s.ov.get(ok); ov != nil {
-						page.Add([]byte(ok), ov)
+					if ov, _ := s.ov.get(ovKey); ov != nil {
+						page.Add([]byte(ovKey), ov)
 					}
-					walk.next()
+					walk.next(ovKey)
 				default:
 					value, err := DecodeValue(k, v)
 					if err != nil {

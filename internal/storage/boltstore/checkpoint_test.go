@@ -134,7 +134,7 @@ func TestOverlayGenerations(t *testing.T) {
 	var walked []string
 	for k, ok := w.peek(); ok; k, ok = w.peek() {
 		walked = append(walked, k)
-		w.next()
+		w.next(k)
 	}
 	require.Equal(t, []string{"b", "c", "d"}, walked)
 

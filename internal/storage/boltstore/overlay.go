@@ -164,12 +164,8 @@ func (w *keyWalk) peek() (string, bool) {
 	return k, ok
 }
 
-// next moves past the next key, in every list that holds it.
-func (w *keyWalk) next() {
-	k, ok := w.peek()
-	if !ok {
-		return
-	}
+// next moves past k, the key peek returned, in every list that holds it.
+func (w *keyWalk) next(k string) {
 	for i, l := range w {
 		if len(l) > 0 && l[0] == k {
 			w[i] = l[1:]

@@ -608,7 +608,7 @@ func TestOverlayKeysSorted(t *testing.T) {
 		walked := []string{}
 		for k, ok := w.peek(); ok; k, ok = w.peek() {
 			walked = append(walked, k)
-			w.next()
+			w.next(k)
 		}
 		i, _ := slices.BinarySearch(want, start)
 		require.Equal(t, want[i:], walked, "from %q", start)
