@@ -248,11 +248,11 @@ func (v *view) storeWriteTable(b *strings.Builder) {
 	if len(sizes) == 0 {
 		t.add("not run", "–", "–", "–")
 	}
+	name := func(n int) string { return fmt.Sprintf("StoreWrite/keys=%d", n) }
 	for _, n := range sizes {
-		name := fmt.Sprintf("StoreWrite/keys=%d", n)
-		ns, _ := v.any(name, "ns/key")
-		cpu, _ := v.any(name, "cpu-ns/key")
-		t.add(fmtInt(n), fmtNs(ns), fmtNs(cpu), v.ratio(name, fmt.Sprintf("StoreWrite/keys=%d", sizes[0]), 0, "cpu-ns/key"))
+		ns, _ := v.any(name(n), "ns/key")
+		cpu, _ := v.any(name(n), "cpu-ns/key")
+		t.add(fmtInt(n), fmtNs(ns), fmtNs(cpu), v.ratio(name(n), name(sizes[0]), 0, "cpu-ns/key"))
 	}
 	b.WriteString(t.String())
 }
