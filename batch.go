@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore/internal/sat"
+	"github.com/ratestore/ratestore/internal/text"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -130,6 +131,15 @@ func (b *Batch) Get(key []byte) ([]byte, error) {
 
 // Reread is DB.Reread: there is nothing to read again.
 func (b *Batch) Reread(keys [][]byte) ([][]byte, error) { return nil, b.use(nil) }
+
+// Announce does nothing: only this process changes a DB, so no other
+// process needs telling. It checks topic.
+func (b *Batch) Announce(topic string, msg []byte) error {
+	if err := b.use(nil); err != nil {
+		return err
+	}
+	return ValidTopic(topic)
+}
 
 // Prefetch does nothing: a DB's states and records are read in memory.
 func (b *Batch) Prefetch(records [][]byte, key string, limiters ...StoreLimiter) error {
@@ -293,6 +303,48 @@ func (db *DB) Scan(ctx context.Context, prefix []byte, fn func(key, value []byte
 		}
 		return fn(k, v)
 	})
+}
+
+// ScanFrom is Scan beginning at the first key >= start (nil: the first
+// key with prefix). bbolt and badger seek to start: a page of n records
+// costs O(n + log N).
+func (db *DB) ScanFrom(ctx context.Context, prefix, start []byte, fn func(key, value []byte) error) error {
+	if err := validRecordKey(prefix); err != nil {
+		return err
+	}
+	if err := db.Flush(ctx); err != nil {
+		return err
+	}
+	return db.store.Scan(prefix, start, func(k, v []byte) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return fn(k, v)
+	})
+}
+
+// Changes returns no message: only this process changes a DB, so there is
+// nothing it has not seen (see Store.Changes).
+func (db *DB) Changes(ctx context.Context, topic, after string, max int) ([][]byte, string, error) {
+	if db.closed.Load() {
+		return nil, "", ErrClosed
+	}
+	if err := ValidTopic(topic); err != nil {
+		return nil, "", err
+	}
+	if max < 1 {
+		return nil, "", fmt.Errorf("ratestore: changes: max %d: want at least 1: %w", max, ErrInvalid)
+	}
+	return nil, after, ctx.Err()
+}
+
+// ValidTopic checks a topic of Batch.Announce and Store.Changes: 1 to 64
+// bytes of a limiter name's characters.
+func ValidTopic(topic string) error {
+	if !text.Name(topic, 64) {
+		return fmt.Errorf("ratestore: topic %.70q: want 1 to 64 of [A-Za-z0-9_.:@+-]: %w", topic, ErrInvalid)
+	}
+	return nil
 }
 
 // Reread returns nothing: only this process changes a DB's records (Open

@@ -54,10 +54,24 @@ type Store[L StoreLimiter, B StoreBatch[L]] interface {
 	// memory learn others' changes from it, with no branch on which store
 	// they have.
 	Reread(ctx context.Context, keys [][]byte) ([][]byte, error)
+	// ScanFrom is Scan beginning at the first key >= start (nil: the first
+	// key with prefix): how a caller pages through an ordered range without
+	// reading what comes before it. A page of n records costs O(n + log N)
+	// on every backend.
+	ScanFrom(ctx context.Context, prefix, start []byte, fn func(key, value []byte) error) error
 	// RereadPrefix is Scan where other processes change the records, and
 	// calls nothing on a store this process alone changes: how a caller
 	// finds the records others added.
 	RereadPrefix(ctx context.Context, prefix []byte, fn func(key, value []byte) error) error
+	// Changes returns the messages announced under topic (Batch.Announce)
+	// by every process since position after, oldest first, at most max of
+	// them, and the position after the last one returned (after itself
+	// when there is none). after "" asks for the position of now, with no
+	// message. When messages after it were dropped (a feed keeps a bounded
+	// number), it fails with an error matching ErrGap: the caller has
+	// missed changes and must read what it keeps again. A store this
+	// process alone changes has nothing to tell: it returns no message.
+	Changes(ctx context.Context, topic, after string, max int) (msgs [][]byte, next string, err error)
 	// Flush returns once every change made before it is stored durably.
 	Flush(ctx context.Context) error
 	// Now reads the store's clock.
@@ -101,6 +115,12 @@ type StoreBatch[L StoreLimiter] interface {
 	// Reread is Store.Reread in the batch: on a shared store, the values
 	// read are those the commit checks are unchanged.
 	Reread(keys [][]byte) ([][]byte, error)
+	// Announce tells the other processes of a shared store, through
+	// Store.Changes, that the batch changed what msg names, once its
+	// commit has stored the change. On a store this process alone changes
+	// it does nothing: there is nobody to tell. topic is 1 to 64 bytes of
+	// a limiter name's characters.
+	Announce(topic string, msg []byte) error
 	// Prefetch reads at once the records at records and key's states
 	// under limiters (the backend's), which the batch is about to use,
 	// where that saves round trips.

@@ -59,6 +59,31 @@ func contract[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](t *testing.T,
 	var keys []string
 	require.NoError(t, db.Scan(ctx, []byte("r/"), func(k, v []byte) error { keys = append(keys, string(k)+"="+string(v)); return nil }))
 	require.Equal(t, []string{"r/a=1", "r/b=2", "r/empty="}, keys)
+	keys = nil
+	require.NoError(t, db.ScanFrom(ctx, []byte("r/"), []byte("r/aa"), func(k, v []byte) error { keys = append(keys, string(k)); return nil }))
+	require.Equal(t, []string{"r/b", "r/empty"}, keys, "ScanFrom begins at the first key >= start")
+
+	// Changes: a shared store tells what its batches announced, after the
+	// position asked for; one this process alone changes tells nothing.
+	_, pos, err := db.Changes(ctx, "contract", "", 10)
+	require.NoError(t, err)
+	require.NoError(t, db.Update(ctx, nil, func(b B) error {
+		require.ErrorIs(t, b.Announce("bad topic", nil), ratestore.ErrInvalid)
+		require.NoError(t, b.Announce("contract", []byte("one")))
+		return b.Announce("contract", []byte("two"))
+	}))
+	msgs, next, err := db.Changes(ctx, "contract", pos, 1)
+	require.NoError(t, err)
+	if shared {
+		require.Equal(t, [][]byte{[]byte("one")}, msgs)
+		msgs, _, err = db.Changes(ctx, "contract", next, 10)
+		require.NoError(t, err)
+		require.Equal(t, [][]byte{[]byte("two")}, msgs)
+	} else {
+		require.Empty(t, msgs)
+	}
+	_, _, err = db.Changes(ctx, "contract", pos, 0)
+	require.ErrorIs(t, err, ratestore.ErrInvalid, "max < 1")
 
 	// Reread: every key on a shared store, none on one this process alone
 	// changes; the same in a batch.

@@ -186,6 +186,10 @@ var (
 	// change again. A DB, which this process alone changes, never returns
 	// it.
 	ErrConflict = errors.New("ratestore: a value read by the batch changed before its commit")
+	// ErrGap is matched by Store.Changes when messages after the position
+	// asked for were dropped before they were read: the caller has missed
+	// changes and must read what it keeps again.
+	ErrGap = errors.New("ratestore: changes were dropped before they were read")
 )
 
 // DB is an open rate-limit store. It is safe for concurrent use.

@@ -93,6 +93,9 @@ func (db *DB) update(ctx context.Context, locks []string, fn func(*Batch) error,
 	if cerr := b.commit(); cerr != nil {
 		return errors.Join(err, fmt.Errorf("redisstore: update: %w", cerr))
 	}
+	if err == nil {
+		b.announce()
+	}
 	return err
 }
 
@@ -112,6 +115,8 @@ type Batch struct {
 	read    map[string]string // Redis key → its value when first read
 	order   []string          // the Redis keys written, in order
 	ttls    map[string]time.Duration
+
+	announced []announcement // sent once the batch is stored (Announce)
 }
 
 // Now returns the batch's instant, read from the DB's clock once when

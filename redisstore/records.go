@@ -155,6 +155,17 @@ func (db *DB) Scan(ctx context.Context, prefix []byte, fn func(key, value []byte
 	return nil
 }
 
+// ScanFrom is Scan beginning at the first key >= start (nil: the first
+// key with prefix).
+func (db *DB) ScanFrom(ctx context.Context, prefix, start []byte, fn func(key, value []byte) error) error {
+	return db.Scan(ctx, prefix, func(k, v []byte) error {
+		if string(k) < string(start) {
+			return nil
+		}
+		return fn(k, v)
+	})
+}
+
 // recordOf is the record key of rk, a Redis key of the DB, and whether rk
 // is a record's.
 func (db *DB) recordOf(rk string) (string, bool) {
