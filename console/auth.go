@@ -3,17 +3,21 @@ package console
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"log/slog"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/ratestore/ratestore/admin"
 )
 
-// Authorize decides whether r may have an admin route that is not the
-// console's own (see Handles): the admin API and the metrics. ok is true
-// when it may; otherwise status, code and msg are the refusal, for the
-// caller to answer with its error body (ErrorType(status) is its type; a
-// 429 has RetryAfter(r)).
+// authorize decides whether r may have an operator's route that is not
+// the console's own (see Handles): the admin API and the metrics. ok is
+// true when it may, and actor names who r comes from (admin.ActorToken, or
+// the session's admin.SessionActor); otherwise status, code and msg are
+// the refusal, for the caller to answer with its error body
+// (ErrorType(status) is its type; a 429 has RetryAfter(r)).
 //
 // A request with an Authorization field is judged by it alone, as before
 // the console: it must be "Bearer <admin token>" (401 missing_admin_token
@@ -23,16 +27,17 @@ import (
 // none), and for any method but GET and HEAD the session's CSRF token in
 // X-CSRF-Token (403 csrf_failed). A read-only Console then refuses every
 // method but GET and HEAD (403 read_only), whoever asks.
-func (c *Console) Authorize(r *http.Request) (ok bool, status int, code, msg string) {
+func (c *Console) authorize(r *http.Request) (actor string, ok bool, status int, code, msg string) {
 	if auth := r.Header.Get("Authorization"); auth != "" {
+		actor = admin.ActorToken
 		ok, status, code, msg = c.bearer(r, auth)
 	} else {
-		ok, status, code, msg = c.cookie(r)
+		actor, ok, status, code, msg = c.cookie(r)
 	}
 	if ok && c.readOnly && !safeMethod(r.Method) {
-		return false, http.StatusForbidden, codeReadOnly, "this console is read-only: it can show the database, not change it"
+		return "", false, http.StatusForbidden, codeReadOnly, "this console is read-only: it can show the database, not change it"
 	}
-	return ok, status, code, msg
+	return actor, ok, status, code, msg
 }
 
 // bearer judges a request by its Authorization field, auth.
@@ -53,17 +58,17 @@ func (c *Console) bearer(r *http.Request, auth string) (ok bool, status int, cod
 
 // cookie judges a request without an Authorization field by its session
 // cookie and CSRF token.
-func (c *Console) cookie(r *http.Request) (ok bool, status int, code, msg string) {
+func (c *Console) cookie(r *http.Request) (actor string, ok bool, status int, code, msg string) {
 	s, had := c.live(r)
 	switch {
 	case s == nil && had:
-		return false, http.StatusUnauthorized, codeNoSess, "the console's session has expired or was signed out: sign in again"
+		return "", false, http.StatusUnauthorized, codeNoSess, "the console's session has expired or was signed out: sign in again"
 	case s == nil:
-		return false, http.StatusUnauthorized, codeMissing, "the admin API needs the admin token: send it as Authorization: Bearer <token>, or sign in to the console at /admin/"
+		return "", false, http.StatusUnauthorized, codeMissing, "the admin API needs the admin token: send it as Authorization: Bearer <token>, or sign in to the console at /admin/"
 	case !safeMethod(r.Method) && !s.csrfOK(r):
-		return false, http.StatusForbidden, codeCSRF, csrfMessage
+		return "", false, http.StatusForbidden, codeCSRF, csrfMessage
 	}
-	return true, 0, "", ""
+	return admin.SessionActor(hex.EncodeToString(s.id[:])), true, 0, "", ""
 }
 
 // check reports whether token is the admin token; wait > 0 when r's

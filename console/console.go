@@ -1,7 +1,10 @@
-// Package console is the operator's console of the gateway: a web page
-// under /admin/ to see and manage keys, teams, usage and spend, and the
+// Package console is the operator's side of the gateway: the web page
+// under /admin/ to see and manage keys, teams, usage and spend, the
 // sign-in that lets a browser use the admin API without holding the admin
-// token.
+// token, and the guard in front of the admin API (package admin) and the
+// metrics. A Console is the outermost handler of a gateway's port: it
+// answers the operator's paths (/admin, /admin/..., /metrics) and hands
+// every other request to Options.Next, the proxy.
 //
 // A browser cannot be trusted to keep the admin token: a page that kept it
 // (in storage, in a URL) would hand it to anything that reads the page. So
@@ -24,10 +27,11 @@
 //	GET    /admin/session  -> 200 Session for a live session, else 401 no_session
 //	DELETE /admin/session  (X-CSRF-Token) -> 204; the session forgotten, the cookie expired
 //
-// Every other admin route is the gateway's, which asks Authorize whether a
-// request may have it: with the admin token as a bearer token, as scripts
-// do, or with a live session cookie, plus the CSRF token for anything but
-// GET and HEAD.
+// Every other path under /admin/ is the admin API's (Options.API), and
+// /metrics is Options.Metrics: a request may have them with the admin
+// token as a bearer token, as scripts do, or with a live session cookie,
+// plus the CSRF token for anything but GET and HEAD. The API learns who
+// made each call (admin.WithActor) for its audit log.
 //
 // Wrong tokens are slowed down: after MaxFailures wrong tokens from one
 // address within FailureWindow, or MaxGlobalFailures from all, further
@@ -45,6 +49,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ratestore/ratestore/admin"
 )
 
 // Defaults and bounds of Options, and the names the page uses.
@@ -71,6 +77,10 @@ const (
 	CSRFHeader = "X-CSRF-Token"
 )
 
+// DefaultBodyTimeout bounds the wait for a sign-in's body of a few
+// hundred bytes.
+const DefaultBodyTimeout = 10 * time.Second
+
 // Options configures a Console.
 type Options struct {
 	// Token is the admin token. TokenHash, its SHA-256, may be given
@@ -93,19 +103,36 @@ type Options struct {
 	// Log receives a line per sign-in, sign-out and refused token (never
 	// the token, nor the cookie); nil discards them.
 	Log *slog.Logger
+
+	// BodyTimeout bounds the wait for a sign-in's body; 0 means
+	// DefaultBodyTimeout, a negative value no bound.
+	BodyTimeout time.Duration
+
+	// API is the admin API the console guards (an *admin.API): every path
+	// under /admin/ that is not the console's own. Nil answers them 404.
+	API http.Handler
+	// Metrics serves GET /metrics, guarded as the API is; nil answers 404.
+	Metrics http.Handler
+	// Next serves every request that is not the operator's (the proxy);
+	// nil answers them 404.
+	Next http.Handler
 }
 
 // Console serves the console's page and sessions, and authorizes the
 // requests of the admin API. It is safe for concurrent use.
 type Console struct {
-	hash     [sha256.Size]byte // the admin token's SHA-256; zero: none
-	ttl      time.Duration
-	max      int
-	readOnly bool
-	now      func() time.Time
-	log      *slog.Logger
-	assets   map[string]*asset // by name under assets/
-	index    *asset
+	hash        [sha256.Size]byte // the admin token's SHA-256; zero: none
+	ttl         time.Duration
+	max         int
+	readOnly    bool
+	now         func() time.Time
+	log         *slog.Logger
+	assets      map[string]*asset // by name under assets/
+	index       *asset
+	api         http.Handler
+	metrics     http.Handler
+	next        http.Handler
+	bodyTimeout time.Duration
 
 	mu       sync.Mutex
 	sessions map[[sha256.Size]byte]*list.Element // by the cookie's SHA-256; values *session
@@ -118,15 +145,19 @@ type Console struct {
 // New returns a Console configured by opts.
 func New(opts Options) *Console {
 	c := &Console{
-		hash:     opts.TokenHash,
-		ttl:      cmp.Or(opts.SessionTTL, DefaultSessionTTL),
-		max:      cmp.Or(opts.MaxSessions, DefaultMaxSessions),
-		readOnly: opts.ReadOnly,
-		now:      opts.Now,
-		log:      opts.Log,
-		sessions: make(map[[sha256.Size]byte]*list.Element),
-		order:    list.New(),
-		fails:    throttle{byAddr: make(map[string][]time.Time)},
+		hash:        opts.TokenHash,
+		ttl:         cmp.Or(opts.SessionTTL, DefaultSessionTTL),
+		max:         cmp.Or(opts.MaxSessions, DefaultMaxSessions),
+		readOnly:    opts.ReadOnly,
+		now:         opts.Now,
+		log:         opts.Log,
+		sessions:    make(map[[sha256.Size]byte]*list.Element),
+		order:       list.New(),
+		fails:       throttle{byAddr: make(map[string][]time.Time)},
+		api:         opts.API,
+		metrics:     opts.Metrics,
+		next:        opts.Next,
+		bodyTimeout: cmp.Or(opts.BodyTimeout, DefaultBodyTimeout),
 	}
 	if opts.Token != "" {
 		c.hash = sha256.Sum256([]byte(opts.Token))
@@ -143,16 +174,70 @@ func New(opts Options) *Console {
 }
 
 // Handles reports whether the path of a request is the console's own
-// (ServeHTTP serves it), rather than the admin API's (Authorize guards
-// it): /admin, /admin/, /admin/assets/... and /admin/session.
+// (its page, assets and session), rather than the admin API's or the
+// metrics': /admin, /admin/, /admin/assets/... and /admin/session.
 func Handles(path string) bool {
 	return path == "/admin" || path == "/admin/" || path == "/admin/session" || strings.HasPrefix(path, "/admin/assets/")
 }
 
-// ServeHTTP serves the console's own routes (see Handles): the page, its
-// assets and the session. Any other path gets 404.
+// Operator reports whether path is the operator's: the console's own, the
+// admin API's or the metrics'. A gateway never forwards such a path.
+func Operator(path string) bool {
+	return path == "/metrics" || path == "/admin" || strings.HasPrefix(path, "/admin/")
+}
+
+// ServeHTTP serves a request: the console's own routes (see Handles), the
+// admin API and the metrics to those who may have them, and every other
+// request to Options.Next.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch p := r.URL.Path; {
+	case Handles(p):
+		c.serveOwn(w, r)
+	case Operator(p):
+		c.serveGuarded(w, r)
+	case c.next != nil:
+		c.next.ServeHTTP(w, r)
+	default:
+		writeError(w, http.StatusNotFound, typeInvalid, "not_found", "no such path: this server serves only the admin API and its console, at /admin/")
+	}
+}
+
+// serveGuarded serves the admin API or the metrics to a request that may
+// have them (authorize), with its actor, and refuses the others.
+func (c *Console) serveGuarded(w http.ResponseWriter, r *http.Request) {
+	h := c.api
+	if r.URL.Path == "/metrics" {
+		h = c.metrics
+	}
+	if h == nil {
+		writeError(w, http.StatusNotFound, typeInvalid, "not_found", "no such path")
+		return
+	}
+	actor, ok, status, code, msg := c.authorize(r)
+	if !ok {
+		if status == http.StatusTooManyRequests {
+			writeRetry(w, c.RetryAfter(r))
+			return
+		}
+		writeError(w, status, ErrorType(status), code, msg)
+		return
+	}
+	h.ServeHTTP(w, r.WithContext(admin.WithActor(r.Context(), actor)))
+}
+
+// serveOwn serves the console's own routes: the page, its assets and the
+// session. Any other path gets 404.
+func (c *Console) serveOwn(w http.ResponseWriter, r *http.Request) {
 	securityHeaders(w.Header())
+	if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
+		// A sign-in's body: one that never ends must not hold the
+		// connection for good (see admin.API.ServeHTTP).
+		rc := http.NewResponseController(w)
+		if c.bodyTimeout > 0 && rc.SetReadDeadline(time.Now().Add(c.bodyTimeout)) == nil {
+			defer rc.SetReadDeadline(time.Time{})
+		}
+		w.Header().Set("Connection", "close")
+	}
 	switch p := r.URL.Path; {
 	case p == "/admin/session":
 		c.serveSession(w, r)

@@ -65,7 +65,7 @@ func authorize(c *Console, method, remote, auth, cookie, csrf string) (bool, int
 	if csrf != "" {
 		r.Header.Set(CSRFHeader, csrf)
 	}
-	ok, status, code, _ := c.Authorize(r)
+	_, ok, status, code, _ := c.authorize(r)
 	return ok, status, code
 }
 

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/admin"
 	"github.com/ratestore/ratestore/internal/logbuf"
 	"github.com/stretchr/testify/require"
 )
@@ -24,8 +26,7 @@ const adminToken = "test-admin-token"
 // newAdminEnv is an env whose gateway has the admin API open with
 // adminToken.
 func newAdminEnv(t testing.TB, opts Options) *env {
-	opts.AdminToken = adminToken
-	return newEnv(t, opts)
+	return newEnvOp(t, opts, ratestore.Options{}, operator{token: adminToken})
 }
 
 // admin sends an admin request with token (none when ""): body is sent as
@@ -153,25 +154,25 @@ func TestAdminKeyLifecycle(t *testing.T) {
 		"requests_per_minute": 60, "max_concurrent": 4, "expires_at": "2027-01-01T00:00:00Z",
 	})
 	require.Equal(t, http.StatusCreated, resp.StatusCode, string(body))
-	var created AdminCreated
+	var created admin.Created
 	require.NoError(t, json.Unmarshal(body, &created))
 	k := created.Key
 	require.True(t, strings.HasPrefix(created.Secret, "rsk_"), created.Secret)
 	require.Equal(t, "/admin/keys/"+k.ID, resp.Header.Get("Location"))
 	expires := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
 	created0 := start
-	require.Equal(t, AdminKey{
+	require.Equal(t, admin.Key{
 		ID: k.ID, Name: "team-a", Models: []string{"gpt-*"},
-		Windows: []AdminWindow{
+		Windows: []admin.Window{
 			{Limit: 100000, Window: "5h0m0s", Bucket: "5m0s", Remaining: 100000},
 			{Limit: 1000000, Window: "168h0m0s", Bucket: "1h0m0s", Remaining: 1000000},
 		},
-		Binding: 0, RequestsPerMinute: 60, MaxConcurrent: 4, ExpiresAt: &expires, CreatedAt: &created0, Budgets: []AdminBudget{},
+		Binding: 0, RequestsPerMinute: 60, MaxConcurrent: 4, ExpiresAt: &expires, CreatedAt: &created0, Budgets: []admin.Budget{},
 	}, k)
 
-	list := adminOK[AdminKeys](e, "GET", "/admin/keys", nil, http.StatusOK)
-	require.Equal(t, []AdminKey{k}, list.Keys)
-	got := adminOK[AdminKey](e, "GET", "/admin/keys/"+k.ID, nil, http.StatusOK)
+	list := adminOK[admin.Keys](e, "GET", "/admin/keys", nil, http.StatusOK)
+	require.Equal(t, []admin.Key{k}, list.Keys)
+	got := adminOK[admin.Key](e, "GET", "/admin/keys/"+k.ID, nil, http.StatusOK)
 	require.Equal(t, k, got)
 
 	// The secret works at the proxy, for the models allowed.
@@ -179,7 +180,7 @@ func TestAdminKeyLifecycle(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
 	resp, body = e.call("POST", "/v1/chat/completions", created.Secret, fakeReq{Model: "claude-x", Input: 1})
 	require.Equal(t, http.StatusForbidden, resp.StatusCode, string(body))
-	got = adminOK[AdminKey](e, "GET", "/admin/keys/"+k.ID, nil, http.StatusOK)
+	got = adminOK[admin.Key](e, "GET", "/admin/keys/"+k.ID, nil, http.StatusOK)
 	require.EqualValues(t, 42, got.LifetimeTokens)
 	require.Equal(t, []int64{42, 42}, []int64{got.Windows[0].Used, got.Windows[1].Used})
 	require.Equal(t, []int64{100000 - 42, 1000000 - 42}, []int64{got.Windows[0].Remaining, got.Windows[1].Remaining})
@@ -190,32 +191,32 @@ func TestAdminKeyLifecycle(t *testing.T) {
 
 	// PATCH: each field; the windows replace the list: the 5h window
 	// keeps its usage, the 168h one is gone, a 1h one starts empty.
-	got = adminOK[AdminKey](e, "PATCH", "/admin/keys/"+k.ID, map[string]any{
+	got = adminOK[admin.Key](e, "PATCH", "/admin/keys/"+k.ID, map[string]any{
 		"name": "team-b", "models": []string{}, "windows": []map[string]any{{"limit": 500, "window": "5h"}, {"limit": 100, "window": "1h"}},
 		"requests_per_minute": 0, "max_concurrent": 1, "expires_at": nil,
 	}, http.StatusOK)
 	require.Equal(t, "team-b", got.Name)
 	require.Equal(t, []string{}, got.Models)
-	require.Equal(t, []AdminWindow{
+	require.Equal(t, []admin.Window{
 		{Limit: 500, Window: "5h0m0s", Bucket: "5m0s", Used: 42, Remaining: 458, ResetAfterSeconds: 5 * 3600, WindowEnd: got.Windows[0].WindowEnd},
 		{Limit: 100, Window: "1h0m0s", Bucket: "1m0s", Remaining: 100},
 	}, got.Windows)
 	require.Equal(t, []int{1, 0, 1}, []int{got.Binding, int(got.RequestsPerMinute), got.MaxConcurrent}, "binding: the 1h window, with the least left")
 	require.Nil(t, got.ExpiresAt)
-	require.Equal(t, got, adminOK[AdminKey](e, "GET", "/admin/keys/"+k.ID, nil, http.StatusOK))
+	require.Equal(t, got, adminOK[admin.Key](e, "GET", "/admin/keys/"+k.ID, nil, http.StatusOK))
 
 	// A subset changes that subset only.
-	again := adminOK[AdminKey](e, "PATCH", "/admin/keys/"+k.ID, map[string]any{"max_concurrent": 2}, http.StatusOK)
+	again := adminOK[admin.Key](e, "PATCH", "/admin/keys/"+k.ID, map[string]any{"max_concurrent": 2}, http.StatusOK)
 	got.MaxConcurrent = 2
 	require.Equal(t, got, again)
 
 	// Disabled: 403 at the proxy; enabled: served again.
-	got = adminOK[AdminKey](e, "PATCH", "/admin/keys/"+k.ID, map[string]any{"disabled": true}, http.StatusOK)
+	got = adminOK[admin.Key](e, "PATCH", "/admin/keys/"+k.ID, map[string]any{"disabled": true}, http.StatusOK)
 	require.True(t, got.Disabled)
 	resp, body = e.call("POST", "/v1/chat/completions", created.Secret, fakeReq{Input: 1})
 	require.Equal(t, http.StatusForbidden, resp.StatusCode)
 	require.Equal(t, "key_disabled", apiError(t, body, "permission_error")["code"])
-	got = adminOK[AdminKey](e, "PATCH", "/admin/keys/"+k.ID, map[string]any{"disabled": false}, http.StatusOK)
+	got = adminOK[admin.Key](e, "PATCH", "/admin/keys/"+k.ID, map[string]any{"disabled": false}, http.StatusOK)
 	require.False(t, got.Disabled)
 	resp, _ = e.call("POST", "/v1/chat/completions", created.Secret, fakeReq{Input: 1})
 	require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -226,19 +227,19 @@ func TestAdminKeyLifecycle(t *testing.T) {
 	require.Empty(t, body)
 	e.adminFails("GET", "/admin/keys/"+k.ID, nil, http.StatusNotFound, "key_not_found", k.ID)
 	e.adminFails("DELETE", "/admin/keys/"+k.ID, nil, http.StatusNotFound, "key_not_found")
-	require.Empty(t, adminOK[AdminKeys](e, "GET", "/admin/keys", nil, http.StatusOK).Keys)
+	require.Empty(t, adminOK[admin.Keys](e, "GET", "/admin/keys", nil, http.StatusOK).Keys)
 	resp, _ = e.call("POST", "/v1/chat/completions", created.Secret, fakeReq{Input: 1})
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 }
 
-// TestAdminKeyJSON: the one JSON shape of a key (AdminKey), field by
+// TestAdminKeyJSON: the one JSON shape of a key (admin.Key), field by
 // field as a client reads it: lengths as Go durations, waits in whole
 // seconds, instants RFC 3339 in UTC, null when unset, the binding window
 // by its index in "windows", and what the key spent in USD, exactly: 30
 // input and 12 output tokens of gpt-4o at $2.50 and $10 per million.
 func TestAdminKeyJSON(t *testing.T) {
 	e := newAdminEnv(t, Options{})
-	created := adminOK[AdminCreated](e, "POST", "/admin/keys", map[string]any{
+	created := adminOK[admin.Created](e, "POST", "/admin/keys", map[string]any{
 		"name": "j", "windows": []map[string]any{{"limit": 1000, "window": "1h"}, {"limit": 100, "window": "30s"}},
 		"expires_at": "2027-01-01T00:00:00Z",
 	}, http.StatusCreated)
@@ -270,7 +271,7 @@ func TestAdminKeyJSON(t *testing.T) {
 func TestAdminSecretShownOnce(t *testing.T) {
 	var logs logbuf.Buffer
 	e := newAdminEnv(t, Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
-	created := adminOK[AdminCreated](e, "POST", "/admin/keys", map[string]any{"name": "s", "windows": []map[string]any{{"limit": 10, "window": "1h"}}}, http.StatusCreated)
+	created := adminOK[admin.Created](e, "POST", "/admin/keys", map[string]any{"name": "s", "windows": []map[string]any{{"limit": 10, "window": "1h"}}}, http.StatusCreated)
 	require.NotEmpty(t, created.Secret)
 	_, secret := e.key("other", 10)
 	for _, c := range []struct{ method, path string }{
@@ -292,25 +293,29 @@ func TestAdminSecretShownOnce(t *testing.T) {
 	require.NotContains(t, out, created.Secret)
 	require.NotContains(t, out, adminToken)
 	var lines []map[string]any
+	wrong := 0
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 		var m map[string]any
 		require.NoError(t, json.Unmarshal([]byte(l), &m), l)
-		if m["msg"] == "gateway admin" {
+		switch m["msg"] {
+		case "admin":
 			lines = append(lines, m)
+		case "console: wrong admin token":
+			wrong++
 		}
 	}
-	require.Len(t, lines, 5, out)
+	require.Len(t, lines, 4, out)
+	require.Equal(t, 1, wrong, "the console logs the wrong token it refused: %s", out)
 	require.Equal(t, map[string]any{"method": "POST", "path": "/admin/keys", "status": 201.0, "key_id": created.Key.ID, "level": "INFO"},
 		map[string]any{"method": lines[0]["method"], "path": lines[0]["path"], "status": lines[0]["status"], "key_id": lines[0]["key_id"], "level": lines[0]["level"]})
 	require.Equal(t, created.Key.ID, lines[2]["key_id"])
-	require.Equal(t, 401.0, lines[4]["status"])
 }
 
 // TestAdminUsedCountsInFlight: a key's "used" includes the reservation of
 // a request still streaming, and becomes the tokens charged once it ends.
 func TestAdminUsedCountsInFlight(t *testing.T) {
 	e := newAdminEnv(t, Options{})
-	created := adminOK[AdminCreated](e, "POST", "/admin/keys", map[string]any{"name": "f", "windows": []map[string]any{{"limit": 100000, "window": "5h"}}}, http.StatusCreated)
+	created := adminOK[admin.Created](e, "POST", "/admin/keys", map[string]any{"name": "f", "windows": []map[string]any{{"limit": 100000, "window": "5h"}}}, http.StatusCreated)
 	q := fakeReq{Model: "gpt-4o", MaxTokens: 100, Stream: true, Gate: true, Input: 11, Output: 29}
 	resp, err := e.client.Do(e.request("POST", "/v1/chat/completions", created.Secret, q))
 	require.NoError(t, err)
@@ -319,7 +324,7 @@ func TestAdminUsedCountsInFlight(t *testing.T) {
 	br := bufio.NewReader(resp.Body)
 	firstEvent(t, br)
 
-	k := adminOK[AdminKey](e, "GET", "/admin/keys/"+created.Key.ID, nil, http.StatusOK)
+	k := adminOK[admin.Key](e, "GET", "/admin/keys/"+created.Key.ID, nil, http.StatusOK)
 	require.Equal(t, reserveOf(t, q, 100), k.Windows[0].Used)
 	require.Equal(t, 100000-reserveOf(t, q, 100), k.Windows[0].Remaining)
 	require.Equal(t, 1, k.InFlight)
@@ -329,7 +334,7 @@ func TestAdminUsedCountsInFlight(t *testing.T) {
 	_, err = io.ReadAll(br)
 	require.NoError(t, err)
 	<-e.served
-	k = adminOK[AdminKey](e, "GET", "/admin/keys/"+created.Key.ID, nil, http.StatusOK)
+	k = adminOK[admin.Key](e, "GET", "/admin/keys/"+created.Key.ID, nil, http.StatusOK)
 	require.EqualValues(t, 40, k.Windows[0].Used)
 	require.EqualValues(t, 40, k.LifetimeTokens)
 	require.Zero(t, k.InFlight)
@@ -344,11 +349,11 @@ func TestAdminExpiry(t *testing.T) {
 	win := []map[string]any{{"limit": 1000, "window": "5h"}}
 	e.adminFails("POST", "/admin/keys", map[string]any{"name": "x", "windows": win, "expires_at": start.Add(-time.Second).Format(time.RFC3339)},
 		http.StatusBadRequest, "invalid_field", "expires_at")
-	created := adminOK[AdminCreated](e, "POST", "/admin/keys", map[string]any{"name": "x", "windows": win, "expires_at": start.Add(time.Hour).Format(time.RFC3339)}, http.StatusCreated)
+	created := adminOK[admin.Created](e, "POST", "/admin/keys", map[string]any{"name": "x", "windows": win, "expires_at": start.Add(time.Hour).Format(time.RFC3339)}, http.StatusCreated)
 	id := created.Key.ID
 	require.Equal(t, start.Add(time.Hour), *created.Key.ExpiresAt)
 
-	k := adminOK[AdminKey](e, "PATCH", "/admin/keys/"+id, map[string]any{"expires_at": start.Add(time.Minute).Format(time.RFC3339)}, http.StatusOK)
+	k := adminOK[admin.Key](e, "PATCH", "/admin/keys/"+id, map[string]any{"expires_at": start.Add(time.Minute).Format(time.RFC3339)}, http.StatusOK)
 	require.Equal(t, start.Add(time.Minute), *k.ExpiresAt)
 	resp, _ := e.call("POST", "/v1/chat/completions", created.Secret, fakeReq{Input: 1})
 	require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -357,7 +362,7 @@ func TestAdminExpiry(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, resp.StatusCode)
 	require.Equal(t, "key_expired", apiError(t, body, "permission_error")["code"])
 
-	k = adminOK[AdminKey](e, "PATCH", "/admin/keys/"+id, map[string]any{"expires_at": nil}, http.StatusOK)
+	k = adminOK[admin.Key](e, "PATCH", "/admin/keys/"+id, map[string]any{"expires_at": nil}, http.StatusOK)
 	require.Nil(t, k.ExpiresAt)
 	resp, _ = e.call("POST", "/v1/chat/completions", created.Secret, fakeReq{Input: 1})
 	require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -367,11 +372,11 @@ func TestAdminExpiry(t *testing.T) {
 // works until enabled.
 func TestAdminCreateDisabled(t *testing.T) {
 	e := newAdminEnv(t, Options{})
-	created := adminOK[AdminCreated](e, "POST", "/admin/keys", map[string]any{"windows": []map[string]any{{"limit": 100, "window": "1h"}}, "disabled": true}, http.StatusCreated)
+	created := adminOK[admin.Created](e, "POST", "/admin/keys", map[string]any{"windows": []map[string]any{{"limit": 100, "window": "1h"}}, "disabled": true}, http.StatusCreated)
 	require.True(t, created.Key.Disabled)
 	resp, _ := e.call("POST", "/v1/chat/completions", created.Secret, fakeReq{Input: 1})
 	require.Equal(t, http.StatusForbidden, resp.StatusCode)
-	k := adminOK[AdminKey](e, "PATCH", "/admin/keys/"+created.Key.ID, map[string]any{"disabled": false}, http.StatusOK)
+	k := adminOK[admin.Key](e, "PATCH", "/admin/keys/"+created.Key.ID, map[string]any{"disabled": false}, http.StatusOK)
 	require.False(t, k.Disabled)
 	resp, _ = e.call("POST", "/v1/chat/completions", created.Secret, fakeReq{Input: 1})
 	require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -382,7 +387,7 @@ func TestAdminCreateDisabled(t *testing.T) {
 func TestAdminBadRequests(t *testing.T) {
 	e := newAdminEnv(t, Options{})
 	k, _ := e.key("k", 100)
-	before := adminOK[AdminKeys](e, "GET", "/admin/keys", nil, http.StatusOK)
+	before := adminOK[admin.Keys](e, "GET", "/admin/keys", nil, http.StatusOK)
 	win := []map[string]any{{"limit": 10, "window": "5h"}}
 	outer := e.t
 	for _, c := range []struct {
@@ -417,7 +422,7 @@ func TestAdminBadRequests(t *testing.T) {
 		{"two values", `{"windows":[{"limit":1,"window":"1h"}]} {}`, 400, "invalid_json", "more than one JSON value"},
 		{"an array", `[]`, 400, "invalid_field", "the body: want an object, got a JSON array"},
 		{"empty", "", 400, "invalid_json", "the body is empty"},
-		{"too large", `{"name":"` + strings.Repeat("x", MaxAdminBody) + `"}`, 413, "request_too_large", "larger than 1048576 bytes"},
+		{"too large", `{"name":"` + strings.Repeat("x", admin.MaxBody) + `"}`, 413, "request_too_large", "larger than 1048576 bytes"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e.t = t
@@ -432,7 +437,7 @@ func TestAdminBadRequests(t *testing.T) {
 		})
 	}
 	e.adminFails("POST", "/admin/keys", map[string]any{"name": "no windows"}, 400, "invalid_field", "windows: required")
-	require.Equal(t, before, adminOK[AdminKeys](e, "GET", "/admin/keys", nil, http.StatusOK), "a refused request changed something")
+	require.Equal(t, before, adminOK[admin.Keys](e, "GET", "/admin/keys", nil, http.StatusOK), "a refused request changed something")
 }
 
 // TestAdminRoutes: unknown ids get 404, unknown paths 404, wrong methods
@@ -485,10 +490,10 @@ func TestAdminReservedTokens(t *testing.T) {
 		defer close(done)
 		e.try(e.request("POST", "/v1/chat/completions", secret, map[string]any{"model": "gpt-4o", "max_tokens": 100, "messages": []any{}}))
 	}()
-	var got AdminKey
+	var got admin.Key
 	require.Eventually(t, func() bool {
 		_, b := e.admin("GET", "/admin/keys/"+k.ID, adminToken, nil)
-		got = AdminKey{}
+		got = admin.Key{}
 		return json.Unmarshal(b, &got) == nil && got.ReservedTokens > 0
 	}, 10*time.Second, time.Millisecond)
 	require.Equal(t, got.Windows[0].Used, got.ReservedTokens, "the reservation is all of used while nothing is charged")

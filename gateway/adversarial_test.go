@@ -29,6 +29,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/internal/apierror"
 	"github.com/ratestore/ratestore/internal/logbuf"
 	"github.com/ratestore/ratestore/keystore"
@@ -348,7 +349,7 @@ func TestAdversarialModels(t *testing.T) {
 // 1 MB, hold none of the names, and label every model "other".
 func TestAdversarialMetricsCardinality(t *testing.T) {
 	const token = "admin-token-for-metrics"
-	a := newAdversary(t, Options{AdminToken: token})
+	a := newAdversaryOp(t, Options{}, operator{token: token})
 	k := a.attacker("any model", keystore.Policy{Windows: []keystore.Window{{Limit: 1e12, Window: 5 * time.Hour}}})
 	name := func(i, size int) string {
 		p := fmt.Sprintf("attacker-model-%04d-", i)
@@ -1261,11 +1262,16 @@ type attacker struct {
 // opts.UpstreamKey gatewayCredential unless set. The suite's invariants
 // are checked when t ends.
 func newAdversary(t *testing.T, opts Options) *adversary {
+	return newAdversaryOp(t, opts, operator{})
+}
+
+// newAdversaryOp is newAdversary with the operator's side op.
+func newAdversaryOp(t *testing.T, opts Options, op operator) *adversary {
 	up := newLenient(t)
 	opts.Upstream = up.url(t)
 	opts.UpstreamKey = cmp.Or(opts.UpstreamKey, gatewayCredential)
 	a := &adversary{
-		env:       newEnv(t, opts),
+		env:       newEnvOp(t, opts, ratestore.Options{}, op),
 		lenient:   up,
 		maxCharge: cmp.Or(opts.MaxTokensPerRequest, DefaultMaxTokensPerRequest),
 		attackers: make(map[string]attacker),
@@ -1394,7 +1400,7 @@ func (a *adversary) waitServed() {
 // than the test's.
 func (a *adversary) note(k *attacker, target string, resp *http.Response) {
 	t := a.t
-	if !isAdminPath(target) {
+	if !operatorPath(target) {
 		if ids := resp.Header.Values(RequestIDHeader); len(ids) != 1 || !requestID.MatchString(ids[0]) {
 			t.Errorf("%s: %s %q", target, RequestIDHeader, ids)
 		}

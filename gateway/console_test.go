@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,34 +17,24 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/admin"
 	"github.com/ratestore/ratestore/console"
 	"github.com/ratestore/ratestore/internal/logbuf"
 	"github.com/ratestore/ratestore/keystore"
-	"github.com/ratestore/ratestore/ledger"
 )
 
 // consoleTTL is the session length of the console tests' gateways.
 const consoleTTL = time.Hour
 
 // newConsoleEnv is an env whose gateway has the admin API and the console
-// open with adminToken, on the env's fake clock, served by a server of its
-// own (the env's first gateway, without them, stays idle).
-func newConsoleEnv(t testing.TB, opts Options) *env {
-	base := newEnv(t, Options{})
-	opts.AdminToken, opts.Now = adminToken, base.clock.Now
-	if opts.ConsoleSessionTTL == 0 {
-		opts.ConsoleSessionTTL = consoleTTL
+// of op in front, with adminToken and sessions of consoleTTL, on the
+// env's fake clock.
+func newConsoleEnv(t testing.TB, op operator) *env {
+	op.token = adminToken
+	if op.ttl == 0 {
+		op.ttl = consoleTTL
 	}
-	if opts.Upstream == nil && !opts.AdminOnly {
-		opts.Upstream = base.up.url(t)
-	}
-	e := *base
-	e.served = make(chan struct{}, 1<<12)
-	g, err := e.newGateway(opts)
-	require.NoError(t, err)
-	e.gw = g
-	e.serve()
-	return &e
+	return newEnvOp(t, Options{}, ratestore.Options{}, op)
 }
 
 // signIn signs in to the console with token, requires 200, and returns
@@ -93,7 +82,9 @@ type adminRoute struct{ method, path string }
 // metrics, with unknown ids in their paths.
 func (e *env) adminRouteList() []adminRoute {
 	var routes []adminRoute
-	for _, p := range append(slices.Clone(e.gw.adminAPI.patterns), "GET /metrics") {
+	api, err := admin.New(admin.Options{Keys: e.ks})
+	require.NoError(e.t, err)
+	for _, p := range append(api.Patterns(), "GET /metrics") {
 		method, path, ok := strings.Cut(p, " ")
 		require.True(e.t, ok, p)
 		path = strings.NewReplacer("/keys/{id}", "/keys/key_0123456789abcdef", "/teams/{id}", "/teams/team_0123456789abcdef").Replace(path)
@@ -116,7 +107,7 @@ func authorized(t *testing.T, r adminRoute, resp *http.Response, body []byte) {
 // read, that no other site makes the browser send, for /admin only, that
 // expires; Secure over TLS. GET /admin/session answers the same session.
 func TestConsoleSessionCookie(t *testing.T) {
-	e := newConsoleEnv(t, Options{})
+	e := newConsoleEnv(t, operator{})
 	resp, body := e.admin("POST", "/admin/session", "", map[string]string{"token": adminToken})
 	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
 	raw := resp.Header.Get("Set-Cookie")
@@ -139,7 +130,7 @@ func TestConsoleSessionCookie(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 	require.Equal(t, "no_session", apiError(t, body, "authentication_error")["code"])
 
-	tls := httptest.NewTLSServer(e.gw)
+	tls := httptest.NewTLSServer(e.console)
 	t.Cleanup(tls.Close)
 	resp, err := tls.Client().Post(tls.URL+"/admin/session", "application/json", strings.NewReader(`{"token":"`+adminToken+`"}`))
 	require.NoError(t, err)
@@ -147,7 +138,7 @@ func TestConsoleSessionCookie(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, resp.Header.Get("Set-Cookie"), "Secure")
 	require.True(t, resp.Cookies()[0].Secure)
-	require.Equal(t, 2, e.gw.Console().Sessions())
+	require.Equal(t, 2, e.console.Sessions())
 }
 
 // TestConsoleGuardsEveryRoute: every admin route and the metrics refuse a
@@ -156,7 +147,7 @@ func TestConsoleSessionCookie(t *testing.T) {
 // (401); a session with its CSRF token works, and so does the bearer
 // token, as before the console.
 func TestConsoleGuardsEveryRoute(t *testing.T) {
-	e := newConsoleEnv(t, Options{})
+	e := newConsoleEnv(t, operator{})
 	routes := e.adminRouteList()
 	ck, s := e.signIn(adminToken)
 	for _, r := range routes {
@@ -189,7 +180,7 @@ func TestConsoleGuardsEveryRoute(t *testing.T) {
 	}
 	resp, body := e.inSession("GET", "/admin/session", ck, "", nil)
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, string(body))
-	require.Zero(t, e.gw.Console().Sessions())
+	require.Zero(t, e.console.Sessions())
 	require.Zero(t, e.up.hits.Load())
 }
 
@@ -198,7 +189,7 @@ func TestConsoleGuardsEveryRoute(t *testing.T) {
 // from that address gets 429 with Retry-After, the right one too, until
 // the first failure is a minute old.
 func TestConsoleWrongTokens(t *testing.T) {
-	e := newConsoleEnv(t, Options{})
+	e := newConsoleEnv(t, operator{})
 	for i := range console.MaxFailures {
 		var resp *http.Response
 		var body []byte
@@ -229,7 +220,7 @@ func TestConsoleWrongTokens(t *testing.T) {
 	resp, _ = e.admin("GET", "/admin/keys", adminToken, nil)
 	require.Equal(t, "1", resp.Header.Get("Retry-After"))
 	e.clock.Advance(time.Second) // the first failure drops out: one more try
-	adminOK[AdminKeys](e, "GET", "/admin/keys", nil, http.StatusOK)
+	adminOK[admin.Keys](e, "GET", "/admin/keys", nil, http.StatusOK)
 	e.signIn(adminToken)
 	resp, _ = e.admin("GET", "/admin/keys", "wrong", nil)
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
@@ -243,7 +234,7 @@ func TestConsoleWrongTokens(t *testing.T) {
 func TestConsoleNeverShowsToken(t *testing.T) {
 	var logs logbuf.Buffer
 	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	e := newConsoleEnv(t, Options{Logger: log})
+	e := newConsoleEnv(t, operator{log: log})
 	var answers bytes.Buffer
 	note := func(resp *http.Response, body []byte) {
 		resp.Header.Write(&answers)
@@ -277,7 +268,7 @@ func TestConsoleNeverShowsToken(t *testing.T) {
 // TestConsoleSignOut: DELETE /admin/session needs the CSRF token, forgets
 // the session and expires the cookie; the cookie then opens nothing.
 func TestConsoleSignOut(t *testing.T) {
-	e := newConsoleEnv(t, Options{})
+	e := newConsoleEnv(t, operator{})
 	ck, s := e.signIn(adminToken)
 	other, _ := e.signIn(adminToken)
 	resp, body := e.inSession("DELETE", "/admin/session", ck, "", nil)
@@ -300,15 +291,15 @@ func TestConsoleSignOut(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode, "the other session stays: %s", body)
 }
 
-// TestConsoleReadOnly: an admin-only, read-only gateway (the console
-// command's) serves the GETs, refuses every change with 403 read_only,
-// bearer or session, forwards nothing, and writes no ledger.
+// TestConsoleReadOnly: a read-only console with no proxy behind it (the
+// console command's) serves the GETs, refuses every change with 403
+// read_only, bearer or session, and forwards nothing.
 func TestConsoleReadOnly(t *testing.T) {
-	e := newConsoleEnv(t, Options{AdminOnly: true, ReadOnlyAdmin: true})
+	e := newConsoleEnv(t, operator{alone: true, readOnly: true})
 	k, secret := e.key("k", 100)
 	ck, s := e.signIn(adminToken)
 	require.True(t, s.ReadOnly)
-	list := adminOK[AdminKeys](e, "GET", "/admin/keys", nil, http.StatusOK)
+	list := adminOK[admin.Keys](e, "GET", "/admin/keys", nil, http.StatusOK)
 	require.Equal(t, k.ID, list.Keys[0].ID)
 	for _, r := range e.adminRouteList() {
 		resp, body := e.inSession(r.method, r.path, ck, s.CSRF, nil)
@@ -329,27 +320,15 @@ func TestConsoleReadOnly(t *testing.T) {
 	resp, _ = e.call("GET", "/stats", secret, nil)
 	require.Equal(t, http.StatusNotFound, resp.StatusCode)
 	require.Zero(t, e.up.hits.Load())
-	_, err := e.gw.Ledger().Note(ledger.Entry{Key: k.ID})
-	require.ErrorIs(t, err, ledger.ErrReadOnly)
 	resp, _ = e.inSession("DELETE", "/admin/session", ck, s.CSRF, nil)
 	require.Equal(t, http.StatusNoContent, resp.StatusCode, "signing out changes no data")
-
-	for _, opts := range []Options{
-		{AdminOnly: true},
-		{AdminOnly: true, AdminToken: adminToken, Upstream: e.up.url(t)},
-		{ReadOnlyAdmin: true, AdminToken: adminToken, Upstream: e.up.url(t)},
-		{AdminToken: adminToken, Upstream: e.up.url(t), ConsoleSessionTTL: -time.Second},
-	} {
-		_, err := e.newGateway(opts)
-		require.ErrorIs(t, err, ratestore.ErrInvalid, "%+v", opts)
-	}
 }
 
 // TestConsolePages: /admin redirects to /admin/, the page and every asset
 // are served with the security fields, an ETag that revalidates, and
 // gzipped when asked; an unknown asset is 404, a POST 405.
 func TestConsolePages(t *testing.T) {
-	e := newConsoleEnv(t, Options{})
+	e := newConsoleEnv(t, operator{})
 	noFollow := &http.Client{Transport: e.client.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	get := func(path string, header map[string]string) (*http.Response, []byte) {
 		req, err := http.NewRequest("GET", e.srv.URL+path, nil)
@@ -416,20 +395,20 @@ func requireSecurityHeaders(t *testing.T, h http.Header, path string) {
 // tokens charged over the last 10 seconds, and counts the requests in
 // flight; the admin API's own requests are not counted.
 func TestConsoleLive(t *testing.T) {
-	e := newConsoleEnv(t, Options{})
+	e := newConsoleEnv(t, operator{})
 	_, secret := e.key("k", 1<<30)
-	live := func() AdminLive {
+	live := func() admin.Live {
 		t.Helper()
-		return adminOK[AdminLive](e, "GET", "/admin/live", nil, http.StatusOK)
+		return adminOK[admin.Live](e, "GET", "/admin/live", nil, http.StatusOK)
 	}
-	require.Equal(t, AdminLive{Time: start}, live())
+	require.Equal(t, admin.Live{Time: start}, live())
 	for range 3 {
 		resp, body := e.call("POST", "/v1/chat/completions", secret, fakeReq{Input: 10, Output: 5})
 		require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
 	}
 	resp, _ := e.call("POST", "/v1/chat/completions", "rsk_unknown", fakeReq{Input: 1})
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
-	require.Equal(t, AdminLive{Time: start, RequestsPerSecond: 0.4, TokensPerSecond: 4.5}, live())
+	require.Equal(t, admin.Live{Time: start, RequestsPerSecond: 0.4, TokensPerSecond: 4.5}, live())
 
 	e.clock.Advance(9 * time.Second)
 	got := live()
@@ -448,9 +427,9 @@ func TestConsoleLive(t *testing.T) {
 	_, err = io.ReadAll(br)
 	require.NoError(t, err)
 	<-e.served
-	require.Equal(t, AdminLive{Time: start.Add(10 * time.Second), RequestsPerSecond: 0.1, TokensPerSecond: 1}, live())
+	require.Equal(t, admin.Live{Time: start.Add(10 * time.Second), RequestsPerSecond: 0.1, TokensPerSecond: 1}, live())
 	e.clock.Advance(10 * time.Second)
-	require.Equal(t, AdminLive{Time: start.Add(20 * time.Second)}, live())
+	require.Equal(t, admin.Live{Time: start.Add(20 * time.Second)}, live())
 }
 
 // TestConsoleLiveRing: the ring replaces a bucket a whole ring old, and
@@ -475,11 +454,11 @@ func TestConsoleLiveRing(t *testing.T) {
 // a key (the secret in that answer only), disable it, rotate it, delete
 // it, as the page does.
 func TestConsoleKeyLifecycle(t *testing.T) {
-	e := newConsoleEnv(t, Options{})
+	e := newConsoleEnv(t, operator{})
 	ck, s := e.signIn(adminToken)
 	resp, body := e.inSession("POST", "/admin/keys", ck, s.CSRF, map[string]any{"name": "web", "windows": []map[string]any{{"limit": 1000, "window": "5h"}}})
 	require.Equal(t, http.StatusCreated, resp.StatusCode, string(body))
-	var created AdminCreated
+	var created admin.Created
 	require.NoError(t, json.Unmarshal(body, &created))
 	id := created.Key.ID
 	resp, body = e.inSession("PATCH", "/admin/keys/"+id, ck, s.CSRF, map[string]any{"disabled": true})

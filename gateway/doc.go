@@ -359,60 +359,22 @@
 // requests in flight. It takes no arguments, so it cannot show another
 // key's data, and it is neither token- nor rate-limited.
 //
-// # Admin API
+// # The operator's side
 //
-// With Options.AdminToken set, the gateway answers /admin/keys itself
-// (never forwarded) to requests that bear "Authorization: Bearer <admin
-// token>", or the session cookie of the operator's console (package
-// console, served at /admin/: the token is exchanged at POST
-// /admin/session for an HttpOnly, SameSite=Strict cookie that expires,
-// and every change made with the cookie needs the session's
-// X-CSRF-Token); a missing or wrong token gets 401 (compared by SHA-256
-// in constant time), and repeated failures from an address 429. GET
-// /admin/live answers the requests and tokens per second of the last ten
-// seconds and the requests in flight, for the console's live page. Without an AdminToken, everything under /admin/ and
-// /metrics is 404, as if it did not exist. Bodies are JSON, at most
-// MaxAdminBody bytes (413 above), and fields the API does not have are
-// refused:
-//
-//	POST   /admin/keys       AdminKeyRequest -> 201 AdminCreated {"key":KEY,"secret"}
-//	GET    /admin/keys       -> 200 AdminKeys {"keys":[KEY,...]}, in id order
-//	GET    /admin/keys/{id}  -> 200 KEY
-//	PATCH  /admin/keys/{id}  AdminKeyRequest, any subset, and "disabled" -> 200 KEY
-//	DELETE /admin/keys/{id}  -> 204
-//	POST   /admin/keys/{id}/rotate  {"grace":"24h"} -> 200 AdminCreated: a new secret
-//	POST   /admin/prices/reload     -> 200 {"models":N}, or 400 naming the entry
-//	POST   /admin/teams       {"name", and a key's policy fields} -> 201 AdminTeam
-//	GET    /admin/teams       -> 200 {"teams":[TEAM,...]}
-//	GET, PATCH, DELETE /admin/teams/{id}  as for keys; DELETE 409 team_has_keys while keys belong
-//	GET    /admin/spend?from=&to=&group_by=key|team|model|day|hour&key=&team=&model=  -> 200 AdminSpend
-//	GET    /admin/requests?key=&team=&model=&status=&from=&to=&limit=&cursor=      -> 200 AdminRequests
-//	       (both as text/csv with Accept: text/csv; the next cursor also in X-Next-Cursor)
-//
-// The request's fields are "name", "model", "models" (globs; [] for any),
-// "windows" ([{"limit":100000,"window":"5h","bucket":"5m"}], Go durations,
-// bucket optional), "requests_per_minute", "max_concurrent" (0: no limit),
-// "budgets" ([{"limit_usd":5,"window":"24h"}, {"limit_usd":500,"period":
-// "month","timezone":"Europe/Paris"}]; [] for none), "expires_at" (RFC
-// 3339; null for never), "team" (a team's id; "" for none) and
-// "disabled". A rotated key keeps its id, usage,
-// budgets and history; its old secret works until the grace ends
-// ("previous_secret_expires_at"). A POST needs
-// "windows". A PATCH changes the fields it gives and no other; its
-// "windows" replace the key's whole list (a window whose length stays
-// keeps its usage, see keystore.Store.Update). KEY is AdminKey: the key's
-// fields and, per window, "used" (with the tokens reserved by requests in
-// flight), "remaining" and "reset_after_seconds". The secret is in the
-// answer to POST only. A field that is wrong gets 400 with the error body
-// above, whose message names it (`windows[1].window: "5x": not a
-// duration`), and changes nothing; an unknown id 404; a wrong method 405
-// with Allow. Every admin call is logged at level Info with its method,
-// path, status and key id, never a body.
+// The Gateway answers no path of the operator's (/admin, /admin/..., and
+// /metrics): it answers them 404, never forwarding them, so that a
+// Gateway served alone shows nothing of them. The gateway command mounts
+// package console in front of it, which serves the console's page and
+// sign-in, guards the admin API (package admin) and the metrics
+// (Gateway.Metrics) with the admin token, and hands every other request
+// to the Gateway. The admin API shows what the Gateway knows of a key
+// (Gateway.Reserved) and its live traffic (Gateway.Traffic), and reloads
+// its prices (Gateway.ReloadPrices): *Gateway is an admin.Gateway.
 //
 // # Metrics
 //
-// GET /metrics, with the admin token, serves Prometheus metrics of a
-// registry of the Gateway's own: the Go runtime's and the process's, and
+// Gateway.Metrics serves Prometheus metrics (GET /metrics, behind the
+// admin token) of a registry of the Gateway's own: the Go runtime's and the process's, and
 //
 //   - ratestore_gateway_requests_total{key_id, http_response_status_code,
 //     reason}: requests ended, by the status the caller got and the

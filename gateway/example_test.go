@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/admin"
+	"github.com/ratestore/ratestore/console"
 	"github.com/ratestore/ratestore/gateway"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/redisstore"
@@ -85,8 +87,10 @@ func Example() {
 }
 
 // Several gateways behind one load balancer share their keys and every
-// limit through one Redis; keys are created through any one's admin API.
-// (Not run by go test: it needs a Redis at localhost:6379.)
+// limit through one Redis; keys are created through any one's admin API,
+// which the console (package console) guards with the admin token and
+// mounts in front of the proxy, as the gateway command does. (Not run by
+// go test: it needs a Redis at localhost:6379.)
 func ExampleNew_redis() {
 	rdb, err := redisstore.Open(context.Background(), "redis://localhost:6379/0", redisstore.Options{})
 	if err != nil {
@@ -94,9 +98,14 @@ func ExampleNew_redis() {
 	}
 	defer rdb.Close()
 	up, _ := url.Parse("https://api.openai.com")
-	g, err := gateway.New(rdb, gateway.Options{Upstream: up, UpstreamKey: os.Getenv("OPENAI_API_KEY"), AdminToken: os.Getenv("RATESTORE_ADMIN_TOKEN")})
+	g, err := gateway.New(rdb, gateway.Options{Upstream: up, UpstreamKey: os.Getenv("OPENAI_API_KEY")})
 	if err != nil {
 		log.Fatal(err)
 	}
-	log.Fatal(http.ListenAndServe("127.0.0.1:8080", g))
+	api, err := admin.New(admin.Options{Keys: g.Keys(), Ledger: g.Ledger(), Gateway: g})
+	if err != nil {
+		log.Fatal(err)
+	}
+	operator := console.New(console.Options{Token: os.Getenv("RATESTORE_ADMIN_TOKEN"), API: api, Metrics: g.Metrics(), Next: g})
+	log.Fatal(http.ListenAndServe("127.0.0.1:8080", operator))
 }

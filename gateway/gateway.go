@@ -22,8 +22,8 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/admin"
 	"github.com/ratestore/ratestore/alert"
-	"github.com/ratestore/ratestore/console"
 	"github.com/ratestore/ratestore/httplimit"
 	"github.com/ratestore/ratestore/internal/apierror"
 	"github.com/ratestore/ratestore/internal/sat"
@@ -172,29 +172,8 @@ type Options struct {
 	// them.
 	Logger *slog.Logger
 
-	// AdminToken, when set, opens the admin API (under /admin/) and the
-	// metrics (/metrics) to requests that bear it (Authorization: Bearer
-	// <AdminToken>), and the operator's console (package console) at
-	// /admin/, whose sign-in exchanges it for a session cookie. Without
-	// it all of them answer 404.
-	AdminToken string
-	// ConsoleSessionTTL is how long a console sign-in lasts; 0 means
-	// console.DefaultSessionTTL.
-	ConsoleSessionTTL time.Duration
-	// AdminOnly serves the admin API, the console and the metrics alone:
-	// every other path is 404, and nothing is forwarded, so Upstream and
-	// Routes must be left out. It needs an AdminToken.
-	AdminOnly bool
-	// ReadOnlyAdmin makes the admin API and the console read-only: every
-	// admin call but GET and HEAD gets 403 read_only, and the spend ledger
-	// is opened read-only (ledger.Options.ReadOnly), so that nothing is
-	// written to the database. It needs AdminOnly: a gateway that
-	// forwards requests writes their usage. The console command serves a
-	// closed database so.
-	ReadOnlyAdmin bool
-	// Now is the clock of the console's sessions and sign-in slow-down and
-	// of GET /admin/live; nil means time.Now. (The keys' clock is their
-	// database's.)
+	// Now is the clock of the live traffic (Traffic); nil means
+	// time.Now. (The keys' clock is their database's.)
 	Now func() time.Time
 
 	// PricesFile is a price table in LiteLLM's format
@@ -231,12 +210,9 @@ type Gateway struct {
 	short       shortSlots    // short admissions of a key in flight: one at most
 	idle        time.Duration // 0: none
 	log         *slog.Logger
-	console     *console.Console // nil: no Options.AdminToken, no admin API
-	adminOnly   bool             // Options.AdminOnly
 	now         func() time.Time // Options.Now
-	live        live             // the rates of GET /admin/live
+	live        live             // the rates of Traffic
 	metrics     *metrics
-	adminAPI    *adminRoutes // the admin API's routes
 	prices      prices
 }
 
@@ -264,16 +240,12 @@ func New[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore.Store
 	if err != nil {
 		return nil, err
 	}
-	if !opts.AdminOnly {
-		if g.routes, err = newRoutes(opts); err != nil {
-			return nil, err
-		}
+	if g.routes, err = newRoutes(opts); err != nil {
+		return nil, err
 	}
 	g.keys, g.active = keys, newActivity()
 	if !opts.NoLedger {
-		lopts := opts.Ledger
-		lopts.ReadOnly = lopts.ReadOnly || opts.ReadOnlyAdmin
-		if g.ledger, err = ledger.Open(db, lopts); err != nil {
+		if g.ledger, err = ledger.Open(db, opts.Ledger); err != nil {
 			return nil, fmt.Errorf("gateway: %w", err)
 		}
 	}
@@ -310,9 +282,6 @@ func New[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore.Store
 	if g.alerts = opts.Alerts; g.alerts != nil {
 		g.metrics.reg.MustRegister(newAlertCollector(g.alerts))
 	}
-	g.adminAPI = g.adminMux()
-	g.adminAPI.HandleFunc("POST /admin/prices/reload", g.adminReloadPrices)
-	g.adminAPI.HandleFunc("GET /admin/live", g.adminLive)
 	return g, nil
 }
 
@@ -346,8 +315,8 @@ func withDefaults(opts Options) (*Gateway, error) {
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
-	if err := g.openConsole(opts); err != nil {
-		return nil, err
+	if g.now = opts.Now; g.now == nil {
+		g.now = time.Now
 	}
 	if opts.Unpriced > UnpricedDefault {
 		return nil, fmt.Errorf("gateway: Unpriced %d: %w", opts.Unpriced, ratestore.ErrInvalid)
@@ -523,12 +492,10 @@ func exchangeKeyID(r *http.Request) (string, error) {
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.active.begin()
 	defer g.active.end()
-	if isAdminPath(r.URL.Path) {
-		g.serveAdmin(w, r)
-		return
-	}
-	if g.adminOnly {
-		writeError(w, http.StatusNotFound, typeInvalid, "not_found", "no such path: this server serves only the admin API and its console, at /admin/")
+	if operatorPath(r.URL.Path) {
+		// The operator's paths are the console's to serve (it hands the
+		// Gateway every other one): never forwarded, whoever mounts it.
+		writeError(w, http.StatusNotFound, typeInvalid, "not_found", "no such path")
 		return
 	}
 	start := time.Now()
@@ -1046,7 +1013,9 @@ func (g *Gateway) stats(x *exchange, r *http.Request, secret string) {
 		g.refuse(x, r, k, err)
 		return
 	}
-	writeJSON(x, http.StatusOK, g.withReserved(NewAdminKey(k, u))) // the one shape of a key (AdminKey)
+	a := admin.NewKey(k, u) // the one shape of a key
+	a.ReservedTokens = g.Reserved(k.ID)
+	writeJSON(x, http.StatusOK, a)
 }
 
 // rewrite makes the upstream request: see Headers in the package

@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/admin"
+	"github.com/ratestore/ratestore/console"
 	"github.com/ratestore/ratestore/internal/fakeclock"
 	"github.com/ratestore/ratestore/internal/logbuf"
 	"github.com/ratestore/ratestore/internal/redistest"
@@ -272,7 +274,7 @@ func TestJSONDialects(t *testing.T) {
 }
 
 // TestStats: the stats path shows the caller's own key and usage, in the
-// one shape of a key (AdminKey), and nothing of another key's.
+// one shape of a key (admin.Key), and nothing of another key's.
 func TestStats(t *testing.T) {
 	e := newEnv(t, Options{StatsPath: "/gateway/stats"})
 	a, secretA := e.key("alice", 1000)
@@ -731,15 +733,29 @@ func withModel(body any) any {
 // suite) a redis-server of its own. Tests make gateways on it with
 // newGateway, whichever it is.
 type env struct {
-	t      testing.TB
-	clock  *fakeclock.Clock
-	be     backend
-	ks     *keystore.Store
-	up     *upstream
-	gw     *Gateway
-	srv    *httptest.Server
-	client *http.Client
-	served chan struct{} // a value each time the gateway finished a request
+	t       testing.TB
+	clock   *fakeclock.Clock
+	be      backend
+	ks      *keystore.Store
+	up      *upstream
+	gw      *Gateway
+	op      operator         // the operator's side the env serves, if any
+	console *console.Console // nil without op.token
+	srv     *httptest.Server
+	client  *http.Client
+	served  chan struct{} // a value each time the gateway finished a request
+}
+
+// operator is the operator's side of an env's gateway: the console
+// guarding the admin API and the metrics, mounted in front of it as the
+// gateway command mounts it.
+type operator struct {
+	token       string        // the admin token; "": none, and the gateway's operator paths answer 404
+	ttl         time.Duration // the console's sessions; 0: its default
+	readOnly    bool          // the console command's: look, never change
+	alone       bool          // the console command's: no proxy behind it
+	bodyTimeout time.Duration // the admin API's; 0: the gateway's Options.BodyTimeout
+	log         *slog.Logger  // the console's and the admin API's; nil: none
 }
 
 // newEnv starts an env; opts.Upstream defaults to the fake upstream.
@@ -748,7 +764,21 @@ func newEnv(t testing.TB, opts Options) *env {
 }
 
 func newEnvWith(t testing.TB, opts Options, dbOpts ratestore.Options) *env {
-	e := &env{t: t, clock: fakeclock.New(start), served: make(chan struct{}, 1<<12)}
+	return newEnvOp(t, opts, dbOpts, operator{})
+}
+
+// newEnvOp starts an env that serves the operator's side op.
+func newEnvOp(t testing.TB, opts Options, dbOpts ratestore.Options, op operator) *env {
+	e := &env{t: t, clock: fakeclock.New(start), served: make(chan struct{}, 1<<12), op: op}
+	if e.op.bodyTimeout == 0 {
+		e.op.bodyTimeout = opts.BodyTimeout
+	}
+	if e.op.log == nil {
+		e.op.log = opts.Logger
+	}
+	if opts.Now == nil {
+		opts.Now = e.clock.Now
+	}
 	if os.Getenv("RATESTORE_TEST_BACKEND") == "redis" {
 		srv := redistest.Start(t)
 		rdb, err := redisstore.Open(context.Background(), srv.URL(), redisstore.Options{Now: e.clock.Now, Timeout: 10 * time.Second})
@@ -801,16 +831,39 @@ func (e *env) newGateway(opts Options) (*Gateway, error) {
 	return g, err
 }
 
-// serve serves e.gw over loopback.
+// serve serves e.gw over loopback, behind the console of e.op if it has
+// a token.
 func (e *env) serve() {
 	t := e.t
+	// The env's gateway, as it is at each request: a test may replace it.
+	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { e.gw.ServeHTTP(w, r) })
+	if e.op.token != "" {
+		e.console = e.newConsole(e.op)
+		h = e.console
+	}
 	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() { e.served <- struct{}{} }()
-		e.gw.ServeHTTP(w, r)
+		h.ServeHTTP(w, r)
 	}))
 	t.Cleanup(e.srv.Close)
 	e.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	t.Cleanup(e.client.CloseIdleConnections)
+}
+
+// newConsole returns the console of op in front of e.gw, guarding the
+// admin API on e's keys and e.gw's ledger.
+func (e *env) newConsole(op operator) *console.Console {
+	aopts := admin.Options{Keys: e.ks, Ledger: e.gw.Ledger(), Now: e.clock.Now, BodyTimeout: op.bodyTimeout, Log: op.log}
+	copts := console.Options{Token: op.token, SessionTTL: op.ttl, ReadOnly: op.readOnly, Now: e.clock.Now, Log: op.log, BodyTimeout: op.bodyTimeout}
+	if !op.alone {
+		aopts.Gateway = e.gw
+		copts.Metrics = e.gw.Metrics()
+		copts.Next = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { e.gw.ServeHTTP(w, r) })
+	}
+	api, err := admin.New(aopts)
+	require.NoError(e.t, err)
+	copts.API = api
+	return console.New(copts)
 }
 
 // key creates a key of limit tokens and returns it with its secret.
@@ -889,7 +942,7 @@ func (e *env) lifetime(id string) int64 {
 
 // decode decodes a JSON body into a map, requiring exactly the fields
 // named.
-// keyJSONFields are the fields of a key in JSON (AdminKey).
+// keyJSONFields are the fields of a key in JSON (admin.Key).
 var keyJSONFields = []string{"id", "name", "model", "models", "windows", "binding", "requests_per_minute", "max_concurrent",
 	"expires_at", "disabled", "lifetime_tokens", "last_used", "created_at", "in_flight", "reserved_tokens", "budgets", "lifetime_usd",
 	"previous_secret_expires_at"}
@@ -924,7 +977,9 @@ func apiError(t testing.TB, body []byte, typ string) map[string]any {
 	require.Equal(t, "error", m["type"])
 	inner, ok := m["error"].(map[string]any)
 	require.True(t, ok, string(body))
-	require.Len(t, inner, 3, string(body))
+	for name := range inner {
+		require.Contains(t, []string{"type", "code", "message", "param"}, name, string(body))
+	}
 	require.Equal(t, typ, inner["type"], string(body))
 	require.NotEmpty(t, inner["code"])
 	require.NotEmpty(t, inner["message"])

@@ -172,24 +172,6 @@ func limitHeaders(h http.Header, lim keystore.Limits) {
 	budgetHeader(h, lim)
 }
 
-// AdminPrices is the answer to POST /admin/prices/reload: how many models
-// the table now prices.
-type AdminPrices struct {
-	Models int `json:"models"`
-}
-
-// adminReloadPrices answers POST /admin/prices/reload: ReloadPrices, and
-// 400 naming the entry when the file does not parse (the running table
-// stays).
-func (g *Gateway) adminReloadPrices(w http.ResponseWriter, r *http.Request) {
-	n, err := g.ReloadPrices()
-	if err != nil {
-		writeError(w, http.StatusBadRequest, typeInvalid, "invalid_prices", err.Error())
-		return
-	}
-	writeJSON(w, http.StatusOK, AdminPrices{Models: n})
-}
-
 // resetText is d as OpenAI's reset headers write it: a Go duration to the
 // millisecond ("6m0s", "20ms", "0s").
 func resetText(d time.Duration) string { return max(0, d).Round(time.Millisecond).String() }

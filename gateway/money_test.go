@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ratestore/ratestore/admin"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/pricing"
 )
@@ -172,7 +173,7 @@ func TestUnpriced(t *testing.T) {
 // the key's JSON; a bad budget is refused with its field named.
 func TestAdminBudgets(t *testing.T) {
 	e := newAdminEnv(t, Options{})
-	created := adminOK[AdminCreated](e, "POST", "/admin/keys", map[string]any{
+	created := adminOK[admin.Created](e, "POST", "/admin/keys", map[string]any{
 		"name": "b", "windows": []map[string]any{{"limit": 1000, "window": "1h"}},
 		"budgets": []map[string]any{{"limit_usd": 5.25, "window": "24h"}, {"limit_usd": 500, "period": "month", "timezone": "Europe/Paris"}},
 	}, http.StatusCreated)
@@ -192,7 +193,7 @@ func TestAdminBudgets(t *testing.T) {
 		require.Equal(t, http.StatusBadRequest, resp.StatusCode, body)
 		require.Contains(t, apiError(t, b, "invalid_request_error")["message"], want, body)
 	}
-	k := adminOK[AdminKey](e, "PATCH", "/admin/keys/"+created.Key.ID, map[string]any{"budgets": []any{}}, http.StatusOK)
+	k := adminOK[admin.Key](e, "PATCH", "/admin/keys/"+created.Key.ID, map[string]any{"budgets": []any{}}, http.StatusOK)
 	require.Empty(t, k.Budgets, "[] removes them")
 }
 
@@ -218,7 +219,7 @@ func TestReloadPrices(t *testing.T) {
 	require.Equal(t, micro(3000), spent())
 
 	write(`{"house-model":{"input_cost_per_token":2e-06,"output_cost_per_token":2e-06}}`)
-	got := adminOK[AdminPrices](e, "POST", "/admin/prices/reload", nil, http.StatusOK)
+	got := adminOK[admin.Prices](e, "POST", "/admin/prices/reload", nil, http.StatusOK)
 	require.Greater(t, got.Models, 1, "the built-in table and the file")
 	call()
 	require.Equal(t, micro(3000+4000), spent())

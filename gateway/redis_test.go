@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ratestore/ratestore/admin"
 	"github.com/ratestore/ratestore/internal/fakeclock"
 	"github.com/ratestore/ratestore/internal/redistest"
 	"github.com/ratestore/ratestore/keystore"
@@ -36,13 +37,12 @@ func newRedisEnvsOn(t *testing.T, n int, opts Options) ([]*env, *redistest.Serve
 	if opts.Upstream == nil {
 		opts.Upstream = up.url(t)
 	}
-	opts.AdminToken = adminToken
 	var envs []*env
 	for range n {
 		rdb, err := redisstore.Open(context.Background(), srv.URL(), redisstore.Options{Now: clock.Now, Timeout: 10 * time.Second})
 		require.NoError(t, err)
 		t.Cleanup(func() { rdb.Close() })
-		e := &env{t: t, clock: clock, up: up, served: make(chan struct{}, 1<<12)}
+		e := &env{t: t, clock: clock, up: up, served: make(chan struct{}, 1<<12), op: operator{token: adminToken}}
 		e.gw, err = New(rdb, opts)
 		require.NoError(t, err)
 		e.ks, err = keystore.Open(rdb, keystore.Options{})
@@ -59,7 +59,7 @@ func newRedisEnvsOn(t *testing.T, n int, opts Options) ([]*env, *redistest.Serve
 func TestRedisGatewaysShareKeys(t *testing.T) {
 	gws := newRedisEnvs(t, 2, Options{})
 	a, b := gws[0], gws[1]
-	created := adminOK[AdminCreated](a, "POST", "/admin/keys", map[string]any{
+	created := adminOK[admin.Created](a, "POST", "/admin/keys", map[string]any{
 		"name": "shared", "windows": []map[string]any{{"limit": 1000, "window": "5h"}}, "models": []string{"gpt-4o"},
 	}, http.StatusCreated)
 	secret, id := created.Secret, created.Key.ID
@@ -68,14 +68,14 @@ func TestRedisGatewaysShareKeys(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
 	resp, body = b.call("POST", "/v1/chat/completions", secret, fakeReq{Model: "gpt-3.5", Input: 1})
 	require.Equal(t, http.StatusForbidden, resp.StatusCode, string(body))
-	got := adminOK[AdminKey](a, "GET", "/admin/keys/"+id, nil, http.StatusOK)
+	got := adminOK[admin.Key](a, "GET", "/admin/keys/"+id, nil, http.StatusOK)
 	require.EqualValues(t, 150, got.Windows[0].Used)
 	require.EqualValues(t, 150, got.LifetimeTokens)
 
-	adminOK[AdminKey](a, "PATCH", "/admin/keys/"+id, map[string]any{"disabled": true}, http.StatusOK)
+	adminOK[admin.Key](a, "PATCH", "/admin/keys/"+id, map[string]any{"disabled": true}, http.StatusOK)
 	resp, _ = b.call("POST", "/v1/chat/completions", secret, fakeReq{Model: "gpt-4o", Input: 1})
 	require.Equal(t, http.StatusForbidden, resp.StatusCode)
-	adminOK[AdminKey](b, "PATCH", "/admin/keys/"+id, map[string]any{"disabled": false, "windows": []map[string]any{{"limit": 200, "window": "5h"}}}, http.StatusOK)
+	adminOK[admin.Key](b, "PATCH", "/admin/keys/"+id, map[string]any{"disabled": false, "windows": []map[string]any{{"limit": 200, "window": "5h"}}}, http.StatusOK)
 	resp, body = a.call("POST", "/v1/chat/completions", secret, fakeReq{Model: "gpt-4o", MaxTokens: 100, Input: 1, Output: 1})
 	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "50 left of the limit b set, 100 and more asked: %s", body)
 
@@ -96,7 +96,7 @@ func TestRedisGatewaysShareKeys(t *testing.T) {
 func TestRedisGatewaysWindow(t *testing.T) {
 	gws := newRedisEnvs(t, 2, Options{})
 	const limit, maxTokens = 20000, 400
-	created := adminOK[AdminCreated](gws[0], "POST", "/admin/keys", map[string]any{
+	created := adminOK[admin.Created](gws[0], "POST", "/admin/keys", map[string]any{
 		"name": "hammered", "windows": []map[string]any{{"limit": limit, "window": "5h"}},
 	}, http.StatusCreated)
 	var (
@@ -144,7 +144,7 @@ func TestRedisGatewaysWindow(t *testing.T) {
 	require.Positive(t, served[0].Load())
 	require.Positive(t, served[1].Load())
 	require.Positive(t, limited.Load(), "the window was reached")
-	got := adminOK[AdminKey](gws[1], "GET", "/admin/keys/"+created.Key.ID, nil, http.StatusOK)
+	got := adminOK[admin.Key](gws[1], "GET", "/admin/keys/"+created.Key.ID, nil, http.StatusOK)
 	used := got.Windows[0].Used
 	t.Logf("%d served, %d refused; %d of %d tokens used", ok.Load(), limited.Load(), used, limit)
 	require.Equal(t, gws[0].up.reported.Load(), used, "every token reported is charged, once")
@@ -157,7 +157,7 @@ func TestRedisGatewaysWindow(t *testing.T) {
 // across the gateways.
 func TestRedisGatewaysRequestRate(t *testing.T) {
 	gws := newRedisEnvs(t, 2, Options{RPS: 1, Burst: 3})
-	created := adminOK[AdminCreated](gws[0], "POST", "/admin/keys", map[string]any{
+	created := adminOK[admin.Created](gws[0], "POST", "/admin/keys", map[string]any{
 		"name": "rate", "windows": []map[string]any{{"limit": 1000, "window": "5h"}},
 	}, http.StatusCreated)
 	var codes []int
@@ -177,7 +177,7 @@ func TestRedisGatewaysRequestRate(t *testing.T) {
 func TestRedisDown(t *testing.T) {
 	gws, srv := newRedisEnvsOn(t, 1, Options{})
 	e := gws[0]
-	created := adminOK[AdminCreated](e, "POST", "/admin/keys", map[string]any{
+	created := adminOK[admin.Created](e, "POST", "/admin/keys", map[string]any{
 		"name": "k", "windows": []map[string]any{{"limit": 1000, "window": "5h"}},
 	}, http.StatusCreated)
 	srv.Stop()

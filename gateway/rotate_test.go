@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratestore/ratestore/admin"
 	"github.com/ratestore/ratestore/internal/logbuf"
 	"github.com/stretchr/testify/require"
 )
@@ -19,7 +20,7 @@ import (
 func TestAdminRotate(t *testing.T) {
 	var logs logbuf.Buffer
 	e := newAdminEnv(t, Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
-	created := adminOK[AdminCreated](e, "POST", "/admin/keys", map[string]any{"name": "r", "windows": []map[string]any{{"limit": 1000, "window": "5h"}}}, http.StatusCreated)
+	created := adminOK[admin.Created](e, "POST", "/admin/keys", map[string]any{"name": "r", "windows": []map[string]any{{"limit": 1000, "window": "5h"}}}, http.StatusCreated)
 	id, old := created.Key.ID, created.Secret
 	proxy := func(secret string) int {
 		t.Helper()
@@ -27,10 +28,10 @@ func TestAdminRotate(t *testing.T) {
 		return resp.StatusCode
 	}
 	require.Equal(t, http.StatusOK, proxy(old))
-	before := adminOK[AdminKey](e, "GET", "/admin/keys/"+id, nil, http.StatusOK)
+	before := adminOK[admin.Key](e, "GET", "/admin/keys/"+id, nil, http.StatusOK)
 	require.NotZero(t, before.LifetimeTokens)
 
-	rotated := adminOK[AdminCreated](e, "POST", "/admin/keys/"+id+"/rotate", map[string]any{"grace": "1h"}, http.StatusOK)
+	rotated := adminOK[admin.Created](e, "POST", "/admin/keys/"+id+"/rotate", map[string]any{"grace": "1h"}, http.StatusOK)
 	secret := rotated.Secret
 	require.True(t, strings.HasPrefix(secret, "rsk_"), secret)
 	require.NotEqual(t, old, secret)
@@ -39,7 +40,7 @@ func TestAdminRotate(t *testing.T) {
 	want := before
 	want.PreviousSecretExpiresAt = rotated.Key.PreviousSecretExpiresAt
 	require.Equal(t, want, rotated.Key, "the same key and usage: they are the key's, not the secret's")
-	got := adminOK[AdminKey](e, "GET", "/admin/keys/"+id, nil, http.StatusOK)
+	got := adminOK[admin.Key](e, "GET", "/admin/keys/"+id, nil, http.StatusOK)
 	require.Equal(t, rotated.Key, got)
 
 	require.Equal(t, http.StatusOK, proxy(secret))
@@ -50,7 +51,7 @@ func TestAdminRotate(t *testing.T) {
 
 	// No body, or {}: the secret replaced stops at once.
 	for _, body := range []any{nil, "{}"} {
-		next := adminOK[AdminCreated](e, "POST", "/admin/keys/"+id+"/rotate", body, http.StatusOK)
+		next := adminOK[admin.Created](e, "POST", "/admin/keys/"+id+"/rotate", body, http.StatusOK)
 		require.Nil(t, next.Key.PreviousSecretExpiresAt)
 		require.Equal(t, http.StatusUnauthorized, proxy(secret))
 		require.Equal(t, http.StatusOK, proxy(next.Secret))
@@ -65,7 +66,7 @@ func TestAdminRotate(t *testing.T) {
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 		var m map[string]any
 		require.NoError(t, json.Unmarshal([]byte(l), &m), l)
-		if m["msg"] == "gateway admin" && m["path"] == "/admin/keys/"+id+"/rotate" {
+		if m["msg"] == "admin" && m["path"] == "/admin/keys/"+id+"/rotate" {
 			rotations++
 			require.Equal(t, id, m["key_id"])
 			require.Equal(t, 200.0, m["status"])
@@ -106,5 +107,5 @@ func TestAdminRotateErrors(t *testing.T) {
 
 	resp, body = e.call("POST", "/v1/chat/completions", secret, fakeReq{Input: 1})
 	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
-	require.Nil(t, adminOK[AdminKey](e, "GET", "/admin/keys/"+k.ID, nil, http.StatusOK).PreviousSecretExpiresAt)
+	require.Nil(t, adminOK[admin.Key](e, "GET", "/admin/keys/"+k.ID, nil, http.StatusOK).PreviousSecretExpiresAt)
 }

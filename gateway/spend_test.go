@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ratestore/ratestore/admin"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/ledger"
 	"github.com/ratestore/ratestore/pricing"
@@ -35,13 +36,13 @@ const (
 )
 
 var (
-	claudeCounters = AdminCounters{Requests: 1, InputTokens: 100, OutputTokens: 50, CacheReadTokens: 10000, CacheWriteTokens: 2000, CostUSD: micro(12675)}
-	openAICounters = AdminCounters{Requests: 1, InputTokens: 400, OutputTokens: 100, CacheReadTokens: 600, ReasoningTokens: 200, CostUSD: micro(1925)}
+	claudeCounters = admin.Counters{Requests: 1, InputTokens: 100, OutputTokens: 50, CacheReadTokens: 10000, CacheWriteTokens: 2000, CostUSD: micro(12675)}
+	openAICounters = admin.Counters{Requests: 1, InputTokens: 400, OutputTokens: 100, CacheReadTokens: 600, ReasoningTokens: 200, CostUSD: micro(1925)}
 )
 
 // plus is the sum of counters.
-func plus(cs ...AdminCounters) AdminCounters {
-	var s AdminCounters
+func plus(cs ...admin.Counters) admin.Counters {
+	var s admin.Counters
 	for _, c := range cs {
 		s.Requests += c.Requests
 		s.InputTokens += c.InputTokens
@@ -62,7 +63,7 @@ func plus(cs ...AdminCounters) AdminCounters {
 }
 
 // refusedWindow is the counters of one request refused by a token window.
-var refusedWindow = AdminCounters{Refused: 1, RefusedBy: map[string]int64{"window": 1}}
+var refusedWindow = admin.Counters{Refused: 1, RefusedBy: map[string]int64{"window": 1}}
 
 func strp(s string) *string { return &s }
 
@@ -122,17 +123,17 @@ func TestAdminSpend(t *testing.T) {
 	f := spendRequests(t, e)
 	a, b, c := f.a.ID, f.b.ID, f.c.ID
 	day := func(d string) time.Time { tm, _ := time.Parse(time.DateOnly, d); return tm }
-	spend := func(query string) AdminSpend {
+	spend := func(query string) admin.Spend {
 		t.Helper()
-		return adminOK[AdminSpend](e, "GET", "/admin/spend"+query, nil, http.StatusOK)
+		return adminOK[admin.Spend](e, "GET", "/admin/spend"+query, nil, http.StatusOK)
 	}
 	total := plus(claudeCounters, claudeCounters, openAICounters, openAICounters, openAICounters, refusedWindow)
-	require.Equal(t, AdminCounters{Requests: 5, InputTokens: 1400, OutputTokens: 400, CacheReadTokens: 21800, CacheWriteTokens: 4000,
+	require.Equal(t, admin.Counters{Requests: 5, InputTokens: 1400, OutputTokens: 400, CacheReadTokens: 21800, CacheWriteTokens: 4000,
 		ReasoningTokens: 600, CostUSD: micro(31125), Refused: 1, RefusedBy: map[string]int64{"window": 1}}, total)
 
 	got := spend("")
-	require.Equal(t, AdminSpend{From: day("2025-12-19"), To: day("2026-01-19"), GroupBy: []string{},
-		Rows: []AdminSpendRow{{AdminCounters: total}}, Total: total}, got, "the last 30 days, in one total")
+	require.Equal(t, admin.Spend{From: day("2025-12-19"), To: day("2026-01-19"), GroupBy: []string{},
+		Rows: []admin.SpendRow{{Counters: total}}, Total: total}, got, "the last 30 days, in one total")
 	resp, body := e.admin("GET", "/admin/spend?from=2026-01-18&to=2026-01-19", adminToken, nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
 	require.JSONEq(t, `{"from":"2026-01-18T00:00:00Z","to":"2026-01-19T00:00:00Z","group_by":[],"rows":[
@@ -141,13 +142,13 @@ func TestAdminSpend(t *testing.T) {
 		"total":{"requests":5,"input_tokens":1400,"output_tokens":400,"cache_read_tokens":21800,"cache_write_tokens":4000,
 		 "reasoning_tokens":600,"cost_usd":0.031125,"refused":1,"refused_by":{"window":1}}}`, string(body))
 
-	byKeyModel := []AdminSpendRow{
-		{Key: &a, Model: strp(claudeModel), AdminCounters: plus(claudeCounters, claudeCounters)},
-		{Key: &a, Model: strp(openAIModel), AdminCounters: openAICounters},
-		{Key: &b, Model: strp(openAIModel), AdminCounters: openAICounters},
-		{Key: &c, Model: strp(openAIModel), AdminCounters: plus(openAICounters, refusedWindow)},
+	byKeyModel := []admin.SpendRow{
+		{Key: &a, Model: strp(claudeModel), Counters: plus(claudeCounters, claudeCounters)},
+		{Key: &a, Model: strp(openAIModel), Counters: openAICounters},
+		{Key: &b, Model: strp(openAIModel), Counters: openAICounters},
+		{Key: &c, Model: strp(openAIModel), Counters: plus(openAICounters, refusedWindow)},
 	}
-	slices.SortStableFunc(byKeyModel, func(x, y AdminSpendRow) int { return strings.Compare(*x.Key, *y.Key) })
+	slices.SortStableFunc(byKeyModel, func(x, y admin.SpendRow) int { return strings.Compare(*x.Key, *y.Key) })
 	got = spend("?group_by=key,model&from=2026-01-18T12:00:00Z&to=2026-01-18T14:00:00Z")
 	require.Equal(t, []string{"key", "model"}, got.GroupBy)
 	require.Equal(t, byKeyModel, got.Rows)
@@ -155,22 +156,22 @@ func TestAdminSpend(t *testing.T) {
 	require.Equal(t, got, spend("?group_by=key&group_by=model&from=2026-01-18&to=2026-01-19"), "repeated, and a range rounded out to whole days")
 
 	got = spend("?group_by=team")
-	require.Equal(t, []AdminSpendRow{
-		{Team: strp(""), AdminCounters: plus(openAICounters, openAICounters, refusedWindow)},
-		{Team: &f.team, AdminCounters: plus(claudeCounters, claudeCounters, openAICounters)},
+	require.Equal(t, []admin.SpendRow{
+		{Team: strp(""), Counters: plus(openAICounters, openAICounters, refusedWindow)},
+		{Team: &f.team, Counters: plus(claudeCounters, claudeCounters, openAICounters)},
 	}, got.Rows, "the keys in no team are a group of team \"\"")
 	resp, body = e.admin("GET", "/admin/spend?group_by=team", adminToken, nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, string(body), `"rows":[{"team":"","requests":2,`)
 
 	got = spend("?group_by=day")
-	require.Equal(t, []AdminSpendRow{{Day: strp("2026-01-18"), AdminCounters: total}}, got.Rows)
+	require.Equal(t, []admin.SpendRow{{Day: strp("2026-01-18"), Counters: total}}, got.Rows)
 	got = spend("?group_by=hour&from=2026-01-18T12:30:00Z")
 	require.Equal(t, day("2026-01-18").Add(12*time.Hour), got.From, "rounded down to the hour")
 	require.Equal(t, day("2026-01-18").Add(14*time.Hour), got.To, "now, rounded up to the hour")
-	require.Equal(t, []AdminSpendRow{
-		{Hour: strp("2026-01-18T12:00:00Z"), AdminCounters: claudeCounters},
-		{Hour: strp("2026-01-18T13:00:00Z"), AdminCounters: plus(claudeCounters, openAICounters, openAICounters, openAICounters)},
+	require.Equal(t, []admin.SpendRow{
+		{Hour: strp("2026-01-18T12:00:00Z"), Counters: claudeCounters},
+		{Hour: strp("2026-01-18T13:00:00Z"), Counters: plus(claudeCounters, openAICounters, openAICounters, openAICounters)},
 	}, got.Rows, "by hour, from the entries, which hold no refusals")
 
 	// Filters.
@@ -178,7 +179,7 @@ func TestAdminSpend(t *testing.T) {
 	require.Equal(t, plus(openAICounters, refusedWindow), spend("?key="+c+"&model="+openAIModel).Total)
 	require.Equal(t, plus(claudeCounters, claudeCounters, openAICounters), spend("?team="+f.team).Total)
 	require.Equal(t, plus(openAICounters, openAICounters, openAICounters, refusedWindow), spend("?model="+openAIModel).Total)
-	require.Equal(t, []AdminSpendRow{{Key: &a, AdminCounters: openAICounters}}, spend("?team="+f.team+"&model="+openAIModel+"&group_by=key").Rows)
+	require.Equal(t, []admin.SpendRow{{Key: &a, Counters: openAICounters}}, spend("?team="+f.team+"&model="+openAIModel+"&group_by=key").Rows)
 	require.Empty(t, spend("?from=2026-01-01&to=2026-01-18").Rows, "the day before")
 }
 
@@ -188,11 +189,11 @@ func TestAdminSpend(t *testing.T) {
 func TestAdminSpendRequests(t *testing.T) {
 	e := spendEnv(t, Options{})
 	f := spendRequests(t, e)
-	page := func(query string) AdminRequests {
+	page := func(query string) admin.Requests {
 		t.Helper()
-		return adminOK[AdminRequests](e, "GET", "/admin/requests"+query, nil, http.StatusOK)
+		return adminOK[admin.Requests](e, "GET", "/admin/requests"+query, nil, http.StatusOK)
 	}
-	ids := func(p AdminRequests) []string {
+	ids := func(p admin.Requests) []string {
 		var out []string
 		for _, en := range p.Requests {
 			out = append(out, en.RequestID)
@@ -291,7 +292,7 @@ func TestAdminSpendCSV(t *testing.T) {
 		require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
 		e.clock.Advance(time.Second)
 	}
-	k := adminOK[AdminSpend](e, "GET", "/admin/spend?group_by=key", nil, http.StatusOK).Rows[0].Key
+	k := adminOK[admin.Spend](e, "GET", "/admin/spend?group_by=key", nil, http.StatusOK).Rows[0].Key
 
 	_, recs := getCSV(t, e, "/admin/spend?group_by=model,day")
 	require.Equal(t, [][]string{
@@ -301,13 +302,13 @@ func TestAdminSpendCSV(t *testing.T) {
 		{openAIModel, "2026-01-18", "1", "400", "100", "600", "0", "200", "0.001925", "0"},
 	}, recs, "the unpriced models cost nothing (no budget)")
 	_, recs = getCSV(t, e, "/admin/spend")
-	require.Equal(t, [][]string{slices.Clone(counterColumns), {"3", "1200", "300", "1800", "0", "600", "0.001925", "0"}}, recs)
+	require.Equal(t, [][]string{{"requests", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens", "cost_usd", "refused"}, {"3", "1200", "300", "1800", "0", "600", "0.001925", "0"}}, recs)
 
 	resp, recs := getCSV(t, e, "/admin/requests?limit=2")
-	require.Equal(t, RequestColumns, recs[0])
+	require.Equal(t, admin.RequestColumns, recs[0])
 	require.Len(t, recs, 3)
-	p := adminOK[AdminRequests](e, "GET", "/admin/requests?limit=2", nil, http.StatusOK)
-	require.Equal(t, p.NextCursor, resp.Header.Get(NextCursorHeader))
+	p := adminOK[admin.Requests](e, "GET", "/admin/requests?limit=2", nil, http.StatusOK)
+	require.Equal(t, p.NextCursor, resp.Header.Get(admin.NextCursorHeader))
 	require.NotEmpty(t, p.NextCursor)
 	require.Equal(t, []string{"2026-01-18T12:00:02.000Z", p.Requests[0].RequestID, *k, "", "'" + evil, p.Requests[0].Route, "200",
 		jsonInt(p.Requests[0].Latency.Milliseconds()), "400", "100", "600", "0", "200", "0", "false"}, recs[1])
@@ -329,7 +330,7 @@ func TestAdminSpendCSV(t *testing.T) {
 		var value json.RawMessage
 		require.NoError(t, dec.Decode(&value))
 	}
-	require.Equal(t, RequestColumns, fields)
+	require.Equal(t, admin.RequestColumns, fields)
 }
 
 // TestAdminSpendBadParams: every wrong parameter gets 400 naming it, an
@@ -366,7 +367,7 @@ func TestAdminSpendBadParams(t *testing.T) {
 		require.NotContains(t, m["message"], "ledger:", query)
 	}
 	// A "+" of an offset that was not escaped reads as a space: taken as "+".
-	got := adminOK[AdminSpend](e, "GET", "/admin/spend?from=2026-01-18T01:00:00+01:00&group_by=hour", nil, http.StatusOK)
+	got := adminOK[admin.Spend](e, "GET", "/admin/spend?from=2026-01-18T01:00:00+01:00&group_by=hour", nil, http.StatusOK)
 	require.Equal(t, start.Add(-12*time.Hour), got.From)
 
 	for _, path := range []string{"/admin/spend", "/admin/requests"} {
@@ -387,28 +388,6 @@ func TestAdminSpendBadParams(t *testing.T) {
 	require.NoError(t, off.gw.Close(context.Background()))
 }
 
-// TestSpendWantsCSV: what Accept asks for CSV.
-func TestSpendWantsCSV(t *testing.T) {
-	for accept, want := range map[string]bool{
-		"":                                    false,
-		"*/*":                                 false,
-		"application/json":                    false,
-		"text/csv":                            true,
-		"TEXT/CSV; charset=utf-8":             true,
-		"application/json, text/csv":          false,
-		"text/csv;q=0, application/json":      false,
-		"text/csv;q=0.0":                      false,
-		"text/plain, text/csv;q=0.5, */*;q=0": true,
-		"text/html, text/csv":                 true,
-	} {
-		r := &http.Request{Header: http.Header{}}
-		if accept != "" {
-			r.Header.Set("Accept", accept)
-		}
-		require.Equal(t, want, wantsCSV(r), accept)
-	}
-}
-
 // TestNewAdminSpendJSON: a row shows the dimensions grouped by and no
 // other, money as a decimal number.
 func TestNewAdminSpendJSON(t *testing.T) {
@@ -416,7 +395,7 @@ func TestNewAdminSpendJSON(t *testing.T) {
 	s := ledger.Spend{From: at, To: at.Add(time.Hour), GroupBy: []string{"hour", "team"}, Rows: []ledger.Row{
 		{Key: "ignored", Team: "", Model: "m", Day: at, Totals: ledger.Totals{Requests: 2, Cost: pricing.USD(125_000_000)}},
 	}}
-	b, err := json.Marshal(NewAdminSpend(s))
+	b, err := json.Marshal(admin.NewSpend(s))
 	require.NoError(t, err)
 	require.JSONEq(t, `{"from":"2026-11-26T14:00:00Z","to":"2026-11-26T15:00:00Z","group_by":["hour","team"],
 		"rows":[{"team":"","hour":"2026-11-26T14:00:00Z","requests":2,"input_tokens":0,"output_tokens":0,"cache_read_tokens":0,
@@ -424,7 +403,7 @@ func TestNewAdminSpendJSON(t *testing.T) {
 		"total":{"requests":0,"input_tokens":0,"output_tokens":0,"cache_read_tokens":0,"cache_write_tokens":0,"reasoning_tokens":0,"cost_usd":0,"refused":0}}`,
 		string(b))
 	s.GroupBy = []string{"day", "model", "key"}
-	a := NewAdminSpend(s)
-	require.Equal(t, AdminSpendRow{Key: strp("ignored"), Model: strp("m"), Day: strp("2026-11-26"),
-		AdminCounters: AdminCounters{Requests: 2, CostUSD: pricing.USD(125_000_000)}}, a.Rows[0])
+	a := admin.NewSpend(s)
+	require.Equal(t, admin.SpendRow{Key: strp("ignored"), Model: strp("m"), Day: strp("2026-11-26"),
+		Counters: admin.Counters{Requests: 2, CostUSD: pricing.USD(125_000_000)}}, a.Rows[0])
 }

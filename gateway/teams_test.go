@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/ratestore/ratestore/admin"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/stretchr/testify/require"
 )
@@ -20,19 +21,19 @@ func TestAdminTeamLifecycle(t *testing.T) {
 		"budgets": []map[string]any{{"limit_usd": 5, "window": "24h"}}, "requests_per_minute": 60, "max_concurrent": 4,
 	})
 	require.Equal(t, http.StatusCreated, resp.StatusCode, string(body))
-	team := adminOK[AdminTeam](e, "GET", resp.Header.Get("Location"), nil, http.StatusOK)
+	team := adminOK[admin.Team](e, "GET", resp.Header.Get("Location"), nil, http.StatusOK)
 	created := start
-	require.Equal(t, AdminTeam{
+	require.Equal(t, admin.Team{
 		ID: team.ID, Name: "research", Models: []string{"gpt-*"},
-		Windows:           []AdminWindow{{Limit: 1000, Window: "5h0m0s", Bucket: "5m0s", Remaining: 1000}},
-		Budgets:           []AdminBudget{{LimitUSD: 5e9, Window: "24h0m0s", RemainingUSD: 5e9}},
-		RequestsPerMinute: 60, MaxConcurrent: 4, CreatedAt: &created, Keys: []string{},
+		Windows:           []admin.Window{{Limit: 1000, Window: "5h0m0s", Bucket: "5m0s", Remaining: 1000}},
+		Budgets:           []admin.Budget{{LimitUSD: 5e9, Window: "24h0m0s", RemainingUSD: 5e9}},
+		RequestsPerMinute: 60, MaxConcurrent: 4, CreatedAt: &created, KeyCount: 0,
 	}, team)
-	require.Equal(t, []AdminTeam{team}, adminOK[AdminTeams](e, "GET", "/admin/teams", nil, http.StatusOK).Teams)
+	require.Equal(t, []admin.Team{team}, adminOK[admin.Teams](e, "GET", "/admin/teams", nil, http.StatusOK).Teams)
 
 	// A key joins the team: the key says so, the team lists it, and the
 	// team's windows count the key's tokens.
-	k := adminOK[AdminCreated](e, "POST", "/admin/keys", map[string]any{
+	k := adminOK[admin.Created](e, "POST", "/admin/keys", map[string]any{
 		"name": "k", "team": team.ID, "windows": []map[string]any{{"limit": 100000, "window": "5h"}},
 	}, http.StatusCreated)
 	require.Equal(t, team.ID, k.Key.Team)
@@ -40,20 +41,20 @@ func TestAdminTeamLifecycle(t *testing.T) {
 	require.Equal(t, team.ID, decode(t, body, append(keyJSONFields, "team")...)["team"])
 	resp, body = e.call("POST", "/v1/chat/completions", k.Secret, fakeReq{Model: "gpt-4o", Input: 30, Output: 12})
 	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
-	got := adminOK[AdminTeam](e, "GET", "/admin/teams/"+team.ID, nil, http.StatusOK)
-	require.Equal(t, []string{k.Key.ID}, got.Keys)
+	got := adminOK[admin.Team](e, "GET", "/admin/teams/"+team.ID, nil, http.StatusOK)
+	require.Equal(t, 1, got.KeyCount)
 	require.EqualValues(t, 42, got.Windows[0].Used)
 
 	// PATCH changes the fields given, and no other.
-	got = adminOK[AdminTeam](e, "PATCH", "/admin/teams/"+team.ID, map[string]any{
+	got = adminOK[admin.Team](e, "PATCH", "/admin/teams/"+team.ID, map[string]any{
 		"name": "research-2", "windows": []map[string]any{{"limit": 500, "window": "5h"}, {"limit": 100, "window": "1h"}},
 	}, http.StatusOK)
 	require.Equal(t, "research-2", got.Name)
 	require.Equal(t, []int64{500, 100}, []int64{got.Windows[0].Limit, got.Windows[1].Limit})
 	require.EqualValues(t, 42, got.Windows[0].Used, "a window whose length stays keeps its usage")
 	require.Equal(t, []any{[]string{"gpt-*"}, int64(60), 4, 1}, []any{got.Models, got.RequestsPerMinute, got.MaxConcurrent, len(got.Budgets)})
-	again := adminOK[AdminTeam](e, "PATCH", "/admin/teams/"+team.ID, map[string]any{"budgets": []any{}}, http.StatusOK)
-	got.Budgets = []AdminBudget{}
+	again := adminOK[admin.Team](e, "PATCH", "/admin/teams/"+team.ID, map[string]any{"budgets": []any{}}, http.StatusOK)
+	got.Budgets = []admin.Budget{}
 	require.Equal(t, got, again)
 
 	// DELETE is refused while the key belongs; the key leaves by "team": "".
@@ -66,7 +67,7 @@ func TestAdminTeamLifecycle(t *testing.T) {
 	e.adminFails("GET", "/admin/teams/"+team.ID, nil, http.StatusNotFound, "team_not_found", team.ID)
 	e.adminFails("PATCH", "/admin/teams/"+team.ID, map[string]any{}, http.StatusNotFound, "team_not_found")
 	e.adminFails("DELETE", "/admin/teams/"+team.ID, nil, http.StatusNotFound, "team_not_found")
-	require.Empty(t, adminOK[AdminTeams](e, "GET", "/admin/teams", nil, http.StatusOK).Teams)
+	require.Empty(t, adminOK[admin.Teams](e, "GET", "/admin/teams", nil, http.StatusOK).Teams)
 }
 
 // TestAdminTeamBadRequests: a team's fields are checked as a key's, and a
@@ -81,7 +82,7 @@ func TestAdminTeamBadRequests(t *testing.T) {
 		http.StatusBadRequest, "invalid_field", "windows[0].limit")
 	e.adminFails("POST", "/admin/keys", map[string]any{"team": "team_0123456789abcdef", "windows": []map[string]any{{"limit": 1, "window": "5h"}}},
 		http.StatusBadRequest, "invalid_field", "team: no team has the id team_0123456789abcdef")
-	k := adminOK[AdminCreated](e, "POST", "/admin/keys", map[string]any{"windows": []map[string]any{{"limit": 1, "window": "5h"}}}, http.StatusCreated)
+	k := adminOK[admin.Created](e, "POST", "/admin/keys", map[string]any{"windows": []map[string]any{{"limit": 1, "window": "5h"}}}, http.StatusCreated)
 	e.adminFails("PATCH", "/admin/keys/"+k.Key.ID, map[string]any{"team": "nope"}, http.StatusBadRequest, "invalid_field", "team: no team has the id nope")
 }
 

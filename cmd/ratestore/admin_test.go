@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/admin"
 	"github.com/ratestore/ratestore/gateway"
 	"github.com/stretchr/testify/require"
 )
@@ -43,9 +44,14 @@ func (e *env) startAdminGateway(token string) *adminGateway {
 	require.NoError(e.t, err)
 	db, err := ratestore.Open(e.db, ratestore.Options{Backend: backendOf(e.backend), Now: func() time.Time { return now }})
 	require.NoError(e.t, err)
-	g, err := gateway.New(db, gateway.Options{Upstream: u, AdminToken: token})
+	g, err := gateway.New(db, gateway.Options{Upstream: u})
 	require.NoError(e.t, err)
-	srv := httptest.NewServer(g)
+	var h http.Handler = g
+	if token != "" {
+		h, err = operatorSurface(consoleConfig{token: token}, g.Keys(), g.Ledger(), g)
+		require.NoError(e.t, err)
+	}
+	srv := httptest.NewServer(h)
 	e.t.Cleanup(func() {
 		srv.Close()
 		require.NoError(e.t, db.Close())
@@ -69,9 +75,9 @@ func TestKeysThroughAdminSameOutput(t *testing.T) {
 	e := newEnv(t)
 	e.ok("import", validFile)
 	e.ok("migrate") // legacy usage merged: reads change nothing from here on
-	id := jsonOf[gateway.AdminCreated](e, "keys", "create", "--name", "policy", "--window", "5h=1000", "--window", "168h=10000/1h",
+	id := jsonOf[admin.Created](e, "keys", "create", "--name", "policy", "--window", "5h=1000", "--window", "168h=10000/1h",
 		"--rpm", "10", "--max-concurrent", "2", "--models", "gpt-*,claude-*", "--model", "gpt-4o", "--expires", "720h").Key.ID
-	ids := byName(t, jsonOf[gateway.AdminKeys](e, "keys", "list").Keys)
+	ids := byName(t, jsonOf[admin.Keys](e, "keys", "list").Keys)
 	commands := [][]string{{"keys", "list"}}
 	for _, id := range append([]string{id}, ids["gateway-prod"], ids["staging"], ids["batch-jobs"]) {
 		commands = append(commands, []string{"keys", "show", id}, []string{"usage", id})
@@ -119,73 +125,73 @@ func TestKeysThroughAdmin(t *testing.T) {
 	g := e.startAdminGateway(testAdminToken)
 	tokenFile := filepath.Join(e.dir, "admin-token")
 	require.NoError(t, os.WriteFile(tokenFile, []byte(testAdminToken+"\n"), 0o600))
-	admin := func(args ...string) []string {
+	viaAdmin := func(args ...string) []string {
 		return append(args, "--admin", g.url+"/", "--admin-token-file", tokenFile)
 	}
 
-	r := e.ok(admin("keys", "list")...)
+	r := e.ok(viaAdmin("keys", "list")...)
 	require.Equal(t, "no keys\n", r.stdout)
-	created := jsonOf[gateway.AdminCreated](e, admin("keys", "create", "--name", "ci", "--window", "5h=1000", "--window", "168h=10000/1h",
+	created := jsonOf[admin.Created](e, viaAdmin("keys", "create", "--name", "ci", "--window", "5h=1000", "--window", "168h=10000/1h",
 		"--rpm", "10", "--models", "gpt-*", "--expires", "720h")...)
 	id, secret := created.Key.ID, created.Secret
 	require.True(t, strings.HasPrefix(secret, "rsk_"), secret)
-	require.Equal(t, gateway.AdminKey{ID: id, Name: "ci", Budgets: []gateway.AdminBudget{}, Windows: []gateway.AdminWindow{
+	require.Equal(t, admin.Key{ID: id, Name: "ci", Budgets: []admin.Budget{}, Windows: []admin.Window{
 		{Limit: 1000, Window: "5h0m0s", Bucket: "5m0s", Remaining: 1000},
 		{Limit: 10000, Window: "168h0m0s", Bucket: "1h0m0s", Remaining: 10000}},
 		RequestsPerMinute: 10, Models: []string{"gpt-*"},
 		ExpiresAt: timePtr(now.Add(720 * time.Hour)), CreatedAt: timePtr(now)}, created.Key)
-	r = e.ok(admin("keys", "create", "--name", "plain", "--limit", "500")...)
+	r = e.ok(viaAdmin("keys", "create", "--name", "plain", "--limit", "500")...)
 	require.Contains(t, r.stdout, "secret: rsk_")
 	require.Contains(t, r.stderr, "is shown only this once")
 
 	// The key works through the gateway, and its usage shows.
 	require.Equal(t, http.StatusOK, g.proxy(t, secret))
-	u := jsonOf[gateway.AdminKey](e, admin("usage", id)...)
+	u := jsonOf[admin.Key](e, viaAdmin("usage", id)...)
 	require.Equal(t, []int64{42, 42}, []int64{u.Windows[0].Used, u.Windows[1].Used})
 	require.Equal(t, []int64{0, 958, 42}, []int64{int64(u.Binding), u.Windows[u.Binding].Remaining, u.LifetimeTokens}, "binding: the 5h window")
-	require.Equal(t, u, jsonOf[gateway.AdminKey](e, admin("keys", "show", id)...))
-	r = e.ok(admin("keys", "show", id)...)
+	require.Equal(t, u, jsonOf[admin.Key](e, viaAdmin("keys", "show", id)...))
+	r = e.ok(viaAdmin("keys", "show", id)...)
 	require.NotContains(t, r.stdout, "rsk_")
 	require.Contains(t, r.stdout, "request rate:    10 per minute")
 
 	// set-limit: TOKENS, then windows added, changed and dropped; the 5h
 	// window keeps its usage.
-	k := jsonOf[gateway.AdminKey](e, admin("keys", "set-limit", id, "2000")...)
+	k := jsonOf[admin.Key](e, viaAdmin("keys", "set-limit", id, "2000")...)
 	require.Equal(t, []int64{2000, 42}, []int64{k.Windows[0].Limit, k.Windows[0].Used})
-	r = e.ok(admin("keys", "set-limit", id, "--drop-window", "168h", "--window", "1h=50", "--max-concurrent", "3", "--models", "")...)
+	r = e.ok(viaAdmin("keys", "set-limit", id, "--drop-window", "168h", "--window", "1h=50", "--max-concurrent", "3", "--models", "")...)
 	require.Contains(t, r.stdout, "changed "+id+": dropped its 168h window; added a 1h window of 50 tokens; set its max concurrent requests to 3; set its models to any")
-	k = jsonOf[gateway.AdminKey](e, admin("keys", "show", id)...)
-	require.Equal(t, []gateway.AdminWindow{
+	k = jsonOf[admin.Key](e, viaAdmin("keys", "show", id)...)
+	require.Equal(t, []admin.Window{
 		{Limit: 2000, Window: "5h0m0s", Bucket: "5m0s", Used: 42, Remaining: 1958, ResetAfterSeconds: 5 * 3600, WindowEnd: timePtr(now.Add(5 * time.Hour))},
 		{Limit: 50, Window: "1h0m0s", Bucket: "1m0s", Remaining: 50}}, k.Windows)
 	require.Equal(t, []int{1, 3}, []int{k.Binding, k.MaxConcurrent}, "binding: the new 1h window, with the least left")
 	require.EqualValues(t, 10, k.RequestsPerMinute, "a field not named stays")
 	require.Equal(t, []string{}, k.Models)
-	r = e.run(admin("keys", "set-limit", id, "--drop-window", "168h")...)
+	r = e.run(viaAdmin("keys", "set-limit", id, "--drop-window", "168h")...)
 	require.Equal(t, exitUsage, r.code)
 	require.Contains(t, r.stderr, "key "+id+" has no 168h window (it has 5h, 1h)")
 
 	// set-expiry, disable, enable: the gateway acts on them at once.
-	k = jsonOf[gateway.AdminKey](e, admin("keys", "set-expiry", id, "never")...)
+	k = jsonOf[admin.Key](e, viaAdmin("keys", "set-expiry", id, "never")...)
 	require.Nil(t, k.ExpiresAt)
-	k = jsonOf[gateway.AdminKey](e, admin("keys", "set-expiry", id, "2030-05-01T10:00:00+02:00")...)
+	k = jsonOf[admin.Key](e, viaAdmin("keys", "set-expiry", id, "2030-05-01T10:00:00+02:00")...)
 	require.Equal(t, time.Date(2030, 5, 1, 8, 0, 0, 0, time.UTC), *k.ExpiresAt)
-	r = e.ok(admin("keys", "disable", id)...)
+	r = e.ok(viaAdmin("keys", "disable", id)...)
 	require.Contains(t, r.stdout, "disabled "+id)
 	require.Contains(t, r.stdout, "status:          disabled")
 	require.Equal(t, http.StatusForbidden, g.proxy(t, secret))
-	k = jsonOf[gateway.AdminKey](e, admin("keys", "enable", id)...)
+	k = jsonOf[admin.Key](e, viaAdmin("keys", "enable", id)...)
 	require.False(t, k.Disabled)
 	require.Equal(t, http.StatusOK, g.proxy(t, secret))
 
 	// delete: gone from the gateway.
-	d := jsonOf[deleteOut](e, admin("keys", "delete", id)...)
+	d := jsonOf[deleteOut](e, viaAdmin("keys", "delete", id)...)
 	require.Equal(t, deleteOut{id, true}, d)
 	require.Equal(t, http.StatusUnauthorized, g.proxy(t, secret))
-	r = e.run(admin("keys", "show", id)...)
+	r = e.run(viaAdmin("keys", "show", id)...)
 	require.Equal(t, exitError, r.code)
 	require.Contains(t, r.stderr, "404 Not Found: no key has the id "+id)
-	keys := jsonOf[gateway.AdminKeys](e, admin("keys", "list")...).Keys
+	keys := jsonOf[admin.Keys](e, viaAdmin("keys", "list")...).Keys
 	require.Len(t, keys, 1)
 	require.Equal(t, "plain", keys[0].Name)
 }

@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ratestore/ratestore/gateway"
+	"github.com/ratestore/ratestore/admin"
 	"github.com/ratestore/ratestore/pricing"
 )
 
@@ -14,10 +14,10 @@ import (
 // naming the flag.
 func TestKeysBudgets(t *testing.T) {
 	e := newEnv(t)
-	created := jsonOf[gateway.AdminCreated](e, "keys", "create", "--name", "b", "--window", "5h=1000",
+	created := jsonOf[admin.Created](e, "keys", "create", "--name", "b", "--window", "5h=1000",
 		"--budget", "5.25=24h", "--budget", "500=month@Europe/Paris", "--budget", "1=week")
 	id := created.Key.ID
-	require.Equal(t, []gateway.AdminBudget{
+	require.Equal(t, []admin.Budget{
 		{LimitUSD: 5250 * pricing.Dollar / 1000, Window: "24h0m0s", RemainingUSD: 5250 * pricing.Dollar / 1000},
 		{LimitUSD: 500 * pricing.Dollar, Period: "month", Timezone: "Europe/Paris", RemainingUSD: 500 * pricing.Dollar},
 		{LimitUSD: pricing.Dollar, Period: "week", Timezone: "UTC", RemainingUSD: pricing.Dollar},
@@ -26,7 +26,7 @@ func TestKeysBudgets(t *testing.T) {
 	r := e.ok("keys", "set-limit", id, "--budget", "6=24h", "--drop-budget", "month@Europe/Paris")
 	require.Contains(t, r.stdout, "set its budget of 24h to $6")
 	require.Contains(t, r.stdout, "dropped its budget of month (Europe/Paris)")
-	k := jsonOf[gateway.AdminKey](e, "keys", "show", id)
+	k := jsonOf[admin.Key](e, "keys", "show", id)
 	require.Len(t, k.Budgets, 2)
 	require.Equal(t, 6*pricing.Dollar, k.Budgets[0].LimitUSD)
 

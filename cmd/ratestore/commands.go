@@ -46,9 +46,10 @@ the cost they reserved.`
 // the gateway's admin API answers it), named in the teams commands' json
 // texts.
 const teamJSON = `TEAM is {"id", "name", "models", "windows", "binding", "budgets",
-"requests_per_minute", "max_concurrent", "in_flight", "created_at", "keys" (the
-ids of its keys, in id order)}: its policy as a KEY's, with the usage of all
-its keys together, as the gateway's admin API answers it.`
+"requests_per_minute", "max_concurrent", "in_flight", "created_at", "key_count"
+(how many keys belong to it: keys list --team ID lists them)}: its policy as a
+KEY's, with the usage of all its keys together, as the gateway's admin API
+answers it.`
 
 // policyHelp is the help of the policy flags, for keys create and keys
 // set-limit.
@@ -117,10 +118,15 @@ printed only here: the store keeps only its hash.`,
 		setup: keysCreate,
 	},
 	{
-		name: "keys list", maxArgs: 0,
-		summary: "list the API keys",
-		json:    `{"keys": [KEY, ...]}, in id order.`,
-		setup:   keysList,
+		name: "keys list", args: "[--q TEXT] [--team ID] [--status active|disabled|expired] [--sort BY] [--limit N] [--cursor CURSOR] [--all]", maxArgs: 0,
+		summary: "list the API keys, a page at a time",
+		help: `Prints a page of keys (100 by default, at most 1000), searched and sorted by
+the key store: --q matches the start of a key's name or id, or of its team's
+name, in any case; --sort is name (the default), last_used or spend, with a
+leading - for descending. The page ends with the --cursor of the next one;
+--all prints every page.`,
+		json:  `{"keys": [KEY, ...], "next_cursor" (left out on the last page)}; with --all, a KEY a line.`,
+		setup: keysList,
 	},
 	{
 		name: "keys show", args: "ID", minArgs: 1, maxArgs: 1,
@@ -194,9 +200,9 @@ the team's. Put keys in it with keys create --team or keys set-limit --team.
 		setup: teamsCreate,
 	},
 	{
-		name: "teams list", maxArgs: 0,
-		summary: "list the teams",
-		json:    `{"teams": [TEAM, ...]}, in id order.`,
+		name: "teams list", args: "[--q TEXT] [--sort name|-name] [--limit N] [--cursor CURSOR]", maxArgs: 0,
+		summary: "list the teams, a page at a time",
+		json:    `{"teams": [TEAM, ...], "next_cursor" (left out on the last page)}.`,
 		setup:   teamsList,
 	},
 	{

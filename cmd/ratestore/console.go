@@ -8,10 +8,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 
 	"github.com/ratestore/ratestore"
-	"github.com/ratestore/ratestore/gateway"
-	"github.com/ratestore/ratestore/ledger"
 )
 
 // defaultConsoleListen is where the console command listens: loopback,
@@ -90,24 +89,32 @@ func (c *cli) runConsole(f *consoleFlags) error {
 	if err != nil {
 		return err
 	}
-	g, err := st.gateway(gateway.Options{
-		AdminToken: token, AdminOnly: true, ReadOnlyAdmin: true,
-		Logger: log, Ledger: ledger.Options{Log: log}, Now: c.now,
-	})
+	keys, l, err := st.operator()
+	var h http.Handler
+	if err == nil {
+		h, err = operatorSurface(consoleConfig{token: token, readOnly: true, log: log, now: c.now}, keys, l, nil)
+	}
 	var ln net.Listener
 	if err == nil {
 		ln, err = listen(f.listen, tlsConfig)
 	}
 	if err != nil {
-		abandonGateway(g, st, func() {}, nil)
+		if l != nil {
+			l.Close(c.ctx)
+		}
+		st.close()
 		return fmt.Errorf("%s: %w", cmd, err)
+	}
+	closeAll := func() error {
+		l.Close(c.ctx)
+		return st.close()
 	}
 	out := consoleOut{Listen: ln.Addr().String(), TLS: tlsConfig != nil, ReadOnly: true, Redis: st.redis}
 	out.URL = "http://" + out.Listen + "/admin/"
 	if out.TLS {
 		out.URL = "https://" + out.Listen + "/admin/"
 	}
-	return c.serve(ln, g, st.close, log, defaultShutdown, func() error {
+	return c.serve(ln, h, nil, closeAll, log, defaultShutdown, func() error {
 		if beyondLoopback(ln) && !out.TLS {
 			warnClearText(log, cmd, out.Listen)
 		}

@@ -24,8 +24,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/admin"
 	"github.com/ratestore/ratestore/console"
-	"github.com/ratestore/ratestore/gateway"
 )
 
 // consoleToken is the admin token of the console command's tests.
@@ -90,7 +90,7 @@ func consoleSignIn(t *testing.T, client *http.Client, base, token string) (*http
 // read_only, nothing else is served, and the token is never logged.
 func TestConsoleCommand(t *testing.T) {
 	e := newEnv(t)
-	created := jsonOf[gateway.AdminCreated](e, "keys", "create", "--name", "seen", "--limit", "1000")
+	created := jsonOf[admin.Created](e, "keys", "create", "--name", "seen", "--limit", "1000")
 	t.Setenv(adminTokenEnv, consoleToken)
 	g := e.startCommand("console", "--listen", "127.0.0.1:0")
 	var out consoleOut
@@ -123,9 +123,9 @@ func TestConsoleCommand(t *testing.T) {
 }
 
 // keyOf reads key id from the closed database.
-func (e *env) keyOf(id string) gateway.AdminKey {
+func (e *env) keyOf(id string) admin.Key {
 	e.t.Helper()
-	return jsonOf[gateway.AdminKey](e, "keys", "show", id)
+	return jsonOf[admin.Key](e, "keys", "show", id)
 }
 
 // TestConsoleCommandRefusals: no admin token, no database, a database in

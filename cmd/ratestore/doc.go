@@ -119,9 +119,11 @@
 //
 // Text output is for people. With --json every command prints one JSON
 // object on stdout instead, with field names in snake_case: "ratestore help
-// json" lists them, and "ratestore help COMMAND" shows the command's. A key
-// is printed as the gateway's admin API answers it (gateway.AdminKey, built
-// by gateway.NewAdminKey), its usage included. Instants are RFC 3339
+// json" lists them, and "ratestore help COMMAND" shows the command's. The
+// key, team and spend commands call the admin API (package admin): a
+// running gateway's with --admin, else one served in this process on the
+// database or Redis they open, so that they print what it answers (a key
+// as admin.Key, its usage included) and change keys as it does. Instants are RFC 3339
 // strings in UTC (null when unset); lengths and waits are seconds, in
 // fields whose names end in _seconds. Errors go to stderr as text, prefixed "ratestore: ", in both
 // modes. Progress (migrate, copy) is drawn on stderr only when both it and

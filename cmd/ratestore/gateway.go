@@ -21,6 +21,7 @@ import (
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/alert"
 	"github.com/ratestore/ratestore/gateway"
+	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/ledger"
 	"github.com/ratestore/ratestore/pricing"
 	"github.com/ratestore/ratestore/redisstore"
@@ -424,7 +425,7 @@ func (c *cli) runGateway(f *gatewayFlags) error {
 	if err != nil {
 		return err
 	}
-	opts, out, err := f.options(cmd, urls, dur)
+	opts, out, token, err := f.options(cmd, urls, dur)
 	if err != nil {
 		return err
 	}
@@ -454,6 +455,10 @@ func (c *cli) runGateway(f *gatewayFlags) error {
 	if err == nil {
 		g, err = st.gateway(opts)
 	}
+	var h http.Handler = g
+	if err == nil && token != "" {
+		h, err = operatorSurface(consoleConfig{token: token, log: log, now: c.now, bodyTimeout: noBound(f.bodyTimeout)}, g.Keys(), g.Ledger(), g)
+	}
 	var ln net.Listener
 	if err == nil {
 		ln, err = listen(f.listen, tlsConfig)
@@ -472,7 +477,7 @@ func (c *cli) runGateway(f *gatewayFlags) error {
 		closeSides()
 		return st.close()
 	}
-	return c.serve(ln, g, closeAll, log, f.shutdown, func() error {
+	return c.serve(ln, h, g, closeAll, log, f.shutdown, func() error {
 		logListening(ln, log, out)
 		return c.emit(out, out.text)
 	})
@@ -558,7 +563,7 @@ func (f *gatewayFlags) upstreamURLs(cmd string) (map[string]*url.URL, error) {
 // routes' upstreams (see validate), with each route's credential and the
 // admin token, and what the command prints once it listens. The options'
 // Logger is left to the caller.
-func (f *gatewayFlags) options(cmd string, urls map[string]*url.URL, dur ratestore.Durability) (gateway.Options, gatewayOut, error) {
+func (f *gatewayFlags) options(cmd string, urls map[string]*url.URL, dur ratestore.Durability) (gateway.Options, gatewayOut, string, error) {
 	opts := gateway.Options{
 		RPS: f.rps, Burst: f.burst, StatsPath: f.statsPath, Shadow: f.shadow,
 		DefaultMaxTokens: f.maxTokens, MaxRequestBody: f.maxBody,
@@ -572,12 +577,12 @@ func (f *gatewayFlags) options(cmd string, urls map[string]*url.URL, dur ratesto
 		Prices: f.prices, Unpriced: f.unpriced}
 	var err error
 	if opts.Unpriced, opts.DefaultPrice, err = f.unpricedOptions(); err != nil {
-		return opts, out, fmt.Errorf("%s: %w", cmd, err)
+		return opts, out, "", fmt.Errorf("%s: %w", cmd, err)
 	}
 	for _, prefix := range f.upstreams.prefixes {
 		key, env, err := f.credential(cmd, prefix)
 		if err != nil {
-			return opts, out, err
+			return opts, out, "", err
 		}
 		u, header := urls[prefix], f.keyHeaders.values[prefix]
 		if prefix == "" {
@@ -588,12 +593,12 @@ func (f *gatewayFlags) options(cmd string, urls map[string]*url.URL, dur ratesto
 		opts.Routes = append(opts.Routes, gateway.Route{Prefix: prefix, Upstream: u, UpstreamKey: key, UpstreamKeyHeader: header})
 		out.Routes = append(out.Routes, routeOut{Prefix: prefix, Upstream: u.Redacted(), KeyEnv: env})
 	}
-	admin, err := adminToken(f.adminTokenFile)
+	token, err := adminToken(f.adminTokenFile)
 	if err != nil {
-		return opts, out, fmt.Errorf("%s: %w", cmd, err)
+		return opts, out, "", fmt.Errorf("%s: %w", cmd, err)
 	}
-	opts.AdminToken, out.Admin = admin, admin != ""
-	return opts, out, nil
+	out.Admin = token != ""
+	return opts, out, token, nil
 }
 
 // unpricedOptions returns --unpriced and the price --default-price-file
@@ -733,6 +738,7 @@ func (c *cli) openServing(d ratestore.Durability, log *slog.Logger) (db *ratesto
 // contract (ratestore.Store), so nothing after openStore asks which it is.
 type servingStore struct {
 	gateway    func(gateway.Options) (*gateway.Gateway, error)
+	operator   func() (*keystore.Store, *ledger.Ledger, error) // the keys, and the ledger read only
 	server     func(server.Options) *server.Server
 	close      func() error
 	created    []string // the paths opening the database created
@@ -744,8 +750,16 @@ type servingStore struct {
 func serving[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore.Store[L, B]) *servingStore {
 	return &servingStore{
 		gateway: func(o gateway.Options) (*gateway.Gateway, error) { return gateway.New(db, o) },
-		server:  func(o server.Options) *server.Server { return server.New(db, o) },
-		close:   db.Close,
+		operator: func() (*keystore.Store, *ledger.Ledger, error) {
+			ks, err := keystore.Open(db, keystore.Options{})
+			if err != nil {
+				return nil, nil, err
+			}
+			l, err := ledger.Open(db, ledger.Options{ReadOnly: true})
+			return ks, l, err
+		},
+		server: func(o server.Options) *server.Server { return server.New(db, o) },
+		close:  db.Close,
 	}
 }
 
@@ -800,18 +814,20 @@ func (c *cli) logger() *slog.Logger {
 // cuts those that do not, waits for every request to have recorded its
 // usage, and closes the store with closeDB. announce logs and prints that
 // it listens, once it does.
-func (c *cli) serve(ln net.Listener, g *gateway.Gateway, closeDB func() error, log *slog.Logger, timeout time.Duration, announce func() error) error {
+func (c *cli) serve(ln net.Listener, h http.Handler, g *gateway.Gateway, closeDB func() error, log *slog.Logger, timeout time.Duration, announce func() error) error {
 	ctx, stop := signal.NotifyContext(c.ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	srv := &http.Server{
-		Handler:           g,
+		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	defer reloadOnHangup(ctx, g, log)()
+	if g != nil {
+		defer reloadOnHangup(ctx, g, log)()
+	}
 
 	err := announce()
 
@@ -821,7 +837,9 @@ func (c *cli) serve(ln net.Listener, g *gateway.Gateway, closeDB func() error, l
 	case serveErr = <-served:
 	}
 	stopGateway(ctx, srv, g, log, timeout)
-	closeLedger(ctx, g, log)
+	if g != nil {
+		closeLedger(ctx, g, log)
+	}
 	if serveErr == nil {
 		serveErr = <-served
 	}
@@ -916,18 +934,24 @@ func closeLedger(ctx context.Context, g *gateway.Gateway, log *slog.Logger) {
 	}
 }
 
-// stopGateway stops srv, which serves g: it lets the requests in flight
-// finish for up to timeout, then cuts those still running, and waits up to
-// closeGrace for every request to have recorded its usage.
+// stopGateway stops srv, which serves g (nil: none, the console alone):
+// it lets the requests in flight finish for up to timeout, then cuts
+// those still running, and waits up to closeGrace for every request to
+// have recorded its usage.
 func stopGateway(ctx context.Context, srv *http.Server, g *gateway.Gateway, log *slog.Logger, timeout time.Duration) {
 	log.Info("gateway: shutting down", "timeout", timeout)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	if serr := srv.Shutdown(sctx); serr != nil {
 		log.Warn("gateway: requests still in flight at the shutdown timeout: closing them", "error", serr.Error())
 		srv.Close()
-		g.Abort()
+		if g != nil {
+			g.Abort()
+		}
 	}
 	cancel()
+	if g == nil {
+		return
+	}
 	// Shutdown waits for the connections, not for the handlers: those of
 	// the requests just cut still record their usage, which must not go
 	// to a closed database.

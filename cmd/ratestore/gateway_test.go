@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/admin"
 	"github.com/ratestore/ratestore/gateway"
 	"github.com/ratestore/ratestore/internal/redistest"
 	"github.com/ratestore/ratestore/keystore"
@@ -133,7 +134,7 @@ func TestGatewayCommand(t *testing.T) {
 	defer up.Close()
 
 	e := newEnv(t)
-	created := jsonOf[gateway.AdminCreated](e, "keys", "create", "--name", "gw", "--limit", "1000")
+	created := jsonOf[admin.Created](e, "keys", "create", "--name", "gw", "--limit", "1000")
 	g := e.startGateway("--upstream", up.URL, "--rps", "100")
 	require.Equal(t, gatewayOut{Listen: g.out.Listen, Upstream: up.URL, Routes: []routeOut{}, StatsPath: "/stats", RPS: 100, Burst: 0, Durability: "sync", Unpriced: "refuse"}, g.out)
 	host, _, err := net.SplitHostPort(g.out.Listen)
@@ -156,7 +157,7 @@ func TestGatewayCommand(t *testing.T) {
 	require.Equal(t, "Bearer sk-upstream", auth)
 	resp, body = call("GET", "/stats", created.Secret)
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
-	var st gateway.AdminKey
+	var st admin.Key
 	require.NoError(t, json.Unmarshal([]byte(body), &st))
 	require.Equal(t, created.Key.ID, st.ID)
 	resp, _ = call("POST", "/v1/chat/completions", "rsk_nobody")
@@ -356,7 +357,7 @@ func TestGatewayShutdownCut(t *testing.T) {
 	defer up.Close()
 
 	e := newEnv(t)
-	created := jsonOf[gateway.AdminCreated](e, "keys", "create", "--name", "gw", "--limit", "100000")
+	created := jsonOf[admin.Created](e, "keys", "create", "--name", "gw", "--limit", "100000")
 	g := e.startGateway("--upstream", up.URL, "--shutdown-timeout", "50ms")
 	body := `{"model":"claude-x","max_tokens":100,"stream":true}`
 	req, err := http.NewRequest("POST", "http://"+g.out.Listen+"/v1/messages", strings.NewReader(body))
@@ -405,7 +406,7 @@ func TestGatewayRoutesCommand(t *testing.T) {
 	anthURL := strings.Replace(anth.URL, "http://", "http://user:hunter2@", 1)
 
 	e := newEnv(t)
-	created := jsonOf[gateway.AdminCreated](e, "keys", "create", "--name", "gw", "--limit", "1000")
+	created := jsonOf[admin.Created](e, "keys", "create", "--name", "gw", "--limit", "1000")
 	g := e.startGateway("--upstream", "/v1/messages="+anthURL, "--upstream", def.URL,
 		"--upstream-key-env", "/v1/messages=RATESTORE_TEST_ANTHROPIC", "--upstream-key-header", "/v1/messages=x-api-key")
 	require.Equal(t, def.URL, g.out.Upstream)
@@ -466,7 +467,7 @@ func TestGatewayShadowAdmin(t *testing.T) {
 	}))
 	defer up.Close()
 	e := newEnv(t)
-	created := jsonOf[gateway.AdminCreated](e, "keys", "create", "--name", "gw", "--limit", "20")
+	created := jsonOf[admin.Created](e, "keys", "create", "--name", "gw", "--limit", "20")
 	t.Setenv(adminTokenEnv, "admin-token-from-env-0123456789")
 	g := e.startGateway("--upstream", up.URL, "--shadow")
 	require.True(t, g.out.Shadow)
@@ -556,7 +557,7 @@ func TestGatewayRedis(t *testing.T) {
 	}
 	code, body := call(a, "POST", "/admin/keys", "admin-token-0123456789", `{"name":"shared","windows":[{"limit":1000,"window":"5h"}]}`)
 	require.Equal(t, http.StatusCreated, code, string(body))
-	var created gateway.AdminCreated
+	var created admin.Created
 	require.NoError(t, json.Unmarshal(body, &created))
 
 	code, body = call(b, "POST", "/v1/messages", created.Secret, `{"model":"claude-x","max_tokens":10}`)
@@ -564,7 +565,7 @@ func TestGatewayRedis(t *testing.T) {
 	require.Equal(t, exitOK, b.stop(), "b stops once the request has charged its usage")
 	code, body = call(a, "GET", "/admin/keys/"+created.Key.ID, "admin-token-0123456789", "")
 	require.Equal(t, http.StatusOK, code, string(body))
-	var k gateway.AdminKey
+	var k admin.Key
 	require.NoError(t, json.Unmarshal(body, &k))
 	require.EqualValues(t, 12, k.Windows[0].Used, "b's usage, as a reports it")
 

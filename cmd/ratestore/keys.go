@@ -1,19 +1,22 @@
 package main
 
 import (
-	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/ratestore/ratestore"
-	"github.com/ratestore/ratestore/gateway"
+	"github.com/ratestore/ratestore/admin"
 	"github.com/ratestore/ratestore/keystore"
+	"github.com/ratestore/ratestore/ledger"
 	"github.com/ratestore/ratestore/redisstore"
 )
 
@@ -51,39 +54,65 @@ func (e *lockedError) Error() string {
 
 func (e *lockedError) Unwrap() error { return ratestore.ErrLocked }
 
-// withKeys calls fn with the keys: those of the gateway's admin API with
-// --admin, else those of the database, opened (and created, with create)
-// for fn and closed after it.
-func (c *cli) withKeys(af *adminFlags, create bool, fn func(keyService) error) error {
-	return c.withService(af, create, func(s service) error { return fn(s) })
-}
-
-// withTeams calls fn with the teams, as withKeys does with the keys.
-func (c *cli) withTeams(af *adminFlags, create bool, fn func(teamService) error) error {
-	return c.withService(af, create, func(s service) error { return fn(s) })
-}
-
-// withService calls fn with the keys and teams of the gateway's admin API
-// with --admin, else of the key store of --redis or of the database.
-func (c *cli) withService(af *adminFlags, create bool, fn func(service) error) error {
+// withAdmin calls fn with the admin API: the gateway's with --admin,
+// else one this process serves on the key store of --redis or of the
+// database (created, with create), opened for fn and closed after it, and
+// its spend ledger, read only, with ledger. Every command that reads or
+// changes keys, teams or spend goes through it, so that each prints what
+// the admin API answers, and changes the same way, wherever the keys are.
+func (c *cli) withAdmin(af *adminFlags, create, withLedger bool, fn func(*admin.Client) error) error {
 	switch {
 	case af.url != "" && af.redis != "":
 		return usagef("", "--admin and --redis both say where the keys are: give one")
 	case af.url != "":
-		ac, err := newAdminClient(af.url, af.tokenFile, c.stderr)
+		ac, err := adminClient(af.url, af.tokenFile, c.stderr)
 		if err != nil {
 			return err
 		}
 		return fn(ac)
-	}
-	if af.tokenFile != "" {
+	case af.tokenFile != "":
 		return usagef("", "--admin-token-file without --admin: the token is for a gateway's admin API")
+	case af.redis != "":
+		rdb, err := redisstore.Open(c.ctx, af.redis, redisstore.Options{Now: c.now, Timeout: admin.ClientTimeout})
+		if err != nil {
+			return err
+		}
+		defer rdb.Close()
+		return serveAdmin(c, rdb, withLedger, fn)
 	}
-	err := c.withKeyStore(af.redis, create, func(ks *keystore.Store) error { return fn(ks) })
+	err := c.withDB(create, func(db *ratestore.DB) error { return serveAdmin(c, db, withLedger, fn) })
 	if errors.Is(err, ratestore.ErrLocked) {
 		return &lockedError{c.db} // a running gateway holds it: point at --admin
 	}
 	return err
+}
+
+// serveAdmin calls fn with a client of an admin API on the key store of
+// db (opened with the default options, as every other user of a store
+// opens it: a key's record holds its policy, so only keys created with
+// --limit and legacy keys depend on them) and, with withLedger, its
+// ledger opened read only: it writes nothing, not even the retention's
+// drops, and its retention is the default, where GET /admin/requests
+// starts when not given a from.
+func serveAdmin[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](c *cli, db ratestore.Store[L, B], withLedger bool, fn func(*admin.Client) error) error {
+	ks, err := keystore.Open(db, keystore.Options{})
+	if err != nil {
+		return err
+	}
+	opts := admin.Options{Keys: ks, Now: c.now}
+	if withLedger {
+		l, err := ledger.Open(db, ledger.Options{ReadOnly: true})
+		if err != nil {
+			return err
+		}
+		defer l.Close(c.ctx)
+		opts.Ledger = l
+	}
+	api, err := admin.New(opts)
+	if err != nil {
+		return err
+	}
+	return fn(admin.NewLocalClient(api, admin.ActorCLI))
 }
 
 // withKeyStore calls fn with the key store in the Redis at redisURL, if it
@@ -118,51 +147,9 @@ func withStoreKeys[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db rates
 // redisKeysUsage is the help of the --redis flag of the key commands.
 const redisKeysUsage = "work on the keys of the key store in the Redis at `URL` (redis://host:port/db), which gateways started with --redis share, rather than the database"
 
-// freshUsage is the usage of key k just created: nothing used in any of
-// its windows, as nobody has its secret yet.
-func freshUsage(k keystore.Key) keystore.Usage {
-	u := keystore.Usage{Windows: make([]keystore.WindowUsage, len(k.Policy.Windows))}
-	for i, w := range k.Policy.Windows {
-		u.Windows[i] = keystore.WindowUsage{Window: w.Window, Bucket: w.Bucket, Limit: w.Limit, Remaining: w.Limit}
-	}
-	for _, b := range k.Policy.Budgets {
-		u.Budgets = append(u.Budgets, keystore.BudgetUsage{Budget: b, Remaining: b.Limit})
-	}
-	u.Bind()
-	return u
-}
-
-// listKeys returns every key with its usage, in id order, each built by
-// gateway.NewAdminKey: in one call from a usageLister (the admin API),
-// else each key's Usage read as List goes (a key deleted meanwhile is
-// left out, as the admin API does).
-func (c *cli) listKeys(ks keyService) ([]gateway.AdminKey, error) {
-	keys := []gateway.AdminKey{}
-	add := func(k keystore.Key, u keystore.Usage) error {
-		keys = append(keys, gateway.NewAdminKey(k, u))
-		return nil
-	}
-	var err error
-	if ul, ok := ks.(usageLister); ok {
-		err = ul.ListUsage(c.ctx, add)
-	} else {
-		err = ks.List(c.ctx, func(k keystore.Key) error {
-			u, err := ks.Usage(c.ctx, k.ID)
-			switch {
-			case errors.Is(err, keystore.ErrNotFound):
-				return nil // deleted meanwhile
-			case err != nil:
-				return err
-			}
-			return add(k, u)
-		})
-	}
-	return keys, err
-}
-
 // keyStatus is what the text output says of key a at now: "disabled",
 // "expired" or "active".
-func keyStatus(a gateway.AdminKey, now time.Time) string {
+func keyStatus(a admin.Key, now time.Time) string {
 	switch {
 	case a.Disabled:
 		return "disabled"
@@ -212,7 +199,7 @@ func length(s string) time.Duration {
 
 // writeKey writes key a as "field: value" lines, then the table of its
 // windows.
-func writeKey(w io.Writer, a gateway.AdminKey, now time.Time) {
+func writeKey(w io.Writer, a admin.Key, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
 	fmt.Fprintf(tw, "id:\t%s\n", a.ID)
 	fmt.Fprintf(tw, "name:\t%s\n", a.Name)
@@ -235,13 +222,25 @@ func writeKey(w io.Writer, a gateway.AdminKey, now time.Time) {
 
 // writeUsage writes the usage of key a: its binding window's figures,
 // the limits of its policy, then the table of its windows.
-func writeUsage(w io.Writer, a gateway.AdminKey, now time.Time) {
-	b := a.Windows[a.Binding] // a key has a window at least
+func writeUsage(w io.Writer, a admin.Key, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
 	fmt.Fprintf(tw, "key:\t%s\n", a.ID)
+	if len(a.Windows) == 0 {
+		fmt.Fprintf(tw, "used:\t%d tokens in all (no token window)\n", a.LifetimeTokens)
+	} else {
+		writeBinding(tw, a.Windows, a.Binding, now)
+	}
+	writePolicy(tw, a.RequestsPerMinute, a.MaxConcurrent, a.Models)
+	tw.Flush()
+	writeWindows(w, a.Windows, now)
+}
+
+// writeBinding writes the figures of the binding window of ws.
+func writeBinding(tw io.Writer, ws []admin.Window, binding int, now time.Time) {
+	b := ws[binding]
 	fmt.Fprintf(tw, "used:\t%d of %d tokens in its %s window", b.Used, b.Limit, short(length(b.Window)))
-	if len(a.Windows) > 1 {
-		fmt.Fprintf(tw, " (of its %d windows, the one with the least left)", len(a.Windows))
+	if len(ws) > 1 {
+		fmt.Fprintf(tw, " (of its %d windows, the one with the least left)", len(ws))
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintf(tw, "remaining:\t%d\n", b.Remaining)
@@ -251,9 +250,6 @@ func writeUsage(w io.Writer, a gateway.AdminKey, now time.Time) {
 		fmt.Fprintf(tw, "window end:\t%s (in %v)\n", show(b.WindowEnd, ""), b.WindowEnd.Sub(now).Round(time.Second))
 		fmt.Fprintf(tw, "fully reset in:\t%v\n", time.Duration(b.ResetAfterSeconds)*time.Second)
 	}
-	writePolicy(tw, a.RequestsPerMinute, a.MaxConcurrent, a.Models)
-	tw.Flush()
-	writeWindows(w, a.Windows, now)
 }
 
 // writePolicy writes the limits of a key's or team's policy besides its
@@ -277,7 +273,7 @@ func limitText(n int64, unit string) string {
 
 // writeWindows writes the token windows of a key, with their usage at now,
 // as a table.
-func writeWindows(w io.Writer, ws []gateway.AdminWindow, now time.Time) {
+func writeWindows(w io.Writer, ws []admin.Window, now time.Time) {
 	fmt.Fprintf(w, "\ntoken windows:\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  WINDOW\tBUCKET\tUSED\tLIMIT\tREMAINING\tWINDOW END\tFULLY RESET IN")
@@ -297,7 +293,7 @@ func writeWindows(w io.Writer, ws []gateway.AdminWindow, now time.Time) {
 
 // windowsText is the windows ws on one line, for keys list and teams
 // list: "100000/5h, 1000000/168h".
-func windowsText(ws []gateway.AdminWindow) string {
+func windowsText(ws []admin.Window) string {
 	parts := make([]string, len(ws))
 	for i, w := range ws {
 		parts[i] = fmt.Sprintf("%d/%s", w.Limit, short(length(w.Window)))
@@ -363,16 +359,15 @@ func keysCreate(c *cli, fs *flag.FlagSet) func([]string) error {
 		if spec.ExpiresAt, err = parseWhen(cmd, *expires, c.clock()); err != nil {
 			return err
 		}
-		return c.withKeys(af, true, func(ks keyService) error {
-			k, secret, err := ks.Create(c.ctx, spec)
+		return c.withAdmin(af, true, false, func(ac *admin.Client) error {
+			out, err := ac.CreateKey(c.ctx, admin.NewKeyRequest(keystore.Spec{}, spec))
 			if err != nil {
 				return err
 			}
-			out := gateway.AdminCreated{Key: gateway.NewAdminKey(k, freshUsage(k)), Secret: secret}
 			err = c.emit(out, func(w io.Writer) {
-				fmt.Fprintf(w, "id:     %s\nsecret: %s\n", k.ID, secret)
+				fmt.Fprintf(w, "id:     %s\nsecret: %s\n", out.Key.ID, out.Secret)
 			})
-			fmt.Fprintf(c.stderr, "ratestore: the secret of %s is shown only this once: store it now (ratestore keeps only its hash)\n", k.ID)
+			fmt.Fprintf(c.stderr, "ratestore: the secret of %s is shown only this once: store it now (ratestore keeps only its hash)\n", out.Key.ID)
 			return err
 		})
 	}
@@ -389,21 +384,15 @@ func keysRotate(c *cli, fs *flag.FlagSet) func([]string) error {
 			return usagef(cmd, "%s: --grace %v: want 0 (the old secret stops at once) up to %s", cmd, *grace, short(keystore.MaxGrace))
 		}
 		id := args[0]
-		return c.withKeys(af, false, func(ks keyService) error {
-			k, secret, err := ks.Rotate(c.ctx, id, *grace)
+		return c.withAdmin(af, false, false, func(ac *admin.Client) error {
+			out, err := ac.RotateKey(c.ctx, id, *grace)
 			if err != nil {
 				return err
 			}
-			defer fmt.Fprintf(c.stderr, "ratestore: the new secret of %s is shown only this once: store it now (ratestore keeps only its hash)\n", k.ID)
-			text := func(w io.Writer) {
-				fmt.Fprintf(w, "id:     %s\nsecret: %s\nold:    %s\n", k.ID, secret, previousText(timePtr(k.PreviousSecretExpiresAt), c.clock()))
-			}
-			u, err := ks.Usage(c.ctx, id)
-			if err != nil {
-				text(c.stdout) // the secret must not be lost: the key has it now
-				return fmt.Errorf("keys rotate: rotated %s, then reading its usage: %w", k.ID, err)
-			}
-			return c.emit(gateway.AdminCreated{Key: gateway.NewAdminKey(k, u), Secret: secret}, text)
+			defer fmt.Fprintf(c.stderr, "ratestore: the new secret of %s is shown only this once: store it now (ratestore keeps only its hash)\n", out.Key.ID)
+			return c.emit(out, func(w io.Writer) {
+				fmt.Fprintf(w, "id:     %s\nsecret: %s\nold:    %s\n", out.Key.ID, out.Secret, previousText(out.Key.PreviousSecretExpiresAt, c.clock()))
+			})
 		})
 	}
 }
@@ -418,29 +407,63 @@ func previousText(end *time.Time, now time.Time) string {
 }
 
 func keysList(c *cli, fs *flag.FlagSet) func([]string) error {
+	v := url.Values{}
+	paramFlag(fs, v, "limit", "limit", "print `N` keys at most, 1 to 1000 (default 100)")
+	paramFlag(fs, v, "cursor", "cursor", "print the page after the one that gave this `CURSOR` (its next_cursor)")
+	paramFlag(fs, v, "q", "q", "only the keys whose name or id, or whose team's name, starts with `TEXT`, in any case")
+	paramFlag(fs, v, "team", "team", "only the keys of the team of this `ID`")
+	paramFlag(fs, v, "status", "status", "only the keys that are `STATUS`: active, disabled or expired")
+	paramFlag(fs, v, "sort", "sort", "the order, `BY`: name, last_used or spend, with - for descending (-last_used); default name")
+	all := fs.Bool("all", false, "print every page, not just one (with --json: a KEY a line)")
 	af := keyFlags(fs)
 	return func([]string) error {
-		return c.withKeys(af, false, func(ks keyService) error {
-			keys, err := c.listKeys(ks)
-			if err != nil {
-				return err
-			}
+		return c.withAdmin(af, false, false, func(ac *admin.Client) error {
 			now := c.clock()
-			return c.emit(gateway.AdminKeys{Keys: keys}, func(w io.Writer) {
-				if len(keys) == 0 {
-					fmt.Fprintln(w, "no keys")
-					return
+			for first := true; ; first = false {
+				page, err := ac.Keys(c.ctx, v)
+				if err != nil {
+					return paramError("keys list", err)
 				}
-				tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tNAME\tMODEL\tTOKENS/WINDOW\tLIFETIME\tLAST USED\tEXPIRES\tSTATUS")
-				for _, k := range keys {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", k.ID, orDash(k.Name), orDash(k.Model),
-						windowsText(k.Windows), k.LifetimeTokens, show(k.LastUsed, "never"), show(k.ExpiresAt, "never"), keyStatus(k, now))
+				if err := c.emitKeys(page, *all, first, now); err != nil || !*all || page.NextCursor == "" {
+					return err
 				}
-				tw.Flush()
-			})
+				v.Set("cursor", page.NextCursor)
+			}
 		})
 	}
+}
+
+// emitKeys prints a page of keys list: its table (its header only on the
+// first page of --all) and how to get the next page; with all and --json,
+// a KEY a line.
+func (c *cli) emitKeys(page admin.Keys, all, first bool, now time.Time) error {
+	if all && c.json {
+		enc := json.NewEncoder(c.stdout)
+		for _, k := range page.Keys {
+			if err := enc.Encode(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return c.emit(page, func(w io.Writer) {
+		if len(page.Keys) == 0 && first {
+			fmt.Fprintln(w, "no keys")
+			return
+		}
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		if first {
+			fmt.Fprintln(tw, "ID\tNAME\tMODEL\tTOKENS/WINDOW\tLIFETIME\tLAST USED\tEXPIRES\tSTATUS")
+		}
+		for _, k := range page.Keys {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", k.ID, orDash(printable(k.Name)), orDash(printable(k.Model)),
+				windowsText(k.Windows), k.LifetimeTokens, show(k.LastUsed, "never"), show(k.ExpiresAt, "never"), keyStatus(k, now))
+		}
+		tw.Flush()
+		if page.NextCursor != "" && !all {
+			fmt.Fprintf(w, "more: add --cursor %s\n", page.NextCursor)
+		}
+	})
 }
 
 func orDash(s string) string {
@@ -453,24 +476,18 @@ func orDash(s string) string {
 func keysShow(c *cli, fs *flag.FlagSet) func([]string) error {
 	af := keyFlags(fs)
 	return func(args []string) error {
-		return c.withKeys(af, false, func(ks keyService) error {
-			return c.emitKey(ks, args[0], "")
+		return c.withAdmin(af, false, false, func(ac *admin.Client) error {
+			a, err := ac.Key(c.ctx, args[0])
+			if err != nil {
+				return err
+			}
+			return c.emitKey(a, "")
 		})
 	}
 }
 
-// emitKey prints key id and its usage, after a line that says what was
-// done to it.
-func (c *cli) emitKey(ks keyService, id, done string) error {
-	k, err := ks.Get(c.ctx, id)
-	if err != nil {
-		return err
-	}
-	u, err := ks.Usage(c.ctx, id)
-	if err != nil {
-		return err
-	}
-	a := gateway.NewAdminKey(k, u)
+// emitKey prints key a, after a line that says what was done to it.
+func (c *cli) emitKey(a admin.Key, done string) error {
 	return c.emit(a, func(w io.Writer) {
 		if done != "" {
 			fmt.Fprintln(w, done)
@@ -479,18 +496,36 @@ func (c *cli) emitKey(ks keyService, id, done string) error {
 	})
 }
 
-// keyChange changes key id and says what it did.
-type keyChange func(ctx context.Context, keys keyService, id string) (string, error)
+// keyChange changes the Spec of key id and says what it did; a disable
+// or enable sets *disabled instead.
+type keyChange func(id string, spec *keystore.Spec, disabled **bool) (string, error)
 
-// runChange opens the database (or the admin API, with --admin), makes
-// change to key id and prints the key as changed.
+// runChange reads key id, makes change to it, sends what changed (PATCH
+// /admin/keys/{id}) and prints the key as changed.
 func (c *cli) runChange(af *adminFlags, id string, change keyChange) error {
-	return c.withKeys(af, false, func(ks keyService) error {
-		done, err := change(c.ctx, ks, id)
+	return c.withAdmin(af, false, false, func(ac *admin.Client) error {
+		a, err := ac.Key(c.ctx, id)
 		if err != nil {
 			return err
 		}
-		return c.emitKey(ks, id, done)
+		old, err := a.Spec()
+		if err != nil {
+			return err
+		}
+		spec := old
+		spec.Policy.Windows = slices.Clone(old.Policy.Windows)
+		spec.Policy.Models = slices.Clone(old.Policy.Models)
+		var disabled *bool
+		done, err := change(id, &spec, &disabled)
+		if err != nil {
+			return err
+		}
+		req := admin.NewKeyRequest(old, spec)
+		req.Disabled = disabled
+		if a, err = ac.PatchKey(c.ctx, id, req); err != nil {
+			return err
+		}
+		return c.emitKey(a, done)
 	})
 }
 
@@ -512,21 +547,22 @@ func keysSet(parse func(c *cli, args []string) (keyChange, error)) func(*cli, *f
 
 func setDisabled(disabled bool) func(*cli, []string) (keyChange, error) {
 	return func(*cli, []string) (keyChange, error) {
-		return func(ctx context.Context, keys keyService, id string) (string, error) {
+		return func(id string, _ *keystore.Spec, d **bool) (string, error) {
+			*d = &disabled
 			if disabled {
-				return "disabled " + id, keys.Disable(ctx, id)
+				return "disabled " + id, nil
 			}
-			return "enabled " + id, keys.Enable(ctx, id)
+			return "enabled " + id, nil
 		}, nil
 	}
 }
 
 // keysSetLimit is keys set-limit: it changes what its arguments and flags
-// name, and nothing else, in one Store.Update. TOKENS sets the limit of the
-// key's first window (the one legacy keys have); --window sets the limit,
-// and with /BUCKET the bucket, of the window of its length, or adds one;
-// --drop-window removes one. A window's usage stays counted while its
-// length stays (see keystore.Store.Update).
+// name, and nothing else. TOKENS sets the limit of the key's first window
+// (the one legacy keys have); --window sets the limit, and with /BUCKET
+// the bucket, of the window of its length, or adds one; --drop-window
+// removes one. A window's usage stays counted while its length stays (see
+// keystore.Store.Update).
 func keysSetLimit(c *cli, fs *flag.FlagSet) func([]string) error {
 	pf := policyFlags(fs, true)
 	var team optional
@@ -549,22 +585,20 @@ func keysSetLimit(c *cli, fs *flag.FlagSet) func([]string) error {
 		} else if p.empty() && !team.set {
 			return usagef(cmd, "%s: nothing to set: give TOKENS, --window, --drop-window, --rpm, --max-concurrent, --models or --team", cmd)
 		}
-		id := args[0]
-		return c.runChange(af, id, func(ctx context.Context, ks keyService, id string) (string, error) {
+		return c.runChange(af, args[0], func(id string, s *keystore.Spec, _ **bool) (string, error) {
 			var done []string
-			_, err := ks.Update(ctx, id, func(s *keystore.Spec) error {
-				if tokens > 0 {
-					s.TokenLimit = tokens
-					done = append(done, fmt.Sprintf("set the limit of its %s window to %d tokens", short(s.Policy.Windows[0].Window), tokens))
+			if tokens > 0 {
+				if len(s.Policy.Windows) == 0 {
+					return "", usagef(cmd, "%s: TOKENS: key %s has no token window: add one with --window DURATION=LIMIT", cmd, id)
 				}
-				if team.set {
-					s.Team = team.value
-					done = append(done, teamDone(team.value))
-				}
-				var err error
-				done, err = p.apply(cmd, "key "+id, &s.Policy, done)
-				return err
-			})
+				s.TokenLimit = tokens
+				done = append(done, fmt.Sprintf("set the limit of its %s window to %d tokens", short(s.Policy.Windows[0].Window), tokens))
+			}
+			if team.set {
+				s.Team = team.value
+				done = append(done, teamDone(team.value))
+			}
+			done, err := p.apply(cmd, "key "+id, &s.Policy, done)
 			return fmt.Sprintf("changed %s: %s", id, strings.Join(done, "; ")), err
 		})
 	}
@@ -583,12 +617,9 @@ func setExpiry(c *cli, args []string) (keyChange, error) {
 	if err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, keys keyService, id string) (string, error) {
-		_, err := keys.Update(ctx, id, func(s *keystore.Spec) error {
-			s.ExpiresAt = at
-			return nil
-		})
-		return fmt.Sprintf("set the expiry of %s to %s", id, show(timePtr(at), "never")), err
+	return func(id string, s *keystore.Spec, _ **bool) (string, error) {
+		s.ExpiresAt = at
+		return fmt.Sprintf("set the expiry of %s to %s", id, show(timePtr(at), "never")), nil
 	}, nil
 }
 
@@ -596,8 +627,8 @@ func keysDelete(c *cli, fs *flag.FlagSet) func([]string) error {
 	af := keyFlags(fs)
 	return func(args []string) error {
 		id := args[0]
-		return c.withKeys(af, false, func(ks keyService) error {
-			if err := ks.Delete(c.ctx, id); err != nil {
+		return c.withAdmin(af, false, false, func(ac *admin.Client) error {
+			if err := ac.DeleteKey(c.ctx, id); err != nil {
 				return err
 			}
 			out := deleteOut{id, true}
@@ -610,16 +641,11 @@ func usageCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 	af := keyFlags(fs)
 	return func(args []string) error {
 		id := args[0]
-		return c.withKeys(af, false, func(ks keyService) error {
-			u, err := ks.Usage(c.ctx, id)
+		return c.withAdmin(af, false, false, func(ac *admin.Client) error {
+			a, err := ac.Key(c.ctx, id)
 			if err != nil {
 				return err
 			}
-			k, err := ks.Get(c.ctx, id)
-			if err != nil {
-				return err
-			}
-			a := gateway.NewAdminKey(k, u)
 			return c.emit(a, func(w io.Writer) { writeUsage(w, a, c.clock()) })
 		})
 	}

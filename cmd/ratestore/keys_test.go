@@ -11,13 +11,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
-	"github.com/ratestore/ratestore/gateway"
+	"github.com/ratestore/ratestore/admin"
 	"github.com/ratestore/ratestore/internal/redistest"
 	"github.com/ratestore/ratestore/keystore"
 )
 
 // byName returns the ids of the keys by name.
-func byName(t *testing.T, keys []gateway.AdminKey) map[string]string {
+func byName(t *testing.T, keys []admin.Key) map[string]string {
 	ids := map[string]string{}
 	for _, k := range keys {
 		ids[k.Name] = k.ID
@@ -34,7 +34,7 @@ func TestImportThenListAndUsage(t *testing.T) {
 	for _, name := range []string{"gateway-prod", "batch-jobs", "staging", "ID", "STATUS"} {
 		require.Contains(t, r.stdout, name)
 	}
-	keys := jsonOf[gateway.AdminKeys](e, "keys", "list").Keys
+	keys := jsonOf[admin.Keys](e, "keys", "list").Keys
 	require.Len(t, keys, 3)
 	for _, k := range keys {
 		require.True(t, strings.HasPrefix(k.ID, "key_"), k.ID)
@@ -42,18 +42,18 @@ func TestImportThenListAndUsage(t *testing.T) {
 	}
 	ids := byName(t, keys)
 	// At noon, the window of 09:30 counts and the one of 04:10 has expired.
-	gw := jsonOf[gateway.AdminKey](e, "keys", "show", ids["gateway-prod"])
+	gw := jsonOf[admin.Key](e, "keys", "show", ids["gateway-prod"])
 	end := timePtr(time.Date(2026, 1, 18, 14, 30, 0, 0, time.UTC))
-	require.Equal(t, gateway.AdminKey{Budgets: []gateway.AdminBudget{},
+	require.Equal(t, admin.Key{Budgets: []admin.Budget{},
 		ID: ids["gateway-prod"], Name: "gateway-prod", Model: "glm-4.7", Models: []string{},
-		Windows: []gateway.AdminWindow{{Limit: 100000, Window: "5h0m0s", Bucket: "5m0s",
+		Windows: []admin.Window{{Limit: 100000, Window: "5h0m0s", Bucket: "5m0s",
 			Used: 41250, Remaining: 58750, ResetAfterSeconds: 150 * 60, WindowEnd: end}},
 		ExpiresAt:      timePtr(time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)),
 		CreatedAt:      timePtr(time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)),
 		LastUsed:       timePtr(time.Date(2026, 1, 18, 11, 58, 30, 250e6, time.UTC)),
 		LifetimeTokens: 1834411,
 	}, gw)
-	require.Equal(t, gw, jsonOf[gateway.AdminKey](e, "usage", ids["gateway-prod"]), "usage prints the key as keys show does")
+	require.Equal(t, gw, jsonOf[admin.Key](e, "usage", ids["gateway-prod"]), "usage prints the key as keys show does")
 	require.Contains(t, keys, gw, "and keys list")
 	r = e.ok("usage", ids["gateway-prod"])
 	require.Contains(t, r.stdout, "41250 of 100000 tokens")
@@ -61,7 +61,7 @@ func TestImportThenListAndUsage(t *testing.T) {
 	require.Contains(t, r.stdout, "request rate:   no limit")
 	require.Regexp(t, `\n  5h +5m +41250 +100000 +58750 +2026-01-18T14:30:00Z \(in 2h30m0s\) +2h30m0s\n`, r.stdout)
 
-	u := jsonOf[gateway.AdminKey](e, "usage", ids["staging"])
+	u := jsonOf[admin.Key](e, "usage", ids["staging"])
 	require.Equal(t, int64(5000), u.Windows[u.Binding].Used)
 	require.Zero(t, u.Windows[u.Binding].Remaining)
 	r = e.ok("keys", "show", ids["staging"])
@@ -131,13 +131,13 @@ func TestImportDryRun(t *testing.T) {
 
 func TestKeysCreateShowsSecretOnce(t *testing.T) {
 	e := newEnv(t)
-	created := jsonOf[gateway.AdminCreated](e, "keys", "create", "--name", "team-a", "--limit", "1000", "--model", "glm-4.7")
+	created := jsonOf[admin.Created](e, "keys", "create", "--name", "team-a", "--limit", "1000", "--model", "glm-4.7")
 	secret := created.Secret
 	require.True(t, strings.HasPrefix(secret, "rsk_"), secret)
-	require.Equal(t, gateway.AdminKey{ID: created.Key.ID, Budgets: []gateway.AdminBudget{}, Name: "team-a", Model: "glm-4.7", Models: []string{},
-		Windows:   []gateway.AdminWindow{{Limit: 1000, Window: "5h0m0s", Bucket: "5m0s", Remaining: 1000}},
+	require.Equal(t, admin.Key{ID: created.Key.ID, Budgets: []admin.Budget{}, Name: "team-a", Model: "glm-4.7", Models: []string{},
+		Windows:   []admin.Window{{Limit: 1000, Window: "5h0m0s", Bucket: "5m0s", Remaining: 1000}},
 		CreatedAt: timePtr(now)}, created.Key)
-	require.Equal(t, created.Key, jsonOf[gateway.AdminKey](e, "keys", "show", created.Key.ID), "keys create prints the key as keys show does")
+	require.Equal(t, created.Key, jsonOf[admin.Key](e, "keys", "show", created.Key.ID), "keys create prints the key as keys show does")
 
 	r := e.ok("keys", "create", "--name", "team-b", "--limit", "5")
 	require.Equal(t, 1, strings.Count(r.stdout, "rsk_"), r.stdout)
@@ -156,28 +156,28 @@ func TestKeysCreateShowsSecretOnce(t *testing.T) {
 
 func TestKeysLifecycle(t *testing.T) {
 	e := newEnv(t)
-	id := jsonOf[gateway.AdminCreated](e, "keys", "create", "--name", "ci", "--limit", "100", "--expires", "720h").Key.ID
-	k := jsonOf[gateway.AdminKey](e, "keys", "show", id)
+	id := jsonOf[admin.Created](e, "keys", "create", "--name", "ci", "--limit", "100", "--expires", "720h").Key.ID
+	k := jsonOf[admin.Key](e, "keys", "show", id)
 	require.Equal(t, now.Add(720*time.Hour), *k.ExpiresAt)
 
 	r := e.ok("keys", "disable", id)
 	require.Contains(t, r.stdout, "disabled "+id)
 	require.Contains(t, r.stdout, "status:          disabled")
-	k = jsonOf[gateway.AdminKey](e, "keys", "disable", id)
+	k = jsonOf[admin.Key](e, "keys", "disable", id)
 	require.True(t, k.Disabled)
-	k = jsonOf[gateway.AdminKey](e, "keys", "enable", id)
+	k = jsonOf[admin.Key](e, "keys", "enable", id)
 	require.False(t, k.Disabled)
 	require.Contains(t, e.ok("keys", "show", id).stdout, "status:          active")
 
-	k = jsonOf[gateway.AdminKey](e, "keys", "set-limit", id, "5000")
-	require.Equal(t, []gateway.AdminWindow{{Limit: 5000, Window: "5h0m0s", Bucket: "5m0s", Remaining: 5000}}, k.Windows)
-	k = jsonOf[gateway.AdminKey](e, "keys", "set-expiry", id, "2030-05-01T10:00:00+02:00")
+	k = jsonOf[admin.Key](e, "keys", "set-limit", id, "5000")
+	require.Equal(t, []admin.Window{{Limit: 5000, Window: "5h0m0s", Bucket: "5m0s", Remaining: 5000}}, k.Windows)
+	k = jsonOf[admin.Key](e, "keys", "set-expiry", id, "2030-05-01T10:00:00+02:00")
 	require.Equal(t, time.Date(2030, 5, 1, 8, 0, 0, 0, time.UTC), *k.ExpiresAt)
-	k = jsonOf[gateway.AdminKey](e, "keys", "set-expiry", id, "never")
+	k = jsonOf[admin.Key](e, "keys", "set-expiry", id, "never")
 	require.Nil(t, k.ExpiresAt)
 	r = e.ok("keys", "set-expiry", id, "2026-01-01T00:00:00Z")
 	require.Contains(t, r.stdout, "status:          expired")
-	k = jsonOf[gateway.AdminKey](e, "keys", "show", id)
+	k = jsonOf[admin.Key](e, "keys", "show", id)
 	require.Equal(t, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), *k.ExpiresAt, "past: expired")
 	require.False(t, k.Disabled)
 
@@ -192,7 +192,7 @@ func TestKeysLifecycle(t *testing.T) {
 		{[]string{"keys", "create", "--name", "x"}, "--name and a token limit (--limit or --window) are required"},
 		{[]string{"keys", "create", "--limit", "5"}, "--name and a token limit (--limit or --window) are required"},
 		{[]string{"keys", "create", "--name", "x", "--limit", "many"}, `token limit "many"`},
-		{[]string{"keys", "create", "--name", "x", "--limit", "5", "--expires", "2020-01-01T00:00:00Z"}, "ExpiresAt"},
+		{[]string{"keys", "create", "--name", "x", "--limit", "5", "--expires", "2020-01-01T00:00:00Z"}, "expires_at: 2020-01-01 00:00:00 +0000 UTC is not after now"},
 		{[]string{"keys", "create", "--name", "x\x01", "--limit", "5"}, "control character"},
 	} {
 		r := e.run(c.args...)
@@ -205,14 +205,14 @@ func TestKeysLifecycle(t *testing.T) {
 	for _, args := range [][]string{{"keys", "show", id}, {"keys", "delete", id}, {"usage", id}, {"keys", "enable", id}} {
 		r = e.run(args...)
 		require.Equal(t, exitError, r.code, args)
-		require.Equal(t, "ratestore: keystore: key "+id+": key not found\n", r.stderr)
+		require.Equal(t, "ratestore: no key has the id "+id+"\n", r.stderr)
 	}
-	id = jsonOf[gateway.AdminCreated](e, "keys", "create", "--name", "other", "--limit", "1").Key.ID
+	id = jsonOf[admin.Created](e, "keys", "create", "--name", "other", "--limit", "1").Key.ID
 	del := jsonOf[deleteOut](e, "keys", "delete", id)
 	require.Equal(t, id, del.ID)
 	require.True(t, del.Deleted)
 	require.Equal(t, "no keys\n", e.ok("keys", "list").stdout)
-	require.Empty(t, jsonOf[gateway.AdminKeys](e, "keys", "list").Keys)
+	require.Empty(t, jsonOf[admin.Keys](e, "keys", "list").Keys)
 	require.Contains(t, e.ok("keys", "list", "--json").stdout, `"keys": []`)
 }
 
@@ -234,11 +234,11 @@ func (e *env) record(id string, tokens int64) {
 // changes what it names and nothing else, usage included.
 func TestKeysPolicy(t *testing.T) {
 	e := newEnv(t)
-	created := jsonOf[gateway.AdminCreated](e, "keys", "create", "--name", "team", "--window", "5h=1000", "--window", "168h=5000/1h",
+	created := jsonOf[admin.Created](e, "keys", "create", "--name", "team", "--window", "5h=1000", "--window", "168h=5000/1h",
 		"--rpm", "60", "--max-concurrent", "4", "--models", "gpt-4o, claude-*")
 	id := created.Key.ID
-	want := gateway.AdminKey{ID: id, Name: "team", Budgets: []gateway.AdminBudget{},
-		Windows: []gateway.AdminWindow{
+	want := admin.Key{ID: id, Name: "team", Budgets: []admin.Budget{},
+		Windows: []admin.Window{
 			{Limit: 1000, Window: "5h0m0s", Bucket: "5m0s", Remaining: 1000},
 			{Limit: 5000, Window: "168h0m0s", Bucket: "1h0m0s", Remaining: 5000},
 		},
@@ -250,14 +250,14 @@ func TestKeysPolicy(t *testing.T) {
 	// Both windows, with their usage: the bucket of 12:00 ends 5 hours and
 	// a week on. The binding window is the 5h one, with the least left.
 	end5h, endWeek := timePtr(now.Add(5*time.Hour)), timePtr(now.Add(168*time.Hour))
-	want.Windows = []gateway.AdminWindow{
+	want.Windows = []admin.Window{
 		{Limit: 1000, Window: "5h0m0s", Bucket: "5m0s", Used: 300, Remaining: 700, ResetAfterSeconds: 5 * 3600, WindowEnd: end5h},
 		{Limit: 5000, Window: "168h0m0s", Bucket: "1h0m0s", Used: 300, Remaining: 4700, ResetAfterSeconds: 168 * 3600, WindowEnd: endWeek},
 	}
 	want.LifetimeTokens, want.LastUsed = 300, timePtr(now)
-	require.Equal(t, want, jsonOf[gateway.AdminKey](e, "usage", id))
-	require.Equal(t, want, jsonOf[gateway.AdminKey](e, "keys", "show", id))
-	require.Equal(t, []gateway.AdminKey{want}, jsonOf[gateway.AdminKeys](e, "keys", "list").Keys)
+	require.Equal(t, want, jsonOf[admin.Key](e, "usage", id))
+	require.Equal(t, want, jsonOf[admin.Key](e, "keys", "show", id))
+	require.Equal(t, []admin.Key{want}, jsonOf[admin.Keys](e, "keys", "list").Keys)
 	for _, args := range [][]string{{"keys", "show", id}, {"usage", id}} {
 		r := e.ok(args...)
 		for _, line := range []string{
@@ -277,24 +277,24 @@ func TestKeysPolicy(t *testing.T) {
 	for _, c := range []struct {
 		args   []string
 		done   string
-		change func(k *gateway.AdminKey)
+		change func(k *admin.Key)
 	}{
-		{[]string{"--rpm", "30"}, "set its request rate to 30 per minute", func(k *gateway.AdminKey) { k.RequestsPerMinute = 30 }},
-		{[]string{"--max-concurrent", "0"}, "set its max concurrent requests to no limit", func(k *gateway.AdminKey) { k.MaxConcurrent = 0 }},
-		{[]string{"--models", "o3*"}, "set its models to o3*", func(k *gateway.AdminKey) { k.Models = []string{"o3*"} }},
-		{[]string{"--models", ""}, "set its models to any", func(k *gateway.AdminKey) { k.Models = []string{} }},
-		{[]string{"--window", "5h=2000"}, "set the limit of its 5h window to 2000 tokens", func(k *gateway.AdminKey) {
+		{[]string{"--rpm", "30"}, "set its request rate to 30 per minute", func(k *admin.Key) { k.RequestsPerMinute = 30 }},
+		{[]string{"--max-concurrent", "0"}, "set its max concurrent requests to no limit", func(k *admin.Key) { k.MaxConcurrent = 0 }},
+		{[]string{"--models", "o3*"}, "set its models to o3*", func(k *admin.Key) { k.Models = []string{"o3*"} }},
+		{[]string{"--models", ""}, "set its models to any", func(k *admin.Key) { k.Models = []string{} }},
+		{[]string{"--window", "5h=2000"}, "set the limit of its 5h window to 2000 tokens", func(k *admin.Key) {
 			k.Windows[0].Limit, k.Windows[0].Remaining = 2000, 1700
 		}},
-		{[]string{"1500"}, "set the limit of its 5h window to 1500 tokens", func(k *gateway.AdminKey) {
+		{[]string{"1500"}, "set the limit of its 5h window to 1500 tokens", func(k *admin.Key) {
 			k.Windows[0].Limit, k.Windows[0].Remaining = 1500, 1200
 		}},
-		{[]string{"--window", "168h=6000/30m", "--window", "24h=400"}, "set the limit of its 168h window to 6000 tokens, in 30m buckets; added a 24h window of 400 tokens", func(k *gateway.AdminKey) {
+		{[]string{"--window", "168h=6000/30m", "--window", "24h=400"}, "set the limit of its 168h window to 6000 tokens, in 30m buckets; added a 24h window of 400 tokens", func(k *admin.Key) {
 			k.Windows[1].Limit, k.Windows[1].Remaining, k.Windows[1].Bucket = 6000, 5700, "30m0s"
-			k.Windows = append(k.Windows, gateway.AdminWindow{Limit: 400, Window: "24h0m0s", Bucket: "24m0s", Remaining: 400})
+			k.Windows = append(k.Windows, admin.Window{Limit: 400, Window: "24h0m0s", Bucket: "24m0s", Remaining: 400})
 			k.Binding = 2 // a new window starts empty, and has the least left
 		}},
-		{[]string{"--drop-window", "5h"}, "dropped its 5h window", func(k *gateway.AdminKey) {
+		{[]string{"--drop-window", "5h"}, "dropped its 5h window", func(k *admin.Key) {
 			k.Windows = k.Windows[1:]
 			k.Binding = 1
 		}},
@@ -303,9 +303,9 @@ func TestKeysPolicy(t *testing.T) {
 		r := e.ok(args...)
 		require.True(t, strings.HasPrefix(r.stdout, "changed "+id+": "+c.done+"\n"), "%v: %s", args, r.stdout)
 		c.change(&want)
-		require.Equal(t, want, jsonOf[gateway.AdminKey](e, "keys", "show", id), args)
+		require.Equal(t, want, jsonOf[admin.Key](e, "keys", "show", id), args)
 	}
-	k := jsonOf[gateway.AdminKey](e, "keys", "set-expiry", id, "720h")
+	k := jsonOf[admin.Key](e, "keys", "set-expiry", id, "720h")
 	want.ExpiresAt = timePtr(now.Add(720 * time.Hour))
 	require.Equal(t, want, k, "set-expiry changes the expiry only")
 }
@@ -314,7 +314,7 @@ func TestKeysPolicy(t *testing.T) {
 // names the flag and the value, and changes nothing.
 func TestKeysPolicyErrors(t *testing.T) {
 	e := newEnv(t)
-	id := jsonOf[gateway.AdminCreated](e, "keys", "create", "--name", "k", "--window", "5h=100", "--window", "168h=1000").Key.ID
+	id := jsonOf[admin.Created](e, "keys", "create", "--name", "k", "--window", "5h=100", "--window", "168h=1000").Key.ID
 	before := e.records()
 	create := []string{"keys", "create", "--name", "x"}
 	setLimit := []string{"keys", "set-limit", id}
@@ -339,7 +339,7 @@ func TestKeysPolicyErrors(t *testing.T) {
 		{append(create, "--limit", "10", "--max-concurrent", "9999999999"), `--max-concurrent "9999999999"`},
 		{append(create, "--limit", "10", "--models", "gpt-["), `--models "gpt-[": "gpt-[" is not a valid glob`},
 		{append(create, "--limit", "10", "--models", "gpt-4o,,o3"), `--models "gpt-4o,,o3": an empty model name`},
-		{append(create, "--limit", "10", "--models", "a\tb"), "Policy.Models[0]: holds the control character"}, // the key store's ErrInvalid
+		{append(create, "--limit", "10", "--models", "a\tb"), "models[0]: holds the control character"}, // the key store's ErrInvalid, in the API's terms
 		{append(setLimit, "--window", "5h=0"), `--window "5h=0": limit "0"`},
 		{append(setLimit, "--window", "5h=10/7m"), `bucket 7m0s does not divide the window 5h0m0s`},
 		{append(setLimit, "--drop-window", "24h"), "--drop-window 24h: key " + id + " has no 24h window (it has 5h, 168h)"},
@@ -357,7 +357,7 @@ func TestKeysPolicyErrors(t *testing.T) {
 		require.Empty(t, r.stdout, c.args)
 	}
 	require.Equal(t, before, e.records(), "a refused change changes nothing")
-	require.Len(t, jsonOf[gateway.AdminKeys](e, "keys", "list").Keys, 1, "a refused create creates nothing")
+	require.Len(t, jsonOf[admin.Keys](e, "keys", "list").Keys, 1, "a refused create creates nothing")
 }
 
 // TestKeysRedis: import, migrate, keys and usage given --redis work on the
@@ -381,12 +381,12 @@ func TestKeysRedis(t *testing.T) {
 	r = e.ok("migrate", "--redis", url)
 	require.Equal(t, "migrated the legacy usage of 3 keys\n", r.stdout)
 	require.Equal(t, migrateOut{}, jsonOf[migrateOut](e, "migrate", "--redis", url))
-	prod := byName(t, jsonOf[gateway.AdminKeys](e, "keys", "list", "--redis", url).Keys)["gateway-prod"]
-	u := jsonOf[gateway.AdminKey](e, "usage", prod, "--redis", url)
+	prod := byName(t, jsonOf[admin.Keys](e, "keys", "list", "--redis", url).Keys)["gateway-prod"]
+	u := jsonOf[admin.Key](e, "usage", prod, "--redis", url)
 	require.Equal(t, int64(41250), u.Windows[u.Binding].Used)
 
 	r = e.ok("--json", "keys", "create", "--name", "shared", "--window", "5h=1000", "--redis", url)
-	var created gateway.AdminCreated
+	var created admin.Created
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &created))
 	e.ok("keys", "set-limit", created.Key.ID, "--window", "5h=2000", "--redis", url)
 	r = e.ok("--json", "usage", created.Key.ID, "--redis", url)

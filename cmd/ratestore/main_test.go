@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore"
-	"github.com/ratestore/ratestore/gateway"
+	"github.com/ratestore/ratestore/admin"
 	"github.com/ratestore/ratestore/migrate"
 	"github.com/ratestore/ratestore/strategies"
 	"github.com/stretchr/testify/require"
@@ -159,23 +159,23 @@ func TestJSONDocumented(t *testing.T) {
 	outputs := map[string]any{
 		"import":          importOut{Report: migrate.Report{Refusals: issue, Skips: issue, Notes: issue}},
 		"migrate":         migrateOut{},
-		"keys create":     gateway.AdminCreated{},
-		"keys list":       gateway.AdminKeys{},
-		"keys show":       gateway.AdminKey{},
-		"keys disable":    gateway.AdminKey{},
-		"keys enable":     gateway.AdminKey{},
+		"keys create":     admin.Created{},
+		"keys list":       admin.Keys{},
+		"keys show":       admin.Key{},
+		"keys disable":    admin.Key{},
+		"keys enable":     admin.Key{},
 		"keys delete":     deleteOut{},
-		"keys set-limit":  gateway.AdminKey{},
-		"keys set-expiry": gateway.AdminKey{},
-		"keys rotate":     gateway.AdminCreated{},
-		"usage":           gateway.AdminKey{},
-		"spend":           gateway.AdminSpend{},
-		"requests":        gateway.AdminRequests{},
+		"keys set-limit":  admin.Key{},
+		"keys set-expiry": admin.Key{},
+		"keys rotate":     admin.Created{},
+		"usage":           admin.Key{},
+		"spend":           admin.Spend{},
+		"requests":        admin.Requests{},
 		"console":         consoleOut{Redis: "r"},
-		"teams create":    gateway.AdminTeam{},
-		"teams list":      gateway.AdminTeams{},
-		"teams show":      gateway.AdminTeam{},
-		"teams set":       gateway.AdminTeam{},
+		"teams create":    admin.Team{},
+		"teams list":      admin.Teams{},
+		"teams show":      admin.Team{},
+		"teams set":       admin.Team{},
 		"teams delete":    deleteOut{},
 		"copy":            copyOut{},
 		"inspect":         stateOut{Error: "e", State: &strategies.Description{Legacy: true}},
@@ -204,9 +204,9 @@ func TestJSONDocumented(t *testing.T) {
 		}
 		documented(text, outputs[cmd.name])
 	}
-	documented(keyJSON, gateway.AdminKey{Team: "t"})
-	documented(teamJSON, gateway.AdminTeam{})
-	documented(keyJSON, gateway.AdminWindow{})
+	documented(keyJSON, admin.Key{Team: "t"})
+	documented(teamJSON, admin.Team{})
+	documented(keyJSON, admin.Window{})
 }
 
 func TestUsageErrors(t *testing.T) {
@@ -264,12 +264,12 @@ func TestFlagsAnywhere(t *testing.T) {
 		require.Equal(t, want, r.stdout, args)
 	}
 	// Flags after the arguments, and "--" ending the flags.
-	id := jsonOf[gateway.AdminKeys](e, "keys", "list").Keys[0].ID
+	id := jsonOf[admin.Keys](e, "keys", "list").Keys[0].ID
 	r := e.ok("usage", id, "--json")
 	require.Contains(t, r.stdout, `"used"`)
 	r = e.run("usage", "--", "--json")
 	require.Equal(t, exitError, r.code)
-	require.Contains(t, r.stderr, `malformed key id "--json"`)
+	require.Contains(t, r.stderr, `no key has the id --json`)
 }
 
 func TestVersion(t *testing.T) {

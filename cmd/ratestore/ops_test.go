@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore"
-	"github.com/ratestore/ratestore/gateway"
+	"github.com/ratestore/ratestore/admin"
 	"github.com/ratestore/ratestore/strategies"
 	"github.com/stretchr/testify/require"
 )
@@ -30,7 +30,7 @@ func TestMigrate(t *testing.T) {
 	require.Equal(t, "migrated the legacy usage of 3 keys\n", r.stdout)
 	require.Empty(t, r.stderr)
 	require.Equal(t, migrateOut{}, jsonOf[migrateOut](e, "migrate"))
-	u := jsonOf[gateway.AdminKey](e, "usage", byName(t, jsonOf[gateway.AdminKeys](e, "keys", "list").Keys)["gateway-prod"])
+	u := jsonOf[admin.Key](e, "usage", byName(t, jsonOf[admin.Keys](e, "keys", "list").Keys)["gateway-prod"])
 	require.Equal(t, int64(41250), u.Windows[u.Binding].Used)
 
 	// On a terminal, a progress bar on stderr.
@@ -229,7 +229,7 @@ func TestImportBigIntoBadger(t *testing.T) {
 	e.backend = "badger"
 	rep := jsonOf[importOut](e, "import", file)
 	require.Equal(t, n, rep.Keys)
-	keys := jsonOf[gateway.AdminKeys](e, "keys", "list").Keys
+	keys := jsonOf[admin.Keys](e, "keys", "list").Keys
 	require.Len(t, keys, n)
 	for _, k := range keys {
 		i, err := strconv.Atoi(strings.TrimPrefix(k.Name, "k"))
@@ -238,11 +238,11 @@ func TestImportBigIntoBadger(t *testing.T) {
 			t.Fatalf("key %d: %+v", i, k) // no testify per key: 12,000 of them
 		}
 	}
-	require.Equal(t, keys[0], jsonOf[gateway.AdminKey](e, "keys", "show", keys[0].ID))
+	require.Equal(t, keys[0], jsonOf[admin.Key](e, "keys", "show", keys[0].ID))
 
 	bolt := filepath.Join(e.dir, "big.bolt")
 	crep := jsonOf[copyOut](e, "copy", "--to", bolt, "--to-backend", "bolt")
 	require.Equal(t, 2*n, crep.Records) // the record and hash index entry of each key
 	c := &env{t: t, dir: e.dir, db: bolt}
-	require.Len(t, jsonOf[gateway.AdminKeys](c, "keys", "list").Keys, n)
+	require.Len(t, jsonOf[admin.Keys](c, "keys", "list").Keys, n)
 }

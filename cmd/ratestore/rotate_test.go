@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
-	"github.com/ratestore/ratestore/gateway"
+	"github.com/ratestore/ratestore/admin"
 	"github.com/ratestore/ratestore/internal/redistest"
 	"github.com/ratestore/ratestore/keystore"
 )
@@ -42,12 +42,12 @@ func (e *env) authenticates(id string, secrets ...string) []bool {
 // --grace; without it, it stops at once.
 func TestKeysRotate(t *testing.T) {
 	e := newEnv(t)
-	created := jsonOf[gateway.AdminCreated](e, "keys", "create", "--name", "rot", "--limit", "1000")
+	created := jsonOf[admin.Created](e, "keys", "create", "--name", "rot", "--limit", "1000")
 	id, old := created.Key.ID, created.Secret
 	e.record(id, 7)
-	before := jsonOf[gateway.AdminKey](e, "keys", "show", id)
+	before := jsonOf[admin.Key](e, "keys", "show", id)
 
-	rotated := jsonOf[gateway.AdminCreated](e, "keys", "rotate", id, "--grace", "24h")
+	rotated := jsonOf[admin.Created](e, "keys", "rotate", id, "--grace", "24h")
 	require.True(t, strings.HasPrefix(rotated.Secret, "rsk_"), rotated.Secret)
 	require.NotEqual(t, old, rotated.Secret)
 	want := before
@@ -66,7 +66,7 @@ func TestKeysRotate(t *testing.T) {
 	require.NotContains(t, r.stderr, "rsk_")
 	newest := strings.TrimSpace(strings.SplitN(strings.SplitN(r.stdout, "secret: ", 2)[1], "\n", 2)[0])
 	require.Equal(t, []bool{false, false, true}, e.authenticates(id, old, rotated.Secret, newest))
-	require.Nil(t, jsonOf[gateway.AdminKey](e, "keys", "show", id).PreviousSecretExpiresAt)
+	require.Nil(t, jsonOf[admin.Key](e, "keys", "show", id).PreviousSecretExpiresAt)
 
 	for _, c := range []struct {
 		args []string
@@ -77,7 +77,7 @@ func TestKeysRotate(t *testing.T) {
 		{[]string{"keys", "rotate", id, "--grace", "721h"}, exitUsage, "up to 720h"},
 		{[]string{"keys", "rotate", id, "--grace", "soon"}, exitUsage, `invalid value "soon" for flag -grace`},
 		{[]string{"keys", "rotate"}, exitUsage, "want ID"},
-		{[]string{"keys", "rotate", "key_0123456789abcdef"}, exitError, "key key_0123456789abcdef: key not found"},
+		{[]string{"keys", "rotate", "key_0123456789abcdef"}, exitError, "no key has the id key_0123456789abcdef"},
 	} {
 		r := e.run(c.args...)
 		require.Equal(t, c.code, r.code, "%v: %s", c.args, r.stderr)
@@ -93,21 +93,21 @@ func TestKeysRotateThroughAdmin(t *testing.T) {
 	e := newEnv(t)
 	g := e.startAdminGateway(testAdminToken)
 	t.Setenv(adminTokenEnv, testAdminToken)
-	admin := func(args ...string) []string { return append(args, "--admin", g.url) }
-	created := jsonOf[gateway.AdminCreated](e, admin("keys", "create", "--name", "ci", "--limit", "1000")...)
+	viaAdmin := func(args ...string) []string { return append(args, "--admin", g.url) }
+	created := jsonOf[admin.Created](e, viaAdmin("keys", "create", "--name", "ci", "--limit", "1000")...)
 	id, old := created.Key.ID, created.Secret
 	require.Equal(t, http.StatusOK, g.proxy(t, old))
 
-	rotated := jsonOf[gateway.AdminCreated](e, admin("keys", "rotate", id, "--grace", "1h")...)
+	rotated := jsonOf[admin.Created](e, viaAdmin("keys", "rotate", id, "--grace", "1h")...)
 	require.NotEqual(t, old, rotated.Secret)
 	require.Equal(t, id, rotated.Key.ID)
 	require.Equal(t, timePtr(now.Add(time.Hour)), rotated.Key.PreviousSecretExpiresAt)
 	require.EqualValues(t, 42, rotated.Key.LifetimeTokens)
-	require.Equal(t, rotated.Key, jsonOf[gateway.AdminKey](e, admin("keys", "show", id)...))
+	require.Equal(t, rotated.Key, jsonOf[admin.Key](e, viaAdmin("keys", "show", id)...))
 	require.Equal(t, http.StatusOK, g.proxy(t, rotated.Secret))
 	require.Equal(t, http.StatusOK, g.proxy(t, old), "during the grace")
 
-	r := e.ok(admin("keys", "rotate", id)...)
+	r := e.ok(viaAdmin("keys", "rotate", id)...)
 	require.Contains(t, r.stdout, "old:    stopped working\n")
 	require.Contains(t, r.stderr, "is shown only this once")
 	newest := strings.TrimSpace(strings.SplitN(strings.SplitN(r.stdout, "secret: ", 2)[1], "\n", 2)[0])
@@ -115,7 +115,7 @@ func TestKeysRotateThroughAdmin(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, g.proxy(t, rotated.Secret))
 	require.Equal(t, http.StatusOK, g.proxy(t, newest))
 
-	r = e.run(admin("keys", "rotate", "key_0123456789abcdef", "--grace", "1h")...)
+	r = e.run(viaAdmin("keys", "rotate", "key_0123456789abcdef", "--grace", "1h")...)
 	require.Equal(t, exitError, r.code)
 	require.Contains(t, r.stderr, "404 Not Found: no key has the id key_0123456789abcdef")
 }
@@ -125,9 +125,9 @@ func TestKeysRotateThroughAdmin(t *testing.T) {
 func TestKeysRotateRedis(t *testing.T) {
 	url := redistest.Start(t).URL()
 	e := newEnv(t)
-	created := jsonOf[gateway.AdminCreated](e, "keys", "create", "--name", "shared", "--limit", "10", "--redis", url)
-	rotated := jsonOf[gateway.AdminCreated](e, "keys", "rotate", created.Key.ID, "--grace", "2h", "--redis", url)
+	created := jsonOf[admin.Created](e, "keys", "create", "--name", "shared", "--limit", "10", "--redis", url)
+	rotated := jsonOf[admin.Created](e, "keys", "rotate", created.Key.ID, "--grace", "2h", "--redis", url)
 	require.NotEqual(t, created.Secret, rotated.Secret)
 	require.Equal(t, timePtr(now.Add(2*time.Hour)), rotated.Key.PreviousSecretExpiresAt)
-	require.Equal(t, rotated.Key, jsonOf[gateway.AdminKey](e, "keys", "show", created.Key.ID, "--redis", url))
+	require.Equal(t, rotated.Key, jsonOf[admin.Key](e, "keys", "show", created.Key.ID, "--redis", url))
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -16,82 +15,17 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/ratestore/ratestore"
-	"github.com/ratestore/ratestore/gateway"
+	"github.com/ratestore/ratestore/admin"
 	"github.com/ratestore/ratestore/ledger"
 	"github.com/ratestore/ratestore/pricing"
-	"github.com/ratestore/ratestore/redisstore"
 )
 
 // The spend and requests commands read the spend ledger the gateway keeps
 // (package ledger) and print what GET /admin/spend and /admin/requests
-// answer. Their flags are the routes' query parameters, which they
-// build: on a database or Redis they open, the query is read by the same
-// functions as the gateway's (gateway.ParseSpendQuery), and the answer
-// built by the same (gateway.NewAdminSpend), so that the output is the
-// same either way.
-
-// ledgerSource is where the spend commands read the ledger: a store they
-// open themselves (localLedger), or a running gateway's admin API
-// (adminClient).
-type ledgerSource interface {
-	spend(ctx context.Context, v url.Values) (gateway.AdminSpend, error)
-	requests(ctx context.Context, v url.Values) (gateway.AdminRequests, error)
-}
-
-var (
-	_ ledgerSource = localLedger{}
-	_ ledgerSource = (*adminClient)(nil)
-)
-
-// localLedger is the ledger of a store the command opened, read only.
-type localLedger struct{ l *ledger.Ledger }
-
-func (s localLedger) spend(ctx context.Context, v url.Values) (gateway.AdminSpend, error) {
-	q, err := gateway.ParseSpendQuery(v)
-	if err != nil {
-		return gateway.AdminSpend{}, err
-	}
-	sp, err := s.l.Spend(ctx, q)
-	if err != nil {
-		return gateway.AdminSpend{}, err
-	}
-	return gateway.NewAdminSpend(sp), nil
-}
-
-func (s localLedger) requests(ctx context.Context, v url.Values) (gateway.AdminRequests, error) {
-	q, err := gateway.ParseRequestQuery(v)
-	if err != nil {
-		return gateway.AdminRequests{}, err
-	}
-	p, err := s.l.Requests(ctx, q)
-	if err != nil {
-		return gateway.AdminRequests{}, err
-	}
-	return gateway.NewAdminRequests(p), nil
-}
-
-// spend is GET /admin/spend with the query v.
-func (a *adminClient) spend(ctx context.Context, v url.Values) (gateway.AdminSpend, error) {
-	var out gateway.AdminSpend
-	err := a.withQuery(v).call(ctx, http.MethodGet, "/admin/spend", nil, &out, http.StatusOK)
-	return out, err
-}
-
-// requests is GET /admin/requests with the query v.
-func (a *adminClient) requests(ctx context.Context, v url.Values) (gateway.AdminRequests, error) {
-	var out gateway.AdminRequests
-	err := a.withQuery(v).call(ctx, http.MethodGet, "/admin/requests", nil, &out, http.StatusOK)
-	return out, err
-}
-
-// withQuery is a with the query v on its URL, which call keeps as it
-// appends a path.
-func (a *adminClient) withQuery(v url.Values) *adminClient {
-	base := *a.base
-	base.RawQuery = v.Encode()
-	return &adminClient{base: &base, token: a.token, client: a.client}
-}
+// answer. Their flags are the routes' query parameters, which they build
+// and send to the admin API (withAdmin): a running gateway's, or one
+// served in this process on a database or Redis they open, so that the
+// output is the same either way.
 
 // spendFlags registers --redis, --admin and --admin-token-file, as
 // keyFlags does for the key commands, with the spend commands' help.
@@ -101,48 +35,6 @@ func spendFlags(fs *flag.FlagSet) *adminFlags {
 	fs.StringVar(&af.url, "admin", "", "read it through the admin API of the gateway at `URL` (http://"+defaultListen+"), which holds the database; the token is $"+adminTokenEnv+" or --admin-token-file's")
 	fs.StringVar(&af.tokenFile, "admin-token-file", "", "read the admin token from `PATH` rather than $"+adminTokenEnv)
 	return af
-}
-
-// withLedger calls fn with the ledger: the gateway's admin API with
-// --admin, else that of --redis or of the database, opened read only (it
-// writes nothing, not even the retention's drops) and closed after fn.
-func (c *cli) withLedger(af *adminFlags, fn func(ledgerSource) error) error {
-	switch {
-	case af.url != "" && af.redis != "":
-		return usagef("", "--admin and --redis both say where the ledger is: give one")
-	case af.url != "":
-		ac, err := newAdminClient(af.url, af.tokenFile, c.stderr)
-		if err != nil {
-			return err
-		}
-		return fn(ac)
-	case af.tokenFile != "":
-		return usagef("", "--admin-token-file without --admin: the token is for a gateway's admin API")
-	case af.redis != "":
-		rdb, err := redisstore.Open(c.ctx, af.redis, redisstore.Options{Now: c.now, Timeout: adminTimeout})
-		if err != nil {
-			return err
-		}
-		defer rdb.Close()
-		return readLedger(c.ctx, rdb, fn)
-	}
-	err := c.withDB(false, func(db *ratestore.DB) error { return readLedger(c.ctx, db, fn) })
-	if errors.Is(err, ratestore.ErrLocked) {
-		return &lockedError{c.db} // a running gateway holds it: point at --admin
-	}
-	return err
-}
-
-// readLedger calls fn with the ledger of db, opened read only. Its
-// retention is the default one, which is where GET /admin/requests starts
-// when not given a from.
-func readLedger[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](ctx context.Context, db ratestore.Store[L, B], fn func(ledgerSource) error) error {
-	l, err := ledger.Open(db, ledger.Options{ReadOnly: true})
-	if err != nil {
-		return err
-	}
-	defer l.Close(ctx)
-	return fn(localLedger{l})
 }
 
 // paramFlag registers flag name, which sets the query parameter param of
@@ -164,12 +56,13 @@ func rangeFlags(fs *flag.FlagSet, v url.Values, defaultFrom string) {
 	paramFlag(fs, v, "model", "model", "only the requests for this `MODEL`")
 }
 
-// paramError is err, an error of a ledger query of command cmd, with the
+// paramError is err, an error of a query of command cmd, with the
 // parameter it names as the command's flag (group_by: --group-by).
 func paramError(cmd string, err error) error {
-	var pe *gateway.ParamError
-	if errors.As(err, &pe) && pe.Param != "" {
-		return usagef(cmd, "%s: --%s: %s", cmd, strings.ReplaceAll(pe.Param, "_", "-"), pe.Msg)
+	var ae *admin.Error
+	if errors.As(err, &ae) && ae.Param != "" && ae.Status == http.StatusBadRequest {
+		msg := strings.TrimPrefix(ae.Msg, ae.Param+": ")
+		return usagef(cmd, "%s: --%s: %s", cmd, strings.ReplaceAll(ae.Param, "_", "-"), msg)
 	}
 	return fmt.Errorf("%s: %w", cmd, err)
 }
@@ -189,8 +82,8 @@ func spendCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 		if *asCSV && c.json {
 			return usagef(cmd, "%s: --csv and --json: give one", cmd)
 		}
-		return c.withLedger(af, func(src ledgerSource) error {
-			s, err := src.spend(c.ctx, v)
+		return c.withAdmin(af, false, true, func(ac *admin.Client) error {
+			s, err := ac.Spend(c.ctx, v)
 			switch {
 			case err != nil:
 				return paramError(cmd, err)
@@ -216,8 +109,8 @@ func requestsCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 		if *asCSV && c.json {
 			return usagef(cmd, "%s: --csv and --json: give one", cmd)
 		}
-		return c.withLedger(af, func(src ledgerSource) error {
-			p, err := src.requests(c.ctx, v)
+		return c.withAdmin(af, false, true, func(ac *admin.Client) error {
+			p, err := ac.Requests(c.ctx, v)
 			switch {
 			case err != nil:
 				return paramError(cmd, err)
@@ -238,7 +131,7 @@ const spendColumns = "REQUESTS\tINPUT\tOUTPUT\tCACHE READ\tCACHE WRITE\tREASONIN
 // writeSpend writes s as a table: a line per row and one for the total,
 // which is all there is without --group-by; then the refusals by reason.
 // Costs are rounded to 6 decimals.
-func writeSpend(w io.Writer, s gateway.AdminSpend) {
+func writeSpend(w io.Writer, s admin.Spend) {
 	fmt.Fprintf(w, "spend from %s to %s\n", s.From.Format(time.RFC3339), s.To.Format(time.RFC3339))
 	if s.Total.Requests == 0 && s.Total.Refused == 0 {
 		fmt.Fprintln(w, "no requests")
@@ -257,7 +150,7 @@ func writeSpend(w io.Writer, s gateway.AdminSpend) {
 				v, _ := r.Dimension(by)
 				dims = append(dims, orDash(printable(v)))
 			}
-			fmt.Fprintln(tw, strings.Join(append(dims, countersText(r.AdminCounters)), "\t"))
+			fmt.Fprintln(tw, strings.Join(append(dims, countersText(r.Counters)), "\t"))
 		}
 	}
 	total := make([]string, len(s.GroupBy))
@@ -276,7 +169,7 @@ func writeSpend(w io.Writer, s gateway.AdminSpend) {
 }
 
 // countersText is c as the cells of spend's table.
-func countersText(c gateway.AdminCounters) string {
+func countersText(c admin.Counters) string {
 	return fmt.Sprintf("%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d", c.Requests, c.InputTokens, c.OutputTokens,
 		c.CacheReadTokens, c.CacheWriteTokens, c.ReasoningTokens, usd6(c.CostUSD), c.Refused)
 }
@@ -287,7 +180,7 @@ func usd6(u pricing.USD) string { return strconv.FormatFloat(u.Float64(), 'f', 6
 // writeRequests writes p as a table, newest first, and how to get the
 // next page. An estimated request (no usage reported) has a ~ before its
 // input tokens.
-func writeRequests(w io.Writer, p gateway.AdminRequests) {
+func writeRequests(w io.Writer, p admin.Requests) {
 	if len(p.Requests) == 0 {
 		fmt.Fprintln(w, "no requests")
 		return

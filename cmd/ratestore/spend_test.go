@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ratestore/ratestore/gateway"
+	"github.com/ratestore/ratestore/admin"
 	"github.com/ratestore/ratestore/internal/redistest"
 	"github.com/ratestore/ratestore/ledger"
 	"github.com/ratestore/ratestore/pricing"
@@ -62,11 +62,11 @@ func spendTraffic(t *testing.T, base, secretA, secretB string) {
 
 // spendKeys makes, on e's database, a team with key a in it and key b of
 // 1000 tokens alone, and returns their ids and secrets.
-func spendKeys(e *env, extra ...string) (team string, a, b gateway.AdminCreated) {
+func spendKeys(e *env, extra ...string) (team string, a, b admin.Created) {
 	with := func(args ...string) []string { return append(args, extra...) }
-	team = jsonOf[gateway.AdminTeam](e, with("teams", "create", "--name", "t", "--window", "5h=1000000")...).ID
-	a = jsonOf[gateway.AdminCreated](e, with("keys", "create", "--name", "a", "--limit", "1000000", "--team", team)...)
-	b = jsonOf[gateway.AdminCreated](e, with("keys", "create", "--name", "b", "--limit", "1000")...)
+	team = jsonOf[admin.Team](e, with("teams", "create", "--name", "t", "--window", "5h=1000000")...).ID
+	a = jsonOf[admin.Created](e, with("keys", "create", "--name", "a", "--limit", "1000000", "--team", team)...)
+	b = jsonOf[admin.Created](e, with("keys", "create", "--name", "b", "--limit", "1000")...)
 	return team, a, b
 }
 
@@ -82,20 +82,20 @@ func TestSpendCommands(t *testing.T) {
 	g := e.startGateway("--upstream", spendUpstream(t), "--ledger-export", export, "--ledger-retention", "30d")
 	base := "http://" + g.out.Listen
 	spendTraffic(t, base, a.Secret, b.Secret)
-	admin := func(args ...string) []string { return append(args, "--admin", base) }
+	viaAdmin := func(args ...string) []string { return append(args, "--admin", base) }
 
 	// Through the admin API: what the routes answer.
-	byKeyModel := e.ok(admin("spend", "--group-by", "key", "--group-by", "model", "--json")...).stdout
+	byKeyModel := e.ok(viaAdmin("spend", "--group-by", "key", "--group-by", "model", "--json")...).stdout
 	resp, body := send(t, "GET", base+"/admin/spend?group_by=key,model", "", testAdminToken)
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
 	require.JSONEq(t, body, byKeyModel)
-	var s gateway.AdminSpend
+	var s admin.Spend
 	require.NoError(t, json.Unmarshal([]byte(byKeyModel), &s))
-	require.Equal(t, gateway.AdminCounters{Requests: 4, InputTokens: 200 + 800, OutputTokens: 100 + 200, CacheReadTokens: 20000 + 1200,
+	require.Equal(t, admin.Counters{Requests: 4, InputTokens: 200 + 800, OutputTokens: 100 + 200, CacheReadTokens: 20000 + 1200,
 		CacheWriteTokens: 4000, ReasoningTokens: 400, CostUSD: 2*12675*pricing.Micro + 2*1925*pricing.Micro,
 		Refused: 1, RefusedBy: map[string]int64{"window": 1}}, s.Total)
 	require.Len(t, s.Rows, 3)
-	byTeamCSV := e.ok(admin("spend", "--group-by", "team", "--csv")...).stdout
+	byTeamCSV := e.ok(viaAdmin("spend", "--group-by", "team", "--csv")...).stdout
 	resp, body = getAccept(t, base+"/admin/spend?group_by=team", "text/csv")
 	require.Equal(t, "text/csv; charset=utf-8", resp.Header.Get("Content-Type"))
 	require.Equal(t, body, byTeamCSV)
@@ -105,18 +105,18 @@ func TestSpendCommands(t *testing.T) {
 		{team, "3", "600", "200", "20600", "4000", "200", "0.027275", "0"},
 	}
 	require.Equal(t, teamRows, readCSV(t, byTeamCSV))
-	allRequests := e.ok(admin("requests", "--json")...).stdout
-	var page gateway.AdminRequests
+	allRequests := e.ok(viaAdmin("requests", "--json")...).stdout
+	var page admin.Requests
 	require.NoError(t, json.Unmarshal([]byte(allRequests), &page))
 	require.Len(t, page.Requests, 4)
 	require.Equal(t, b.Key.ID, page.Requests[0].Key, "newest first")
-	firstTwo := e.ok(admin("requests", "--limit", "2", "--json")...).stdout
-	var two gateway.AdminRequests
+	firstTwo := e.ok(viaAdmin("requests", "--limit", "2", "--json")...).stdout
+	var two admin.Requests
 	require.NoError(t, json.Unmarshal([]byte(firstTwo), &two))
 	require.Equal(t, page.Requests[:2], two.Requests)
 	require.NotEmpty(t, two.NextCursor)
-	requestsCSV := e.ok(admin("requests", "--csv", "--key", a.Key.ID)...).stdout
-	text := e.ok(admin("spend", "--group-by", "model")...).stdout
+	requestsCSV := e.ok(viaAdmin("requests", "--csv", "--key", a.Key.ID)...).stdout
+	text := e.ok(viaAdmin("spend", "--group-by", "model")...).stdout
 	require.Contains(t, text, "claude-sonnet-4-20250514")
 	require.Contains(t, text, "0.025350")
 	require.Contains(t, text, "refused by: window 1\n")
@@ -135,7 +135,7 @@ func TestSpendCommands(t *testing.T) {
 	require.Equal(t, byTeamCSV, e.ok("spend", "--group-by", "team", "--csv").stdout)
 	require.JSONEq(t, allRequests, e.ok("requests", "--json").stdout)
 	require.JSONEq(t, firstTwo, e.ok("requests", "--json", "--limit", "2").stdout)
-	var rest gateway.AdminRequests
+	var rest admin.Requests
 	require.NoError(t, json.Unmarshal([]byte(e.ok("requests", "--json", "--cursor", two.NextCursor).stdout), &rest))
 	require.Equal(t, page.Requests[2:], rest.Requests)
 	require.Equal(t, requestsCSV, e.ok("requests", "--csv", "--key", a.Key.ID).stdout)
@@ -203,13 +203,13 @@ func TestSpendRedis(t *testing.T) {
 	g := e.startGateway("--upstream", spendUpstream(t), "--redis", srv.URL())
 	spendTraffic(t, "http://"+g.out.Listen, a.Secret, b.Secret)
 	require.Equal(t, exitOK, g.stop(), g.stderr.String())
-	s := jsonOf[gateway.AdminSpend](e, "spend", "--redis", srv.URL(), "--group-by", "day")
+	s := jsonOf[admin.Spend](e, "spend", "--redis", srv.URL(), "--group-by", "day")
 	require.Equal(t, []string{"day"}, s.GroupBy)
 	require.Len(t, s.Rows, 1)
 	require.Equal(t, "2026-01-18", *s.Rows[0].Day)
 	require.EqualValues(t, 4, s.Total.Requests)
 	require.EqualValues(t, 1, s.Total.Refused)
-	p := jsonOf[gateway.AdminRequests](e, "requests", "--redis", srv.URL(), "--model", "claude-sonnet-4-20250514")
+	p := jsonOf[admin.Requests](e, "requests", "--redis", srv.URL(), "--model", "claude-sonnet-4-20250514")
 	require.Len(t, p.Requests, 2)
 	e.requireNoDB()
 }
@@ -243,7 +243,7 @@ func TestSpendErrors(t *testing.T) {
 	g := e.startGateway("--upstream", spendUpstream(t))
 	r := e.run("spend", "--group-by", "week", "--admin", "http://"+g.out.Listen)
 	require.Equal(t, exitUsage, r.code, r.stderr)
-	require.Contains(t, r.stderr, `400 Bad Request: group_by: "week"`)
+	require.Contains(t, r.stderr, `spend: --group-by: "week": want key, team, model, day or hour`)
 	require.Equal(t, exitOK, g.stop())
 
 	off := e.startGateway("--upstream", spendUpstream(t), "--no-ledger")
@@ -296,9 +296,9 @@ func TestGatewayLedgerFlags(t *testing.T) {
 func TestSpendJSONDocumented(t *testing.T) {
 	k := "k"
 	outputs := map[string]any{
-		"spend": gateway.AdminSpend{Rows: []gateway.AdminSpendRow{{Key: &k, Team: &k, Model: &k, Day: &k, Hour: &k,
-			AdminCounters: gateway.AdminCounters{RefusedBy: map[string]int64{"window": 1}}}}},
-		"requests": gateway.AdminRequests{Requests: []ledger.Entry{{Team: "t"}}, NextCursor: "c"},
+		"spend": admin.Spend{Rows: []admin.SpendRow{{Key: &k, Team: &k, Model: &k, Day: &k, Hour: &k,
+			Counters: admin.Counters{RefusedBy: map[string]int64{"window": 1}}}}},
+		"requests": admin.Requests{Requests: []ledger.Entry{{Team: "t"}}, NextCursor: "c"},
 	}
 	for _, cmd := range commands {
 		v, ok := outputs[cmd.name]

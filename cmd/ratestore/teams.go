@@ -1,95 +1,22 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/ratestore/ratestore/gateway"
+	"github.com/ratestore/ratestore/admin"
 	"github.com/ratestore/ratestore/keystore"
 )
 
-// teamService is what the team commands do with teams: the methods of
-// *keystore.Store they call, which adminClient implements over the
-// admin API of a running gateway.
-type teamService interface {
-	CreateTeam(ctx context.Context, spec keystore.TeamSpec) (keystore.Team, error)
-	GetTeam(ctx context.Context, id string) (keystore.Team, error)
-	ListTeams(ctx context.Context, fn func(keystore.Team) error) error
-	UpdateTeam(ctx context.Context, id string, fn func(*keystore.TeamSpec) error) (keystore.Team, error)
-	DeleteTeam(ctx context.Context, id string) error
-	TeamUsage(ctx context.Context, id string) (keystore.Usage, error)
-	TeamKeys(ctx context.Context, id string) ([]string, error)
-}
-
-// teamViewer is a teamService that reads a team with its usage and keys
-// in one call (the admin API), as the team commands print it.
-type teamViewer interface {
-	viewTeam(ctx context.Context, id string) (gateway.AdminTeam, error)
-	viewTeams(ctx context.Context) ([]gateway.AdminTeam, error)
-}
-
-var _ teamViewer = (*adminClient)(nil)
-
-// viewTeam returns team id with its usage and keys, built by
-// gateway.NewAdminTeam as the admin API builds it.
-func (c *cli) viewTeam(ts teamService, id string) (gateway.AdminTeam, error) {
-	if tv, ok := ts.(teamViewer); ok {
-		return tv.viewTeam(c.ctx, id)
-	}
-	t, err := ts.GetTeam(c.ctx, id)
-	if err != nil {
-		return gateway.AdminTeam{}, err
-	}
-	return c.teamWith(ts, t)
-}
-
-// teamWith returns team t with its usage and keys read now.
-func (c *cli) teamWith(ts teamService, t keystore.Team) (gateway.AdminTeam, error) {
-	u, err := ts.TeamUsage(c.ctx, t.ID)
-	if err != nil {
-		return gateway.AdminTeam{}, err
-	}
-	keys, err := ts.TeamKeys(c.ctx, t.ID)
-	if err != nil {
-		return gateway.AdminTeam{}, err
-	}
-	return gateway.NewAdminTeam(t, u, keys), nil
-}
-
-// viewTeams returns every team with its usage and keys, in id order; a
-// team deleted while they are read is left out, as the admin API does.
-func (c *cli) viewTeams(ts teamService) ([]gateway.AdminTeam, error) {
-	if tv, ok := ts.(teamViewer); ok {
-		return tv.viewTeams(c.ctx)
-	}
-	teams := []gateway.AdminTeam{}
-	err := ts.ListTeams(c.ctx, func(t keystore.Team) error {
-		a, err := c.teamWith(ts, t)
-		switch {
-		case errors.Is(err, keystore.ErrNotFound):
-			return nil // deleted meanwhile
-		case err != nil:
-			return err
-		}
-		teams = append(teams, a)
-		return nil
-	})
-	return teams, err
-}
-
-// emitTeam prints team id with its usage and keys, after a line that
-// says what was done to it ("" for none).
-func (c *cli) emitTeam(ts teamService, id, done string) error {
-	a, err := c.viewTeam(ts, id)
-	if err != nil {
-		return err
-	}
+// emitTeam prints team a, after a line that says what was done to it ("" for
+// none).
+func (c *cli) emitTeam(a admin.Team, done string) error {
 	return c.emit(a, func(w io.Writer) {
 		if done != "" {
 			fmt.Fprintln(w, done)
@@ -119,35 +46,43 @@ func teamsCreate(c *cli, fs *flag.FlagSet) func([]string) error {
 		}
 		spec.Policy.RequestsPerMinute, spec.Policy.MaxConcurrent, spec.Policy.Models = p.rpm, p.maxConcurrent, p.models
 		spec.Policy.Budgets = p.budgets
-		return c.withTeams(af, true, func(ts teamService) error {
-			t, err := ts.CreateTeam(c.ctx, spec)
+		return c.withAdmin(af, true, false, func(ac *admin.Client) error {
+			t, err := ac.CreateTeam(c.ctx, admin.NewTeamRequest(keystore.TeamSpec{}, spec))
 			if err != nil {
 				return err
 			}
-			return c.emitTeam(ts, t.ID, "created team "+t.ID)
+			return c.emitTeam(t, "created team "+t.ID)
 		})
 	}
 }
 
 func teamsList(c *cli, fs *flag.FlagSet) func([]string) error {
+	v := url.Values{}
+	paramFlag(fs, v, "limit", "limit", "print `N` teams at most, 1 to 1000 (default 100)")
+	paramFlag(fs, v, "cursor", "cursor", "print the page after the one that gave this `CURSOR` (its next_cursor)")
+	paramFlag(fs, v, "q", "q", "only the teams whose name or id starts with `TEXT`, in any case")
+	paramFlag(fs, v, "sort", "sort", "the order, `BY`: name or -name; default name")
 	af := keyFlags(fs)
 	return func([]string) error {
-		return c.withTeams(af, false, func(ts teamService) error {
-			teams, err := c.viewTeams(ts)
+		return c.withAdmin(af, false, false, func(ac *admin.Client) error {
+			page, err := ac.Teams(c.ctx, v)
 			if err != nil {
-				return err
+				return paramError("teams list", err)
 			}
-			return c.emit(gateway.AdminTeams{Teams: teams}, func(w io.Writer) {
-				if len(teams) == 0 {
+			return c.emit(page, func(w io.Writer) {
+				if len(page.Teams) == 0 {
 					fmt.Fprintln(w, "no teams")
 					return
 				}
 				tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 				fmt.Fprintln(tw, "ID\tNAME\tTOKENS/WINDOW\tBUDGETS\tKEYS")
-				for _, t := range teams {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", t.ID, orDash(t.Name), windowsText(t.Windows), orDash(budgetsText(t.Budgets)), len(t.Keys))
+				for _, t := range page.Teams {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", t.ID, orDash(printable(t.Name)), orDash(windowsText(t.Windows)), orDash(budgetsText(t.Budgets)), t.KeyCount)
 				}
 				tw.Flush()
+				if page.NextCursor != "" {
+					fmt.Fprintf(w, "more: add --cursor %s\n", page.NextCursor)
+				}
 			})
 		})
 	}
@@ -156,7 +91,13 @@ func teamsList(c *cli, fs *flag.FlagSet) func([]string) error {
 func teamsShow(c *cli, fs *flag.FlagSet) func([]string) error {
 	af := keyFlags(fs)
 	return func(args []string) error {
-		return c.withTeams(af, false, func(ts teamService) error { return c.emitTeam(ts, args[0], "") })
+		return c.withAdmin(af, false, false, func(ac *admin.Client) error {
+			t, err := ac.Team(c.ctx, args[0])
+			if err != nil {
+				return err
+			}
+			return c.emitTeam(t, "")
+		})
 	}
 }
 
@@ -177,21 +118,29 @@ func teamsSet(c *cli, fs *flag.FlagSet) func([]string) error {
 			return usagef(cmd, "%s: nothing to set: give --window, --drop-window, --budget, --drop-budget, --rpm, --max-concurrent, --models or --name", cmd)
 		}
 		id := args[0]
-		return c.withTeams(af, false, func(ts teamService) error {
-			var done []string
-			_, err := ts.UpdateTeam(c.ctx, id, func(s *keystore.TeamSpec) error {
-				if name.set {
-					s.Name = name.value
-					done = append(done, fmt.Sprintf("renamed it %q", name.value))
-				}
-				var err error
-				done, err = p.apply(cmd, "team "+id, &s.Policy, done)
-				return err
-			})
+		return c.withAdmin(af, false, false, func(ac *admin.Client) error {
+			t, err := ac.Team(c.ctx, id)
 			if err != nil {
 				return err
 			}
-			return c.emitTeam(ts, id, fmt.Sprintf("changed %s: %s", id, strings.Join(done, "; ")))
+			old, err := t.Spec()
+			if err != nil {
+				return err
+			}
+			spec := old
+			spec.Policy.Windows = slices.Clone(old.Policy.Windows)
+			var done []string
+			if name.set {
+				spec.Name = name.value
+				done = append(done, fmt.Sprintf("renamed it %q", name.value))
+			}
+			if done, err = p.apply(cmd, "team "+id, &spec.Policy, done); err != nil {
+				return err
+			}
+			if t, err = ac.PatchTeam(c.ctx, id, admin.NewTeamRequest(old, spec)); err != nil {
+				return err
+			}
+			return c.emitTeam(t, fmt.Sprintf("changed %s: %s", id, strings.Join(done, "; ")))
 		})
 	}
 }
@@ -200,8 +149,8 @@ func teamsDelete(c *cli, fs *flag.FlagSet) func([]string) error {
 	af := keyFlags(fs)
 	return func(args []string) error {
 		id := args[0]
-		return c.withTeams(af, false, func(ts teamService) error {
-			if err := ts.DeleteTeam(c.ctx, id); err != nil {
+		return c.withAdmin(af, false, false, func(ac *admin.Client) error {
+			if err := ac.DeleteTeam(c.ctx, id); err != nil {
 				return fmt.Errorf("teams delete: %w", err)
 			}
 			return c.emit(deleteOut{id, true}, func(w io.Writer) { fmt.Fprintf(w, "deleted %s\n", id) })
@@ -211,12 +160,12 @@ func teamsDelete(c *cli, fs *flag.FlagSet) func([]string) error {
 
 // writeTeam writes team a as "field: value" lines, then the tables of its
 // windows and budgets, with the usage of all its keys.
-func writeTeam(w io.Writer, a gateway.AdminTeam, now time.Time) {
+func writeTeam(w io.Writer, a admin.Team, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
 	fmt.Fprintf(tw, "id:\t%s\n", a.ID)
 	fmt.Fprintf(tw, "name:\t%s\n", a.Name)
 	fmt.Fprintf(tw, "created:\t%s\n", show(a.CreatedAt, "unknown"))
-	fmt.Fprintf(tw, "keys:\t%s\n", orNone(strings.Join(a.Keys, ", ")))
+	fmt.Fprintf(tw, "keys:\t%d (ratestore keys list --team %s)\n", a.KeyCount, a.ID)
 	fmt.Fprintf(tw, "in flight:\t%d\n", a.InFlight)
 	writePolicy(tw, a.RequestsPerMinute, a.MaxConcurrent, a.Models)
 	tw.Flush()
@@ -227,7 +176,7 @@ func writeTeam(w io.Writer, a gateway.AdminTeam, now time.Time) {
 }
 
 // writeBudgets writes budgets and their spend as a table.
-func writeBudgets(w io.Writer, bs []gateway.AdminBudget) {
+func writeBudgets(w io.Writer, bs []admin.Budget) {
 	fmt.Fprintf(w, "\nbudgets:\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  SPAN\tSPENT\tLIMIT\tREMAINING\tRESETS AT")
@@ -239,7 +188,7 @@ func writeBudgets(w io.Writer, bs []gateway.AdminBudget) {
 
 // budgetsText is the budgets bs on one line, for teams list: "$5/24h,
 // $500/month@Europe/Paris".
-func budgetsText(bs []gateway.AdminBudget) string {
+func budgetsText(bs []admin.Budget) string {
 	parts := make([]string, len(bs))
 	for i, b := range bs {
 		parts[i] = fmt.Sprintf("$%s/%s", b.LimitUSD, adminSpan(b))
@@ -249,16 +198,9 @@ func budgetsText(bs []gateway.AdminBudget) string {
 
 // adminSpan is a budget's window or period, as --budget takes it: "24h",
 // "month@Europe/Paris".
-func adminSpan(b gateway.AdminBudget) string {
+func adminSpan(b admin.Budget) string {
 	if b.Period == "" {
 		return short(length(b.Window))
 	}
 	return b.Period + "@" + b.Timezone
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "none"
-	}
-	return s
 }

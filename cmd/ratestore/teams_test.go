@@ -3,7 +3,7 @@ package main
 import (
 	"testing"
 
-	"github.com/ratestore/ratestore/gateway"
+	"github.com/ratestore/ratestore/admin"
 	"github.com/ratestore/ratestore/internal/redistest"
 	"github.com/stretchr/testify/require"
 )
@@ -13,26 +13,26 @@ import (
 // and checks what they print.
 func teamLifecycle(t *testing.T, e *env, extra ...string) {
 	with := func(args ...string) []string { return append(args, extra...) }
-	team := jsonOf[gateway.AdminTeam](e, with("teams", "create", "--name", "research", "--window", "5h=1000",
+	team := jsonOf[admin.Team](e, with("teams", "create", "--name", "research", "--window", "5h=1000",
 		"--budget", "5=24h", "--rpm", "10", "--models", "gpt-*")...)
-	require.Equal(t, gateway.AdminTeam{
+	require.Equal(t, admin.Team{
 		ID: team.ID, Name: "research", Models: []string{"gpt-*"},
-		Windows:           []gateway.AdminWindow{{Limit: 1000, Window: "5h0m0s", Bucket: "5m0s", Remaining: 1000}},
-		Budgets:           []gateway.AdminBudget{{LimitUSD: 5e9, Window: "24h0m0s", RemainingUSD: 5e9}},
-		RequestsPerMinute: 10, CreatedAt: timePtr(now), Keys: []string{},
+		Windows:           []admin.Window{{Limit: 1000, Window: "5h0m0s", Bucket: "5m0s", Remaining: 1000}},
+		Budgets:           []admin.Budget{{LimitUSD: 5e9, Window: "24h0m0s", RemainingUSD: 5e9}},
+		RequestsPerMinute: 10, CreatedAt: timePtr(now),
 	}, team)
-	require.Equal(t, []gateway.AdminTeam{team}, jsonOf[gateway.AdminTeams](e, with("teams", "list")...).Teams)
+	require.Equal(t, []admin.Team{team}, jsonOf[admin.Teams](e, with("teams", "list")...).Teams)
 	require.Contains(t, e.ok(with("teams", "list")...).stdout, team.ID+"  research  1000/5h        $5/24h   0\n")
 
-	k := jsonOf[gateway.AdminCreated](e, with("keys", "create", "--name", "k", "--limit", "100", "--team", team.ID)...).Key
+	k := jsonOf[admin.Created](e, with("keys", "create", "--name", "k", "--limit", "100", "--team", team.ID)...).Key
 	require.Equal(t, team.ID, k.Team)
-	require.Equal(t, []string{k.ID}, jsonOf[gateway.AdminTeam](e, with("teams", "show", team.ID)...).Keys)
+	require.Equal(t, 1, jsonOf[admin.Team](e, with("teams", "show", team.ID)...).KeyCount)
 	r := e.ok(with("teams", "show", team.ID)...)
-	require.Contains(t, r.stdout, "keys:           "+k.ID+"\n")
+	require.Contains(t, r.stdout, "keys:           1 (ratestore keys list --team "+team.ID+")\n")
 	require.Contains(t, r.stdout, "budgets:\n")
 	require.Contains(t, e.ok(with("keys", "show", k.ID)...).stdout, "team:            "+team.ID+"\n")
 
-	set := jsonOf[gateway.AdminTeam](e, with("teams", "set", team.ID, "--name", "r2", "--window", "1h=100", "--drop-budget", "24h", "--max-concurrent", "3")...)
+	set := jsonOf[admin.Team](e, with("teams", "set", team.ID, "--name", "r2", "--window", "1h=100", "--drop-budget", "24h", "--max-concurrent", "3")...)
 	require.Equal(t, "r2", set.Name)
 	require.Equal(t, []int64{1000, 100}, []int64{set.Windows[0].Limit, set.Windows[1].Limit})
 	require.Empty(t, set.Budgets)
@@ -47,7 +47,7 @@ func teamLifecycle(t *testing.T, e *env, extra ...string) {
 	r = e.run(with("teams", "delete", team.ID)...)
 	require.Equal(t, exitUsage, r.code, r.stderr)
 	require.Contains(t, r.stderr, k.ID)
-	out := jsonOf[gateway.AdminKey](e, with("keys", "set-limit", k.ID, "--team", "")...)
+	out := jsonOf[admin.Key](e, with("keys", "set-limit", k.ID, "--team", "")...)
 	require.Empty(t, out.Team)
 	require.Equal(t, deleteOut{team.ID, true}, jsonOf[deleteOut](e, with("teams", "delete", team.ID)...))
 	r = e.run(with("teams", "show", team.ID)...)

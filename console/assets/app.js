@@ -651,7 +651,7 @@ const TEAM_COLS = [
 ];
 
 const TEAM_SORT = {
-  name: (t) => t.name || t.id, keys: (t) => (t.keys || []).length,
+  name: (t) => t.name || t.id, keys: (t) => t.key_count || 0,
   usage: (t) => maxFrac(t.windows, 'used', 'limit'), budget: (t) => maxFrac(t.budgets, 'spent_usd', 'limit_usd'),
 };
 
@@ -681,7 +681,7 @@ function renderTeams() {
 }
 
 function teamRow(t) {
-  const n = (t.keys || []).length;
+  const n = t.key_count || 0;
   const limits = [];
   if (t.requests_per_minute) limits.push(`${t.requests_per_minute}/min`);
   if (t.max_concurrent) limits.push(`${t.max_concurrent} at once`);
@@ -689,7 +689,7 @@ function teamRow(t) {
   if (t.in_flight) limits.push(`${t.in_flight} in flight`);
   const tr = h('tr', { 'data-team-id': t.id },
     h('td', {}, h('span', { class: 'key-name', text: t.name || '(no name)' }), h('span', { class: 'sub mono', text: t.id })),
-    h('td', { class: 'num', 'data-keys': n, title: (t.keys || []).map(keyName).join(', ') }, String(n)),
+    h('td', { class: 'num', 'data-keys': n }, String(n)),
     h('td', {}, windowsCell(t.windows)),
     h('td', {}, budgetsCell(t.budgets)),
     h('td', {}, limits.join(' · ')));
@@ -709,8 +709,8 @@ async function teamAction(ev) {
   const name = t.name || t.id;
   if (btn.dataset.action === 'edit') { openTeamDialog(t); return; }
   if (btn.dataset.action !== 'delete') return;
-  if ((t.keys || []).length) {
-    say(`Team “${name}” still has ${t.keys.length} key(s): move them to another team or to none (Edit on the key) first.`, true);
+  if (t.key_count) {
+    say(`Team “${name}” still has ${t.key_count} key(s): move them to another team or to none (Edit on the key) first.`, true);
     return;
   }
   if (!await confirmDialog(`Delete team “${name}” (${t.id})? This cannot be undone.`, 'Delete team')) return;

@@ -25,9 +25,13 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/admin"
+	"github.com/ratestore/ratestore/console"
 	"github.com/ratestore/ratestore/gateway"
 	"github.com/ratestore/ratestore/internal/fakeclock"
 	"github.com/ratestore/ratestore/internal/logbuf"
+	"github.com/ratestore/ratestore/keystore"
+	"github.com/ratestore/ratestore/ledger"
 )
 
 const (
@@ -65,12 +69,13 @@ func tokensOf(models ...string) int64 {
 // env is a gateway with the console on loopback, in front of a fake
 // upstream, and a headless Chromium tab to drive it.
 type env struct {
-	t    *testing.T
-	db   *ratestore.DB
-	gw   atomic.Pointer[gateway.Gateway] // what srv serves
-	srv  *httptest.Server
-	logs *logbuf.Buffer // the gateway's log
-	tab  context.Context
+	t     *testing.T
+	db    *ratestore.DB
+	gw    atomic.Pointer[gateway.Gateway] // the gateway behind front, or the last one
+	front atomic.Value                    // the http.Handler srv serves: the console
+	srv   *httptest.Server
+	logs  *logbuf.Buffer // the gateway's log
+	tab   context.Context
 
 	mu       sync.Mutex
 	problems []string // what the fake upstream found wrong
@@ -114,18 +119,38 @@ func newEnvAt(t *testing.T, vp viewport, clock *fakeclock.Clock) *env {
 	t.Cleanup(func() { db.Close() })
 	e.db = db
 	gw, err := gateway.New(db, gateway.Options{
-		Upstream: upURL, UpstreamKey: upstreamKey, AdminToken: adminToken, Logger: e.logger(),
+		Upstream: upURL, UpstreamKey: upstreamKey, Logger: e.logger(),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.gw.Store(gw)
 	t.Cleanup(func() { e.closeGateway() })
-	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { e.gw.Load().ServeHTTP(w, r) }))
+	e.front.Store(e.operator(gw.Keys(), gw.Ledger(), gw))
+	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e.front.Load().(http.Handler).ServeHTTP(w, r)
+	}))
 	t.Cleanup(e.srv.Close)
 	t.Cleanup(e.checkAfter)
 	e.startBrowser(browser, vp)
 	return e
+}
+
+// operator returns the console in front of gw (nil: none, read only, as
+// the console command serves it), guarding the admin API on keys and l.
+func (e *env) operator(keys *keystore.Store, l *ledger.Ledger, gw *gateway.Gateway) http.Handler {
+	aopts := admin.Options{Keys: keys, Ledger: l, Log: e.logger()}
+	copts := console.Options{Token: adminToken, Log: e.logger(), ReadOnly: gw == nil}
+	if gw != nil {
+		aopts.Gateway = gw
+		copts.Metrics, copts.Next = gw.Metrics(), gw
+	}
+	api, err := admin.New(aopts)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	copts.API = api
+	return console.New(copts)
 }
 
 func (e *env) logger() *slog.Logger {
@@ -148,11 +173,16 @@ func (e *env) readOnly() {
 	e.t.Helper()
 	e.settle()
 	e.closeGateway()
-	gw, err := gateway.New(e.db, gateway.Options{AdminToken: adminToken, AdminOnly: true, ReadOnlyAdmin: true, Logger: e.logger()})
+	keys, err := keystore.Open(e.db, keystore.Options{})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.gw.Store(gw)
+	l, err := ledger.Open(e.db, ledger.Options{ReadOnly: true})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { l.Close(context.Background()) })
+	e.front.Store(e.operator(keys, l, nil))
 }
 
 // browserPath is Debian's chromium; the test is skipped without it, or

@@ -31,6 +31,9 @@ type Detail struct {
 	Type    string `json:"type"`
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// Param names the request's parameter or field that is wrong, as
+	// OpenAI's errors do; left out when none is.
+	Param string `json:"param,omitempty"`
 }
 
 // TypeOf is the error type of an answer of status: Auth for 401,
@@ -54,6 +57,12 @@ func Write(w http.ResponseWriter, status int, typ, code, msg string) {
 		w.Header().Set("WWW-Authenticate", "Bearer")
 	}
 	WriteJSON(w, status, Body{Type: "error", Error: Detail{Type: typ, Code: code, Message: msg}})
+}
+
+// WriteParam is Write for an error about the request's parameter or
+// field param, which the body names.
+func WriteParam(w http.ResponseWriter, status int, typ, code, param, msg string) {
+	WriteJSON(w, status, Body{Type: "error", Error: Detail{Type: typ, Code: code, Message: msg, Param: param}})
 }
 
 // WriteJSON answers status with v as JSON, never stored by a cache (an

@@ -1,4 +1,4 @@
-package gateway
+package admin
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/internal/apierror"
 	"github.com/ratestore/ratestore/ledger"
 	"github.com/ratestore/ratestore/pricing"
 )
@@ -26,16 +27,16 @@ import (
 // hour, and GET /admin/requests, its entries newest first, a page at a
 // time. Both answer JSON, or CSV to a request whose Accept asks for
 // text/csv first. The command line prints the same shapes, built by the
-// same functions (ParseSpendQuery, NewAdminSpend, AdminSpend.WriteCSV and
+// same functions (ParseSpendQuery, NewSpend, Spend.WriteCSV and
 // their requests' counterparts), from a database it opens itself.
 
-// AdminCounters are the counters of a group of requests (ledger.Totals):
+// Counters are the counters of a group of requests (ledger.Totals):
 // what the requests served used, by token type (disjoint: input excludes
 // the cached prompt, output the reasoning), what they cost, and how many
 // requests were refused, in all and by reason (a keystore.Denial's:
 // "window", "budget", "rate", "concurrency", "model", ...; left out when
 // none were).
-type AdminCounters struct {
+type Counters struct {
 	Requests         int64            `json:"requests"`
 	InputTokens      int64            `json:"input_tokens"`
 	OutputTokens     int64            `json:"output_tokens"`
@@ -47,22 +48,22 @@ type AdminCounters struct {
 	RefusedBy        map[string]int64 `json:"refused_by,omitempty"`
 }
 
-// AdminSpendRow is one group of an AdminSpend: the values of the
+// SpendRow is one group of an Spend: the values of the
 // dimensions it is grouped by, and its counters. A dimension not grouped
 // by is left out (nil); one grouped by is there even when "" (the keys in
 // no team), so that such a group shows as one.
-type AdminSpendRow struct {
+type SpendRow struct {
 	Key   *string `json:"key,omitempty"`
 	Team  *string `json:"team,omitempty"`
 	Model *string `json:"model,omitempty"`
 	Day   *string `json:"day,omitempty"`  // the UTC date: "2026-11-26"
 	Hour  *string `json:"hour,omitempty"` // the hour's start, RFC 3339 in UTC: "2026-11-26T14:00:00Z"
-	AdminCounters
+	Counters
 }
 
 // Dimension returns the value of r's dimension name (ledger.ByKey, ...),
 // and whether r is grouped by it.
-func (r AdminSpendRow) Dimension(name string) (string, bool) {
+func (r SpendRow) Dimension(name string) (string, bool) {
 	var v *string
 	switch name {
 	case ledger.ByKey:
@@ -82,23 +83,23 @@ func (r AdminSpendRow) Dimension(name string) (string, bool) {
 	return *v, true
 }
 
-// AdminSpend is the answer to GET /admin/spend: the range as the ledger
+// Spend is the answer to GET /admin/spend: the range as the ledger
 // rounded it out ([From, To), whole UTC days, or hours when grouped by
 // hour), the dimensions grouped by as asked ([] for none: one row, the
 // total, when anything happened), the rows in the ledger's order (time,
 // then key, team and model), and their total.
-type AdminSpend struct {
-	From    time.Time       `json:"from"`
-	To      time.Time       `json:"to"`
-	GroupBy []string        `json:"group_by"`
-	Rows    []AdminSpendRow `json:"rows"`
-	Total   AdminCounters   `json:"total"`
+type Spend struct {
+	From    time.Time  `json:"from"`
+	To      time.Time  `json:"to"`
+	GroupBy []string   `json:"group_by"`
+	Rows    []SpendRow `json:"rows"`
+	Total   Counters   `json:"total"`
 }
 
-// AdminRequests is the answer to GET /admin/requests: entries of the
+// Requests is the answer to GET /admin/requests: entries of the
 // ledger, newest first, each in ledger.Entry's JSON shape, and the cursor
 // of the next page, left out when there is none.
-type AdminRequests struct {
+type Requests struct {
 	Requests   []ledger.Entry `json:"requests"`
 	NextCursor string         `json:"next_cursor,omitempty"`
 }
@@ -108,12 +109,12 @@ type AdminRequests struct {
 // it (JSON ones have it too).
 const NextCursorHeader = "X-Next-Cursor"
 
-// NewAdminSpend is s as the admin API answers it.
-func NewAdminSpend(s ledger.Spend) AdminSpend {
-	a := AdminSpend{From: s.From.UTC(), To: s.To.UTC(), GroupBy: append([]string{}, s.GroupBy...),
-		Rows: make([]AdminSpendRow, len(s.Rows)), Total: newCounters(s.Total)}
+// NewSpend is s as the admin API answers it.
+func NewSpend(s ledger.Spend) Spend {
+	a := Spend{From: s.From.UTC(), To: s.To.UTC(), GroupBy: append([]string{}, s.GroupBy...),
+		Rows: make([]SpendRow, len(s.Rows)), Total: newCounters(s.Total)}
 	for i, r := range s.Rows {
-		row := AdminSpendRow{AdminCounters: newCounters(r.Totals)}
+		row := SpendRow{Counters: newCounters(r.Totals)}
 		for _, by := range s.GroupBy {
 			switch by {
 			case ledger.ByKey:
@@ -135,8 +136,8 @@ func NewAdminSpend(s ledger.Spend) AdminSpend {
 	return a
 }
 
-func newCounters(t ledger.Totals) AdminCounters {
-	c := AdminCounters{
+func newCounters(t ledger.Totals) Counters {
+	c := Counters{
 		Requests: t.Requests, InputTokens: t.Tokens.Input, OutputTokens: t.Tokens.Output,
 		CacheReadTokens: t.Tokens.CacheRead, CacheWriteTokens: t.Tokens.CacheWrite, ReasoningTokens: t.Tokens.Reasoning,
 		CostUSD: t.Cost, Refused: t.Refused,
@@ -147,17 +148,17 @@ func newCounters(t ledger.Totals) AdminCounters {
 	return c
 }
 
-// NewAdminRequests is p as the admin API answers it.
-func NewAdminRequests(p ledger.Page) AdminRequests {
-	return AdminRequests{Requests: append([]ledger.Entry{}, p.Entries...), NextCursor: p.Next}
+// NewRequests is p as the admin API answers it.
+func NewRequests(p ledger.Page) Requests {
+	return Requests{Requests: append([]ledger.Entry{}, p.Entries...), NextCursor: p.Next}
 }
 
-// counterColumns are the CSV columns of AdminCounters, in the order of
+// counterColumns are the CSV columns of Counters, in the order of
 // their JSON fields; refused_by has no column.
 var counterColumns = []string{"requests", "input_tokens", "output_tokens", "cache_read_tokens",
 	"cache_write_tokens", "reasoning_tokens", "cost_usd", "refused"}
 
-func (c AdminCounters) record() []string {
+func (c Counters) record() []string {
 	n := strconv.FormatInt
 	return []string{n(c.Requests, 10), n(c.InputTokens, 10), n(c.OutputTokens, 10), n(c.CacheReadTokens, 10),
 		n(c.CacheWriteTokens, 10), n(c.ReasoningTokens, 10), c.CostUSD.String(), n(c.Refused, 10)}
@@ -168,7 +169,7 @@ func (c AdminCounters) record() []string {
 // counters (without refused_by); then a record per row, and no total. Money
 // is an exact decimal number of USD. A text cell that a spreadsheet would
 // read as a formula is prefixed with ' (see csvText).
-func (s AdminSpend) WriteCSV(w io.Writer) error {
+func (s Spend) WriteCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
 	cw.Write(append(slices.Clone(s.GroupBy), counterColumns...))
 	for _, r := range s.Rows {
@@ -190,9 +191,9 @@ var RequestColumns = []string{"time", "request_id", "key", "team", "model", "rou
 
 // WriteCSV writes p as GET /admin/requests answers it to Accept: text/csv:
 // a header of RequestColumns, then a record per entry, each value as in
-// its JSON ("" for no team), text cells guarded as AdminSpend.WriteCSV's.
+// its JSON ("" for no team), text cells guarded as Spend.WriteCSV's.
 // The next page's cursor is not in it (NextCursorHeader).
-func (p AdminRequests) WriteCSV(w io.Writer) error {
+func (p Requests) WriteCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
 	cw.Write(RequestColumns)
 	n := strconv.FormatInt
@@ -383,48 +384,48 @@ func intParam(v url.Values, name string, lo, hi int, what string) (int, error) {
 	return n, nil
 }
 
-// adminSpend answers GET /admin/spend: ParseSpendQuery, ledger.Spend, and
-// NewAdminSpend as JSON or CSV.
-func (g *Gateway) adminSpend(w http.ResponseWriter, r *http.Request) {
-	v, ok := g.ledgerQuery(w, r)
+// spend answers GET /admin/spend: ParseSpendQuery, ledger.Spend, and
+// NewSpend as JSON or CSV.
+func (api *API) spend(w http.ResponseWriter, r *http.Request) {
+	v, ok := api.ledgerQuery(w, r)
 	if !ok {
 		return
 	}
 	q, err := ParseSpendQuery(v)
 	if err != nil {
-		g.spendFailed(w, r, err)
+		api.spendFailed(w, r, err)
 		return
 	}
 	noteFilters(w, q.Key, q.Team)
-	s, err := g.ledger.Spend(r.Context(), q)
+	s, err := api.ledger.Spend(r.Context(), q)
 	if err != nil {
-		g.spendFailed(w, r, err)
+		api.spendFailed(w, r, err)
 		return
 	}
-	a := NewAdminSpend(s)
+	a := NewSpend(s)
 	writeTable(w, r, a, a.WriteCSV)
 }
 
-// adminRequests answers GET /admin/requests: ParseRequestQuery,
-// ledger.Requests, and NewAdminRequests as JSON or CSV, with the next
+// requests answers GET /admin/requests: ParseRequestQuery,
+// ledger.Requests, and NewRequests as JSON or CSV, with the next
 // page's cursor in NextCursorHeader too.
-func (g *Gateway) adminRequests(w http.ResponseWriter, r *http.Request) {
-	v, ok := g.ledgerQuery(w, r)
+func (api *API) requests(w http.ResponseWriter, r *http.Request) {
+	v, ok := api.ledgerQuery(w, r)
 	if !ok {
 		return
 	}
 	q, err := ParseRequestQuery(v)
 	if err != nil {
-		g.spendFailed(w, r, err)
+		api.spendFailed(w, r, err)
 		return
 	}
 	noteFilters(w, q.Key, q.Team)
-	p, err := g.ledger.Requests(r.Context(), q)
+	p, err := api.ledger.Requests(r.Context(), q)
 	if err != nil {
-		g.spendFailed(w, r, err)
+		api.spendFailed(w, r, err)
 		return
 	}
-	a := NewAdminRequests(p)
+	a := NewRequests(p)
 	if a.NextCursor != "" {
 		w.Header().Set(NextCursorHeader, a.NextCursor)
 	}
@@ -434,15 +435,15 @@ func (g *Gateway) adminRequests(w http.ResponseWriter, r *http.Request) {
 // ledgerQuery returns the query of r, a request to the ledger's routes,
 // or answers 404 when the gateway keeps no ledger and 400 when the query
 // does not parse, and returns false.
-func (g *Gateway) ledgerQuery(w http.ResponseWriter, r *http.Request) (url.Values, bool) {
-	if g.ledger == nil {
-		writeError(w, http.StatusNotFound, typeInvalid, "no_ledger",
+func (api *API) ledgerQuery(w http.ResponseWriter, r *http.Request) (url.Values, bool) {
+	if api.ledger == nil {
+		writeError(w, http.StatusNotFound, apierror.Invalid, "no_ledger",
 			"the gateway runs without a spend ledger (Options.NoLedger, --no-ledger): it has no spend or requests to show")
 		return nil, false
 	}
 	v, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, typeInvalid, "invalid_parameter", fmt.Sprintf("the query does not parse: %v", err))
+		writeError(w, http.StatusBadRequest, apierror.Invalid, "invalid_parameter", fmt.Sprintf("the query does not parse: %v", err))
 		return nil, false
 	}
 	return v, true
@@ -463,11 +464,11 @@ func noteFilters(w http.ResponseWriter, key, team string) {
 // parameter that is wrong (a ParamError, or the ledger's ErrInvalid: a
 // range too long, a cursor it did not give); otherwise the failure is
 // logged and the answer is 500 (a corrupt record) or 503.
-func (g *Gateway) spendFailed(w http.ResponseWriter, r *http.Request, err error) {
+func (api *API) spendFailed(w http.ResponseWriter, r *http.Request, err error) {
 	var pe *ParamError
 	switch {
 	case errors.As(err, &pe):
-		writeError(w, http.StatusBadRequest, typeInvalid, "invalid_parameter", pe.Error())
+		apierror.WriteParam(w, http.StatusBadRequest, apierror.Invalid, "invalid_parameter", pe.Param, pe.Error())
 		return
 	case errors.Is(err, ledger.ErrInvalid):
 		msg := strings.TrimPrefix(err.Error(), "ledger: ")
@@ -475,18 +476,18 @@ func (g *Gateway) spendFailed(w http.ResponseWriter, r *http.Request, err error)
 		if !strings.HasPrefix(msg, "from") && !strings.HasPrefix(msg, "cursor") {
 			msg = "from, to: " + msg // the range: the one thing left for the ledger to refuse
 		}
-		writeError(w, http.StatusBadRequest, typeInvalid, "invalid_parameter", msg)
+		writeError(w, http.StatusBadRequest, apierror.Invalid, "invalid_parameter", msg)
 		return
 	}
 	if r.Context().Err() == nil {
-		g.log.LogAttrs(r.Context(), slog.LevelError, "gateway admin: the spend ledger failed",
+		api.log.LogAttrs(r.Context(), slog.LevelError, "gateway admin: the spend ledger failed",
 			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("error", err.Error()))
 	}
 	if errors.Is(err, ratestore.ErrCorrupt) {
-		writeError(w, http.StatusInternalServerError, typeAPI, "ledger_corrupt", "a record of the spend ledger cannot be read: see the gateway's log")
+		writeError(w, http.StatusInternalServerError, apierror.API, "ledger_corrupt", "a record of the spend ledger cannot be read: see the gateway's log")
 		return
 	}
-	writeError(w, http.StatusServiceUnavailable, typeAPI, "store_unavailable", "the gateway's spend ledger could not be read; retry later")
+	writeError(w, http.StatusServiceUnavailable, apierror.API, "store_unavailable", "the gateway's spend ledger could not be read; retry later")
 }
 
 // writeTable answers 200 with v as JSON or, when r asks for CSV (see

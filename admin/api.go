@@ -1,0 +1,239 @@
+package admin
+
+import (
+	"cmp"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/internal/apierror"
+	"github.com/ratestore/ratestore/keystore"
+	"github.com/ratestore/ratestore/ledger"
+)
+
+// MaxBody bounds the body of an admin request: a key's fields are a
+// few kilobytes at most (keystore.MaxModels patterns of keystore.MaxName
+// bytes), so anything larger is a mistake or an attack, refused with 413
+// before it is read whole.
+const MaxBody = 1 << 20
+
+// DefaultBodyTimeout bounds the wait for an admin request's body.
+const DefaultBodyTimeout = 30 * time.Second
+
+// Options configures an API.
+type Options struct {
+	// Keys is the key store the API manages; required.
+	Keys *keystore.Store
+	// Ledger is the spend ledger GET /admin/spend and /admin/requests
+	// read; nil answers them 404 no_ledger.
+	Ledger *ledger.Ledger
+	// Gateway is the gateway that serves the keys in this process, if
+	// any: nil answers GET /admin/live and POST /admin/prices/reload 404,
+	// and every key's ReservedTokens is 0.
+	Gateway Gateway
+	// Now is the clock of GET /admin/live; nil means time.Now.
+	Now func() time.Time
+	// BodyTimeout bounds the wait for a request's body; 0 means
+	// DefaultBodyTimeout, a negative value no bound.
+	BodyTimeout time.Duration
+	// Log receives a line per call (never a body) and the failures; nil
+	// discards them.
+	Log *slog.Logger
+}
+
+// Gateway is what the API shows and asks of the gateway serving beside
+// it (a *gateway.Gateway).
+type Gateway interface {
+	// Reserved returns the tokens the gateway's requests of key id in
+	// flight hold: a Key's ReservedTokens.
+	Reserved(id string) int64
+	// Traffic returns the requests ended and tokens charged per second of
+	// the last seconds, and the requests in flight: GET /admin/live.
+	Traffic() (requestsPerSecond, tokensPerSecond float64, inFlight int64)
+	// ReloadPrices reads the price table again and returns how many models
+	// it prices: POST /admin/prices/reload.
+	ReloadPrices() (int, error)
+}
+
+// API is the admin API: an http.Handler of the routes under /admin/ that
+// manage keys and teams and read the spend ledger (see the package
+// documentation). It authenticates nobody: whoever mounts it decides who
+// may call it (package console does, for the gateway). It is safe for
+// concurrent use.
+type API struct {
+	keys        *keystore.Store
+	ledger      *ledger.Ledger
+	gw          Gateway
+	now         func() time.Time
+	bodyTimeout time.Duration
+	log         *slog.Logger
+	mux         *http.ServeMux
+	patterns    []string
+}
+
+// New returns the API of opts.
+func New(opts Options) (*API, error) {
+	if opts.Keys == nil {
+		return nil, fmt.Errorf("admin: Options.Keys is nil: %w", ratestore.ErrInvalid)
+	}
+	api := &API{
+		keys: opts.Keys, ledger: opts.Ledger, gw: opts.Gateway, now: opts.Now,
+		bodyTimeout: cmp.Or(opts.BodyTimeout, DefaultBodyTimeout), log: opts.Log, mux: http.NewServeMux(),
+	}
+	if api.log == nil {
+		api.log = slog.New(slog.DiscardHandler)
+	}
+	if api.now == nil {
+		api.now = time.Now
+	}
+	api.handle("POST /admin/keys", api.createKey)
+	api.handle("GET /admin/keys", api.listKeys)
+	api.handle("GET /admin/keys/{id}", api.getKey)
+	api.handle("PATCH /admin/keys/{id}", api.patchKey)
+	api.handle("DELETE /admin/keys/{id}", api.deleteKey)
+	api.handle("POST /admin/keys/{id}/rotate", api.rotateKey)
+	api.handle("POST /admin/teams", api.createTeam)
+	api.handle("GET /admin/teams", api.listTeams)
+	api.handle("GET /admin/teams/{id}", api.getTeam)
+	api.handle("PATCH /admin/teams/{id}", api.patchTeam)
+	api.handle("DELETE /admin/teams/{id}", api.deleteTeam)
+	api.handle("GET /admin/spend", api.spend)
+	api.handle("GET /admin/requests", api.requests)
+	api.handle("POST /admin/prices/reload", api.reloadPrices)
+	api.handle("GET /admin/live", api.serveLive)
+	return api, nil
+}
+
+// handle registers h for pattern and notes the pattern (Patterns).
+func (api *API) handle(pattern string, h http.HandlerFunc) {
+	api.mux.HandleFunc(pattern, h)
+	api.patterns = append(api.patterns, pattern)
+}
+
+// Patterns returns the API's routes, as http.ServeMux patterns ("GET
+// /admin/keys/{id}"): the tests of whoever mounts it try each, so that a
+// route added later is guarded as the others are.
+func (api *API) Patterns() []string { return append([]string(nil), api.patterns...) }
+
+// call is the ResponseWriter of an admin call: it notes the status and
+// the key or team the call was about, for its log line.
+type call struct {
+	http.ResponseWriter
+	status        int
+	keyID, teamID string
+}
+
+func (c *call) WriteHeader(code int) {
+	if c.status == 0 {
+		c.status = code
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+func (c *call) Write(b []byte) (int, error) {
+	if c.status == 0 {
+		c.status = http.StatusOK
+	}
+	return c.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the server's writer.
+func (c *call) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+// ServeHTTP answers a call of the API. A path that is no route gets 404,
+// and a method a route does not have 405 with Allow, both with the error
+// body; every call is logged (logCall).
+func (api *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c := &call{ResponseWriter: w}
+	defer api.logCall(r, c)
+	if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
+		// A body that never ends must not hold the connection (and its
+		// goroutine) for good, and an answer given before the body was
+		// read whole closes the connection, which the server would
+		// otherwise drain first, however slowly the rest comes. Changes
+		// are few: a connection each costs nothing.
+		defer api.bodyDeadline(w)()
+		w.Header().Set("Connection", "close")
+	}
+	h, pattern := api.mux.Handler(r)
+	if pattern != "" {
+		api.mux.ServeHTTP(c, r) // which sets the path's values; Handler does not
+		return
+	}
+	// No route: the mux would answer 404 or 405 in plain text. Answer
+	// with the error body instead, and the mux's Allow.
+	rec := &headerRecorder{header: http.Header{}}
+	h.ServeHTTP(rec, r)
+	if rec.status == http.StatusMethodNotAllowed {
+		allow := rec.header.Get("Allow")
+		c.Header().Set("Allow", allow)
+		writeError(c, http.StatusMethodNotAllowed, apierror.Invalid, "method_not_allowed",
+			fmt.Sprintf("%s %s: method not allowed; allowed: %s", r.Method, r.URL.Path, allow))
+		return
+	}
+	writeError(c, http.StatusNotFound, apierror.Invalid, "not_found",
+		"no such path: the admin API is /admin/keys, /admin/keys/{id}, /admin/teams, /admin/teams/{id}, /admin/spend and /admin/requests")
+}
+
+// bodyDeadline bounds the reads of w's connection by the body timeout
+// from now, and returns what lifts the bound. Setting it fails only where
+// the ResponseWriter cannot (tests); the server's ReadTimeout then bounds
+// it.
+func (api *API) bodyDeadline(w http.ResponseWriter) (lift func()) {
+	rc := http.NewResponseController(w)
+	if api.bodyTimeout <= 0 || rc.SetReadDeadline(time.Now().Add(api.bodyTimeout)) != nil {
+		return func() {}
+	}
+	return func() { rc.SetReadDeadline(time.Time{}) }
+}
+
+// headerRecorder keeps the status and header the mux's own 404 and 405
+// would write, and drops the body.
+type headerRecorder struct {
+	header http.Header
+	status int
+}
+
+func (h *headerRecorder) Header() http.Header         { return h.header }
+func (h *headerRecorder) Write(b []byte) (int, error) { return len(b), nil }
+func (h *headerRecorder) WriteHeader(code int)        { h.status = code }
+
+// noteKey notes the key id an admin call is about, for its log line.
+func noteKey(w http.ResponseWriter, id string) {
+	if c, ok := w.(*call); ok {
+		c.keyID = id
+	}
+}
+
+// noteTeam notes the team id an admin call is about, for its log line.
+func noteTeam(w http.ResponseWriter, id string) {
+	if c, ok := w.(*call); ok {
+		c.teamID = id
+	}
+}
+
+// logCall logs call r at its end: method, path, status, key id and, for
+// a team's call, team id; never a body, which may hold a secret. A
+// successful poll of /admin/live is logged at level Debug: it comes every
+// few seconds.
+func (api *API) logCall(r *http.Request, c *call) {
+	level := slog.LevelInfo
+	if r.URL.Path == "/admin/live" && c.status < http.StatusBadRequest {
+		level = slog.LevelDebug
+	}
+	attrs := []slog.Attr{slog.String("method", r.Method), slog.String("path", r.URL.Path),
+		slog.Int("status", c.status), slog.String("key_id", c.keyID)}
+	if c.teamID != "" {
+		attrs = append(attrs, slog.String("team_id", c.teamID))
+	}
+	api.log.LogAttrs(r.Context(), level, "admin", attrs...)
+}
+
+// writeError answers status with the error body (package apierror).
+func writeError(w http.ResponseWriter, status int, typ, code, msg string) {
+	apierror.Write(w, status, typ, code, msg)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) { apierror.WriteJSON(w, status, v) }

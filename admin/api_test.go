@@ -1,0 +1,56 @@
+package admin_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/admin"
+	"github.com/ratestore/ratestore/keystore"
+)
+
+// newAPI returns an API on the key store of a new database.
+func newAPI(t *testing.T) (*admin.API, *keystore.Store) {
+	t.Helper()
+	db, err := ratestore.Open(filepath.Join(t.TempDir(), "admin.db"), ratestore.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	ks, err := keystore.Open(db, keystore.Options{})
+	require.NoError(t, err)
+	api, err := admin.New(admin.Options{Keys: ks})
+	require.NoError(t, err)
+	return api, ks
+}
+
+// TestLongLists: a policy's lists longer than their bounds are refused
+// before their elements are read, naming the field, and create nothing,
+// however many elements the body holds within MaxBody.
+func TestLongLists(t *testing.T) {
+	api, ks := newAPI(t)
+	n := (admin.MaxBody - 200) / 4
+	for _, c := range []struct{ field, body, msg string }{
+		{"models", `{"windows":[{"limit":1,"window":"1h"}],"models":[` + strings.Repeat(`"a",`, n) + `"a"]}`, "models: more than 256 elements"},
+		{"windows", `{"windows":[` + strings.Repeat(`{},`, n) + `{}]}`, "windows: more than 16 elements"},
+		{"budgets", `{"windows":[{"limit":1,"window":"1h"}],"budgets":[` + strings.Repeat(`1,`, n) + `1]}`, "budgets: more than 8 elements"},
+	} {
+		require.Less(t, len(c.body), admin.MaxBody, c.field)
+		w := httptest.NewRecorder()
+		api.ServeHTTP(w, httptest.NewRequest("POST", "/admin/keys", strings.NewReader(c.body)))
+		require.Equal(t, http.StatusBadRequest, w.Code, c.field)
+		var e struct {
+			Error struct{ Code, Message string }
+		}
+		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &e))
+		require.Equal(t, "invalid_field", e.Error.Code, c.field)
+		require.Contains(t, e.Error.Message, c.msg, c.field)
+	}
+	n = 0
+	require.NoError(t, ks.List(t.Context(), func(keystore.Key) error { n++; return nil }))
+	require.Zero(t, n, "nothing was created")
+}

@@ -1,0 +1,386 @@
+package admin
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/ratestore/ratestore/internal/apierror"
+	"github.com/ratestore/ratestore/keystore"
+	"github.com/ratestore/ratestore/strategies"
+)
+
+// policyBody is the policy fields of KeyRequest and TeamRequest as the
+// API decodes them: the lists raw, so that their length is checked before
+// any element is read (readList), and each window and budget apart, so
+// that an error names its index.
+type policyBody struct {
+	Models            json.RawMessage `json:"models"`
+	Windows           json.RawMessage `json:"windows"`
+	RequestsPerMinute *int64          `json:"requests_per_minute"`
+	MaxConcurrent     *int            `json:"max_concurrent"`
+	Budgets           json.RawMessage `json:"budgets"`
+}
+
+// readList splits raw, the JSON array of field, into its elements,
+// refusing it as soon as it has more than max: the elements are scanned
+// and not decoded (each is a slice of raw), so that a list of a million
+// elements costs a scan of the body, bounded by MaxBody, and no more. A
+// missing field or null is nil and ok; an empty array is an empty slice.
+func readList(raw json.RawMessage, field string, max int) ([]json.RawMessage, string) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, ""
+	}
+	dec := jsontext.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '[' {
+		return nil, fmt.Sprintf("%s: want an array", field)
+	}
+	elems := []json.RawMessage{}
+	for dec.PeekKind() != ']' {
+		if len(elems) == max {
+			return nil, fmt.Sprintf("%s: more than %d elements: at most %d", field, max, max)
+		}
+		start := dec.InputOffset()
+		if err := dec.SkipValue(); err != nil {
+			return nil, fmt.Sprintf("%s[%d]: %v", field, len(elems), err)
+		}
+		elems = append(elems, bytes.TrimLeft(raw[start:dec.InputOffset()], " \t\r\n,"))
+	}
+	return elems, ""
+}
+
+// keyBody is KeyRequest as the gateway decodes it.
+type keyBody struct {
+	Name  *string `json:"name"`
+	Model *string `json:"model"`
+	Team  *string `json:"team"`
+	policyBody
+	ExpiresAt json.RawMessage `json:"expires_at"`
+	Disabled  *bool           `json:"disabled"`
+}
+
+// teamBody is TeamRequest as the gateway decodes it.
+type teamBody struct {
+	Name *string `json:"name"`
+	policyBody
+}
+
+// readBody decodes the body of r, one JSON object, into v strictly
+// (decodeStrict), or answers 400 or 413 and returns false.
+func readBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	if status, code, msg := decodeStrict(http.MaxBytesReader(w, r.Body, MaxBody), v, ""); status != 0 {
+		writeError(w, status, apierror.Invalid, code, msg)
+		return false
+	}
+	return true
+}
+
+// readKeyFields reads the body of r, an KeyRequest, and checks what
+// can be checked without the key: the types, the durations, the instant,
+// and (create) that there is a token window. It answers 400 or 413 and
+// returns false when the body is wrong.
+func readKeyFields(w http.ResponseWriter, r *http.Request, create bool) (*keyFields, bool) {
+	var b keyBody
+	if !readBody(w, r, &b) {
+		return nil, false
+	}
+	f := &keyFields{name: b.Name, model: b.Model, team: b.Team, disabled: b.Disabled}
+	if !readPolicy(w, &b.policyBody, create, "key", &f.policyFields) {
+		return nil, false
+	}
+	if b.ExpiresAt != nil {
+		at, msg := readInstant(b.ExpiresAt)
+		if msg != "" {
+			writeError(w, http.StatusBadRequest, apierror.Invalid, "invalid_field", "expires_at: "+msg)
+			return nil, false
+		}
+		f.expiresAt = &at
+	}
+	return f, true
+}
+
+// readTeamFields reads the body of r, an TeamRequest, as
+// readKeyFields reads a key's.
+func readTeamFields(w http.ResponseWriter, r *http.Request, create bool) (*teamFields, bool) {
+	var b teamBody
+	if !readBody(w, r, &b) {
+		return nil, false
+	}
+	f := &teamFields{name: b.Name}
+	if !readPolicy(w, &b.policyBody, create, "team", &f.policyFields) {
+		return nil, false
+	}
+	return f, true
+}
+
+// readPolicy reads the policy fields b of a request about a key or a team
+// (what) into f, checking what can be checked without the key store:
+// the types, the durations and (create) that there is a token window. It
+// answers 400 and returns false when a field is wrong.
+func readPolicy(w http.ResponseWriter, b *policyBody, create bool, what string, f *policyFields) bool {
+	bad := func(format string, args ...any) bool {
+		writeError(w, http.StatusBadRequest, apierror.Invalid, "invalid_field", fmt.Sprintf(format, args...))
+		return false
+	}
+	f.rpm, f.maxConcurrent = b.RequestsPerMinute, b.MaxConcurrent
+	models, msg := readList(b.Models, "models", keystore.MaxModels)
+	if msg == "" && models != nil {
+		f.models, msg = readModels(models)
+	}
+	windows, msg2 := readList(b.Windows, "windows", keystore.MaxWindows)
+	budgets, msg3 := readList(b.Budgets, "budgets", keystore.MaxBudgets)
+	if msg = cmp.Or(msg, msg2, msg3); msg != "" {
+		return bad("%s", msg)
+	}
+	if windows != nil {
+		if len(windows) == 0 {
+			return bad("windows: empty: a %s needs at least one token window", what)
+		}
+		f.windows = make([]keystore.Window, len(windows))
+		for i, raw := range windows {
+			var status int
+			var code, msg string
+			if f.windows[i], status, code, msg = readWindow(raw, i, f.windows[:i]); status != 0 {
+				writeError(w, status, apierror.Invalid, code, msg)
+				return false
+			}
+		}
+	} else if create {
+		return bad(`windows: required: a %s needs at least one token window, as [{"limit":100000,"window":"5h"}]`, what)
+	}
+	if budgets != nil {
+		bs := make([]keystore.Budget, len(budgets))
+		for i, raw := range budgets {
+			if !readBudget(w, raw, i, &bs[i]) {
+				return false
+			}
+		}
+		f.budgets = &bs
+	}
+	if f.rpm != nil && *f.rpm < 0 {
+		return bad("requests_per_minute: want 0 (no limit) or more, got %d", *f.rpm)
+	}
+	if f.maxConcurrent != nil && *f.maxConcurrent < 0 {
+		return bad("max_concurrent: want 0 (no limit) or more, got %d", *f.maxConcurrent)
+	}
+	return true
+}
+
+// readModels reads the elements of "models", each a model name or glob.
+func readModels(elems []json.RawMessage) (*[]string, string) {
+	models := make([]string, len(elems))
+	for i, raw := range elems {
+		if err := json.Unmarshal(raw, &models[i]); err != nil {
+			return nil, fmt.Sprintf("models[%d]: want a string, a model name or glob (gpt-4o, claude-*)", i)
+		}
+		if strings.TrimSpace(models[i]) == "" {
+			return nil, fmt.Sprintf("models[%d]: empty: want a model name or glob (gpt-4o, claude-*)", i)
+		}
+	}
+	return &models, ""
+}
+
+// readWindow reads windows[i] of a key request, the windows before it
+// read already: the answer's status, code and message when it is wrong.
+func readWindow(raw json.RawMessage, i int, before []keystore.Window) (win keystore.Window, status int, code, msg string) {
+	field := fmt.Sprintf("windows[%d]", i)
+	var wr WindowRequest
+	if status, code, msg := decodeStrict(bytes.NewReader(raw), &wr, field); status != 0 {
+		return win, status, code, msg
+	}
+	bad := func(format string, args ...any) (keystore.Window, int, string, string) {
+		return win, http.StatusBadRequest, "invalid_field", fmt.Sprintf(format, args...)
+	}
+	var err error
+	if win.Window, err = positiveDuration(wr.Window); err != nil {
+		return bad("%s.window: %q: %v", field, wr.Window, err)
+	}
+	if wr.Limit <= 0 {
+		return bad("%s.limit: want a positive number of tokens, got %d", field, wr.Limit)
+	}
+	win.Limit = wr.Limit
+	if wr.Bucket != "" {
+		if win.Bucket, err = positiveDuration(wr.Bucket); err != nil {
+			return bad("%s.bucket: %q: %v", field, wr.Bucket, err)
+		}
+	}
+	if j := slices.IndexFunc(before, func(o keystore.Window) bool { return o.Window == win.Window }); j >= 0 {
+		return bad("%s.window: %q: windows[%d] is a %v window already: give each length once", field, wr.Window, j, win.Window)
+	}
+	return win, 0, "", ""
+}
+
+// readBudget reads budgets[i] of a key request into b, or answers 400
+// naming the field and returns false. What the key store checks (a
+// positive limit, a bucket dividing the window) it reports itself.
+func readBudget(w http.ResponseWriter, raw json.RawMessage, i int, b *keystore.Budget) bool {
+	var status int
+	var code, msg string
+	if *b, status, code, msg = parseBudget(raw, i); status != 0 {
+		writeError(w, status, apierror.Invalid, code, msg)
+		return false
+	}
+	return true
+}
+
+// parseBudget is readBudget's parse: the answer's status, code and
+// message when budgets[i] is wrong.
+func parseBudget(raw json.RawMessage, i int) (b keystore.Budget, status int, code, msg string) {
+	field := fmt.Sprintf("budgets[%d]", i)
+	var br struct { // BudgetRequest, the limit read apart to name it in errors
+		LimitUSD json.RawMessage `json:"limit_usd"`
+		Window   string          `json:"window"`
+		Period   string          `json:"period"`
+		Timezone string          `json:"timezone"`
+	}
+	if status, code, msg := decodeStrict(bytes.NewReader(raw), &br, field); status != 0 {
+		return b, status, code, msg
+	}
+	bad := func(format string, args ...any) (keystore.Budget, int, string, string) {
+		return b, http.StatusBadRequest, "invalid_field", fmt.Sprintf(format, args...)
+	}
+	if err := b.Limit.UnmarshalJSON(br.LimitUSD); err != nil || br.LimitUSD == nil {
+		return bad("%s.limit_usd: %s: want an amount in USD, to the nano-dollar (0.000000001)", field, br.LimitUSD)
+	}
+	var err error
+	switch {
+	case (br.Window == "") == (br.Period == ""):
+		return bad(`%s: give "window" (a Go duration, as "24h") or "period" ("day", "week" or "month"), one of them`, field)
+	case br.Window != "":
+		if br.Timezone != "" {
+			return bad("%s.timezone: a rolling window has no time zone: give a period", field)
+		}
+		if b.Window, err = positiveDuration(br.Window); err != nil {
+			return bad("%s.window: %q: %v", field, br.Window, err)
+		}
+	default:
+		if b.Period, err = strategies.ParsePeriod(br.Period); err != nil {
+			return bad(`%s.period: %q: want "day", "week" or "month"`, field, br.Period)
+		}
+		if br.Timezone != "" {
+			if b.Location, err = time.LoadLocation(br.Timezone); err != nil || br.Timezone == "Local" {
+				return bad("%s.timezone: %q: want an IANA time zone, as Europe/Paris or UTC", field, br.Timezone)
+			}
+		}
+	}
+	return b, 0, "", ""
+}
+
+// readInstant reads an RFC 3339 instant or null (the zero instant: never),
+// and what is wrong with it, if anything.
+func readInstant(raw json.RawMessage) (time.Time, string) {
+	var s *string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return time.Time{}, "want an RFC 3339 instant as a string, or null for never"
+	}
+	if s == nil || *s == "" {
+		return time.Time{}, ""
+	}
+	t, err := time.Parse(time.RFC3339, *s)
+	if err != nil {
+		return time.Time{}, fmt.Sprintf("%q: want an RFC 3339 instant (2027-01-01T00:00:00Z), or null for never", *s)
+	}
+	return t.UTC(), ""
+}
+
+// positiveDuration parses a Go duration that must be positive.
+func positiveDuration(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		return 0, errors.New("not a duration: want a Go duration, as 5h, 90m or 168h")
+	case d <= 0:
+		return 0, errors.New("want a positive duration")
+	}
+	return d, nil
+}
+
+// decodeStrict decodes the one JSON object of rd into v, refusing fields
+// v does not have. It returns the status, error code and message of the
+// answer when it cannot: 400 invalid_field for a field of the wrong type
+// or unknown, 400 invalid_json for a body that is not one JSON value, 413
+// for a body over MaxBody. field, when not "", is the field rd is the
+// value of, for messages.
+func decodeStrict(rd io.Reader, v any, field string) (status int, code, msg string) {
+	at := func(name string) string {
+		switch {
+		case field == "":
+			return name
+		case name == "":
+			return field
+		}
+		return field + "." + name
+	}
+	dec := json.NewDecoder(rd)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		if _, terr := dec.Token(); terr != io.EOF {
+			var mbe *http.MaxBytesError
+			if errors.As(terr, &mbe) {
+				err = terr
+			} else {
+				return http.StatusBadRequest, "invalid_json", "the body holds more than one JSON value: want one object"
+			}
+		}
+	}
+	var (
+		mbe *http.MaxBytesError
+		se  *json.SyntaxError
+		te  *json.UnmarshalTypeError
+	)
+	switch {
+	case err == nil:
+		return 0, "", ""
+	case errors.As(err, &mbe):
+		return http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("the body is larger than %d bytes", mbe.Limit)
+	case errors.Is(err, io.EOF) && field == "":
+		return http.StatusBadRequest, "invalid_json", "the body is empty: want a JSON object"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return http.StatusBadRequest, "invalid_json", "the body is not valid JSON: it ends too early"
+	case errors.As(err, &se):
+		return http.StatusBadRequest, "invalid_json", fmt.Sprintf("the body is not valid JSON: %v (at byte %d)", se, se.Offset)
+	case errors.As(err, &te):
+		want := "an object"
+		if te.Type != nil {
+			want = jsonKind(te.Type.String())
+		}
+		where := at(te.Field)
+		if where == "" {
+			where = "the body"
+		}
+		return http.StatusBadRequest, "invalid_field", fmt.Sprintf("%s: want %s, got a JSON %s", where, want, te.Value)
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		if field == "" {
+			return http.StatusBadRequest, "invalid_field", "unknown field " + name
+		}
+		return http.StatusBadRequest, "invalid_field", fmt.Sprintf("%s: unknown field %s", field, name)
+	}
+	return http.StatusBadRequest, "invalid_json", fmt.Sprintf("the body is not a valid key request: %v", err)
+}
+
+// jsonKind names the JSON a Go type of the requests is read from.
+func jsonKind(goType string) string {
+	goType = strings.TrimLeft(goType, "*")
+	switch {
+	case goType == "string":
+		return "a string"
+	case goType == "bool":
+		return "true or false"
+	case strings.HasPrefix(goType, "int"):
+		return "a whole number"
+	case strings.HasPrefix(goType, "[]"):
+		return "an array"
+	}
+	return "an object"
+}

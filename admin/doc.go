@@ -1,0 +1,54 @@
+// Package admin is the admin API of a gateway: the routes under /admin/
+// that manage API keys and teams (package keystore) and read the spend
+// ledger (package ledger), their JSON shapes (Key, Team, Spend, ...),
+// built by the one set of functions that converts between them and the
+// key store's types (NewKey, NewTeam, Key.Spec, NewKeyRequest, ...), and
+// the Client that calls them, which the command line uses for a running
+// gateway (NewClient) and for a database it opens (NewLocalClient).
+//
+// An API authenticates nobody: whoever mounts it decides who may call it.
+// Package console does, for the gateway command: it takes the admin token
+// as a bearer token or a session cookie, and tells the API who made each
+// call (WithActor).
+//
+// # Routes
+//
+// The API answers these routes. Bodies are JSON, at most MaxBody bytes
+// (413 above), and fields the API does not have are refused:
+//
+//	POST   /admin/keys       KeyRequest -> 201 Created {"key":KEY,"secret"}
+//	GET    /admin/keys       -> 200 Keys {"keys":[KEY,...],"next_cursor"}: a page
+//	GET    /admin/keys/{id}  -> 200 KEY
+//	PATCH  /admin/keys/{id}  KeyRequest, any subset, and "disabled" -> 200 KEY
+//	DELETE /admin/keys/{id}  -> 204
+//	POST   /admin/keys/{id}/rotate  {"grace":"24h"} -> 200 Created: a new secret
+//	POST   /admin/prices/reload     -> 200 {"models":N}, or 400 naming the entry
+//	POST   /admin/teams       {"name", and a key's policy fields} -> 201 Team
+//	GET    /admin/teams       -> 200 Teams {"teams":[TEAM,...],"next_cursor"}: a page
+//	GET    /admin/live        -> 200 Live: the gateway's requests and tokens per second, in flight
+//	GET, PATCH, DELETE /admin/teams/{id}  as for keys; DELETE 409 team_has_keys while keys belong
+//	GET    /admin/spend?from=&to=&group_by=key|team|model|day|hour&key=&team=&model=  -> 200 Spend
+//	GET    /admin/requests?key=&team=&model=&status=&from=&to=&limit=&cursor=      -> 200 Requests
+//	       (both as text/csv with Accept: text/csv; the next cursor also in X-Next-Cursor)
+//
+// The request's fields are "name", "model", "models" (globs; [] for any),
+// "windows" ([{"limit":100000,"window":"5h","bucket":"5m"}], Go durations,
+// bucket optional), "requests_per_minute", "max_concurrent" (0: no limit),
+// "budgets" ([{"limit_usd":5,"window":"24h"}, {"limit_usd":500,"period":
+// "month","timezone":"Europe/Paris"}]; [] for none), "expires_at" (RFC
+// 3339; null for never), "team" (a team's id; "" for none) and
+// "disabled". A rotated key keeps its id, usage,
+// budgets and history; its old secret works until the grace ends
+// ("previous_secret_expires_at"). A POST needs
+// "windows". A PATCH changes the fields it gives and no other; its
+// "windows" replace the key's whole list (a window whose length stays
+// keeps its usage, see keystore.Store.Update). KEY is Key: the key's
+// fields and, per window, "used" (with the tokens reserved by requests in
+// flight), "remaining" and "reset_after_seconds". The secret is in the
+// answer to POST only. A field that is wrong gets 400 with the error body
+// every SDK reads, {"type":"error","error":{"type","code","message",
+// "param"}}, whose message and param name it (`windows[1].window: "5x":
+// not a duration`), and changes nothing; an unknown id 404; a wrong method 405
+// with Allow. Every admin call is logged at level Info with its method,
+// path, status and key id, never a body.
+package admin

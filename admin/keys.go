@@ -1,0 +1,237 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/internal/apierror"
+	"github.com/ratestore/ratestore/keystore"
+)
+
+// createKey answers POST /admin/keys.
+func (api *API) createKey(w http.ResponseWriter, r *http.Request) {
+	f, ok := readKeyFields(w, r, true)
+	if !ok {
+		return
+	}
+	var spec keystore.Spec
+	f.apply(&spec)
+	k, secret, err := api.keys.Create(r.Context(), spec)
+	if err != nil {
+		api.keyFailed(w, r, "", err)
+		return
+	}
+	noteKey(w, k.ID)
+	if f.disabled != nil && *f.disabled {
+		// Nobody has the secret before the answer: disabling it now
+		// leaves no moment in which it works.
+		if err := api.keys.Disable(r.Context(), k.ID); err != nil {
+			api.keyFailed(w, r, k.ID, err)
+			return
+		}
+	}
+	a, err := api.key(r.Context(), k.ID)
+	if err != nil {
+		api.keyFailed(w, r, k.ID, err)
+		return
+	}
+	w.Header().Set("Location", "/admin/keys/"+k.ID)
+	writeJSON(w, http.StatusCreated, Created{Key: a, Secret: secret})
+}
+
+// listKeys answers GET /admin/keys.
+func (api *API) listKeys(w http.ResponseWriter, r *http.Request) {
+	out := Keys{Keys: []Key{}}
+	err := api.keys.List(r.Context(), func(k keystore.Key) error {
+		u, err := api.keys.Usage(r.Context(), k.ID)
+		switch {
+		case errors.Is(err, keystore.ErrNotFound):
+			return nil // deleted meanwhile
+		case err != nil:
+			return err
+		}
+		out.Keys = append(out.Keys, api.withReserved(NewKey(k, u)))
+		return nil
+	})
+	if err != nil {
+		api.keyFailed(w, r, "", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// getKey answers GET /admin/keys/{id}.
+func (api *API) getKey(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	noteKey(w, id)
+	api.writeKey(w, r, id)
+}
+
+// writeKey answers with key id as it is now, or the error of reading it.
+func (api *API) writeKey(w http.ResponseWriter, r *http.Request, id string) {
+	a, err := api.key(r.Context(), id)
+	if err != nil {
+		api.keyFailed(w, r, id, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, a)
+}
+
+// patchKey answers PATCH /admin/keys/{id}: it sets the fields given and
+// no other. "windows" replaces the key's whole list of token windows
+// rather than merging into it, so that a window can be removed; one whose
+// length stays keeps its usage (keystore.Store.Update). The fields of the
+// key's Spec change in one Update, then "disabled", if given; a field
+// that is wrong changes nothing, as every field is checked first.
+func (api *API) patchKey(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	noteKey(w, id)
+	f, ok := readKeyFields(w, r, false)
+	if !ok {
+		return
+	}
+	ctx := r.Context()
+	var err error
+	if f.changesSpec() {
+		_, err = api.keys.Update(ctx, id, func(s *keystore.Spec) error {
+			f.apply(s)
+			return nil
+		})
+	} else {
+		_, err = api.keys.Get(ctx, id) // 404 for an unknown key, even with nothing to change
+	}
+	if err == nil && f.disabled != nil {
+		if *f.disabled {
+			err = api.keys.Disable(ctx, id)
+		} else {
+			err = api.keys.Enable(ctx, id)
+		}
+	}
+	if err != nil {
+		api.keyFailed(w, r, id, err)
+		return
+	}
+	api.writeKey(w, r, id)
+}
+
+// deleteKey answers DELETE /admin/keys/{id}.
+func (api *API) deleteKey(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	noteKey(w, id)
+	if err := api.keys.Delete(r.Context(), id); err != nil {
+		api.keyFailed(w, r, id, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// rotateKey answers POST /admin/keys/{id}/rotate: the key with a new
+// secret, as Created (keystore.Store.Rotate). The log line, as every
+// admin call's, names the key and not the secret.
+func (api *API) rotateKey(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	noteKey(w, id)
+	grace, ok := readGrace(w, r)
+	if !ok {
+		return
+	}
+	_, secret, err := api.keys.Rotate(r.Context(), id, grace)
+	if err != nil {
+		api.keyFailed(w, r, id, err)
+		return
+	}
+	a, err := api.key(r.Context(), id)
+	if err != nil {
+		api.keyFailed(w, r, id, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, Created{Key: a, Secret: secret})
+}
+
+// readGrace reads the body of a rotation, an RotateRequest or
+// nothing, and returns its grace (0 when left out), or answers 400 or 413
+// and returns false. Its range is the key store's to check.
+func readGrace(w http.ResponseWriter, r *http.Request) (time.Duration, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		writeError(w, http.StatusRequestEntityTooLarge, apierror.Invalid, "request_too_large", fmt.Sprintf("the body is larger than %d bytes", mbe.Limit))
+		return 0, false
+	case err != nil:
+		writeError(w, http.StatusBadRequest, apierror.Invalid, "invalid_json", fmt.Sprintf("reading the body: %v", err))
+		return 0, false
+	case len(bytes.TrimSpace(body)) == 0:
+		return 0, true
+	}
+	var req RotateRequest
+	if status, code, msg := decodeStrict(bytes.NewReader(body), &req, ""); status != 0 {
+		writeError(w, status, apierror.Invalid, code, msg)
+		return 0, false
+	}
+	if req.Grace == "" {
+		return 0, true
+	}
+	grace, err := time.ParseDuration(req.Grace)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, apierror.Invalid, "invalid_field",
+			fmt.Sprintf("grace: %q: not a duration: want a Go duration, as 24h or 90m", req.Grace))
+		return 0, false
+	}
+	return grace, true
+}
+
+// key returns key id and its usage now.
+func (api *API) key(ctx context.Context, id string) (Key, error) {
+	k, err := api.keys.Get(ctx, id)
+	if err != nil {
+		return Key{}, err
+	}
+	u, err := api.keys.Usage(ctx, id)
+	if err != nil {
+		return Key{}, err
+	}
+	return api.withReserved(NewKey(k, u)), nil
+}
+
+// withReserved sets a's reserved tokens: those of the gateway's requests
+// of the key in flight.
+func (api *API) withReserved(a Key) Key {
+	if api.gw != nil {
+		a.ReservedTokens = api.gw.Reserved(a.ID)
+	}
+	return a
+}
+
+// keyFailed answers an admin call whose key store call failed: 404 for
+// an unknown key, 400 for a field the key store refuses, with its message
+// in the request's terms; otherwise the failure is logged and the answer
+// is 500 (a corrupt record) or 503.
+func (api *API) keyFailed(w http.ResponseWriter, r *http.Request, id string, err error) {
+	switch {
+	case errors.Is(err, keystore.ErrNotFound):
+		msg := "no key has the id " + id
+		if id == "" {
+			msg = "no such key"
+		}
+		writeError(w, http.StatusNotFound, apierror.Invalid, "key_not_found", msg)
+		return
+	case errors.Is(err, ratestore.ErrInvalid):
+		writeError(w, http.StatusBadRequest, apierror.Invalid, "invalid_field", fieldMessage(err))
+		return
+	}
+	api.log.LogAttrs(r.Context(), slog.LevelError, "gateway admin: key store failed",
+		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("key_id", id), slog.String("error", err.Error()))
+	if errors.Is(err, ratestore.ErrCorrupt) {
+		writeError(w, http.StatusInternalServerError, apierror.API, "key_corrupt", "a key's record cannot be read: see the gateway's log")
+		return
+	}
+	writeError(w, http.StatusServiceUnavailable, apierror.API, "store_unavailable", "the gateway's key store failed; retry later")
+}
