@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"bytes"
 	"cmp"
 	"fmt"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/internal/apierror"
+	"github.com/ratestore/ratestore/internal/etag"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/ledger"
 )
@@ -158,7 +160,11 @@ func (api *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Connection", "close")
 	}
 	h, pattern := api.mux.Handler(r)
-	if pattern != "" {
+	switch {
+	case pattern != "" && r.Method == http.MethodGet:
+		revalidated(c, r, api.mux)
+		return
+	case pattern != "":
 		api.mux.ServeHTTP(c, r) // which sets the path's values; Handler does not
 		return
 	}
@@ -176,6 +182,46 @@ func (api *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	writeError(c, http.StatusNotFound, apierror.Invalid, "not_found",
 		"no such path: the admin API is /admin/keys, /admin/keys/{id}, /admin/teams, /admin/teams/{id}, /admin/spend and /admin/requests")
 }
+
+// revalidated serves GET r with h, answering 304 Not Modified, with no
+// body, when r's If-None-Match names the answer's entity tag (a hash of
+// its body): a console that polls a page sends the tag of what it shows,
+// and learns in a few bytes that nothing changed. The answer is built
+// whole first; the API's answers are pages, a few megabytes at most.
+func revalidated(w http.ResponseWriter, r *http.Request, h http.Handler) {
+	rec := &buffered{header: w.Header()}
+	h.ServeHTTP(rec, r)
+	if rec.status == 0 {
+		rec.status = http.StatusOK
+	}
+	if rec.status == http.StatusOK {
+		tag := etag.Of(rec.body.Bytes())
+		w.Header().Set("ETag", tag)
+		if etag.Matches(r.Header.Get("If-None-Match"), tag) {
+			w.Header().Del("Content-Type")
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+	}
+	w.WriteHeader(rec.status)
+	w.Write(rec.body.Bytes())
+}
+
+// buffered is the ResponseWriter of revalidated: the handler's header is
+// the real one's; its status and body are kept.
+type buffered struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (b *buffered) Header() http.Header { return b.header }
+func (b *buffered) WriteHeader(code int) {
+	if b.status == 0 {
+		b.status = code
+	}
+}
+func (b *buffered) Write(p []byte) (int, error) { return b.body.Write(p) }
 
 // bodyDeadline bounds the reads of w's connection by the body timeout
 // from now, and returns what lifts the bound. Setting it fails only where

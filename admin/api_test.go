@@ -54,3 +54,33 @@ func TestLongLists(t *testing.T) {
 	require.NoError(t, ks.List(t.Context(), func(keystore.Key) error { n++; return nil }))
 	require.Zero(t, n, "nothing was created")
 }
+
+// TestRevalidate: a GET's answer has an ETag; the same GET with it in
+// If-None-Match gets 304 and no body while nothing changed, and the new
+// answer once something did.
+func TestRevalidate(t *testing.T) {
+	api, ks := newAPI(t)
+	get := func(tag string) *httptest.ResponseRecorder {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest("GET", "/admin/keys", nil)
+		if tag != "" {
+			r.Header.Set("If-None-Match", tag)
+		}
+		api.ServeHTTP(w, r)
+		return w
+	}
+	first := get("")
+	require.Equal(t, http.StatusOK, first.Code)
+	tag := first.Header().Get("ETag")
+	require.NotEmpty(t, tag)
+	again := get(tag)
+	require.Equal(t, http.StatusNotModified, again.Code)
+	require.Empty(t, again.Body.Bytes())
+	require.Equal(t, tag, again.Header().Get("ETag"))
+	_, _, err := ks.Create(t.Context(), keystore.Spec{Name: "new", TokenLimit: 10})
+	require.NoError(t, err)
+	changed := get(tag)
+	require.Equal(t, http.StatusOK, changed.Code)
+	require.NotEqual(t, tag, changed.Header().Get("ETag"))
+	require.Contains(t, changed.Body.String(), `"name":"new"`)
+}

@@ -62,7 +62,7 @@ type localTransport struct {
 }
 
 func (t localTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	rec := &recorder{header: http.Header{}}
+	rec := &buffered{header: http.Header{}}
 	in := req.WithContext(WithActor(req.Context(), t.actor))
 	if in.Body == nil {
 		in.Body = http.NoBody // as a server's request has
@@ -77,26 +77,6 @@ func (t localTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: rec.header,
 		Body: io.NopCloser(&rec.body), ContentLength: int64(rec.body.Len()), Request: req,
 	}, nil
-}
-
-// recorder is the ResponseWriter of a local call.
-type recorder struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (r *recorder) Header() http.Header { return r.header }
-func (r *recorder) WriteHeader(code int) {
-	if r.status == 0 {
-		r.status = code
-	}
-}
-func (r *recorder) Write(b []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
-	}
-	return r.body.Write(b)
 }
 
 // Error is an answer of the admin API other than the one asked for: its

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	etags "github.com/ratestore/ratestore/internal/etag"
 )
 
 // files are the console's page and its assets, built into the binary: no
@@ -105,7 +107,7 @@ func (a *asset) serve(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Type", a.ctype)
 	h.Set("Cache-Control", "no-cache")
 	h.Set("ETag", etag)
-	if matches(r.Header.Get("If-None-Match"), etag) {
+	if etags.Matches(r.Header.Get("If-None-Match"), etag) {
 		h.Del("Content-Encoding")
 		w.WriteHeader(http.StatusNotModified)
 		return
@@ -126,18 +128,6 @@ func acceptsGzip(r *http.Request) bool {
 				q := strings.ReplaceAll(params, " ", "")
 				return q != "q=0" && q != "q=0.0" && q != "q=0.00" && q != "q=0.000"
 			}
-		}
-	}
-	return false
-}
-
-// matches reports whether an If-None-Match value names etag (weakly, as
-// If-None-Match compares), or is "*".
-func matches(ifNoneMatch, etag string) bool {
-	for part := range strings.SplitSeq(ifNoneMatch, ",") {
-		t := strings.TrimPrefix(strings.TrimSpace(part), "W/")
-		if t == etag || t == "*" {
-			return true
 		}
 	}
 	return false
