@@ -58,9 +58,9 @@ import (
 type Backend interface {
 	// String names the backend: "bolt", "badger".
 	String() string
-	// OpenStore opens or creates the store at path for Open. logger
-	// receives the backend's warnings; recover is Options.Recover.
-	OpenStore(path string, logger *slog.Logger, recover bool) (storage.Store, error)
+	// OpenStore opens or creates the store at path for Open, with what
+	// opts takes of Options: Logger and Recover.
+	OpenStore(path string, opts storage.Options) (storage.Store, error)
 }
 
 // Bolt is the default Backend: go.etcd.io/bbolt, one file at path and its
@@ -72,8 +72,8 @@ type boltBackend string
 func (b boltBackend) String() string { return string(b) }
 
 // OpenStore implements Backend.
-func (boltBackend) OpenStore(path string, _ *slog.Logger, recover bool) (storage.Store, error) {
-	return boltstore.OpenWith(path, boltstore.Options{Recover: recover})
+func (boltBackend) OpenStore(path string, opts storage.Options) (storage.Store, error) {
+	return boltstore.OpenWith(path, opts)
 }
 
 // Durability says when a call that changed a state returns.
@@ -244,7 +244,7 @@ func Open(path string, opts Options) (*DB, error) {
 	if backend == nil {
 		backend = Bolt
 	}
-	store, err := backend.OpenStore(path, opts.Logger, opts.Recover)
+	store, err := backend.OpenStore(path, storage.Options{Logger: opts.Logger, Recover: opts.Recover})
 	if err != nil {
 		return nil, fmt.Errorf("ratestore: open: %w", err)
 	}

@@ -82,7 +82,7 @@ func TestMemtableLogDamage(t *testing.T) {
 		require.ErrorContains(t, err, mem)
 		require.ErrorContains(t, err, "damaged entry at offset")
 
-		s, err := badgerstore.OpenRecover(dir, nil, true)
+		s, err := badgerstore.OpenWith(dir, storage.Options{Recover: true})
 		require.NoError(t, err)
 		defer s.Close()
 		r := s.Recovery()
@@ -125,7 +125,7 @@ func TestMemtableLogDamage(t *testing.T) {
 		require.ErrorIs(t, err, strategies.ErrCorrupt)
 		require.ErrorContains(t, err, fmt.Sprintf("%s: corrupt state: the file ends at %d", mem, cut))
 
-		s, err := badgerstore.OpenRecover(dir, nil, true)
+		s, err := badgerstore.OpenWith(dir, storage.Options{Recover: true})
 		require.NoError(t, err)
 		defer s.Close()
 		r := s.Recovery()
