@@ -45,6 +45,10 @@ import (
 //
 // locks is for the backend contract (Store): a DB serializes its callers
 // itself, and ignores it.
+//
+// On a DB opened read-only fn runs as on any other, and its Batch reads
+// (PeekN, Inspect, Get); its changes fail with ErrReadOnly, changing
+// nothing.
 func (db *DB) Update(ctx context.Context, locks []string, fn func(*Batch) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -190,6 +194,9 @@ func (b *Batch) Modify(l *Limiter, key string, fn func(st strategies.State, now 
 		return Result{}, err
 	}
 	db := l.db
+	if db.readOnly {
+		return Result{}, l.writeRefused(key)
+	}
 	now := db.now()
 	sh, i, err := l.entry(noWait, key, now)
 	if err != nil {
@@ -241,6 +248,9 @@ func (b *Batch) write(key, value []byte) error {
 	}
 	if err := validRecordKey(key); err != nil {
 		return err
+	}
+	if b.db.readOnly {
+		return fmt.Errorf("ratestore: record %.40q: %w", key, ErrReadOnly)
 	}
 	g, err := b.db.records.put(b.db, string(key), value)
 	b.joined(g)

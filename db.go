@@ -29,7 +29,12 @@
 // when the table is over its bound.
 //
 // Only one process may open a database: both backends hold a file lock, and
-// Open fails with an error matching ErrLocked when it is taken.
+// Open fails with an error matching ErrLocked when it is taken. The
+// exception is a database opened read-only (Options.ReadOnly), to look at
+// it without changing a byte of it (a backup, a copy, a database no
+// process holds): such opens share the lock with one another, and exclude
+// a writer as a writer excludes them. Every call that would change such a
+// DB fails with an error matching ErrReadOnly.
 package ratestore
 
 import (
@@ -58,9 +63,9 @@ import (
 type Backend interface {
 	// String names the backend: "bolt", "badger".
 	String() string
-	// OpenStore opens or creates the store at path for Open. logger
-	// receives the backend's warnings; recover is Options.Recover.
-	OpenStore(path string, logger *slog.Logger, recover bool) (storage.Store, error)
+	// OpenStore opens or creates the store at path for Open, with what
+	// opts takes of Options: Logger, Recover and ReadOnly.
+	OpenStore(path string, opts storage.Options) (storage.Store, error)
 }
 
 // Bolt is the default Backend: go.etcd.io/bbolt, one file at path and its
@@ -72,8 +77,8 @@ type boltBackend string
 func (b boltBackend) String() string { return string(b) }
 
 // OpenStore implements Backend.
-func (boltBackend) OpenStore(path string, _ *slog.Logger, recover bool) (storage.Store, error) {
-	return boltstore.OpenWith(path, boltstore.Options{Recover: recover})
+func (boltBackend) OpenStore(path string, opts storage.Options) (storage.Store, error) {
+	return boltstore.OpenWith(path, opts)
 }
 
 // Durability says when a call that changed a state returns.
@@ -141,8 +146,39 @@ type Options struct {
 	// damaged ones. Badger's memtable and value logs cannot skip damage:
 	// badger keeps what comes before it and drops the rest of that file.
 	// An unreadable last record, what a crash leaves, is dropped with or
-	// without Recover, and reported (at Warn).
+	// without Recover, and reported (at Warn). With ReadOnly, what is
+	// dropped is dropped in memory only: the files stay as they are.
 	Recover bool
+
+	// ReadOnly opens an existing database to read it and change nothing:
+	// not a byte of its files, not their modification times. The backend
+	// opens it read-only (bbolt's and badger's ReadOnly options) under a
+	// shared lock: several read-only opens, in this process or others, may
+	// hold it at once, and Open fails with ErrLocked while a writer holds
+	// it, as a writer's Open does while a read-only open holds it.
+	//
+	// What a writable Open writes is done in memory only, or refused:
+	// Bolt replays its write-ahead log into memory, where the records stay
+	// until Close (no checkpoint, no reset of the log); a Bolt file from
+	// before checksums, whose values Open would migrate, fails Open with
+	// an error matching ErrReadOnly, as does a badger directory that was
+	// not closed cleanly (a crash, or a copy of a database in use), which
+	// badger cannot read without cutting its logs: open such a database
+	// writable once, or a copy of it. A path with no database fails with an
+	// error matching fs.ErrNotExist: nothing is created.
+	//
+	// Every call that would change a state or a record fails with an error
+	// matching ErrReadOnly and changes nothing: Limiter's Allow, AllowN,
+	// Record, Reset, Reserve and Wait, Concurrency's Acquire, the writes of
+	// a Batch (AllowN, Record, Reset, Modify, Put, Delete) and Restore.
+	// AllowN is refused with n = 0 too, so that whether a call may write
+	// does not depend on its arguments: PeekN asks. Peek, PeekN, Inspect,
+	// Get, Scan, ScanFrom, Export and Flush work, and so does Update, whose
+	// Batch reads. A state that time alone brought back to its initial
+	// value, or that a clock gone back clamps, is changed in memory as a
+	// writable DB changes it, and never written. Durability and
+	// FlushInterval have no effect: nothing is committed.
+	ReadOnly bool
 }
 
 // Recovery reports what Open dropped from a database's write-ahead log
@@ -178,8 +214,15 @@ var (
 	// cannot be decoded; the message names the key.
 	ErrCorrupt = strategies.ErrCorrupt
 	// ErrLocked is matched when Open finds the database held by another
-	// process (or another open DB in this process).
+	// process (or another open DB in this process): by a writer, or, for a
+	// writable Open, by a read-only one.
 	ErrLocked = storage.ErrLocked
+	// ErrReadOnly is matched by every call that would change a DB opened
+	// with Options.ReadOnly, and by a read-only Open of a database that
+	// cannot be read without a change (see Options.ReadOnly); nothing was
+	// changed. It does not match ErrInvalid: the call and its arguments
+	// are good, the database is not open to take it.
+	ErrReadOnly = storage.ErrReadOnly
 	// ErrConflict is matched by an Update of a shared store that stored
 	// nothing because a value its batch read was changed by another writer
 	// before the commit (see Store.UpdateCached): the caller may run its
@@ -194,13 +237,14 @@ var (
 
 // DB is an open rate-limit store. It is safe for concurrent use.
 type DB struct {
-	store   storage.Store
-	backend Backend
-	path    string
-	now     func() int64 // Unix nanoseconds: the engine never needs a time.Time
-	after   func(time.Duration) <-chan time.Time
-	async   bool
-	log     *slog.Logger
+	store    storage.Store
+	backend  Backend
+	path     string
+	now      func() int64 // Unix nanoseconds: the engine never needs a time.Time
+	after    func(time.Duration) <-chan time.Time
+	async    bool
+	readOnly bool // Options.ReadOnly
+	log      *slog.Logger
 
 	clockWarned atomic.Bool   // a clock jump was logged (see DB.clockJumped)
 	roomMisses  atomic.Int64  // keys inserted over the cache bound (see DB.makeRoom)
@@ -244,7 +288,7 @@ func Open(path string, opts Options) (*DB, error) {
 	if backend == nil {
 		backend = Bolt
 	}
-	store, err := backend.OpenStore(path, opts.Logger, opts.Recover)
+	store, err := backend.OpenStore(path, storage.Options{Logger: opts.Logger, Recover: opts.Recover, ReadOnly: opts.ReadOnly})
 	if err != nil {
 		return nil, fmt.Errorf("ratestore: open: %w", err)
 	}
@@ -271,12 +315,13 @@ func (db *DB) Recovery() *Recovery { return db.recovery }
 // newDB starts the engine over an open store; opts is already validated.
 func newDB(store storage.Store, backend Backend, path string, opts Options) *DB {
 	db := &DB{
-		store:   store,
-		backend: backend,
-		path:    path,
-		async:   opts.Durability == Async,
-		log:     opts.Logger,
-		seed:    maphash.MakeSeed(),
+		store:    store,
+		backend:  backend,
+		path:     path,
+		async:    opts.Durability == Async && !opts.ReadOnly, // read-only: no interval to commit at
+		readOnly: opts.ReadOnly,
+		log:      opts.Logger,
+		seed:     maphash.MakeSeed(),
 	}
 	db.after = opts.After
 	if db.after == nil {
@@ -460,6 +505,11 @@ func (db *DB) Backend() Backend { return db.backend }
 
 // Path reports the path the DB was opened at.
 func (db *DB) Path() string { return db.path }
+
+// ReadOnly reports whether the DB was opened with Options.ReadOnly.
+// Packages built on a DB (the key store, the ledger) ask it, so that they
+// write nothing either.
+func (db *DB) ReadOnly() bool { return db.readOnly }
 
 // Close writes every pending change, waits for it to be on disk, and releases
 // the database. Calls made after Close returns ErrClosed. Close is

@@ -45,6 +45,9 @@ func (db *DB) Restore(ctx context.Context, entries []Entry) error {
 	if db.closed.Load() {
 		return ErrClosed
 	}
+	if db.readOnly {
+		return fmt.Errorf("ratestore: restore: %w", ErrReadOnly)
+	}
 	if n := db.CachedKeys(); n > 0 {
 		return fmt.Errorf("ratestore: restore: %d limiter states are in memory: restore only into a database not in use: %w", n, ErrInvalid)
 	}

@@ -191,6 +191,9 @@ func (l *Limiter) reset(ctx context.Context, key string) (*generation, error) {
 		return nil, err
 	}
 	db := l.db
+	if db.readOnly {
+		return nil, l.writeRefused(key)
+	}
 	sh, at, err := l.lock(key)
 	if err != nil {
 		return nil, err
@@ -221,6 +224,9 @@ func (l *Limiter) do(ctx context.Context, key string, c strategies.Call, res *Re
 		return fmt.Errorf("ratestore: limiter %q: key %q: negative n %d: %w", l.name, key, c.N, ErrInvalid)
 	}
 	db := l.db
+	if db.readOnly && !c.DryRun {
+		return l.writeRefused(key)
+	}
 	c.Now = db.now()
 	sh, at, err := l.lock(key)
 	if err != nil {
@@ -349,6 +355,12 @@ func (db *DB) changed(sh *shard, i int) *generation {
 	sh.markDirty(i, g.seq)
 	sh.mu.Unlock()
 	return g
+}
+
+// writeRefused is the error of a call that would change key's state on a
+// DB opened read-only (see Options.ReadOnly).
+func (l *Limiter) writeRefused(key string) error {
+	return fmt.Errorf("ratestore: limiter %q: key %q: %w", l.name, key, ErrReadOnly)
 }
 
 // lock locks the shard of key and returns it with the key's slot, or

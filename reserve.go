@@ -78,6 +78,9 @@ func (l *Limiter) Reserve(ctx context.Context, key string, n int64) (*Reservatio
 		return nil, fmt.Errorf("ratestore: limiter %q: key %q: negative n %d: %w", l.name, key, n, ErrInvalid)
 	}
 	db := l.db
+	if db.readOnly {
+		return nil, l.writeRefused(key)
+	}
 	now := db.now()
 	sh, i, err := l.entry(ctx, key, now)
 	if err != nil {

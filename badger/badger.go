@@ -15,8 +15,6 @@
 package badger
 
 import (
-	"log/slog"
-
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/internal/storage"
 	"github.com/ratestore/ratestore/internal/storage/badgerstore"
@@ -32,6 +30,6 @@ var _ ratestore.Backend = Backend
 func (b backend) String() string { return string(b) }
 
 // OpenStore implements ratestore.Backend.
-func (backend) OpenStore(path string, logger *slog.Logger, recover bool) (storage.Store, error) {
-	return badgerstore.OpenRecover(path, logger, recover)
+func (backend) OpenStore(path string, opts storage.Options) (storage.Store, error) {
+	return badgerstore.OpenWith(path, opts)
 }

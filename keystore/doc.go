@@ -200,7 +200,8 @@
 // usage window). Open rewrites them as version 2, moving each usage window
 // into its engine state, in two commits: the states first, then the
 // records, so that a crash in between loses nothing (a record still at
-// version 1 sets its state again, replacing what the first commit wrote).
+// version 1 sets its state again, replacing what the first commit wrote);
+// on a read-only database, in memory only (see below).
 //
 // A legacy record (l/<id>) is binary, version 1:
 //
@@ -224,4 +225,24 @@
 // its flag and the deletion of l/<id> are one commit, made under the key's
 // lock, so a window is merged exactly once. LifetimeTokens is the imported
 // total and is never recomputed from the windows.
+//
+// # A read-only database
+//
+// Open on a ratestore.DB opened read-only (ratestore.Options.ReadOnly),
+// such as the console's view of a closed database, writes nothing, and
+// shows the keys as a writable Store would have left them. Version 1
+// records are decoded and upgraded in memory only: the key is as upgrade
+// makes it, and its usage window, read again from its record when the
+// key's usage is read, is the state of its first token window. A key's
+// pending legacy usage is not merged: Usage and Check read its token
+// windows with the legacy windows merged into copies of their states, by
+// the functions a merge uses (a legacy record that cannot be decoded fails
+// Get, Usage and Check, as the merge would), while the stored states, the
+// legacy record and the pending flag stay as they are (PendingLegacy and
+// LegacyIDs still count the key). Get and List return each key as a merge
+// leaves it: the merge changes no field of a Key. Every call that would
+// change a key or a team (Create, Import, Update, Disable, Enable,
+// Delete, Rotate, RecordUsage, Admit, MigrateLegacy with usage pending,
+// CreateTeam, UpdateTeam, DeleteTeam) fails with an error matching
+// ErrReadOnly before it changes anything, in memory either.
 package keystore

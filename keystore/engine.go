@@ -2,6 +2,7 @@ package keystore
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/ratestore/ratestore"
@@ -18,6 +19,10 @@ type limiter = ratestore.StoreLimiter
 type engine interface {
 	// now reads the backend's clock, in Unix nanoseconds.
 	now() int64
+	// readOnly reports whether the backend was opened read-only
+	// (ratestore.Options.ReadOnly): update and updateCached then fail
+	// with ErrReadOnly, before fn runs.
+	readOnly() bool
 	limiter(name string, s strategies.Strategy) (limiter, error)
 	// update runs fn in a batch whose changes are stored together,
 	// holding the locks named by locks (key ids, secret hashes) against
@@ -64,6 +69,7 @@ type batch interface {
 type backend[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]] struct {
 	db      ratestore.Store[L, B]
 	runners sync.Pool // of *runner[L, B]
+	ro      bool      // see engine.readOnly
 }
 
 // runner is the function an update passes to the backend's Update: fn on
@@ -76,6 +82,11 @@ type runner[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]] struct {
 
 func newBackend[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore.Store[L, B]) *backend[L, B] {
 	e := &backend[L, B]{db: db}
+	// A DB opened read-only says so; a backend that has no read-only
+	// mode (Redis) has no such method.
+	if ro, ok := any(db).(interface{ ReadOnly() bool }); ok {
+		e.ro = ro.ReadOnly()
+	}
 	e.runners.New = func() any {
 		r := &runner[L, B]{}
 		r.run = func(b B) error { return r.fn(batchOf[L, B]{b}) }
@@ -85,6 +96,13 @@ func newBackend[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestor
 }
 
 func (e *backend[L, B]) now() int64 { return e.db.Now().UnixNano() }
+
+func (e *backend[L, B]) readOnly() bool { return e.ro }
+
+// errReadOnly is the error of every change of a key store on a database
+// opened read-only. It is returned before the change's function runs, so
+// nothing changes, in memory either.
+var errReadOnly = fmt.Errorf("keystore: no key or team can change: the database is %w", ErrReadOnly)
 
 func (e *backend[L, B]) limiter(name string, s strategies.Strategy) (limiter, error) {
 	l, err := e.db.Limiter(name, s)
@@ -118,6 +136,9 @@ func (direct) Inspect(ctx context.Context, l limiter, key string, fn func(st str
 
 // run runs fn in a batch of update (the backend's Update or UpdateCached).
 func (e *backend[L, B]) run(ctx context.Context, locks []string, fn func(batch) error, update func(context.Context, []string, func(B) error) error) error {
+	if e.ro {
+		return errReadOnly
+	}
 	r := e.runners.Get().(*runner[L, B])
 	r.fn = fn
 	err := update(ctx, locks, r.run)

@@ -127,7 +127,7 @@ func (s *Store) freeID(taken map[string]bool) string {
 }
 
 // Get returns the key id. It merges the key's pending legacy usage, if
-// any.
+// any (on a read-only database it only reads it: see the package doc).
 func (s *Store) Get(ctx context.Context, id string) (Key, error) {
 	e, err := s.settled(ctx, id)
 	if err != nil {
@@ -375,7 +375,8 @@ func (s *Store) Lookup(ctx context.Context, secret string) (Key, error) {
 // allowed), with the binding window's Limit and Remaining, the largest
 // ResetAfter, and when denied the RetryAfter until it is allowed again.
 // Tokens reserved by admissions in flight count as used. It writes only to
-// merge the key's pending legacy usage.
+// merge the key's pending legacy usage (on a read-only database, nothing:
+// it checks the key as the merge would leave it).
 func (s *Store) Check(ctx context.Context, secret string) (Key, strategies.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Key{}, strategies.Result{}, err
@@ -413,7 +414,8 @@ func (s *Store) read(c *call, inBatch func(batch) error, in func(*call, reader) 
 
 // checkIn is Check of c's key read through r (see read). It sets c.k and
 // c.res, or c.legacy for a key with legacy usage to merge first, which it
-// leaves unchecked.
+// leaves unchecked; a read-only Store, which merges nothing, checks the
+// key as the merge would leave it (see unwritten).
 func (s *Store) checkIn(c *call, r reader) error {
 	e := c.e
 	e.mu.Lock()
@@ -423,7 +425,7 @@ func (s *Store) checkIn(c *call, r reader) error {
 			return err
 		}
 	}
-	if c.legacy = e.rec.legacy; c.legacy {
+	if c.legacy = e.rec.legacy && !s.readOnly; c.legacy {
 		return nil
 	}
 	if e.rec.gone || c.hash != e.rec.hash && !e.previous(c.hash, s.now()) {
@@ -433,8 +435,11 @@ func (s *Store) checkIn(c *call, r reader) error {
 	if err := e.refusal(s.expiryNow(e)); err != nil {
 		return err
 	}
-	var err error
-	if c.res, _, err = e.rec.pol.peek(c.ctx, r, e.id, 0); err != nil {
+	r, err := s.unwritten(c.ctx, e, r)
+	if err == nil {
+		c.res, _, err = e.rec.pol.peek(c.ctx, r, e.id, 0)
+	}
+	if err != nil {
 		c.k = Key{}
 	}
 	return err
@@ -475,7 +480,8 @@ func (e *entry) used(tokens, now int64) {
 
 // Usage reports the usage of key id now: every window, the binding one,
 // and the admissions in flight. It merges the key's pending legacy usage,
-// if any.
+// if any; on a read-only database it reports the windows as the merge
+// would leave them, and writes nothing.
 func (s *Store) Usage(ctx context.Context, id string) (Usage, error) {
 	e, err := s.settled(ctx, id)
 	if err != nil {
@@ -514,6 +520,10 @@ func (s *Store) usageFrom(c *call, r reader) error {
 		if err := b.Prefetch(nil, e.id, e.rec.pol.all...); err != nil {
 			return err
 		}
+	}
+	r, err := s.unwritten(c.ctx, e, r)
+	if err != nil {
+		return err
 	}
 	return s.usageOf(c, r)
 }

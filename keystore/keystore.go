@@ -156,14 +156,19 @@ var (
 	// ErrCorrupt is ratestore.ErrCorrupt: matched by every error about
 	// stored bytes that cannot be decoded.
 	ErrCorrupt = ratestore.ErrCorrupt
+	// ErrReadOnly is ratestore.ErrReadOnly: matched by every call that
+	// would change a key or a team of a Store on a database opened
+	// read-only.
+	ErrReadOnly = ratestore.ErrReadOnly
 )
 
 // Store is the key store of one database. It is safe for concurrent use.
 type Store struct {
-	eng    engine
-	shared bool    // other processes change the store (Redis): reads are batches, one round trip each
-	opts   Options // with the defaults applied
-	usage  Window  // the window of Spec.TokenLimit and of legacy keys
+	eng      engine
+	shared   bool    // other processes change the store (Redis): reads are batches, one round trip each
+	readOnly bool    // the database is open read-only: nothing is written (see unwritten)
+	opts     Options // with the defaults applied
+	usage    Window  // the window of Spec.TokenLimit and of legacy keys
 
 	mu      sync.RWMutex
 	byID    map[string]*entry
@@ -213,7 +218,8 @@ type storeKey struct{}
 //
 // Records written by earlier versions are rewritten in the current format
 // on the way (see the package doc); a record that cannot be decoded is
-// reported, with ErrCorrupt, by every call naming its key.
+// reported, with ErrCorrupt, by every call naming its key. On a DB opened
+// read-only, nothing is written, by Open or later: see the package doc.
 //
 // db is any backend meeting the backend contract (ratestore.Store): a
 // *ratestore.DB, or a *redisstore.DB, where every process that opens the

@@ -212,12 +212,21 @@ func (s *Store) checkImported(i int, k *Imported) (record, []legacyWindow, error
 }
 
 // settle merges e's pending legacy usage, if any, in a commit of its own.
+// A read-only Store merges nothing, and shows the merge in its reads
+// instead (see unwritten): it only reads the legacy record, so that a
+// key whose record is damaged fails here as a merge would.
 func (s *Store) settle(ctx context.Context, e *entry) error {
 	e.mu.Lock()
 	pending := e.rec.legacy
 	e.mu.Unlock()
 	if !pending {
 		return nil
+	}
+	if s.readOnly {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		_, err := s.unwritten(ctx, e, direct{})
+		return err
 	}
 	return s.eng.update(ctx, []string{e.id}, func(b batch) error {
 		e.mu.Lock()
@@ -246,14 +255,7 @@ func (s *Store) mergePending(ctx context.Context, b batch, e *entry) error {
 // writes the record without its pending flag, so that a window is merged
 // exactly once. The caller holds e.mu, inside b's Update.
 func (s *Store) mergeLegacy(ctx context.Context, b batch, e *entry) error {
-	v, err := b.Get(legacyKey(e.id))
-	if err != nil {
-		return fmt.Errorf("keystore: key %s: %w", e.id, err)
-	}
-	if v == nil {
-		return corrupt(e.id, "record: legacy usage is pending, but there is no legacy record")
-	}
-	ws, err := decodeLegacy(e.id, v)
+	ws, err := legacyUsage(e.id, b.Get)
 	if err != nil {
 		return err
 	}
@@ -261,12 +263,7 @@ func (s *Store) mergeLegacy(ctx context.Context, b batch, e *entry) error {
 	for i, l := range pol.windows {
 		rw := pol.pub.Windows[i].strategy()
 		_, err := b.Modify(l, e.id, func(st strategies.State, now int64) (strategies.State, error) {
-			for _, w := range ws {
-				if err := rw.Merge(st, now, w.start, w.tokens); err != nil {
-					return nil, err
-				}
-			}
-			return st, nil
+			return st, mergeInto(rw, st, now, ws)
 		})
 		if err != nil {
 			return fmt.Errorf("keystore: key %s: merging legacy usage: %w", e.id, err)
@@ -277,6 +274,121 @@ func (s *Store) mergeLegacy(ctx context.Context, b batch, e *entry) error {
 		return err
 	}
 	return b.Put(recordKey(e.id), e.rec.encode())
+}
+
+// legacyUsage reads, with get, and decodes the legacy usage windows of key
+// id, which its record says are pending.
+func legacyUsage(id string, get func(key []byte) ([]byte, error)) ([]legacyWindow, error) {
+	v, err := get(legacyKey(id))
+	if err != nil {
+		return nil, fmt.Errorf("keystore: key %s: %w", id, err)
+	}
+	if v == nil {
+		return nil, corrupt(id, "record: legacy usage is pending, but there is no legacy record")
+	}
+	return decodeLegacy(id, v)
+}
+
+// mergeInto merges the legacy usage windows ws into st, a state of the
+// token window rw, at now: each window's tokens in the bucket of its start
+// (strategies.RollingWindow.Merge).
+func mergeInto(rw strategies.RollingWindow, st strategies.State, now int64, ws []legacyWindow) error {
+	for _, w := range ws {
+		if err := rw.Merge(st, now, w.start, w.tokens); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// unwritten reads a key's states as a writable Store would have left
+// them, for a read-only Store, which writes nothing: a version 1 record's
+// usage window is the state of the first token window (see upgrade), and
+// pending legacy usage is merged into every token window (see
+// mergeLegacy), by the same functions, on copies of the states read
+// through the reader it wraps. The other limiters are read as they are.
+type unwritten struct {
+	reader
+	pol    *policy
+	v1     []byte         // the usage window of the key's version 1 record; nil: none
+	legacy []legacyWindow // the key's pending legacy usage; nil: none
+}
+
+// unwritten returns r, or, for a key of a read-only Store with changes a
+// writable one would have written, r wrapped in an unwritten that shows
+// them. It reads the key's stored records for them, which nothing changes
+// while the Store is read-only. The caller holds e.mu.
+func (s *Store) unwritten(ctx context.Context, e *entry, r reader) (reader, error) {
+	if !s.readOnly || !e.rec.v1 && !e.rec.legacy {
+		return r, nil
+	}
+	get := func(key []byte) ([]byte, error) { return s.eng.get(ctx, key) }
+	u := unwritten{reader: r, pol: e.rec.pol}
+	if e.rec.v1 {
+		v, err := get(recordKey(e.id))
+		if err != nil {
+			return nil, fmt.Errorf("keystore: key %s: %w", e.id, err)
+		}
+		st, err := decodeRecord(e.id, v, nil)
+		if err != nil {
+			return nil, err
+		}
+		u.v1 = st.v1Window
+	}
+	if e.rec.legacy {
+		var err error
+		if u.legacy, err = legacyUsage(e.id, get); err != nil {
+			return nil, err
+		}
+	}
+	return u, nil
+}
+
+// Inspect calls fn with the state of a token window as a write would have
+// left it.
+func (u unwritten) Inspect(ctx context.Context, l limiter, key string, fn func(st strategies.State, now int64) error) error {
+	i := slices.Index(u.pol.windows, l)
+	if i < 0 {
+		return u.reader.Inspect(ctx, l, key, fn)
+	}
+	return u.reader.Inspect(ctx, l, key, func(st strategies.State, now int64) error {
+		st, err := u.state(i, st, now)
+		if err != nil {
+			return err
+		}
+		return fn(st, now)
+	})
+}
+
+// PeekN decides, changing nothing, on the state of a token window as a
+// write would have left it.
+func (u unwritten) PeekN(ctx context.Context, l limiter, key string, n int64) (r strategies.Result, err error) {
+	i := slices.Index(u.pol.windows, l)
+	if i < 0 {
+		return u.reader.PeekN(ctx, l, key, n)
+	}
+	err = u.Inspect(ctx, l, key, func(st strategies.State, now int64) (err error) {
+		r, err = u.pol.pub.Windows[i].strategy().Prepare().Decide(st, strategies.Call{Now: now, N: n, DryRun: true})
+		return err
+	})
+	return r, err
+}
+
+// state returns a copy of st, the state of token window i at now, changed
+// as upgrade and mergeLegacy would have changed it. st is the engine's,
+// which must not change.
+func (u unwritten) state(i int, st strategies.State, now int64) (strategies.State, error) {
+	rw := u.pol.pub.Windows[i].strategy()
+	var err error
+	if i == 0 && u.v1 != nil {
+		st, err = u.pol.v1State(u.v1)
+	} else {
+		st, err = rw.Prepare().Decode(st.AppendEncode(nil))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return st, mergeInto(rw, st, now, u.legacy)
 }
 
 // PendingLegacy counts the keys whose legacy usage is not merged yet.
@@ -314,7 +426,8 @@ func (s *Store) LegacyIDs(ctx context.Context, fn func(id string) error) error {
 }
 
 // MigrateLegacy merges the legacy usage of key id now, and reports whether
-// it had any pending.
+// it had any pending. On a read-only database, a key with usage pending
+// fails with ErrReadOnly.
 func (s *Store) MigrateLegacy(ctx context.Context, id string) (bool, error) {
 	e, err := s.find(ctx, id)
 	if err != nil {
@@ -323,5 +436,8 @@ func (s *Store) MigrateLegacy(ctx context.Context, id string) (bool, error) {
 	e.mu.Lock()
 	pending := e.rec.legacy
 	e.mu.Unlock()
+	if pending && s.readOnly {
+		return true, errReadOnly
+	}
 	return pending, s.settle(ctx, e)
 }

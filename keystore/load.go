@@ -20,6 +20,7 @@ func open(eng engine, o Options) (*Store, error) {
 		teams:   make(map[string]*team),
 		lease:   strategies.SlidingLog{Window: o.LeaseTTL},
 	}
+	s.readOnly = eng.readOnly()
 	ctx := context.Background()
 	// Reread answers for the keys of a shared store, and nothing for one
 	// only this process changes (see ratestore.Store).
@@ -62,6 +63,10 @@ func open(eng engine, o Options) (*Store, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("keystore: open: loading the teams: %w", err)
+	}
+	if s.readOnly {
+		s.upgradeInMemory(v1)
+		return s, nil
 	}
 	if err := s.upgrade(ctx, v1); err != nil {
 		return nil, fmt.Errorf("keystore: open: rewriting version 1 records: %w", err)
@@ -121,9 +126,8 @@ func (s *Store) upgrade(ctx context.Context, ups []upgrade) error {
 			if len(u.window) == 0 {
 				continue
 			}
-			rw := u.e.rec.pol.pub.Windows[0].strategy()
 			_, err := b.Modify(u.e.rec.pol.windows[0], u.e.id, func(strategies.State, int64) (strategies.State, error) {
-				return rw.Prepare().Decode(u.window)
+				return u.e.rec.pol.v1State(u.window)
 			})
 			if err != nil {
 				s.drop(u.e, corruptWrap(u.e.id, "usage window", err))
@@ -144,6 +148,30 @@ func (s *Store) upgrade(ctx context.Context, ups []upgrade) error {
 		}
 		return nil
 	})
+}
+
+// upgradeInMemory is upgrade for a read-only Store, which writes nothing:
+// each record stays version 1 in the database and, decoded, in memory as
+// upgrade leaves it; a usage window that cannot be decoded makes its key
+// corrupt, as in upgrade; the others are read again from their records
+// when the key's usage is (see unwritten), rather than held in memory.
+func (s *Store) upgradeInMemory(ups []upgrade) {
+	for _, u := range ups {
+		if len(u.window) == 0 {
+			continue // nothing in use: the state stays as stored
+		}
+		if _, err := u.e.rec.pol.v1State(u.window); err != nil {
+			s.drop(u.e, corruptWrap(u.e.id, "usage window", err))
+			continue
+		}
+		u.e.rec.v1 = true
+	}
+}
+
+// v1State decodes the usage window of a version 1 record whose policy,
+// made by load, is pol: the state of its first token window.
+func (pol *policy) v1State(window []byte) (strategies.State, error) {
+	return pol.pub.Windows[0].strategy().Prepare().Decode(window)
 }
 
 // drop takes e out of the maps as a key whose stored data is corrupt.

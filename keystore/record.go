@@ -71,6 +71,11 @@ type record struct {
 	// entry before must not use it. It sits here, in the padding after the
 	// flags, rather than in the entry: a key costs 8 bytes less.
 	gone bool
+	// v1 is not stored either: on a read-only Store, the stored record is
+	// still version 1, and its usage window, which upgrade would have
+	// moved into the engine, is the state of the first window (see
+	// unwritten). In the padding too.
+	v1 bool
 
 	prev *prevSecret // the previous secret after a Rotate with a grace; nil: none
 	team string      // the id of the key's team; "" for none

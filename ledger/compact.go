@@ -11,8 +11,12 @@ import (
 // and writes the summaries of the days the writer left, now, as the
 // Ledger does on its own a few seconds after a span fills or a day ends.
 // A block of 256 entries costs its values and one key, where its chunks
-// cost a key each and their B-tree's overhead.
+// cost a key each and their B-tree's overhead. A read-only Ledger fails
+// with ErrReadOnly.
 func (l *Ledger) Compact(ctx context.Context) error {
+	if l.opts.ReadOnly {
+		return ErrReadOnly
+	}
 	if err := l.compactSpans(ctx); err != nil {
 		return err
 	}

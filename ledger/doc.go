@@ -53,6 +53,17 @@
 // entries), not by reading entries. Rollups and summaries are kept for
 // good.
 //
+// # Read-only
+//
+// A Ledger opened with Options.ReadOnly, or on a database opened read-only
+// (ratestore.Options.ReadOnly: the console's view of a closed database),
+// writes nothing: Open starts no background work, so no day past the
+// retention is dropped and no chunk is compacted, and Note, Add, Refused,
+// DropExpired and Compact fail with ErrReadOnly. Its queries read what is
+// stored: the entries of days past the retention that no writer has
+// dropped yet are read by a query that asks for those days, and chunks not
+// compacted yet are read as they are.
+//
 // # Queries
 //
 // Spend adds rollups up over a range of UTC days, grouped by key, team,

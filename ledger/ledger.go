@@ -22,8 +22,9 @@ const DefaultRetention = 90 * 24 * time.Hour
 // options.
 var ErrInvalid = ratestore.ErrInvalid
 
-// ErrReadOnly is matched by the writes of a Ledger opened ReadOnly.
-var ErrReadOnly = errors.New("ledger: opened read-only")
+// ErrReadOnly is matched by the writes of a Ledger opened ReadOnly, or
+// on a database opened read-only. It matches ratestore.ErrReadOnly.
+var ErrReadOnly = fmt.Errorf("ledger: %w", ratestore.ErrReadOnly)
 
 // Options configure a Ledger.
 type Options struct {
@@ -31,7 +32,10 @@ type Options struct {
 	// up); 0: DefaultRetention. Rollups are kept for good.
 	Retention time.Duration
 	// ReadOnly opens the ledger for queries only: nothing is written, not
-	// even the retention's drops (a CLI reading a database).
+	// even the retention's drops or a compaction, and no background work
+	// runs (a CLI reading a database). A ledger on a database opened
+	// read-only (ratestore.Options.ReadOnly) is read-only whatever this
+	// says.
 	ReadOnly bool
 	// Export, if set, is sent every entry once its commit returned.
 	Export *Export
@@ -94,6 +98,9 @@ func Open[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore.Stor
 	}
 	if opts.Log == nil {
 		opts.Log = slog.Default()
+	}
+	if ro, ok := any(db).(interface{ ReadOnly() bool }); ok && ro.ReadOnly() {
+		opts.ReadOnly = true
 	}
 	var id [8]byte
 	rand.Read(id[:])

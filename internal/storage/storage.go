@@ -8,6 +8,7 @@ package storage
 
 import (
 	"errors"
+	"log/slog"
 	"sync"
 )
 
@@ -19,6 +20,27 @@ var ErrLocked = errors.New("database is in use by another process")
 // can apply atomically (badger bounds a transaction by its memtable size).
 // Nothing of the batch was applied.
 var ErrTooBig = errors.New("batch too large for one atomic transaction")
+
+// ErrReadOnly is matched by every write to a store opened read-only, and
+// by Open when the database cannot be read without a change (a migration,
+// a repair) that a read-only open may not make. Nothing was changed.
+var ErrReadOnly = errors.New("opened read-only")
+
+// Options are what a backend's Open takes of ratestore.Options.
+type Options struct {
+	// Logger receives the backend's warnings (badger's); nil discards
+	// them.
+	Logger *slog.Logger
+	// Recover opens a database whose logs are damaged, dropping the
+	// damage and reporting it, instead of refusing it.
+	Recover bool
+	// ReadOnly opens an existing database for reads only: no file is
+	// created, written, truncated or removed, several read-only opens may
+	// hold the database at once, and a writer excludes them all (and they
+	// it). What Open would repair or replay into its files is applied in
+	// memory only. Commit fails with ErrReadOnly.
+	ReadOnly bool
+}
 
 // Op is one write of a batch: a put, or a delete when Value is nil.
 type Op struct {

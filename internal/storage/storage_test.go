@@ -13,16 +13,22 @@ import (
 	"github.com/ratestore/ratestore/internal/storage"
 	"github.com/ratestore/ratestore/internal/storage/badgerstore"
 	"github.com/ratestore/ratestore/internal/storage/boltstore"
+	"github.com/ratestore/ratestore/internal/storage/storagetest"
 )
 
 type backend struct {
-	name string
-	open func(path string) (storage.Store, error)
+	name   string
+	open   func(path string) (storage.Store, error)
+	openRO func(path string) (storage.Store, error) // read-only
 }
 
 var backends = []backend{
-	{"bolt", func(p string) (storage.Store, error) { return boltstore.Open(p) }},
-	{"badger", func(p string) (storage.Store, error) { return badgerstore.Open(p, nil) }},
+	{"bolt",
+		func(p string) (storage.Store, error) { return boltstore.Open(p) },
+		func(p string) (storage.Store, error) { return boltstore.OpenWith(p, storage.Options{ReadOnly: true}) }},
+	{"badger",
+		func(p string) (storage.Store, error) { return badgerstore.Open(p, nil) },
+		func(p string) (storage.Store, error) { return badgerstore.OpenWith(p, storage.Options{ReadOnly: true}) }},
 }
 
 func forEachBackend(t *testing.T, f func(t *testing.T, b backend, path string)) {
@@ -139,6 +145,64 @@ func TestSecondOpenIsLocked(t *testing.T) {
 		_, err = b.open(path)
 		require.ErrorIs(t, err, storage.ErrLocked)
 		require.Contains(t, err.Error(), "in use by another process")
+	})
+}
+
+// TestReadOnly opens a closed database read-only, twice at once: both read
+// what was committed, refuse a Commit with ErrReadOnly (nothing applied),
+// and leave every file's bytes and modification time as they were. A
+// writer is refused while they hold it, and they while a writer does, with
+// ErrLocked; a path with no database is not created.
+func TestReadOnly(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend, path string) {
+		s, err := b.open(path)
+		require.NoError(t, err)
+		want := map[string]string{}
+		for i := range 300 {
+			k, v := fmt.Sprintf("k%03d", i), fmt.Sprint("value ", i)
+			want[k] = v
+			require.NoError(t, s.Commit([]storage.Op{{Key: []byte(k), Value: []byte(v)}}))
+		}
+		require.NoError(t, s.Close())
+		files := filepath.Dir(path)
+		before := storagetest.Snapshot(t, files)
+
+		ro1, err := b.openRO(path)
+		require.NoError(t, err)
+		ro2, err := b.openRO(path)
+		require.NoError(t, err, "a second read-only open")
+		for _, ro := range []storage.Store{ro1, ro2} {
+			got := map[string]string{}
+			require.NoError(t, ro.Scan(nil, nil, func(k, v []byte) error {
+				got[string(k)] = string(v)
+				return nil
+			}))
+			require.Equal(t, want, got)
+			v, err := ro.Get([]byte("k007"))
+			require.NoError(t, err)
+			require.Equal(t, "value 7", string(v))
+			err = ro.Commit([]storage.Op{{Key: []byte("k007"), Value: []byte("changed")}})
+			require.ErrorIs(t, err, storage.ErrReadOnly)
+			require.ErrorIs(t, err, storage.ErrNotApplied)
+			require.NoError(t, ro.Sync(), "nothing to sync")
+		}
+		_, err = b.open(path)
+		require.ErrorIs(t, err, storage.ErrLocked, "a writer, while read-only opens hold it")
+		require.NoError(t, ro1.Close())
+		require.NoError(t, ro2.Close())
+		require.Equal(t, before, storagetest.Snapshot(t, files))
+
+		w, err := b.open(path)
+		require.NoError(t, err)
+		_, err = b.openRO(path)
+		require.ErrorIs(t, err, storage.ErrLocked, "read-only, while a writer holds it")
+		require.NoError(t, w.Close())
+
+		missing := filepath.Join(t.TempDir(), "none")
+		_, err = b.openRO(missing)
+		require.ErrorIs(t, err, os.ErrNotExist)
+		_, err = os.Stat(missing)
+		require.ErrorIs(t, err, os.ErrNotExist, "nothing created")
 	})
 }
 

@@ -49,6 +49,12 @@
 // release it from a half-opened DB): a retry in the same process fails
 // with ErrLocked.
 //
+// # Read-only
+//
+// OpenWith with ReadOnly opens badger read-only, which reads a database
+// closed cleanly and writes nothing to it; a database left by a crash,
+// which badger would change, is refused (see OpenWith).
+//
 // # Full disk
 //
 // badger writes its memtable log (.mem) and new tables through memory maps
@@ -95,6 +101,7 @@ type Store struct {
 	// memtable log a Commit may still write to (see diskReserve).
 	memTableSize int64
 	recovery     *storage.Recovery // see Recovery
+	readOnly     bool              // opened read-only: see OpenWith
 	closed       atomic.Bool
 }
 
@@ -129,18 +136,45 @@ func Options(path string, logger *slog.Logger) badger.Options {
 
 // Open opens or creates the badger directory at path. A memtable or value
 // log damaged before entries of later commits is refused (see scanLogs).
-func Open(path string, logger *slog.Logger) (*Store, error) { return OpenRecover(path, logger, false) }
+func Open(path string, logger *slog.Logger) (*Store, error) {
+	return OpenWith(path, storage.Options{Logger: logger})
+}
 
-// OpenRecover is Open that, if recover is set, opens a database whose logs
-// are damaged instead of refusing it: badger drops everything from the
-// damage on, and Recovery reports what.
-func OpenRecover(path string, logger *slog.Logger, recover bool) (*Store, error) {
-	opts := Options(path, logger)
-	torn, err := verifyTables(path, opts)
+// OpenWith is Open with options. Recover opens a database whose logs are
+// damaged instead of refusing it: badger drops everything from the damage
+// on, and Recovery reports what.
+//
+// ReadOnly opens an existing database with badger's ReadOnly option: its
+// files read-only, its directory under a shared lock, which other
+// read-only opens may hold at the same time and a writer's exclusive lock
+// excludes (each way, at once, with storage.ErrLocked); no memtable,
+// compaction, flush or value log garbage collection. badger reads only a
+// database that was closed cleanly, and would change the files of another
+// even when read-only (see memtableLogs and verifyTables), so another is
+// refused, before badger opens it, with an error matching
+// storage.ErrReadOnly; a path with no database, with one matching
+// fs.ErrNotExist. Commit fails with storage.ErrReadOnly. Recover then only lets Open go
+// on past a damaged value log: what badger would cut stays in the file,
+// and a value read from the damage fails its checksum.
+func OpenWith(path string, opts storage.Options) (*Store, error) {
+	bopts := Options(path, opts.Logger).WithReadOnly(opts.ReadOnly)
+	if opts.ReadOnly {
+		release, err := lockShared(path)
+		if err != nil {
+			return nil, err
+		}
+		defer release() // badger holds its own once open
+	}
+	torn, err := verifyTables(path, bopts)
 	if err != nil {
 		return nil, err
 	}
-	recovery, err := scanLogs(path, recover)
+	if opts.ReadOnly {
+		if err := memtableLogs(path); err != nil {
+			return nil, err
+		}
+	}
+	recovery, err := scanLogs(path, opts.Recover)
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +183,7 @@ func OpenRecover(path string, logger *slog.Logger, recover bool) (*Store, error)
 	}
 	var db *badger.DB
 	err = guard(path, "open", nil, func() (err error) {
-		db, err = badger.Open(opts)
+		db, err = badger.Open(bopts)
 		return err
 	})
 	if err != nil {
@@ -159,7 +193,26 @@ func OpenRecover(path string, logger *slog.Logger, recover bool) (*Store, error)
 		}
 		return nil, classify(path, "open", err)
 	}
-	return &Store{db: db, path: path, memTableSize: opts.MemTableSize, recovery: recovery}, nil
+	return &Store{db: db, path: path, memTableSize: bopts.MemTableSize, recovery: recovery, readOnly: opts.ReadOnly}, nil
+}
+
+// memtableLogs refuses, for a read-only open, a directory that holds a
+// memtable log (*.mem): commits not yet in its tables, which badger
+// replays by truncating the file, or deleting it if it holds nothing. Read
+// only, badger refuses the one and still does the other. A clean Close
+// leaves no memtable log; a crash, or a copy of a database in use, does.
+func memtableLogs(path string) error {
+	mems, err := filepath.Glob(filepath.Join(path, "*.mem"))
+	if err != nil || len(mems) == 0 {
+		return err
+	}
+	return notClean(path, fmt.Sprintf("its memtable log %s holds commits not yet in its tables, which badger replays by cutting the file", filepath.Base(mems[0])))
+}
+
+// notClean is the error of a read-only open of a database that was not
+// closed cleanly: why says what badger would change.
+func notClean(path, why string) error {
+	return fmt.Errorf("badger %s: not closed cleanly: %s: %w (open it writable once, or a copy of it)", path, why, storage.ErrReadOnly)
 }
 
 // Recovery reports what Open dropped from the logs, or nil if nothing.
@@ -229,15 +282,27 @@ func firstLine(r any) string {
 // log, or in the tables it was compacted from), or one whose record a
 // MANIFEST cut short lost (its data is gone). verifyTables reports either
 // (Tail), naming the MANIFEST or the first such table.
+//
+// Read-only (opts.ReadOnly), a directory without a MANIFEST is refused
+// with an error matching fs.ErrNotExist (badger creates or refuses it),
+// and one with a table the MANIFEST does not name with an error matching
+// storage.ErrReadOnly: badger deletes it, read-only too.
 func verifyTables(path string, opts badger.Options) (*storage.Recovery, error) {
 	mf, torn, err := readManifest(path, opts)
+	if err == nil && mf == nil && opts.ReadOnly {
+		err = fmt.Errorf("badger %s: no database to read (no %s): %w", path, badger.ManifestFilename, fs.ErrNotExist)
+	}
 	if err != nil || mf == nil {
 		return nil, err
 	}
-	if torn == nil {
-		if torn, err = orphanTables(path, *mf); err != nil {
-			return nil, err
-		}
+	orphan, err := orphanTables(path, *mf)
+	switch {
+	case err != nil:
+		return nil, err
+	case orphan != nil && opts.ReadOnly:
+		return nil, notClean(path, fmt.Sprintf("table %s is not in its %s, and badger deletes it", filepath.Base(orphan.File), badger.ManifestFilename))
+	case torn == nil:
+		torn = orphan
 	}
 	for id, tm := range mf.Tables {
 		if err := verifyTable(path, id, tm, opts); err != nil {
@@ -377,6 +442,9 @@ func (s *Store) Commit(ops []storage.Op) error {
 	if s.closed.Load() {
 		return fmt.Errorf("badger %s: commit: %w: %w", s.path, badger.ErrDBClosed, storage.ErrNotApplied)
 	}
+	if s.readOnly {
+		return fmt.Errorf("badger %s: commit: %w: %w", s.path, storage.ErrReadOnly, storage.ErrNotApplied)
+	}
 	if err := s.checkSpace(ops); err != nil {
 		return fmt.Errorf("%w: %w", err, storage.ErrNotApplied)
 	}
@@ -443,8 +511,14 @@ func (s *Store) scanPage(prefix, start []byte, page *storage.Page) error {
 	})
 }
 
-// Sync implements storage.Store: one fsync covers every earlier Commit.
-func (s *Store) Sync() error { return s.db.Sync() }
+// Sync implements storage.Store: one fsync covers every earlier Commit. A
+// read-only Store has none.
+func (s *Store) Sync() error {
+	if s.readOnly {
+		return nil
+	}
+	return s.db.Sync()
+}
 
 // Close implements storage.Store. badger syncs its log on Close.
 func (s *Store) Close() error {

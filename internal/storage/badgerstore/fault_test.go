@@ -15,6 +15,7 @@ import (
 	"github.com/ratestore/ratestore/internal/childtest"
 	"github.com/ratestore/ratestore/internal/storage"
 	"github.com/ratestore/ratestore/internal/storage/badgerstore"
+	"github.com/ratestore/ratestore/internal/storage/storagetest"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -69,7 +70,7 @@ func TestDamageChild(t *testing.T) {
 			var opened, refused, readErrs, reported int
 			for trial := range trials {
 				db := filepath.Join(dir, fmt.Sprintf("%s-%s-%d", strings.TrimPrefix(kind, "."), damage, trial))
-				copyDir(t, tmpl, db)
+				storagetest.CopyDir(t, tmpl, db)
 				name := files[rng.IntN(len(files))]
 				path := filepath.Join(db, name)
 				b, err := os.ReadFile(path)
@@ -91,7 +92,7 @@ func TestDamageChild(t *testing.T) {
 				default:
 					b = b[:rng.IntN(end)]
 				}
-				writeSparse(t, path, b)
+				storagetest.WriteSparse(t, path, b)
 
 				s, err := badgerstore.Open(db, nil)
 				if err != nil {
@@ -147,7 +148,7 @@ func makeTemplate(t *testing.T, dir string) {
 	require.NoError(t, err)
 	commitKeys(t, s, damageKeys/2, damageKeys)
 	require.NoError(t, s.Sync())
-	copyDir(t, build, dir) // while open: what a crash leaves
+	storagetest.CopyDir(t, build, dir) // while open: what a crash leaves
 	require.NoError(t, s.Close())
 }
 
@@ -180,34 +181,4 @@ func matching(t *testing.T, dir, suffix string) []string {
 		}
 	}
 	return out
-}
-
-func copyDir(t *testing.T, from, to string) {
-	require.NoError(t, os.MkdirAll(to, 0o700))
-	entries, err := os.ReadDir(from)
-	require.NoError(t, err)
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(from, e.Name()))
-		require.NoError(t, err)
-		writeSparse(t, filepath.Join(to, e.Name()), b)
-	}
-}
-
-// writeSparse writes b to path leaving holes for its runs of zeros, as
-// badger's preallocated logs are: copying them whole costs a hundred MiB
-// per trial.
-func writeSparse(t *testing.T, path string, b []byte) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
-	require.NoError(t, err)
-	defer f.Close()
-	const chunk = 64 << 10
-	var zero [chunk]byte
-	for off := 0; off < len(b); off += chunk {
-		part := b[off:min(off+chunk, len(b))]
-		if !bytes.Equal(part, zero[:len(part)]) {
-			_, err := f.WriteAt(part, int64(off))
-			require.NoError(t, err)
-		}
-	}
-	require.NoError(t, f.Truncate(int64(len(b))))
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ratestore/ratestore/internal/storage"
 	"github.com/ratestore/ratestore/internal/storage/badgerstore"
+	"github.com/ratestore/ratestore/internal/storage/storagetest"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -29,7 +30,7 @@ func crashImage(t *testing.T) (dir, mem string) {
 	}
 	require.NoError(t, s.Sync())
 	dir = filepath.Join(t.TempDir(), "db")
-	copyDir(t, build, dir) // while open
+	storagetest.CopyDir(t, build, dir) // while open
 	require.NoError(t, s.Close())
 	mems, err := filepath.Glob(filepath.Join(dir, "*.mem"))
 	require.NoError(t, err)
@@ -75,14 +76,14 @@ func TestMemtableLogDamage(t *testing.T) {
 		require.NoError(t, err)
 		at := keyAt(t, b, 20)
 		b[at+1] ^= 0x04
-		writeSparse(t, mem, b)
+		storagetest.WriteSparse(t, mem, b)
 
 		_, err = badgerstore.Open(dir, nil)
 		require.ErrorIs(t, err, strategies.ErrCorrupt)
 		require.ErrorContains(t, err, mem)
 		require.ErrorContains(t, err, "damaged entry at offset")
 
-		s, err := badgerstore.OpenRecover(dir, nil, true)
+		s, err := badgerstore.OpenWith(dir, storage.Options{Recover: true})
 		require.NoError(t, err)
 		defer s.Close()
 		r := s.Recovery()
@@ -100,7 +101,7 @@ func TestMemtableLogDamage(t *testing.T) {
 		require.NoError(t, err)
 		cut := keyAt(t, b, logKeys-1) + 3
 		clear(b[cut:]) // a write cut short: the rest of the page never made it
-		writeSparse(t, mem, b)
+		storagetest.WriteSparse(t, mem, b)
 
 		s, err := badgerstore.Open(dir, nil)
 		require.NoError(t, err)
@@ -119,13 +120,13 @@ func TestMemtableLogDamage(t *testing.T) {
 		b, err := os.ReadFile(mem)
 		require.NoError(t, err)
 		cut := keyAt(t, b, 30) + 2
-		writeSparse(t, mem, b[:cut])
+		storagetest.WriteSparse(t, mem, b[:cut])
 
 		_, err = badgerstore.Open(dir, nil)
 		require.ErrorIs(t, err, strategies.ErrCorrupt)
 		require.ErrorContains(t, err, fmt.Sprintf("%s: corrupt state: the file ends at %d", mem, cut))
 
-		s, err := badgerstore.OpenRecover(dir, nil, true)
+		s, err := badgerstore.OpenWith(dir, storage.Options{Recover: true})
 		require.NoError(t, err)
 		defer s.Close()
 		r := s.Recovery()

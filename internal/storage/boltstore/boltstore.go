@@ -93,6 +93,13 @@
 // offset, unless Options.Recover asks to keep every valid record, drop the
 // damaged ones and report them (Store.Recovery).
 //
+// # Read-only
+//
+// OpenWith with ReadOnly writes nothing to either file: bbolt's file is
+// opened read-only under a shared lock, the log read-only, and what Open
+// would replay and checkpoint stays in the overlay until Close (see
+// OpenWith for what it refuses instead).
+//
 // # Damaged bbolt files
 //
 // bbolt trusts its pages: a damaged one makes it panic (an index out of
@@ -168,13 +175,14 @@ type Store struct {
 	path     string            // the bbolt file
 	recovery *storage.Recovery // what Open dropped, or nil
 
-	wmu     sync.Mutex
-	mu      sync.RWMutex
-	ov      overlay
-	ckptSeq uint64 // the sequence number stored in bbolt
-	logBad  bool   // a log write or sync failed: Sync must checkpoint
-	closed  bool
-	pages   int // bbolt's size in pages, as of the last checkpoint
+	wmu      sync.Mutex
+	mu       sync.RWMutex
+	ov       overlay
+	ckptSeq  uint64 // the sequence number stored in bbolt
+	logBad   bool   // a log write or sync failed: Sync must checkpoint
+	closed   bool
+	readOnly bool // opened read-only: see OpenWith
+	pages    int  // bbolt's size in pages, as of the last checkpoint
 	// bg is the checkpoint running in the background, or nil; bgErr the
 	// error of the last one, which the next Sync retries in the foreground.
 	bg    *background
@@ -189,13 +197,13 @@ type Store struct {
 
 var _ storage.Store = (*Store)(nil)
 
-// Options configures OpenWith. The zero value is Open's behaviour.
-type Options struct {
-	// Recover opens a log with damaged records instead of refusing it: every
-	// valid record is replayed, the damaged ones are dropped, and Recovery
-	// reports what was dropped.
-	Recover bool
-}
+// Options configures OpenWith. The zero value is Open's behaviour. Logger
+// is unused: bbolt logs nothing this package does not return.
+//
+// Recover opens a log with damaged records instead of refusing it: every
+// valid record is replayed, the damaged ones are dropped, and Recovery
+// reports what was dropped.
+type Options = storage.Options
 
 // Recovery reports what Open dropped from its log (see package wal: a
 // torn record and a damaged last one look alike), or nil if it dropped
@@ -207,12 +215,30 @@ func (s *Store) Recovery() *storage.Recovery { return s.recovery }
 func Open(path string) (*Store, error) { return OpenWith(path, Options{}) }
 
 // OpenWith is Open with options.
+//
+// ReadOnly opens an existing database with bbolt's ReadOnly option: its
+// file read-only, under a shared lock, which other read-only opens may
+// hold at the same time and a writer's exclusive lock excludes (each way,
+// after LockTimeout, with storage.ErrLocked). Its log, if any, is opened
+// read-only (wal.OpenReadOnly) and replayed into the overlay, where the
+// records stay until Close: no checkpoint, no reset, no id made for a
+// database from before ids. Commit fails with storage.ErrReadOnly and
+// Compact too, and Sync has nothing to sync. A file from before
+// checksums, which Open migrates, is refused with storage.ErrReadOnly,
+// and so is an empty file, which Open would make a database; a database
+// never checkpointed (no buckets) reads as empty.
 func OpenWith(path string, opts Options) (*Store, error) {
+	if opts.ReadOnly {
+		if err := existing(path); err != nil {
+			return nil, err
+		}
+	}
 	var db *bolt.DB
 	err := guard(path, "open", nil, func() (err error) {
 		db, err = bolt.Open(path, 0o600, &bolt.Options{
 			Timeout:      LockTimeout,
 			FreelistType: bolt.FreelistMapType,
+			ReadOnly:     opts.ReadOnly,
 		})
 		return err
 	})
@@ -234,6 +260,7 @@ func OpenWith(path string, opts Options) (*Store, error) {
 		ckptKeys:    checkpointKeys,
 		ckptPerPage: checkpointPerPage,
 		ckptBytes:   checkpointLogBytes,
+		readOnly:    opts.ReadOnly,
 	}
 	if err := s.open(path+"-wal", opts.Recover); err != nil {
 		if s.log != nil {
@@ -243,6 +270,19 @@ func OpenWith(path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("bolt %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// existing checks that a read-only open has a database to read at path:
+// bbolt would try to write the first pages of an empty file.
+func existing(path string) error {
+	fi, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return fmt.Errorf("bolt %s: %w", path, err)
+	case fi.Size() == 0:
+		return fmt.Errorf("bolt %s: an empty file, which only a writable open makes a database: %w", path, storage.ErrReadOnly)
+	}
+	return nil
 }
 
 // guard runs fn, which calls into bbolt, so that a damaged page cannot
@@ -276,7 +316,9 @@ func (s *Store) update(op string, key *[]byte, fn func(*bolt.Tx) error) error {
 
 // open opens the log, prepares the buckets and replays the log. Nothing is
 // written to either file before the log's header and records have been
-// found good (bbolt's lock is already held), except a new database's id.
+// found good (bbolt's lock is already held), except a new database's id;
+// and nothing at all when the Store is read-only: the replayed records
+// stay in the overlay.
 func (s *Store) open(logPath string, salvage bool) error {
 	// Values first: the log's replay is checkpointed into bucket.
 	if err := s.migrate(); err != nil {
@@ -286,13 +328,13 @@ func (s *Store) open(logPath string, salvage bool) error {
 	if err != nil {
 		return err
 	}
-	if !m.hasID {
+	if !m.hasID && !s.readOnly {
 		if err := s.newID(logPath, &m); err != nil {
 			return err
 		}
 	}
-	if err := s.openLog(logPath, m); err != nil {
-		return err
+	if err := s.openLog(logPath, m); err != nil || s.log == nil {
+		return err // or read-only without a log: nothing to replay
 	}
 	replayed, err := s.replayLog(logPath, salvage)
 	if err != nil {
@@ -304,6 +346,9 @@ func (s *Store) open(logPath string, salvage bool) error {
 		// database file. Replaying it would bring that database's state
 		// back into this one.
 		return fmt.Errorf("log %s holds %d records, but the database next to it has never been checkpointed: the log belongs to another database file (remove it only if that database is gone): %w", logPath, replayed, errCorrupt)
+	}
+	if s.readOnly {
+		return nil
 	}
 	if m.missing || !m.hasID {
 		if err := s.initMeta(m.id); err != nil {
@@ -369,9 +414,19 @@ func (s *Store) newID(logPath string, m *openMeta) error {
 // refuses one that belongs to another database: one that names another
 // id, or names one while bbolt holds none, or is a version 1 log whose
 // header holds this database's id (a later header with a damaged version).
+// A read-only Store opens the log read-only, and leaves s.log nil if there
+// is none.
 func (s *Store) openLog(logPath string, m openMeta) error {
 	var err error
-	if s.log, err = wal.Open(logPath, m.id); err != nil {
+	if s.readOnly {
+		s.log, err = wal.OpenReadOnly(logPath)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+	} else {
+		s.log, err = wal.Open(logPath, m.id)
+	}
+	if err != nil {
 		if errors.Is(err, wal.ErrNotLog) {
 			err = fmt.Errorf("%w: %w", err, errCorrupt)
 		}
@@ -498,7 +553,11 @@ func (s *Store) Get(key []byte) (value []byte, err error) {
 	// moved the overlay's values there, so this still returns a value the
 	// key held while Get ran.
 	err = s.view("get", &key, func(tx *bolt.Tx) error {
-		stored := tx.Bucket(bucket).Get(key)
+		b := tx.Bucket(bucket)
+		if b == nil {
+			return nil // never checkpointed: read-only (see OpenWith)
+		}
+		stored := b.Get(key)
 		if stored == nil {
 			return nil
 		}
@@ -519,6 +578,9 @@ func (s *Store) Get(key []byte) (value []byte, err error) {
 func (s *Store) Commit(ops []storage.Op) error {
 	if len(ops) == 0 {
 		return nil
+	}
+	if s.readOnly {
+		return fmt.Errorf("bolt %s: commit: %w: %w", s.path, storage.ErrReadOnly, storage.ErrNotApplied)
 	}
 	for _, op := range ops {
 		var err error
@@ -576,8 +638,12 @@ func (s *Store) Scan(prefix, start []byte, fn func(k, v []byte) error) error {
 		walk := s.ov.from(string(start), s.frozenKeys())
 		pfx := string(prefix)
 		return s.view("scan", &start, func(tx *bolt.Tx) error {
-			c := tx.Bucket(bucket).Cursor()
-			k, v := c.Seek(start)
+			var k, v []byte
+			var c *bolt.Cursor // nil, as k, in a read-only file never checkpointed
+			if b := tx.Bucket(bucket); b != nil {
+				c = b.Cursor()
+				k, v = c.Seek(start)
+			}
 			for !page.Full() {
 				inBolt := k != nil && bytes.HasPrefix(k, prefix)
 				ovKey, more := walk.peek()
@@ -608,7 +674,7 @@ func (s *Store) Scan(prefix, start []byte, fn func(k, v []byte) error) error {
 }
 
 // Close implements storage.Store: it syncs the log, checkpoints, and leaves
-// the log holding just its header.
+// the log holding just its header. A read-only Store only closes its files.
 func (s *Store) Close() error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
@@ -616,6 +682,13 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
+	if s.readOnly {
+		var err error
+		if s.log != nil {
+			err = s.log.Close()
+		}
+		return errors.Join(err, s.db.Close())
+	}
 	var err error
 	if !s.logBad {
 		// Durable in the log first, in case the checkpoint fails.
@@ -636,7 +709,11 @@ func (s *Store) Close() error {
 func (s *Store) Compact(dst string) error {
 	s.wmu.Lock()
 	err := errClosed
-	if !s.closed {
+	switch {
+	case s.readOnly && !s.closed:
+		// The copy would miss what the overlay holds of the log.
+		err = fmt.Errorf("bolt %s: compact: %w", s.path, storage.ErrReadOnly)
+	case !s.closed:
 		err = s.checkpoint()
 	}
 	s.wmu.Unlock()

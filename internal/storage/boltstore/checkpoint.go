@@ -73,6 +73,9 @@ func (s *Store) Sync() error {
 	if s.closed {
 		return errClosed
 	}
+	if s.readOnly {
+		return nil // nothing was committed
+	}
 	if !s.logBad {
 		if err := s.log.Sync(); err != nil {
 			// The page cache may have dropped what failed to reach the

@@ -6,6 +6,8 @@ import (
 	"hash/crc32"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/ratestore/ratestore/internal/storage"
 )
 
 // Values in bbolt carry a checksum. bbolt checksums its meta pages only: a
@@ -74,6 +76,9 @@ func (s *Store) migrate() error {
 		return nil
 	}); err != nil || !legacy {
 		return err // nothing is written to a file that needs no migration
+	}
+	if s.readOnly {
+		return fmt.Errorf("its values are in bucket %q, from before checksums, which a writable open migrates (open it writable once): %w", LegacyBucket, storage.ErrReadOnly)
 	}
 	for done := false; !done; {
 		err := s.update("migrate values", nil, func(tx *bolt.Tx) error {

@@ -42,6 +42,7 @@ type Log struct {
 	last uint64 // the sequence number of the newest record (or checkpoint)
 	// unsynced: a record was written since the last fdatasync.
 	unsynced bool
+	readOnly bool // opened by OpenReadOnly: nothing may be written
 	buf      []byte
 }
 
@@ -55,19 +56,53 @@ type Log struct {
 //
 // Open does not read the records: call Replay before the first Append.
 func Open(path string, id ID) (*Log, error) {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	l, err := openFile(path, os.O_RDWR)
 	if errors.Is(err, fs.ErrNotExist) {
 		return create(path, id)
 	}
 	if err != nil {
+		return nil, err
+	}
+	l.id = id
+	return l, nil
+}
+
+// OpenReadOnly opens the existing log at path for Replay and Recover
+// only: the file is opened read-only, and Append, Reset, Truncate and
+// DropBefore fail with an error matching storage.ErrReadOnly, so that
+// reading a database leaves its log's bytes as they were. A log that does
+// not exist is an error matching fs.ErrNotExist; one whose header is not
+// ours is refused as by Open.
+func OpenReadOnly(path string) (*Log, error) {
+	l, err := openFile(path, os.O_RDONLY)
+	if err != nil {
+		return nil, err
+	}
+	l.readOnly = true
+	return l, nil
+}
+
+// openFile opens the log file at path with flag and reads its header.
+func openFile(path string, flag int) (*Log, error) {
+	f, err := os.OpenFile(path, flag, 0)
+	if err != nil {
 		return nil, fmt.Errorf("wal %s: %w", path, err)
 	}
-	l := &Log{f: f, path: path, id: id}
+	l := &Log{f: f, path: path}
 	if err := l.readHeader(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("wal %s: %w", path, err)
 	}
 	return l, nil
+}
+
+// writable returns nil, or for a log opened by OpenReadOnly an error
+// matching storage.ErrReadOnly that names op.
+func (l *Log) writable(op string) error {
+	if l.readOnly {
+		return fmt.Errorf("wal %s: %s: %w", l.path, op, storage.ErrReadOnly)
+	}
+	return nil
 }
 
 // FileID returns the id named by the log's header, and false for a version
@@ -177,6 +212,9 @@ func (l *Log) Tail() int64 { return l.end }
 // either log whole. The kept records are synced with it. Numbering carries
 // on from Last.
 func (l *Log) DropBefore(off int64) error {
+	if err := l.writable("drop"); err != nil {
+		return err
+	}
 	if off < l.hdr || off > l.end {
 		return fmt.Errorf("wal %s: drop before offset %d, outside the records (%d to %d)", l.path, off, l.hdr, l.end)
 	}
@@ -536,6 +574,9 @@ func (l *Log) scan(from int64, want uint64) (int64, uint64, error) {
 // over whatever part of the record reached the file, and the error wraps
 // storage.ErrNotApplied: no reader takes a record that is not whole.
 func (l *Log) Append(ops []storage.Op) error {
+	if err := l.writable("append"); err != nil {
+		return fmt.Errorf("%w: %w", err, storage.ErrNotApplied)
+	}
 	var err error
 	l.buf, err = AppendRecord(l.buf[:0], l.salt, l.last+1, ops)
 	if err != nil {
@@ -608,6 +649,9 @@ func (l *Log) Sync() error {
 // to Open) in the same fdatasync: its old records were checkpointed (a
 // version 1 log's fail the new salt's CRC).
 func (l *Log) Reset() error {
+	if err := l.writable("reset"); err != nil {
+		return err
+	}
 	if l.size > keepSize {
 		if err := l.f.Truncate(keepSize); err != nil {
 			return fmt.Errorf("wal %s: shrink: %w", l.path, err)
@@ -649,6 +693,9 @@ func (l *Log) upgrade() error {
 // before the file is cut, so that no crash leaves a log without one: a log
 // that ends without an end marker was cut short by something else.
 func (l *Log) Truncate() error {
+	if err := l.writable("truncate"); err != nil {
+		return err
+	}
 	if err := l.upgrade(); err != nil {
 		return err
 	}

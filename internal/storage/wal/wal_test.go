@@ -473,3 +473,47 @@ func TestLogVersion2(t *testing.T) {
 	require.Len(t, got, 1)
 	require.Equal(t, uint32(3), l.Version())
 }
+
+// TestOpenReadOnly: a log opened read-only replays as Open's does, and
+// every method that writes fails with storage.ErrReadOnly (an Append with
+// storage.ErrNotApplied too) and leaves the file's bytes as they were. A
+// log that does not exist is not created.
+func TestOpenReadOnly(t *testing.T) {
+	l, path := newLog(t)
+	appendAll(t, l, ops("a", "1"), ops("b", "2"))
+	require.NoError(t, l.Close())
+	before, err := os.ReadFile(path)
+	require.NoError(t, err)
+
+	ro, err := OpenReadOnly(path)
+	require.NoError(t, err)
+	var got []rec
+	_, err = ro.Replay(0, func(seq uint64, o []storage.Op) error {
+		got = append(got, rec{seq, cloneOps(o)})
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, []rec{{1, ops("a", "1")}, {2, ops("b", "2")}}, got)
+
+	err = ro.Append(ops("c", "3"))
+	require.ErrorIs(t, err, storage.ErrReadOnly)
+	require.ErrorIs(t, err, storage.ErrNotApplied)
+	for name, write := range map[string]func() error{
+		"Reset": ro.Reset, "Truncate": ro.Truncate, "DropBefore": func() error { return ro.DropBefore(HeaderSize) },
+	} {
+		require.ErrorIs(t, write(), storage.ErrReadOnly, name)
+	}
+	require.NoError(t, ro.Sync(), "nothing to sync")
+	require.NoError(t, ro.Close())
+	after, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, before, after)
+	_, err = os.Stat(path + ".tmp")
+	require.ErrorIs(t, err, os.ErrNotExist, "DropBefore built no new log")
+
+	missing := filepath.Join(t.TempDir(), "none-wal")
+	_, err = OpenReadOnly(missing)
+	require.ErrorIs(t, err, os.ErrNotExist)
+	_, err = os.Stat(missing)
+	require.ErrorIs(t, err, os.ErrNotExist, "not created")
+}
