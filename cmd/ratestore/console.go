@@ -27,8 +27,11 @@ guards this console). Every change is refused (403 read_only) and the page
 shows no buttons for them; the admin API's GET routes answer as a gateway's
 do (GET /admin/keys with "Authorization: Bearer TOKEN").
 
-The database must be closed: a running gateway holds it, and has a console of
-its own at /admin/ (with changes). With --redis URL it reads the key store and
+The database is opened read-only (bbolt's and badger's read-only modes): its
+files are not written at all, and other read-only opens may share it. It must
+be closed: a running gateway holds it, and has a console of its own at /admin/
+(with changes). A badger directory left by a crash must be opened writable once
+(any command) before the console can read it. With --redis URL it reads the key store and
 ledger of the gateways started with --redis URL instead, while they run.
 
 It listens on ` + defaultConsoleListen + ` unless told otherwise: loopback only.
@@ -132,7 +135,7 @@ func (c *cli) consoleStore(cmd, redisURL string, log *slog.Logger) (*servingStor
 		return c.openStore(cmd, redisURL, false, ratestore.Sync, log)
 	}
 	backend, _ := backendNamed(c.backend) // checked by main
-	db, err := c.open(c.db, backend, false)
+	db, err := c.openAs(c.db, backend, false, true)
 	switch {
 	case errors.Is(err, ratestore.ErrLocked):
 		return nil, fmt.Errorf("%s: %s is in use: a running gateway (or another command) holds it, and the console reads a closed database only; open the running gateway's own console at http://ITS-ADDRESS/admin/ instead: %w", cmd, c.db, ratestore.ErrLocked)

@@ -5,11 +5,13 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -87,10 +89,12 @@ func consoleSignIn(t *testing.T, client *http.Client, base, token string) (*http
 
 // TestConsoleCommand: the console command serves the page and a
 // read-only admin API on a closed database: GETs work, changes get 403
-// read_only, nothing else is served, and the token is never logged.
+// read_only, nothing else is served, the token is never logged, and the
+// database's files are not written at all (their bytes and times stay).
 func TestConsoleCommand(t *testing.T) {
 	e := newEnv(t)
 	created := jsonOf[admin.Created](e, "keys", "create", "--name", "seen", "--limit", "1000")
+	before := digests(t, e.db)
 	t.Setenv(adminTokenEnv, consoleToken)
 	g := e.startCommand("console", "--listen", "127.0.0.1:0")
 	var out consoleOut
@@ -117,9 +121,33 @@ func TestConsoleCommand(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, resp.StatusCode)
 
 	require.Equal(t, exitOK, g.stop())
+	require.Equal(t, before, digests(t, e.db), "the read-only console wrote to the database's files")
 	require.NotContains(t, g.stderr.String(), consoleToken)
 	require.NotContains(t, g.stderr.String(), "clear text")
 	require.False(t, e.keyOf(created.Key.ID).Disabled, "nothing changed")
+}
+
+// digests returns the SHA-256 and modification time of each file of the
+// database at path: the bbolt file and its log, or every file of a badger
+// directory.
+func digests(t *testing.T, path string) map[string]string {
+	t.Helper()
+	files, err := filepath.Glob(path + "*")
+	require.NoError(t, err)
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		files, err = filepath.Glob(filepath.Join(path, "*"))
+		require.NoError(t, err)
+	}
+	out := map[string]string{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		fi, err := os.Stat(f)
+		require.NoError(t, err)
+		out[f] = fmt.Sprintf("%x %v", sha256.Sum256(b), fi.ModTime().UnixNano())
+	}
+	require.NotEmpty(t, out)
+	return out
 }
 
 // keyOf reads key id from the closed database.

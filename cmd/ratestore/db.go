@@ -29,6 +29,12 @@ func (c *cli) withDB(create bool, fn func(db *ratestore.DB) error) error {
 
 // open opens the database at path, with the command line's clock.
 func (c *cli) open(path string, backend ratestore.Backend, create bool) (*ratestore.DB, error) {
+	return c.openAs(path, backend, create, false)
+}
+
+// openAs is open, read-only with readOnly: the database's files are then
+// not written at all (ratestore.Options.ReadOnly).
+func (c *cli) openAs(path string, backend ratestore.Backend, create, readOnly bool) (*ratestore.DB, error) {
 	fi, err := os.Stat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && !create:
@@ -43,7 +49,7 @@ func (c *cli) open(path string, backend ratestore.Backend, create bool) (*ratest
 	// one fsync per change, which a command that writes many keys would wait
 	// on one after another. A command that dies before Close has reported
 	// nothing.
-	db, err := ratestore.Open(path, ratestore.Options{Backend: backend, Durability: ratestore.Async, Now: c.now, Recover: c.recover})
+	db, err := ratestore.Open(path, ratestore.Options{Backend: backend, Durability: ratestore.Async, Now: c.now, Recover: c.recover, ReadOnly: readOnly})
 	if err != nil {
 		return nil, c.openError(path, err)
 	}
