@@ -115,6 +115,7 @@ type Batch struct {
 	read    map[string]string // Redis key → its value when first read
 	order   []string          // the Redis keys written, in order
 	ttls    map[string]time.Duration
+	recs    map[string]string // Redis key of a record written → the record's key
 
 	announced []announcement // sent once the batch is stored (Announce)
 }
@@ -330,14 +331,27 @@ func (b *Batch) Get(key []byte) ([]byte, error) {
 
 // Put stores value at key in the records, in the batch.
 func (b *Batch) Put(key, value []byte) error {
-	b.set(b.db.recordKey(key), escape(value), 0)
+	b.setRecord(key, escape(value))
 	return nil
 }
 
 // Delete removes the record at key, in the batch.
 func (b *Batch) Delete(key []byte) error {
-	b.set(b.db.recordKey(key), "", 0)
+	b.setRecord(key, "")
 	return nil
+}
+
+// setRecord makes v (none: "") the value of the record at key in the
+// batch.
+func (b *Batch) setRecord(key []byte, v string) {
+	rk := b.db.recordKey(key)
+	if b.recs == nil {
+		b.recs = map[string]string{}
+	}
+	if _, ok := b.recs[rk]; !ok {
+		b.recs[rk] = string(key)
+	}
+	b.set(rk, v, 0)
 }
 
 // Reread returns the value of each record at keys, as the batch reads it:
