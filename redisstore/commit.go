@@ -189,6 +189,7 @@ if ok == 1 and deadline > 0 then
   if tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) > deadline then ok = 3 end
 end
 if ok == 1 then
+  local listed = {} -- the indexes whose segment is listed
   for i = 1, nw do
     local j, k = arg(i), KEYS[nlocks + i]
     local v, ttl, ix, rec = ARGV[j + 1], tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3]), ARGV[j + 4]
@@ -202,7 +203,10 @@ if ok == 1 then
       if ix > 0 then
         redis.call('ZADD', KEYS[ix], 0, rec)
         local s = string.find(rec, '/', 1, true)
-        if s and segs > 0 then redis.call('ZADD', KEYS[segs], 0, string.sub(rec, 1, s)) end
+        if s and segs > 0 and not listed[ix] then
+          redis.call('ZADD', KEYS[segs], 0, string.sub(rec, 1, s))
+          listed[ix] = true
+        end
       end
     end
   end
