@@ -90,11 +90,12 @@ func (db *DB) update(ctx context.Context, locks []string, fn func(*Batch) error,
 		b.token = hex.EncodeToString(raw[:])
 	}
 	err := fn(b)
-	if cerr := b.commit(); cerr != nil {
-		return errors.Join(err, fmt.Errorf("redisstore: update: %w", cerr))
+	cerr := b.commit()
+	if cerr == nil || errors.Is(cerr, ratestore.ErrUncertain) {
+		b.announce() // the changes are stored, or may be: tell the readers
 	}
-	if err == nil {
-		b.announce()
+	if cerr != nil {
+		return errors.Join(err, fmt.Errorf("redisstore: update: %w", cerr))
 	}
 	return err
 }
@@ -117,7 +118,7 @@ type Batch struct {
 	ttls    map[string]time.Duration
 	recs    map[string]string // Redis key of a record written → the record's key
 
-	announced []announcement // sent once the batch is stored (Announce)
+	announced []announcement // sent with the commit, or after it (Announce)
 }
 
 // Now returns the batch's instant, read from the DB's clock once when

@@ -156,24 +156,26 @@ func (b *Batch) release() {
 }
 
 // commitScript stores a batch. KEYS are its locks (ARGV[2] of them), the
-// ARGV[4] keys it wrote, and then the indexes and the list of segments the
-// script changes. ARGV[1] is the locks' token, ARGV[3] 1 when the batch
-// holds its locks, ARGV[5] the instant (ms of Redis's TIME) after which
-// the script stores nothing (0: none; see indexGrace), ARGV[6] the
-// position in KEYS of the list of segments (0: none). Then for each key
-// written come the value it was read with ("\0unread": not read), its new
-// value ("": delete), its TTL in milliseconds (0: none; -1: not written,
-// only checked), the position in KEYS of the index of its record (0: none)
-// and the record's key. It stores nothing and answers 0 if a value read
+// ARGV[4] keys it wrote, and then the indexes, the list of segments and
+// the feeds the script changes. ARGV[1] is the locks' token, ARGV[3] 1
+// when the batch holds its locks, ARGV[5] the instant (ms of Redis's TIME)
+// after which the script stores nothing (0: none; see indexGrace), ARGV[6]
+// the position in KEYS of the list of segments (0: none), ARGV[7] the
+// length the feeds are trimmed to. Then for each key written come the
+// value it was read with ("\0unread": not read), its new value ("":
+// delete), its TTL in milliseconds (0: none; -1: not written, only
+// checked), the position in KEYS of the index of its record (0: none) and
+// the record's key; then for each message announced the position of its
+// feed and the message. It stores nothing and answers 0 if a value read
 // has changed, 3 if it runs after its deadline, and 2 if the batch does
 // not hold its locks and another holder has one; it releases the locks the
 // batch holds in any case. Otherwise it stores every write, adds the
 // records it sets to their indexes (and their segments to the list) and
-// drops those it deletes, and answers 1.
-var commitScript = redis.NewScript(`
+// drops those it deletes, adds the messages to their feeds, and answers 1.
+var commitScript = redis.NewScript(feedAddLua + `
 local token, nlocks, held, nw = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1', tonumber(ARGV[4])
-local deadline, segs = tonumber(ARGV[5]), tonumber(ARGV[6])
-local function arg(i) return 7 + 5 * (i - 1) end
+local deadline, segs, feedlen = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
+local function arg(i) return 8 + 5 * (i - 1) end
 if not held then
   for i = 1, nlocks do
     if redis.call('EXISTS', KEYS[i]) == 1 then return 2 end
@@ -210,6 +212,7 @@ if ok == 1 then
       end
     end
   end
+  for j = arg(nw + 1), #ARGV, 2 do feedAdd(KEYS[tonumber(ARGV[j])], feedlen, 'm', ARGV[j + 1]) end
 end
 for i = 1, nlocks do
   if redis.call('GET', KEYS[i]) == token then redis.call('DEL', KEYS[i]) end
@@ -220,9 +223,10 @@ return ok
 // commit stores the batch's writes and releases its locks. A batch that
 // holds no lock and finds one held waits for it, as its first read would
 // have, and commits again: it read nothing, so nothing it decided on can
-// have changed.
+// have changed. On one Redis, a batch that writes nothing but announces
+// runs the script too, for its messages.
 func (b *Batch) commit() error {
-	if len(b.order) == 0 {
+	if len(b.order) == 0 && (len(b.announced) == 0 || b.db.cluster) {
 		if b.locked {
 			b.release()
 		}
@@ -372,12 +376,15 @@ func (b *Batch) checked() []string {
 // commitCalls are the commit's scripts: one, or on a Cluster one per slot
 // of the keys written and of locks, each with the locks of its slot, to
 // store nothing after deadline (0: none). On one Redis, the script also
-// changes the index.
+// changes the index and adds the batch's announcements to their feeds.
 func (b *Batch) commitCalls(locks []string, deadline int64) []scriptCall {
 	var calls []scriptCall
 	for _, keys := range b.db.bySlot(append(slices.Clone(locks), b.checked()...)) {
 		locks, writes := b.splitLocks(keys)
 		calls = append(calls, b.commitCall(locks, writes, b.locked, deadline, !b.db.cluster))
+	}
+	if len(calls) == 0 && !b.db.cluster { // no write: the announcements alone
+		calls = append(calls, b.commitCall(nil, nil, b.locked, 0, true))
 	}
 	return calls
 }
@@ -385,7 +392,7 @@ func (b *Batch) commitCalls(locks []string, deadline int64) []scriptCall {
 // commitCall is the run of commitScript storing writes, the keys of one
 // slot the batch wrote or checks, with locks, those of the batch in the
 // slot, which it holds when held. With all, it also makes the batch's
-// index changes, whose keys the slot must hold.
+// index changes and announcements, whose keys the slot must hold.
 func (b *Batch) commitCall(locks, writes []string, held bool, deadline int64, all bool) scriptCall {
 	keys := append(slices.Clone(locks), writes...)
 	at := map[string]int{}
@@ -400,7 +407,7 @@ func (b *Batch) commitCall(locks, writes []string, held bool, deadline int64, al
 	if held {
 		heldArg = 1
 	}
-	args := []any{b.token, len(locks), heldArg, len(writes), deadline, 0}
+	args := []any{b.token, len(locks), heldArg, len(writes), deadline, 0, feedLen}
 	var ops map[string]indexOp
 	if all {
 		ops = b.indexOps()
@@ -420,6 +427,11 @@ func (b *Batch) commitCall(locks, writes []string, held bool, deadline int64, al
 		args = append(args, read, v, ttl, pos(b.db.indexKey(segment(op.key))), op.key)
 		if op.add && segment(op.key) != "" {
 			args[5] = pos(b.db.segmentsKey())
+		}
+	}
+	if all {
+		for _, a := range b.announced {
+			args = append(args, pos(b.db.feedKey(a.topic)), a.msg)
 		}
 	}
 	return scriptCall{keys, args}

@@ -70,7 +70,9 @@
 // the index is in another slot, in steps ordered so that a record stored
 // is always listed (see index.go). Scan, ScanFrom and RereadPrefix read a
 // range of it a page at a time and then the records, so that a page of n
-// records costs O(n + log N), and never list the keyspace.
+// records costs O(n + log N), and never list the keyspace. A topic's
+// announcements are a Stream, added to by the commit script on one Redis
+// (see changes.go).
 //
 // The first Open after an upgrade brings the keys to this layout, once:
 // it moves the records of the layout before hash tags ("r:" + key) to
@@ -174,6 +176,7 @@ type DB struct {
 	cache    cache
 	pipe     pipe
 	segs     segments // see indexBefore
+	gaps     gaps     // see Batch.announce
 	closed   atomic.Bool
 }
 
@@ -184,7 +187,8 @@ var ErrClosed = ratestore.ErrClosed
 // "redis://[user:password@]host:port/db" or "rediss://" for TLS, and a
 // Redis Cluster as one node's URL with the others as addr parameters:
 // "redis://host1:7000?addr=host2:7000&addr=host3:7000". It checks that
-// Redis answers (PING, within Options.Timeout) before it returns.
+// Redis answers (PING, within Options.Timeout) before it returns. Redis
+// is to be 7.0 or later (the feeds' ids are XADD's "<ms>-*").
 func Open(ctx context.Context, addr string, opts Options) (*DB, error) {
 	o, err := withDefaults(opts)
 	if err != nil {
