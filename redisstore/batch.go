@@ -201,6 +201,10 @@ func (b *Batch) Prefetch(records [][]byte, key string, limiters ...ratestore.Sto
 // commit does not check it.
 const unread = "\x00unread"
 
+// exists is what the commit checks of a record put blind that must exist
+// (see assumeKey).
+const exists = "\x00exists"
+
 // set makes v (none: "") the value of rk in the batch, stored with ttl (0:
 // none) by the commit.
 func (b *Batch) set(rk, v string, ttl time.Duration) {

@@ -150,7 +150,7 @@ func (b *Batch) release() {
 	defer cancel()
 	var calls []scriptCall
 	for _, keys := range b.db.bySlot(b.locks) {
-		calls = append(calls, b.commitCall(keys, nil, true, 0, false))
+		calls = append(calls, b.commitCall(keys, nil, true, 0, nil, false))
 	}
 	b.db.runScripts(ctx, commitScript, calls) // a lock not released ends after LockTTL
 }
@@ -166,12 +166,15 @@ func (b *Batch) release() {
 // delete), its TTL in milliseconds (0: none; -1: not written, only
 // checked), the position in KEYS of the index of its record (0: none) and
 // the record's key; then for each message announced the position of its
-// feed and the message. It stores nothing and answers 0 if a value read
-// has changed, 3 if it runs after its deadline, and 2 if the batch does
-// not hold its locks and another holder has one; it releases the locks the
-// batch holds in any case. Otherwise it stores every write, adds the
-// records it sets to their indexes (and their segments to the list) and
-// drops those it deletes, adds the messages to their feeds, and answers 1.
+// feed and the message. A value read of "\0exists" is a record not read
+// that must exist (see assumeKey). It stores nothing and answers 0 if a
+// value read has changed, 3 if it runs after its deadline, 4 if a record
+// that must exist does not, and 2 if the batch does not hold its locks and
+// another holder has one; it releases the locks the batch holds but after
+// a 4, when the batch commits the slot again. Otherwise it stores every
+// write, adds the records it sets to their indexes (and their segments to
+// the list) and drops those it deletes, adds the messages to their feeds,
+// releases the locks, and answers 1.
 var commitScript = redis.NewScript(feedAddLua + `
 local token, nlocks, held, nw = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1', tonumber(ARGV[4])
 local deadline, segs, feedlen = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
@@ -184,7 +187,11 @@ end
 local ok = 1
 for i = 1, nw do
   local j = arg(i)
-  if ARGV[j] ~= '\0unread' and (redis.call('GET', KEYS[nlocks + i]) or '') ~= ARGV[j] then ok = 0 end
+  if ARGV[j] == '\0exists' then
+    if ok == 1 and redis.call('EXISTS', KEYS[nlocks + i]) == 0 then ok = 4 end
+  elseif ARGV[j] ~= '\0unread' and (redis.call('GET', KEYS[nlocks + i]) or '') ~= ARGV[j] then
+    ok = 0
+  end
 end
 if ok == 1 and deadline > 0 then
   local t = redis.call('TIME')
@@ -214,8 +221,10 @@ if ok == 1 then
   end
   for j = arg(nw + 1), #ARGV, 2 do feedAdd(KEYS[tonumber(ARGV[j])], feedlen, 'm', ARGV[j + 1]) end
 end
-for i = 1, nlocks do
-  if redis.call('GET', KEYS[i]) == token then redis.call('DEL', KEYS[i]) end
+if ok ~= 4 then
+  for i = 1, nlocks do
+    if redis.call('GET', KEYS[i]) == token then redis.call('DEL', KEYS[i]) end
+  end
 end
 return ok
 `)
@@ -253,22 +262,20 @@ func (b *Batch) commitOnce() (bool, error) {
 		locks = nil
 		defer b.release()
 	}
-	st, err := b.indexBefore()
+	ops := b.indexOps()
+	st, err := b.indexBefore(ops)
 	if err != nil {
 		if b.locked && locks != nil {
 			b.release()
 		}
 		return true, fmt.Errorf("adding records to the index: %w", err)
 	}
-	var until int64
-	if st != nil {
-		until = st.deadline
-	}
-	calls := b.commitCalls(locks, until)
+	calls := b.commitCalls(locks, st.until(), ops)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), b.db.opts.Timeout)
 	defer cancel()
 	sent := b.db.cache.clock()
 	results := b.db.runScripts(ctx, commitScript, calls)
+	b.commitUnlisted(ctx, calls, results, ops)
 	stored, conflicts, blocked, err := tally(results)
 	if blocked > 0 && stored == 0 && conflicts == 0 && err == nil {
 		return false, nil
@@ -289,7 +296,8 @@ func (b *Batch) commitOnce() (bool, error) {
 }
 
 // tally counts the commit scripts that stored their slot's changes, found
-// a conflict (or ran late), and found a lock held, and joins their errors.
+// a conflict (or ran late, or missed a record), and found a lock held, and
+// joins their errors.
 func tally(results []*redis.Cmd) (stored, conflicts, blocked int, err error) {
 	var errs []error
 	for _, c := range results {
@@ -298,7 +306,7 @@ func tally(results []*redis.Cmd) (stored, conflicts, blocked int, err error) {
 			errs = append(errs, err)
 		case n == 1:
 			stored++
-		case n == 0 || n == 3:
+		case n == 0 || n == 3 || n == 4: // 4: a record missing, after commitUnlisted
 			conflicts++
 		default:
 			blocked++
@@ -375,25 +383,27 @@ func (b *Batch) checked() []string {
 
 // commitCalls are the commit's scripts: one, or on a Cluster one per slot
 // of the keys written and of locks, each with the locks of its slot, to
-// store nothing after deadline (0: none). On one Redis, the script also
-// changes the index and adds the batch's announcements to their feeds.
-func (b *Batch) commitCalls(locks []string, deadline int64) []scriptCall {
+// store nothing after deadline (0: none), with the index changes ops. On
+// one Redis, the script also changes the index and adds the batch's
+// announcements to their feeds.
+func (b *Batch) commitCalls(locks []string, deadline int64, ops map[string]indexOp) []scriptCall {
 	var calls []scriptCall
 	for _, keys := range b.db.bySlot(append(slices.Clone(locks), b.checked()...)) {
 		locks, writes := b.splitLocks(keys)
-		calls = append(calls, b.commitCall(locks, writes, b.locked, deadline, !b.db.cluster))
+		calls = append(calls, b.commitCall(locks, writes, b.locked, deadline, ops, !b.db.cluster))
 	}
 	if len(calls) == 0 && !b.db.cluster { // no write: the announcements alone
-		calls = append(calls, b.commitCall(nil, nil, b.locked, 0, true))
+		calls = append(calls, b.commitCall(nil, nil, b.locked, 0, nil, true))
 	}
 	return calls
 }
 
 // commitCall is the run of commitScript storing writes, the keys of one
 // slot the batch wrote or checks, with locks, those of the batch in the
-// slot, which it holds when held. With all, it also makes the batch's
-// index changes and announcements, whose keys the slot must hold.
-func (b *Batch) commitCall(locks, writes []string, held bool, deadline int64, all bool) scriptCall {
+// slot, which it holds when held. It checks that the records ops assumes
+// exist do. With all, it also makes the index changes of ops, and the
+// batch's announcements, whose keys the slot must hold.
+func (b *Batch) commitCall(locks, writes []string, held bool, deadline int64, ops map[string]indexOp, all bool) scriptCall {
 	keys := append(slices.Clone(locks), writes...)
 	at := map[string]int{}
 	pos := func(k string) int { // k's position in keys, added if new
@@ -408,10 +418,6 @@ func (b *Batch) commitCall(locks, writes []string, held bool, deadline int64, al
 		heldArg = 1
 	}
 	args := []any{b.token, len(locks), heldArg, len(writes), deadline, 0, feedLen}
-	var ops map[string]indexOp
-	if all {
-		ops = b.indexOps()
-	}
 	for _, rk := range writes {
 		read, v, ttl := b.read[rk], b.vals[rk], int64(-1)
 		if t, written := b.ttls[rk]; written {
@@ -420,12 +426,15 @@ func (b *Batch) commitCall(locks, writes []string, held bool, deadline int64, al
 			v = ""
 		}
 		op, indexed := ops[rk]
-		if !indexed {
+		if indexed && op.change == assumeKey {
+			read = exists
+		}
+		if !all || !indexed || op.change == assumeKey {
 			args = append(args, read, v, ttl, 0, "")
 			continue
 		}
 		args = append(args, read, v, ttl, pos(b.db.indexKey(segment(op.key))), op.key)
-		if op.add && segment(op.key) != "" {
+		if op.change == addKey && segment(op.key) != "" {
 			args[5] = pos(b.db.segmentsKey())
 		}
 	}

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -16,21 +17,22 @@ import (
 // On one Redis the commit script changes a record and its index entry
 // together. On a Cluster the index is in another slot than most of its
 // records, and no script can change both; the steps are ordered instead.
-// A commit adds the keys of the records it creates to their indexes
+// A commit adds the keys of the records it may create to their indexes
 // first (indexAddScript, one round trip), noting in the index's recent
 // additions the instant of Redis's TIME it did so, then stores them; its
-// commit scripts store nothing when they run more than indexGrace/2 after
-// that instant (on the record's node's clock), so that no record is ever
-// stored long after its key was added. A record's entry is dropped only by
-// pruneScript, after a read at an instant t0 of the index's clock found no
-// record (a scan's MGET, or a commit that deleted it), and only when the
-// key was not added since t0 - indexGrace: a commit that stored the
-// record after that read added its key after t0 - indexGrace/2 (less the
-// clocks' difference), so its entry stays. The read came before the
-// prune's script by less than indexGrace, which the script checks, and
-// recent additions are kept for two indexGrace: the one that stops the
-// prune is still there. The nodes' clocks may therefore differ by up to
-// indexGrace/2.
+// scripts store nothing when they run more than indexGrace/2 after that
+// instant (on the record's node's clock), so that no record is ever
+// created long after its key was added. (A record it puts that exists is
+// listed already: see indexOps and assumeKey.) An entry is dropped only by
+// pruneScript, given an instant t0 of the index's clock taken before a
+// read that found no record (a scan's MGET, or the commit that deleted
+// it), and only when its key was not added since t0 - indexGrace. A commit
+// that created the record after that read added its key at most
+// indexGrace/2 before (plus the clocks' difference), so after t0 -
+// indexGrace: its entry stays. The prune's script runs within indexGrace of
+// t0, which it checks, and recent additions are kept for two indexGrace,
+// so the addition that stops it is still noted. The nodes' clocks may
+// therefore differ by up to indexGrace/2.
 const indexGrace = time.Minute
 
 // segment is the part of a record key its index is chosen by: up to and
@@ -139,11 +141,28 @@ func (db *DB) pruneCall(seg string, at int64, keys []string) scriptCall {
 	return scriptCall{[]string{db.indexKey(seg), db.addsKey(seg)}, args}
 }
 
-// indexOp is what a commit changes in the index for a record it writes:
-// its key is added (a record that may not exist yet) or dropped.
+// indexChange is what a commit changes in the index for a record it
+// writes.
+type indexChange uint8
+
+const (
+	// addKey: the record may not exist yet; its key is added.
+	addKey indexChange = iota + 1
+	// dropKey: the record is deleted; its key is dropped.
+	dropKey
+	// assumeKey: on a Cluster, a record put blind that this DB has seen
+	// exist (its cache holds it), as the ledger puts its chunks: instead of
+	// a round trip adding its key, the commit script checks that the
+	// record exists, and so is listed. When it does not, the script stores
+	// nothing of its slot (it answers 4), and the commit adds the key and
+	// runs the slot's script again (commitUnlisted).
+	assumeKey
+)
+
+// indexOp is the change of the index for the record key.
 type indexOp struct {
-	key string // the record's key
-	add bool
+	key    string
+	change indexChange
 }
 
 // indexOps are the index changes of the batch's commit, by the Redis key
@@ -158,11 +177,17 @@ func (b *Batch) indexOps() map[string]indexOp {
 			continue // a state
 		}
 		read := b.read[rk]
-		switch exists := read != unread && read != ""; {
-		case b.vals[rk] != "" && !exists:
-			ops[rk] = indexOp{key, true}
-		case b.vals[rk] == "" && read != "":
-			ops[rk] = indexOp{key, false}
+		switch {
+		case b.vals[rk] == "":
+			if read != "" {
+				ops[rk] = indexOp{key, dropKey}
+			}
+		case read != unread && read != "":
+			// listed: the commit checks the value read
+		case read == unread && b.db.cluster && b.db.cache.get(rk).v != "":
+			ops[rk] = indexOp{key, assumeKey}
+		default:
+			ops[rk] = indexOp{key, addKey}
 		}
 	}
 	return ops
@@ -177,28 +202,36 @@ type indexStep struct {
 	deadline int64            // the commit stores nothing after it (ms); 0: none
 }
 
-// indexBefore adds the keys of the records the batch may create to their
-// indexes, and the segments new to this DB to the list of segments, in one
-// round trip before the commit (on a Cluster; nil on one Redis, where the
-// commit script does it).
-func (b *Batch) indexBefore() (*indexStep, error) {
+// until is the deadline of the commit that follows st (0: none).
+func (st *indexStep) until() int64 {
+	if st == nil {
+		return 0
+	}
+	return st.deadline
+}
+
+// indexBefore adds the keys of ops to add to their indexes, and the
+// segments new to this DB to the list of segments, and reads the time of
+// the indexes of the keys to drop, in one round trip before the commit
+// (on a Cluster; nil on one Redis, where the commit script does it).
+func (b *Batch) indexBefore(ops map[string]indexOp) (*indexStep, error) {
 	if !b.db.cluster {
 		return nil, nil
 	}
-	st := &indexStep{ops: b.indexOps(), at: map[string]int64{}}
-	if len(st.ops) == 0 {
-		return st, nil
-	}
+	st := &indexStep{ops: ops, at: map[string]int64{}}
 	grace := indexGrace.Milliseconds()
 	adds := map[string][]any{}
-	for _, op := range st.ops {
+	for _, op := range ops {
 		seg := segment(op.key)
-		if adds[seg] == nil {
+		if op.change != assumeKey && adds[seg] == nil {
 			adds[seg] = []any{grace}
 		}
-		if op.add {
+		if op.change == addKey {
 			adds[seg] = append(adds[seg], op.key)
 		}
+	}
+	if len(adds) == 0 {
+		return st, nil
 	}
 	var calls []scriptCall
 	var segs []string
@@ -241,7 +274,7 @@ func (b *Batch) indexAfter(st *indexStep, calls []scriptCall, results []*redis.C
 			continue
 		}
 		for _, rk := range c.keys {
-			if op, ok := st.ops[rk]; ok && !op.add {
+			if op, ok := st.ops[rk]; ok && op.change == dropKey {
 				gone[segment(op.key)] = append(gone[segment(op.key)], op.key)
 			}
 		}
@@ -256,6 +289,52 @@ func (b *Batch) indexAfter(st *indexStep, calls []scriptCall, results []*redis.C
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), b.db.opts.Timeout)
 	defer cancel()
 	b.db.runScripts(ctx, pruneScript, prunes)
+}
+
+// commitUnlisted runs again the commit scripts of calls that found a
+// record missing that the batch assumed to exist (answer 4, see
+// assumeKey), having added the keys of their records to the index first,
+// and puts their answers in results.
+func (b *Batch) commitUnlisted(ctx context.Context, calls []scriptCall, results []*redis.Cmd, ops map[string]indexOp) {
+	var redo []int
+	again := map[string]indexOp{}
+	for i, c := range calls {
+		if n, err := results[i].Int(); err != nil || n != 4 {
+			continue
+		}
+		redo = append(redo, i)
+		for _, rk := range c.keys {
+			if op, ok := ops[rk]; ok {
+				if op.change == assumeKey {
+					op.change = addKey
+				}
+				again[rk] = op
+			}
+		}
+	}
+	if len(redo) == 0 {
+		return
+	}
+	st, err := b.indexBefore(again)
+	if err != nil {
+		for _, i := range redo {
+			results[i] = redis.NewCmd(ctx)
+			results[i].SetErr(fmt.Errorf("adding records to the index: %w", err))
+		}
+		if b.locked {
+			b.release() // the scripts that answered 4 kept the locks
+		}
+		return
+	}
+	rerun := make([]scriptCall, len(redo))
+	for j, i := range redo {
+		n := calls[i].args[1].(int)
+		rerun[j] = b.commitCall(calls[i].keys[:n], calls[i].keys[n:], b.locked, st.until(), again, false)
+		calls[i] = rerun[j]
+	}
+	for j, c := range b.db.runScripts(ctx, commitScript, rerun) {
+		results[redo[j]] = c
+	}
 }
 
 // segments are the segments this DB has added to the list of segments,

@@ -57,7 +57,7 @@ func TestCommitAfterDeadline(t *testing.T) {
 	defer db.Close()
 	b := &Batch{db: db, ctx: ctx, vals: map[string]string{}, read: map[string]string{}}
 	require.NoError(t, b.Put([]byte("d/x"), []byte("1")))
-	calls := b.commitCalls(nil, time.Now().Add(-time.Second).UnixMilli())
+	calls := b.commitCalls(nil, time.Now().Add(-time.Second).UnixMilli(), b.indexOps())
 	stored, conflicts, _, err := tally(db.runScripts(ctx, commitScript, calls))
 	require.NoError(t, err)
 	require.Equal(t, [2]int{0, 1}, [2]int{stored, conflicts})
@@ -66,7 +66,7 @@ func TestCommitAfterDeadline(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, v)
 
-	calls = b.commitCalls(nil, time.Now().Add(time.Minute).UnixMilli())
+	calls = b.commitCalls(nil, time.Now().Add(time.Minute).UnixMilli(), b.indexOps())
 	stored, _, _, err = tally(db.runScripts(ctx, commitScript, calls))
 	require.NoError(t, err)
 	require.Equal(t, 1, stored, "before its deadline")

@@ -317,3 +317,42 @@ func (ks *keyStates) finished() int {
 	defer ks.mu.Unlock()
 	return ks.total
 }
+
+// TestBlindPutOfAListedRecord: on a Cluster, a record put blind that this
+// DB has stored before (the ledger's chunks and marks) costs one round
+// trip, its commit, which checks that the record still exists instead of
+// adding its key to the index. When another process has deleted it
+// meanwhile, and a scan dropped its key, the commit adds the key and
+// stores the record: it is listed, and the batch's locks are released.
+func TestBlindPutOfAListedRecord(t *testing.T) {
+	url := redistest.StartCluster(t, 3)
+	o, err := redis.ParseClusterURL(url)
+	require.NoError(t, err)
+	tg := target{url, o.Addrs}
+	a := open(t, url, newClock(), redisstore.Options{Timeout: 5 * time.Second})
+	b := open(t, url, newClock(), redisstore.Options{Timeout: 5 * time.Second})
+	raw := tg.raw(t)
+	trips := redistest.CountTrips(a.Client())
+	put := func(v string) error {
+		return a.Update(ctx, []string{"d1"}, func(bt *redisstore.Batch) error {
+			if _, err := bt.Get([]byte("L/x/d1")); err != nil { // takes the lock
+				return err
+			}
+			return bt.Put([]byte("L/w/d1"), []byte(v))
+		})
+	}
+	require.NoError(t, put("1"))
+	n := trips()
+	require.NoError(t, put("2"))
+	require.EqualValues(t, 2, trips()-n, "the read with the lock, and the commit")
+
+	require.NoError(t, b.Update(ctx, nil, func(bt *redisstore.Batch) error { return bt.Delete([]byte("L/w/d1")) }))
+	old := float64(time.Now().Add(-3 * time.Minute).UnixMilli())
+	require.NoError(t, raw.ZAdd(ctx, "ratestore:{L}/a/L/", redis.Z{Member: "L/w/d1", Score: old}).Err())
+	require.Empty(t, scanAll(t, b, "L/"))
+	require.Empty(t, raw.ZRange(ctx, "ratestore:{L}/i/L/", 0, -1).Val(), "the scan dropped the key")
+
+	require.NoError(t, put("3"))
+	require.Equal(t, map[string]string{"L/w/d1": "3"}, scanAll(t, b, "L/"))
+	require.Zero(t, raw.Exists(ctx, "ratestore:{d1}/l/d1").Val(), "the lock is released")
+}
