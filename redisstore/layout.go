@@ -121,10 +121,13 @@ return 1
 // do as it was. Records written meanwhile by DBs of this version are
 // indexed by their commits; those of DBs of an earlier version are not,
 // and the Open of such a DB sets Playout back, so that the next Open here
-// indexes them: every process of a Prefix is to run one version.
+// indexes them: every process of a Prefix is to run one version. (So
+// does setting Playout to 2 by hand, to build an index lost again.)
 func (db *DB) migrate(ctx context.Context) error {
 	marker := db.opts.Prefix + "layout"
-	v, err := db.client.Get(ctx, marker).Result()
+	gctx, cancel := context.WithTimeout(ctx, db.opts.Timeout)
+	v, err := db.client.Get(gctx, marker).Result()
+	cancel()
 	if err != nil && err != redis.Nil {
 		return err
 	}
@@ -143,15 +146,19 @@ func (db *DB) migrate(ctx context.Context) error {
 	if err := db.buildIndex(ctx); err != nil {
 		return fmt.Errorf("indexing the records for layout %d: %w", layoutVersion, err)
 	}
-	return db.client.Set(ctx, marker, layoutVersion, 0).Err()
+	sctx, cancel := context.WithTimeout(ctx, db.opts.Timeout)
+	defer cancel()
+	return db.client.Set(sctx, marker, layoutVersion, 0).Err()
 }
 
 // moveLayout1 moves the records of layout 1 to their keys.
 func (db *DB) moveLayout1(ctx context.Context) error {
 	old := db.opts.Prefix + "r:"
 	return db.scanKeys(ctx, globEscape(old)+"*", func(keys []string) error {
+		mctx, cancel := context.WithTimeout(ctx, db.opts.Timeout)
+		defer cancel()
 		for _, k := range keys {
-			if err := migrateScript.Run(ctx, db.client, []string{k, db.recordKey([]byte(k[len(old):]))}).Err(); err != nil {
+			if err := migrateScript.Run(mctx, db.client, []string{k, db.recordKey([]byte(k[len(old):]))}).Err(); err != nil {
 				return fmt.Errorf("moving record %q to its key: %w", k, err)
 			}
 		}
