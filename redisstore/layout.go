@@ -155,10 +155,11 @@ func (db *DB) migrate(ctx context.Context) error {
 func (db *DB) moveLayout1(ctx context.Context) error {
 	old := db.opts.Prefix + "r:"
 	return db.scanKeys(ctx, globEscape(old)+"*", func(keys []string) error {
-		mctx, cancel := context.WithTimeout(ctx, db.opts.Timeout)
-		defer cancel()
 		for _, k := range keys {
-			if err := migrateScript.Run(mctx, db.client, []string{k, db.recordKey([]byte(k[len(old):]))}).Err(); err != nil {
+			mctx, cancel := context.WithTimeout(ctx, db.opts.Timeout)
+			err := migrateScript.Run(mctx, db.client, []string{k, db.recordKey([]byte(k[len(old):]))}).Err()
+			cancel()
+			if err != nil {
 				return fmt.Errorf("moving record %q to its key: %w", k, err)
 			}
 		}
