@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -229,7 +228,6 @@ func TestScanWhileWriting(t *testing.T) {
 		const writers, keys, rounds = 4, 40, 6
 		var ks keyStates
 		ks.init(writers * keys)
-		var done atomic.Bool
 		var wg sync.WaitGroup
 		for w := range writers {
 			wg.Go(func() {
@@ -244,8 +242,15 @@ func TestScanWhileWriting(t *testing.T) {
 				}
 			})
 		}
+		written := make(chan struct{})
+		go func() { wg.Wait(); close(written) }()
 		scans := 0
-		for !done.Load() {
+		for done := false; !done; {
+			select {
+			case <-written:
+				done = scans > 3 // and one more scan, after the last write
+			default:
+			}
 			before := ks.snapshot()
 			got := scanAll(t, dbs[scans%2], "w/")
 			after := ks.snapshot()
@@ -255,11 +260,8 @@ func TestScanWhileWriting(t *testing.T) {
 				}
 			}
 			scans++
-			if scans > 3 && ks.finished() == writers*keys*rounds {
-				done.Store(true)
-			}
 		}
-		wg.Wait()
+		require.Equal(t, writers*keys*rounds, ks.finished(), "every write acknowledged")
 		t.Logf("%d scans", scans)
 	})
 }
