@@ -1,6 +1,8 @@
 package ratestore_test
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -31,7 +33,69 @@ func TestStoreContract(t *testing.T) {
 		t.Cleanup(func() { db.Close() })
 		contract(t, db, clock.Advance, true)
 	})
+	t.Run("redis-cluster", func(t *testing.T) {
+		clock := newClock()
+		db, err := redisstore.Open(ctx, redistest.StartCluster(t, 3), redisstore.Options{Now: clock.Now, Timeout: 5 * time.Second})
+		require.NoError(t, err)
+		t.Cleanup(func() { db.Close() })
+		contract(t, db, clock.Advance, true)
+	})
 }
+
+// contractScanFrom: ScanFrom pages through a range longer than a page of
+// any backend, from any start, in key order, and stops when fn fails; a
+// prefix with no "/" finds the keys of several segments (a backend may
+// split its index at the first "/") in one order.
+func contractScanFrom[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](t *testing.T, db ratestore.Store[L, B]) {
+	var want []string
+	require.NoError(t, db.Update(ctx, nil, func(b B) error {
+		for i := range 300 {
+			k := fmt.Sprintf("p/%04d", i)
+			want = append(want, k)
+			require.NoError(t, b.Put([]byte(k), []byte(k)))
+		}
+		for _, k := range []string{"p", "p.x/1", "pa/1", "pa", "p0", "q/1", "o/1"} {
+			require.NoError(t, b.Put([]byte(k), []byte(k)))
+		}
+		return nil
+	}))
+	scan := func(prefix, start string, n int) []string {
+		var got []string
+		err := db.ScanFrom(ctx, []byte(prefix), []byte(start), func(k, v []byte) error {
+			if prefix != "" { // the records of this test
+				require.Equal(t, string(k), string(v))
+			}
+			if got = append(got, string(k)); len(got) == n {
+				return errStop
+			}
+			return nil
+		})
+		if n > 0 && len(got) == n {
+			require.ErrorIs(t, err, errStop, "ScanFrom returns fn's error")
+		} else {
+			require.NoError(t, err)
+		}
+		return got
+	}
+	var paged []string
+	for start := ""; ; {
+		page := scan("p/", start, 50)
+		paged = append(paged, page...)
+		if len(page) < 50 {
+			break
+		}
+		start = page[len(page)-1] + "\x00"
+	}
+	require.Equal(t, want, paged, "pages of 50 from the last key read")
+	require.Equal(t, want[137:], scan("p/", "p/0137", 0), "from a key that exists")
+	require.Equal(t, want[138:140], scan("p/", "p/0137x", 2), "from a key that does not")
+	require.Equal(t, want, scan("p/", "a", 0), "a start before the prefix")
+	require.Empty(t, scan("p/", "p/9", 0), "a start after the range")
+	require.Equal(t, append(append([]string{"p", "p.x/1"}, want...), "p0", "pa", "pa/1"), scan("p", "", 0))
+	require.Equal(t, append(want[299:], "p0", "pa"), scan("p", "p/0299", 3))
+}
+
+var errStop = errors.New("stop")
 
 func contract[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](t *testing.T, db ratestore.Store[L, B], advance func(time.Duration), shared bool) {
 	l, err := db.Limiter("contract", strategies.TokenBucket{Rate: 1, Burst: 2})
@@ -62,6 +126,7 @@ func contract[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](t *testing.T,
 	keys = nil
 	require.NoError(t, db.ScanFrom(ctx, []byte("r/"), []byte("r/aa"), func(k, v []byte) error { keys = append(keys, string(k)); return nil }))
 	require.Equal(t, []string{"r/b", "r/empty"}, keys, "ScanFrom begins at the first key >= start")
+	contractScanFrom(t, db)
 
 	// Changes: a shared store tells what its batches announced, after the
 	// position asked for; one this process alone changes tells nothing.

@@ -90,11 +90,12 @@ func (db *DB) update(ctx context.Context, locks []string, fn func(*Batch) error,
 		b.token = hex.EncodeToString(raw[:])
 	}
 	err := fn(b)
-	if cerr := b.commit(); cerr != nil {
-		return errors.Join(err, fmt.Errorf("redisstore: update: %w", cerr))
+	cerr := b.commit()
+	if cerr == nil || errors.Is(cerr, ratestore.ErrUncertain) {
+		b.announce() // the changes are stored, or may be: tell the readers
 	}
-	if err == nil {
-		b.announce()
+	if cerr != nil {
+		return errors.Join(err, fmt.Errorf("redisstore: update: %w", cerr))
 	}
 	return err
 }
@@ -115,8 +116,9 @@ type Batch struct {
 	read    map[string]string // Redis key → its value when first read
 	order   []string          // the Redis keys written, in order
 	ttls    map[string]time.Duration
+	recs    map[string]string // Redis key of a record written → the record's key
 
-	announced []announcement // sent once the batch is stored (Announce)
+	announced []announcement // sent with the commit, or after it (Announce)
 }
 
 // Now returns the batch's instant, read from the DB's clock once when
@@ -198,6 +200,10 @@ func (b *Batch) Prefetch(records [][]byte, key string, limiters ...ratestore.Sto
 // unread is the value a key written blind was read with: none, and the
 // commit does not check it.
 const unread = "\x00unread"
+
+// exists is what the commit checks of a record put blind that must exist
+// (see assumeKey).
+const exists = "\x00exists"
 
 // set makes v (none: "") the value of rk in the batch, stored with ttl (0:
 // none) by the commit.
@@ -330,14 +336,27 @@ func (b *Batch) Get(key []byte) ([]byte, error) {
 
 // Put stores value at key in the records, in the batch.
 func (b *Batch) Put(key, value []byte) error {
-	b.set(b.db.recordKey(key), escape(value), 0)
+	b.setRecord(key, escape(value))
 	return nil
 }
 
 // Delete removes the record at key, in the batch.
 func (b *Batch) Delete(key []byte) error {
-	b.set(b.db.recordKey(key), "", 0)
+	b.setRecord(key, "")
 	return nil
+}
+
+// setRecord makes v (none: "") the value of the record at key in the
+// batch.
+func (b *Batch) setRecord(key []byte, v string) {
+	rk := b.db.recordKey(key)
+	if b.recs == nil {
+		b.recs = map[string]string{}
+	}
+	if _, ok := b.recs[rk]; !ok {
+		b.recs[rk] = string(key)
+	}
+	b.set(rk, v, 0)
 }
 
 // Reread returns the value of each record at keys, as the batch reads it:

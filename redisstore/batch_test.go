@@ -249,6 +249,6 @@ func TestLayoutMigration(t *testing.T) {
 	require.NoError(t, db.Scan(ctx, nil, func(k, v []byte) error { got[string(k)] = string(v); return nil }))
 	require.Equal(t, map[string]string{"k/key_1": "one", "t/team_1": "team", "k/key_2": "new"}, got)
 	require.Zero(t, raw.Exists(ctx, "ratestore:r:k/key_1", "ratestore:r:t/team_1", "ratestore:r:k/key_2").Val())
-	require.Equal(t, "2", raw.Get(ctx, "ratestore:layout").Val())
+	require.Equal(t, "3", raw.Get(ctx, "ratestore:layout").Val())
 	open(t, srv.URL(), newClock(), redisstore.Options{}) // once is enough: nothing to move
 }

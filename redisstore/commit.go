@@ -150,48 +150,81 @@ func (b *Batch) release() {
 	defer cancel()
 	var calls []scriptCall
 	for _, keys := range b.db.bySlot(b.locks) {
-		calls = append(calls, scriptCall{keys, []any{b.token, len(keys), 1}})
+		calls = append(calls, b.commitCall(keys, nil, true, 0, nil, false))
 	}
 	b.db.runScripts(ctx, commitScript, calls) // a lock not released ends after LockTTL
 }
 
-// commitScript stores a batch: KEYS are its locks (ARGV[2] of them) and
-// then the keys it wrote; ARGV[1] is the locks' token, ARGV[3] 1 when the
-// batch holds its locks, then for each key written the value it was read
-// with ("\0unread": not read), its new value ("": delete) and its TTL in
-// milliseconds (0: none; -1: not written, only checked). It stores nothing
-// and answers 0 if a value read has changed, and 2 if the batch does not
-// hold its locks and another holder has one; it releases the locks the
-// batch holds in any case.
-var commitScript = redis.NewScript(`
-local token, nlocks, held = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1'
-local ok = 1
+// commitScript stores a batch. KEYS are its locks (ARGV[2] of them), the
+// ARGV[4] keys it wrote, and then the indexes, the list of segments and
+// the feeds the script changes. ARGV[1] is the locks' token, ARGV[3] 1
+// when the batch holds its locks, ARGV[5] the instant (ms of Redis's TIME)
+// after which the script stores nothing (0: none; see indexGrace), ARGV[6]
+// the position in KEYS of the list of segments (0: none), ARGV[7] the
+// length the feeds are trimmed to. Then for each key written come the
+// value it was read with ("\0unread": not read), its new value ("":
+// delete), its TTL in milliseconds (0: none; -1: not written, only
+// checked), the position in KEYS of the index of its record (0: none) and
+// the record's key; then for each message announced the position of its
+// feed and the message. A value read of "\0exists" is a record not read
+// that must exist (see assumeKey). It stores nothing and answers 0 if a
+// value read has changed, 3 if it runs after its deadline, 4 if a record
+// that must exist does not, and 2 if the batch does not hold its locks and
+// another holder has one; it releases the locks the batch holds but after
+// a 4, when the batch commits the slot again. Otherwise it stores every
+// write, adds the records it sets to their indexes (and their segments to
+// the list) and drops those it deletes, adds the messages to their feeds,
+// releases the locks, and answers 1.
+var commitScript = redis.NewScript(feedAddLua + `
+local token, nlocks, held, nw = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1', tonumber(ARGV[4])
+local deadline, segs, feedlen = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
+local function arg(i) return 8 + 5 * (i - 1) end
 if not held then
   for i = 1, nlocks do
     if redis.call('EXISTS', KEYS[i]) == 1 then return 2 end
   end
 end
-for i = nlocks + 1, #KEYS do
-  local j = 4 + 3 * (i - nlocks - 1)
-  if ARGV[j] ~= '\0unread' and (redis.call('GET', KEYS[i]) or '') ~= ARGV[j] then ok = 0 end
+local ok = 1
+for i = 1, nw do
+  local j = arg(i)
+  if ARGV[j] == '\0exists' then
+    if ok == 1 and redis.call('EXISTS', KEYS[nlocks + i]) == 0 then ok = 4 end
+  elseif ARGV[j] ~= '\0unread' and (redis.call('GET', KEYS[nlocks + i]) or '') ~= ARGV[j] then
+    ok = 0
+  end
+end
+if ok == 1 and deadline > 0 then
+  local t = redis.call('TIME')
+  if tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) > deadline then ok = 3 end
 end
 if ok == 1 then
-  for i = nlocks + 1, #KEYS do
-    local j = 4 + 3 * (i - nlocks - 1)
-    local v, ttl = ARGV[j + 1], tonumber(ARGV[j + 2])
+  local listed = {} -- the indexes whose segment is listed
+  for i = 1, nw do
+    local j, k = arg(i), KEYS[nlocks + i]
+    local v, ttl, ix, rec = ARGV[j + 1], tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3]), ARGV[j + 4]
     if ttl < 0 then
       -- read only: checked above
     elseif v == '' then
-      redis.call('DEL', KEYS[i])
-    elseif ttl > 0 then
-      redis.call('SET', KEYS[i], v, 'PX', ttl)
+      redis.call('DEL', k)
+      if ix > 0 then redis.call('ZREM', KEYS[ix], rec) end
     else
-      redis.call('SET', KEYS[i], v)
+      if ttl > 0 then redis.call('SET', k, v, 'PX', ttl) else redis.call('SET', k, v) end
+      if ix > 0 then
+        redis.call('ZADD', KEYS[ix], 0, rec)
+        local s = string.find(rec, '/', 1, true)
+        if s and segs > 0 and not listed[ix] then
+          redis.call('ZADD', KEYS[segs], 0, string.sub(rec, 1, s))
+          listed[ix] = true
+        end
+      end
     end
   end
+  for j = arg(nw + 1), #ARGV, 2 do feedAdd(KEYS[tonumber(ARGV[j])], feedlen, 'm', ARGV[j + 1]) end
 end
-for i = 1, nlocks do
-  if redis.call('GET', KEYS[i]) == token then redis.call('DEL', KEYS[i]) end
+if ok ~= 4 then
+  for i = 1, nlocks do
+    if redis.call('GET', KEYS[i]) == token then redis.call('DEL', KEYS[i]) end
+  end
 end
 return ok
 `)
@@ -199,9 +232,10 @@ return ok
 // commit stores the batch's writes and releases its locks. A batch that
 // holds no lock and finds one held waits for it, as its first read would
 // have, and commits again: it read nothing, so nothing it decided on can
-// have changed.
+// have changed. On one Redis, a batch that writes nothing but announces
+// runs the script too, for its messages.
 func (b *Batch) commit() error {
-	if len(b.order) == 0 {
+	if len(b.order) == 0 && (len(b.announced) == 0 || b.db.cluster) {
 		if b.locked {
 			b.release()
 		}
@@ -210,42 +244,43 @@ func (b *Batch) commit() error {
 	return b.retry(b.commitOnce)
 }
 
-// commitOnce runs commitScript for each slot of the batch's keys, and
-// reports whether it is done: false when another holder has a lock.
+// commitOnce runs commitScript for each slot of the batch's keys, with the
+// index's steps around it on a Cluster, and reports whether it is done:
+// false when another holder has a lock.
 func (b *Batch) commitOnce() (bool, error) {
-	calls := b.commitCalls(b.locks)
-	if len(calls) > 1 && b.cached {
+	slots := len(b.db.bySlot(append(slices.Clone(b.locks), b.checked()...)))
+	if slots > 1 && b.cached {
 		if err := b.verify(); err != nil {
 			return true, err
 		}
 	}
-	if b.locked && len(calls) > 1 {
+	locks := b.locks
+	if b.locked && slots > 1 {
 		// Several slots, not one step: the locks are released once every
 		// slot's changes are stored, or a batch taking them could read a
 		// slot not yet changed.
-		calls = b.commitCalls(nil)
+		locks = nil
 		defer b.release()
 	}
+	ops := b.indexOps()
+	st, err := b.indexBefore(ops)
+	if err != nil {
+		if b.locked && locks != nil {
+			b.release()
+		}
+		return true, fmt.Errorf("adding records to the index: %w", err)
+	}
+	calls := b.commitCalls(locks, st.until(), ops)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), b.db.opts.Timeout)
 	defer cancel()
 	sent := b.db.cache.clock()
-	stored, conflicts, blocked := 0, 0, 0
-	var errs []error
-	for _, c := range b.db.runScripts(ctx, commitScript, calls) {
-		switch n, err := c.Int(); {
-		case err != nil:
-			errs = append(errs, err)
-		case n == 1:
-			stored++
-		case n == 0:
-			conflicts++
-		default:
-			blocked++
-		}
-	}
-	if blocked > 0 && stored == 0 && conflicts == 0 && len(errs) == 0 {
+	results := b.db.runScripts(ctx, commitScript, calls)
+	b.commitUnlisted(ctx, calls, results, ops)
+	stored, conflicts, blocked, err := tally(results)
+	if blocked > 0 && stored == 0 && conflicts == 0 && err == nil {
 		return false, nil
 	}
+	b.indexAfter(st, calls, results)
 	ok := stored == len(calls)
 	for _, rk := range b.order {
 		v := b.vals[rk]
@@ -257,7 +292,27 @@ func (b *Batch) commitOnce() (bool, error) {
 	if !ok {
 		b.forgetRead()
 	}
-	return true, commitError(errors.Join(errs...), conflicts+blocked, stored)
+	return true, commitError(err, conflicts+blocked, stored)
+}
+
+// tally counts the commit scripts that stored their slot's changes, found
+// a conflict (or ran late, or missed a record), and found a lock held, and
+// joins their errors.
+func tally(results []*redis.Cmd) (stored, conflicts, blocked int, err error) {
+	var errs []error
+	for _, c := range results {
+		switch n, err := c.Int(); {
+		case err != nil:
+			errs = append(errs, err)
+		case n == 1:
+			stored++
+		case n == 0 || n == 3 || n == 4: // 4: a record missing, after commitUnlisted
+			conflicts++
+		default:
+			blocked++
+		}
+	}
+	return stored, conflicts, blocked, errors.Join(errs...)
 }
 
 // verify takes the batch's locks, if it holds them not yet, and checks
@@ -327,25 +382,66 @@ func (b *Batch) checked() []string {
 }
 
 // commitCalls are the commit's scripts: one, or on a Cluster one per slot
-// of the keys written and of locks, each with the locks of its slot.
-func (b *Batch) commitCalls(locks []string) []scriptCall {
-	held := 0
-	if b.locked {
-		held = 1
-	}
+// of the keys written and of locks, each with the locks of its slot, to
+// store nothing after deadline (0: none), with the index changes ops. On
+// one Redis, the script also changes the index and adds the batch's
+// announcements to their feeds.
+func (b *Batch) commitCalls(locks []string, deadline int64, ops map[string]indexOp) []scriptCall {
 	var calls []scriptCall
 	for _, keys := range b.db.bySlot(append(slices.Clone(locks), b.checked()...)) {
 		locks, writes := b.splitLocks(keys)
-		args := []any{b.token, len(locks), held}
-		for _, rk := range writes {
-			ttl, written := b.ttls[rk]
-			if !written {
-				args = append(args, b.read[rk], "", -1)
-				continue
-			}
-			args = append(args, b.read[rk], b.vals[rk], ms(ttl))
-		}
-		calls = append(calls, scriptCall{append(locks, writes...), args})
+		calls = append(calls, b.commitCall(locks, writes, b.locked, deadline, ops, !b.db.cluster))
+	}
+	if len(calls) == 0 && !b.db.cluster { // no write: the announcements alone
+		calls = append(calls, b.commitCall(nil, nil, b.locked, 0, nil, true))
 	}
 	return calls
+}
+
+// commitCall is the run of commitScript storing writes, the keys of one
+// slot the batch wrote or checks, with locks, those of the batch in the
+// slot, which it holds when held. It checks that the records ops assumes
+// exist do. With all, it also makes the index changes of ops, and the
+// batch's announcements, whose keys the slot must hold.
+func (b *Batch) commitCall(locks, writes []string, held bool, deadline int64, ops map[string]indexOp, all bool) scriptCall {
+	keys := append(slices.Clone(locks), writes...)
+	at := map[string]int{}
+	pos := func(k string) int { // k's position in keys, added if new
+		if at[k] == 0 {
+			keys = append(keys, k)
+			at[k] = len(keys)
+		}
+		return at[k]
+	}
+	heldArg := 0
+	if held {
+		heldArg = 1
+	}
+	args := []any{b.token, len(locks), heldArg, len(writes), deadline, 0, feedLen}
+	for _, rk := range writes {
+		read, v, ttl := b.read[rk], b.vals[rk], int64(-1)
+		if t, written := b.ttls[rk]; written {
+			ttl = ms(t)
+		} else {
+			v = ""
+		}
+		op, indexed := ops[rk]
+		if indexed && op.change == assumeKey {
+			read = exists
+		}
+		if !all || !indexed || op.change == assumeKey {
+			args = append(args, read, v, ttl, 0, "")
+			continue
+		}
+		args = append(args, read, v, ttl, pos(b.db.indexKey(segment(op.key))), op.key)
+		if op.change == addKey && segment(op.key) != "" {
+			args[5] = pos(b.db.segmentsKey())
+		}
+	}
+	if all {
+		for _, a := range b.announced {
+			args = append(args, pos(b.db.feedKey(a.topic)), a.msg)
+		}
+	}
+	return scriptCall{keys, args}
 }

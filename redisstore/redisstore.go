@@ -63,8 +63,21 @@
 // last "/" (the key store's "k/<id>" has the tag <id>), and a lock is
 // likewise "/l/": a key's records, states and lock share its slot, and a
 // script of an Update may use them together on a Cluster (see layout.go).
-// The first Open after an upgrade moves the records of the layout before
-// hash tags ("r:" + key) to their keys, once.
+//
+// The records that exist are listed in an index, a sorted set per segment
+// of their keys (what precedes the first "/": "k/", "L/"), which the
+// commits keep: in the commit script on one Redis, and on a Cluster, where
+// the index is in another slot, in steps ordered so that a record stored
+// is always listed (see index.go). Scan, ScanFrom and RereadPrefix read a
+// range of it a page at a time and then the records, so that a page of n
+// records costs O(n + log N), and never list the keyspace. A topic's
+// announcements are a Stream, added to by the commit script on one Redis
+// (see changes.go).
+//
+// The first Open after an upgrade brings the keys to this layout, once:
+// it moves the records of the layout before hash tags ("r:" + key) to
+// their keys, and lists every record in the index (one SCAN of the
+// keyspace).
 //
 // # Failures
 //
@@ -154,6 +167,7 @@ type Options struct {
 // concurrent use.
 type DB struct {
 	client   redis.UniversalClient
+	cluster  bool       // client is a Cluster's
 	attached attach.Set // see Attach
 	opts     Options
 	now      func() time.Time
@@ -161,6 +175,8 @@ type DB struct {
 	log      *slog.Logger
 	cache    cache
 	pipe     pipe
+	segs     segments // see indexBefore
+	gaps     gaps     // see Batch.announce
 	closed   atomic.Bool
 }
 
@@ -171,7 +187,8 @@ var ErrClosed = ratestore.ErrClosed
 // "redis://[user:password@]host:port/db" or "rediss://" for TLS, and a
 // Redis Cluster as one node's URL with the others as addr parameters:
 // "redis://host1:7000?addr=host2:7000&addr=host3:7000". It checks that
-// Redis answers (PING, within Options.Timeout) before it returns.
+// Redis answers (PING, within Options.Timeout) before it returns. Redis
+// is to be 7.0 or later (the feeds' ids are XADD's "<ms>-*").
 func Open(ctx context.Context, addr string, opts Options) (*DB, error) {
 	o, err := withDefaults(opts)
 	if err != nil {
@@ -182,6 +199,7 @@ func Open(ctx context.Context, addr string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("redisstore: open %s: %w: %w", redact(addr), err, ratestore.ErrInvalid)
 	}
 	db := &DB{client: client, opts: o, now: o.Now, log: o.Logger}
+	_, db.cluster = client.(*redis.ClusterClient)
 	if db.now == nil {
 		db.now = ratestore.SystemClock()
 	}

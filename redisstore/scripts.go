@@ -56,10 +56,9 @@ func (db *DB) pipeScripts(ctx context.Context, calls []scriptCall, eval func(con
 // together: all of them on one node, one group per hash tag on a Cluster.
 func (db *DB) bySlot(rks []string) map[string][]string {
 	groups := map[string][]string{}
-	_, cluster := db.client.(*redis.ClusterClient)
 	for _, rk := range rks {
 		t := ""
-		if cluster {
+		if db.cluster {
 			t = slotTag(rk)
 		}
 		groups[t] = append(groups[t], rk)
