@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -437,4 +438,27 @@ func TestCorrupt(t *testing.T) {
 	e.put("A/e/short", []byte(`{}`))
 	_, err := e.log.Events(ctx, audit.Query{})
 	require.ErrorIs(t, err, ratestore.ErrCorrupt)
+}
+
+// TestPageBytes: a page of large events ends once it holds MaxPageBytes,
+// before its limit, and the next page goes on from there.
+func TestPageBytes(t *testing.T) {
+	e := open(t, modes[0], audit.Options{})
+	big := jsonOf(strings.Repeat("m", 300<<10))
+	var want []audit.Event
+	for range 20 {
+		e.clock.Advance(time.Second)
+		ev, err := e.log.Record(ctx, audit.Event{Actor: "cli", Action: "key.update", Target: "key_a",
+			Changes: map[string]audit.Change{"models": {From: big, To: json.RawMessage(`[]`)}}})
+		require.NoError(t, err)
+		want = append(want, ev)
+	}
+	p, err := e.log.Events(ctx, audit.Query{Limit: audit.MaxLimit})
+	require.NoError(t, err)
+	require.Len(t, p.Events, audit.MaxPageBytes/(300<<10)+1, "the page that reaches MaxPageBytes")
+	require.NotEmpty(t, p.Next)
+	require.Equal(t, newestFirst(want), e.all(audit.Query{Limit: audit.MaxLimit}))
+	_, err = e.log.Record(ctx, audit.Event{Actor: "cli", Action: "key.update",
+		Changes: map[string]audit.Change{"a": {From: big}, "b": {From: big}, "c": {From: big}, "d": {From: big}}})
+	require.ErrorIs(t, err, ratestore.ErrInvalid, "an event over MaxEvent")
 }

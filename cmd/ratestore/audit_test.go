@@ -150,6 +150,8 @@ func TestAuditGateway(t *testing.T) {
 	require.Contains(t, body, `"actor":"admin-token"`)
 	require.NotContains(t, body, created.Secret)
 	require.Equal(t, exitOK, g.stop())
+	require.NotContains(t, g.stderr.String(), created.Secret)
+	require.NotContains(t, g.stderr.String(), auditTestToken)
 
 	r = e.run("gateway", "--upstream", "http://127.0.0.1:1", "--audit-retention", "0d")
 	require.Equal(t, exitUsage, r.code)
