@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 
+	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/audit"
 	"github.com/ratestore/ratestore/internal/apierror"
 	"github.com/ratestore/ratestore/keystore"
@@ -96,15 +97,35 @@ func (api *API) serveAudit(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		p, err = api.audit.Events(r.Context(), q)
 	}
+	if err != nil {
+		api.auditFailed(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, AuditPage{Events: p.Events, NextCursor: p.Next})
+}
+
+// auditFailed answers a query of the audit log that failed: 400 naming
+// the parameter that is wrong; otherwise the failure is logged and the
+// answer is 500 (a corrupt record) or 503.
+func (api *API) auditFailed(w http.ResponseWriter, r *http.Request, err error) {
 	var qe *audit.QueryError
 	if errors.As(err, &qe) {
 		err = &ParamError{Param: qe.Param, Msg: qe.Msg}
 	}
-	if err != nil {
-		api.spendFailed(w, r, err)
+	var pe *ParamError
+	if errors.As(err, &pe) {
+		apierror.WriteParam(w, http.StatusBadRequest, apierror.Invalid, "invalid_parameter", pe.Param, pe.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, AuditPage{Events: p.Events, NextCursor: p.Next})
+	if r.Context().Err() == nil {
+		api.log.LogAttrs(r.Context(), slog.LevelError, "gateway admin: the audit log failed",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("error", err.Error()))
+	}
+	if errors.Is(err, ratestore.ErrCorrupt) {
+		writeError(w, http.StatusInternalServerError, apierror.API, "audit_corrupt", "an event of the audit log cannot be read: see the gateway's log")
+		return
+	}
+	writeError(w, http.StatusServiceUnavailable, apierror.API, "store_unavailable", "the gateway's audit log could not be read; retry later")
 }
 
 // mayChange reports whether a change may be made for r, or answers 500

@@ -441,9 +441,17 @@ func TestAuditQuery(t *testing.T) {
 		}
 	}
 
+	require.NoError(t, e.db.Update(t.Context(), nil, func(b *ratestore.Batch) error {
+		return b.Put([]byte(fmt.Sprintf("A/e/%016x0123456789abcdef00000000", ^uint64(auditT0.UnixNano()))), []byte("{"))
+	}))
+	w := c.do("GET", "/admin/audit", "")
+	require.Equal(t, http.StatusInternalServerError, w.Code, w.Body.String())
+	require.Contains(t, w.Body.String(), `"code":"audit_corrupt"`)
+	require.Contains(t, e.logs.String(), "the audit log failed")
+
 	api, err := admin.New(admin.Options{Keys: e.keys})
 	require.NoError(t, err)
-	w := serve(api, request("GET", "/admin/audit", ""))
+	w = serve(api, request("GET", "/admin/audit", ""))
 	require.Equal(t, http.StatusNotFound, w.Code)
 	require.Contains(t, w.Body.String(), `"code":"no_audit"`)
 }
