@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/audit"
 	"github.com/ratestore/ratestore/internal/apierror"
 	"github.com/ratestore/ratestore/keystore"
@@ -117,15 +116,7 @@ func (api *API) auditFailed(w http.ResponseWriter, r *http.Request, err error) {
 		apierror.WriteParam(w, http.StatusBadRequest, apierror.Invalid, "invalid_parameter", pe.Param, pe.Error())
 		return
 	}
-	if r.Context().Err() == nil {
-		api.log.LogAttrs(r.Context(), slog.LevelError, "gateway admin: the audit log failed",
-			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("error", err.Error()))
-	}
-	if errors.Is(err, ratestore.ErrCorrupt) {
-		writeError(w, http.StatusInternalServerError, apierror.API, "audit_corrupt", "an event of the audit log cannot be read: see the gateway's log")
-		return
-	}
-	writeError(w, http.StatusServiceUnavailable, apierror.API, "store_unavailable", "the gateway's audit log could not be read; retry later")
+	api.readFailed(w, r, err, "audit log", "audit_corrupt")
 }
 
 // mayChange reports whether a change may be made for r, or answers 500
