@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/audit"
 	"github.com/ratestore/ratestore/internal/apierror"
 	"github.com/ratestore/ratestore/internal/etag"
 	"github.com/ratestore/ratestore/keystore"
@@ -31,6 +32,11 @@ type Options struct {
 	// Ledger is the spend ledger GET /admin/spend and /admin/requests
 	// read; nil answers them 404 no_ledger.
 	Ledger *ledger.Ledger
+	// Audit is the audit log every change made through the API is
+	// recorded in, as made by the actor of its call (WithActor; a change
+	// with none is refused), and GET /admin/audit reads; nil records
+	// nothing, and answers GET /admin/audit 404 no_audit.
+	Audit *audit.Log
 	// Gateway is the gateway that serves the keys in this process, if
 	// any: nil answers GET /admin/live and POST /admin/prices/reload 404,
 	// and every key's ReservedTokens is 0.
@@ -67,6 +73,7 @@ type Gateway interface {
 type API struct {
 	keys        *keystore.Store
 	ledger      *ledger.Ledger
+	audit       *audit.Log
 	gw          Gateway
 	now         func() time.Time
 	bodyTimeout time.Duration
@@ -81,7 +88,7 @@ func New(opts Options) (*API, error) {
 		return nil, fmt.Errorf("admin: Options.Keys is nil: %w", ratestore.ErrInvalid)
 	}
 	api := &API{
-		keys: opts.Keys, ledger: opts.Ledger, gw: opts.Gateway, now: opts.Now,
+		keys: opts.Keys, ledger: opts.Ledger, audit: opts.Audit, gw: opts.Gateway, now: opts.Now,
 		bodyTimeout: cmp.Or(opts.BodyTimeout, DefaultBodyTimeout), log: opts.Log, mux: http.NewServeMux(),
 	}
 	if api.log == nil {
@@ -105,6 +112,7 @@ func New(opts Options) (*API, error) {
 	api.handle("GET /admin/requests", api.requests)
 	api.handle("POST /admin/prices/reload", api.reloadPrices)
 	api.handle("GET /admin/live", api.serveLive)
+	api.handle("GET /admin/audit", api.serveAudit)
 	return api, nil
 }
 
@@ -180,7 +188,7 @@ func (api *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeError(c, http.StatusNotFound, apierror.Invalid, "not_found",
-		"no such path: the admin API is /admin/keys, /admin/keys/{id}, /admin/teams, /admin/teams/{id}, /admin/spend and /admin/requests")
+		"no such path: the admin API is /admin/keys, /admin/keys/{id}, /admin/teams, /admin/teams/{id}, /admin/spend, /admin/requests and /admin/audit")
 }
 
 // revalidated serves GET r with h, answering 304 Not Modified, with no

@@ -284,3 +284,10 @@ func (c *Client) ReloadPrices(ctx context.Context) (Prices, error) {
 	err := c.call(ctx, http.MethodPost, "/admin/prices/reload", nil, nil, &out, http.StatusOK)
 	return out, err
 }
+
+// Audit is GET /admin/audit with the query q: a page of the audit log.
+func (c *Client) Audit(ctx context.Context, q url.Values) (AuditPage, error) {
+	var out AuditPage
+	err := c.call(ctx, http.MethodGet, "/admin/audit", q, nil, &out, http.StatusOK)
+	return out, err
+}

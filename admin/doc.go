@@ -30,6 +30,7 @@
 //	GET    /admin/spend?from=&to=&group_by=key|team|model|day|hour&key=&team=&model=  -> 200 Spend
 //	GET    /admin/requests?key=&team=&model=&status=&from=&to=&limit=&cursor=      -> 200 Requests
 //	       (both as text/csv with Accept: text/csv; the next cursor also in X-Next-Cursor)
+//	GET    /admin/audit?target=&from=&to=&limit=&cursor=  -> 200 AuditPage {"events":[EVENT,...],"next_cursor"}
 //
 // The request's fields are "name", "model", "models" (globs; [] for any),
 // "windows" ([{"limit":100000,"window":"5h","bucket":"5m"}], Go durations,
@@ -51,4 +52,26 @@
 // not a duration`), and changes nothing; an unknown id 404; a wrong method 405
 // with Allow. Every admin call is logged at level Info with its method,
 // path, status and key id, never a body.
+//
+// # Audit log
+//
+// With Options.Audit, every change made through the API is recorded in
+// the audit log (package audit) as one EVENT, {"time", "actor", "action",
+// "target", "changes": {FIELD: {"from", "to"}}, "address"}: the actor is
+// who the caller's context says made it (WithActor: "admin-token",
+// "session:<8 hex>", "cli"), and a change with none is refused (500
+// no_actor); the action one of the Action constants; the target the key's
+// or team's id; the changes the fields that changed, in the request's
+// names and JSON, never a secret or a secret's hash; the address the
+// caller's, when its context has one (WithClient). A PATCH that changes
+// nothing, and a change refused, record nothing. The event is recorded
+// after the key store has stored the change and before the answer: an
+// acknowledged change has its event (on disk, in Sync mode), and a change
+// whose event cannot be recorded is answered 500 audit_failed, which says
+// it was made. A crash between the two loses the event of a change never
+// acknowledged, never the change of an event. GET /admin/audit pages
+// through the events, newest first: target keeps one key's or team's
+// (or "prices"), from and to bound their times as for /admin/requests
+// (400 naming the parameter for a range before the log's retention or
+// past now + 1 day), limit is 1 to 1000 (100), cursor a next_cursor.
 package admin

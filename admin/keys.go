@@ -17,6 +17,9 @@ import (
 
 // createKey answers POST /admin/keys.
 func (api *API) createKey(w http.ResponseWriter, r *http.Request) {
+	if !api.mayChange(w, r) {
+		return
+	}
 	f, ok := readKeyFields(w, r, true)
 	if !ok {
 		return
@@ -32,10 +35,16 @@ func (api *API) createKey(w http.ResponseWriter, r *http.Request) {
 	if f.disabled != nil && *f.disabled {
 		// Nobody has the secret before the answer: disabling it now
 		// leaves no moment in which it works.
-		if err := api.keys.Disable(r.Context(), k.ID); err != nil {
-			api.keyFailed(w, r, k.ID, err)
-			return
+		if err = api.keys.Disable(r.Context(), k.ID); err == nil {
+			k.Disabled = true
 		}
+	}
+	if !api.recorded(w, r, ActionKeyCreate, k.ID, diff(nil, keyState(k))) {
+		return
+	}
+	if err != nil {
+		api.keyFailed(w, r, k.ID, err)
+		return
 	}
 	a, err := api.key(r.Context(), k.ID)
 	if err != nil {
@@ -93,26 +102,16 @@ func (api *API) writeKey(w http.ResponseWriter, r *http.Request, id string) {
 func (api *API) patchKey(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	noteKey(w, id)
+	if !api.mayChange(w, r) {
+		return
+	}
 	f, ok := readKeyFields(w, r, false)
 	if !ok {
 		return
 	}
-	ctx := r.Context()
-	var err error
-	if f.changesSpec() {
-		_, err = api.keys.Update(ctx, id, func(s *keystore.Spec) error {
-			f.apply(s)
-			return nil
-		})
-	} else {
-		_, err = api.keys.Get(ctx, id) // 404 for an unknown key, even with nothing to change
-	}
-	if err == nil && f.disabled != nil {
-		if *f.disabled {
-			err = api.keys.Disable(ctx, id)
-		} else {
-			err = api.keys.Enable(ctx, id)
-		}
+	changes, err := api.updateKey(r.Context(), id, f)
+	if len(changes) > 0 && !api.recorded(w, r, keyAction(changes), id, changes) {
+		return
 	}
 	if err != nil {
 		api.keyFailed(w, r, id, err)
@@ -125,11 +124,17 @@ func (api *API) patchKey(w http.ResponseWriter, r *http.Request) {
 func (api *API) deleteKey(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	noteKey(w, id)
+	if !api.mayChange(w, r) {
+		return
+	}
+	before := api.keyBefore(r.Context(), id)
 	if err := api.keys.Delete(r.Context(), id); err != nil {
 		api.keyFailed(w, r, id, err)
 		return
 	}
-	w.WriteHeader(http.StatusNoContent)
+	if api.recorded(w, r, ActionKeyDelete, id, diff(before, nil)) {
+		w.WriteHeader(http.StatusNoContent)
+	}
 }
 
 // rotateKey answers POST /admin/keys/{id}/rotate: the key with a new
@@ -138,13 +143,20 @@ func (api *API) deleteKey(w http.ResponseWriter, r *http.Request) {
 func (api *API) rotateKey(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	noteKey(w, id)
+	if !api.mayChange(w, r) {
+		return
+	}
 	grace, ok := readGrace(w, r)
 	if !ok {
 		return
 	}
-	_, secret, err := api.keys.Rotate(r.Context(), id, grace)
+	before := api.keyBefore(r.Context(), id)
+	k, secret, err := api.keys.Rotate(r.Context(), id, grace)
 	if err != nil {
 		api.keyFailed(w, r, id, err)
+		return
+	}
+	if !api.recorded(w, r, ActionKeyRotate, id, rotation(before, k)) {
 		return
 	}
 	a, err := api.key(r.Context(), id)

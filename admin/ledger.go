@@ -479,15 +479,23 @@ func (api *API) spendFailed(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusBadRequest, apierror.Invalid, "invalid_parameter", msg)
 		return
 	}
+	api.readFailed(w, r, err, "spend ledger", "ledger_corrupt")
+}
+
+// readFailed answers a read of what the gateway keeps ("spend ledger")
+// that failed for another reason than the query: the failure is logged
+// (unless the caller has gone) and the answer is 500 corruptCode for a
+// corrupt record, else 503.
+func (api *API) readFailed(w http.ResponseWriter, r *http.Request, err error, what, corruptCode string) {
 	if r.Context().Err() == nil {
-		api.log.LogAttrs(r.Context(), slog.LevelError, "gateway admin: the spend ledger failed",
+		api.log.LogAttrs(r.Context(), slog.LevelError, "gateway admin: the "+what+" failed",
 			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("error", err.Error()))
 	}
 	if errors.Is(err, ratestore.ErrCorrupt) {
-		writeError(w, http.StatusInternalServerError, apierror.API, "ledger_corrupt", "a record of the spend ledger cannot be read: see the gateway's log")
+		writeError(w, http.StatusInternalServerError, apierror.API, corruptCode, "a record of the "+what+" cannot be read: see the gateway's log")
 		return
 	}
-	writeError(w, http.StatusServiceUnavailable, apierror.API, "store_unavailable", "the gateway's spend ledger could not be read; retry later")
+	writeError(w, http.StatusServiceUnavailable, apierror.API, "store_unavailable", "the gateway's "+what+" could not be read; retry later")
 }
 
 // writeTable answers 200 with v as JSON or, when r asks for CSV (see

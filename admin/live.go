@@ -15,9 +15,15 @@ func (api *API) reloadPrices(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, apierror.Invalid, "not_found", "no gateway serves here: there are no prices to reload")
 		return
 	}
+	if !api.mayChange(w, r) {
+		return
+	}
 	n, err := api.gw.ReloadPrices()
 	if err != nil {
 		writeError(w, http.StatusBadRequest, apierror.Invalid, "invalid_prices", err.Error())
+		return
+	}
+	if !api.recorded(w, r, ActionPricesReload, PricesTarget, pricesReloaded(n)) {
 		return
 	}
 	writeJSON(w, http.StatusOK, Prices{Models: n})

@@ -18,6 +18,9 @@ import (
 // createTeam answers POST /admin/teams: 201 with the team, and its
 // path in Location.
 func (api *API) createTeam(w http.ResponseWriter, r *http.Request) {
+	if !api.mayChange(w, r) {
+		return
+	}
 	f, ok := readTeamFields(w, r, true)
 	if !ok {
 		return
@@ -30,6 +33,9 @@ func (api *API) createTeam(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	noteTeam(w, t.ID)
+	if !api.recorded(w, r, ActionTeamCreate, t.ID, diff(nil, teamState(t.Name, t.Policy))) {
+		return
+	}
 	a, err := api.team(r.Context(), t.ID)
 	if err != nil {
 		api.teamFailed(w, r, t.ID, err)
@@ -90,18 +96,16 @@ func (api *API) writeTeam(w http.ResponseWriter, r *http.Request, id string) {
 func (api *API) patchTeam(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	noteTeam(w, id)
+	if !api.mayChange(w, r) {
+		return
+	}
 	f, ok := readTeamFields(w, r, false)
 	if !ok {
 		return
 	}
-	var err error
-	if f.name != nil || f.changes() {
-		_, err = api.keys.UpdateTeam(r.Context(), id, func(s *keystore.TeamSpec) error {
-			f.apply(s)
-			return nil
-		})
-	} else {
-		_, err = api.keys.GetTeam(r.Context(), id) // 404 for an unknown team, even with nothing to change
+	changes, err := api.updateTeam(r.Context(), id, f)
+	if len(changes) > 0 && !api.recorded(w, r, ActionTeamUpdate, id, changes) {
+		return
 	}
 	if err != nil {
 		api.teamFailed(w, r, id, err)
@@ -116,10 +120,16 @@ func (api *API) patchTeam(w http.ResponseWriter, r *http.Request) {
 func (api *API) deleteTeam(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	noteTeam(w, id)
+	if !api.mayChange(w, r) {
+		return
+	}
+	before := api.teamBefore(r.Context(), id)
 	err := api.keys.DeleteTeam(r.Context(), id)
 	switch {
 	case err == nil:
-		w.WriteHeader(http.StatusNoContent)
+		if api.recorded(w, r, ActionTeamDelete, id, diff(before, nil)) {
+			w.WriteHeader(http.StatusNoContent)
+		}
 	case errors.Is(err, ratestore.ErrInvalid) && !errors.Is(err, keystore.ErrNotFound):
 		msg := strings.TrimPrefix(err.Error(), "keystore: ")
 		msg = strings.TrimSuffix(msg, ": "+ratestore.ErrInvalid.Error())

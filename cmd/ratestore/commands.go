@@ -278,6 +278,13 @@ GET /admin/requests answers.`,
 		setup: requestsCmd,
 	},
 	{
+		name: "audit", args: "[--target ID] [--from WHEN] [--to WHEN] [--limit N] [--cursor CURSOR]", maxArgs: 0,
+		summary: "list the changes made to keys, teams and prices, who made them and when, newest first",
+		help:    auditHelp,
+		json:    auditJSON,
+		setup:   auditCmd,
+	},
+	{
 		name: "copy", args: "--to PATH [--to-backend bolt|badger]", maxArgs: 0,
 		summary: "copy the whole database to a new file or backend",
 		help: `The destination must not exist or be empty. Progress is shown on a terminal.

@@ -11,6 +11,7 @@ import (
 	"net/http"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/audit"
 )
 
 // defaultConsoleListen is where the console command listens: loopback,
@@ -93,9 +94,13 @@ func (c *cli) runConsole(f *consoleFlags) error {
 		return err
 	}
 	keys, l, err := st.operator()
+	var alog *audit.Log
+	if err == nil {
+		alog, err = st.audit(audit.Options{ReadOnly: true, Log: log})
+	}
 	var h http.Handler
 	if err == nil {
-		h, err = operatorSurface(consoleConfig{token: token, readOnly: true, log: log, now: c.now}, keys, l, nil)
+		h, err = operatorSurface(consoleConfig{token: token, readOnly: true, log: log, now: c.now, audit: alog}, keys, l, nil)
 	}
 	var ln net.Listener
 	if err == nil {
@@ -105,11 +110,13 @@ func (c *cli) runConsole(f *consoleFlags) error {
 		if l != nil {
 			l.Close(c.ctx)
 		}
+		closeAudit(alog)
 		st.close()
 		return fmt.Errorf("%s: %w", cmd, err)
 	}
 	closeAll := func() error {
 		l.Close(c.ctx)
+		closeAudit(alog)
 		return st.close()
 	}
 	out := consoleOut{Listen: ln.Addr().String(), TLS: tlsConfig != nil, ReadOnly: true, Redis: st.redis}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/alert"
+	"github.com/ratestore/ratestore/audit"
 	"github.com/ratestore/ratestore/gateway"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/ledger"
@@ -135,7 +136,11 @@ token): keys, teams, spend, requests and live traffic, on a session cookie
 that lasts 12 hours. --tls-cert FILE and --tls-key FILE (PEM; both or
 neither) serve everything over TLS, and the session cookie is then Secure. A
 warning is logged when the gateway listens beyond loopback, and another when
-the admin API and console are reachable there without TLS.
+the admin API and console are reachable there without TLS. Every change made
+through the admin API or the console is recorded in an audit log in the
+database (who, what, each field from and to; never a secret), which GET
+/admin/audit and the audit command read, kept for --audit-retention (a Go
+duration or days, 400d by default).
 
 With --redis URL the keys and every limit are kept in that Redis (package
 redisstore; one node, not a cluster) instead of the database: several gateways
@@ -269,6 +274,7 @@ type gatewayFlags struct {
 	alertLevels    []float64     // --alert-thresholds
 	tlsCert        string        // --tls-cert
 	tlsKey         string        // --tls-key
+	auditRetention time.Duration // --audit-retention
 }
 
 // gatewayFlagSet registers the gateway command's flags on fs and returns
@@ -310,6 +316,7 @@ func gatewayFlagSet(fs *flag.FlagSet) *gatewayFlags {
 	fs.StringVar(&f.defaultPrice, "default-price-file", "", "a price `file` in LiteLLM's format with one entry: the price of unpriced models with --unpriced default")
 	tlsFlagSet(fs, &f.tlsCert, &f.tlsKey)
 	ledgerFlagSet(fs, f)
+	auditRetentionFlag(fs, &f.auditRetention)
 	return f
 }
 
@@ -455,15 +462,20 @@ func (c *cli) runGateway(f *gatewayFlags) error {
 	if err == nil {
 		g, err = st.gateway(opts)
 	}
+	var alog *audit.Log
+	if err == nil {
+		alog, err = st.audit(audit.Options{Retention: f.auditRetention, Log: log})
+	}
 	var h http.Handler = g
 	if err == nil && token != "" {
-		h, err = operatorSurface(consoleConfig{token: token, log: log, now: c.now, bodyTimeout: noBound(f.bodyTimeout)}, g.Keys(), g.Ledger(), g)
+		h, err = operatorSurface(consoleConfig{token: token, log: log, now: c.now, bodyTimeout: noBound(f.bodyTimeout), audit: alog}, g.Keys(), g.Ledger(), g)
 	}
 	var ln net.Listener
 	if err == nil {
 		ln, err = listen(f.listen, tlsConfig)
 	}
 	if err != nil {
+		closeAudit(alog)
 		abandonGateway(g, st, closeSides, exportCreated)
 		return err
 	}
@@ -475,6 +487,7 @@ func (c *cli) runGateway(f *gatewayFlags) error {
 	// first) and before the database.
 	closeAll := func() error {
 		closeSides()
+		closeAudit(alog)
 		return st.close()
 	}
 	return c.serve(ln, h, g, closeAll, log, f.shutdown, func() error {
@@ -739,6 +752,7 @@ func (c *cli) openServing(d ratestore.Durability, log *slog.Logger) (db *ratesto
 type servingStore struct {
 	gateway    func(gateway.Options) (*gateway.Gateway, error)
 	operator   func() (*keystore.Store, *ledger.Ledger, error) // the keys, and the ledger read only
+	audit      func(audit.Options) (*audit.Log, error)
 	server     func(server.Options) *server.Server
 	close      func() error
 	created    []string // the paths opening the database created
@@ -758,6 +772,7 @@ func serving[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore.S
 			l, err := ledger.Open(db, ledger.Options{ReadOnly: true})
 			return ks, l, err
 		},
+		audit:  func(o audit.Options) (*audit.Log, error) { return audit.Open(db, o) },
 		server: func(o server.Options) *server.Server { return server.New(db, o) },
 		close:  db.Close,
 	}

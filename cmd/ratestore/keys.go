@@ -15,6 +15,7 @@ import (
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/admin"
+	"github.com/ratestore/ratestore/audit"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/ledger"
 	"github.com/ratestore/ratestore/redisstore"
@@ -93,13 +94,20 @@ func (c *cli) withAdmin(af *adminFlags, create, withLedger bool, fn func(*admin.
 // --limit and legacy keys depend on them) and, with withLedger, its
 // ledger opened read only: it writes nothing, not even the retention's
 // drops, and its retention is the default, where GET /admin/requests
-// starts when not given a from.
+// starts when not given a from. Its changes are recorded in the audit log
+// of db as the command line's, which the command does not sweep (the
+// gateway does) and reads with the default retention.
 func serveAdmin[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](c *cli, db ratestore.Store[L, B], withLedger bool, fn func(*admin.Client) error) error {
 	ks, err := keystore.Open(db, keystore.Options{})
 	if err != nil {
 		return err
 	}
-	opts := admin.Options{Keys: ks, Now: c.now}
+	alog, err := audit.Open(db, audit.Options{SweepInterval: -1})
+	if err != nil {
+		return err
+	}
+	defer closeAudit(alog)
+	opts := admin.Options{Keys: ks, Audit: alog, Now: c.now}
 	if withLedger {
 		l, err := ledger.Open(db, ledger.Options{ReadOnly: true})
 		if err != nil {

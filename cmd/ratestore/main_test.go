@@ -14,6 +14,7 @@ import (
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/admin"
+	"github.com/ratestore/ratestore/audit"
 	"github.com/ratestore/ratestore/migrate"
 	"github.com/ratestore/ratestore/strategies"
 	"github.com/stretchr/testify/require"
@@ -171,6 +172,7 @@ func TestJSONDocumented(t *testing.T) {
 		"usage":           admin.Key{},
 		"spend":           admin.Spend{},
 		"requests":        admin.Requests{},
+		"audit":           admin.AuditPage{NextCursor: "c"},
 		"console":         consoleOut{Redis: "r"},
 		"teams create":    admin.Team{},
 		"teams list":      admin.Teams{},
@@ -207,6 +209,7 @@ func TestJSONDocumented(t *testing.T) {
 	documented(keyJSON, admin.Key{Team: "t"})
 	documented(teamJSON, admin.Team{})
 	documented(keyJSON, admin.Window{})
+	documented(auditJSON, audit.Event{Address: "a"})
 }
 
 func TestUsageErrors(t *testing.T) {

@@ -27,11 +27,12 @@ import (
 // served in this process on a database or Redis they open, so that the
 // output is the same either way.
 
-// spendFlags registers --redis, --admin and --admin-token-file, as
-// keyFlags does for the key commands, with the spend commands' help.
-func spendFlags(fs *flag.FlagSet) *adminFlags {
+// readFlags registers --redis, --admin and --admin-token-file, as
+// keyFlags does for the key commands, for commands that read what, a
+// record the gateway keeps ("the ledger").
+func readFlags(fs *flag.FlagSet, what string) *adminFlags {
 	af := &adminFlags{}
-	fs.StringVar(&af.redis, "redis", "", "read the ledger in the Redis at `URL` (redis://host:port/db), which gateways started with --redis share, rather than the database")
+	fs.StringVar(&af.redis, "redis", "", "read "+what+" in the Redis at `URL` (redis://host:port/db), which gateways started with --redis share, rather than the database")
 	fs.StringVar(&af.url, "admin", "", "read it through the admin API of the gateway at `URL` (http://"+defaultListen+"), which holds the database; the token is $"+adminTokenEnv+" or --admin-token-file's")
 	fs.StringVar(&af.tokenFile, "admin-token-file", "", "read the admin token from `PATH` rather than $"+adminTokenEnv)
 	return af
@@ -76,7 +77,7 @@ func spendCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 		return nil
 	})
 	asCSV := fs.Bool("csv", false, "print CSV: a header, then a line per row, as GET /admin/spend answers Accept: text/csv")
-	af := spendFlags(fs)
+	af := readFlags(fs, "the ledger")
 	return func([]string) error {
 		const cmd = "spend"
 		if *asCSV && c.json {
@@ -103,7 +104,7 @@ func requestsCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 	paramFlag(fs, v, "limit", "limit", "print `N` requests at most, 1 to "+strconv.Itoa(ledger.MaxLimit)+" (default 100)")
 	paramFlag(fs, v, "cursor", "cursor", "print the page after the one that gave this `CURSOR` (its next_cursor)")
 	asCSV := fs.Bool("csv", false, "print CSV: a header of the JSON's fields, then a line per request, as GET /admin/requests answers Accept: text/csv")
-	af := spendFlags(fs)
+	af := readFlags(fs, "the ledger")
 	return func([]string) error {
 		const cmd = "requests"
 		if *asCSV && c.json {

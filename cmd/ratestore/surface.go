@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore/admin"
+	"github.com/ratestore/ratestore/audit"
 	"github.com/ratestore/ratestore/console"
 	"github.com/ratestore/ratestore/gateway"
 	"github.com/ratestore/ratestore/keystore"
@@ -22,6 +23,7 @@ type consoleConfig struct {
 	// (negative: no bound; 0: the packages' defaults)
 	bodyTimeout time.Duration
 	now         func() time.Time
+	audit       *audit.Log // the audit log the API records changes in and reads; nil: none
 }
 
 // operatorSurface returns the handler of a serving command's port: the
@@ -29,7 +31,7 @@ type consoleConfig struct {
 // the admin API on keys and l (nil: no ledger) and, with a gateway g, its
 // metrics, and hands every other request to g (nil: 404).
 func operatorSurface(cfg consoleConfig, keys *keystore.Store, l *ledger.Ledger, g *gateway.Gateway) (http.Handler, error) {
-	opts := admin.Options{Keys: keys, Ledger: l, Log: cfg.log, Now: cfg.now, BodyTimeout: cfg.bodyTimeout}
+	opts := admin.Options{Keys: keys, Ledger: l, Audit: cfg.audit, Log: cfg.log, Now: cfg.now, BodyTimeout: cfg.bodyTimeout}
 	copts := console.Options{Token: cfg.token, ReadOnly: cfg.readOnly, Now: cfg.now, Log: cfg.log, BodyTimeout: cfg.bodyTimeout}
 	if g != nil {
 		opts.Gateway = g
