@@ -106,6 +106,20 @@
 // records on any existing key, disabled or expired included: the tokens
 // were spent.
 //
+// # Names
+//
+// A key's Name and Model, a team's Name and the model patterns of a policy
+// are free text an operator sets, shown in the admin API, the console, the
+// CLI, logs and the ledger. A text that reads as another is refused when
+// it comes in (Create, Update, CreateTeam, UpdateTeam, Import), with an
+// error matching ErrInvalid that names the field and the character: one
+// holding a control character, a format character (Unicode category Cf:
+// bidi overrides such as U+202E, zero-width characters such as U+200B) or
+// a line or paragraph separator. Records written before format characters
+// and separators were refused still read, their texts as stored: a change
+// that leaves such a text where it was is made, and only new text is
+// checked.
+//
 // # Teams
 //
 // A team (CreateTeam) has a policy of its own, whose windows, budgets,
@@ -175,7 +189,7 @@
 //	varint  ExpiresAt    Unix ns, zigzag, present iff flag bit 1
 //	varint  CreatedAt    Unix ns, present iff flag bit 2
 //	varint  LastUsed     Unix ns, present iff flag bit 3
-//	uvarint+bytes Name   at most MaxName bytes of UTF-8 without control characters
+//	uvarint+bytes Name   at most MaxName bytes of UTF-8 without control characters (see Names)
 //	uvarint+bytes Model  the same
 //	uvarint+bytes Policy uvarint window count (1 .. MaxWindows), then for each
 //	                     uvarint Limit, Window and Bucket (ns); uvarint

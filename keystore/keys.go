@@ -45,13 +45,22 @@ func (s *Store) Create(ctx context.Context, spec Spec) (Key, string, error) {
 	return k, secret, nil
 }
 
-// fromSpec validates spec and returns the record it describes.
-func (s *Store) fromSpec(op string, spec Spec) (record, error) {
-	if why := badText(spec.Name); why != "" {
+// fromSpec validates spec, a new key's, and returns the record it
+// describes.
+func (s *Store) fromSpec(op string, spec Spec) (record, error) { return s.specRecord(op, spec, Spec{}) }
+
+// specRecord validates spec, which replaces old (the zero Spec for a new
+// key), and returns the record it describes. Its texts are checked as
+// newText and newModels say: what old holds already passes as it is.
+func (s *Store) specRecord(op string, spec, old Spec) (record, error) {
+	if why := newText(spec.Name, old.Name); why != "" {
 		return record{}, fieldError(op, "Name", "%s", why)
 	}
-	if why := badText(spec.Model); why != "" {
+	if why := newText(spec.Model, old.Model); why != "" {
 		return record{}, fieldError(op, "Model", "%s", why)
+	}
+	if err := newModels(op, &spec.Policy, &old.Policy); err != nil {
+		return record{}, err
 	}
 	if why := checkTime(spec.ExpiresAt); why != "" {
 		return record{}, fieldError(op, "ExpiresAt", "%s", why)
@@ -192,7 +201,7 @@ func (s *Store) Update(ctx context.Context, id string, fn func(*Spec) error) (Ke
 		if spec.TokenLimit != old.TokenLimit && slices.Equal(spec.Policy.Windows, old.Policy.Windows) && len(spec.Policy.Windows) > 0 {
 			spec.Policy.Windows[0].Limit = spec.TokenLimit
 		}
-		rec, err := s.fromSpec("update key "+id, spec)
+		rec, err := s.specRecord("update key "+id, spec, old)
 		if err != nil {
 			return false, err
 		}

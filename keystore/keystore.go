@@ -59,7 +59,7 @@ type Window struct {
 
 // Spec is what Create makes a key from, and what Update changes.
 type Spec struct {
-	Name       string // at most MaxName bytes of UTF-8, no control characters; may be empty
+	Name       string // at most MaxName bytes of UTF-8, no control or format characters (see the package doc); may be empty
 	Model      string // the same
 	TokenLimit int64  // shorthand for one window of Options.UsageWindow; ignored when Policy.Windows is set
 	Policy     Policy

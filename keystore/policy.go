@@ -152,7 +152,8 @@ func normalize(op string, p Policy) (Policy, error) {
 		if m == "" {
 			return Policy{}, fieldError(op, field, "empty: want a model name or glob (gpt-4o, claude-*)")
 		}
-		if why := badText(m); why != "" {
+		// As stored: see newModels for the patterns an operator sets.
+		if why := storedText(m); why != "" {
 			return Policy{}, fieldError(op, field, "%s", why)
 		}
 		if _, err := path.Match(m, ""); err != nil {
@@ -160,6 +161,33 @@ func normalize(op string, p Policy) (Policy, error) {
 		}
 	}
 	return p, nil
+}
+
+// newText says what is wrong with s, a name or model an operator sets in
+// place of old ("" for a new key or team), or returns "": s must pass
+// badText unless it is old unchanged. A text stored before badText
+// refused what it holds stays readable and usable as it is; it is refused
+// when it comes in, not when a change leaves it where it was.
+func newText(s, old string) string {
+	if s == old {
+		return ""
+	}
+	return badText(s)
+}
+
+// newModels checks the model patterns of p, which an operator sets in
+// place of old's (the zero Policy for a new key or team), as newText
+// checks a name: each must pass badText unless old has it already.
+func newModels(op string, p, old *Policy) error {
+	for i, m := range p.Models {
+		if slices.Contains(old.Models, m) {
+			continue
+		}
+		if why := badText(m); why != "" {
+			return fieldError(op, fmt.Sprintf("Policy.Models[%d]", i), "%s", why)
+		}
+	}
+	return nil
 }
 
 // normalizeWindows checks p.Windows and fills in their buckets, in a copy

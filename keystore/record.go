@@ -518,11 +518,12 @@ func (d *decoder) bytes(field string, max int) []byte {
 	return d.fixed(field, int(n))
 }
 
-// text reads a name or model.
+// text reads a name, model or model pattern, which may hold what only
+// new text is refused (see storedText).
 func (d *decoder) text(field string) string {
 	b := d.bytes(field, MaxName)
 	if d.err == nil {
-		if why := badText(string(b)); why != "" {
+		if why := storedText(string(b)); why != "" {
 			d.fail(field, why)
 			return ""
 		}
@@ -537,9 +538,14 @@ func (d *decoder) done() error {
 	return d.err
 }
 
-// badText says what is wrong with a name, model or model pattern, or
-// returns "".
+// badText says what is wrong with a name, model or model pattern an
+// operator sets, or returns "" (text.Problem).
 func badText(s string) string { return text.Problem(s, MaxName) }
+
+// storedText says what is wrong with a name, model or model pattern as a
+// record holds it, or returns "" (text.Stored): one stored before
+// badText refused the format characters still reads, as it was.
+func storedText(s string) string { return text.Stored(s, MaxName) }
 
 // The instants a time.Time can be stored as: Unix nanoseconds in int64.
 var (
