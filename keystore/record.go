@@ -260,11 +260,16 @@ func decodeRecord(id string, b []byte, known func(enc []byte) *policy) (*stored,
 }
 
 // policy reads a Policy as appendPolicy writes it, with its budgets when
-// budgets is set (record version 3). Its values are checked by normalize
-// later.
+// budgets is set (record version 3, and team records). Its values are
+// checked by normalize later. A policy with budgets may have no token
+// window; a version 2 policy, which had no budgets, always had one.
 func (d *decoder) policy(budgets bool) Policy {
 	var p Policy
-	n := d.int("window count", 1)
+	least := int64(1)
+	if budgets {
+		least = 0
+	}
+	n := d.int("window count", least)
 	if d.err == nil && n > MaxWindows {
 		d.fail("window count", fmt.Sprintf("%d is over %d", n, MaxWindows))
 	}
