@@ -197,8 +197,7 @@ func (s *Store) Update(ctx context.Context, id string, fn func(*Spec) error) (Ke
 	err := s.change(ctx, id, func(b batch, e *entry, _ int64) (bool, error) {
 		old := e.spec()
 		spec := old
-		spec.Policy.Windows = slices.Clone(old.Policy.Windows)
-		spec.Policy.Models = slices.Clone(old.Policy.Models)
+		spec.Policy = old.Policy.clone()
 		if err := fn(&spec); err != nil {
 			return false, err
 		}

@@ -258,6 +258,14 @@ func windowName(window time.Duration) string {
 	return windowPrefix + strings.ReplaceAll(window.String(), "µ", "u")
 }
 
+// clone returns p with slices of its own: what Update's fn may change in
+// place without changing the policy, which keys share.
+func (p *Policy) clone() Policy {
+	c := *p
+	c.Windows, c.Models, c.Budgets = slices.Clone(p.Windows), slices.Clone(p.Models), slices.Clone(p.Budgets)
+	return c
+}
+
 // tokenLimit is the limit of p's first token window, Key.TokenLimit: 0
 // when p has none.
 func (p *Policy) tokenLimit() int64 {

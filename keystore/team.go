@@ -247,9 +247,7 @@ func (s *Store) UpdateTeam(ctx context.Context, id string, fn func(*TeamSpec) er
 		}
 		old := TeamSpec{Name: t.name, Policy: t.pol.pub}
 		spec := old
-		spec.Policy.Windows = slices.Clone(spec.Policy.Windows)
-		spec.Policy.Budgets = slices.Clone(spec.Policy.Budgets)
-		spec.Policy.Models = slices.Clone(spec.Policy.Models)
+		spec.Policy = old.Policy.clone()
 		if err := fn(&spec); err != nil {
 			return err
 		}
