@@ -511,6 +511,9 @@ func (d *decoder) int(field string, lo int64) int64 {
 
 // bytes reads a length-prefixed field of at most max bytes.
 func (d *decoder) bytes(field string, max int) []byte {
+	if d.err != nil {
+		return nil
+	}
 	n := d.uvarint(field)
 	if d.err != nil {
 		d.err = fmt.Errorf("%w (its length)", d.err)

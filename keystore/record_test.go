@@ -223,6 +223,7 @@ func TestRecordCorrupt(t *testing.T) {
 	v2prev := sampleRecords()[2].encodeV2()
 	v2prev[1] |= flagPrevious
 	v2prev = binary.AppendVarint(append(v2prev, rotated[len(rotated)-41:len(rotated)-9]...), 1)
+	nameControl := append(append(bytes.Clone(valid[:afterHash+10]), 1, '\n', 0), valid[len(valid)-len(r.pol.enc)-1:]...)
 	v2 := r.encodeV2() // ..., policy without budgets (its length 1 byte)
 	v2NoWindow := appendBytes(bytes.Clone(v2[:len(v2)-len(r.pol.enc)]), "\x00\x00\x00\x00")
 	for name, b := range map[string][]byte{
@@ -254,7 +255,7 @@ func TestRecordCorrupt(t *testing.T) {
 		"model pattern ctl":   withPol(appendPolicy(nil, &Policy{Windows: samplePolicies[0].Windows, Models: []string{"a\x01"}})),
 		"max concurrent":      withPol(maxConcurrentPolicy(1 << 31)),
 		"name too long":       append(bytes.Clone(valid[:afterHash+10]), 0x81, 0x02),
-		"name control":        append(append(bytes.Clone(valid[:afterHash+10]), 1, '\n', 0), valid[len(valid)-len(r.pol.enc)-1:]...),
+		"name control":        nameControl,
 		"name not utf-8":      append(append(bytes.Clone(valid[:afterHash+10]), 1, 0xff, 0), valid[len(valid)-len(r.pol.enc)-1:]...),
 		"v1 limit 0":          append(append(bytes.Clone(v1valid[:afterHash]), 0), v1valid[afterHash+3:]...),
 		"v1 cut in window":    v1valid[:len(v1valid)-1],
@@ -264,6 +265,9 @@ func TestRecordCorrupt(t *testing.T) {
 		require.ErrorIs(t, err, strategies.ErrCorrupt, name)
 		require.ErrorContains(t, err, testID, name)
 	}
+	// The first error, as it was, whatever is read after it.
+	_, err := decodeRecord(testID, nameControl, nil)
+	require.EqualError(t, err, "keystore: key "+testID+": record: name holds the control character U+000A: corrupt state")
 }
 
 // maxConcurrentPolicy is the encoding of a policy of one window whose
