@@ -38,30 +38,29 @@ func problem(s string, max int, incoming bool) string {
 		return "is not valid UTF-8"
 	}
 	for _, c := range s {
-		if unicode.IsControl(c) {
+		switch {
+		case ' ' <= c && c < 0x7f: // printable ASCII: the common case, at once
+		case unicode.IsControl(c):
 			return fmt.Sprintf("holds the control character %U", c)
-		}
-		if !incoming {
-			continue
-		}
-		if what := hidden(c); what != "" {
-			return fmt.Sprintf("holds the %s %U", what, c)
+		case incoming && c >= 0x80:
+			if what := hidden(c); what != "" {
+				return fmt.Sprintf("holds the %s %U", what, c)
+			}
 		}
 	}
 	return ""
 }
 
-// hidden names the kind of c when Problem refuses it beyond the control
-// characters, or returns "".
+// hidden names the kind of c, a character beyond ASCII, when Problem
+// refuses it beyond the control characters, or returns "". The line and
+// paragraph separators (categories Zl and Zp) are one character each.
 func hidden(c rune) string {
 	switch {
-	case c < 0x80: // ASCII has none: the common case, without the tables
-		return ""
 	case unicode.Is(unicode.Cf, c):
 		return "format character"
-	case unicode.Is(unicode.Zl, c):
+	case c == '\u2028':
 		return "line separator"
-	case unicode.Is(unicode.Zp, c):
+	case c == '\u2029':
 		return "paragraph separator"
 	}
 	return ""

@@ -47,6 +47,23 @@ func TestProblem(t *testing.T) {
 	}
 }
 
+// TestProblemEveryRune: Problem and Stored refuse each character by the
+// categories they name, and no other.
+func TestProblemEveryRune(t *testing.T) {
+	for c := rune(0); c <= unicode.MaxRune; c++ {
+		if !utf8.ValidRune(c) {
+			continue // surrogates: no UTF-8 holds them
+		}
+		s := string(c)
+		if got, exp := Problem(s, 4), want(s, 4, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp); (got == "") != (exp == "") {
+			t.Errorf("Problem(%U) = %q, want %q", c, got, exp)
+		}
+		if got, exp := Stored(s, 4), want(s, 4, unicode.Cc); (got == "") != (exp == "") {
+			t.Errorf("Stored(%U) = %q, want %q", c, got, exp)
+		}
+	}
+}
+
 // want is what Problem (or Stored, by the categories given) says of s,
 // reckoned by unicode.In rather than by the code's path: "" when it
 // accepts s, else the end of its message, which names the first character
@@ -107,5 +124,23 @@ func TestName(t *testing.T) {
 		if got := Name(name, 6); got != want {
 			t.Errorf("Name(%q) = %v, want %v", name, got, want)
 		}
+	}
+}
+
+// BenchmarkProblem is the check of a request's model name on the
+// gateway's path, and of a name: ASCII, and not.
+func BenchmarkProblem(b *testing.B) {
+	for name, s := range map[string]string{
+		"ascii":     "claude-sonnet-4-5-20250929",
+		"non-ascii": "équipe données ✓ 日本語のチーム",
+	} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if Problem(s, 256) != "" {
+					b.Fatal(s)
+				}
+			}
+		})
 	}
 }
