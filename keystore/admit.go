@@ -110,16 +110,16 @@ type Limits struct {
 	// Tokens is the binding token window's answer, when the key or its
 	// team has a token window (HasTokens): its Limit, what Remains once
 	// the reservation is held, and when it is back to empty (ResetAfter).
-	Tokens    strategies.Result
-	HasTokens bool
+	Tokens strategies.Result
 	// Requests is the request rate's answer, when the key has one
 	// (HasRequests): what remains once this request is counted.
-	Requests    strategies.Result
-	HasRequests bool
+	Requests strategies.Result
 	// Budget is the least money any of the key's budgets has left once the
 	// cost reserved is held, when it has one (HasBudget).
-	Budget    pricing.USD
-	HasBudget bool
+	Budget pricing.USD
+	// Which of the three the key has (together, where they take one word
+	// rather than three).
+	HasTokens, HasRequests, HasBudget bool
 }
 
 // Cost returns the money the admission holds in the key's budgets:
