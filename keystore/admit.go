@@ -117,8 +117,8 @@ type Limits struct {
 	// Budget is the least money any of the key's budgets has left once the
 	// cost reserved is held, when it has one (HasBudget).
 	Budget pricing.USD
-	// Which of the three the key has (together, where they take one word
-	// rather than three).
+	// HasTokens, HasRequests and HasBudget say which of the three the key
+	// or its team has. (Together they take one word, not three.)
 	HasTokens, HasRequests, HasBudget bool
 }
 
