@@ -198,6 +198,7 @@ func (api *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // whole first; the API's answers are pages, a few megabytes at most.
 func revalidated(w http.ResponseWriter, r *http.Request, h http.Handler) {
 	rec := &buffered{header: w.Header()}
+	rec.call, _ = w.(*call)
 	h.ServeHTTP(rec, r)
 	if rec.status == 0 {
 		rec.status = http.StatusOK
@@ -221,6 +222,7 @@ type buffered struct {
 	header http.Header
 	status int
 	body   bytes.Buffer
+	call   *call // the call it buffers for, if any: what noteKey notes
 }
 
 func (b *buffered) Header() http.Header { return b.header }
@@ -254,16 +256,27 @@ func (h *headerRecorder) Header() http.Header         { return h.header }
 func (h *headerRecorder) Write(b []byte) (int, error) { return len(b), nil }
 func (h *headerRecorder) WriteHeader(code int)        { h.status = code }
 
+// callOf returns the call w answers, nil if none.
+func callOf(w http.ResponseWriter) *call {
+	switch c := w.(type) {
+	case *call:
+		return c
+	case *buffered:
+		return c.call
+	}
+	return nil
+}
+
 // noteKey notes the key id an admin call is about, for its log line.
 func noteKey(w http.ResponseWriter, id string) {
-	if c, ok := w.(*call); ok {
+	if c := callOf(w); c != nil {
 		c.keyID = id
 	}
 }
 
 // noteTeam notes the team id an admin call is about, for its log line.
 func noteTeam(w http.ResponseWriter, id string) {
-	if c, ok := w.(*call); ok {
+	if c := callOf(w); c != nil {
 		c.teamID = id
 	}
 }

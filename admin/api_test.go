@@ -84,3 +84,28 @@ func TestRevalidate(t *testing.T) {
 	require.NotEqual(t, tag, changed.Header().Get("ETag"))
 	require.Contains(t, changed.Body.String(), `"name":"new"`)
 }
+
+// TestNoWindows: a key or team may be created without a token window
+// (budgets alone, or metered only), and a PATCH of "windows": [] drops
+// every window.
+func TestNoWindows(t *testing.T) {
+	api, _ := newAPI(t)
+	call := func(method, path, body string, want int) map[string]any {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(method, path, strings.NewReader(body))
+		api.ServeHTTP(w, r.WithContext(admin.WithActor(r.Context(), admin.ActorCLI)))
+		require.Equal(t, want, w.Code, w.Body.String())
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &m))
+		return m
+	}
+	created := call("POST", "/admin/keys", `{"name":"metered"}`, http.StatusCreated)["key"].(map[string]any)
+	require.Equal(t, []any{}, created["windows"])
+	require.EqualValues(t, -1, created["binding"])
+	k := call("POST", "/admin/keys", `{"name":"w","windows":[{"limit":10,"window":"1h"}],"budgets":[{"limit_usd":1,"window":"24h"}]}`, http.StatusCreated)["key"].(map[string]any)
+	patched := call("PATCH", "/admin/keys/"+k["id"].(string), `{"windows":[]}`, http.StatusOK)
+	require.Equal(t, []any{}, patched["windows"])
+	require.Len(t, patched["budgets"], 1, "the budget stays")
+	team := call("POST", "/admin/teams", `{"name":"money","budgets":[{"limit_usd":50,"period":"month"}]}`, http.StatusCreated)
+	require.Equal(t, []any{}, team["windows"])
+}

@@ -86,15 +86,15 @@ func readBody(w http.ResponseWriter, r *http.Request, v any) bool {
 
 // readKeyFields reads the body of r, an KeyRequest, and checks what
 // can be checked without the key: the types, the durations, the instant,
-// and (create) that there is a token window. It answers 400 or 413 and
+// and the lists' lengths. It answers 400 or 413 and
 // returns false when the body is wrong.
-func readKeyFields(w http.ResponseWriter, r *http.Request, create bool) (*keyFields, bool) {
+func readKeyFields(w http.ResponseWriter, r *http.Request) (*keyFields, bool) {
 	var b keyBody
 	if !readBody(w, r, &b) {
 		return nil, false
 	}
 	f := &keyFields{name: b.Name, model: b.Model, team: b.Team, disabled: b.Disabled}
-	if !readPolicy(w, &b.policyBody, create, "key", &f.policyFields) {
+	if !readPolicy(w, &b.policyBody, &f.policyFields) {
 		return nil, false
 	}
 	if b.ExpiresAt != nil {
@@ -110,23 +110,24 @@ func readKeyFields(w http.ResponseWriter, r *http.Request, create bool) (*keyFie
 
 // readTeamFields reads the body of r, an TeamRequest, as
 // readKeyFields reads a key's.
-func readTeamFields(w http.ResponseWriter, r *http.Request, create bool) (*teamFields, bool) {
+func readTeamFields(w http.ResponseWriter, r *http.Request) (*teamFields, bool) {
 	var b teamBody
 	if !readBody(w, r, &b) {
 		return nil, false
 	}
 	f := &teamFields{name: b.Name}
-	if !readPolicy(w, &b.policyBody, create, "team", &f.policyFields) {
+	if !readPolicy(w, &b.policyBody, &f.policyFields) {
 		return nil, false
 	}
 	return f, true
 }
 
 // readPolicy reads the policy fields b of a request about a key or a team
-// (what) into f, checking what can be checked without the key store:
-// the types, the durations and (create) that there is a token window. It
-// answers 400 and returns false when a field is wrong.
-func readPolicy(w http.ResponseWriter, b *policyBody, create bool, what string, f *policyFields) bool {
+// into f, checking what can be checked without the key store: the lists'
+// lengths, the types and the durations. It answers 400 and returns false
+// when a field is wrong. "windows": [] is no token window (a policy of
+// budgets alone, or metered only), as a POST without "windows" is.
+func readPolicy(w http.ResponseWriter, b *policyBody, f *policyFields) bool {
 	bad := func(format string, args ...any) bool {
 		writeError(w, http.StatusBadRequest, apierror.Invalid, "invalid_field", fmt.Sprintf(format, args...))
 		return false
@@ -142,9 +143,6 @@ func readPolicy(w http.ResponseWriter, b *policyBody, create bool, what string, 
 		return bad("%s", msg)
 	}
 	if windows != nil {
-		if len(windows) == 0 {
-			return bad("windows: empty: a %s needs at least one token window", what)
-		}
 		f.windows = make([]keystore.Window, len(windows))
 		for i, raw := range windows {
 			var status int
@@ -154,8 +152,6 @@ func readPolicy(w http.ResponseWriter, b *policyBody, create bool, what string, 
 				return false
 			}
 		}
-	} else if create {
-		return bad(`windows: required: a %s needs at least one token window, as [{"limit":100000,"window":"5h"}]`, what)
 	}
 	if budgets != nil {
 		bs := make([]keystore.Budget, len(budgets))

@@ -20,7 +20,7 @@ func (api *API) createKey(w http.ResponseWriter, r *http.Request) {
 	if !api.mayChange(w, r) {
 		return
 	}
-	f, ok := readKeyFields(w, r, true)
+	f, ok := readKeyFields(w, r)
 	if !ok {
 		return
 	}
@@ -105,7 +105,7 @@ func (api *API) patchKey(w http.ResponseWriter, r *http.Request) {
 	if !api.mayChange(w, r) {
 		return
 	}
-	f, ok := readKeyFields(w, r, false)
+	f, ok := readKeyFields(w, r)
 	if !ok {
 		return
 	}

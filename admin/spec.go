@@ -94,9 +94,12 @@ func timeOf(t *time.Time) time.Time {
 // keystore.DefaultWindow, as a key store opened with the default options
 // (a gateway's) makes it.
 func NewKeyRequest(old, next keystore.Spec) KeyRequest {
-	if len(next.Policy.Windows) == 0 && next.TokenLimit > 0 {
+	switch {
+	case next.TokenLimit == old.TokenLimit:
+		// As keystore.Store.Update: TokenLimit counts only when changed.
+	case len(next.Policy.Windows) == 0 && next.TokenLimit > 0:
 		next.Policy.Windows = []keystore.Window{{Limit: next.TokenLimit, Window: keystore.DefaultWindow, Bucket: keystore.DefaultBucket}}
-	} else if next.TokenLimit != old.TokenLimit && len(next.Policy.Windows) > 0 && slices.Equal(next.Policy.Windows, old.Policy.Windows) {
+	case len(next.Policy.Windows) > 0 && slices.Equal(next.Policy.Windows, old.Policy.Windows):
 		next.Policy.Windows = slices.Clone(next.Policy.Windows)
 		next.Policy.Windows[0].Limit = next.TokenLimit // as keystore.Store.Update
 	}

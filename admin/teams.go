@@ -21,7 +21,7 @@ func (api *API) createTeam(w http.ResponseWriter, r *http.Request) {
 	if !api.mayChange(w, r) {
 		return
 	}
-	f, ok := readTeamFields(w, r, true)
+	f, ok := readTeamFields(w, r)
 	if !ok {
 		return
 	}
@@ -99,7 +99,7 @@ func (api *API) patchTeam(w http.ResponseWriter, r *http.Request) {
 	if !api.mayChange(w, r) {
 		return
 	}
-	f, ok := readTeamFields(w, r, false)
+	f, ok := readTeamFields(w, r)
 	if !ok {
 		return
 	}

@@ -316,10 +316,11 @@
 //
 // An admitted answer carries the caller's own limits, from its admission:
 // X-Ratelimit-Limit-Tokens, -Remaining-Tokens and -Reset-Tokens (the
-// binding window), the same for -Requests when the key has a request
-// rate, in OpenAI's names and formats, and X-Ratestore-Budget-Remaining
-// (USD) when it has a budget. The upstream's own rate-limit fields, which
-// describe the operator's account, are never passed on.
+// binding window) when the key or its team has a token window, the same
+// for -Requests when it has a request rate, in OpenAI's names and
+// formats, and X-Ratestore-Budget-Remaining (USD) when it has a budget.
+// The upstream's own rate-limit fields, which describe the operator's
+// account, are never passed on.
 //
 // # Spend ledger and alerts
 //

@@ -199,7 +199,8 @@ func geminiPath(p string) (ep *endpoint, model string, ok bool) {
 }
 
 // checkModel returns why model cannot be a model name, or "": it must be
-// valid UTF-8 of 1 to maxModelBytes bytes without control characters.
+// valid UTF-8 of 1 to maxModelBytes bytes without control or format
+// characters (text.Problem).
 func checkModel(model string) string {
 	if model == "" {
 		return "is empty"

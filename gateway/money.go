@@ -158,17 +158,20 @@ func budgetHeader(h http.Header, lim keystore.Limits) {
 }
 
 // limitHeaders sets the caller's OpenAI-style rate-limit headers from its
-// admission: its request rate, if it has one, and its binding token
-// window, with the times in OpenAI's format ("6m0s", "1s").
+// admission: its request rate and its binding token window, each if it
+// has one (of the key's and its team's, the tighter), with the times in
+// OpenAI's format ("6m0s", "1s").
 func limitHeaders(h http.Header, lim keystore.Limits) {
 	if lim.HasRequests {
 		h.Set("X-Ratelimit-Limit-Requests", strconv.FormatInt(lim.Requests.Limit, 10))
 		h.Set("X-Ratelimit-Remaining-Requests", strconv.FormatInt(lim.Requests.Remaining, 10))
 		h.Set("X-Ratelimit-Reset-Requests", resetText(lim.Requests.ResetAfter))
 	}
-	h.Set("X-Ratelimit-Limit-Tokens", strconv.FormatInt(lim.Tokens.Limit, 10))
-	h.Set("X-Ratelimit-Remaining-Tokens", strconv.FormatInt(lim.Tokens.Remaining, 10))
-	h.Set("X-Ratelimit-Reset-Tokens", resetText(lim.Tokens.ResetAfter))
+	if lim.HasTokens {
+		h.Set("X-Ratelimit-Limit-Tokens", strconv.FormatInt(lim.Tokens.Limit, 10))
+		h.Set("X-Ratelimit-Remaining-Tokens", strconv.FormatInt(lim.Tokens.Remaining, 10))
+		h.Set("X-Ratelimit-Reset-Tokens", resetText(lim.Tokens.ResetAfter))
+	}
 	budgetHeader(h, lim)
 }
 

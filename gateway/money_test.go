@@ -136,6 +136,53 @@ func TestBudgetRefusal(t *testing.T) {
 	require.Contains(t, msg["message"], "over its budget of $0.002 per 1h0m0s")
 }
 
+// TestNoWindowHeaders: a key with budgets and no token window is served
+// and metered, held to its budget, and its answers carry no token
+// headers, the request and budget headers staying; a key without a window
+// in a team with one gets the team's; the stats path shows it.
+func TestNoWindowHeaders(t *testing.T) {
+	up := scripted(t, "application/json", `{"usage":{"prompt_tokens":40,"completion_tokens":10}}`)
+	e := newEnv(t, Options{Upstream: up})
+	ctx := context.Background()
+	budget := func(usd pricing.USD) keystore.Policy {
+		return keystore.Policy{RequestsPerMinute: 60, Budgets: []keystore.Budget{{Limit: usd, Window: 3600e9}}}
+	}
+	k, secret, err := e.keys().Create(ctx, keystore.Spec{Name: "budget only", Policy: budget(micro(10_000))})
+	require.NoError(t, err)
+	req := map[string]any{"model": "gpt-4o", "max_tokens": 100, "messages": []any{}}
+	resp, b := e.call("POST", "/v1/chat/completions", secret, req)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
+	for _, h := range []string{"X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens"} {
+		require.NotContains(t, resp.Header, h)
+	}
+	require.Equal(t, []string{"60", "59"}, []string{resp.Header.Get("X-Ratelimit-Limit-Requests"), resp.Header.Get("X-Ratelimit-Remaining-Requests")})
+	require.NotEmpty(t, resp.Header.Get("X-Ratestore-Budget-Remaining"))
+	got, err := e.keys().Get(ctx, k.ID)
+	require.NoError(t, err)
+	require.Equal(t, [2]any{int64(50), micro(200)}, [2]any{got.LifetimeTokens, got.LifetimeSpend}, "metered")
+	resp, b = e.call("GET", "/stats", secret, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
+	require.Contains(t, string(b), `"windows":[]`)
+
+	// The worst case, about 1030 micro-dollars, does not fit in 500.
+	_, poor, err := e.keys().Create(ctx, keystore.Spec{Name: "poor", Policy: budget(micro(500))})
+	require.NoError(t, err)
+	resp, b = e.call("POST", "/v1/chat/completions", poor, req)
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, string(b))
+	require.Equal(t, "budget_exceeded", apiError(t, b, "rate_limit_error")["code"])
+
+	team, err := e.keys().CreateTeam(ctx, keystore.TeamSpec{Name: "t", Policy: keystore.Policy{
+		Windows: []keystore.Window{{Limit: 1e6, Window: 3600e9}},
+	}})
+	require.NoError(t, err)
+	_, member, err := e.keys().Create(ctx, keystore.Spec{Name: "member", Team: team.ID})
+	require.NoError(t, err)
+	resp, b = e.call("POST", "/v1/chat/completions", member, req)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
+	require.Equal(t, "1000000", resp.Header.Get("X-Ratelimit-Limit-Tokens"), "the team's window")
+	require.NotContains(t, resp.Header, "X-Ratelimit-Limit-Requests")
+}
+
 // TestUnpriced: a key with a budget asking for a model the table does not
 // price is refused, or charged $0 or the default price, as the operator
 // chose; a key without a budget is served either way.

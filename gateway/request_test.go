@@ -165,12 +165,13 @@ func TestLookup(t *testing.T) {
 	}
 }
 
-// TestCheckModel: model names are valid UTF-8, printable, 1-256 bytes.
+// TestCheckModel: model names are valid UTF-8, printable, 1-256 bytes,
+// without format characters that would disguise them in the ledger.
 func TestCheckModel(t *testing.T) {
 	for _, ok := range []string{"gpt-4o", "claude-sonnet-4-5@20250929", "models/gemini-pro", "ft:gpt-4o:org::id", strings.Repeat("m", 256), "模型"} {
 		require.Empty(t, checkModel(ok), ok)
 	}
-	for _, bad := range []string{"", strings.Repeat("m", 257), "\xff", "a\x00b", "a\nb", "a\u0085b"} {
+	for _, bad := range []string{"", strings.Repeat("m", 257), "\xff", "a\x00b", "a\nb", "a\u0085b", "gpt-4o\u200b", "gpt\u202e"} {
 		require.NotEmpty(t, checkModel(bad), bad)
 	}
 }

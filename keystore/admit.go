@@ -107,18 +107,19 @@ type Admission struct {
 // saw them once it had taken its share: for the caller's rate-limit
 // headers.
 type Limits struct {
-	// Tokens is the binding token window's answer: its Limit, what
-	// Remains once the reservation is held, and when it is back to empty
-	// (ResetAfter).
+	// Tokens is the binding token window's answer, when the key or its
+	// team has a token window (HasTokens): its Limit, what Remains once
+	// the reservation is held, and when it is back to empty (ResetAfter).
 	Tokens strategies.Result
 	// Requests is the request rate's answer, when the key has one
 	// (HasRequests): what remains once this request is counted.
-	Requests    strategies.Result
-	HasRequests bool
+	Requests strategies.Result
 	// Budget is the least money any of the key's budgets has left once the
 	// cost reserved is held, when it has one (HasBudget).
-	Budget    pricing.USD
-	HasBudget bool
+	Budget pricing.USD
+	// HasTokens, HasRequests and HasBudget say which of the three the key
+	// or its team has. (Together they take one word, not three.)
+	HasTokens, HasRequests, HasBudget bool
 }
 
 // Cost returns the money the admission holds in the key's budgets:
@@ -233,8 +234,11 @@ func (c *call) take(b batch, t *team, lim Limits, now int64) (*Admission, error)
 	if err := takeRate(b, e.id, e.rec.pol); err != nil {
 		return nil, err
 	}
-	optional := min(req.Optional, lim.Tokens.Remaining)
-	lim.Tokens.Remaining -= optional
+	optional := req.Optional // all of it, where no window limits it
+	if lim.HasTokens {
+		optional = min(optional, lim.Tokens.Remaining)
+		lim.Tokens.Remaining -= optional
+	}
 	reserve := sat.Add(req.Reserve, optional)
 	if err := c.holdFor(b, e.id, e.rec.pol, now, reserve); err != nil {
 		return nil, err
@@ -254,10 +258,11 @@ func (c *call) take(b batch, t *team, lim Limits, now int64) (*Admission, error)
 }
 
 // tighter is the least of l and o, the limits of a key and of its team:
-// what the request leaves of the one that has less.
+// what the request leaves of the one that has less, or of the one that
+// has the limit at all.
 func (l Limits) tighter(o Limits) Limits {
-	if o.Tokens.Remaining < l.Tokens.Remaining {
-		l.Tokens = o.Tokens
+	if o.HasTokens && (!l.HasTokens || o.Tokens.Remaining < l.Tokens.Remaining) {
+		l.Tokens, l.HasTokens = o.Tokens, true
 	}
 	if o.HasRequests && (!l.HasRequests || o.Requests.Remaining < l.Requests.Remaining) {
 		l.Requests, l.HasRequests = o.Requests, true
@@ -313,8 +318,9 @@ func (e *entry) admits(ctx context.Context, b batch, req Request, now int64) (Li
 
 // checks checks that the policy pol of id, a key or (team not "") the
 // key's team, admits req, and returns what req would leave of its limits:
-// Tokens.Remaining the room every window has once req.Reserve is held,
-// Requests what the request rate has once it is counted. It takes nothing.
+// Tokens.Remaining the room every window has once req.Reserve is held
+// (HasTokens when pol has a window), Requests what the request rate has
+// once it is counted. It takes nothing.
 func checks(ctx context.Context, b batch, id, team string, pol *policy, req Request) (lim Limits, err error) {
 	deny := func(reason, limit string, wait time.Duration, err error) (Limits, error) {
 		return Limits{}, &Denial{Reason: reason, Limit: limit, RetryAfter: wait, Team: team, key: id, err: err}
@@ -340,7 +346,9 @@ func checks(ctx context.Context, b batch, id, team string, pol *policy, req Requ
 	if !res.Allowed {
 		return deny("window", "window "+pol.pub.Windows[i].Window.String(), res.RetryAfter, ErrLimited)
 	}
-	lim.Tokens = res
+	if i >= 0 {
+		lim.Tokens, lim.HasTokens = res, true
+	}
 	for i, l := range pol.budgets {
 		r, err := b.PeekN(ctx, l, id, int64(req.Cost))
 		if err != nil {

@@ -130,9 +130,21 @@ func admitFinish(b *testing.B, ks *keystore.Store, secret string) {
 // reserving a worst-case cost and settling its real cost: beside
 // BenchmarkAdmitFinish/async in the same run, what money adds to a
 // request.
-func BenchmarkAdmitFinishBudget(b *testing.B) {
+func BenchmarkAdmitFinishBudget(b *testing.B) { benchBudgets(b, true) }
+
+// BenchmarkAdmitFinishNoWindow is BenchmarkAdmitFinishBudget for a key of
+// the same budgets and no token window: what a request costs when only
+// money limits it.
+func BenchmarkAdmitFinishNoWindow(b *testing.B) { benchBudgets(b, false) }
+
+// benchBudgets runs admitFinishSpend on the benchmarks' key given two
+// budgets, its token windows kept or dropped.
+func benchBudgets(b *testing.B, windows bool) {
 	ks, k, secret := benchStore(b, ratestore.Async)
 	_, err := ks.Update(ctx, k.ID, func(s *keystore.Spec) error {
+		if !windows {
+			s.Policy.Windows = nil
+		}
 		s.Policy.Budgets = []keystore.Budget{
 			{Limit: 1_000_000 * pricing.Dollar, Window: 24 * time.Hour},
 			{Limit: 1_000_000 * pricing.Dollar, Period: strategies.Month},

@@ -138,6 +138,31 @@ func TestBudgetInvalid(t *testing.T) {
 	require.ErrorIs(t, err, keystore.ErrInvalid, "one window twice")
 }
 
+// TestUpdateBudgetsInPlace: an Update whose fn changes the budgets it is
+// given in place changes only the key it updates, and nothing when it
+// fails: its Spec does not share them with the policy, which other keys
+// share.
+func TestUpdateBudgetsInPlace(t *testing.T) {
+	forEach(t, func(t *testing.T, e *env) {
+		dollar := keystore.Budget{Limit: pricing.Dollar, Window: time.Hour}
+		k, _ := e.budgetKey(dollar)
+		other, otherSecret := e.budgetKey(dollar)
+		_, err := e.ks.Update(ctx, k.ID, func(s *keystore.Spec) error {
+			s.Policy.Budgets[0].Limit = cents(1)
+			return errors.New("changed my mind")
+		})
+		require.ErrorContains(t, err, "changed my mind")
+		got, err := e.ks.Update(ctx, k.ID, func(s *keystore.Spec) error {
+			s.Policy.Budgets[0].Limit = cents(2)
+			return nil
+		})
+		require.NoError(t, err)
+		require.Equal(t, cents(2), got.Policy.Budgets[0].Limit)
+		require.Equal(t, pricing.Dollar, e.get(other.ID).Policy.Budgets[0].Limit)
+		e.admit(otherSecret, keystore.Request{Cost: cents(50)})
+	})
+}
+
 // spendAtOnce sends n requests at once, each costing cost, from the keys
 // of secrets in turn, and returns how many were admitted (and finished at
 // that cost); any error but a refusal fails the test.

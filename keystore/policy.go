@@ -118,8 +118,6 @@ func (s *Store) policy(op string, p Policy) (*policy, error) {
 // with every Window's Bucket set.
 func normalize(op string, p Policy) (Policy, error) {
 	switch {
-	case len(p.Windows) == 0:
-		return Policy{}, fieldError(op, "Policy.Windows", "none: give TokenLimit or at least one window")
 	case len(p.Windows) > MaxWindows:
 		return Policy{}, fieldError(op, "Policy.Windows", "%d token windows, more than %d", len(p.Windows), MaxWindows)
 	case p.RequestsPerMinute < 0:
@@ -152,7 +150,8 @@ func normalize(op string, p Policy) (Policy, error) {
 		if m == "" {
 			return Policy{}, fieldError(op, field, "empty: want a model name or glob (gpt-4o, claude-*)")
 		}
-		if why := badText(m); why != "" {
+		// As stored: see newModels for the patterns an operator sets.
+		if why := storedText(m); why != "" {
 			return Policy{}, fieldError(op, field, "%s", why)
 		}
 		if _, err := path.Match(m, ""); err != nil {
@@ -162,9 +161,40 @@ func normalize(op string, p Policy) (Policy, error) {
 	return p, nil
 }
 
+// newText says what is wrong with s, a name or model an operator sets in
+// place of old ("" for a new key or team), or returns "": s must pass
+// badText unless it is old unchanged. A text stored before badText
+// refused what it holds stays readable and usable as it is; it is refused
+// when it comes in, not when a change leaves it where it was.
+func newText(s, old string) string {
+	if s == old {
+		return ""
+	}
+	return badText(s)
+}
+
+// newModels checks the model patterns of p, which an operator sets in
+// place of old's (the zero Policy for a new key or team), as newText
+// checks a name: each must pass badText unless old has it already.
+func newModels(op string, p, old *Policy) error {
+	for i, m := range p.Models {
+		if slices.Contains(old.Models, m) {
+			continue
+		}
+		if why := badText(m); why != "" {
+			return fieldError(op, fmt.Sprintf("Policy.Models[%d]", i), "%s", why)
+		}
+	}
+	return nil
+}
+
 // normalizeWindows checks p.Windows and fills in their buckets, in a copy
-// p owns.
+// p owns; none is nil.
 func normalizeWindows(op string, p *Policy) error {
+	if len(p.Windows) == 0 {
+		p.Windows = nil
+		return nil
+	}
 	p.Windows = slices.Clone(p.Windows)
 	for i := range p.Windows {
 		w := &p.Windows[i]
@@ -228,6 +258,23 @@ func windowName(window time.Duration) string {
 	return windowPrefix + strings.ReplaceAll(window.String(), "µ", "u")
 }
 
+// clone returns p with slices of its own: what Update's fn may change in
+// place without changing the policy, which keys share.
+func (p *Policy) clone() Policy {
+	c := *p
+	c.Windows, c.Models, c.Budgets = slices.Clone(p.Windows), slices.Clone(p.Models), slices.Clone(p.Budgets)
+	return c
+}
+
+// tokenLimit is the limit of p's first token window, Key.TokenLimit: 0
+// when p has none.
+func (p *Policy) tokenLimit() int64 {
+	if len(p.Windows) == 0 {
+		return 0
+	}
+	return p.Windows[0].Limit
+}
+
 // allows reports whether p lets a key ask for model. A request that names
 // no model is not refused by this check: there is nothing to check.
 func (p *Policy) allows(model string) bool {
@@ -242,11 +289,16 @@ func (p *Policy) allows(model string) bool {
 	return false
 }
 
+// unlimited is the answer of a policy without token windows to any
+// number of tokens: allowed, with no Limit (0, as Key.TokenLimit says
+// there is none), nothing Remaining to count down and nothing to wait for.
+var unlimited = strategies.Result{Allowed: true}
+
 // peek asks every token window of key id whether n more tokens fit,
-// changing nothing, and returns the binding answer (see bind).
+// changing nothing, and returns the binding answer (see bind) and the
+// index of the binding window: unlimited and -1 when pol has none.
 func (pol *policy) peek(ctx context.Context, rd reader, id string, n int64) (strategies.Result, int, error) {
-	var res strategies.Result
-	binding := 0
+	res, binding := unlimited, -1
 	for i, l := range pol.windows {
 		r, err := rd.PeekN(ctx, l, id, n)
 		if err != nil {

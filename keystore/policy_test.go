@@ -198,7 +198,6 @@ var badPolicies = []struct {
 	field  string
 	policy keystore.Policy
 }{
-	{"Policy.Windows", keystore.Policy{}},
 	{"Policy.Windows[0].Limit", keystore.Policy{Windows: []keystore.Window{{Window: time.Hour}}}},
 	{"Policy.Windows[0].Limit", keystore.Policy{Windows: []keystore.Window{{Limit: -1, Window: time.Hour}}}},
 	{"Policy.Windows[1].Limit", keystore.Policy{Windows: []keystore.Window{{Limit: 1, Window: time.Hour}, {Window: 24 * time.Hour}}}},

@@ -265,11 +265,16 @@ func decodeRecord(id string, b []byte, known func(enc []byte) *policy) (*stored,
 }
 
 // policy reads a Policy as appendPolicy writes it, with its budgets when
-// budgets is set (record version 3). Its values are checked by normalize
-// later.
+// budgets is set (record version 3, and team records). Its values are
+// checked by normalize later. A policy with budgets may have no token
+// window; a version 2 policy, which had no budgets, always had one.
 func (d *decoder) policy(budgets bool) Policy {
 	var p Policy
-	n := d.int("window count", 1)
+	least := int64(1)
+	if budgets {
+		least = 0
+	}
+	n := d.int("window count", least)
 	if d.err == nil && n > MaxWindows {
 		d.fail("window count", fmt.Sprintf("%d is over %d", n, MaxWindows))
 	}
@@ -511,6 +516,9 @@ func (d *decoder) int(field string, lo int64) int64 {
 
 // bytes reads a length-prefixed field of at most max bytes.
 func (d *decoder) bytes(field string, max int) []byte {
+	if d.err != nil {
+		return nil
+	}
 	n := d.uvarint(field)
 	if d.err != nil {
 		d.err = fmt.Errorf("%w (its length)", d.err)
@@ -523,11 +531,12 @@ func (d *decoder) bytes(field string, max int) []byte {
 	return d.fixed(field, int(n))
 }
 
-// text reads a name or model.
+// text reads a name, model or model pattern, which may hold what only
+// new text is refused (see storedText).
 func (d *decoder) text(field string) string {
 	b := d.bytes(field, MaxName)
 	if d.err == nil {
-		if why := badText(string(b)); why != "" {
+		if why := storedText(string(b)); why != "" {
 			d.fail(field, why)
 			return ""
 		}
@@ -542,9 +551,14 @@ func (d *decoder) done() error {
 	return d.err
 }
 
-// badText says what is wrong with a name, model or model pattern, or
-// returns "".
+// badText says what is wrong with a name, model or model pattern an
+// operator sets, or returns "" (text.Problem).
 func badText(s string) string { return text.Problem(s, MaxName) }
+
+// storedText says what is wrong with a name, model or model pattern as a
+// record holds it, or returns "" (text.Stored): one stored before
+// badText refused the format characters still reads, as it was.
+func storedText(s string) string { return text.Stored(s, MaxName) }
 
 // The instants a time.Time can be stored as: Unix nanoseconds in int64.
 var (

@@ -32,10 +32,13 @@ var samplePolicies = []Policy{
 		MaxConcurrent:     4,
 		Models:            []string{"gpt-4o", "claude-*"},
 	},
+	// Budgets alone, and no limit at all: no token window.
+	{Budgets: []Budget{{Limit: 5_000_000_000, Window: 24 * time.Hour, Bucket: 24 * time.Minute}}, MaxConcurrent: 2},
+	{},
 }
 
-// sampleRecords are version 3 records: every field set, and few; the
-// last has a previous secret (Rotate).
+// sampleRecords are version 3 records: every field set, and few; one
+// with a previous secret (Rotate); two without a token window.
 func sampleRecords() []record {
 	full := record{
 		name: "team-a ✓", model: "glm-4.7", lifetime: math.MaxInt64,
@@ -53,6 +56,8 @@ func sampleRecords() []record {
 		withPolicy(record{}, samplePolicies[0]),
 		withPolicy(record{lifetime: 12, hasCreated: true, createdAt: 1768723200000000000}, samplePolicies[0]),
 		withPolicy(rotated, samplePolicies[0]),
+		withPolicy(record{lifetime: 9, spent: 7}, samplePolicies[2]),
+		withPolicy(record{team: "team_0123456789abcdef"}, samplePolicies[3]),
 	}
 }
 
@@ -170,8 +175,8 @@ func TestRecordKnownPolicy(t *testing.T) {
 		require.Nil(t, st.pol)
 		require.Equal(t, r.pol.pub, st.policy)
 
-		if r.prev != nil {
-			continue // version 2 had no previous secret
+		if r.prev != nil || len(r.pol.pub.Windows) == 0 {
+			continue // version 2 had no previous secret, and a window always
 		}
 		asked = nil
 		st, err = decodeRecord(testID, r.encodeV2(), known)
@@ -218,6 +223,9 @@ func TestRecordCorrupt(t *testing.T) {
 	v2prev := sampleRecords()[2].encodeV2()
 	v2prev[1] |= flagPrevious
 	v2prev = binary.AppendVarint(append(v2prev, rotated[len(rotated)-41:len(rotated)-9]...), 1)
+	nameControl := append(append(bytes.Clone(valid[:afterHash+10]), 1, '\n', 0), valid[len(valid)-len(r.pol.enc)-1:]...)
+	v2 := r.encodeV2() // ..., policy without budgets (its length 1 byte)
+	v2NoWindow := appendBytes(bytes.Clone(v2[:len(v2)-len(r.pol.enc)]), "\x00\x00\x00\x00")
 	for name, b := range map[string][]byte{
 		"empty":               {},
 		"version 0":           edit(0, 0),
@@ -238,7 +246,7 @@ func TestRecordCorrupt(t *testing.T) {
 		"budget kind 7":       withPol(append(append([]byte(r.pol.enc[:len(r.pol.enc)-1]), 1, 1), 7)),
 		"budget zone unknown": withPol(append(append([]byte(r.pol.enc[:len(r.pol.enc)-1]), 1, 1), 1, 3, 3, 'N', 'o', '/')),
 		"policy trailing":     withPol(append([]byte(r.pol.enc), 0)),
-		"no window":           withPol([]byte{0, 0, 0, 0, 0}),
+		"no window in v2":     v2NoWindow,
 		"17 windows":          withPol(appendPolicy(nil, &Policy{Windows: make([]Window, MaxWindows+1)})),
 		"zero limit":          withPol(badWindowPolicy(Window{Limit: 0, Window: time.Hour, Bucket: time.Minute})),
 		"zero window":         withPol(badWindowPolicy(Window{Limit: 1, Window: 0, Bucket: time.Minute})),
@@ -247,7 +255,7 @@ func TestRecordCorrupt(t *testing.T) {
 		"model pattern ctl":   withPol(appendPolicy(nil, &Policy{Windows: samplePolicies[0].Windows, Models: []string{"a\x01"}})),
 		"max concurrent":      withPol(maxConcurrentPolicy(1 << 31)),
 		"name too long":       append(bytes.Clone(valid[:afterHash+10]), 0x81, 0x02),
-		"name control":        append(append(bytes.Clone(valid[:afterHash+10]), 1, '\n', 0), valid[len(valid)-len(r.pol.enc)-1:]...),
+		"name control":        nameControl,
 		"name not utf-8":      append(append(bytes.Clone(valid[:afterHash+10]), 1, 0xff, 0), valid[len(valid)-len(r.pol.enc)-1:]...),
 		"v1 limit 0":          append(append(bytes.Clone(v1valid[:afterHash]), 0), v1valid[afterHash+3:]...),
 		"v1 cut in window":    v1valid[:len(v1valid)-1],
@@ -257,6 +265,9 @@ func TestRecordCorrupt(t *testing.T) {
 		require.ErrorIs(t, err, strategies.ErrCorrupt, name)
 		require.ErrorContains(t, err, testID, name)
 	}
+	// The first error, as it was, whatever is read after it.
+	_, err := decodeRecord(testID, nameControl, nil)
+	require.EqualError(t, err, "keystore: key "+testID+": record: name holds the control character U+000A: corrupt state")
 }
 
 // maxConcurrentPolicy is the encoding of a policy of one window whose

@@ -102,13 +102,10 @@ func (t *team) public() Team {
 	return Team{ID: t.id, Name: t.name, Policy: t.pol.pub, CreatedAt: time.Unix(0, t.created).UTC()}
 }
 
-// CreateTeam makes a team of spec. Its policy is checked as a key's is,
-// and needs at least one token window.
+// CreateTeam makes a team of spec. Its name and policy are checked as a
+// key's are.
 func (s *Store) CreateTeam(ctx context.Context, spec TeamSpec) (Team, error) {
-	if why := badText(spec.Name); why != "" {
-		return Team{}, fieldError("create team", "Name", "%s", why)
-	}
-	pol, err := s.policy("create team", spec.Policy)
+	pol, err := s.teamPolicy("create team", spec, TeamSpec{})
 	if err != nil {
 		return Team{}, err
 	}
@@ -122,6 +119,19 @@ func (s *Store) CreateTeam(ctx context.Context, spec TeamSpec) (Team, error) {
 	s.teams[t.id] = t
 	s.mu.Unlock()
 	return t.public(), nil
+}
+
+// teamPolicy validates spec, which replaces old (the zero TeamSpec for a
+// new team), and returns its policy. Its texts are checked as a key's
+// (see Store.specRecord).
+func (s *Store) teamPolicy(op string, spec, old TeamSpec) (*policy, error) {
+	if why := newText(spec.Name, old.Name); why != "" {
+		return nil, fieldError(op, "Name", "%s", why)
+	}
+	if err := newModels(op, &spec.Policy, &old.Policy); err != nil {
+		return nil, err
+	}
+	return s.policy(op, spec.Policy)
 }
 
 // findTeam returns team id: where other processes change teams, read from
@@ -235,17 +245,13 @@ func (s *Store) UpdateTeam(ctx context.Context, id string, fn func(*TeamSpec) er
 		if t.gone {
 			return fmt.Errorf("keystore: team %s: %w", id, ErrNotFound)
 		}
-		spec := TeamSpec{Name: t.name, Policy: t.pol.pub}
-		spec.Policy.Windows = slices.Clone(spec.Policy.Windows)
-		spec.Policy.Budgets = slices.Clone(spec.Policy.Budgets)
-		spec.Policy.Models = slices.Clone(spec.Policy.Models)
+		old := TeamSpec{Name: t.name, Policy: t.pol.pub}
+		spec := old
+		spec.Policy = old.Policy.clone()
 		if err := fn(&spec); err != nil {
 			return err
 		}
-		if why := badText(spec.Name); why != "" {
-			return fieldError("update team "+id, "Name", "%s", why)
-		}
-		pol, err := s.policy("update team "+id, spec.Policy)
+		pol, err := s.teamPolicy("update team "+id, spec, old)
 		if err != nil {
 			return err
 		}

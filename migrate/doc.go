@@ -108,7 +108,9 @@
 //	rolling_window_cache, whatever it holds: ignored                note
 //	what the key store cannot keep (checked after the rest):
 //	  name, model: longer than 256 bytes (keystore.MaxName), or     refuse
-//	  holding a control character (tab, newline, ...)
+//	  holding a control character (tab, newline, ...), a format
+//	  character (U+200B, U+202E, ...) or a line or paragraph
+//	  separator (U+2028, U+2029): one that reads as another name
 //	  created_at, last_used after 2262-04-11T23:47:16Z              refuse
 //	  expiry_date after 2262-04-11T23:47:16Z: expires then          note
 //	  more than keystore.MaxLegacyWindows (1,048,576) windows       refuse

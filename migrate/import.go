@@ -182,8 +182,9 @@ func entryIndexes(rep Report, n int) ([]int, error) {
 
 // checkStorable refuses what the key store cannot keep as the file says
 // it (see the package doc): a name or model longer than keystore.MaxName
-// bytes or holding a control character, a created_at or last_used past the
-// last instant it stores, more than keystore.MaxLegacyWindows windows. An
+// bytes or holding a character text.Problem refuses (a control or format
+// character, a separator), a created_at or last_used past the last
+// instant it stores, more than keystore.MaxLegacyWindows windows. An
 // expiry_date past that instant (a "never" written as year 9999) becomes
 // that instant, with a note.
 func checkStorable(keys []legacyKey, index []int, rep *Report) {

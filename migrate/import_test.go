@@ -238,6 +238,9 @@ func TestImportStoreLimits(t *testing.T) {
 	}{
 		{fileJSON(entryJSON("name", `"team\u0000a"`)), `keys[0] "team\x00a": name: holds the control character U+0000: the key store does not keep it`},
 		{fileJSON(entryJSON("model", `"glm\n4.7"`)), k0 + `model: holds the control character U+000A: the key store does not keep it`},
+		{fileJSON(entryJSON("name", `"admin\u200b"`)), `keys[0] "admin\u200b": name: holds the format character U+200B: the key store does not keep it`},
+		{fileJSON(entryJSON("model", `"glm\u202e4.7"`)), k0 + `model: holds the format character U+202E: the key store does not keep it`},
+		{fileJSON(entryJSON("name", "\"ops\u2028team\"")), `keys[0] "ops\u2028team": name: holds the line separator U+2028: the key store does not keep it`},
 		{fileJSON(entryJSON("name", `"`+strings.Repeat("é", 129)+`"`)), `keys[0] "` + strings.Repeat("é", 32) + `...": name: is 258 bytes long, more than 256: the key store does not keep it`},
 		{fileJSON(entryJSON("created_at", `"2262-04-12T00:00:00Z"`)), k0 + `created_at: after 2262-04-11T23:47:16Z, the last instant the key store holds`},
 	} {

@@ -155,6 +155,12 @@ func withStoreKeys[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db rates
 // redisKeysUsage is the help of the --redis flag of the key commands.
 const redisKeysUsage = "work on the keys of the key store in the Redis at `URL` (redis://host:port/db), which gateways started with --redis share, rather than the database"
 
+// unlimited reports whether key a has no limit of its own: no token
+// window, budget, request rate or concurrency cap.
+func unlimited(a admin.Key) bool {
+	return len(a.Windows) == 0 && len(a.Budgets) == 0 && a.RequestsPerMinute == 0 && a.MaxConcurrent == 0
+}
+
 // keyStatus is what the text output says of key a at now: "disabled",
 // "expired" or "active".
 func keyStatus(a admin.Key, now time.Time) string {
@@ -343,8 +349,8 @@ func keysCreate(c *cli, fs *flag.FlagSet) func([]string) error {
 	af := keyFlags(fs)
 	return func([]string) error {
 		const cmd = "keys create"
-		if *name == "" || (*limit == "" && len(pf.windows) == 0) {
-			return usagef(cmd, "%s: --name and a token limit (--limit or --window) are required", cmd)
+		if *name == "" {
+			return usagef(cmd, "%s: --name is required", cmd)
 		}
 		if *limit != "" && len(pf.windows) > 0 {
 			return usagef(cmd, "%s: --limit and --window: give one or the other (--limit TOKENS is --window 5h=TOKENS)", cmd)
@@ -376,6 +382,9 @@ func keysCreate(c *cli, fs *flag.FlagSet) func([]string) error {
 				fmt.Fprintf(w, "id:     %s\nsecret: %s\n", out.Key.ID, out.Secret)
 			})
 			fmt.Fprintf(c.stderr, "ratestore: the secret of %s is shown only this once: store it now (ratestore keeps only its hash)\n", out.Key.ID)
+			if unlimited(out.Key) && out.Key.Team == "" {
+				fmt.Fprintf(c.stderr, "ratestore: %s has no limit: it is metered only (keys set-limit adds one)\n", out.Key.ID)
+			}
 			return err
 		})
 	}
@@ -465,7 +474,7 @@ func (c *cli) emitKeys(page admin.Keys, all, first bool, now time.Time) error {
 		}
 		for _, k := range page.Keys {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", k.ID, orDash(printable(k.Name)), orDash(printable(k.Model)),
-				windowsText(k.Windows), k.LifetimeTokens, show(k.LastUsed, "never"), show(k.ExpiresAt, "never"), keyStatus(k, now))
+				orDash(windowsText(k.Windows)), k.LifetimeTokens, show(k.LastUsed, "never"), show(k.ExpiresAt, "never"), keyStatus(k, now))
 		}
 		tw.Flush()
 		if page.NextCursor != "" && !all {

@@ -189,8 +189,7 @@ func TestKeysLifecycle(t *testing.T) {
 		{[]string{"keys", "set-limit", id, "1.5"}, `token limit "1.5"`},
 		{[]string{"keys", "set-expiry", id, "tomorrow"}, `expiry "tomorrow"`},
 		{[]string{"keys", "set-expiry", id, "-1h"}, "flag provided but not defined"},
-		{[]string{"keys", "create", "--name", "x"}, "--name and a token limit (--limit or --window) are required"},
-		{[]string{"keys", "create", "--limit", "5"}, "--name and a token limit (--limit or --window) are required"},
+		{[]string{"keys", "create", "--limit", "5"}, "--name is required"},
 		{[]string{"keys", "create", "--name", "x", "--limit", "many"}, `token limit "many"`},
 		{[]string{"keys", "create", "--name", "x", "--limit", "5", "--expires", "2020-01-01T00:00:00Z"}, "expires_at: 2020-01-01 00:00:00 +0000 UTC is not after now"},
 		{[]string{"keys", "create", "--name", "x\x01", "--limit", "5"}, "control character"},
@@ -344,7 +343,6 @@ func TestKeysPolicyErrors(t *testing.T) {
 		{append(setLimit, "--window", "5h=10/7m"), `bucket 7m0s does not divide the window 5h0m0s`},
 		{append(setLimit, "--drop-window", "24h"), "--drop-window 24h: key " + id + " has no 24h window (it has 5h, 168h)"},
 		{append(setLimit, "--drop-window", "soon"), `--drop-window "soon": want the duration of a window of the key`},
-		{append(setLimit, "--drop-window", "5h", "--drop-window", "168h"), "would have no token window left"},
 		{append(setLimit, "--drop-window", "5h", "--window", "5h=10"), `--drop-window "5h" and a --window of that length`},
 		{append(setLimit, "100", "--window", "5h=10"), "TOKENS and --window or --drop-window: give one or the other"},
 		{append(setLimit, "--rpm", "1.5"), `--rpm "1.5"`},
@@ -399,4 +397,28 @@ func TestKeysRedis(t *testing.T) {
 	require.Equal(t, exitUsage, r.code, r.stderr)
 	_, err := os.Stat(e.db)
 	require.True(t, os.IsNotExist(err), "--redis opens no database file")
+}
+
+// TestKeysMeteredOnly: a key or team may have no limit at all, or budgets
+// alone; a key with no limit of its own is created with a note saying it
+// is metered only, and its windows can be dropped to none and added back.
+func TestKeysMeteredOnly(t *testing.T) {
+	e := newEnv(t)
+	r := e.ok("keys", "create", "--name", "free", "--json")
+	require.Contains(t, r.stderr, "has no limit: it is metered only")
+	var created admin.Created
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &created))
+	require.Empty(t, created.Key.Windows)
+	require.Contains(t, e.ok("usage", created.Key.ID).stdout, "used:           0 tokens in all (no token window)")
+	r = e.ok("keys", "create", "--name", "budgeted", "--budget", "5=24h")
+	require.NotContains(t, r.stderr, "metered only")
+	k := jsonOf[admin.Key](e, "keys", "set-limit", created.Key.ID, "--window", "5h=100")
+	require.Len(t, k.Windows, 1)
+	k = jsonOf[admin.Key](e, "keys", "set-limit", created.Key.ID, "--drop-window", "5h")
+	require.Empty(t, k.Windows)
+	team := jsonOf[admin.Team](e, "teams", "create", "--name", "money", "--budget", "50=month")
+	require.Empty(t, team.Windows)
+	require.Len(t, team.Budgets, 1)
+	list := e.ok("keys", "list").stdout
+	require.Contains(t, list, "free")
 }

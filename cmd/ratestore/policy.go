@@ -240,9 +240,6 @@ func (p *policyChange) apply(cmd, who string, pol *keystore.Policy, done []strin
 		}
 		done = append(done, msg)
 	}
-	if len(pol.Windows) == 0 {
-		return nil, usagef(cmd, "%s: --drop-window: %s would have no token window left: it needs at least one", cmd, who)
-	}
 	done, err := p.applyBudgets(cmd, who, pol, done)
 	if err != nil {
 		return nil, err

@@ -33,8 +33,8 @@ func teamsCreate(c *cli, fs *flag.FlagSet) func([]string) error {
 	af := keyFlags(fs)
 	return func([]string) error {
 		const cmd = "teams create"
-		if *name == "" || len(pf.windows) == 0 {
-			return usagef(cmd, "%s: --name and a token window (--window) are required", cmd)
+		if *name == "" {
+			return usagef(cmd, "%s: --name is required", cmd)
 		}
 		p, err := pf.parse(cmd)
 		if err != nil {

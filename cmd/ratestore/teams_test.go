@@ -88,7 +88,7 @@ func TestTeamsUsage(t *testing.T) {
 	for args, msg := range map[string][]string{
 		"teams: want a subcommand: create, list, show, set, delete": {"teams"},
 		`unknown command "teams frob"`:                              {"teams", "frob"},
-		"--name and a token window (--window) are required":         {"teams", "create", "--name", "x"},
+		"teams create: --name is required":                          {"teams", "create", "--window", "1h=5"},
 		"teams set: nothing to set":                                 {"teams", "set", "team_0000000000000000"},
 	} {
 		r := e.run(msg...)

@@ -11,9 +11,26 @@ import (
 	"unicode/utf8"
 )
 
-// Problem says what is wrong with s as a text of at most max bytes (too
-// long, not UTF-8, a control character), or returns "".
-func Problem(s string, max int) string {
+// Problem says what is wrong with s, a text an operator sets, as one of at
+// most max bytes, or returns "": too long, not UTF-8, or holding a
+// character that is not what it shows. Those are the control characters
+// (category Cc), the format characters (Cf: bidi overrides and isolates
+// such as U+202E, which reorder what follows; zero-width spaces and
+// joiners such as U+200B, which show nothing; soft hyphens, tags) and the
+// line and paragraph separators (Zl, Zp), which break the line a log or a
+// table shows the text in. A name holding one looks like another, or
+// like nothing: "admin" and "admin\u200b" are two names that read alike.
+func Problem(s string, max int) string { return problem(s, max, true) }
+
+// Stored says what is wrong with s as a text read back from storage, of
+// at most max bytes, or returns "": what Problem refuses but for the
+// characters it refuses beyond the control characters, which texts
+// stored before Problem refused them may hold. Such a text is kept and
+// shown as stored; only new text must pass Problem.
+func Stored(s string, max int) string { return problem(s, max, false) }
+
+// problem is Problem when incoming is set, else Stored.
+func problem(s string, max int, incoming bool) string {
 	if len(s) > max {
 		return fmt.Sprintf("is %d bytes long, more than %d", len(s), max)
 	}
@@ -21,9 +38,30 @@ func Problem(s string, max int) string {
 		return "is not valid UTF-8"
 	}
 	for _, c := range s {
-		if unicode.IsControl(c) {
+		switch {
+		case ' ' <= c && c < 0x7f: // printable ASCII: the common case, at once
+		case unicode.IsControl(c):
 			return fmt.Sprintf("holds the control character %U", c)
+		case incoming && c >= 0x80:
+			if what := hidden(c); what != "" {
+				return fmt.Sprintf("holds the %s %U", what, c)
+			}
 		}
+	}
+	return ""
+}
+
+// hidden names the kind of c, a character beyond ASCII, when Problem
+// refuses it beyond the control characters, or returns "". The line and
+// paragraph separators (categories Zl and Zp) are one character each.
+func hidden(c rune) string {
+	switch {
+	case unicode.Is(unicode.Cf, c):
+		return "format character"
+	case c == '\u2028':
+		return "line separator"
+	case c == '\u2029':
+		return "paragraph separator"
 	}
 	return ""
 }
