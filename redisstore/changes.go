@@ -80,7 +80,7 @@ func (db *DB) Changes(ctx context.Context, topic, after string, max int) ([][]by
 	if !validStreamID(after) {
 		return nil, "", fmt.Errorf("redisstore: changes of %s: position %.40q is not one Changes returned: %w", topic, after, ratestore.ErrInvalid)
 	}
-	if streamIDLess(after, info.MaxDeletedEntryID) {
+	if gap(info, after) {
 		return nil, "", fmt.Errorf("redisstore: changes of %s after %s: %w", topic, after, ratestore.ErrGap)
 	}
 	entries, err := db.client.XRangeN(ctx, key, "("+after, "+", int64(max)).Result()
@@ -95,6 +95,26 @@ func (db *DB) Changes(ctx context.Context, topic, after string, max int) ([][]by
 		next = e.ID
 	}
 	return msgs, next, nil
+}
+
+// gap reports whether messages of the stream info after position after
+// are gone. Trimming (XADD's MAXLEN) does not move max-deleted-entry-id,
+// which only XDEL does: the messages trimmed are those before the first
+// one kept (or all, when none is), and there are some when more were
+// added than are kept. A reader positioned at the last message trimmed
+// has missed none, but cannot be told from one that has: it reads
+// everything again, as after a gap.
+func gap(info *redis.XInfoStream, after string) bool {
+	if streamIDLess(after, info.MaxDeletedEntryID) {
+		return true
+	}
+	if info.EntriesAdded <= info.Length {
+		return false // none trimmed
+	}
+	if info.Length == 0 {
+		return streamIDLess(after, info.LastGeneratedID)
+	}
+	return streamIDLess(after, info.FirstEntry.ID)
 }
 
 // validStreamID reports whether id has the form of a Stream entry id:
