@@ -107,11 +107,15 @@ func (s *Store) add(b batch, id string, rec record, legacy bool) (*entry, error)
 	if err == nil {
 		err = b.Put(hashKey(rec.hash), []byte(id))
 	}
+	if err == nil {
+		err = s.announce(b, id)
+	}
 	if err != nil {
 		return nil, err
 	}
 	s.byID[id] = e
 	s.index(e)
+	s.indexKey(e)
 	return e, nil
 }
 
@@ -140,32 +144,88 @@ func (s *Store) Get(ctx context.Context, id string) (Key, error) {
 
 // List calls fn for every key, in id order, until fn returns an error,
 // which List returns. fn may call the Store. It does not merge legacy
-// usage. A key whose record is corrupt stops it with that error.
+// usage. A key whose record is corrupt stops it with that error. Where
+// other processes change the keys, it first reads what they changed (see
+// catchUp).
 func (s *Store) List(ctx context.Context, fn func(Key) error) error {
-	if err := s.sync(ctx); err != nil {
+	if err := s.catchUp(ctx); err != nil {
 		return err
 	}
-	for _, id := range s.sortedIDs() {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		e, err := s.find(ctx, id)
-		switch {
-		case err == nil:
+	bad := s.corruptIDs()
+	for after := ""; ; {
+		es := s.keysAfter(after, listChunk)
+		for _, e := range es {
+			for len(bad) > 0 && bad[0] < e.id {
+				if err := s.stopAt(ctx, bad[0]); err != nil {
+					return err
+				}
+				bad = bad[1:]
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 			e.mu.Lock()
 			k, gone := e.key(), e.rec.gone
 			e.mu.Unlock()
-			if !gone {
-				err = fn(k)
+			if gone {
+				continue
 			}
-		case errors.Is(err, ErrNotFound):
-			err = nil // deleted since sortedIDs
+			if err := fn(k); err != nil {
+				return err
+			}
 		}
-		if err != nil {
+		if len(es) < listChunk {
+			break
+		}
+		after = es[len(es)-1].id
+	}
+	for _, id := range bad {
+		if err := s.stopAt(ctx, id); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// listChunk is how many keys List takes from the index of ids at a time:
+// it holds the indexes' lock while it takes them, and not while it calls.
+const listChunk = 256
+
+// keysAfter returns at most n keys whose ids follow after, in id order.
+func (s *Store) keysAfter(after string, n int) []*entry {
+	es := make([]*entry, 0, n)
+	s.ix.mu.RLock()
+	defer s.ix.mu.RUnlock()
+	s.ix.id.Ascend(&entry{id: after}, func(e *entry) bool {
+		if e.id != after {
+			es = append(es, e)
+		}
+		return len(es) < n
+	})
+	return es
+}
+
+// corruptIDs returns the ids of the keys whose record cannot be read, in
+// order.
+func (s *Store) corruptIDs() []string {
+	s.mu.RLock()
+	ids := make([]string, 0, len(s.corrupt))
+	for id := range s.corrupt {
+		ids = append(ids, id)
+	}
+	s.mu.RUnlock()
+	slices.Sort(ids)
+	return ids
+}
+
+// stopAt returns the error that stops List at key id, whose record could
+// not be read: nil if it was deleted, or read, since.
+func (s *Store) stopAt(ctx context.Context, id string) error {
+	_, err := s.find(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	return err
 }
 
 // Update changes key id: fn gets a Spec of the key as it is (its Name,
@@ -181,7 +241,7 @@ func (s *Store) List(ctx context.Context, fn func(Key) error) error {
 // empty, and admissions in flight finish in the windows they reserved in.
 func (s *Store) Update(ctx context.Context, id string, fn func(*Spec) error) (Key, error) {
 	var k Key
-	err := s.change(ctx, id, func(b batch, e *entry, _ int64) (bool, error) {
+	err := s.change(ctx, id, true, func(b batch, e *entry, _ int64) (bool, error) {
 		old := e.spec()
 		spec := old
 		spec.Policy.Windows = slices.Clone(old.Policy.Windows)
@@ -224,7 +284,7 @@ func (s *Store) Disable(ctx context.Context, id string) error { return s.setDisa
 func (s *Store) Enable(ctx context.Context, id string) error { return s.setDisabled(ctx, id, false) }
 
 func (s *Store) setDisabled(ctx context.Context, id string, disabled bool) error {
-	return s.change(ctx, id, func(_ batch, e *entry, _ int64) (bool, error) {
+	return s.change(ctx, id, true, func(_ batch, e *entry, _ int64) (bool, error) {
 		if e.rec.disabled == disabled {
 			return false, nil
 		}
@@ -292,8 +352,12 @@ func (s *Store) deleteIn(b batch, id string, keys [][]byte) error {
 	delete(s.corrupt, id)
 	if e != nil {
 		s.unindex(e)
+		s.unindexKey(e)
 	}
 	s.mu.Unlock()
+	if err := s.announce(b, id); err != nil {
+		return err
+	}
 	if e != nil {
 		e.mu.Lock()
 		defer e.mu.Unlock()
@@ -450,7 +514,7 @@ func (s *Store) RecordUsage(ctx context.Context, id string, tokens int64) (strat
 		return strategies.Result{}, invalid("record usage: key %s: negative tokens %d", id, tokens)
 	}
 	var res strategies.Result
-	err := s.change(ctx, id, func(b batch, e *entry, now int64) (bool, error) {
+	err := s.change(ctx, id, false, func(b batch, e *entry, now int64) (bool, error) {
 		for i, l := range e.rec.pol.windows {
 			r, err := b.Record(l, id, tokens)
 			if err != nil {
@@ -582,7 +646,9 @@ func windowUsage(rw strategies.RollingWindow, wu *WindowUsage, st strategies.Sta
 // change runs fn on key id, after merging its pending legacy usage in the
 // same commit, in a Batch and under the key's lock, then writes its record if fn reports
 // that it changed it. An error from fn commits nothing of the record.
-func (s *Store) change(ctx context.Context, id string, fn func(b batch, e *entry, now int64) (bool, error)) error {
+// admin says that the change is an operator's (an Update, Disable, Enable
+// or Rotate), not a request's (RecordUsage): see writeRecord.
+func (s *Store) change(ctx context.Context, id string, admin bool, fn func(b batch, e *entry, now int64) (bool, error)) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -607,7 +673,7 @@ func (s *Store) change(ctx context.Context, id string, fn func(b batch, e *entry
 		if err != nil || !changed {
 			return err
 		}
-		return s.putRecord(b, e, now)
+		return s.writeRecord(b, e, now, admin)
 	})
 }
 
