@@ -128,7 +128,7 @@
 // that a page costs O(page + log n) at any key count, with bounded work
 // whatever its filters (plan.go), and a cursor that stays valid while keys
 // are added and deleted (cursor.go). Last use and spend are indexed coarse
-// (to the second; in thousandths of a dollar to 1/1024), so that a request
+// (to the second; in cents to 1/1024), so that a request
 // moves its key in them now and then rather than every time. Where
 // processes share the keys, every change of a record is announced in the
 // batch that makes it (ratestore.StoreBatch.Announce), and a page first

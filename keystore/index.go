@@ -36,10 +36,10 @@ import (
 // under the indexes' one lock: a global lock on the request path. They
 // are ordered by coarse values instead, which a request moves only now
 // and then: last use to the second (at most one move a second for a busy
-// key), and spend in thousandths of a dollar, to 1/1024 of its value
-// (about a thousand moves over a key's first $2, then one per 0.1% of
-// growth). Keys whose values fall in one step are in id order among
-// themselves.
+// key), and spend in cents, to 1/1024 of its value (a move per cent
+// over a key's first $20.48, then one per 0.1% of growth: a key that
+// spends $0.0002 a request moves once in 50 requests at most). Keys whose
+// values fall in one step are in id order among themselves.
 //
 // The indexes have a lock of their own, taken after every other (an
 // entry's, a team's, the Store's mu): a page holds it to read while it
@@ -93,12 +93,12 @@ func usedSecond(r *record) int64 {
 }
 
 // spendCode is the order of a lifetime spend of nanos nano-dollars, coarse:
-// in thousandths of a dollar m, written as a float with a 10-bit mantissa,
-// the exponent (bits.Len64(m), at most 44) above it. It is exact up to
-// 2047 thousandths and within 1/1024 of m above, and m <= n implies
-// spendCode(m) <= spendCode(n).
+// in cents m, written as a float with a 10-bit mantissa, the exponent
+// (bits.Len64(m), at most 40) above it. It is exact up to 2047 cents and
+// within 1/1024 of m above, and m <= n implies spendCode(m) <=
+// spendCode(n).
 func spendCode(nanos int64) uint16 {
-	m := uint64(max(nanos, 0)) / 1e6
+	m := uint64(max(nanos, 0)) / 1e7
 	if m == 0 {
 		return 0
 	}

@@ -40,7 +40,7 @@ type KeyQuery struct {
 	Status KeyStatus // "": any
 	// Sort is "name" (the default), "last_used" or "spend", each then by
 	// id; a leading "-" reverses it. Last use sorts to the second and spend
-	// in thousandths of a dollar to 1/1024 (see index.go): keys within one
+	// in cents to 1/1024 (see index.go): keys within one
 	// step come in id order.
 	Sort string
 }

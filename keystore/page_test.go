@@ -72,7 +72,7 @@ func populate(t *testing.T, ks *keystore.Store, clock *fakeclock.Clock, rng *ran
 		f.secrets[k.ID] = secret
 		if rng.IntN(2) == 0 {
 			clock.Advance(time.Duration(rng.IntN(3)) * time.Second)
-			costs := []pricing.USD{0, 150 * pricing.Micro, pricing.Dollar / 1000, 37 * pricing.Dollar / 10, 2500 * pricing.Dollar}
+			costs := []pricing.USD{0, 150 * pricing.Micro, pricing.Dollar / 4, 37 * pricing.Dollar / 10, 2500 * pricing.Dollar}
 			a, err := ks.Admit(ctx, secret, keystore.Request{Reserve: 10})
 			require.NoError(t, err)
 			_, err = a.FinishSpend(ctx, 5, costs[rng.IntN(len(costs))])
@@ -150,10 +150,10 @@ func second(t time.Time) int64 {
 	return t.Unix()
 }
 
-// coarse is the model of the order of spend: thousandths of a dollar, with
-// all but their 11 leading bits cleared.
+// coarse is the model of the order of spend: cents, with all but their 11
+// leading bits cleared.
 func coarse(spend pricing.USD) int64 {
-	m := uint64(spend / (pricing.Dollar / 1000))
+	m := uint64(spend / (pricing.Dollar / 100))
 	if n := bits.Len64(m); n > 11 {
 		m = m >> (n - 11) << (n - 11)
 	}
