@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"math"
 	"math/bits"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -25,7 +26,8 @@ import (
 //	name     every key, by its name case-folded (caseFold)
 //	used     every key, by its last use to the second (never used first)
 //	spend    every key, by its lifetime spend, coarse (spendCode)
-//	team     the keys of a team, by team id
+//	team…    the keys of a team, by team id and then by name, last use
+//	         or spend (three trees)
 //	expiry   the keys that expire, by ExpiresAt
 //	disabled the disabled keys
 //
@@ -147,7 +149,6 @@ func cmpID(a, b *entry) int     { return strings.Compare(a.id, b.id) }
 func cmpName(a, b *entry) int   { return thenID(a.ix.name, b.ix.name, a, b) }
 func cmpUsed(a, b *entry) int   { return thenID(a.ix.used, b.ix.used, a, b) }
 func cmpSpend(a, b *entry) int  { return thenID(a.ix.spend, b.ix.spend, a, b) }
-func cmpTeam(a, b *entry) int   { return thenID(a.ix.team, b.ix.team, a, b) }
 func cmpExpiry(a, b *entry) int { return thenID(a.ix.expires, b.ix.expires, a, b) }
 func cmpTeamID(a, b *team) int  { return strings.Compare(a.id, b.id) }
 func cmpTeamName(a, b *team) int {
@@ -158,15 +159,23 @@ func expiring(e *entry) bool   { return e.ix.expires != never }
 func isDisabled(e *entry) bool { return e.ix.disabled }
 func everyKey(*entry) bool     { return true }
 
+// teamThen orders keys by team, then by c.
+func teamThen(c func(a, b *entry) int) func(a, b *entry) int {
+	return func(a, b *entry) int { return cmp.Or(strings.Compare(a.ix.team, b.ix.team), c(a, b)) }
+}
+
 // indexes are the Store's ordered indexes of its keys and teams (see
 // above). Every field is guarded by mu.
 type indexes struct {
-	mu                     sync.RWMutex
-	id, name, used, spend  *tree[*entry]
-	team, expiry, disabled *tree[*entry]
-	teamKeys               map[string]int // the key count of each team id that has keys
-	teamID, teamName       *tree[*team]
-	all                    []keyTree // every key index
+	mu                    sync.RWMutex
+	id, name, used, spend *tree[*entry]
+	expiry, disabled      *tree[*entry]
+	teamName, teamUsed    *tree[*entry]  // the keys of each team, by name, by last use
+	teamSpend             *tree[*entry]  // and by spend
+	teamKeys              map[string]int // the key count of each team id that has keys
+	teamID, teamByName    *tree[*team]
+	all                   []keyTree        // every key index
+	use                   [4]*tree[*entry] // those by last use and spend: used, spend, teamUsed, teamSpend
 }
 
 // keyTree is a key index, its order and which keys it holds.
@@ -177,7 +186,7 @@ type keyTree struct {
 }
 
 func newIndexes() *indexes {
-	x := &indexes{teamKeys: map[string]int{}, teamID: newTree(cmpTeamID), teamName: newTree(cmpTeamName)}
+	x := &indexes{teamKeys: map[string]int{}, teamID: newTree(cmpTeamID), teamByName: newTree(cmpTeamName)}
 	add := func(t **tree[*entry], c func(a, b *entry) int, in func(*entry) bool) {
 		*t = newTree(c)
 		x.all = append(x.all, keyTree{*t, c, in})
@@ -186,9 +195,12 @@ func newIndexes() *indexes {
 	add(&x.spend, cmpSpend, everyKey)
 	add(&x.id, cmpID, everyKey)
 	add(&x.name, cmpName, everyKey)
-	add(&x.team, cmpTeam, inTeam)
+	add(&x.teamName, teamThen(cmpName), inTeam)
+	add(&x.teamUsed, teamThen(cmpUsed), inTeam)
+	add(&x.teamSpend, teamThen(cmpSpend), inTeam)
 	add(&x.expiry, cmpExpiry, expiring)
 	add(&x.disabled, cmpID, isDisabled)
+	x.use = [4]*tree[*entry]{x.used, x.spend, x.teamUsed, x.teamSpend}
 	return x
 }
 
@@ -236,14 +248,28 @@ func (x *indexes) build(keys []*entry, teams []*team) {
 			x.teamKeys[e.ix.team]++
 		}
 	}
-	for _, t := range x.all {
-		load(t.t, slices.DeleteFunc(slices.Clone(keys), func(e *entry) bool { return !t.in(e) }), t.cmp)
-	}
 	for _, t := range teams {
 		t.ixName, t.ixIn = caseFold(t.name), true
 	}
-	load(x.teamID, slices.Clone(teams), cmpTeamID)
-	load(x.teamName, teams, cmpTeamName)
+	// The trees are built GOMAXPROCS at a time: the sorts, most of the
+	// cost, share the cores, and at most that many copies of keys exist.
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, runtime.GOMAXPROCS(0))
+	build := func(f func()) {
+		slots <- struct{}{}
+		wg.Go(func() {
+			f()
+			<-slots
+		})
+	}
+	for _, t := range x.all {
+		build(func() {
+			load(t.t, slices.DeleteFunc(slices.Clone(keys), func(e *entry) bool { return !t.in(e) }), t.cmp)
+		})
+	}
+	build(func() { load(x.teamID, slices.Clone(teams), cmpTeamID) })
+	build(func() { load(x.teamByName, slices.Clone(teams), cmpTeamName) })
+	wg.Wait()
 }
 
 // load sorts items by c and loads them into the empty tree t.
@@ -323,18 +349,29 @@ func (s *Store) reindexUse(e *entry) bool {
 	}
 	x := s.ix
 	x.mu.Lock()
-	in := e.ix.in
-	if in {
-		x.used.Delete(e)
-		x.spend.Delete(e)
+	trees := x.useTrees(e)
+	if e.ix.in {
+		for _, t := range trees {
+			t.Delete(e)
+		}
 	}
 	e.ix.used, e.ix.spend = nx.used, nx.spend
-	if in {
-		x.used.Set(e)
-		x.spend.Set(e)
+	if e.ix.in {
+		for _, t := range trees {
+			t.Set(e)
+		}
 	}
 	x.mu.Unlock()
 	return true
+}
+
+// useTrees returns the indexes e's last use and spend order it in: two,
+// and two more for a key of a team. The caller holds x.mu.
+func (x *indexes) useTrees(e *entry) []*tree[*entry] {
+	if e.ix.team == "" {
+		return x.use[:2]
+	}
+	return x.use[:]
 }
 
 // indexTeam adds t, a team new to the Store, to the indexes. The caller
@@ -345,7 +382,7 @@ func (s *Store) indexTeam(t *team) {
 	if !t.ixIn {
 		t.ixName, t.ixIn = caseFold(t.name), true
 		x.teamID.Set(t)
-		x.teamName.Set(t)
+		x.teamByName.Set(t)
 	}
 	x.mu.Unlock()
 }
@@ -356,7 +393,7 @@ func (s *Store) unindexTeam(t *team) {
 	x.mu.Lock()
 	if t.ixIn {
 		x.teamID.Delete(t)
-		x.teamName.Delete(t)
+		x.teamByName.Delete(t)
 		t.ixIn = false
 	}
 	x.mu.Unlock()
@@ -372,9 +409,9 @@ func (s *Store) reindexTeam(t *team) {
 	x := s.ix
 	x.mu.Lock()
 	if t.ixIn {
-		x.teamName.Delete(t)
+		x.teamByName.Delete(t)
 		t.ixName = name
-		x.teamName.Set(t)
+		x.teamByName.Set(t)
 	} else {
 		t.ixName = name
 	}

@@ -241,26 +241,26 @@ func (s *Store) stopAt(ctx context.Context, id string) error {
 // empty, and admissions in flight finish in the windows they reserved in.
 func (s *Store) Update(ctx context.Context, id string, fn func(*Spec) error) (Key, error) {
 	var k Key
-	err := s.change(ctx, id, true, func(b batch, e *entry, _ int64) (bool, error) {
+	err := s.change(ctx, id, func(b batch, e *entry, _ int64) (edit, error) {
 		old := e.spec()
 		spec := old
 		spec.Policy.Windows = slices.Clone(old.Policy.Windows)
 		spec.Policy.Models = slices.Clone(old.Policy.Models)
 		if err := fn(&spec); err != nil {
-			return false, err
+			return unchanged, err
 		}
 		if spec.TokenLimit != old.TokenLimit && slices.Equal(spec.Policy.Windows, old.Policy.Windows) && len(spec.Policy.Windows) > 0 {
 			spec.Policy.Windows[0].Limit = spec.TokenLimit
 		}
 		rec, err := s.fromSpec("update key "+id, spec)
 		if err != nil {
-			return false, err
+			return unchanged, err
 		}
 		e.moved = reachAdd(e.moved, e.rec.pol, rec.pol)
 		e.rec.name, e.rec.model, e.rec.pol, e.rec.team = rec.name, rec.model, rec.pol, rec.team
 		e.rec.expiresAt, e.rec.hasExpiry = rec.expiresAt, rec.hasExpiry
 		k = e.key()
-		return true, nil
+		return byOperator, nil
 	})
 	return k, err
 }
@@ -284,12 +284,12 @@ func (s *Store) Disable(ctx context.Context, id string) error { return s.setDisa
 func (s *Store) Enable(ctx context.Context, id string) error { return s.setDisabled(ctx, id, false) }
 
 func (s *Store) setDisabled(ctx context.Context, id string, disabled bool) error {
-	return s.change(ctx, id, true, func(_ batch, e *entry, _ int64) (bool, error) {
+	return s.change(ctx, id, func(_ batch, e *entry, _ int64) (edit, error) {
 		if e.rec.disabled == disabled {
-			return false, nil
+			return unchanged, nil
 		}
 		e.rec.disabled = disabled
-		return true, nil
+		return byOperator, nil
 	})
 }
 
@@ -514,16 +514,16 @@ func (s *Store) RecordUsage(ctx context.Context, id string, tokens int64) (strat
 		return strategies.Result{}, invalid("record usage: key %s: negative tokens %d", id, tokens)
 	}
 	var res strategies.Result
-	err := s.change(ctx, id, false, func(b batch, e *entry, now int64) (bool, error) {
+	err := s.change(ctx, id, func(b batch, e *entry, now int64) (edit, error) {
 		for i, l := range e.rec.pol.windows {
 			r, err := b.Record(l, id, tokens)
 			if err != nil {
-				return false, fmt.Errorf("keystore: key %s: %w", id, err)
+				return unchanged, fmt.Errorf("keystore: key %s: %w", id, err)
 			}
 			fold(i, r, &res)
 		}
 		e.used(tokens, now)
-		return true, nil
+		return byRequest, nil
 	})
 	return res, err
 }
@@ -643,12 +643,20 @@ func windowUsage(rw strategies.RollingWindow, wu *WindowUsage, st strategies.Sta
 	return nil
 }
 
+// edit is what a change did to a key's record (see change).
+type edit uint8
+
+const (
+	unchanged  edit = iota
+	byRequest       // a request's: its totals and last use (RecordUsage)
+	byOperator      // an operator's: Update, Disable, Enable, Rotate
+)
+
 // change runs fn on key id, after merging its pending legacy usage in the
-// same commit, in a Batch and under the key's lock, then writes its record if fn reports
-// that it changed it. An error from fn commits nothing of the record.
-// admin says that the change is an operator's (an Update, Disable, Enable
-// or Rotate), not a request's (RecordUsage): see writeRecord.
-func (s *Store) change(ctx context.Context, id string, admin bool, fn func(b batch, e *entry, now int64) (bool, error)) error {
+// same commit, in a Batch and under the key's lock, then writes its record
+// if fn reports that it changed it (see writeRecord). An error from fn
+// commits nothing of the record.
+func (s *Store) change(ctx context.Context, id string, fn func(b batch, e *entry, now int64) (edit, error)) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -669,11 +677,11 @@ func (s *Store) change(ctx context.Context, id string, admin bool, fn func(b bat
 			return err
 		}
 		now := b.now()
-		changed, err := fn(b, e, now)
-		if err != nil || !changed {
+		ed, err := fn(b, e, now)
+		if err != nil || ed == unchanged {
 			return err
 		}
-		return s.writeRecord(b, e, now, admin)
+		return s.writeRecord(b, e, now, ed == byOperator)
 	})
 }
 

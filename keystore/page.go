@@ -50,8 +50,8 @@ type KeyPage struct {
 	Keys []KeyUsage
 	// Next is the cursor of the next page (KeyQuery.Cursor); "" on the
 	// last. A page may hold fewer keys than its limit, even none, and still
-	// have a Next: one whose walk of the indexes reached its bound (see
-	// plan.go).
+	// have a Next: one whose filters refused as many keys as a page may
+	// walk (see plan.go).
 	Next string
 }
 
@@ -67,17 +67,21 @@ type keySort struct {
 	desc  bool
 	text  bool // by name, whose value is a string; else an integer
 	index func(x *indexes) *tree[*entry]
-	cmp   func(a, b *entry) int // the index's order, ascending
-	value func(e *entry) int64  // the integer value of e in the order
+	team  func(x *indexes) *tree[*entry] // the index of each team's keys in the order
+	cmp   func(a, b *entry) int          // the index's order, ascending
+	value func(e *entry) int64           // the integer value of e in the order
 	set   func(e *entry, n int64) bool
 }
 
 var keySorts = func() []keySort {
-	byName := keySort{name: "name", text: true, index: func(x *indexes) *tree[*entry] { return x.name }, cmp: cmpName}
-	byUsed := keySort{name: "last_used", index: func(x *indexes) *tree[*entry] { return x.used }, cmp: cmpUsed,
+	byName := keySort{name: "name", text: true, cmp: cmpName,
+		index: func(x *indexes) *tree[*entry] { return x.name }, team: func(x *indexes) *tree[*entry] { return x.teamName }}
+	byUsed := keySort{name: "last_used", cmp: cmpUsed,
+		index: func(x *indexes) *tree[*entry] { return x.used }, team: func(x *indexes) *tree[*entry] { return x.teamUsed },
 		value: func(e *entry) int64 { return e.ix.used },
 		set:   func(e *entry, n int64) bool { e.ix.used = n; return true }}
-	bySpend := keySort{name: "spend", index: func(x *indexes) *tree[*entry] { return x.spend }, cmp: cmpSpend,
+	bySpend := keySort{name: "spend", cmp: cmpSpend,
+		index: func(x *indexes) *tree[*entry] { return x.spend }, team: func(x *indexes) *tree[*entry] { return x.teamSpend },
 		value: func(e *entry) int64 { return int64(e.ix.spend) },
 		set:   func(e *entry, n int64) bool { e.ix.spend = uint16(n); return n >= 0 && n <= math.MaxUint16 }}
 	var sorts []keySort
@@ -275,7 +279,7 @@ func (p *keyPlan) smallest(x *indexes) (keySource, bool) {
 	most := collectBound + 1
 	if p.team != "" {
 		srcs = append(srcs, keySource{min(x.teamKeys[p.team], most), func(items []*entry) []*entry {
-			return gather(items, x.team, &entry{ix: ixed{team: p.team}}, p.inTeam)
+			return gather(items, x.teamName, &entry{ix: ixed{team: p.team}}, p.inTeam)
 		}})
 	}
 	switch p.status {
@@ -329,7 +333,7 @@ func (p *keyPlan) teamNamed(t *team) bool   { return strings.HasPrefix(t.ixName,
 // search, up to most; as many when over most teams match.
 func (p *keyPlan) teamKeyCount(x *indexes, most int) int {
 	n, teams := 0, 0
-	x.teamName.Ascend(&team{ixName: p.q}, func(t *team) bool {
+	x.teamByName.Ascend(&team{ixName: p.q}, func(t *team) bool {
 		if !p.teamNamed(t) {
 			return false
 		}
@@ -345,20 +349,24 @@ func (p *keyPlan) teamKeyCount(x *indexes, most int) int {
 // gatherTeams appends to items the keys of the teams whose name starts
 // with the search.
 func (p *keyPlan) gatherTeams(x *indexes, items []*entry) []*entry {
-	x.teamName.Ascend(&team{ixName: p.q}, func(t *team) bool {
+	x.teamByName.Ascend(&team{ixName: p.q}, func(t *team) bool {
 		if !p.teamNamed(t) {
 			return false
 		}
-		items = gather(items, x.team, &entry{ix: ixed{team: t.id}}, func(e *entry) bool { return e.ix.team == t.id })
+		items = gather(items, x.teamName, &entry{ix: ixed{team: t.id}}, func(e *entry) bool { return e.ix.team == t.id })
 		return true
 	})
 	return items
 }
 
 // stream is the order the page walks when no filter is small: the sort's
-// index from the cursor on; for a search sorted by name, its range of
-// names merged with its (small) ranges of ids and teams.
+// index from the cursor on; for a team, that team's range of its index by
+// team and the sort; for a search sorted by name, its range of names
+// merged with its (small) ranges of ids and teams.
 func (p *keyPlan) stream(x *indexes) stream[*entry] {
+	if p.team != "" {
+		return p.teamStream(x)
+	}
 	whole := walkTree(p.sort.index(x), p.sort.desc, p.from, p.from != nil, nil)
 	if p.q == "" || !p.sort.text {
 		return whole
@@ -381,6 +389,23 @@ func (p *keyPlan) stream(x *indexes) stream[*entry] {
 	}
 	names := walkTree(x.name, p.sort.desc, from, true, p.named)
 	return merge(p.order, stream[*entry](names), &others)
+}
+
+// teamStream is the page's team's keys in the page's order: its range of
+// the index of keys by team and the sort, from the cursor or the range's
+// end.
+func (p *keyPlan) teamStream(x *indexes) stream[*entry] {
+	var from *entry
+	switch {
+	case p.from != nil:
+		from = &entry{id: p.from.id, ix: p.from.ix}
+		from.ix.team = p.team
+	case p.sort.desc:
+		from = &entry{ix: ixed{team: p.team + "\x00"}} // after every key of the team
+	default:
+		from = &entry{ix: ixed{team: p.team, used: math.MinInt64}} // before every key of the team
+	}
+	return walkTree(p.sort.team(x), p.sort.desc, from, true, p.inTeam)
 }
 
 // keyUsages returns the keys es with their usage, as Get and Usage read

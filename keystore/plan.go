@@ -17,23 +17,26 @@ import (
 //     for b <= collectBound, whatever the key count.
 //   - Otherwise every filter is dense, and the sort's own index is walked
 //     from the cursor, in order, keeping the keys that pass the filters,
-//     until the page is full. A search sorted by name walks its name range
-//     instead, merged with its (small) id and team ranges.
+//     until the page is full. A team's keys are walked in their own index
+//     in that order (by team, then the sort); a search sorted by name walks
+//     its name range, merged with its (small) id and team ranges.
 //
-// A walk stops after scanBudget items of the index even when the page is
-// not full: the page then holds fewer than its limit, maybe none, and its
-// cursor resumes the walk where it stopped. So a page costs at most
-// O(log n + collectBound log collectBound + scanBudget) comparisons and
-// predicates, at any key count: the worst case, reached by filters that
-// each match many keys and together few, or whose keys lie far apart in
-// the sort's order.
+// A walk stops once the filters have refused scanBudget items of the
+// index, even when the page is not full: the page then holds fewer than
+// its limit, maybe none, and its cursor resumes the walk where it stopped.
+// So a page costs at most O(log n + collectBound log collectBound + limit
+// + scanBudget) comparisons and predicates, at any key count: the worst
+// case, reached by filters that each match many keys and together few, or
+// whose keys lie far apart in the sort's order. A page with no filter, or
+// a team's alone, is never short: it walks an index in its order.
 
 // The bounds of a page's plan. They are variables so that the tests can
 // make them small, and reach every way a page is planned with few keys.
 var (
 	// collectBound is the most candidates a page collects and sorts.
 	collectBound = 10_000
-	// scanBudget is the most index items a page walks.
+	// scanBudget is the most index items a page walks that its filters
+	// refuse.
 	scanBudget = 100_000
 )
 
@@ -154,12 +157,12 @@ type pageOf[T any] struct {
 }
 
 // walk takes from st the items keep accepts until it has limit of them
-// and knows whether more follow, or st ends, or it has taken budget items
-// (see scanBudget): the page then resumes after the last item taken.
+// and knows whether more follow, or st ends, or keep has refused budget
+// items (see scanBudget): the page then resumes after the last item taken.
 func walk[T any](st stream[T], keep func(T) bool, limit, budget int) pageOf[T] {
 	var p pageOf[T]
-	for n := 0; ; n++ {
-		if n == budget {
+	for refused := 0; ; {
+		if refused == budget {
 			p.more = true
 			return p
 		}
@@ -169,6 +172,7 @@ func walk[T any](st stream[T], keep func(T) bool, limit, budget int) pageOf[T] {
 		}
 		p.resume = v
 		if !keep(v) {
+			refused++
 			continue
 		}
 		if len(p.items) == limit {

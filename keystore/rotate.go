@@ -44,12 +44,12 @@ func (s *Store) Rotate(ctx context.Context, id string, grace time.Duration) (Key
 	secret := newSecret()
 	h := hashSecret(secret)
 	var k Key
-	err := s.change(ctx, id, true, func(b batch, e *entry, now int64) (bool, error) {
+	err := s.change(ctx, id, func(b batch, e *entry, now int64) (edit, error) {
 		if err := s.rotateIn(b, e, h, now, grace); err != nil {
-			return false, err
+			return unchanged, err
 		}
 		k = e.key()
-		return true, nil
+		return byOperator, nil
 	})
 	if err != nil {
 		return Key{}, "", err

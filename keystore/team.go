@@ -303,7 +303,7 @@ func (s *Store) TeamKeys(ctx context.Context, id string) ([]string, error) {
 	}
 	var ids []string
 	s.ix.mu.RLock()
-	s.ix.team.Ascend(&entry{ix: ixed{team: id}}, func(e *entry) bool {
+	s.ix.teamName.Ascend(&entry{ix: ixed{team: id}}, func(e *entry) bool {
 		if e.ix.team != id {
 			return false
 		}
@@ -311,23 +311,27 @@ func (s *Store) TeamKeys(ctx context.Context, id string) ([]string, error) {
 		return true
 	})
 	s.ix.mu.RUnlock()
+	slices.Sort(ids)
 	return ids, nil
 }
 
 // KeysByTeam returns the ids of the keys of every team that has any, by
 // team id, each in id order: what TeamKeys gives for each team, read in
-// one pass over the index of keys by team.
+// one pass over an index of keys by team.
 func (s *Store) KeysByTeam(ctx context.Context) (map[string][]string, error) {
 	if err := s.catchUp(ctx); err != nil {
 		return nil, err
 	}
 	byTeam := map[string][]string{}
 	s.ix.mu.RLock()
-	s.ix.team.Scan(func(e *entry) bool {
+	s.ix.teamName.Scan(func(e *entry) bool {
 		byTeam[e.ix.team] = append(byTeam[e.ix.team], e.id)
 		return true
 	})
 	s.ix.mu.RUnlock()
+	for _, ids := range byTeam {
+		slices.Sort(ids)
+	}
 	return byTeam, nil
 }
 

@@ -110,15 +110,15 @@ func planTeams(q TeamQuery) (*teamPlan, error) {
 // The caller holds x.mu.
 func (p *teamPlan) run(x *indexes) pageOf[*team] {
 	desc := p.sortIdx == 1
-	whole := walkTree(x.teamName, desc, p.from, p.from != nil, nil)
+	whole := walkTree(x.teamByName, desc, p.from, p.from != nil, nil)
 	if p.q == "" {
 		return walk(stream[*team](whole), func(*team) bool { return true }, p.limit, scanBudget)
 	}
 	most := collectBound + 1
 	idFrom, nameFrom := &team{id: p.q}, &team{ixName: p.q}
 	ids := count(x.teamID, idFrom, p.identified, most)
-	if ids+count(x.teamName, nameFrom, p.named, most) <= collectBound {
-		items := gather(gather(nil, x.teamID, idFrom, p.identified), x.teamName, nameFrom, p.named)
+	if ids+count(x.teamByName, nameFrom, p.named, most) <= collectBound {
+		items := gather(gather(nil, x.teamID, idFrom, p.identified), x.teamByName, nameFrom, p.named)
 		return collect(items, p.matches, p.after, p.order, p.limit)
 	}
 	if ids == most {
@@ -134,7 +134,7 @@ func (p *teamPlan) run(x *indexes) pageOf[*team] {
 	if p.from != nil && p.order(from, p.from) < 0 {
 		from = p.from
 	}
-	names := walkTree(x.teamName, desc, from, true, p.named)
+	names := walkTree(x.teamByName, desc, from, true, p.named)
 	return walk(stream[*team](merge(p.order, stream[*team](names), &others)), p.matches, p.limit, scanBudget)
 }
 
