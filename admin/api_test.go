@@ -109,3 +109,53 @@ func TestNoWindows(t *testing.T) {
 	team := call("POST", "/admin/teams", `{"name":"money","budgets":[{"limit_usd":50,"period":"month"}]}`, http.StatusCreated)
 	require.Equal(t, []any{}, team["windows"])
 }
+
+// TestKeysPages: GET /admin/keys answers pages, searched and sorted on
+// the server, with the next page's cursor; a wrong parameter is 400
+// naming it.
+func TestKeysPages(t *testing.T) {
+	api, ks := newAPI(t)
+	for _, name := range []string{"beta", "Alpha", "alpine", "gamma"} {
+		_, _, err := ks.Create(t.Context(), keystore.Spec{Name: name, TokenLimit: 10})
+		require.NoError(t, err)
+	}
+	get := func(query string, want int) (admin.Keys, map[string]any) {
+		w := httptest.NewRecorder()
+		api.ServeHTTP(w, httptest.NewRequest("GET", "/admin/keys?"+query, nil))
+		require.Equal(t, want, w.Code, w.Body.String())
+		var page admin.Keys
+		var e map[string]any
+		if want == http.StatusOK {
+			require.NoError(t, json.Unmarshal(w.Body.Bytes(), &page))
+		} else {
+			require.NoError(t, json.Unmarshal(w.Body.Bytes(), &e))
+			e = e["error"].(map[string]any)
+		}
+		return page, e
+	}
+	names := func(p admin.Keys) []string {
+		var out []string
+		for _, k := range p.Keys {
+			out = append(out, k.Name)
+		}
+		return out
+	}
+	first, _ := get("limit=2", http.StatusOK)
+	require.Equal(t, []string{"Alpha", "alpine"}, names(first))
+	require.NotEmpty(t, first.NextCursor)
+	second, _ := get("limit=2&cursor="+first.NextCursor, http.StatusOK)
+	require.Equal(t, []string{"beta", "gamma"}, names(second))
+	require.Empty(t, second.NextCursor)
+	found, _ := get("q=ALP&sort=-name", http.StatusOK)
+	require.Equal(t, []string{"alpine", "Alpha"}, names(found))
+	for query, param := range map[string]string{
+		"limit=0": "limit", "limit=1001": "limit", "sort=size": "sort", "status=gone": "status",
+		"cursor=zzz": "cursor", "color=red": "", "limit=1&limit=2": "limit",
+	} {
+		_, e := get(query, http.StatusBadRequest)
+		require.Equal(t, "invalid_parameter", e["code"], query)
+		if param != "" {
+			require.Equal(t, param, e["param"], query)
+		}
+	}
+}

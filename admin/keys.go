@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/ratestore/ratestore"
@@ -55,25 +56,59 @@ func (api *API) createKey(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, Created{Key: a, Secret: secret})
 }
 
-// listKeys answers GET /admin/keys.
+// keyParams are the parameters of GET /admin/keys.
+var keyParams = []string{"limit", "cursor", "q", "team", "status", "sort"}
+
+// listKeys answers GET /admin/keys: a page of keys, searched, filtered
+// and sorted by the key store (keystore.Store.Keys), each with its usage,
+// and the cursor of the next page.
 func (api *API) listKeys(w http.ResponseWriter, r *http.Request) {
-	out := Keys{Keys: []Key{}}
-	err := api.keys.List(r.Context(), func(k keystore.Key) error {
-		u, err := api.keys.Usage(r.Context(), k.ID)
-		switch {
-		case errors.Is(err, keystore.ErrNotFound):
-			return nil // deleted meanwhile
-		case err != nil:
-			return err
-		}
-		out.Keys = append(out.Keys, api.withReserved(NewKey(k, u)))
-		return nil
-	})
+	v, err := query(r, keyParams)
+	var q keystore.KeyQuery
+	if err == nil {
+		q.Limit, err = intParam(v, "limit", 1, keystore.MaxPageLimit, "a number of keys")
+	}
 	if err != nil {
-		api.keyFailed(w, r, "", err)
+		api.pageFailed(w, r, err, api.keyFailed)
 		return
 	}
+	q.Cursor, q.Q, q.Team, q.Status, q.Sort = v.Get("cursor"), v.Get("q"), v.Get("team"), keystore.KeyStatus(v.Get("status")), v.Get("sort")
+	page, err := api.keys.Keys(r.Context(), q)
+	if err != nil {
+		api.pageFailed(w, r, err, api.keyFailed)
+		return
+	}
+	out := Keys{Keys: make([]Key, 0, len(page.Keys)), NextCursor: page.Next}
+	for _, ku := range page.Keys {
+		out.Keys = append(out.Keys, api.withReserved(NewKey(ku.Key, ku.Usage)))
+	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// pageFailed answers a page of keys or teams whose query is wrong (a
+// ParamError, or the key store's FieldError about a parameter) with 400
+// invalid_parameter naming it, and any other failure with failed.
+func (api *API) pageFailed(w http.ResponseWriter, r *http.Request, err error, failed func(http.ResponseWriter, *http.Request, string, error)) {
+	var pe *ParamError
+	var fe *keystore.FieldError
+	switch {
+	case errors.As(err, &pe):
+		apierror.WriteParam(w, http.StatusBadRequest, apierror.Invalid, "invalid_parameter", pe.Param, pe.Error())
+	case errors.As(err, &fe):
+		apierror.WriteParam(w, http.StatusBadRequest, apierror.Invalid, "invalid_parameter", fe.Field, fe.Field+": "+fe.Msg)
+	default:
+		failed(w, r, "", err)
+	}
+}
+
+// query returns the query of r, refusing a parameter not among allowed,
+// or given twice, and one that does not parse.
+func query(r *http.Request, allowed []string) (url.Values, error) {
+	v, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, &ParamError{Msg: fmt.Sprintf("the query does not parse: %v", err)}
+	}
+	return v, checkParams(v, allowed, "")
 }
 
 // getKey answers GET /admin/keys/{id}.

@@ -45,29 +45,31 @@ func (api *API) createTeam(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, a)
 }
 
-// listTeams answers GET /admin/teams, in id order; a team deleted
-// while the list is read is left out.
+// teamParams are the parameters of GET /admin/teams.
+var teamParams = []string{"limit", "cursor", "q", "sort"}
+
+// listTeams answers GET /admin/teams: a page of teams, searched and
+// sorted by the key store (keystore.Store.Teams), each with its usage and
+// key count, and the cursor of the next page.
 func (api *API) listTeams(w http.ResponseWriter, r *http.Request) {
-	out := Teams{Teams: []Team{}}
-	byTeam, err := api.keys.KeysByTeam(r.Context())
+	v, err := query(r, teamParams)
+	var q keystore.TeamQuery
+	if err == nil {
+		q.Limit, err = intParam(v, "limit", 1, keystore.MaxPageLimit, "a number of teams")
+	}
 	if err != nil {
-		api.teamFailed(w, r, "", err)
+		api.pageFailed(w, r, err, api.teamFailed)
 		return
 	}
-	err = api.keys.ListTeams(r.Context(), func(t keystore.Team) error {
-		a, err := api.teamWithKeys(r.Context(), t, len(byTeam[t.ID]))
-		switch {
-		case errors.Is(err, keystore.ErrNotFound):
-			return nil // deleted meanwhile
-		case err != nil:
-			return err
-		}
-		out.Teams = append(out.Teams, a)
-		return nil
-	})
+	q.Cursor, q.Q, q.Sort = v.Get("cursor"), v.Get("q"), v.Get("sort")
+	page, err := api.keys.Teams(r.Context(), q)
 	if err != nil {
-		api.teamFailed(w, r, "", err)
+		api.pageFailed(w, r, err, api.teamFailed)
 		return
+	}
+	out := Teams{Teams: make([]Team, 0, len(page.Teams)), NextCursor: page.Next}
+	for _, tu := range page.Teams {
+		out.Teams = append(out.Teams, NewTeam(tu.Team, tu.Usage, tu.KeyCount))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -140,32 +142,21 @@ func (api *API) deleteTeam(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// team returns team id with its usage and keys now.
+// team returns team id with its usage and key count now.
 func (api *API) team(ctx context.Context, id string) (Team, error) {
 	t, err := api.keys.GetTeam(ctx, id)
 	if err != nil {
 		return Team{}, err
 	}
-	return api.teamWith(ctx, t)
-}
-
-// teamWith returns team t with its usage and keys now.
-func (api *API) teamWith(ctx context.Context, t keystore.Team) (Team, error) {
-	keys, err := api.keys.TeamKeys(ctx, t.ID)
+	n, err := api.keys.TeamKeyCount(ctx, id)
 	if err != nil {
 		return Team{}, err
 	}
-	return api.teamWithKeys(ctx, t, len(keys))
-}
-
-// teamWithKeys returns team t with its usage now and keyCount, the number
-// of its keys.
-func (api *API) teamWithKeys(ctx context.Context, t keystore.Team, keyCount int) (Team, error) {
-	u, err := api.keys.TeamUsage(ctx, t.ID)
+	u, err := api.keys.TeamUsage(ctx, id)
 	if err != nil {
 		return Team{}, err
 	}
-	return NewTeam(t, u, keyCount), nil
+	return NewTeam(t, u, n), nil
 }
 
 // teamFailed answers an admin call about team id whose key store call

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/keystore"
+	"github.com/ratestore/ratestore/pricing"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -46,6 +47,7 @@ var keysStrategy = strategies.RollingWindow{Limit: keysLimit, Window: keystore.D
 const (
 	keysReserve = 100
 	keysTokens  = 37
+	keysCost    = 150 * pricing.Micro // about 1000 tokens of a small model
 )
 
 // keysWindowCounts are the legacy histories of BenchmarkKeysCheck: 10k for
@@ -291,6 +293,50 @@ func BenchmarkKeysAdmitFinish(b *testing.B) {
 			b.ReportMetric(ns/baseNs, "ratio-vs-check-record")
 		}
 	})
+}
+
+// keysParallelKeys are the key counts of BenchmarkKeysAdmitFinishParallel:
+// a few busy keys, and many keys each used about once a second.
+var keysParallelKeys = []int{64, 100_000}
+
+// BenchmarkKeysAdmitFinishParallel is BenchmarkKeysAdmitFinish's
+// impl=admit+finish under b.RunParallel (GOMAXPROCS goroutines), over n
+// keys, goroutine g starting at key g·n/GOMAXPROCS and walking them in
+// order, Async bbolt, the system clock. With 100k keys most requests land
+// on a key whose last use was a second or more ago: the case where the key
+// store's indexes of last use and spend move on the request path.
+func BenchmarkKeysAdmitFinishParallel(b *testing.B) {
+	ctx := context.Background()
+	for _, n := range keysParallelKeys {
+		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			db, ks, err := openKeyStore(b.TempDir(), "keys", ratestore.Async)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { db.Close() })
+			ids, err := importKeys(ctx, ks, n, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			secrets := make([]string, n)
+			for i, id := range ids {
+				secrets[i] = keysSecret(i)
+				// One request before timing: every window has a state.
+				if _, err := ks.RecordUsage(ctx, id, keysTokens); err != nil {
+					b.Fatal(err)
+				}
+			}
+			runParallel(b, secrets, nil, func(secret string) (bool, error) {
+				a, err := ks.Admit(ctx, secret, keystore.Request{Reserve: keysReserve, Cost: keysCost})
+				if err != nil {
+					return false, err
+				}
+				_, err = a.FinishSpend(ctx, keysTokens, keysCost)
+				return true, err
+			})
+		})
+	}
 }
 
 // keysSyncCallers is the concurrency of BenchmarkKeysSyncRecord, and its

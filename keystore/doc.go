@@ -144,6 +144,20 @@
 // takes effect on the next request; DeleteTeam is refused while keys
 // belong to the team.
 //
+// # Pages of keys and teams
+//
+// Keys and Teams answer a page at a time, searched, filtered and sorted on
+// ordered indexes the Store keeps in memory beside its maps (index.go), so
+// that a page costs O(page + log n) at any key count, with bounded work
+// whatever its filters (plan.go), and a cursor that stays valid while keys
+// are added and deleted (cursor.go). Last use and spend are indexed coarse
+// (to the second; in cents to 1/1024), so that a request
+// moves its key in them now and then rather than every time. Where
+// processes share the keys, every change of a record is announced in the
+// batch that makes it (ratestore.StoreBatch.Announce), and a page first
+// reads the changes since its Store last did and those records again
+// (feed.go): never the whole keyspace, but after a gap in the feed.
+//
 // # Secrets
 //
 // Create makes a secret of 32 bytes from crypto/rand, written "rsk_"

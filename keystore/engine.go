@@ -35,6 +35,9 @@ type engine interface {
 	scan(ctx context.Context, prefix []byte, fn func(key, value []byte) error) error
 	reread(ctx context.Context, keys [][]byte) ([][]byte, error)
 	rereadPrefix(ctx context.Context, prefix []byte, fn func(key, value []byte) error) error
+	// changes reads the feed of topic after position after (see
+	// ratestore.Store.Changes).
+	changes(ctx context.Context, topic, after string, max int) ([][]byte, string, error)
 	flush(ctx context.Context) error
 }
 
@@ -58,6 +61,7 @@ type batch interface {
 	Delete(key []byte) error
 	Reread(keys [][]byte) ([][]byte, error)
 	Prefetch(records [][]byte, key string, limiters ...limiter) error
+	Announce(topic string, msg []byte) error
 	// now is the instant of the batch's decisions, in Unix nanoseconds:
 	// an Admission's, so that Finish finds its slot and reservation.
 	now() int64
@@ -163,6 +167,10 @@ func (e *backend[L, B]) rereadPrefix(ctx context.Context, prefix []byte, fn func
 	return e.db.RereadPrefix(ctx, prefix, fn)
 }
 
+func (e *backend[L, B]) changes(ctx context.Context, topic, after string, max int) ([][]byte, string, error) {
+	return e.db.Changes(ctx, topic, after, max)
+}
+
 func (e *backend[L, B]) flush(ctx context.Context) error { return e.db.Flush(ctx) }
 
 // batchOf is the batch of a backend's Update.
@@ -197,6 +205,8 @@ func (b batchOf[L, B]) Put(key, value []byte) error    { return b.b.Put(key, val
 func (b batchOf[L, B]) Delete(key []byte) error        { return b.b.Delete(key) }
 
 func (b batchOf[L, B]) Reread(keys [][]byte) ([][]byte, error) { return b.b.Reread(keys) }
+
+func (b batchOf[L, B]) Announce(topic string, msg []byte) error { return b.b.Announce(topic, msg) }
 
 func (b batchOf[L, B]) Prefetch(records [][]byte, key string, limiters ...limiter) error {
 	return b.b.Prefetch(records, key, limiters...)

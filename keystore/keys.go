@@ -117,11 +117,15 @@ func (s *Store) add(b batch, id string, rec record, legacy bool) (*entry, error)
 	if err == nil {
 		err = b.Put(hashKey(rec.hash), []byte(id))
 	}
+	if err == nil {
+		err = s.announce(b, id)
+	}
 	if err != nil {
 		return nil, err
 	}
 	s.byID[id] = e
 	s.index(e)
+	s.indexKey(e)
 	return e, nil
 }
 
@@ -150,32 +154,88 @@ func (s *Store) Get(ctx context.Context, id string) (Key, error) {
 
 // List calls fn for every key, in id order, until fn returns an error,
 // which List returns. fn may call the Store. It does not merge legacy
-// usage. A key whose record is corrupt stops it with that error.
+// usage. A key whose record is corrupt stops it with that error. Where
+// other processes change the keys, it first reads what they changed (see
+// catchUp).
 func (s *Store) List(ctx context.Context, fn func(Key) error) error {
-	if err := s.sync(ctx); err != nil {
+	if err := s.catchUp(ctx); err != nil {
 		return err
 	}
-	for _, id := range s.sortedIDs() {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		e, err := s.find(ctx, id)
-		switch {
-		case err == nil:
+	bad := s.corruptIDs()
+	for after := ""; ; {
+		es := s.keysAfter(after, listChunk)
+		for _, e := range es {
+			for len(bad) > 0 && bad[0] < e.id {
+				if err := s.stopAt(ctx, bad[0]); err != nil {
+					return err
+				}
+				bad = bad[1:]
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 			e.mu.Lock()
 			k, gone := e.key(), e.rec.gone
 			e.mu.Unlock()
-			if !gone {
-				err = fn(k)
+			if gone {
+				continue
 			}
-		case errors.Is(err, ErrNotFound):
-			err = nil // deleted since sortedIDs
+			if err := fn(k); err != nil {
+				return err
+			}
 		}
-		if err != nil {
+		if len(es) < listChunk {
+			break
+		}
+		after = es[len(es)-1].id
+	}
+	for _, id := range bad {
+		if err := s.stopAt(ctx, id); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// listChunk is how many keys List takes from the index of ids at a time:
+// it holds the indexes' lock while it takes them, and not while it calls.
+const listChunk = 256
+
+// keysAfter returns at most n keys whose ids follow after, in id order.
+func (s *Store) keysAfter(after string, n int) []*entry {
+	es := make([]*entry, 0, n)
+	s.ix.mu.RLock()
+	defer s.ix.mu.RUnlock()
+	s.ix.id.Ascend(&entry{id: after}, func(e *entry) bool {
+		if e.id != after {
+			es = append(es, e)
+		}
+		return len(es) < n
+	})
+	return es
+}
+
+// corruptIDs returns the ids of the keys whose record cannot be read, in
+// order.
+func (s *Store) corruptIDs() []string {
+	s.mu.RLock()
+	ids := make([]string, 0, len(s.corrupt))
+	for id := range s.corrupt {
+		ids = append(ids, id)
+	}
+	s.mu.RUnlock()
+	slices.Sort(ids)
+	return ids
+}
+
+// stopAt returns the error that stops List at key id, whose record could
+// not be read: nil if it was deleted, or read, since.
+func (s *Store) stopAt(ctx context.Context, id string) error {
+	_, err := s.find(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	return err
 }
 
 // Update changes key id: fn gets a Spec of the key as it is (its Name,
@@ -194,12 +254,12 @@ func (s *Store) List(ctx context.Context, fn func(Key) error) error {
 // empty, and admissions in flight finish in the windows they reserved in.
 func (s *Store) Update(ctx context.Context, id string, fn func(*Spec) error) (Key, error) {
 	var k Key
-	err := s.change(ctx, id, func(b batch, e *entry, _ int64) (bool, error) {
+	err := s.change(ctx, id, func(b batch, e *entry, _ int64) (edit, error) {
 		old := e.spec()
 		spec := old
 		spec.Policy = old.Policy.clone()
 		if err := fn(&spec); err != nil {
-			return false, err
+			return unchanged, err
 		}
 		switch {
 		case spec.TokenLimit == old.TokenLimit:
@@ -209,13 +269,13 @@ func (s *Store) Update(ctx context.Context, id string, fn func(*Spec) error) (Ke
 		}
 		rec, err := s.specRecord("update key "+id, spec, old)
 		if err != nil {
-			return false, err
+			return unchanged, err
 		}
 		e.moved = reachAdd(e.moved, e.rec.pol, rec.pol)
 		e.rec.name, e.rec.model, e.rec.pol, e.rec.team = rec.name, rec.model, rec.pol, rec.team
 		e.rec.expiresAt, e.rec.hasExpiry = rec.expiresAt, rec.hasExpiry
 		k = e.key()
-		return true, nil
+		return byOperator, nil
 	})
 	return k, err
 }
@@ -239,12 +299,12 @@ func (s *Store) Disable(ctx context.Context, id string) error { return s.setDisa
 func (s *Store) Enable(ctx context.Context, id string) error { return s.setDisabled(ctx, id, false) }
 
 func (s *Store) setDisabled(ctx context.Context, id string, disabled bool) error {
-	return s.change(ctx, id, func(_ batch, e *entry, _ int64) (bool, error) {
+	return s.change(ctx, id, func(_ batch, e *entry, _ int64) (edit, error) {
 		if e.rec.disabled == disabled {
-			return false, nil
+			return unchanged, nil
 		}
 		e.rec.disabled = disabled
-		return true, nil
+		return byOperator, nil
 	})
 }
 
@@ -307,8 +367,12 @@ func (s *Store) deleteIn(b batch, id string, keys [][]byte) error {
 	delete(s.corrupt, id)
 	if e != nil {
 		s.unindex(e)
+		s.unindexKey(e)
 	}
 	s.mu.Unlock()
+	if err := s.announce(b, id); err != nil {
+		return err
+	}
 	if e != nil {
 		e.mu.Lock()
 		defer e.mu.Unlock()
@@ -473,16 +537,16 @@ func (s *Store) RecordUsage(ctx context.Context, id string, tokens int64) (strat
 		return strategies.Result{}, invalid("record usage: key %s: negative tokens %d", id, tokens)
 	}
 	res := unlimited
-	err := s.change(ctx, id, func(b batch, e *entry, now int64) (bool, error) {
+	err := s.change(ctx, id, func(b batch, e *entry, now int64) (edit, error) {
 		for i, l := range e.rec.pol.windows {
 			r, err := b.Record(l, id, tokens)
 			if err != nil {
-				return false, fmt.Errorf("keystore: key %s: %w", id, err)
+				return unchanged, fmt.Errorf("keystore: key %s: %w", id, err)
 			}
 			fold(i, r, &res)
 		}
 		e.used(tokens, now)
-		return true, nil
+		return byRequest, nil
 	})
 	return res, err
 }
@@ -610,10 +674,20 @@ func windowUsage(rw strategies.RollingWindow, wu *WindowUsage, st strategies.Sta
 	return nil
 }
 
+// edit is what a change did to a key's record (see change).
+type edit uint8
+
+const (
+	unchanged  edit = iota
+	byRequest       // a request's: its totals and last use (RecordUsage)
+	byOperator      // an operator's: Update, Disable, Enable, Rotate
+)
+
 // change runs fn on key id, after merging its pending legacy usage in the
-// same commit, in a Batch and under the key's lock, then writes its record if fn reports
-// that it changed it. An error from fn commits nothing of the record.
-func (s *Store) change(ctx context.Context, id string, fn func(b batch, e *entry, now int64) (bool, error)) error {
+// same commit, in a Batch and under the key's lock, then writes its record
+// if fn reports that it changed it (see writeRecord). An error from fn
+// commits nothing of the record.
+func (s *Store) change(ctx context.Context, id string, fn func(b batch, e *entry, now int64) (edit, error)) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -634,11 +708,11 @@ func (s *Store) change(ctx context.Context, id string, fn func(b batch, e *entry
 			return err
 		}
 		now := b.now()
-		changed, err := fn(b, e, now)
-		if err != nil || !changed {
+		ed, err := fn(b, e, now)
+		if err != nil || ed == unchanged {
 			return err
 		}
-		return s.putRecord(b, e, now)
+		return s.writeRecord(b, e, now, ed == byOperator)
 	})
 }
 

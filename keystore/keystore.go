@@ -174,6 +174,9 @@ type Store struct {
 	corrupt map[string]error // ids whose record cannot be decoded
 	teams   map[string]*team
 
+	ix   *indexes // ordered indexes of byID and teams, for pages (see index.go)
+	feed feed     // where other processes change the keys: what this Store read of their changes
+
 	policies policies
 	lease    strategies.SlidingLog // the requests in flight of a key: one unit per Admission, for LeaseTTL
 	importMu sync.Mutex            // two imports of one secret must not both add it
@@ -188,6 +191,7 @@ type entry struct {
 	id    string
 	rec   record
 	moved int64 // how far the key's policy changes have moved reservations: the sum of their reach (see adjust)
+	ix    ixed  // what the indexes hold of it (see index.go)
 }
 
 func newEntry(id string, rec record) *entry { return &entry{id: id, rec: rec} }
@@ -243,7 +247,7 @@ func attach(attachTo func(any, func() (any, error)) (any, error), eng engine, op
 	if err != nil {
 		return nil, err
 	}
-	v, err := attachTo(storeKey{}, func() (any, error) { return open(eng, o) })
+	v, err := attachTo(storeKey{}, func() (any, error) { return openIndexed(eng, o) })
 	if err != nil {
 		return nil, err
 	}
@@ -251,6 +255,24 @@ func attach(attachTo func(any, func() (any, error)) (any, error), eng engine, op
 	if s.opts != o && opts != (Options{}) {
 		return nil, fmt.Errorf("keystore: open: the key store of this database is open with %+v already, not %+v: %w", s.opts, o, ErrInvalid)
 	}
+	return s, nil
+}
+
+// openIndexed opens the key store of eng (open) and indexes it. Where
+// other processes change the keys, it first notes the position of their
+// feed of changes, so that a change made while the keys load is read
+// again by the first page (see catchUp) rather than missed.
+func openIndexed(eng engine, o Options) (*Store, error) {
+	_, pos, err := eng.changes(context.Background(), feedTopic, "", 1)
+	if err != nil {
+		return nil, fmt.Errorf("keystore: open: %w", err)
+	}
+	s, err := open(eng, o)
+	if err != nil {
+		return nil, err
+	}
+	s.feed.pos = pos
+	s.buildIndexes()
 	return s, nil
 }
 
@@ -431,15 +453,22 @@ func fieldError(op, field, format string, args ...any) error {
 
 // sortedIDs returns the ids of every key, corrupt ones included, in order.
 func (s *Store) sortedIDs() []string {
+	s.ix.mu.RLock()
+	ids := make([]string, 0, s.ix.id.Len())
+	s.ix.id.Scan(func(e *entry) bool {
+		ids = append(ids, e.id)
+		return true
+	})
+	s.ix.mu.RUnlock()
+	n := len(ids)
 	s.mu.RLock()
-	ids := make([]string, 0, len(s.byID)+len(s.corrupt))
-	for id := range s.byID {
-		ids = append(ids, id)
-	}
 	for id := range s.corrupt {
 		ids = append(ids, id)
 	}
 	s.mu.RUnlock()
-	slices.Sort(ids)
+	if len(ids) > n { // keys whose record cannot be read: few, if any
+		slices.Sort(ids)
+		ids = slices.Compact(ids)
+	}
 	return ids
 }

@@ -44,12 +44,12 @@ func (s *Store) Rotate(ctx context.Context, id string, grace time.Duration) (Key
 	secret := newSecret()
 	h := hashSecret(secret)
 	var k Key
-	err := s.change(ctx, id, func(b batch, e *entry, now int64) (bool, error) {
+	err := s.change(ctx, id, func(b batch, e *entry, now int64) (edit, error) {
 		if err := s.rotateIn(b, e, h, now, grace); err != nil {
-			return false, err
+			return unchanged, err
 		}
 		k = e.key()
-		return true, nil
+		return byOperator, nil
 	})
 	if err != nil {
 		return Key{}, "", err
@@ -119,10 +119,19 @@ func (e *entry) previous(h [sha256.Size]byte, now int64) bool {
 	return p != nil && h == p.hash && now < p.ends
 }
 
-// putRecord writes e's record in b, after dropping its previous secret
+// putRecord writes e's record in b after a request (a Finish, a
+// RecordUsage): see writeRecord.
+func (s *Store) putRecord(b batch, e *entry, now int64) error { return s.writeRecord(b, e, now, false) }
+
+// writeRecord writes e's record in b, after dropping its previous secret
 // if its grace has ended by now: the hash's index entry, in b, and its
-// map entry go with it. The caller holds e.mu.
-func (s *Store) putRecord(b batch, e *entry, now int64) error {
+// map entry go with it. Then it moves e in the indexes where its record
+// no longer has the values they hold, and, where other processes share
+// the keys, announces the change to them (see catchUp): every change an
+// operator makes (admin), and a request's when it moved the key's last use
+// or spend in their indexes, which a request does now and then (see
+// index.go). The caller holds e.mu.
+func (s *Store) writeRecord(b batch, e *entry, now int64, admin bool) error {
 	if p := e.rec.prev; p != nil && now >= p.ends {
 		if err := b.Delete(hashKey(p.hash)); err != nil {
 			return err
@@ -134,5 +143,13 @@ func (s *Store) putRecord(b batch, e *entry, now int64) error {
 		e.rec.prev = nil
 		s.mu.Unlock()
 	}
-	return b.Put(recordKey(e.id), e.rec.encode())
+	if err := b.Put(recordKey(e.id), e.rec.encode()); err != nil {
+		return err
+	}
+	if admin {
+		s.reindex(e)
+	} else if !s.reindexUse(e) {
+		return nil
+	}
+	return s.announce(b, e.id)
 }

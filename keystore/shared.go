@@ -11,9 +11,10 @@ import (
 // A Store on a shared engine (Open on a redisstore.DB) holds its keys in memory as one
 // on a ratestore.DB does, but other processes change them: what follows
 // reads a key's record again before the key is used (refresh, fresh),
-// finds the keys they created (lookup, sync) and forgets those they
-// deleted. A change of a key reads it under the lock of its id, in the
-// batch that makes the change, so that it is made on the record as it is.
+// finds the keys they created (lookup, and the feed of changes: see
+// catchUp) and forgets those they deleted. A change of a key reads it
+// under the lock of its id, in the batch that makes the change, so that
+// it is made on the record as it is.
 
 // hashLock is the lock name of a secret's hash: two processes adding a key
 // with one secret (an import run twice at once) take it in turn.
@@ -98,6 +99,7 @@ func (s *Store) reload(e *entry, v []byte) error {
 		}
 		s.unindex(e)
 		s.mu.Unlock()
+		s.unindexKey(e)
 		return nil
 	}
 	if bytes.Equal(v, e.rec.encode()) {
@@ -110,15 +112,16 @@ func (s *Store) reload(e *entry, v []byte) error {
 	e.moved = reachAdd(e.moved, e.rec.pol, ne.rec.pol)
 	if ne.rec.hash == e.rec.hash && ne.rec.prev.sameHash(e.rec.prev) {
 		e.rec = ne.rec
-		return nil
+	} else {
+		// Another process rotated the key's secret, or dropped the previous
+		// one: the maps follow.
+		s.mu.Lock()
+		s.unindex(e)
+		e.rec = ne.rec
+		s.index(e)
+		s.mu.Unlock()
 	}
-	// Another process rotated the key's secret, or dropped the previous
-	// one: the maps follow.
-	s.mu.Lock()
-	s.unindex(e)
-	e.rec = ne.rec
-	s.index(e)
-	s.mu.Unlock()
+	s.reindex(e)
 	return nil
 }
 
@@ -160,13 +163,15 @@ func (s *Store) adopt(id string, v []byte) (*entry, error) {
 	}
 	s.byID[id] = e
 	s.index(e)
+	s.indexKey(e)
 	return e, nil
 }
 
-// sync makes the maps those of the keys stored now, where other processes
-// change them (Reread): for List, which walks them all. It reads again the
-// keys it holds, forgetting those deleted, then adds those it finds new.
-func (s *Store) sync(ctx context.Context) error {
+// syncKeys makes the maps those of the keys stored now, where other
+// processes change them (Reread): after a gap in the feed of changes. It
+// reads again the keys it holds, forgetting those deleted, then adds
+// those it finds new.
+func (s *Store) syncKeys(ctx context.Context) error {
 	ids := s.sortedIDs()
 	keys := make([][]byte, len(ids))
 	for i, id := range ids {
@@ -177,21 +182,12 @@ func (s *Store) sync(ctx context.Context) error {
 		return fmt.Errorf("keystore: reading the keys: %w", err)
 	}
 	for i, v := range vals {
-		s.mu.RLock()
-		e := s.byID[ids[i]]
-		s.mu.RUnlock()
-		if e != nil {
-			e.mu.Lock()
-			err = s.reload(e, v)
-			e.mu.Unlock()
-		}
-		if err != nil {
+		if err := s.keyChanged(ids[i], v); err != nil {
 			return err
 		}
 	}
 	err = s.eng.rereadPrefix(ctx, []byte(recordPrefix), func(k, v []byte) error {
-		_, err := s.adopt(string(k[len(recordPrefix):]), v)
-		return err
+		return s.keyChanged(string(k[len(recordPrefix):]), v)
 	})
 	if err != nil {
 		return fmt.Errorf("keystore: reading the keys: %w", err)

@@ -240,7 +240,9 @@ func (r *recorder) Discard() { r.n-- }
 
 // TestRedisRoundTrips: on Redis, with one process serving the key, an
 // Admit costs two round trips (its reads with the locks, its commit), a
-// Finish one (its commit, on the values the Admit left), and a Check one,
+// Finish one (its commit, on the values the Admit left; and one more, the
+// announcement to the other processes, when it moves the key's last use to
+// a new second or its spend by a step: here the first), and a Check one,
 // for a key of a team with windows, budgets and a recorder writing in the
 // Finish's batch. When another process has changed the key in between, a
 // Finish finds out at its commit and runs again on what is stored: the
@@ -274,6 +276,8 @@ func TestRedisRoundTrips(t *testing.T) {
 			adm, err = ks.Admit(ctx, secret, keystore.Request{Reserve: 100, Cost: pricing.Micro})
 			return err
 		})
+		// The key's first use moves its last use, which is announced: in
+		// the commit's script, no round trip of its own.
 		step("Finish", 1, func() error {
 			_, err := adm.FinishWith(ctx, 40, pricing.Micro, rec)
 			return err

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 )
@@ -41,6 +40,8 @@ type team struct {
 	moved   int64 // as entry.moved: how far policy changes moved reservations
 	gone    bool
 	key     []byte // its record key, made once
+	ixName  string // its name case-folded, as the indexes hold it: guarded by them (see index.go)
+	ixIn    bool   // whether it is in the indexes: guarded by them
 }
 
 // Team records and ids.
@@ -111,12 +112,18 @@ func (s *Store) CreateTeam(ctx context.Context, spec TeamSpec) (Team, error) {
 	}
 	t := &team{id: newTeamID(), name: spec.Name, pol: pol, created: s.now()}
 	t.key = teamKey(t.id)
-	err = s.eng.update(ctx, []string{t.id}, func(b batch) error { return b.Put(t.key, t.encode()) })
+	err = s.eng.update(ctx, []string{t.id}, func(b batch) error {
+		if err := b.Put(t.key, t.encode()); err != nil {
+			return err
+		}
+		return s.announce(b, t.id)
+	})
 	if err != nil {
 		return Team{}, err
 	}
 	s.mu.Lock()
 	s.teams[t.id] = t
+	s.indexTeam(t)
 	s.mu.Unlock()
 	return t.public(), nil
 }
@@ -149,19 +156,26 @@ func (s *Store) findTeam(ctx context.Context, id string) (*team, error) {
 			if t, err = s.loadTeam(id, vals[0]); err != nil {
 				return nil, err
 			}
-			s.mu.Lock()
-			if cur := s.teams[id]; cur != nil {
-				t = cur
-			} else {
-				s.teams[id] = t
-			}
-			s.mu.Unlock()
+			t = s.adoptTeam(t)
 		}
 	}
 	if t == nil {
 		return nil, fmt.Errorf("keystore: team %s: %w", id, ErrNotFound)
 	}
 	return t, nil
+}
+
+// adoptTeam adds t, a team read from the store, to the map and the
+// indexes, and returns it, or the team of its id already there.
+func (s *Store) adoptTeam(t *team) *team {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur := s.teams[t.id]; cur != nil {
+		return cur
+	}
+	s.teams[t.id] = t
+	s.indexTeam(t)
+	return t
 }
 
 // refreshTeam reads t's record again in b, where other processes change
@@ -172,18 +186,41 @@ func (s *Store) refreshTeam(b batch, t *team) error {
 		return fmt.Errorf("keystore: team %s: %w", t.id, err)
 	}
 	for _, v := range vals {
-		if v == nil {
-			t.gone = true
-			continue
-		}
-		nt, err := s.loadTeam(t.id, v)
-		if err != nil {
+		if err := s.reloadTeam(t, v); err != nil {
 			return err
 		}
-		t.moved = reachAdd(t.moved, t.pol, nt.pol)
-		t.name, t.pol = nt.name, nt.pol
 	}
 	return nil
+}
+
+// reloadTeam makes v, the record of t as stored (nil: none), t's: a team
+// another process deleted is forgotten. The caller holds t.mu.
+func (s *Store) reloadTeam(t *team, v []byte) error {
+	if v == nil {
+		if !t.gone {
+			t.gone = true
+			s.forgetTeam(t)
+		}
+		return nil
+	}
+	nt, err := s.loadTeam(t.id, v)
+	if err != nil {
+		return err
+	}
+	t.moved = reachAdd(t.moved, t.pol, nt.pol)
+	t.name, t.pol = nt.name, nt.pol
+	s.reindexTeam(t)
+	return nil
+}
+
+// forgetTeam takes t, a deleted team, out of the map and the indexes.
+func (s *Store) forgetTeam(t *team) {
+	s.mu.Lock()
+	if s.teams[t.id] == t {
+		delete(s.teams, t.id)
+	}
+	s.unindexTeam(t)
+	s.mu.Unlock()
 }
 
 // GetTeam returns team id.
@@ -200,22 +237,19 @@ func (s *Store) GetTeam(ctx context.Context, id string) (Team, error) {
 	return t.public(), nil
 }
 
-// ListTeams calls fn with every team, in id order.
+// ListTeams calls fn with every team, in id order. Where other processes
+// change the teams, it first reads what they changed (see catchUp).
 func (s *Store) ListTeams(ctx context.Context, fn func(Team) error) error {
-	err := s.eng.rereadPrefix(ctx, []byte(teamPrefix), func(k, v []byte) error {
-		_, err := s.findTeam(ctx, string(k[len(teamPrefix):]))
+	if err := s.catchUp(ctx); err != nil {
 		return err
+	}
+	s.ix.mu.RLock()
+	ids := make([]string, 0, s.ix.teamID.Len())
+	s.ix.teamID.Scan(func(t *team) bool {
+		ids = append(ids, t.id)
+		return true
 	})
-	if err != nil {
-		return err
-	}
-	s.mu.RLock()
-	ids := make([]string, 0, len(s.teams))
-	for id := range s.teams {
-		ids = append(ids, id)
-	}
-	s.mu.RUnlock()
-	slices.Sort(ids)
+	s.ix.mu.RUnlock()
 	for _, id := range ids {
 		t, err := s.GetTeam(ctx, id)
 		if err == nil {
@@ -257,44 +291,26 @@ func (s *Store) UpdateTeam(ctx context.Context, id string, fn func(*TeamSpec) er
 		}
 		t.moved = reachAdd(t.moved, t.pol, pol)
 		t.name, t.pol = spec.Name, pol
+		s.reindexTeam(t)
 		out = t.public()
-		return b.Put(t.key, t.encode())
+		if err := b.Put(t.key, t.encode()); err != nil {
+			return err
+		}
+		return s.announce(b, id)
 	})
 	return out, err
 }
 
-// TeamKeys returns the ids of the keys of team id, in id order.
-func (s *Store) TeamKeys(ctx context.Context, id string) ([]string, error) {
-	byTeam, err := s.KeysByTeam(ctx)
-	return byTeam[id], err
-}
-
-// KeysByTeam returns the ids of the keys of every team that has any, by
-// team id, each in id order: what TeamKeys gives for each team, read in
-// one pass over the keys.
-func (s *Store) KeysByTeam(ctx context.Context) (map[string][]string, error) {
-	if err := s.sync(ctx); err != nil {
-		return nil, err
+// TeamKeyCount returns how many keys belong to team id (0 for an id no
+// team has): a count the indexes keep, not a walk of the keys. Keys with
+// KeyQuery.Team pages through them.
+func (s *Store) TeamKeyCount(ctx context.Context, id string) (int, error) {
+	if err := s.catchUp(ctx); err != nil {
+		return 0, err
 	}
-	byTeam := map[string][]string{}
-	for _, kid := range s.sortedIDs() {
-		s.mu.RLock()
-		e := s.byID[kid]
-		s.mu.RUnlock()
-		if e == nil {
-			continue
-		}
-		e.mu.Lock()
-		team := e.rec.team
-		if e.rec.gone {
-			team = ""
-		}
-		e.mu.Unlock()
-		if team != "" {
-			byTeam[team] = append(byTeam[team], kid)
-		}
-	}
-	return byTeam, nil
+	s.ix.mu.RLock()
+	defer s.ix.mu.RUnlock()
+	return s.ix.teamKeys[id], nil
 }
 
 // DeleteTeam removes team id and its usage. It is refused, with an error
@@ -304,29 +320,33 @@ func (s *Store) DeleteTeam(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	keys, err := s.TeamKeys(ctx, id)
+	n, err := s.TeamKeyCount(ctx, id)
 	if err != nil {
 		return err
 	}
-	if len(keys) > 0 {
-		return fmt.Errorf("keystore: team %s has %d keys (%s): move them out first: %w", id, len(keys), keys[0], ErrInvalid)
+	if n > 0 {
+		one := ""
+		if page, err := s.Keys(ctx, KeyQuery{Team: id, Limit: 1}); err == nil && len(page.Keys) > 0 {
+			one = " (" + page.Keys[0].Key.ID + ")"
+		}
+		return fmt.Errorf("keystore: team %s has %d keys%s: move them out first: %w", id, n, one, ErrInvalid)
 	}
-	err = s.eng.update(ctx, []string{id}, func(b batch) error {
+	return s.eng.update(ctx, []string{id}, func(b batch) error {
 		t.mu.Lock()
 		defer t.mu.Unlock()
 		if err := t.pol.reset(b, id); err != nil {
 			return err
 		}
+		if err := b.Delete(t.key); err != nil {
+			return err
+		}
+		if err := s.announce(b, id); err != nil {
+			return err
+		}
 		t.gone = true
-		return b.Delete(t.key)
+		s.forgetTeam(t)
+		return nil
 	})
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	delete(s.teams, id)
-	s.mu.Unlock()
-	return nil
 }
 
 // TeamUsage reports the usage of team id now, as Usage does for a key:
