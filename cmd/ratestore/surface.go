@@ -40,5 +40,9 @@ func operatorSurface(cfg consoleConfig, keys *keystore.Store, l *ledger.Ledger, 
 		return nil, err
 	}
 	copts.API = api
-	return console.New(copts), nil
+	c, err := console.New(copts)
+	if err != nil {
+		return nil, err // not a nil *Console in a Handler
+	}
+	return c, nil
 }
