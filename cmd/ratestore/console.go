@@ -31,6 +31,11 @@ The database must be closed: a running gateway holds it, and has a console of
 its own at /admin/ (with changes). With --redis URL it reads the key store and
 ledger of the gateways started with --redis URL instead, while they run.
 
+The admin token must be 32 bytes at least (make one with: openssl rand -hex
+32). Sessions are kept in memory, so that nothing is written: a restart
+signs out. Sign-in, the slow-down of wrong tokens, --trusted-proxy and
+--secure-cookie are as the gateway's (see ratestore help gateway).
+
 It listens on ` + defaultConsoleListen + ` unless told otherwise: loopback only.
 --tls-cert and --tls-key serve it over TLS; beyond loopback without them, a
 warning is logged. SIGINT or SIGTERM stops it.`
@@ -42,6 +47,7 @@ type consoleFlags struct {
 	adminTokenFile string
 	tlsCert        string
 	tlsKey         string
+	access         accessFlags
 }
 
 // consoleOut is what the console command prints once it listens.
@@ -65,6 +71,7 @@ func consoleCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 	fs.StringVar(&f.redisURL, "redis", "", "read the key store and ledger in the Redis at this `URL` (that of gateways started with --redis) instead of the database")
 	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "the `file` that holds the admin token to sign in with (default $"+adminTokenEnv+"); required")
 	tlsFlagSet(fs, &f.tlsCert, &f.tlsKey)
+	accessFlagSet(fs, &f.access)
 	return func([]string) error { return c.runConsole(f) }
 }
 
@@ -84,6 +91,9 @@ func (c *cli) runConsole(f *consoleFlags) error {
 	case token == "":
 		return usagef(cmd, "%s: no admin token: set $%s or give --admin-token-file; the console's sign-in asks for it", cmd, adminTokenEnv)
 	}
+	if err := checkAdminToken(cmd, f.adminTokenFile, token); err != nil {
+		return err
+	}
 	log := c.logger()
 	st, err := c.consoleStore(cmd, f.redisURL, log)
 	if err != nil {
@@ -92,7 +102,8 @@ func (c *cli) runConsole(f *consoleFlags) error {
 	keys, l, err := st.operator()
 	var h http.Handler
 	if err == nil {
-		h, err = operatorSurface(consoleConfig{token: token, readOnly: true, log: log, now: c.now}, keys, l, nil)
+		// Sessions in memory: the console writes nothing.
+		h, err = operatorSurface(consoleConfig{token: token, readOnly: true, log: log, now: c.now, access: f.access}, keys, l, nil)
 	}
 	var ln net.Listener
 	if err == nil {
