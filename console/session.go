@@ -286,7 +286,7 @@ func (c *Console) storeRefusal(r *http.Request, err error) *refusal {
 
 func crossSiteRefusal() *refusal {
 	return &refusal{status: http.StatusForbidden, code: codeCrossSite,
-		msg: "a page of another site may not use the console's session: open the console at its own address"}
+		msg: "a page of another site may not use the console's session: open the console at its own address (behind a proxy: pass the Host field through, and say whether it serves TLS: --secure-cookie)"}
 }
 
 // Sessions returns the number of live sessions, for tests and metrics.

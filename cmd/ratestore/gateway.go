@@ -142,13 +142,15 @@ that address, and no other, wait out the minute; wrong tokens are logged at
 most twice a minute per address. --tls-cert FILE and --tls-key FILE (PEM; both
 or neither) serve everything over TLS, with Strict-Transport-Security, and
 the session cookie is then Secure; behind a proxy that serves browsers over
-TLS, --secure-cookie makes it Secure. Behind a reverse proxy, --trusted-proxy
-CIDR (repeatable) names the proxies whose X-Forwarded-For is believed: a
-client's address, which wrong tokens are counted by and the logs name, is
-then the last entry not in those ranges; without it X-Forwarded-For is
-ignored, and every client of the proxy is the proxy's address. A warning is
-logged when the gateway listens beyond loopback, and another when the admin
-API and console are reachable there without TLS.
+TLS, --secure-cookie makes it Secure and tells the console that its pages'
+origin is https (the proxy must pass the Host field through: the console
+compares it with the Origin browsers send). Behind a reverse proxy,
+--trusted-proxy CIDR (repeatable) names the proxies whose X-Forwarded-For is
+believed: a client's address, which wrong tokens are counted by and the logs
+name, is then the last entry not in those ranges; without it
+X-Forwarded-For is ignored, and every client of the proxy is the proxy's
+address. A warning is logged when the gateway listens beyond loopback, and
+another when the admin API and console are reachable there without TLS.
 
 With --redis URL the keys and every limit are kept in that Redis (package
 redisstore; one node, not a cluster) instead of the database: several gateways
