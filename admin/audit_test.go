@@ -90,7 +90,8 @@ func newAuditEnv(t *testing.T) *auditEnv {
 	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	e.api, err = admin.New(admin.Options{Keys: e.keys, Audit: e.audit, Gateway: e.gw, Now: e.clock.Now, Log: log})
 	require.NoError(t, err)
-	e.console = console.New(console.Options{Token: auditToken, API: e.api, Now: e.clock.Now, Log: log})
+	e.console, err = console.New(console.Options{Token: auditToken, API: e.api, Now: e.clock.Now, Log: log})
+	require.NoError(t, err)
 	return e
 }
 
@@ -337,7 +338,8 @@ func TestAuditRefusedByConsole(t *testing.T) {
 		}
 		e.refused(c, "POST", "/admin/teams", `{"name":"t1","windows":[{"limit":5000,"window":"1h"}]}`, want)
 	}
-	ro := console.New(console.Options{Token: auditToken, API: e.api, Now: e.clock.Now, ReadOnly: true})
+	ro, err := console.New(console.Options{Token: auditToken, API: e.api, Now: e.clock.Now, ReadOnly: true})
+	require.NoError(t, err)
 	e.refused(caller{"read-only", "", func(method, path, body string) *httptest.ResponseRecorder {
 		r := request(method, path, body)
 		r.Header.Set("Authorization", "Bearer "+auditToken)

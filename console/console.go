@@ -8,46 +8,63 @@
 //
 // A browser cannot be trusted to keep the admin token: a page that kept it
 // (in storage, in a URL) would hand it to anything that reads the page. So
-// the token is sent once, to POST /admin/session, and exchanged for a
-// session cookie the page's scripts cannot read (HttpOnly), that no other
-// site's page makes the browser send (SameSite=Strict), that only travels
-// over TLS when the console is served over TLS (Secure), and that expires.
-// Each session also has a CSRF token, which the page sends in a header with
-// every change: a cookie is sent by the browser on its own, a header only
-// by the page. The server keeps only the SHA-256 of each cookie, in
-// memory: a restart signs everyone out, and nothing on disk is a
-// credential.
+// the token is sent once, to POST /admin/session, as JSON, and exchanged
+// for a session cookie the page's scripts cannot read (HttpOnly), that no
+// other site's page makes the browser send (SameSite=Strict), that only
+// travels over TLS when the console is served over TLS or behind a TLS
+// proxy (Secure, Options.SecureCookie), and that expires. Each session also
+// has a CSRF token, which the page sends in a header with every change: a
+// cookie is sent by the browser on its own, a header only by the page. A
+// request that carries the cookie from a page of another origin (by the
+// Sec-Fetch-Site and Origin the browser writes) is refused, reads
+// included, so that no other site's page has the browser fetch the
+// operator's data or guess a token in its name.
+//
+// Sessions are kept by the SHA-256 of their cookie, in the gateway's store
+// (Options.Sessions, see Sessions): a restart keeps them, the gateways of
+// one Redis share them, and nothing stored is a credential. A Console
+// without a store (the read-only console command's) keeps them in memory.
 //
 // The routes of the console itself:
 //
 //	GET    /admin          -> 301 /admin/
 //	GET    /admin/         the page (index.html); it shows the sign-in form until signed in
 //	GET    /admin/assets/F the page's scripts, styles and images, built into the binary
-//	POST   /admin/session  {"token"} -> 200 Session, and the cookie
+//	POST   /admin/session  {"token"} (application/json only, else 415) -> 200 Session, and the cookie
 //	GET    /admin/session  -> 200 Session for a live session, else 401 no_session
 //	DELETE /admin/session  (X-CSRF-Token) -> 204; the session forgotten, the cookie expired
 //
 // Every other path under /admin/ is the admin API's (Options.API), and
 // /metrics is Options.Metrics: a request may have them with the admin
-// token as a bearer token, as scripts do, or with a live session cookie,
-// plus the CSRF token for anything but GET and HEAD. The API learns who
-// made each call (admin.WithActor) for its audit log.
+// token as a bearer token, as scripts do (and the browser checks above do
+// not apply), or with a live session cookie, plus the CSRF token for
+// anything but GET and HEAD. The API learns who made each call
+// (admin.WithActor) and from which address (admin.WithClient).
 //
-// Wrong tokens are slowed down: after MaxFailures wrong tokens from one
-// address within FailureWindow, or MaxGlobalFailures from all, further
-// attempts get 429 until the oldest of them is a FailureWindow old. A
-// right token is refused too while its address is slowed down, or the
-// answer would tell a guesser which guess was right.
+// That address is the peer's, or behind the proxies of
+// Options.TrustedProxies the one their X-Forwarded-For names (see
+// Console.client). Wrong tokens are counted by it (an IPv6 host by its
+// /64): after MaxFailures wrong tokens from one address within
+// FailureWindow, further attempts from that address get 429 until the
+// oldest of them is a FailureWindow old. A right token is refused too
+// while its address is slowed down, or the answer would tell a guesser
+// which guess was right; other addresses are not slowed down, whatever
+// one does. See throttle for what bounds the memory of the counts, and
+// the log of wrong tokens: a line per address per minute at most, never
+// the token. The admin token must be MinTokenLength bytes at least.
 package console
 
 import (
 	"cmp"
-	"container/list"
+	"context"
 	"crypto/sha256"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ratestore/ratestore/admin"
@@ -59,15 +76,17 @@ const (
 	// that an operator signs in once a day and a stolen cookie is not good
 	// for long.
 	DefaultSessionTTL = 12 * time.Hour
-	// DefaultMaxSessions bounds the sessions kept in memory; the oldest is
+	// DefaultMaxSessions bounds the sessions kept; the oldest is
 	// forgotten to make room.
 	DefaultMaxSessions = 10_000
 
-	// MaxFailures wrong tokens from one address in FailureWindow, or
-	// MaxGlobalFailures from all, and the next attempts get 429.
-	MaxFailures       = 5
-	MaxGlobalFailures = 50
-	FailureWindow     = time.Minute
+	// MaxFailures wrong tokens from one address in FailureWindow, and the
+	// next attempts from that address get 429.
+	MaxFailures   = 5
+	FailureWindow = time.Minute
+	// DefaultMaxAddresses bounds the addresses whose wrong tokens are
+	// counted at once (see throttle): a few hundred bytes each.
+	DefaultMaxAddresses = 10_000
 
 	// CookieName is the session cookie's name; its path is /admin, so that
 	// the browser sends it to the admin routes only.
@@ -81,27 +100,43 @@ const (
 // hundred bytes.
 const DefaultBodyTimeout = 10 * time.Second
 
+// hsts is the Strict-Transport-Security of the answers over TLS: a year,
+// for this host only (its domain's other hosts are not the gateway's to
+// decide for).
+const hsts = "max-age=31536000"
+
 // Options configures a Console.
 type Options struct {
-	// Token is the admin token. TokenHash, its SHA-256, may be given
-	// instead, so that the caller need not keep the token itself. A
-	// Console with neither refuses every token.
-	Token     string
-	TokenHash [sha256.Size]byte
+	// Token is the admin token: MinTokenLength bytes at least.
+	Token string
 	// SessionTTL is how long a session lasts from its sign-in; 0 means
 	// DefaultSessionTTL.
 	SessionTTL time.Duration
 	// MaxSessions bounds the live sessions; 0 means DefaultMaxSessions.
 	MaxSessions int
+	// Sessions is the store the sessions are kept in (StoreSessions); nil
+	// keeps them in memory, forgotten by a restart.
+	Sessions *Sessions
 	// ReadOnly serves a console that can look and not change: every
-	// request but GET and HEAD that Authorize is asked about gets 403
-	// read_only, and Session says so, for the page to hide its buttons.
+	// request but GET and HEAD to the admin API gets 403 read_only, and
+	// Session says so, for the page to hide its buttons.
 	ReadOnly bool
+	// TrustedProxies are the proxies in front of the console whose
+	// X-Forwarded-For is believed (see Console.client); none: it is
+	// ignored, and a request comes from its peer.
+	TrustedProxies []netip.Prefix
+	// SecureCookie marks the session cookie Secure, and takes the
+	// console's origin for https, when this server sees plain HTTP behind
+	// a proxy that serves the browser over TLS. Over TLS it is so anyway.
+	SecureCookie bool
+	// MaxAddresses bounds the addresses whose wrong tokens are counted at
+	// once; 0 means DefaultMaxAddresses.
+	MaxAddresses int
 	// Now is the clock of sessions and of the slow-down; nil means
 	// time.Now.
 	Now func() time.Time
-	// Log receives a line per sign-in, sign-out and refused token (never
-	// the token, nor the cookie); nil discards them.
+	// Log receives a line per sign-in and sign-out, and the summary of
+	// wrong tokens (never the token, nor the cookie); nil discards them.
 	Log *slog.Logger
 
 	// BodyTimeout bounds the wait for a sign-in's body; 0 means
@@ -121,46 +156,51 @@ type Options struct {
 // Console serves the console's page and sessions, and authorizes the
 // requests of the admin API. It is safe for concurrent use.
 type Console struct {
-	hash        [sha256.Size]byte // the admin token's SHA-256; zero: none
-	ttl         time.Duration
-	max         int
-	readOnly    bool
-	now         func() time.Time
-	log         *slog.Logger
-	assets      map[string]*asset // by name under assets/
-	index       *asset
-	api         http.Handler
-	metrics     http.Handler
-	next        http.Handler
-	bodyTimeout time.Duration
+	hash         [sha256.Size]byte // the admin token's SHA-256
+	ttl          time.Duration
+	readOnly     bool
+	trusted      []netip.Prefix
+	secureCookie bool
+	now          func() time.Time
+	log          *slog.Logger
+	assets       map[string]*asset // by name under assets/
+	index        *asset
+	api          http.Handler
+	metrics      http.Handler
+	next         http.Handler
+	bodyTimeout  time.Duration
 
-	mu       sync.Mutex
-	sessions map[[sha256.Size]byte]*list.Element // by the cookie's SHA-256; values *session
-	order    *list.List                          // of *session, oldest first
+	store     sessionStore
+	nextSweep atomic.Int64 // Unix ns of the next sweep of expired sessions
 
 	failMu sync.Mutex
 	fails  throttle
 }
 
-// New returns a Console configured by opts.
-func New(opts Options) *Console {
-	c := &Console{
-		hash:        opts.TokenHash,
-		ttl:         cmp.Or(opts.SessionTTL, DefaultSessionTTL),
-		max:         cmp.Or(opts.MaxSessions, DefaultMaxSessions),
-		readOnly:    opts.ReadOnly,
-		now:         opts.Now,
-		log:         opts.Log,
-		sessions:    make(map[[sha256.Size]byte]*list.Element),
-		order:       list.New(),
-		fails:       throttle{byAddr: make(map[string][]time.Time)},
-		api:         opts.API,
-		metrics:     opts.Metrics,
-		next:        opts.Next,
-		bodyTimeout: cmp.Or(opts.BodyTimeout, DefaultBodyTimeout),
+// New returns a Console configured by opts. It fails when the admin
+// token is too short (ErrWeakToken).
+func New(opts Options) (*Console, error) {
+	if err := CheckToken(opts.Token); err != nil {
+		return nil, fmt.Errorf("console: %w", err)
 	}
-	if opts.Token != "" {
-		c.hash = sha256.Sum256([]byte(opts.Token))
+	c := &Console{
+		hash:         sha256.Sum256([]byte(opts.Token)),
+		ttl:          cmp.Or(opts.SessionTTL, DefaultSessionTTL),
+		readOnly:     opts.ReadOnly,
+		trusted:      prefixes(opts.TrustedProxies),
+		secureCookie: opts.SecureCookie,
+		now:          opts.Now,
+		log:          opts.Log,
+		fails:        newThrottle(cmp.Or(opts.MaxAddresses, DefaultMaxAddresses)),
+		api:          opts.API,
+		metrics:      opts.Metrics,
+		next:         opts.Next,
+		bodyTimeout:  cmp.Or(opts.BodyTimeout, DefaultBodyTimeout),
+	}
+	maxSessions := cmp.Or(opts.MaxSessions, DefaultMaxSessions)
+	c.store = newMemorySessions(maxSessions)
+	if opts.Sessions != nil {
+		c.store = &storeSessions{Sessions: opts.Sessions, max: maxSessions}
 	}
 	if c.now == nil {
 		c.now = time.Now
@@ -170,7 +210,23 @@ func New(opts Options) *Console {
 	}
 	c.assets = loadAssets()
 	c.index = c.assets["index.html"]
-	return c
+	return c, nil
+}
+
+// prefixes returns ps masked (10.1.2.3/8 is 10.0.0.0/8), IPv4-mapped IPv6
+// ranges as IPv4, the invalid left out.
+func prefixes(ps []netip.Prefix) []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range ps {
+		if !p.IsValid() {
+			continue
+		}
+		if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
+			p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+		}
+		out = append(out, p.Masked())
+	}
+	return out
 }
 
 // Handles reports whether the path of a request is the console's own
@@ -188,8 +244,12 @@ func Operator(path string) bool {
 
 // ServeHTTP serves a request: the console's own routes (see Handles), the
 // admin API and the metrics to those who may have them, and every other
-// request to Options.Next.
+// request to Options.Next. Every answer over TLS has
+// Strict-Transport-Security.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.TLS != nil {
+		w.Header().Set("Strict-Transport-Security", hsts)
+	}
 	switch p := r.URL.Path; {
 	case Handles(p):
 		c.serveOwn(w, r)
@@ -203,7 +263,8 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // serveGuarded serves the admin API or the metrics to a request that may
-// have them (authorize), with its actor, and refuses the others.
+// have them (authorize), with its actor and client address, and refuses
+// the others.
 func (c *Console) serveGuarded(w http.ResponseWriter, r *http.Request) {
 	h := c.api
 	if r.URL.Path == "/metrics" {
@@ -213,16 +274,18 @@ func (c *Console) serveGuarded(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, typeInvalid, "not_found", "no such path")
 		return
 	}
-	actor, ok, status, code, msg := c.authorize(r)
-	if !ok {
-		if status == http.StatusTooManyRequests {
-			writeRetry(w, c.RetryAfter(r))
-			return
-		}
-		writeError(w, status, ErrorType(status), code, msg)
+	client := c.client(r)
+	actor, ref := c.authorize(r, client)
+	if ref != nil {
+		ref.write(w)
 		return
 	}
-	h.ServeHTTP(w, r.WithContext(admin.WithActor(r.Context(), actor)))
+	h.ServeHTTP(w, r.WithContext(withCaller(r.Context(), actor, client)))
+}
+
+// withCaller returns ctx for a call of the admin API by actor from client.
+func withCaller(ctx context.Context, actor string, client netip.Addr) context.Context {
+	return admin.WithClient(admin.WithActor(ctx, actor), client)
 }
 
 // serveOwn serves the console's own routes: the page, its assets and the
@@ -240,7 +303,7 @@ func (c *Console) serveOwn(w http.ResponseWriter, r *http.Request) {
 	}
 	switch p := r.URL.Path; {
 	case p == "/admin/session":
-		c.serveSession(w, r)
+		c.serveSession(w, r, c.client(r))
 	case p == "/admin":
 		if !readMethod(w, r) {
 			return

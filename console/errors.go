@@ -11,10 +11,9 @@ import (
 // The error types of the console's answers, the gateway's (package
 // apierror).
 const (
-	typeAuth       = apierror.Auth
-	typePermission = apierror.Permission
-	typeRate       = apierror.Rate
-	typeInvalid    = apierror.Invalid
+	typeAuth    = apierror.Auth
+	typeRate    = apierror.Rate
+	typeInvalid = apierror.Invalid
 )
 
 // ErrorType is the error type of an answer of status, as the gateway's

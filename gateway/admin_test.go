@@ -21,7 +21,7 @@ import (
 )
 
 // adminToken is the admin token of the tests' gateways.
-const adminToken = "test-admin-token"
+const adminToken = "test-admin-token-0123456789abcdef"
 
 // newAdminEnv is an env whose gateway has the admin API open with
 // adminToken.
@@ -45,6 +45,9 @@ func (e *env) admin(method, path, token string, body any) (*http.Response, []byt
 	}
 	req, err := http.NewRequest(method, e.srv.URL+path, rd)
 	require.NoError(e.t, err)
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}

@@ -349,7 +349,7 @@ func TestAdversarialModels(t *testing.T) {
 // (invalid_model), the metrics, scraped with the admin token, stay under
 // 1 MB, hold none of the names, and label every model "other".
 func TestAdversarialMetricsCardinality(t *testing.T) {
-	const token = "admin-token-for-metrics"
+	const token = "admin-token-for-metrics-0123456789"
 	a := newAdversaryOp(t, Options{}, operator{token: token})
 	k := a.attacker("any model", keystore.Policy{Windows: []keystore.Window{{Limit: 1e12, Window: 5 * time.Hour}}})
 	name := func(i, size int) string {

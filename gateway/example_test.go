@@ -106,6 +106,12 @@ func ExampleNew_redis() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	operator := console.New(console.Options{Token: os.Getenv("RATESTORE_ADMIN_TOKEN"), API: api, Metrics: g.Metrics(), Next: g})
+	// The console's sessions are kept in the Redis too: signed in at one
+	// gateway, an operator is signed in at all.
+	operator, err := console.New(console.Options{Token: os.Getenv("RATESTORE_ADMIN_TOKEN"), Sessions: console.StoreSessions(rdb),
+		API: api, Metrics: g.Metrics(), Next: g})
+	if err != nil {
+		log.Fatal(err) // an admin token shorter than 32 bytes
+	}
 	log.Fatal(http.ListenAndServe("127.0.0.1:8080", operator))
 }

@@ -807,16 +807,18 @@ func newEnvOp(t testing.TB, opts Options, dbOpts ratestore.Options, op operator)
 
 // backend is the env's store, through the backend contract.
 type backend struct {
-	gateway func(Options) (*Gateway, error)
-	keys    func() (*keystore.Store, error)
-	stats   bool // it keeps statistics (promstats.Source), which /metrics shows
+	gateway  func(Options) (*Gateway, error)
+	keys     func() (*keystore.Store, error)
+	sessions *console.Sessions // the console's, kept in the store as the gateway command keeps them
+	stats    bool              // it keeps statistics (promstats.Source), which /metrics shows
 }
 
 func backendOf[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore.Store[L, B]) backend {
 	return backend{
-		gateway: func(o Options) (*Gateway, error) { return New(db, o) },
-		keys:    func() (*keystore.Store, error) { return keystore.Open(db, keystore.Options{}) },
-		stats:   isSource(db),
+		gateway:  func(o Options) (*Gateway, error) { return New(db, o) },
+		keys:     func() (*keystore.Store, error) { return keystore.Open(db, keystore.Options{}) },
+		sessions: console.StoreSessions(db),
+		stats:    isSource(db),
 	}
 }
 
@@ -855,6 +857,9 @@ func (e *env) serve() {
 func (e *env) newConsole(op operator) *console.Console {
 	aopts := admin.Options{Keys: e.ks, Ledger: e.gw.Ledger(), Now: e.clock.Now, BodyTimeout: op.bodyTimeout, Log: op.log}
 	copts := console.Options{Token: op.token, SessionTTL: op.ttl, ReadOnly: op.readOnly, Now: e.clock.Now, Log: op.log, BodyTimeout: op.bodyTimeout}
+	if !op.readOnly {
+		copts.Sessions = e.be.sessions // the console command's, read-only, keeps them in memory
+	}
 	if !op.alone {
 		aopts.Gateway = e.gw
 		copts.Metrics = e.gw.Metrics()
@@ -863,7 +868,9 @@ func (e *env) newConsole(op operator) *console.Console {
 	api, err := admin.New(aopts)
 	require.NoError(e.t, err)
 	copts.API = api
-	return console.New(copts)
+	c, err := console.New(copts)
+	require.NoError(e.t, err)
+	return c
 }
 
 // key creates a key of limit tokens and returns it with its secret.

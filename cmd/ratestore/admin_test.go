@@ -20,7 +20,7 @@ import (
 )
 
 // testAdminToken is the admin token of the tests' gateways.
-const testAdminToken = "cli-test-admin-token"
+const testAdminToken = "cli-test-admin-token-0123456789abcdef"
 
 // adminGateway is a gateway with its admin API open, served over loopback
 // on the env's database (which it holds, as the gateway command does), in

@@ -35,6 +35,11 @@ be closed: a running gateway holds it, and has a console of its own at /admin/
 (any command) before the console can read it. With --redis URL it reads the key store and
 ledger of the gateways started with --redis URL instead, while they run.
 
+The admin token must be 32 bytes at least (make one with: openssl rand -hex
+32). Sessions are kept in memory, so that nothing is written: a restart
+signs out. Sign-in, the slow-down of wrong tokens, --trusted-proxy and
+--secure-cookie are as the gateway's (see ratestore help gateway).
+
 It listens on ` + defaultConsoleListen + ` unless told otherwise: loopback only.
 --tls-cert and --tls-key serve it over TLS; beyond loopback without them, a
 warning is logged. SIGINT or SIGTERM stops it.`
@@ -46,6 +51,7 @@ type consoleFlags struct {
 	adminTokenFile string
 	tlsCert        string
 	tlsKey         string
+	access         accessFlags
 }
 
 // consoleOut is what the console command prints once it listens.
@@ -69,6 +75,7 @@ func consoleCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 	fs.StringVar(&f.redisURL, "redis", "", "read the key store and ledger in the Redis at this `URL` (that of gateways started with --redis) instead of the database")
 	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "the `file` that holds the admin token to sign in with (default $"+adminTokenEnv+"); required")
 	tlsFlagSet(fs, &f.tlsCert, &f.tlsKey)
+	accessFlagSet(fs, &f.access)
 	return func([]string) error { return c.runConsole(f) }
 }
 
@@ -88,6 +95,9 @@ func (c *cli) runConsole(f *consoleFlags) error {
 	case token == "":
 		return usagef(cmd, "%s: no admin token: set $%s or give --admin-token-file; the console's sign-in asks for it", cmd, adminTokenEnv)
 	}
+	if err := checkAdminToken(cmd, f.adminTokenFile, token); err != nil {
+		return err
+	}
 	log := c.logger()
 	st, err := c.consoleStore(cmd, f.redisURL, log)
 	if err != nil {
@@ -100,7 +110,8 @@ func (c *cli) runConsole(f *consoleFlags) error {
 	}
 	var h http.Handler
 	if err == nil {
-		h, err = operatorSurface(consoleConfig{token: token, readOnly: true, log: log, now: c.now, audit: alog}, keys, l, nil)
+		// Sessions in memory: the console writes nothing.
+		h, err = operatorSurface(consoleConfig{token: token, readOnly: true, log: log, now: c.now, access: f.access, audit: alog}, keys, l, nil)
 	}
 	var ln net.Listener
 	if err == nil {

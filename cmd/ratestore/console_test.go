@@ -53,7 +53,8 @@ func (e *env) startCommand(args ...string) *gatewayRun {
 }
 
 // consoleCall sends a request to a console or gateway at base with the
-// session cookie and CSRF token given ("" for none), through client.
+// session cookie and CSRF token given ("" for none), through client; a
+// body is JSON.
 func consoleCall(t *testing.T, client *http.Client, method, url, body, cookie, csrf string) (*http.Response, string) {
 	t.Helper()
 	var rd io.Reader
@@ -62,6 +63,9 @@ func consoleCall(t *testing.T, client *http.Client, method, url, body, cookie, c
 	}
 	req, err := http.NewRequest(method, url, rd)
 	require.NoError(t, err)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if cookie != "" {
 		req.AddCookie(&http.Cookie{Name: console.CookieName, Value: cookie})
 	}
@@ -217,6 +221,9 @@ func TestServeTLS(t *testing.T) {
 	require.True(t, ck.HttpOnly)
 	resp, body := consoleCall(t, client, "GET", base+"/admin/live", "", ck.Value, "")
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	require.Equal(t, "max-age=31536000", resp.Header.Get("Strict-Transport-Security"))
+	resp, _ = consoleCall(t, client, "GET", base+"/v1/models", "", "", "")
+	require.Equal(t, "max-age=31536000", resp.Header.Get("Strict-Transport-Security"), "the proxy's answers too")
 	resp, _ = consoleCall(t, http.DefaultClient, "GET", "http://127.0.0.1:"+port+"/admin/", "", "", "")
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "plain http to the TLS port")
 	require.Equal(t, exitOK, g.stop())

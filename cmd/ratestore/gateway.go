@@ -21,6 +21,7 @@ import (
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/alert"
 	"github.com/ratestore/ratestore/audit"
+	"github.com/ratestore/ratestore/console"
 	"github.com/ratestore/ratestore/gateway"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/ledger"
@@ -129,18 +130,31 @@ Unknown keys (401) and disabled or expired ones (403) are refused still:
 shadow mode tries out limits, not who may call.
 
 The admin API (under /admin/) and /metrics answer requests that bear the admin
-token, from $` + adminTokenEnv + ` or the file --admin-token-file names;
-without one they answer 404. With one, the operator's console is at /admin/
-(open http://127.0.0.1:8080/admin/ in a browser and sign in with the admin
-token): keys, teams, spend, requests and live traffic, on a session cookie
-that lasts 12 hours. --tls-cert FILE and --tls-key FILE (PEM; both or
-neither) serve everything over TLS, and the session cookie is then Secure. A
-warning is logged when the gateway listens beyond loopback, and another when
-the admin API and console are reachable there without TLS. Every change made
-through the admin API or the console is recorded in an audit log in the
-database (who, what, each field from and to; never a secret), which GET
-/admin/audit and the audit command read, kept for --audit-retention (a Go
-duration or days, 400d by default).
+token, from $` + adminTokenEnv + ` or the file --admin-token-file names: 32
+bytes at least (make one with: openssl rand -hex 32); without one they answer
+404. With one, the operator's console is at /admin/ (open
+http://127.0.0.1:8080/admin/ in a browser and sign in with the admin token):
+keys, teams, spend, requests and live traffic, on a session cookie that lasts
+12 hours. Sessions are kept in the database (or the Redis), by a hash of the
+cookie: a restart keeps them, and gateways on one Redis share them, a
+sign-out at one ending the session at all. A page of another site cannot use
+the session, reads included. 5 wrong tokens in a minute from one address make
+that address, and no other, wait out the minute; wrong tokens are logged at
+most twice a minute per address. --tls-cert FILE and --tls-key FILE (PEM; both
+or neither) serve everything over TLS, with Strict-Transport-Security, and
+the session cookie is then Secure; behind a proxy that serves browsers over
+TLS, --secure-cookie makes it Secure and tells the console that its pages'
+origin is https (the proxy must pass the Host field through: the console
+compares it with the Origin browsers send). Behind a reverse proxy,
+--trusted-proxy CIDR (repeatable) names the proxies whose X-Forwarded-For is
+believed: a client's address, which wrong tokens are counted by and the logs
+name, is then the last entry not in those ranges; without it
+X-Forwarded-For is ignored, and every client of the proxy is the proxy's
+address. A warning is logged when the gateway listens beyond loopback, and
+another when the admin API and console are reachable there without TLS. Every change made through the admin API or the
+console is recorded in an audit log in the database (who, what, each field
+from and to; never a secret), which GET /admin/audit and the audit command
+read, kept for --audit-retention (a Go duration or days, 400d by default).
 
 With --redis URL the keys and every limit are kept in that Redis (package
 redisstore; one node, not a cluster) instead of the database: several gateways
@@ -275,6 +289,7 @@ type gatewayFlags struct {
 	tlsCert        string        // --tls-cert
 	tlsKey         string        // --tls-key
 	auditRetention time.Duration // --audit-retention
+	access         accessFlags   // --trusted-proxy, --secure-cookie
 }
 
 // gatewayFlagSet registers the gateway command's flags on fs and returns
@@ -315,6 +330,7 @@ func gatewayFlagSet(fs *flag.FlagSet) *gatewayFlags {
 	fs.StringVar(&f.unpriced, "unpriced", "refuse", "what a model with no price costs a key with a budget: refuse (403), zero ($0, logged), or default (--default-price-file)")
 	fs.StringVar(&f.defaultPrice, "default-price-file", "", "a price `file` in LiteLLM's format with one entry: the price of unpriced models with --unpriced default")
 	tlsFlagSet(fs, &f.tlsCert, &f.tlsKey)
+	accessFlagSet(fs, &f.access)
 	ledgerFlagSet(fs, f)
 	auditRetentionFlag(fs, &f.auditRetention)
 	return f
@@ -468,7 +484,7 @@ func (c *cli) runGateway(f *gatewayFlags) error {
 	}
 	var h http.Handler = g
 	if err == nil && token != "" {
-		h, err = operatorSurface(consoleConfig{token: token, log: log, now: c.now, bodyTimeout: noBound(f.bodyTimeout), audit: alog}, g.Keys(), g.Ledger(), g)
+		h, err = operatorSurface(consoleConfig{token: token, log: log, now: c.now, bodyTimeout: noBound(f.bodyTimeout), access: f.access, sessions: st.sessions, audit: alog}, g.Keys(), g.Ledger(), g)
 	}
 	var ln net.Listener
 	if err == nil {
@@ -609,6 +625,11 @@ func (f *gatewayFlags) options(cmd string, urls map[string]*url.URL, dur ratesto
 	token, err := adminToken(f.adminTokenFile)
 	if err != nil {
 		return opts, out, "", fmt.Errorf("%s: %w", cmd, err)
+	}
+	if token != "" {
+		if err := checkAdminToken(cmd, f.adminTokenFile, token); err != nil {
+			return opts, out, "", err
+		}
 	}
 	out.Admin = token != ""
 	return opts, out, token, nil
@@ -754,6 +775,7 @@ type servingStore struct {
 	operator   func() (*keystore.Store, *ledger.Ledger, error) // the keys, and the ledger read only
 	audit      func(audit.Options) (*audit.Log, error)
 	server     func(server.Options) *server.Server
+	sessions   *console.Sessions // the console's sessions, kept in the store
 	close      func() error
 	created    []string // the paths opening the database created
 	redis      string   // where it is, for the start line: the Redis URL, redacted
@@ -772,9 +794,10 @@ func serving[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore.S
 			l, err := ledger.Open(db, ledger.Options{ReadOnly: true})
 			return ks, l, err
 		},
-		audit:  func(o audit.Options) (*audit.Log, error) { return audit.Open(db, o) },
-		server: func(o server.Options) *server.Server { return server.New(db, o) },
-		close:  db.Close,
+		audit:    func(o audit.Options) (*audit.Log, error) { return audit.Open(db, o) },
+		server:   func(o server.Options) *server.Server { return server.New(db, o) },
+		sessions: console.StoreSessions(db),
+		close:    db.Close,
 	}
 }
 

@@ -468,7 +468,7 @@ func TestGatewayShadowAdmin(t *testing.T) {
 	defer up.Close()
 	e := newEnv(t)
 	created := jsonOf[admin.Created](e, "keys", "create", "--name", "gw", "--limit", "20")
-	t.Setenv(adminTokenEnv, "admin-token-from-env-0123456789")
+	t.Setenv(adminTokenEnv, "admin-token-from-env-0123456789ab")
 	g := e.startGateway("--upstream", up.URL, "--shadow")
 	require.True(t, g.out.Shadow)
 	require.True(t, g.out.Admin)
@@ -543,7 +543,7 @@ func TestGatewayRedis(t *testing.T) {
 		io.WriteString(w, `{"id":"msg_1","type":"message","usage":{"input_tokens":7,"output_tokens":5}}`)
 	}))
 	defer up.Close()
-	t.Setenv(adminTokenEnv, "admin-token-0123456789")
+	t.Setenv(adminTokenEnv, "admin-token-0123456789abcdef012345")
 	e := newEnv(t)
 	url := "redis://:pass%40word@" + srv.Addr + "/0"
 	a := e.startGateway("--upstream", up.URL, "--redis", url)
@@ -555,7 +555,7 @@ func TestGatewayRedis(t *testing.T) {
 		resp, got := send(t, method, "http://"+g.out.Listen+path, body, auth)
 		return resp.StatusCode, []byte(got)
 	}
-	code, body := call(a, "POST", "/admin/keys", "admin-token-0123456789", `{"name":"shared","windows":[{"limit":1000,"window":"5h"}]}`)
+	code, body := call(a, "POST", "/admin/keys", "admin-token-0123456789abcdef012345", `{"name":"shared","windows":[{"limit":1000,"window":"5h"}]}`)
 	require.Equal(t, http.StatusCreated, code, string(body))
 	var created admin.Created
 	require.NoError(t, json.Unmarshal(body, &created))
@@ -563,7 +563,7 @@ func TestGatewayRedis(t *testing.T) {
 	code, body = call(b, "POST", "/v1/messages", created.Secret, `{"model":"claude-x","max_tokens":10}`)
 	require.Equal(t, http.StatusOK, code, string(body))
 	require.Equal(t, exitOK, b.stop(), "b stops once the request has charged its usage")
-	code, body = call(a, "GET", "/admin/keys/"+created.Key.ID, "admin-token-0123456789", "")
+	code, body = call(a, "GET", "/admin/keys/"+created.Key.ID, "admin-token-0123456789abcdef012345", "")
 	require.Equal(t, http.StatusOK, code, string(body))
 	var k admin.Key
 	require.NoError(t, json.Unmarshal(body, &k))

@@ -150,7 +150,11 @@ func (e *env) operator(keys *keystore.Store, l *ledger.Ledger, gw *gateway.Gatew
 		e.t.Fatal(err)
 	}
 	copts.API = api
-	return console.New(copts)
+	c, err := console.New(copts)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return c
 }
 
 func (e *env) logger() *slog.Logger {
