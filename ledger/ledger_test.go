@@ -45,6 +45,7 @@ type env struct {
 	path  string
 	clock *fakeclock.Clock
 	srv   *redistest.Server
+	reads *reads // what the ledger reads of its store, when counted
 	led   *ledger.Ledger
 	// Bound to the open database:
 	record func(e ledger.Entry) ledger.Entry
@@ -54,10 +55,17 @@ type env struct {
 	closeDB   func() error
 }
 
-func forEach(t *testing.T, f func(t *testing.T, e *env)) {
+func forEach(t *testing.T, f func(t *testing.T, e *env)) { forModes(t, false, f) }
+
+// forModes runs f in every mode, with the ledger's reads counted in
+// e.reads if counting.
+func forModes(t *testing.T, counting bool, f func(t *testing.T, e *env)) {
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			e := &env{t: t, m: m, path: filepath.Join(t.TempDir(), "l.db"), clock: fakeclock.New(t0)}
+			if counting {
+				e.reads = &reads{}
+			}
 			e.open(ledger.Options{})
 			t.Cleanup(func() { e.close() })
 			f(t, e)
@@ -73,12 +81,12 @@ func (e *env) open(opts ledger.Options) {
 		}
 		db, err := redisstore.Open(ctx, e.srv.URL(), redisstore.Options{Now: e.clock.Now, Timeout: 10 * time.Second})
 		require.NoError(e.t, err)
-		bind(e, db, opts)
+		bind(e, count(db, e.reads), opts)
 		return
 	}
 	db, err := ratestore.Open(e.path, ratestore.Options{Backend: e.m.backend, Durability: e.m.durability, FlushInterval: time.Hour, Now: e.clock.Now})
 	require.NoError(e.t, err)
-	bind(e, db, opts)
+	bind(e, count(db, e.reads), opts)
 }
 
 func bind[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](e *env, db ratestore.Store[L, B], opts ledger.Options) {

@@ -26,6 +26,10 @@ func (l *Ledger) Requests(ctx context.Context, q RequestQuery) (Page, error) {
 	if err != nil {
 		return Page{}, err
 	}
+	ds, err := l.entryDays(ctx, dayOf(q.From), dayOf(q.To.Add(-time.Millisecond)), true)
+	if err != nil {
+		return Page{}, err
+	}
 	for try := 0; ; try++ {
 		sel := &selection{q: q, after: after}
 		for i, s := range []string{q.Key, q.Team, q.Model} {
@@ -33,7 +37,7 @@ func (l *Ledger) Requests(ctx context.Context, q RequestQuery) (Page, error) {
 				sel.want[i] = appendString(nil, s)
 			}
 		}
-		for _, d := range days(dayOf(q.From), dayOf(q.To.Add(-time.Millisecond)), true) {
+		for _, d := range ds {
 			if err := l.selectDay(ctx, d, sel); err != nil {
 				return Page{}, err
 			}

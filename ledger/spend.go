@@ -1,9 +1,11 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
 	"slices"
 	"strings"
@@ -35,33 +37,35 @@ func (l *Ledger) Spend(ctx context.Context, q SpendQuery) (Spend, error) {
 	return a.result(), nil
 }
 
-// normalizeSpend checks q and rounds its range out to whole days (hours).
+// normalizeSpend checks q and rounds its range out to whole days (hours):
+// at most maxDays long, reaching at most a day past now.
 func (l *Ledger) normalizeSpend(q SpendQuery) (SpendQuery, error) {
 	unit := 24 * time.Hour
 	seen := map[string]bool{}
 	for _, by := range q.GroupBy {
 		switch {
 		case !slices.Contains([]string{ByKey, ByTeam, ByModel, ByDay, ByHour}, by):
-			return q, fmt.Errorf("ledger: group by %.40q: want key, team, model, day or hour: %w", by, ErrInvalid)
+			return q, &QueryError{Param: "group_by", Msg: fmt.Sprintf("%.40q: want key, team, model, day or hour", by)}
 		case seen[by]:
-			return q, fmt.Errorf("ledger: group by %q twice: %w", by, ErrInvalid)
+			return q, &QueryError{Param: "group_by", Msg: fmt.Sprintf("%q given twice", by)}
 		}
 		seen[by] = true
 	}
 	if seen[ByDay] && seen[ByHour] {
-		return q, fmt.Errorf("ledger: group by day and hour: choose one: %w", ErrInvalid)
+		return q, &QueryError{Param: "group_by", Msg: "day and hour: choose one"}
 	}
 	if seen[ByHour] {
 		unit = time.Hour
 	}
+	now := l.st.now()
 	if q.To.IsZero() {
-		q.To = l.st.now().Add(time.Nanosecond) // now included
+		q.To = now.Add(time.Nanosecond) // now included
 	}
 	if q.From.IsZero() {
 		q.From = q.To.Add(-30 * 24 * time.Hour)
 	}
-	if !q.From.Before(q.To) {
-		return q, fmt.Errorf("ledger: from %s is not before to %s: %w", q.From.Format(time.RFC3339), q.To.Format(time.RFC3339), ErrInvalid)
+	if err := cmp.Or(checkTo(q.To, now), checkOrder(q.From, q.To)); err != nil {
+		return q, err
 	}
 	q.From = q.From.UTC().Truncate(unit)
 	if to := q.To.UTC().Truncate(unit); to.Equal(q.To) {
@@ -70,13 +74,15 @@ func (l *Ledger) normalizeSpend(q SpendQuery) (SpendQuery, error) {
 		q.To = to.Add(unit)
 	}
 	if q.To.Sub(q.From) > maxDays*24*time.Hour {
-		return q, fmt.Errorf("ledger: a range of %v: want at most %d days: %w", q.To.Sub(q.From), maxDays, ErrInvalid)
+		return q, &QueryError{Param: "from", Msg: fmt.Sprintf("%s: a range of %d days to %s: want at most %d days",
+			q.From.Format(time.RFC3339), q.To.Sub(q.From)/(24*time.Hour), q.To.Format(time.RFC3339), maxDays)}
 	}
 	return q, nil
 }
 
-// spendFromRollups adds up the rollups of q's days: a key's (or team's)
-// by direct reads of each writer's, all keys' by a scan of the day.
+// spendFromRollups adds up the rollups of q's days that have writers: a
+// key's (or team's) by direct reads of each writer's, all keys' from the
+// days' summaries (spendOfDays).
 func (l *Ledger) spendFromRollups(ctx context.Context, a *aggregator) error {
 	q := a.q
 	first, last := dayOf(q.From), dayOf(q.To.Add(-time.Nanosecond))
@@ -85,36 +91,43 @@ func (l *Ledger) spendFromRollups(ctx context.Context, a *aggregator) error {
 	if err != nil {
 		return err
 	}
+	ds := slices.Sorted(maps.Keys(writers))
 	if q.Key == "" && !byTeam {
-		return l.spendOfDays(ctx, a, days(first, last, false), writers)
+		return l.spendOfDays(ctx, a, ds, writers)
 	}
 	prefix, name := keyPrefix, q.Key
 	if byTeam {
 		prefix, name = teamPrefix, q.Team
 	}
-	for _, d := range days(first, last, false) {
+	var recs [][]byte
+	var at []day
+	for _, d := range ds {
 		for _, w := range writers[d] {
-			v, err := l.st.get(ctx, appendKey(nil, prefix, d, name, w))
-			if err != nil {
-				return err
-			}
-			if byTeam {
-				err = a.addRollup(v, 0, a.team, d)
-			} else {
-				err = a.addRollup(v, a.key, 0, d)
-			}
-			if err != nil {
-				return err
-			}
+			recs, at = append(recs, appendKey(nil, prefix, d, name, w)), append(at, d)
+		}
+	}
+	vals, err := l.st.getAll(ctx, recs)
+	if err != nil {
+		return err
+	}
+	for i, v := range vals {
+		if byTeam {
+			err = a.addRollup(v, 0, a.team, at[i])
+		} else {
+			err = a.addRollup(v, a.key, 0, at[i])
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// writers returns the writers of each day from first to last.
+// writers returns the writers of each day from first to last that has
+// any, reading their marks from the first day's on.
 func (l *Ledger) writers(ctx context.Context, first, last day) (map[day][]string, error) {
 	ws := make(map[day][]string)
-	err := l.st.scan(ctx, []byte(writerPrefix), func(k, _ []byte) error {
+	err := l.st.scanFrom(ctx, []byte(writerPrefix), appendKey(nil, writerPrefix, first), func(k, _ []byte) error {
 		rest := string(k[len(writerPrefix):])
 		ds, w, ok := strings.Cut(rest, "/")
 		d, dok := parseDay(ds)
@@ -138,7 +151,11 @@ func (l *Ledger) writers(ctx context.Context, first, last day) (map[day][]string
 func (l *Ledger) spendFromEntries(ctx context.Context, a *aggregator) error {
 	q := a.q
 	f := newFilter(q.Key, q.Team, q.Model)
-	for _, d := range days(dayOf(q.From), dayOf(q.To.Add(-time.Nanosecond)), false) {
+	ds, err := l.entryDays(ctx, dayOf(q.From), dayOf(q.To.Add(-time.Nanosecond)), false)
+	if err != nil {
+		return err
+	}
+	for _, d := range ds {
 		err := l.dayEntries(ctx, d, f, func(_ string, _ uint32, e *Entry) {
 			if e.Time.Before(q.From) || !e.Time.Before(q.To) {
 				return
