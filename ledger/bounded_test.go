@@ -19,6 +19,7 @@ import (
 type reads struct {
 	scans   [256]atomic.Int64 // by the letter after "L/"
 	records atomic.Int64
+	updates atomic.Int64 // batches written
 }
 
 func (r *reads) scan(prefix []byte) {
@@ -35,6 +36,7 @@ func (r *reads) reset() {
 		r.scans[i].Store(0)
 	}
 	r.records.Store(0)
+	r.updates.Store(0)
 }
 
 // counted is a store whose reads are counted in n.
@@ -66,6 +68,11 @@ func (c counted[L, B]) Scan(ctx context.Context, prefix []byte, fn func(k, v []b
 func (c counted[L, B]) ScanFrom(ctx context.Context, prefix, start []byte, fn func(k, v []byte) error) error {
 	c.n.scan(prefix)
 	return c.Store.ScanFrom(ctx, prefix, start, c.each(fn))
+}
+
+func (c counted[L, B]) Update(ctx context.Context, locks []string, fn func(B) error) error {
+	c.n.updates.Add(1)
+	return c.Store.Update(ctx, locks, fn)
 }
 
 func (c counted[L, B]) Get(ctx context.Context, key []byte) ([]byte, error) {

@@ -47,6 +47,9 @@ type env struct {
 	srv   *redistest.Server
 	reads *reads // what the ledger reads of its store, when counted
 	led   *ledger.Ledger
+	// stored is a read-only Ledger of the open database: what is stored,
+	// without the refusals led counted and has not written.
+	stored *ledger.Ledger
 	// Bound to the open database:
 	record func(e ledger.Entry) ledger.Entry
 	// recordAll records es, entry i at at[i], in one batch.
@@ -90,9 +93,14 @@ func (e *env) open(opts ledger.Options) {
 }
 
 func bind[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](e *env, db ratestore.Store[L, B], opts ledger.Options) {
+	if opts.After == nil && e.clock != nil {
+		opts.After = e.clock.After
+	}
 	led, err := ledger.Open(db, opts)
 	require.NoError(e.t, err)
 	e.led = led
+	e.stored, err = ledger.Open(db, ledger.Options{ReadOnly: true})
+	require.NoError(e.t, err)
 	e.record = func(en ledger.Entry) ledger.Entry {
 		n, err := led.Note(en)
 		require.NoError(e.t, err)
