@@ -119,14 +119,15 @@ func parseCursor(s string) (*position, error) {
 
 // QueryError is a parameter of a query that is out of its range: Param
 // names it as the admin API does ("from", "to", "limit", "group_by",
-// "status", "cursor"), and Msg says what is allowed. It matches
+// "status", "cursor"), and Msg, which follows it in Error, says what is
+// wrong and what is allowed. It matches
 // ErrInvalid, so that a caller answers it as a bad request.
 type QueryError struct {
 	Param string
 	Msg   string
 }
 
-func (e *QueryError) Error() string { return "ledger: " + e.Param + ": " + e.Msg }
+func (e *QueryError) Error() string { return "ledger: " + e.Param + " " + e.Msg }
 
 func (e *QueryError) Unwrap() error { return ErrInvalid }
 

@@ -19,22 +19,52 @@ const maxDays = 3660
 // Spend answers q from the rollups, or from the entries when grouped by
 // hour. Reading a range costs its days' rollups: one record per key (and
 // writer) and day; with a key or team asked for, one read per day and
-// writer.
+// writer. Grouped by time and another dimension, it reads them twice: to
+// rank the groups over the range (see SpendQuery), then to add up the
+// top ones, and the rest as one, by day (hour), so that what it holds is
+// at most Limit+1 groups per day.
 func (l *Ledger) Spend(ctx context.Context, q SpendQuery) (Spend, error) {
 	q, err := l.normalizeSpend(q)
 	if err != nil {
 		return Spend{}, err
 	}
-	a := newAggregator(q)
-	if slices.Contains(q.GroupBy, ByHour) {
-		err = l.spendFromEntries(ctx, a)
-	} else if err = l.spendFromRollups(ctx, a); err == nil {
-		l.addWaiting(a) // after the reads: a count written meanwhile is missed once, never added twice
+	var top map[[3]string]bool
+	if ranked := withoutTime(q); timed(q) && len(ranked.GroupBy) > 0 {
+		r := newAggregator(ranked, nil)
+		if err := l.read(ctx, r, slices.Contains(q.GroupBy, ByHour)); err != nil {
+			return Spend{}, err
+		}
+		top = r.ranking()
 	}
-	if err != nil {
+	a := newAggregator(q, top)
+	if err := l.read(ctx, a, slices.Contains(q.GroupBy, ByHour)); err != nil {
 		return Spend{}, err
 	}
 	return a.result(), nil
+}
+
+// read adds up into a the entries (hourly) or the rollups of its query,
+// and the refusals waiting.
+func (l *Ledger) read(ctx context.Context, a *aggregator, hourly bool) error {
+	if hourly {
+		return l.spendFromEntries(ctx, a)
+	}
+	if err := l.spendFromRollups(ctx, a); err != nil {
+		return err
+	}
+	l.addWaiting(a) // after the reads: a count written meanwhile is missed once, never added twice
+	return nil
+}
+
+// timed reports whether q groups by day or hour.
+func timed(q SpendQuery) bool {
+	return slices.Contains(q.GroupBy, ByDay) || slices.Contains(q.GroupBy, ByHour)
+}
+
+// withoutTime is q grouped by its dimensions other than time.
+func withoutTime(q SpendQuery) SpendQuery {
+	q.GroupBy = slices.DeleteFunc(slices.Clone(q.GroupBy), func(by string) bool { return by == ByDay || by == ByHour })
+	return q
 }
 
 // normalizeSpend checks q and rounds its range out to whole days (hours):
@@ -72,6 +102,12 @@ func (l *Ledger) normalizeSpend(q SpendQuery) (SpendQuery, error) {
 		q.To = to
 	} else {
 		q.To = to.Add(unit)
+	}
+	switch {
+	case q.Limit == 0:
+		q.Limit = 100
+	case q.Limit < 0 || q.Limit > MaxLimit:
+		return q, &QueryError{Param: "limit", Msg: fmt.Sprintf("%d: want 1 to %d groups", q.Limit, MaxLimit)}
 	}
 	if q.To.Sub(q.From) > maxDays*24*time.Hour {
 		return q, &QueryError{Param: "from", Msg: fmt.Sprintf("%s: a range of %d days to %s: want at most %d days",
@@ -170,138 +206,6 @@ func (l *Ledger) spendFromEntries(ctx context.Context, a *aggregator) error {
 	return nil
 }
 
-// group is a row of a report: the values of its grouped dimensions, as
-// the numbers of the aggregator's interner.
-type group struct {
-	key, team, model uint32
-	at               int64 // Unix seconds of its day or hour
-}
-
-// aggregator adds rows up into the groups of a query. Strings are
-// numbered as they are read (interner): a row is grouped by hashing a
-// few integers.
-type aggregator struct {
-	q                SpendQuery
-	key, team, model uint32 // q's filters' numbers; 0 (""): none
-	groups           map[group]*Totals
-	byID             []*Totals // the groups by number, when grouped by one of key, team or model alone
-	one              int       // which: 1 key, 2 team, 3 model; 0 none
-	total            Totals
-	in               *interner
-	names            map[string]uint32 // the numbers of rollups' names, plain bytes in their keys
-}
-
-func newAggregator(q SpendQuery) *aggregator {
-	a := &aggregator{q: q, groups: make(map[group]*Totals), in: newInterner(), names: map[string]uint32{}}
-	a.key, a.team, a.model = a.in.idOf(q.Key), a.in.idOf(q.Team), a.in.idOf(q.Model)
-	if len(q.GroupBy) == 1 {
-		a.one = 1 + slices.Index([]string{ByKey, ByTeam, ByModel}, q.GroupBy[0])
-	}
-	return a
-}
-
-// name returns the number of a name read from a rollup's key.
-func (a *aggregator) name(b []byte) uint32 {
-	if id, ok := a.names[string(b)]; ok {
-		return id
-	}
-	id := a.in.idOf(string(b))
-	a.names[string(b)] = id
-	return id
-}
-
-// addRollup adds the rows of a rollup value, of key (a key's) or of
-// team (a team's), on day d. A missing value (nil) adds nothing.
-func (a *aggregator) addRollup(v []byte, key, team uint32, d day) error {
-	if v == nil {
-		return nil
-	}
-	at := d.time().Unix()
-	return decodeRollup(v, func(rowTeam, model []byte, t *Totals) {
-		tm := team
-		if tm == 0 {
-			tm = a.in.id(rowTeam)
-		}
-		a.add(key, tm, a.in.id(model), at, t)
-	})
-}
-
-// add adds t, of key, team and model at instant at (Unix seconds), if q
-// selects it.
-func (a *aggregator) add(key, team, model uint32, at int64, t *Totals) {
-	if a.key != 0 && key != a.key || a.team != 0 && team != a.team || a.model != 0 && model != a.model {
-		return
-	}
-	a.total.add(t)
-	if a.one > 0 {
-		a.addByID([...]uint32{key, team, model}[a.one-1], t)
-		return
-	}
-	var g group
-	for _, by := range a.q.GroupBy {
-		switch by {
-		case ByKey:
-			g.key = key
-		case ByTeam:
-			g.team = team
-		case ByModel:
-			g.model = model
-		case ByDay, ByHour:
-			g.at = at
-		}
-	}
-	sum := a.groups[g]
-	if sum == nil {
-		sum = &Totals{}
-		a.groups[g] = sum
-	}
-	sum.add(t)
-}
-
-// addByID adds t to the group of number id, grouped by one dimension:
-// a slice indexed by the interner's numbers, where a map would hash.
-func (a *aggregator) addByID(id uint32, t *Totals) {
-	if int(id) >= len(a.byID) {
-		a.byID = append(a.byID, make([]*Totals, int(id)+1-len(a.byID))...)
-	}
-	sum := a.byID[id]
-	if sum == nil {
-		sum = &Totals{}
-		a.byID[id] = sum
-	}
-	sum.add(t)
-}
-
-// result returns the report, its rows ordered by time, key, team, model.
-func (a *aggregator) result() Spend {
-	s := Spend{From: a.q.From, To: a.q.To, GroupBy: a.q.GroupBy, Total: a.total, query: a.q}
-	timed := slices.Contains(a.q.GroupBy, ByDay) || slices.Contains(a.q.GroupBy, ByHour)
-	a.fold()
-	for g, t := range a.groups {
-		r := Row{Key: a.in.strs[g.key], Team: a.in.strs[g.team], Model: a.in.strs[g.model], Totals: *t}
-		if timed {
-			r.Day = time.Unix(g.at, 0).UTC()
-		}
-		s.Rows = append(s.Rows, r)
-	}
-	slices.SortFunc(s.Rows, compareRows)
-	return s
-}
-
-// compareRows orders rows by time, key, team and model.
-func compareRows(a, b Row) int {
-	if c := a.Day.Compare(b.Day); c != 0 {
-		return c
-	}
-	if c := strings.Compare(a.Key, b.Key); c != 0 {
-		return c
-	}
-	if c := strings.Compare(a.Team, b.Team); c != 0 {
-		return c
-	}
-	return strings.Compare(a.Model, b.Model)
-}
-
 // spendOfDay adds up the key rollups of day d, whose writers are ws:
 // from their summaries where they wrote one (see summary), and from the
 // rollups of the others.
@@ -344,7 +248,7 @@ func (l *Ledger) spendOfDays(ctx context.Context, a *aggregator, ds []day, write
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		parts[i] = newAggregator(a.q)
+		parts[i] = newAggregator(a.q, a.top)
 		wg.Go(func() {
 			for j := i; j < len(ds) && errs[i] == nil; j += n {
 				errs[i] = l.spendOfDay(ctx, parts[i], ds[j], writers[ds[j]])
@@ -359,33 +263,4 @@ func (l *Ledger) spendOfDays(ctx context.Context, a *aggregator, ds []day, write
 		a.absorb(p)
 	}
 	return nil
-}
-
-// absorb adds the groups of o, an aggregator of the same query, to a's:
-// selected by o already, renumbered by a's interner.
-func (a *aggregator) absorb(o *aggregator) {
-	o.fold()
-	for g, t := range o.groups {
-		g.key, g.team, g.model = a.in.idOf(o.in.strs[g.key]), a.in.idOf(o.in.strs[g.team]), a.in.idOf(o.in.strs[g.model])
-		if a.one > 0 {
-			a.addByID([...]uint32{g.key, g.team, g.model}[a.one-1], t)
-		} else if sum := a.groups[g]; sum != nil {
-			sum.add(t)
-		} else {
-			a.groups[g] = t
-		}
-		a.total.add(t)
-	}
-}
-
-// fold moves the groups counted by number (byID) into groups.
-func (a *aggregator) fold() {
-	for id, t := range a.byID {
-		if t != nil {
-			var g group
-			*[...]*uint32{&g.key, &g.team, &g.model}[a.one-1] = uint32(id)
-			a.groups[g] = t
-		}
-	}
-	a.byID = nil
 }
