@@ -27,6 +27,9 @@ func (l *Ledger) Requests(ctx context.Context, q RequestQuery) (Page, error) {
 		return Page{}, err
 	}
 	ds, err := l.entryDays(ctx, dayOf(q.From), dayOf(q.To.Add(-time.Millisecond)), true)
+	if err == nil {
+		ds, err = l.daysOf(ctx, ds, q)
+	}
 	if err != nil {
 		return Page{}, err
 	}
@@ -50,6 +53,49 @@ func (l *Ledger) Requests(ctx context.Context, q RequestQuery) (Page, error) {
 			return p, err
 		}
 	}
+}
+
+// daysOf returns the days of ds on which q's key (or team) has entries
+// that may match q: those whose rollups of some writer count requests of
+// q's team and model, or of OtherModel, which holds the models past a
+// rollup's rows. The rollups are read at once (a round trip on Redis), so
+// that a key with no entries in the range reads no entry. Without a key
+// or team asked for, it returns ds.
+func (l *Ledger) daysOf(ctx context.Context, ds []day, q RequestQuery) ([]day, error) {
+	prefix, name := keyPrefix, q.Key
+	if q.Key == "" {
+		prefix, name = teamPrefix, q.Team
+	}
+	if name == "" || len(ds) == 0 {
+		return ds, nil
+	}
+	writers, err := l.writers(ctx, slices.Min(ds), slices.Max(ds))
+	if err != nil {
+		return nil, err
+	}
+	recs, vals, at, err := l.rollupsOf(ctx, prefix, name, ds, writers)
+	if err != nil {
+		return nil, err
+	}
+	team, model, other := encodeAll(q.Team), encodeAll(q.Model), appendString(nil, OtherModel)
+	var out []day
+	for i, v := range vals {
+		if v == nil || len(out) > 0 && out[len(out)-1] == at[i] {
+			continue
+		}
+		match := false
+		err := decodeRollup(v, func(rowTeam, rowModel []byte, t *Totals) {
+			match = match || t.Requests > 0 && (q.Key == "" || len(team) == 0 || bytes.Equal(rowTeam, team[0])) &&
+				(len(model) == 0 || bytes.Equal(rowModel, model[0]) || bytes.Equal(rowModel, other))
+		})
+		if err != nil {
+			return nil, fmt.Errorf("ledger: rollup %s: %w", recs[i], err)
+		}
+		if match {
+			out = append(out, at[i])
+		}
+	}
+	return out, nil
 }
 
 // errMoved is the error of a second pass that found a record of the first
