@@ -137,7 +137,7 @@ func (a *aggregator) absorb(o *aggregator) {
 	o.fold()
 	for g, t := range o.groups {
 		if !g.other {
-			g.key, g.team, g.model = a.in.idOf(o.in.strs[g.key]), a.in.idOf(o.in.strs[g.team]), a.in.idOf(o.in.strs[g.model])
+			g.key, g.team, g.model = a.in.idRaw(o.in.raws[g.key]), a.in.idRaw(o.in.raws[g.team]), a.in.idRaw(o.in.raws[g.model])
 		}
 		if a.one > 0 {
 			a.addByID([...]uint32{g.key, g.team, g.model}[a.one-1], t)
@@ -160,31 +160,58 @@ func (a *aggregator) fold() {
 	a.byID = nil
 }
 
-// ranking returns the q.Limit groups of the highest cost, then requests,
+// ranked returns the q.Limit groups of the highest cost, then requests,
 // then lowest values (key, team, model), of an aggregator grouped by
 // dimensions other than time; nil when there are no more than that.
-func (a *aggregator) ranking() map[[3]string]bool {
+func (a *aggregator) ranked() []group {
 	a.fold()
 	if len(a.groups) <= a.q.Limit {
 		return nil
 	}
-	type ranked struct {
-		g   [3]string
-		sum *Totals
+	type sum struct {
+		g group
+		t *Totals
 	}
-	all := make([]ranked, 0, len(a.groups))
+	all := make([]sum, 0, len(a.groups))
 	for g, t := range a.groups {
-		all = append(all, ranked{[3]string{a.in.strs[g.key], a.in.strs[g.team], a.in.strs[g.model]}, t})
+		all = append(all, sum{g, t})
 	}
-	slices.SortFunc(all, func(x, y ranked) int {
-		return cmp.Or(cmp.Compare(y.sum.Cost, x.sum.Cost), cmp.Compare(y.sum.Requests, x.sum.Requests),
-			cmp.Compare(x.g[0], y.g[0]), cmp.Compare(x.g[1], y.g[1]), cmp.Compare(x.g[2], y.g[2]))
+	str := a.in.strs
+	slices.SortFunc(all, func(x, y sum) int {
+		if c := cmp.Or(cmp.Compare(y.t.Cost, x.t.Cost), cmp.Compare(y.t.Requests, x.t.Requests)); c != 0 {
+			return c
+		}
+		return cmp.Or(strings.Compare(str[x.g.key], str[y.g.key]), strings.Compare(str[x.g.team], str[y.g.team]),
+			strings.Compare(str[x.g.model], str[y.g.model]))
 	})
-	top := make(map[[3]string]bool, a.q.Limit)
-	for _, r := range all[:a.q.Limit] {
-		top[r.g] = true
+	top := make([]group, a.q.Limit)
+	for i := range top {
+		top[i] = all[i].g
 	}
 	return top
+}
+
+// rankedUntimed is ranked, of a query not grouped by time (timed false);
+// nil for one that is, whose groups add did rank.
+func (a *aggregator) rankedUntimed(timed bool) []group {
+	if timed {
+		return nil
+	}
+	return a.ranked()
+}
+
+// ranking is ranked as strings, for the aggregator that adds up the
+// same query by time.
+func (a *aggregator) ranking() map[[3]string]bool {
+	top := a.ranked()
+	if top == nil {
+		return nil
+	}
+	out := make(map[[3]string]bool, len(top))
+	for _, g := range top {
+		out[[3]string{a.in.strs[g.key], a.in.strs[g.team], a.in.strs[g.model]}] = true
+	}
+	return out
 }
 
 // result returns the report, its rows ordered by time, key, team, model,
@@ -193,12 +220,21 @@ func (a *aggregator) ranking() map[[3]string]bool {
 func (a *aggregator) result() Spend {
 	s := Spend{From: a.q.From, To: a.q.To, GroupBy: a.q.GroupBy, Total: a.total, query: a.q}
 	timed := timed(a.q)
-	if !timed {
-		if top := a.ranking(); top != nil {
-			*a = *newAggregatorFrom(a, top)
-		}
-	}
 	a.fold()
+	if top := a.rankedUntimed(timed); top != nil {
+		kept := make(map[group]*Totals, len(top)+1)
+		for _, g := range top {
+			kept[g] = a.groups[g]
+		}
+		other := &Totals{}
+		for g, t := range a.groups {
+			if kept[g] == nil {
+				other.add(t)
+			}
+		}
+		kept[group{other: true}] = other
+		a.groups = kept
+	}
 	for g, t := range a.groups {
 		r := Row{Key: a.in.strs[g.key], Team: a.in.strs[g.team], Model: a.in.strs[g.model], Other: g.other, Totals: *t}
 		if g.other {
@@ -211,14 +247,6 @@ func (a *aggregator) result() Spend {
 	}
 	slices.SortFunc(s.Rows, compareRows)
 	return s
-}
-
-// newAggregatorFrom returns an aggregator of a's query and groups, those
-// not in top added up into the other row.
-func newAggregatorFrom(a *aggregator, top map[[3]string]bool) *aggregator {
-	b := newAggregator(a.q, top)
-	b.absorb(a)
-	return b
 }
 
 // otherValue is what the other row reads in dimension by: OtherModel

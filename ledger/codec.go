@@ -253,10 +253,12 @@ func (r *reader) rawString() []byte {
 type interner struct {
 	ids  map[string]uint32
 	strs []string
+	raws []string // the strings encoded
 }
 
 func newInterner() *interner {
-	return &interner{ids: map[string]uint32{string(appendString(nil, "")): 0}, strs: []string{""}}
+	empty := string(appendString(nil, ""))
+	return &interner{ids: map[string]uint32{empty: 0}, strs: []string{""}, raws: []string{empty}}
 }
 
 // id returns the number of the string encoded as raw.
@@ -264,9 +266,23 @@ func (in *interner) id(raw []byte) uint32 {
 	if id, ok := in.ids[string(raw)]; ok {
 		return id
 	}
+	return in.add(string(raw))
+}
+
+// idRaw is id of a string, encoded, held as a string: another
+// interner's, whose numbers a query merges into its own.
+func (in *interner) idRaw(raw string) uint32 {
+	if id, ok := in.ids[raw]; ok {
+		return id
+	}
+	return in.add(raw)
+}
+
+func (in *interner) add(raw string) uint32 {
 	id := uint32(len(in.strs))
-	in.ids[string(raw)] = id
-	in.strs = append(in.strs, decodeString(raw))
+	in.ids[raw] = id
+	in.strs = append(in.strs, decodeString([]byte(raw)))
+	in.raws = append(in.raws, raw)
 	return id
 }
 
