@@ -30,6 +30,8 @@
 //	L/t/day/team/writer     a team's day: a row per model
 //	L/s/day/writer/n        a closed day's key rollups per key and team, in a few records
 //	L/m/day/writer/n        the same per key, team and model
+//	L/S/month/writer/n      a month the writer has left: its day summaries added up
+//	L/M/month/writer/n      the same per key, team and model
 //	L/w/day/writer          the writers of a day
 //	L/x/day                 the day has entries
 //
@@ -92,7 +94,10 @@
 // (their L/w marks, read once), grouped by key, team, model and day; by
 // hour it reads the entries, within the retention. A day a writer has
 // left is summarized (L/s, L/m), so that a month of spend by key reads 30
-// summaries, not a record per key and day. The groups of key, team and
+// summaries, not a record per key and day, and a month it has left too
+// (L/S, L/M), so that a spend not grouped by time reads a summary per
+// writer for each month its range holds whole: ten years by key read 120
+// a writer, with a row per key active in the month. The groups of key, team and
 // model are ranked by cost over the range; the first Limit (100 by
 // default, at most 1000) are rows, and the rest one row, Other. Grouped
 // by time as well, Spend reads twice: to rank, then to add up each day's

@@ -76,6 +76,7 @@ type Ledger struct {
 	buf     []byte
 	// refusals are counted, not yet written (see Refused).
 	refusals map[refusalID]int64
+	closing  bool // Close has begun: the months of the days summarized are left too
 
 	wake     chan struct{}
 	refusing chan struct{} // a first refusal is waiting: flushRefusals' timer starts
@@ -157,6 +158,7 @@ func (l *Ledger) Close(ctx context.Context) error {
 		return err
 	}
 	l.mu.Lock()
+	l.closing = true
 	l.sealSpan()
 	if l.w.today >= 0 {
 		l.closed = append(l.closed, l.w.today) // this writer writes no more

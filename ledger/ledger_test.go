@@ -52,6 +52,10 @@ type env struct {
 	stored *ledger.Ledger
 	// Bound to the open database:
 	record func(e ledger.Entry) ledger.Entry
+	// another opens another Ledger of the database (another writer), and
+	// recordWith records an entry with one.
+	another    func() *ledger.Ledger
+	recordWith func(l *ledger.Ledger, e ledger.Entry) ledger.Entry
 	// recordAll records es, entry i at at[i], in one batch.
 	recordAll func(es []ledger.Entry, at []time.Time) []ledger.Entry
 	scan      func(prefix string, fn func(k, v []byte))
@@ -101,13 +105,19 @@ func bind[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](e *env, db ratest
 	e.led = led
 	e.stored, err = ledger.Open(db, ledger.Options{ReadOnly: true})
 	require.NoError(e.t, err)
-	e.record = func(en ledger.Entry) ledger.Entry {
-		n, err := led.Note(en)
+	e.recordWith = func(l *ledger.Ledger, en ledger.Entry) ledger.Entry {
+		n, err := l.Note(en)
 		require.NoError(e.t, err)
 		err = db.Update(ctx, []string{en.Key}, func(b B) error { return n.Record(b, b.Now()) })
 		n.Done(err)
 		require.NoError(e.t, err)
 		return n.Entry()
+	}
+	e.record = func(en ledger.Entry) ledger.Entry { return e.recordWith(led, en) }
+	e.another = func() *ledger.Ledger {
+		l, err := ledger.Open(db, ledger.Options{After: opts.After})
+		require.NoError(e.t, err)
+		return l
 	}
 	e.recordAll = func(es []ledger.Entry, at []time.Time) []ledger.Entry {
 		notes := make([]*ledger.Note, len(es))

@@ -129,7 +129,7 @@ func (l *Ledger) spendFromRollups(ctx context.Context, a *aggregator) error {
 	}
 	ds := slices.Sorted(maps.Keys(writers))
 	if q.Key == "" && !byTeam {
-		return l.spendOfDays(ctx, a, ds, writers)
+		return l.spendOfPeriods(ctx, a, first, last, ds, writers)
 	}
 	prefix, name := keyPrefix, q.Key
 	if byTeam {
@@ -212,14 +212,24 @@ func (l *Ledger) spendFromEntries(ctx context.Context, a *aggregator) error {
 	return nil
 }
 
-// spendOfDay adds up the key rollups of day d, whose writers are ws:
-// from their summaries where they wrote one (see summary), and from the
-// rollups of the others.
-func (l *Ledger) spendOfDay(ctx context.Context, a *aggregator, d day, ws []string) error {
+// spendOfDay adds up the key rollups of day d, whose writers are ws,
+// but those of skip (read from their month summaries): from their
+// summaries where they wrote one (see summary), and from the rollups of
+// the others.
+func (l *Ledger) spendOfDay(ctx context.Context, a *aggregator, d day, ws []string, skip map[string]bool) error {
+	left := len(ws)
+	for _, w := range ws {
+		if skip[w] {
+			left--
+		}
+	}
+	if left == 0 {
+		return nil
+	}
 	summarized := map[string]bool{}
 	at := d.time().Unix()
 	prefix := summaryPrefix
-	if a.q.Model != "" || slices.Contains(a.q.GroupBy, ByModel) {
+	if byModel(a.q) {
 		prefix = modelSummaryPrefix
 	}
 	err := l.st.scan(ctx, appendKey(nil, prefix, d, ""), func(k, v []byte) error {
@@ -227,10 +237,13 @@ func (l *Ledger) spendOfDay(ctx context.Context, a *aggregator, d day, ws []stri
 		if !ok {
 			return fmt.Errorf("%w: summary key %q", errCorrupt, k)
 		}
+		if skip[w] {
+			return nil
+		}
 		summarized[w] = true
 		return decodeSummary(v, func(key, team, model []byte, t *Totals) { a.add(a.in.id(key), a.in.id(team), a.in.id(model), at, t) })
 	})
-	if err != nil || len(summarized) == len(ws) {
+	if err != nil || len(summarized) == left {
 		return err
 	}
 	return l.st.scan(ctx, appendKey(nil, keyPrefix, d, ""), func(k, v []byte) error {
@@ -238,26 +251,52 @@ func (l *Ledger) spendOfDay(ctx context.Context, a *aggregator, d day, ws []stri
 		if !ok {
 			return fmt.Errorf("%w: rollup key %q", errCorrupt, k)
 		}
-		if summarized[string(k[len(k)-16:])] {
+		if w := k[len(k)-16:]; summarized[string(w)] || skip[string(w)] {
 			return nil
 		}
 		return a.addRollup(v, a.name(name), 0, d)
 	})
 }
 
-// spendOfDays adds up the key rollups of ds into a, the days shared
-// between GOMAXPROCS goroutines, each with an aggregator of its own, then
-// merged: a month of spend by key is 300,000 rows to decode on 10k keys.
-func (l *Ledger) spendOfDays(ctx context.Context, a *aggregator, ds []day, writers map[day][]string) error {
-	n := min(runtime.GOMAXPROCS(0), len(ds))
-	parts := make([]*aggregator, n)
-	errs := make([]error, n)
+// spendOfPeriods adds up the key rollups of ds, the days from first to
+// last that have writers: not grouped by time, the months the range
+// holds whole from their writers' month summaries, and the rest by day.
+func (l *Ledger) spendOfPeriods(ctx context.Context, a *aggregator, first, last day, ds []day, writers map[day][]string) error {
+	var ms []month
+	if !timed(a.q) {
+		ms = wholeMonths(first, last, ds)
+	}
+	done := make([]map[string]bool, len(ms)) // by month: the writers read from their month summaries
+	err := l.inParallel(a, len(ms), func(p *aggregator, i int) (err error) {
+		done[i], err = l.spendOfMonth(ctx, p, ms[i])
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	skip := make(map[month]map[string]bool, len(ms))
+	for i, m := range ms {
+		skip[m] = done[i]
+	}
+	return l.inParallel(a, len(ds), func(p *aggregator, i int) error {
+		return l.spendOfDay(ctx, p, ds[i], writers[ds[i]], skip[monthOf(ds[i])])
+	})
+}
+
+// inParallel calls fn with each of n units of work, shared between
+// GOMAXPROCS goroutines, each adding up into an aggregator of its own,
+// then merged into a: a month of spend by key is 300,000 rows to decode
+// on 10k keys.
+func (l *Ledger) inParallel(a *aggregator, n int, fn func(p *aggregator, i int) error) error {
+	k := min(runtime.GOMAXPROCS(0), n)
+	parts := make([]*aggregator, k)
+	errs := make([]error, k)
 	var wg sync.WaitGroup
-	for i := range n {
+	for i := range k {
 		parts[i] = newAggregator(a.q, a.top)
 		wg.Go(func() {
-			for j := i; j < len(ds) && errs[i] == nil; j += n {
-				errs[i] = l.spendOfDay(ctx, parts[i], ds[j], writers[ds[j]])
+			for j := i; j < n && errs[i] == nil; j += k {
+				errs[i] = fn(parts[i], j)
 			}
 		})
 	}
