@@ -25,13 +25,15 @@ type aggregator struct {
 	groups           map[group]*Totals
 	byID             []*Totals // the groups by number, when grouped by one of key, team or model alone
 	one              int       // which: 1 key, 2 team, 3 model; 0 none
-	total            Totals
 	in               *interner
 	names            map[string]uint32 // the numbers of rollups' names, plain bytes in their keys
 	// top are the groups (key, team, model) kept as rows of their own,
 	// the others adding up to one per time (see Spend); nil: all.
 	top    map[[3]string]bool
 	topIDs map[[3]uint32]bool
+	// needs: which of key, team and model the query groups or filters
+	// by; a row's others are not looked up (addSummary).
+	needs [3]bool
 }
 
 func newAggregator(q SpendQuery, top map[[3]string]bool) *aggregator {
@@ -39,6 +41,9 @@ func newAggregator(q SpendQuery, top map[[3]string]bool) *aggregator {
 	a.key, a.team, a.model = a.in.idOf(q.Key), a.in.idOf(q.Team), a.in.idOf(q.Model)
 	if len(q.GroupBy) == 1 {
 		a.one = 1 + slices.Index([]string{ByKey, ByTeam, ByModel}, q.GroupBy[0])
+	}
+	for i, by := range []string{ByKey, ByTeam, ByModel} {
+		a.needs[i] = slices.Contains(q.GroupBy, by) || [...]string{q.Key, q.Team, q.Model}[i] != ""
 	}
 	if top != nil {
 		a.one = 0
@@ -76,13 +81,25 @@ func (a *aggregator) addRollup(v []byte, key, team uint32, d day) error {
 	})
 }
 
+// addSummary adds a row of a summary, its strings encoded, at instant
+// at: it numbers only the strings the query needs, a summary having
+// hundreds of thousands of rows.
+func (a *aggregator) addSummary(key, team, model []byte, at int64, t *Totals) {
+	var ids [3]uint32
+	for i, s := range [...][]byte{key, team, model} {
+		if a.needs[i] {
+			ids[i] = a.in.id(s)
+		}
+	}
+	a.add(ids[0], ids[1], ids[2], at, t)
+}
+
 // add adds t, of key, team and model at instant at (Unix seconds), if q
-// selects it.
+// selects it. The total is added up from the groups, by result.
 func (a *aggregator) add(key, team, model uint32, at int64, t *Totals) {
 	if a.key != 0 && key != a.key || a.team != 0 && team != a.team || a.model != 0 && model != a.model {
 		return
 	}
-	a.total.add(t)
 	if a.one > 0 {
 		a.addByID([...]uint32{key, team, model}[a.one-1], t)
 		return
@@ -144,7 +161,6 @@ func (a *aggregator) absorb(o *aggregator) {
 		} else {
 			a.addGroup(g, t)
 		}
-		a.total.add(t)
 	}
 }
 
@@ -218,9 +234,12 @@ func (a *aggregator) ranking() map[[3]string]bool {
 // the other row last. Not grouped by time, the groups past the top
 // Limit are added up into the other row here; grouped by time, add did.
 func (a *aggregator) result() Spend {
-	s := Spend{From: a.q.From, To: a.q.To, GroupBy: a.q.GroupBy, Total: a.total, query: a.q}
+	s := Spend{From: a.q.From, To: a.q.To, GroupBy: a.q.GroupBy, query: a.q}
 	timed := timed(a.q)
 	a.fold()
+	for _, t := range a.groups {
+		s.Total.add(t)
+	}
 	if top := a.rankedUntimed(timed); top != nil {
 		kept := make(map[group]*Totals, len(top)+1)
 		for _, g := range top {

@@ -162,7 +162,7 @@ func (l *Ledger) spendOfMonth(ctx context.Context, a *aggregator, m month) (map[
 			return fmt.Errorf("%w: month summary key %q", errCorrupt, k)
 		}
 		done[string(w)] = true
-		return decodeSummary(v, func(key, team, model []byte, t *Totals) { a.add(a.in.id(key), a.in.id(team), a.in.id(model), at, t) })
+		return decodeSummary(v, func(key, team, model []byte, t *Totals) { a.addSummary(key, team, model, at, t) })
 	})
 	return done, err
 }

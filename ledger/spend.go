@@ -241,7 +241,7 @@ func (l *Ledger) spendOfDay(ctx context.Context, a *aggregator, d day, ws []stri
 			return nil
 		}
 		summarized[w] = true
-		return decodeSummary(v, func(key, team, model []byte, t *Totals) { a.add(a.in.id(key), a.in.id(team), a.in.id(model), at, t) })
+		return decodeSummary(v, func(key, team, model []byte, t *Totals) { a.addSummary(key, team, model, at, t) })
 	})
 	if err != nil || len(summarized) == left {
 		return err
