@@ -78,7 +78,9 @@ type RequestQuery struct {
 const MaxLimit = 1000
 
 // Page is a page of entries, newest first, and the cursor of the next
-// one ("" when there is none).
+// one ("" when there is none). A page reads a bounded number of entry
+// records: one whose filter few entries match may hold fewer than the
+// Limit asked for, even none, and still have a Next.
 type Page struct {
 	Entries []Entry
 	Next    string

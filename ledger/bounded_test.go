@@ -1,6 +1,7 @@
 package ledger_test
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -113,4 +114,39 @@ func requireQueryError(t *testing.T, err error, param string) {
 	require.ErrorIs(t, err, ledger.ErrInvalid)
 	require.Equal(t, param, qe.Param, "%v", err)
 	require.True(t, strings.Contains(qe.Msg, "want") || strings.Contains(qe.Msg, "not one"), "%q says what is allowed", qe.Msg)
+}
+
+// TestRequestsReadBudget: a page reads a bounded number of bytes, a day at
+// a time: a filter that matches nothing answers a page per day, each
+// empty, reading that day only, with a cursor to the next; paging on
+// with any filter yields every entry once, newest first.
+func TestRequestsReadBudget(t *testing.T) {
+	forModes(t, true, func(t *testing.T, e *env) {
+		defer ledger.SetReadBudget(1)()
+		r := rand.New(rand.NewPCG(5, 5))
+		var entries []ledger.Entry
+		for range 5 * 20 { // 5 days
+			entries = append(entries, e.record(randomEntry(r, len(entries))))
+			e.clock.Advance(72 * time.Minute)
+		}
+		q := ledger.RequestQuery{Model: "none", Limit: 10}
+		for day := 0; ; day++ {
+			e.reads.reset()
+			p, err := e.led.Requests(ctx, q)
+			require.NoError(t, err)
+			require.Empty(t, p.Entries)
+			require.EqualValues(t, 1, e.reads.scansOf('e'), "page %d reads one day", day)
+			if p.Next == "" {
+				require.Equal(t, 5, day, "a page for each of the 6 days the entries are on")
+				break
+			}
+			q.Cursor = p.Next
+		}
+		for _, q := range []ledger.RequestQuery{{Limit: 7}, {Model: models[1], Limit: 3}, {Key: keys[2], Limit: 1000}} {
+			got := pages(t, e, q)
+			require.Equal(t, newestFirst(entries, func(x ledger.Entry) bool {
+				return (q.Model == "" || x.Model == q.Model) && (q.Key == "" || x.Key == q.Key)
+			}), got, "%+v", q)
+		}
+	})
 }

@@ -87,8 +87,10 @@
 // entries reads none. A day is read block by block, skipping the blocks
 // whose table lacks the key, team or model asked for (checked in place,
 // without decoding the table), latest first, until the page is full. A
-// filter on the model or status alone has no such index: it reads the
-// blocks of the days it visits, at most the retention's.
+// filter on the model or status alone has no such index: a page reads
+// days until it is full or has read 32 MiB of entries, and then ends,
+// with fewer entries than asked for, maybe none, and a cursor to go on.
+// Paging on, a query reads only the days older than its cursor.
 //
 // Spend adds rollups up over the days of the range that have writers
 // (their L/w marks, read once), grouped by key, team, model and day; by

@@ -40,13 +40,8 @@ func (l *Ledger) Requests(ctx context.Context, q RequestQuery) (Page, error) {
 				sel.want[i] = appendString(nil, s)
 			}
 		}
-		for _, d := range ds {
-			if err := l.selectDay(ctx, d, sel); err != nil {
-				return Page{}, err
-			}
-			if len(sel.top) > q.Limit {
-				break // an older day holds no newer entry
-			}
+		if err := l.choose(ctx, sel, ds); err != nil {
+			return Page{}, err
 		}
 		p, err := l.page(ctx, sel)
 		if !errors.Is(err, errMoved) || try == 2 {
@@ -98,6 +93,35 @@ func (l *Ledger) daysOf(ctx context.Context, ds []day, q RequestQuery) ([]day, e
 	return out, nil
 }
 
+// readBudget bounds the bytes of entry records a page reads, a day at a
+// time: a filter few entries match (a model, a status) would otherwise
+// read the whole retention for one page. Past it, the page ends with the
+// entries found so far, maybe none, and a cursor to go on from the day
+// before the last one read.
+var readBudget = 32 << 20
+
+// choose offers the entries of the days ds, newest first, to sel, until
+// its page is full (an older day holds no newer entry), or readBudget
+// bytes have been read: sel.stop is then where the next page starts.
+func (l *Ledger) choose(ctx context.Context, sel *selection, ds []day) error {
+	for i, d := range ds {
+		if sel.after != nil && d.time().UnixMilli() > sel.after.ms {
+			continue // paged through already
+		}
+		if err := l.selectDay(ctx, d, sel); err != nil {
+			return err
+		}
+		if len(sel.top) > sel.q.Limit {
+			return nil
+		}
+		if sel.read >= readBudget && i+1 < len(ds) {
+			sel.stop = &position{ms: d.time().UnixMilli() - 1, writer: "ffffffffffffffff", seq: math.MaxUint32}
+			return nil
+		}
+	}
+	return nil
+}
+
 // errMoved is the error of a second pass that found a record of the first
 // gone: its chunk was compacted meanwhile, and the page is chosen again.
 var errMoved = errors.New("ledger: entries compacted while read")
@@ -112,6 +136,8 @@ type selection struct {
 	top     []candidate
 	writers []string  // candidate.writer's
 	recs    []*record // candidate.rec's
+	read    int       // bytes of records read
+	stop    *position // where the next page starts, when the read budget ran out
 }
 
 // candidate is an entry that may be on the page, and the record it is in.
@@ -155,6 +181,7 @@ func (l *Ledger) selectDay(ctx context.Context, d day, sel *selection) error {
 		if v == nil {
 			return errMoved
 		}
+		sel.read += len(v)
 		err = eachBlock(v, rec.first, rec.kind, func(br *blockReader, first uint32) error { return sel.offer(br, first, rec) })
 		if err != nil {
 			return fmt.Errorf("ledger: entries %s: %w", rec.key, err)
@@ -168,6 +195,7 @@ func (l *Ledger) selectDay(ctx context.Context, d day, sel *selection) error {
 func (l *Ledger) dayRecords(ctx context.Context, d day, sel *selection) ([]*record, error) {
 	var recs []*record
 	err := l.scanDay(ctx, d, func(w string, seq uint32, kind byte, k, v []byte) error {
+		sel.read += len(v)
 		if n := len(sel.writers); n == 0 || sel.writers[n-1] != w {
 			sel.writers = append(sel.writers, w)
 		}
@@ -327,6 +355,8 @@ func (l *Ledger) page(ctx context.Context, sel *selection) (Page, error) {
 	p := Page{Entries: entries[:min(len(entries), sel.q.Limit)]}
 	if len(cands) > sel.q.Limit {
 		p.Next = sel.position(cands[sel.q.Limit-1]).cursor()
+	} else if sel.stop != nil {
+		p.Next = sel.stop.cursor()
 	}
 	if len(p.Entries) == 0 {
 		p.Entries = nil
