@@ -34,6 +34,10 @@ type aggregator struct {
 	// needs: which of key, team and model the query groups or filters
 	// by; a row's others are not looked up (addSummary).
 	needs [3]bool
+	// grouped and timed mask a row's key, team, model and time into its
+	// group: all ones for a dimension grouped by, zero for another.
+	grouped [3]uint32
+	timed   int64
 }
 
 func newAggregator(q SpendQuery, top map[[3]string]bool) *aggregator {
@@ -44,6 +48,12 @@ func newAggregator(q SpendQuery, top map[[3]string]bool) *aggregator {
 	}
 	for i, by := range []string{ByKey, ByTeam, ByModel} {
 		a.needs[i] = slices.Contains(q.GroupBy, by) || [...]string{q.Key, q.Team, q.Model}[i] != ""
+		if slices.Contains(q.GroupBy, by) {
+			a.grouped[i] = ^uint32(0)
+		}
+	}
+	if timed(q) {
+		a.timed = -1
 	}
 	if top != nil {
 		a.one = 0
@@ -104,19 +114,7 @@ func (a *aggregator) add(key, team, model uint32, at int64, t *Totals) {
 		a.addByID([...]uint32{key, team, model}[a.one-1], t)
 		return
 	}
-	var g group
-	for _, by := range a.q.GroupBy {
-		switch by {
-		case ByKey:
-			g.key = key
-		case ByTeam:
-			g.team = team
-		case ByModel:
-			g.model = model
-		case ByDay, ByHour:
-			g.at = at
-		}
-	}
+	g := group{key: key & a.grouped[0], team: team & a.grouped[1], model: model & a.grouped[2], at: at & a.timed}
 	a.addGroup(g, t)
 }
 

@@ -88,7 +88,7 @@
 // whose table lacks the key, team or model asked for (checked in place,
 // without decoding the table), latest first, until the page is full. A
 // filter on the model or status alone has no such index: a page reads
-// days until it is full or has read 32 MiB of entries, and then ends,
+// days until it is full or has read 64 MiB of entries, and then ends,
 // with fewer entries than asked for, maybe none, and a cursor to go on.
 // Paging on, a query reads only the days older than its cursor.
 //

@@ -98,7 +98,7 @@ func (l *Ledger) daysOf(ctx context.Context, ds []day, q RequestQuery) ([]day, e
 // read the whole retention for one page. Past it, the page ends with the
 // entries found so far, maybe none, and a cursor to go on from the day
 // before the last one read.
-var readBudget = 32 << 20
+var readBudget = 64 << 20
 
 // choose offers the entries of the days ds, newest first, to sel, until
 // its page is full (an older day holds no newer entry), or readBudget
