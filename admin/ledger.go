@@ -58,6 +58,9 @@ type SpendRow struct {
 	Model *string `json:"model,omitempty"`
 	Day   *string `json:"day,omitempty"`  // the UTC date: "2026-11-26"
 	Hour  *string `json:"hour,omitempty"` // the hour's start, RFC 3339 in UTC: "2026-11-26T14:00:00Z"
+	// Other: the row adds up the groups past the query's limit (ranked by
+	// cost over the range); its grouped dimensions but time read "(other)".
+	Other bool `json:"other,omitempty"`
 	Counters
 }
 
@@ -114,7 +117,7 @@ func NewSpend(s ledger.Spend) Spend {
 	a := Spend{From: s.From.UTC(), To: s.To.UTC(), GroupBy: append([]string{}, s.GroupBy...),
 		Rows: make([]SpendRow, len(s.Rows)), Total: newCounters(s.Total)}
 	for i, r := range s.Rows {
-		row := SpendRow{Counters: newCounters(r.Totals)}
+		row := SpendRow{Counters: newCounters(r.Totals), Other: r.Other}
 		for _, by := range s.GroupBy {
 			switch by {
 			case ledger.ByKey:
@@ -246,7 +249,7 @@ func (e *ParamError) Unwrap() error { return ratestore.ErrInvalid }
 // is refused, so that a misspelt filter (?modle=gpt-4o) is an error
 // rather than an answer about every model.
 var (
-	spendParams   = []string{"from", "to", "group_by", "key", "team", "model"}
+	spendParams   = []string{"from", "to", "group_by", "key", "team", "model", "limit"}
 	requestParams = []string{"key", "team", "model", "status", "from", "to", "limit", "cursor"}
 )
 
@@ -265,6 +268,9 @@ func ParseSpendQuery(v url.Values) (ledger.SpendQuery, error) {
 		return q, err
 	}
 	if q.GroupBy, err = parseGroupBy(v["group_by"]); err != nil {
+		return q, err
+	}
+	if q.Limit, err = intParam(v, "limit", 1, ledger.MaxLimit, "a number of groups"); err != nil {
 		return q, err
 	}
 	q.Key, q.Team, q.Model = v.Get("key"), v.Get("team"), v.Get("model")
@@ -461,22 +467,18 @@ func noteFilters(w http.ResponseWriter, key, team string) {
 }
 
 // spendFailed answers a ledger query that failed: 400 naming the
-// parameter that is wrong (a ParamError, or the ledger's ErrInvalid: a
+// parameter that is wrong (a ParamError, or the ledger's QueryError: a
 // range too long, a cursor it did not give); otherwise the failure is
 // logged and the answer is 500 (a corrupt record) or 503.
 func (api *API) spendFailed(w http.ResponseWriter, r *http.Request, err error) {
 	var pe *ParamError
+	var qe *ledger.QueryError
 	switch {
 	case errors.As(err, &pe):
 		apierror.WriteParam(w, http.StatusBadRequest, apierror.Invalid, "invalid_parameter", pe.Param, pe.Error())
 		return
-	case errors.Is(err, ledger.ErrInvalid):
-		msg := strings.TrimPrefix(err.Error(), "ledger: ")
-		msg = strings.TrimSuffix(msg, ": "+ledger.ErrInvalid.Error())
-		if !strings.HasPrefix(msg, "from") && !strings.HasPrefix(msg, "cursor") {
-			msg = "from, to: " + msg // the range: the one thing left for the ledger to refuse
-		}
-		writeError(w, http.StatusBadRequest, apierror.Invalid, "invalid_parameter", msg)
+	case errors.As(err, &qe):
+		apierror.WriteParam(w, http.StatusBadRequest, apierror.Invalid, "invalid_parameter", qe.Param, qe.Param+": "+qe.Msg)
 		return
 	}
 	api.readFailed(w, r, err, "spend ledger", "ledger_corrupt")

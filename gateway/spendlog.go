@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"path"
 	"strings"
 	"time"
 
@@ -60,13 +61,41 @@ func (g *Gateway) note(x *exchange, tokens int64, cost pricing.USD) *ledger.Note
 	return n
 }
 
-// refused counts the refusal d of x's key in the ledger's rollups.
+// refused counts the refusal d of x's key in the ledger's rollups (in
+// memory; the ledger writes the counts as totals).
 func (g *Gateway) refused(ctx context.Context, x *exchange, k keystore.Key, d *keystore.Denial) {
 	if g.ledger == nil || k.ID == "" || d.Reason == "unknown" {
 		return
 	}
-	err := g.ledger.Refused(context.WithoutCancel(ctx), ledger.Refusal{Key: k.ID, Team: k.Team, Model: x.model, Reason: d.Reason})
+	err := g.ledger.Refused(context.WithoutCancel(ctx), ledger.Refusal{Key: k.ID, Team: k.Team, Model: refusedModel(x.model, k, d), Reason: d.Reason})
 	g.ledgerFailed(ctx, x, err)
+}
+
+// refusedModel is the model a refusal d of key k is counted under: the
+// one asked for when k's policy allows it, else ledger.OtherModel. A key
+// holder chooses the names it sends, and a rollup keeps a row for at
+// most 256 models: names its policy refuses would fill them, and the
+// model it does use would then be counted as (other).
+func refusedModel(model string, k keystore.Key, d *keystore.Denial) string {
+	if d.Reason == "model" || !allows(k.Policy.Models, model) {
+		return ledger.OtherModel
+	}
+	return model
+}
+
+// allows reports whether the model globs of a policy allow model, as
+// the key store checks them (path.Match; none: any model; a request
+// naming none is not checked).
+func allows(globs []string, model string) bool {
+	if len(globs) == 0 || model == "" {
+		return true
+	}
+	for _, g := range globs {
+		if ok, _ := path.Match(g, model); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // ledgerFailed logs err, if the ledger failed: the request was served

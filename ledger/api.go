@@ -27,10 +27,19 @@ const (
 
 // SpendQuery selects and groups rollups. The zero value is every
 // request of the last 30 days, in one total.
+//
+// The groups of the dimensions other than time (key, team, model) are
+// ranked by their cost over the whole range, then their requests, then
+// their values; the first Limit are rows of their own, and the rest one
+// row, Other, whose grouped dimensions read OtherModel. With a time
+// dimension the ranking is of the same totals over the range, so that a
+// chart stacked by key has the same keys every day, and one (other)
+// series: a report holds at most Limit+1 rows per day (hour).
 type SpendQuery struct {
 	From, To         time.Time // [From, To), rounded down to UTC days (hours with ByHour); zero To: now; zero From: To - 30 days
 	GroupBy          []string  // ByKey, ByTeam, ByModel, ByDay, ByHour; none: the total only
 	Key, Team, Model string    // filters; "" matches all
+	Limit            int       // groups of key, team and model kept, 1 to MaxLimit; 0: 100
 }
 
 // Row is one group of a Spend report: the grouped dimensions are set,
@@ -38,11 +47,15 @@ type SpendQuery struct {
 type Row struct {
 	Key, Team, Model string
 	Day              time.Time // the day's (or hour's) start, UTC
+	// Other: the row adds up the groups past the query's Limit; its
+	// grouped dimensions other than time read OtherModel.
+	Other bool
 	Totals
 }
 
 // Spend is the answer to a SpendQuery: From and To as rounded, the rows
-// ordered by their dimensions (the time ascending), and their total.
+// ordered by time, then by their dimensions, the Other row last, and
+// their total.
 type Spend struct {
 	From, To time.Time
 	GroupBy  []string
@@ -60,11 +73,14 @@ type RequestQuery struct {
 	Cursor           string    // a Page's Next, to continue after it
 }
 
-// MaxLimit is the largest page of entries a RequestQuery may ask for.
+// MaxLimit is the largest page of entries a RequestQuery may ask for,
+// and the most groups a SpendQuery may keep.
 const MaxLimit = 1000
 
 // Page is a page of entries, newest first, and the cursor of the next
-// one ("" when there is none).
+// one ("" when there is none). A page reads a bounded number of entry
+// records: one whose filter few entries match may hold fewer than the
+// Limit asked for, even none, and still have a Next.
 type Page struct {
 	Entries []Entry
 	Next    string

@@ -93,16 +93,19 @@ func appendEntryCounts(b []byte, e *Entry) []byte {
 // (index) allocates nothing for it, and one string is one allocation per
 // query, not one per block.
 type blockReader struct {
-	r     reader
-	base  int64    // the first entry's time, Unix ms
-	last  int64    // the latest entry's
-	table [][]byte // the strings, encoded
-	strs  []string // decoded, or "" until they are
-	in    *interner
-	n     int
+	r      reader
+	base   int64    // the first entry's time, Unix ms
+	last   int64    // the latest entry's
+	raw    []byte   // the string table, encoded
+	nTable int      // its strings
+	table  [][]byte // the strings, encoded: made by the first str, not by a query that skips the block
+	strs   []string // decoded, or "" until they are
+	in     *interner
+	n      int
 }
 
-// openBlock reads v's header and string table. in may be nil.
+// openBlock reads v's header and finds the end of its string table,
+// allocating nothing for it. in may be nil.
 func openBlock(v []byte, in *interner) (*blockReader, error) {
 	br := &blockReader{r: reader{b: v}, in: in}
 	r := &br.r
@@ -111,11 +114,12 @@ func openBlock(v []byte, in *interner) (*blockReader, error) {
 	}
 	br.base = r.varint()
 	br.last = br.base + r.int()
-	br.table = make([][]byte, r.count(len(v)))
-	for i := range br.table {
-		br.table[i] = r.rawString()
+	br.nTable = r.count(len(v))
+	start := r.b
+	for range br.nTable {
+		r.rawString()
 	}
-	br.strs = make([]string, len(br.table))
+	br.raw = start[:len(start)-len(r.b)]
 	br.n = r.count(blockSize)
 	return br, r.err
 }
@@ -177,8 +181,9 @@ func (br *blockReader) walk(first uint32, keep func(h *head) bool, full func(h *
 // index returns the reference to s, encoded, in the block's table (bias
 // added), or -1 if s is not there.
 func (br *blockReader) index(s []byte, bias uint64) int64 {
-	for i, t := range br.table {
-		if bytes.Equal(t, s) {
+	r := reader{b: br.raw}
+	for i := range br.nTable {
+		if bytes.Equal(r.rawString(), s) {
 			return int64(i) + int64(bias)
 		}
 	}
@@ -192,6 +197,13 @@ func (br *blockReader) str(i, bias uint64) string {
 		return ""
 	}
 	i -= bias
+	if br.table == nil {
+		r := reader{b: br.raw}
+		br.table, br.strs = make([][]byte, br.nTable), make([]string, br.nTable)
+		for j := range br.table {
+			br.table[j] = r.rawString()
+		}
+	}
 	if i >= uint64(len(br.table)) {
 		br.r.fail("string reference")
 		return ""

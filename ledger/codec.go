@@ -253,21 +253,68 @@ func (r *reader) rawString() []byte {
 type interner struct {
 	ids  map[string]uint32
 	strs []string
+	raws []string // the strings encoded
+	// byID numbers the ids stored in 8 bytes (key_, team_, req_ and 16
+	// hex digits), by tag - 1: an integer hashes faster than a string,
+	// and a summary's rows are hundreds of thousands of keys.
+	byID [len(idPrefixes)]map[uint64]uint32
 }
 
 func newInterner() *interner {
-	return &interner{ids: map[string]uint32{string(appendString(nil, "")): 0}, strs: []string{""}}
+	empty := string(appendString(nil, ""))
+	in := &interner{ids: map[string]uint32{empty: 0}, strs: []string{""}, raws: []string{empty}}
+	for i := range in.byID {
+		in.byID[i] = map[uint64]uint32{}
+	}
+	return in
 }
 
 // id returns the number of the string encoded as raw.
 func (in *interner) id(raw []byte) uint32 {
-	if id, ok := in.ids[string(raw)]; ok {
+	if tag, v, ok := packedID(raw); ok {
+		if id, ok := in.byID[tag][v]; ok {
+			return id
+		}
+	} else if id, ok := in.ids[string(raw)]; ok {
 		return id
 	}
+	return in.add(string(raw))
+}
+
+// idRaw is id of a string, encoded, held as a string: another
+// interner's, whose numbers a query merges into its own.
+func (in *interner) idRaw(raw string) uint32 {
+	if tag, v, ok := packedID(raw); ok {
+		if id, ok := in.byID[tag][v]; ok {
+			return id
+		}
+	} else if id, ok := in.ids[raw]; ok {
+		return id
+	}
+	return in.add(raw)
+}
+
+func (in *interner) add(raw string) uint32 {
 	id := uint32(len(in.strs))
-	in.ids[string(raw)] = id
-	in.strs = append(in.strs, decodeString(raw))
+	in.ids[raw] = id
+	if tag, v, ok := packedID(raw); ok {
+		in.byID[tag][v] = id
+	}
+	in.strs = append(in.strs, decodeString([]byte(raw)))
+	in.raws = append(in.raws, raw)
 	return id
+}
+
+// packedID returns the tag - 1 and the 8 bytes of raw, a string encoded,
+// when it is an id stored in 8 bytes.
+func packedID[T string | []byte](raw T) (tag int, v uint64, ok bool) {
+	if len(raw) != 9 || raw[0] == 0 || int(raw[0]) > len(idPrefixes) {
+		return 0, 0, false
+	}
+	for i := 1; i < 9; i++ {
+		v = v<<8 | uint64(raw[i])
+	}
+	return int(raw[0]) - 1, v, true
 }
 
 // idOf returns the number of s.

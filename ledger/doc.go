@@ -25,11 +25,13 @@
 // entries. Queries add the writers up. The records, all under "L/":
 //
 //	L/e/day/writer/seq"c"   a chunk of entries, as written
-//	L/e/day/writer/seq"b"   a block: 256 entries, compacted from their chunks
+//	L/e/day/writer/seq"b"   a block: 4096 entries, compacted from their chunks
 //	L/k/day/key/writer      a key's day: a row per team and model
 //	L/t/day/team/writer     a team's day: a row per model
 //	L/s/day/writer/n        a closed day's key rollups per key and team, in a few records
 //	L/m/day/writer/n        the same per key, team and model
+//	L/S/month/writer/n      a month the writer has left: its day summaries added up
+//	L/M/month/writer/n      the same per key, team and model
 //	L/w/day/writer          the writers of a day
 //	L/x/day                 the day has entries
 //
@@ -38,18 +40,34 @@
 // whole with the entry: the commit stores the last value, holding every
 // entry before it, one record where 16 entries would cost 16. On a shared
 // store (Redis), where batches may commit in another order than they
-// wrote, a chunk holds one entry. A few seconds after 256 entries are
+// wrote, a chunk holds one entry. A few seconds after 4096 entries are
 // written they are rewritten as one block, which keeps each key, team,
 // model and route once in a table its entries refer to, ids (key_, team_,
 // req_ and 16 hex digits) in 8 bytes, and times as differences from the
-// block's first: an entry costs about 30 bytes and the block's overhead
-// is spread over 256. Figures are in bench/REPORT.md.
+// block's first: an entry costs about 40 bytes and the block's overhead
+// is spread over 4096. Figures are in bench/REPORT.md.
+//
+// # Refusals, counted in memory
+//
+// A request a key's policy refuses changed nothing, and a key holder
+// can send thousands a second: Refused counts it in memory, by (day, key,
+// team, model, reason), and the counts are written as totals into the
+// rollups: with the next entry the ledger writes, in that entry's batch
+// (on a DB: no commit of their own; on a shared store, where a batch
+// reads every rollup it writes before the ledger's lock, by the flush),
+// a second after the first count when no entry comes, when 4096 distinct
+// counts wait (the next refusal writes them first, so memory is bounded),
+// and by Close. The process that counted them sees them in its queries
+// at once. A crash loses the counts not written: at most a second's, and
+// only counts of refusals, which used nothing. The gateway counts a
+// refused request's model as (other) unless the key's policy allows it,
+// so that names a key may not use do not take the 256 rows of its rollup.
 //
 // # Retention
 //
 // Entries are kept for Options.Retention (90 days by default), in whole
 // UTC days: the days past it are dropped at Open and every hour, a day at
-// a time, by deleting the records under its prefix (a block per 256
+// a time, by deleting the records under its prefix (a block per 4096
 // entries), not by reading entries. Rollups and summaries are kept for
 // good.
 //
@@ -64,14 +82,41 @@
 // dropped yet are read by a query that asks for those days, and chunks not
 // compacted yet are read as they are.
 //
-// # Queries
+// # Queries, bounded
 //
-// Spend adds rollups up over a range of UTC days, grouped by key, team,
-// model and day; by hour it reads the entries, within the retention.
-// Requests pages entries newest first, with filters, reading a day's
-// blocks and skipping those whose table lacks the key, team or model
-// asked for. A day a writer has left is summarized (L/s) so that a
-// month of spend by key reads 30 summaries, not a record per key and day.
+// No query reads more than it answers and a bounded overhead, whatever
+// range it asks for. Requests accepts a range within the retention and
+// reaching at most a day past now, Spend one of at most 3660 days, also
+// ending at most a day past now; any other is refused with a *QueryError
+// naming the parameter, before anything is read.
+//
+// Requests pages entries newest first, with filters. It reads the L/x
+// marks of the retention's days at once (a round trip on Redis) and
+// visits only the days that have entries. With a key or team asked for,
+// it first reads that key's (team's) rollups of those days, at once, and
+// visits only the days whose rollups count requests of it: a key with no
+// entries reads none. A day is read block by block, skipping the blocks
+// whose table lacks the key, team or model asked for (checked in place,
+// without decoding the table), latest first, until the page is full. A
+// filter on the model or status alone has no such index: a page reads
+// days until it is full or has read 64 MiB of entries, and then ends,
+// with fewer entries than asked for, maybe none, and a cursor to go on.
+// Paging on, a query reads only the days older than its cursor.
+//
+// Spend adds rollups up over the days of the range that have writers
+// (their L/w marks, read once), grouped by key, team, model and day; by
+// hour it reads the entries, within the retention. A day a writer has
+// left is summarized (L/s, L/m), so that a month of spend by key reads 30
+// summaries, not a record per key and day, and a month it has left too
+// (L/S, L/M), so that a spend not grouped by time reads a summary per
+// writer for each month its range holds whole: ten years by key read 120
+// a writer, with a row per key active in the month. The groups of key, team and
+// model are ranked by cost over the range; the first Limit (100 by
+// default, at most 1000) are rows, and the rest one row, Other. Grouped
+// by time as well, Spend reads twice: to rank, then to add up each day's
+// rows of the top groups and of the other row, so that it holds at most
+// Limit+1 groups a day, and a chart stacked by key shows the same keys
+// every day.
 //
 // # Redis
 //
@@ -81,6 +126,8 @@
 // gateway and over each gateway's local disk because an operator asks
 // one place what was spent, and the entries are small (a Stream repeats
 // every field name in every entry). Retention deletes a day's keys. A
-// Redis Scan walks the whole keyspace, so queries on Redis are slower
-// than on a DB; the targets are the DB's.
+// query reads few prefixes: the writers' marks (one scan), the marks and
+// rollups it needs by key (round trips of a thousand), and one scan per
+// day it visits. Where a Redis Scan walks the whole keyspace, each of
+// those scans costs that walk.
 package ledger

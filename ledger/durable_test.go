@@ -66,8 +66,12 @@ func TestRetentionDropsEntriesNotRollups(t *testing.T) {
 		e.close()
 		e.open(ledger.Options{Retention: 30 * 24 * time.Hour}) // the sweep at Open runs in the background
 		require.NoError(t, e.led.DropExpired(ctx))
-		got := pages(t, e, ledger.RequestQuery{From: old[0].Time, Limit: 1000})
+		got := pages(t, e, ledger.RequestQuery{Limit: 1000})
 		require.Equal(t, newestFirst(recent, func(ledger.Entry) bool { return true }), got)
+		_, err := e.led.Requests(ctx, ledger.RequestQuery{From: old[0].Time})
+		var qe *ledger.QueryError
+		require.ErrorAs(t, err, &qe, "a range before the retention's start")
+		require.Equal(t, "from", qe.Param)
 		e.scan("L/x/", func(k, _ []byte) {
 			require.False(t, strings.HasPrefix(string(k), "L/x/"+old[0].Time.Format("20060102")), "the old day's mark is dropped")
 		})

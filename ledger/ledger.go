@@ -41,6 +41,9 @@ type Options struct {
 	Export *Export
 	// Log receives the ledger's warnings; nil: slog.Default().
 	Log *slog.Logger
+	// After is time.After on the clock of the database's Options.Now, for
+	// the wait before refusals are written (tests); nil: time.After.
+	After func(d time.Duration) <-chan time.Time
 }
 
 // Ledger keeps a database's spend ledger: an entry per finished request,
@@ -75,11 +78,16 @@ type Ledger struct {
 	pending []span // blocks of chunks ready to be compacted
 	closed  []day  // days to summarize
 	buf     []byte
+	// refusals are counted, not yet written (see Refused).
+	refusals map[refusalID]int64
+	closing  bool // Close has begun: the months of the days summarized are left too
 
-	wake chan struct{}
-	stop chan struct{}
-	done chan struct{}
-	once sync.Once
+	wake     chan struct{}
+	refusing chan struct{} // a first refusal is waiting: flushRefusals' timer starts
+	stop     chan struct{}
+	done     chan struct{} // background has ended
+	flushed  chan struct{} // flushRefusals has ended
+	once     sync.Once
 }
 
 // Open returns the ledger kept in db, which must stay open while the
@@ -107,8 +115,9 @@ func Open[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore.Stor
 	l := &Ledger{
 		st: backend[L, B]{db}, opts: opts, log: opts.Log, writer: hex.EncodeToString(id[:]),
 		keep:    int((opts.Retention + 24*time.Hour - 1) / (24 * time.Hour)),
-		rollups: make(map[rollupID]*rollup),
-		wake:    make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		rollups: make(map[rollupID]*rollup), refusals: make(map[refusalID]int64),
+		wake: make(chan struct{}, 1), refusing: make(chan struct{}, 1),
+		stop: make(chan struct{}), done: make(chan struct{}), flushed: make(chan struct{}),
 	}
 	l.w.today = -1
 	l.chunkMax = 16
@@ -121,26 +130,42 @@ func Open[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore.Stor
 	}
 	if opts.ReadOnly {
 		close(l.done)
+		close(l.flushed)
 		return l, nil
 	}
 	go l.background()
+	go l.flushRefusals()
 	return l, nil
 }
 
-// Close compacts what the ledger wrote and stops its background work,
-// waiting for it until ctx ends. It does not close the database, which
-// must be open.
+// after is Options.After, or time.After.
+func (l *Ledger) after(d time.Duration) <-chan time.Time {
+	if l.opts.After != nil {
+		return l.opts.After(d)
+	}
+	return time.After(d)
+}
+
+// Close writes the refusals counted, compacts what the ledger wrote and
+// stops its background work, waiting for it until ctx ends. It does not
+// close the database, which must be open.
 func (l *Ledger) Close(ctx context.Context) error {
 	l.once.Do(func() { close(l.stop) })
-	select {
-	case <-l.done:
-	case <-ctx.Done():
-		return ctx.Err()
+	for _, done := range []chan struct{}{l.done, l.flushed} {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	if l.opts.ReadOnly {
 		return nil
 	}
+	if err := l.Flush(ctx); err != nil {
+		return err
+	}
 	l.mu.Lock()
+	l.closing = true
 	l.sealSpan()
 	if l.w.today >= 0 {
 		l.closed = append(l.closed, l.w.today) // this writer writes no more

@@ -45,19 +45,34 @@ type env struct {
 	path  string
 	clock *fakeclock.Clock
 	srv   *redistest.Server
+	reads *reads // what the ledger reads of its store, when counted
 	led   *ledger.Ledger
+	// stored is a read-only Ledger of the open database: what is stored,
+	// without the refusals led counted and has not written.
+	stored *ledger.Ledger
 	// Bound to the open database:
 	record func(e ledger.Entry) ledger.Entry
+	// another opens another Ledger of the database (another writer), and
+	// recordWith records an entry with one.
+	another    func() *ledger.Ledger
+	recordWith func(l *ledger.Ledger, e ledger.Entry) ledger.Entry
 	// recordAll records es, entry i at at[i], in one batch.
 	recordAll func(es []ledger.Entry, at []time.Time) []ledger.Entry
 	scan      func(prefix string, fn func(k, v []byte))
 	closeDB   func() error
 }
 
-func forEach(t *testing.T, f func(t *testing.T, e *env)) {
+func forEach(t *testing.T, f func(t *testing.T, e *env)) { forModes(t, false, f) }
+
+// forModes runs f in every mode, with the ledger's reads counted in
+// e.reads if counting.
+func forModes(t *testing.T, counting bool, f func(t *testing.T, e *env)) {
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			e := &env{t: t, m: m, path: filepath.Join(t.TempDir(), "l.db"), clock: fakeclock.New(t0)}
+			if counting {
+				e.reads = &reads{}
+			}
 			e.open(ledger.Options{})
 			t.Cleanup(func() { e.close() })
 			f(t, e)
@@ -73,25 +88,36 @@ func (e *env) open(opts ledger.Options) {
 		}
 		db, err := redisstore.Open(ctx, e.srv.URL(), redisstore.Options{Now: e.clock.Now, Timeout: 10 * time.Second})
 		require.NoError(e.t, err)
-		bind(e, db, opts)
+		bind(e, count(db, e.reads), opts)
 		return
 	}
 	db, err := ratestore.Open(e.path, ratestore.Options{Backend: e.m.backend, Durability: e.m.durability, FlushInterval: time.Hour, Now: e.clock.Now})
 	require.NoError(e.t, err)
-	bind(e, db, opts)
+	bind(e, count(db, e.reads), opts)
 }
 
 func bind[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](e *env, db ratestore.Store[L, B], opts ledger.Options) {
+	if opts.After == nil && e.clock != nil {
+		opts.After = e.clock.After
+	}
 	led, err := ledger.Open(db, opts)
 	require.NoError(e.t, err)
 	e.led = led
-	e.record = func(en ledger.Entry) ledger.Entry {
-		n, err := led.Note(en)
+	e.stored, err = ledger.Open(db, ledger.Options{ReadOnly: true})
+	require.NoError(e.t, err)
+	e.recordWith = func(l *ledger.Ledger, en ledger.Entry) ledger.Entry {
+		n, err := l.Note(en)
 		require.NoError(e.t, err)
 		err = db.Update(ctx, []string{en.Key}, func(b B) error { return n.Record(b, b.Now()) })
 		n.Done(err)
 		require.NoError(e.t, err)
 		return n.Entry()
+	}
+	e.record = func(en ledger.Entry) ledger.Entry { return e.recordWith(led, en) }
+	e.another = func() *ledger.Ledger {
+		l, err := ledger.Open(db, ledger.Options{After: opts.After})
+		require.NoError(e.t, err)
+		return l
 	}
 	e.recordAll = func(es []ledger.Entry, at []time.Time) []ledger.Entry {
 		notes := make([]*ledger.Note, len(es))

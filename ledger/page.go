@@ -26,6 +26,13 @@ func (l *Ledger) Requests(ctx context.Context, q RequestQuery) (Page, error) {
 	if err != nil {
 		return Page{}, err
 	}
+	ds, err := l.entryDays(ctx, dayOf(q.From), dayOf(q.To.Add(-time.Millisecond)), true)
+	if err == nil {
+		ds, err = l.daysOf(ctx, ds, q)
+	}
+	if err != nil {
+		return Page{}, err
+	}
 	for try := 0; ; try++ {
 		sel := &selection{q: q, after: after}
 		for i, s := range []string{q.Key, q.Team, q.Model} {
@@ -33,19 +40,86 @@ func (l *Ledger) Requests(ctx context.Context, q RequestQuery) (Page, error) {
 				sel.want[i] = appendString(nil, s)
 			}
 		}
-		for _, d := range days(dayOf(q.From), dayOf(q.To.Add(-time.Millisecond)), true) {
-			if err := l.selectDay(ctx, d, sel); err != nil {
-				return Page{}, err
-			}
-			if len(sel.top) > q.Limit {
-				break // an older day holds no newer entry
-			}
+		if err := l.choose(ctx, sel, ds); err != nil {
+			return Page{}, err
 		}
 		p, err := l.page(ctx, sel)
 		if !errors.Is(err, errMoved) || try == 2 {
 			return p, err
 		}
 	}
+}
+
+// daysOf returns the days of ds on which q's key (or team) has entries
+// that may match q: those whose rollups of some writer count requests of
+// q's team and model, or of OtherModel, which holds the models past a
+// rollup's rows. The rollups are read at once (a round trip on Redis), so
+// that a key with no entries in the range reads no entry. Without a key
+// or team asked for, it returns ds.
+func (l *Ledger) daysOf(ctx context.Context, ds []day, q RequestQuery) ([]day, error) {
+	prefix, name := keyPrefix, q.Key
+	if q.Key == "" {
+		prefix, name = teamPrefix, q.Team
+	}
+	if name == "" || len(ds) == 0 {
+		return ds, nil
+	}
+	writers, err := l.writers(ctx, slices.Min(ds), slices.Max(ds))
+	if err != nil {
+		return nil, err
+	}
+	recs, vals, at, err := l.rollupsOf(ctx, prefix, name, ds, writers)
+	if err != nil {
+		return nil, err
+	}
+	team, model, other := encodeAll(q.Team), encodeAll(q.Model), appendString(nil, OtherModel)
+	var out []day
+	for i, v := range vals {
+		if v == nil || len(out) > 0 && out[len(out)-1] == at[i] {
+			continue
+		}
+		match := false
+		err := decodeRollup(v, func(rowTeam, rowModel []byte, t *Totals) {
+			match = match || t.Requests > 0 && (q.Key == "" || len(team) == 0 || bytes.Equal(rowTeam, team[0])) &&
+				(len(model) == 0 || bytes.Equal(rowModel, model[0]) || bytes.Equal(rowModel, other))
+		})
+		if err != nil {
+			return nil, fmt.Errorf("ledger: rollup %s: %w", recs[i], err)
+		}
+		if match {
+			out = append(out, at[i])
+		}
+	}
+	return out, nil
+}
+
+// readBudget bounds the bytes of entry records a page reads, a day at a
+// time: a filter few entries match (a model, a status) would otherwise
+// read the whole retention for one page. Past it, the page ends with the
+// entries found so far, maybe none, and a cursor to go on from the day
+// before the last one read.
+var readBudget = 64 << 20
+
+// choose offers the entries of the days ds, newest first, to sel, until
+// its page is full (an older day holds no newer entry), or readBudget
+// bytes have been read: sel.stop is then where the next page starts.
+func (l *Ledger) choose(ctx context.Context, sel *selection, ds []day) error {
+	for i, d := range ds {
+		if sel.after != nil && d.time().UnixMilli() > sel.after.ms {
+			continue // paged through already
+		}
+		if err := l.selectDay(ctx, d, sel); err != nil {
+			return err
+		}
+		if len(sel.top) > sel.q.Limit {
+			return nil
+		}
+		if sel.read >= readBudget && i+1 < len(ds) {
+			sel.stop = &position{ms: d.time().UnixMilli() - 1, writer: "ffffffffffffffff", seq: math.MaxUint32}
+			return nil
+		}
+	}
+	return nil
 }
 
 // errMoved is the error of a second pass that found a record of the first
@@ -62,6 +136,8 @@ type selection struct {
 	top     []candidate
 	writers []string  // candidate.writer's
 	recs    []*record // candidate.rec's
+	read    int       // bytes of records read
+	stop    *position // where the next page starts, when the read budget ran out
 }
 
 // candidate is an entry that may be on the page, and the record it is in.
@@ -105,6 +181,7 @@ func (l *Ledger) selectDay(ctx context.Context, d day, sel *selection) error {
 		if v == nil {
 			return errMoved
 		}
+		sel.read += len(v)
 		err = eachBlock(v, rec.first, rec.kind, func(br *blockReader, first uint32) error { return sel.offer(br, first, rec) })
 		if err != nil {
 			return fmt.Errorf("ledger: entries %s: %w", rec.key, err)
@@ -118,6 +195,7 @@ func (l *Ledger) selectDay(ctx context.Context, d day, sel *selection) error {
 func (l *Ledger) dayRecords(ctx context.Context, d day, sel *selection) ([]*record, error) {
 	var recs []*record
 	err := l.scanDay(ctx, d, func(w string, seq uint32, kind byte, k, v []byte) error {
+		sel.read += len(v)
 		if n := len(sel.writers); n == 0 || sel.writers[n-1] != w {
 			sel.writers = append(sel.writers, w)
 		}
@@ -277,6 +355,8 @@ func (l *Ledger) page(ctx context.Context, sel *selection) (Page, error) {
 	p := Page{Entries: entries[:min(len(entries), sel.q.Limit)]}
 	if len(cands) > sel.q.Limit {
 		p.Next = sel.position(cands[sel.q.Limit-1]).cursor()
+	} else if sel.stop != nil {
+		p.Next = sel.stop.cursor()
 	}
 	if len(p.Entries) == 0 {
 		p.Entries = nil

@@ -55,16 +55,33 @@ func (l *Ledger) dayEntries(ctx context.Context, d day, f filter, fn func(writer
 	})
 }
 
-// days returns the days from first to last, newest first if desc.
-func days(first, last day, desc bool) []day {
-	var ds []day
+// entryDays returns the days from first to last that hold entries (their
+// L/x marks), newest first if desc. Only the days of the retention can,
+// and one more ahead for a clock a little ahead of the store's: the marks
+// of those at most keep+2 days are read at once (a round trip on Redis),
+// whatever the range, so that a query never walks day by day through
+// empty time.
+func (l *Ledger) entryDays(ctx context.Context, first, last day, desc bool) ([]day, error) {
+	today := dayOf(l.st.now())
+	first, last = max(first, today-day(l.keep)), min(last, today+1)
+	var marks [][]byte
 	for d := first; d <= last; d++ {
-		ds = append(ds, d)
+		marks = append(marks, appendKey(nil, dayPrefix, d))
+	}
+	vals, err := l.st.getAll(ctx, marks)
+	if err != nil {
+		return nil, err
+	}
+	var ds []day
+	for i, v := range vals {
+		if v != nil {
+			ds = append(ds, first+day(i))
+		}
 	}
 	if desc {
 		slices.Reverse(ds)
 	}
-	return ds
+	return ds, nil
 }
 
 // position is where an entry is in the newest-first order: by time, then
@@ -88,7 +105,7 @@ func (p position) cursor() string {
 
 func parseCursor(s string) (*position, error) {
 	parts := strings.Split(s, ".")
-	bad := fmt.Errorf("ledger: cursor %.40q: not one this ledger gave: %w", s, ErrInvalid)
+	bad := &QueryError{Param: "cursor", Msg: fmt.Sprintf("%.40q: not one this ledger gave", s)}
 	if len(parts) != 3 || len(parts[1]) != 16 {
 		return nil, bad
 	}
@@ -100,26 +117,75 @@ func parseCursor(s string) (*position, error) {
 	return &position{ms: ms, writer: parts[1], seq: uint32(seq)}, nil
 }
 
-// normalizeRequests checks q and fills in its defaults.
+// QueryError is a parameter of a query that is out of its range: Param
+// names it as the admin API does ("from", "to", "limit", "group_by",
+// "status", "cursor"), and Msg, which follows it in Error, says what is
+// wrong and what is allowed. It matches
+// ErrInvalid, so that a caller answers it as a bad request.
+type QueryError struct {
+	Param string
+	Msg   string
+}
+
+func (e *QueryError) Error() string { return "ledger: " + e.Param + " " + e.Msg }
+
+func (e *QueryError) Unwrap() error { return ErrInvalid }
+
+// ahead is how far past now a query's range may reach: a client's clock
+// a little ahead of the store's, or a day asked for whole.
+const ahead = 24 * time.Hour
+
+// checkTo refuses a range's end past now + ahead.
+func checkTo(to, now time.Time) error {
+	if limit := now.Add(ahead); to.After(limit) {
+		return &QueryError{Param: "to", Msg: fmt.Sprintf("%s is past now + 1 day (%s): want at most that",
+			to.UTC().Format(time.RFC3339), limit.UTC().Format(time.RFC3339))}
+	}
+	return nil
+}
+
+// checkOrder refuses a range whose from is not before its to.
+func checkOrder(from, to time.Time) error {
+	if !from.Before(to) {
+		return &QueryError{Param: "from", Msg: fmt.Sprintf("%s is not before to %s: want from before to (the range is [from, to))",
+			from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339))}
+	}
+	return nil
+}
+
+// retentionStart is the start of the oldest day whose entries may be
+// kept: the day the next sweep drops, and the days after it.
+func (l *Ledger) retentionStart(now time.Time) time.Time {
+	return (dayOf(now) - day(l.keep)).time()
+}
+
+// normalizeRequests checks q and fills in its defaults: its range within
+// the retention and at most a day past now, so that what a query reads is
+// bounded by the retention's days, whatever it asks.
 func (l *Ledger) normalizeRequests(q RequestQuery) (RequestQuery, *position, error) {
 	now := l.st.now()
+	start := l.retentionStart(now)
 	if q.To.IsZero() {
 		q.To = now.Add(time.Millisecond)
 	}
 	if q.From.IsZero() {
-		q.From = (dayOf(now) - day(l.keep)).time()
+		q.From = start
 	}
 	switch {
 	case q.Limit == 0:
 		q.Limit = 100
 	case q.Limit < 0 || q.Limit > MaxLimit:
-		return q, nil, fmt.Errorf("ledger: limit %d: want 1 to %d: %w", q.Limit, MaxLimit, ErrInvalid)
+		return q, nil, &QueryError{Param: "limit", Msg: fmt.Sprintf("%d: want 1 to %d", q.Limit, MaxLimit)}
 	}
-	if !q.From.Before(q.To) {
-		return q, nil, fmt.Errorf("ledger: from %s is not before to %s: %w", q.From.Format(time.RFC3339), q.To.Format(time.RFC3339), ErrInvalid)
+	if q.From.Before(start) {
+		return q, nil, &QueryError{Param: "from", Msg: fmt.Sprintf("%s is before the retention's start: want %s or later (entries are kept %d days)",
+			q.From.UTC().Format(time.RFC3339), start.Format(time.RFC3339), l.keep)}
+	}
+	if err := cmp.Or(checkTo(q.To, now), checkOrder(q.From, q.To)); err != nil {
+		return q, nil, err
 	}
 	if q.Status < 0 || q.Status > 999 {
-		return q, nil, fmt.Errorf("ledger: status %d: want an HTTP status: %w", q.Status, ErrInvalid)
+		return q, nil, &QueryError{Param: "status", Msg: fmt.Sprintf("%d: want an HTTP status", q.Status)}
 	}
 	if q.Cursor == "" {
 		return q, nil, nil

@@ -92,14 +92,21 @@ func check(t *testing.T, e *env, entries []ledger.Entry) {
 			q.From, q.To = span[0], span[1].Truncate(time.Hour).Add(time.Hour)
 			got, err := e.led.Spend(ctx, q)
 			require.NoError(t, err, "%+v", q)
-			rows, total := want(entries, got.SpendQuery())
-			require.Equal(t, total, stripReasons(got.Total), "%+v", q)
-			for i := range got.Rows {
-				got.Rows[i].Totals = stripReasons(got.Rows[i].Totals)
-			}
-			require.Equal(t, rows, got.Rows, "%+v", q)
+			requireSpend(t, entries, got)
 		}
 	}
+}
+
+// requireSpend asserts that s is what its query adds up to over entries,
+// refusals aside.
+func requireSpend(t *testing.T, entries []ledger.Entry, s ledger.Spend) {
+	t.Helper()
+	rows, total := want(entries, s.SpendQuery())
+	require.Equal(t, total, stripReasons(s.Total), "%+v", s.SpendQuery())
+	for i := range s.Rows {
+		s.Rows[i].Totals = stripReasons(s.Rows[i].Totals)
+	}
+	require.Equal(t, rows, s.Rows, "%+v", s.SpendQuery())
 }
 
 func stripReasons(t ledger.Totals) ledger.Totals {

@@ -27,6 +27,14 @@ const (
 	scaleDays   = 90
 )
 
+// benchFormat names the format of the records in the directory of a
+// benchmark's database: a build that writes another format builds its
+// own.
+const benchFormat = "v9"
+
+// scale is the shape of a benchmark's ledger.
+type scale struct{ entries, keys int }
+
 func scaleEntries() int {
 	var n int
 	if _, err := fmt.Sscan(os.Getenv("RATESTORE_LEDGER_BENCH_ENTRIES"), &n); err == nil && n > 0 {
@@ -35,9 +43,9 @@ func scaleEntries() int {
 	return 10_000_000
 }
 
-// scaleEntry is entry i of a load of n over scaleDays from t0.
-func scaleEntry(r *rand.Rand, i, n int) ledger.Entry {
-	k := r.IntN(scaleKeys)
+// scaleEntry is an entry of one of keys keys.
+func scaleEntry(r *rand.Rand, keys int) ledger.Entry {
+	k := r.IntN(keys)
 	return ledger.Entry{
 		RequestID: fmt.Sprintf("req_%016x", r.Uint64()), Key: fmt.Sprintf("key_%016x", k), Team: fmt.Sprintf("team_%016x", k%scaleTeams),
 		Model: fmt.Sprintf("model-%02d", (k*7+r.IntN(3))%scaleModels), Route: "chat completions", Status: 200,
@@ -47,11 +55,12 @@ func scaleEntry(r *rand.Rand, i, n int) ledger.Entry {
 	}
 }
 
-// scaleDB returns a bolt database holding scaleEntries() entries, built
-// once into the temporary directory and kept there for later runs.
-func scaleDB(b *testing.B) (string, time.Time) {
-	n := scaleEntries()
-	dir := filepath.Join(os.TempDir(), fmt.Sprintf("ratestore-ledger-bench-v7-%d", n))
+// scaleDB returns a bolt database holding sc.entries entries of
+// sc.keys keys over scaleDays, built once into the temporary directory
+// and kept there for later runs, and the end of its days.
+func scaleDB(b *testing.B, sc scale) (string, time.Time) {
+	n := sc.entries
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("ratestore-ledger-bench-%s-%d-%d", benchFormat, n, sc.keys))
 	path := filepath.Join(dir, "ledger.db")
 	end := t0.Add(scaleDays * 24 * time.Hour)
 	if _, err := os.Stat(filepath.Join(dir, "done")); err == nil {
@@ -68,8 +77,8 @@ func scaleDB(b *testing.B) (string, time.Time) {
 	step := scaleDays * 24 * time.Hour / time.Duration(n)
 	for i := 0; i < n; i += 10_000 {
 		err := db.Update(ctx, nil, func(bt *ratestore.Batch) error {
-			for j := i; j < min(n, i+10_000); j++ {
-				note, err := led.Note(scaleEntry(r, j, n))
+			for range min(n-i, 10_000) {
+				note, err := led.Note(scaleEntry(r, sc.keys))
 				if err != nil {
 					return err
 				}
@@ -94,7 +103,7 @@ func scaleDB(b *testing.B) (string, time.Time) {
 // day series over 90 days, the console's spend page over 14 days, and
 // pages of 100 entries, newest first, of all keys and of one key.
 func BenchmarkQueries(b *testing.B) {
-	path, end := scaleDB(b)
+	path, end := scaleDB(b, scale{scaleEntries(), scaleKeys})
 	db, err := ratestore.Open(path, ratestore.Options{Durability: ratestore.Async, Now: fakeclock.New(end).Now})
 	require.NoError(b, err)
 	b.Cleanup(func() { db.Close() })
@@ -133,19 +142,22 @@ func BenchmarkQueries(b *testing.B) {
 			return len(p.Entries), err
 		}},
 	} {
-		b.Run(c.name, func(b *testing.B) {
-			var rows int
-			for b.Loop() {
-				n, err := c.run()
-				if err != nil {
-					b.Fatal(err)
-				}
-				rows = n
-			}
-			b.ReportMetric(float64(rows), "rows")
-		})
+		b.Run(c.name, func(b *testing.B) { benchQuery(b, c.run) })
 	}
 	fi, err := os.Stat(path)
 	require.NoError(b, err)
 	b.Logf("database: %d entries, %d bytes: %.1f bytes per entry (rollups included)", scaleEntries(), fi.Size(), float64(fi.Size())/float64(scaleEntries()))
+}
+
+// benchQuery runs query in b's loop, and reports the rows it answered.
+func benchQuery(b *testing.B, query func() (int, error)) {
+	var rows int
+	for b.Loop() {
+		n, err := query()
+		if err != nil {
+			b.Fatal(err)
+		}
+		rows = n
+	}
+	b.ReportMetric(float64(rows), "rows")
 }

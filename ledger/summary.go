@@ -48,7 +48,7 @@ func (l *Ledger) summarize(ctx context.Context) error {
 			return err
 		}
 	}
-	return nil
+	return l.summarizeMonths(ctx, days)
 }
 
 // summarizeDay writes the summary of day d from the rollups in memory, or
@@ -70,17 +70,18 @@ func (l *Ledger) summarizeDay(ctx context.Context, d day) error {
 	}
 	byKey := sumModels(byModel)
 	return l.st.update(ctx, nil, func(w batch) error {
-		if err := l.putSummary(w, modelSummaryPrefix, d, byModel); err != nil {
+		if err := l.putSummary(w, appendKey(nil, modelSummaryPrefix, d, l.writer), byModel); err != nil {
 			return err
 		}
-		return l.putSummary(w, summaryPrefix, d, byKey)
+		return l.putSummary(w, appendKey(nil, summaryPrefix, d, l.writer), byKey)
 	})
 }
 
-// putSummary puts rows as the summary under prefix of day d.
-func (l *Ledger) putSummary(w batch, prefix string, d day, rows []summary) error {
+// putSummary puts rows as the summary whose records' keys start with
+// prefix (the kind, period and writer): a record per summaryRows rows.
+func (l *Ledger) putSummary(w batch, prefix []byte, rows []summary) error {
 	for i, chunk := 0, 0; i < len(rows); i, chunk = i+summaryRows, chunk+1 {
-		key := appendKey(nil, prefix, d, l.writer, fmt.Sprintf("%04x", chunk))
+		key := fmt.Appendf(bytes.Clone(prefix), "/%04x", chunk)
 		if err := w.Put(key, appendSummary(nil, rows[i:min(i+summaryRows, len(rows))])); err != nil {
 			return err
 		}

@@ -67,6 +67,7 @@ type Note struct {
 	e        Entry
 	seq      uint32
 	recorded bool
+	refusals []refusal // the counts of refusals its batch writes too (see countWith)
 }
 
 // Note returns the note of e, which a Finish writes. The entry's Time is
@@ -140,7 +141,7 @@ func (n *Note) Record(w keystore.Records, now time.Time) error {
 	if l.w.seq%blockSize == 0 {
 		l.sealSpan()
 	}
-	return nil
+	return l.countWith(n, w)
 }
 
 // Done reports how the Finish that carried n ended: err is its error
@@ -172,53 +173,31 @@ func (n *Note) Discard() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n.recorded = false
+	l.giveBack(n.refusals, len(n.refusals))
+	n.refusals = nil
 	if l.shared { // its rollups were read and written in the batch alone
 		return
 	}
 	e := &n.e
 	back := Totals{Requests: -1, Tokens: Tokens{-e.Tokens.Input, -e.Tokens.Output, -e.Tokens.CacheRead, -e.Tokens.CacheWrite, -e.Tokens.Reasoning}, Cost: -e.Cost}
-	d := dayOf(e.Time)
-	for _, id := range []rollupID{{d: d, name: e.Key}, {team: true, d: d, name: e.Team}} {
+	l.uncount(dayOf(e.Time), e.Key, e.Team, e.Model, &back)
+}
+
+// uncount adds back, a negative count, to the cached rollups of key's
+// and team's day d that hold model's row: what was added to them for a
+// batch that stored nothing.
+func (l *Ledger) uncount(d day, key, team, model string, back *Totals) {
+	for _, id := range []rollupID{{d: d, name: key}, {team: true, d: d, name: team}} {
 		if r := l.rollups[id]; r != nil {
-			k := rowKey{e.Team, e.Model}
+			k := rowKey{team, model}
 			if id.team {
 				k.team = ""
 			}
 			if i, ok := r.find(k); ok {
-				r.rows[i].add(&back)
+				r.rows[i].add(back)
 			}
 		}
 	}
-}
-
-// Refused counts r in its key's and team's rollups, by reason.
-func (l *Ledger) Refused(ctx context.Context, r Refusal) error {
-	if err := checkID("key", r.Key, true); err != nil {
-		return err
-	}
-	if err := checkID("team", r.Team, false); err != nil {
-		return err
-	}
-	if l.opts.ReadOnly {
-		return ErrReadOnly
-	}
-	add := Totals{Refused: 1, Reasons: map[string]int64{bounded(r.Reason): 1}}
-	locks := []string{r.Key}
-	if r.Team != "" {
-		locks = append(locks, r.Team)
-	}
-	return l.st.update(ctx, locks, func(w batch) error {
-		d := dayOf(l.st.now())
-		if err := l.preload(w, d, r.Key, r.Team); err != nil {
-			return err
-		}
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		if err := l.register(w, d); err != nil {
-			return err
-		}
-		return l.addAll(w, d, r.Key, r.Team, bounded(r.Model), &add)
-	})
 }
 
 // register writes that the writer has entries on day d, once a day.
@@ -255,23 +234,29 @@ func (l *Ledger) register(w batch, d day) error {
 	return nil
 }
 
-// addAll adds t to the rollups of key's and team's day d.
+// addAll adds t to the rollups of key's and team's day d. Both are
+// found before either changes, so that an error (a read of a rollup that
+// left the cache) leaves both as they were.
 func (l *Ledger) addAll(w batch, d day, key, team, model string, t *Totals) error {
-	if err := l.add(w, rollupID{d: d, name: key}, rowKey{team, model}, t); err != nil {
-		return err
-	}
-	if team == "" {
-		return nil
-	}
-	return l.add(w, rollupID{team: true, d: d, name: team}, rowKey{"", model}, t)
-}
-
-// add adds t to the row k of the rollup id, and puts the rollup.
-func (l *Ledger) add(w batch, id rollupID, k rowKey, t *Totals) error {
-	r, err := l.rollupIn(w, id)
+	kid, tid := rollupID{d: d, name: key}, rollupID{team: true, d: d, name: team}
+	kr, err := l.rollupIn(w, kid)
 	if err != nil {
 		return err
 	}
+	var tr *rollup
+	if team != "" {
+		if tr, err = l.rollupIn(w, tid); err != nil {
+			return err
+		}
+	}
+	if err := l.add(w, kid, kr, rowKey{team, model}, t); err != nil || tr == nil {
+		return err
+	}
+	return l.add(w, tid, tr, rowKey{"", model}, t)
+}
+
+// add adds t to the row k of r, the rollup id, and puts it.
+func (l *Ledger) add(w batch, id rollupID, r *rollup, k rowKey, t *Totals) error {
 	i, ok := r.find(k)
 	if !ok {
 		if len(r.rows) >= maxRows-1 { // the last is OtherModel's
@@ -384,7 +369,12 @@ func (t *Totals) add(o *Totals) {
 		if t.Reasons == nil {
 			t.Reasons = make(map[string]int64)
 		}
-		t.Reasons[reason] = sat.Add(t.Reasons[reason], n)
+		if t.Reasons[reason] = sat.Add(t.Reasons[reason], n); t.Reasons[reason] == 0 {
+			delete(t.Reasons, reason) // counted back out (uncount)
+		}
+	}
+	if len(t.Reasons) == 0 {
+		t.Reasons = nil
 	}
 }
 

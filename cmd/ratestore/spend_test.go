@@ -230,7 +230,7 @@ func TestSpendErrors(t *testing.T) {
 		{[]string{"spend", "--csv", "--json"}, "spend: --csv and --json: give one"},
 		{[]string{"requests", "--limit", "0"}, `requests: --limit: "0": want a number of requests, 1 to 1000`},
 		{[]string{"requests", "--status", "x"}, `requests: --status: "x"`},
-		{[]string{"requests", "--cursor", "bogus"}, `cursor "bogus": not one this ledger gave`},
+		{[]string{"requests", "--cursor", "bogus"}, `requests: --cursor: "bogus": not one this ledger gave`},
 		{[]string{"requests", "--admin-token-file", "f"}, "--admin-token-file without --admin"},
 		{[]string{"spend", "extra"}, "want no arguments"},
 	} {
