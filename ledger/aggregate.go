@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -95,19 +96,22 @@ func (a *aggregator) addRollup(v []byte, key, team uint32, d day) error {
 // at: it numbers only the strings the query needs, a summary having
 // hundreds of thousands of rows.
 func (a *aggregator) addSummary(key, team, model []byte, at int64, t *Totals) {
-	var ids [3]uint32
-	for i, s := range [...][]byte{key, team, model} {
-		if a.needs[i] {
-			ids[i] = a.in.id(s)
-		}
+	a.add(a.idIf(0, key), a.idIf(1, team), a.idIf(2, model), at, t)
+}
+
+// idIf returns the number of raw, a string encoded, when the query needs
+// dimension i (key, team, model), and 0 when it does not.
+func (a *aggregator) idIf(i int, raw []byte) uint32 {
+	if !a.needs[i] {
+		return 0
 	}
-	a.add(ids[0], ids[1], ids[2], at, t)
+	return a.in.id(raw)
 }
 
 // add adds t, of key, team and model at instant at (Unix seconds), if q
 // selects it. The total is added up from the groups, by result.
 func (a *aggregator) add(key, team, model uint32, at int64, t *Totals) {
-	if a.key != 0 && key != a.key || a.team != 0 && team != a.team || a.model != 0 && model != a.model {
+	if !a.selects(key, team, model) {
 		return
 	}
 	if a.one > 0 {
@@ -116,6 +120,12 @@ func (a *aggregator) add(key, team, model uint32, at int64, t *Totals) {
 	}
 	g := group{key: key & a.grouped[0], team: team & a.grouped[1], model: model & a.grouped[2], at: at & a.timed}
 	a.addGroup(g, t)
+}
+
+// selects reports whether q's filters select a row of key, team and
+// model.
+func (a *aggregator) selects(key, team, model uint32) bool {
+	return (a.key == 0 || key == a.key) && (a.team == 0 || team == a.team) && (a.model == 0 || model == a.model)
 }
 
 // addGroup adds t to the group g, or to its time's other group when g
@@ -215,11 +225,12 @@ func (a *aggregator) rankedUntimed(timed bool) []group {
 }
 
 // ranking is ranked as strings, for the aggregator that adds up the
-// same query by time.
+// same query by time: every group when there are no more than Limit, so
+// that the rollups read by group (spendOfTotals) are those of every row.
 func (a *aggregator) ranking() map[[3]string]bool {
 	top := a.ranked()
 	if top == nil {
-		return nil
+		top = slices.Collect(maps.Keys(a.groups))
 	}
 	out := make(map[[3]string]bool, len(top))
 	for _, g := range top {
@@ -230,7 +241,9 @@ func (a *aggregator) ranking() map[[3]string]bool {
 
 // result returns the report, its rows ordered by time, key, team, model,
 // the other row last. Not grouped by time, the groups past the top
-// Limit are added up into the other row here; grouped by time, add did.
+// Limit are added up into the other row here; grouped by time, add did,
+// and a time's other row that counts nothing is left out: a day read
+// from its total (spendOfTotals) has one only when its rest is not zero.
 func (a *aggregator) result() Spend {
 	s := Spend{From: a.q.From, To: a.q.To, GroupBy: a.q.GroupBy, query: a.q}
 	timed := timed(a.q)
@@ -253,6 +266,9 @@ func (a *aggregator) result() Spend {
 		a.groups = kept
 	}
 	for g, t := range a.groups {
+		if g.other && timed && t.zero() {
+			continue
+		}
 		r := Row{Key: a.in.strs[g.key], Team: a.in.strs[g.team], Model: a.in.strs[g.model], Other: g.other, Totals: *t}
 		if g.other {
 			r.Key, r.Team, r.Model = a.otherValue(ByKey), a.otherValue(ByTeam), a.otherValue(ByModel)

@@ -136,11 +136,16 @@ func (r *reader) string() string {
 	return ""
 }
 
+// counters are t's counters, its reasons aside, in their encoded order.
+func (t *Totals) counters() [8]*int64 {
+	k := &t.Tokens
+	return [...]*int64{&t.Requests, &k.Input, &k.Output, &k.CacheRead, &k.CacheWrite, &k.Reasoning, (*int64)(&t.Cost), &t.Refused}
+}
+
 // appendTotals appends t.
 func appendTotals(b []byte, t *Totals) []byte {
-	k := t.Tokens
-	for _, v := range [...]int64{t.Requests, k.Input, k.Output, k.CacheRead, k.CacheWrite, k.Reasoning, int64(t.Cost), t.Refused} {
-		b = binary.AppendUvarint(b, uint64(max(v, 0)))
+	for _, v := range t.counters() {
+		b = binary.AppendUvarint(b, uint64(max(*v, 0)))
 	}
 	b = binary.AppendUvarint(b, uint64(len(t.Reasons)))
 	if len(t.Reasons) == 0 {
@@ -159,8 +164,7 @@ const maxReasons = 64
 
 func (r *reader) totals() Totals {
 	var t Totals
-	k := &t.Tokens
-	for _, p := range [...]*int64{&t.Requests, &k.Input, &k.Output, &k.CacheRead, &k.CacheWrite, &k.Reasoning, (*int64)(&t.Cost), &t.Refused} {
+	for _, p := range t.counters() {
 		*p = r.int()
 	}
 	n := r.count(maxReasons)

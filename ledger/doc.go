@@ -32,6 +32,7 @@
 //	L/m/day/writer/n        the same per key, team and model
 //	L/S/month/writer/n      a month the writer has left: its day summaries added up
 //	L/M/month/writer/n      the same per key, team and model
+//	L/T/day/writer          a closed day's totals: every key's, those of keys without a team, a row per model
 //	L/w/day/writer          the writers of a day
 //	L/x/day                 the day has entries
 //
@@ -45,7 +46,8 @@
 // model and route once in a table its entries refer to, ids (key_, team_,
 // req_ and 16 hex digits) in 8 bytes, and times as differences from the
 // block's first: an entry costs about 40 bytes and the block's overhead
-// is spread over 4096. Figures are in bench/REPORT.md.
+// is spread over 4096. A day total costs about 30 bytes a model, written
+// once a day per writer. Figures are in bench/REPORT.md.
 //
 // # Refusals, counted in memory
 //
@@ -116,7 +118,15 @@
 // by time as well, Spend reads twice: to rank, then to add up each day's
 // rows of the top groups and of the other row, so that it holds at most
 // Limit+1 groups a day, and a chart stacked by key shows the same keys
-// every day.
+// every day. Grouped by day, the second read takes a day a writer has
+// left from its day total (L/T, written with its summaries) and the
+// rollups of the top keys (or teams), read directly: the other row is the
+// total less the top groups' rows, so that ten years by key and day read
+// Limit+1 records a day and writer, not a row per key active that day. A
+// day without a total (today, a writer that crashed) is read from its
+// summary or its key rollups, as are the questions a total does not
+// answer: by team and model, and by key of a team and a model. By hour
+// both reads are of the entries.
 //
 // # Redis
 //

@@ -15,7 +15,8 @@ func seeds() [][]byte {
 	f := e
 	f.Team, f.Model, f.Time = "", "claude", e.Time.Add(-time.Second)
 	rows := []row{{k: rowKey{"team_0123456789abcdef", "gpt-4o"}, Totals: Totals{Requests: 3, Cost: 9, Refused: 2, Reasons: map[string]int64{"window": 2}}}}
-	return [][]byte{appendSingle(nil, &e), encodeBlock(256, []item{{256, e}, {300, f}}), appendRows(nil, rows)}
+	total := totalOf([]summary{{key: e.Key, team: e.Team, model: e.Model, Totals: rows[0].Totals}, {key: f.Key, model: f.Model, Totals: Totals{Requests: 1}}})
+	return [][]byte{appendSingle(nil, &e), encodeBlock(256, []item{{256, e}, {300, f}}), appendRows(nil, rows), appendDayTotal(nil, total)}
 }
 
 // FuzzDecode feeds corrupt values to every decoder: each returns an
@@ -41,6 +42,16 @@ func FuzzDecode(f *testing.F) {
 		}
 		_ = decodeRollup(v, func(_, _ []byte, _ *Totals) {})
 		_ = decodeSummary(v, func(_, _, _ []byte, _ *Totals) {})
+		if dt, err := decodeDayTotal(v); err == nil {
+			again, err := decodeDayTotal(appendDayTotal(nil, dt))
+			if err != nil || len(again.models) != len(dt.models) {
+				t.Fatalf("re-encoding a decoded day total: %v", err)
+			}
+			rest := dt.all.clone()
+			for i := range dt.models {
+				rest.sub(&dt.models[i].Totals)
+			}
+		}
 		_, _ = summaryWriter(v)
 		_, _ = parseCursor(string(v))
 		_, _, _, _ = entryKey(v)

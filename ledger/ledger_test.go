@@ -1,6 +1,7 @@
 package ledger_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -59,7 +60,11 @@ type env struct {
 	// recordAll records es, entry i at at[i], in one batch.
 	recordAll func(es []ledger.Entry, at []time.Time) []ledger.Entry
 	scan      func(prefix string, fn func(k, v []byte))
-	closeDB   func() error
+	// hide deletes the records under prefix, and returns the function
+	// that puts them back.
+	hide    func(prefix string) (restore func())
+	put     func(k, v []byte)
+	closeDB func() error
 }
 
 func forEach(t *testing.T, f func(t *testing.T, e *env)) { forModes(t, false, f) }
@@ -144,6 +149,25 @@ func bind[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](e *env, db ratest
 	}
 	e.scan = func(prefix string, fn func(k, v []byte)) {
 		require.NoError(e.t, db.Scan(ctx, []byte(prefix), func(k, v []byte) error { fn(k, v); return nil }))
+	}
+	e.hide = func(prefix string) func() {
+		var ks, vs [][]byte
+		e.scan(prefix, func(k, v []byte) { ks, vs = append(ks, bytes.Clone(k)), append(vs, bytes.Clone(v)) })
+		each := func(fn func(b B, i int) error) {
+			require.NoError(e.t, db.Update(ctx, nil, func(b B) error {
+				for i := range ks {
+					if err := fn(b, i); err != nil {
+						return err
+					}
+				}
+				return nil
+			}))
+		}
+		each(func(b B, i int) error { return b.Delete(ks[i]) })
+		return func() { each(func(b B, i int) error { return b.Put(ks[i], vs[i]) }) }
+	}
+	e.put = func(k, v []byte) {
+		require.NoError(e.t, db.Update(ctx, nil, func(b B) error { return b.Put(k, v) }))
 	}
 	e.closeDB = func() error {
 		if err := led.Close(ctx); err != nil {

@@ -196,13 +196,17 @@ func (l *Ledger) restore(counts []refusal) {
 }
 
 // registerDay is register for the day d of a refusal, which may be
-// before the writer's: that day is marked again, and summarized again
-// if its rollups are still cached (yesterday's: a count waits at most a
-// second, unless writes fail). A day older than that keeps a summary
-// without the count, which its key's and team's rollups have.
+// before the writer's: that day is marked again, its total deleted, and
+// summarized again if its rollups are still cached (yesterday's: a count
+// waits at most a second, unless writes fail). A day older than that
+// keeps a summary without the count, which its key's and team's rollups
+// have, and no day total.
 func (l *Ledger) registerDay(w batch, d day) error {
 	if d >= l.w.today {
 		return l.register(w, d)
+	}
+	if err := l.dropTotal(w, d); err != nil {
+		return err
 	}
 	if err := w.Put(appendKey(nil, writerPrefix, d, l.writer), []byte{}); err != nil {
 		return err

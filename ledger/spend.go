@@ -213,9 +213,9 @@ func (l *Ledger) spendFromEntries(ctx context.Context, a *aggregator) error {
 }
 
 // spendOfDay adds up the key rollups of day d, whose writers are ws,
-// but those of skip (read from their month summaries): from their
-// summaries where they wrote one (see summary), and from the rollups of
-// the others.
+// but those of skip (read already, from their day totals or month
+// summaries): from their summaries where they wrote one (see summary),
+// and from the rollups of the others.
 func (l *Ledger) spendOfDay(ctx context.Context, a *aggregator, d day, ws []string, skip map[string]bool) error {
 	left := len(ws)
 	for _, w := range ws {
@@ -259,28 +259,44 @@ func (l *Ledger) spendOfDay(ctx context.Context, a *aggregator, d day, ws []stri
 }
 
 // spendOfPeriods adds up the key rollups of ds, the days from first to
-// last that have writers: not grouped by time, the months the range
-// holds whole from their writers' month summaries, and the rest by day.
+// last that have writers: grouped by day, those a day total answers from
+// it (spendOfTotals); not grouped by time, the months the range holds
+// whole from their writers' month summaries; the rest by day.
 func (l *Ledger) spendOfPeriods(ctx context.Context, a *aggregator, first, last day, ds []day, writers map[day][]string) error {
-	var ms []month
-	if !timed(a.q) {
-		ms = wholeMonths(first, last, ds)
+	var done map[day]map[string]bool // by day: the writers read already
+	var err error
+	if timed(a.q) {
+		done, err = l.spendOfTotals(ctx, a, ds, writers)
+	} else {
+		done, err = l.spendOfMonths(ctx, a, wholeMonths(first, last, ds), ds)
 	}
-	done := make([]map[string]bool, len(ms)) // by month: the writers read from their month summaries
-	err := l.inParallel(a, len(ms), func(p *aggregator, i int) (err error) {
-		done[i], err = l.spendOfMonth(ctx, p, ms[i])
-		return err
-	})
 	if err != nil {
 		return err
 	}
-	skip := make(map[month]map[string]bool, len(ms))
-	for i, m := range ms {
-		skip[m] = done[i]
-	}
 	return l.inParallel(a, len(ds), func(p *aggregator, i int) error {
-		return l.spendOfDay(ctx, p, ds[i], writers[ds[i]], skip[monthOf(ds[i])])
+		return l.spendOfDay(ctx, p, ds[i], writers[ds[i]], done[ds[i]])
 	})
+}
+
+// spendOfMonths adds up into a the month summaries of ms, and returns,
+// for each day of ds, the writers read from them: those that wrote one
+// of its month.
+func (l *Ledger) spendOfMonths(ctx context.Context, a *aggregator, ms []month, ds []day) (map[day]map[string]bool, error) {
+	read := make([]map[string]bool, len(ms))
+	err := l.inParallel(a, len(ms), func(p *aggregator, i int) (err error) {
+		read[i], err = l.spendOfMonth(ctx, p, ms[i])
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	done := make(map[day]map[string]bool)
+	for _, d := range ds {
+		if i := slices.Index(ms, monthOf(d)); i >= 0 {
+			done[d] = read[i]
+		}
+	}
+	return done, nil
 }
 
 // inParallel calls fn with each of n units of work, shared between

@@ -51,10 +51,10 @@ func (l *Ledger) summarize(ctx context.Context) error {
 	return l.summarizeMonths(ctx, days)
 }
 
-// summarizeDay writes the summary of day d from the rollups in memory, or
-// on a shared store from the stored ones. A day whose rollups left the
-// cache (a compactor failing for two days) gets none: queries read its key
-// rollups.
+// summarizeDay writes the summary of day d, and its day total, from the
+// rollups in memory, or on a shared store from the stored ones. A day
+// whose rollups left the cache (a compactor failing for two days) gets
+// none: queries read its key rollups.
 func (l *Ledger) summarizeDay(ctx context.Context, d day) error {
 	var byModel []summary
 	if l.shared {
@@ -69,11 +69,15 @@ func (l *Ledger) summarizeDay(ctx context.Context, d day) error {
 		return nil
 	}
 	byKey := sumModels(byModel)
+	total := appendDayTotal(nil, totalOf(byModel))
 	return l.st.update(ctx, nil, func(w batch) error {
 		if err := l.putSummary(w, appendKey(nil, modelSummaryPrefix, d, l.writer), byModel); err != nil {
 			return err
 		}
-		return l.putSummary(w, appendKey(nil, summaryPrefix, d, l.writer), byKey)
+		if err := l.putSummary(w, appendKey(nil, summaryPrefix, d, l.writer), byKey); err != nil {
+			return err
+		}
+		return w.Put(appendKey(nil, totalPrefix, d, l.writer), total)
 	})
 }
 

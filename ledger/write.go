@@ -201,8 +201,10 @@ func (l *Ledger) uncount(d day, key, team, model string, back *Totals) {
 }
 
 // register writes that the writer has entries on day d, once a day.
-// Crossing into a new day, it drops the rollups of the days before
-// yesterday from the cache.
+// Crossing into a new day, it deletes the day's total, which a day left
+// before may have (a batch whose clock was behind another's comes back
+// to it), and drops the rollups of the days before yesterday from the
+// cache.
 func (l *Ledger) register(w batch, d day) error {
 	if d == l.w.today && !l.shared {
 		return nil
@@ -218,6 +220,9 @@ func (l *Ledger) register(w batch, d day) error {
 	if d == l.w.today {
 		return nil
 	}
+	if err := l.dropTotal(w, d); err != nil {
+		return err
+	}
 	if l.w.today >= 0 && !l.opts.ReadOnly {
 		l.closed = append(l.closed, l.w.today) // summarized by the compactor
 		l.poke()
@@ -232,6 +237,13 @@ func (l *Ledger) register(w batch, d day) error {
 		}
 	}
 	return nil
+}
+
+// dropTotal deletes the writer's day total of day d, in w, the batch of
+// a change to its rollups of d: a day total is read only where it holds
+// what they hold, and the day's summaries write it again.
+func (l *Ledger) dropTotal(w batch, d day) error {
+	return w.Delete(appendKey(nil, totalPrefix, d, l.writer))
 }
 
 // addAll adds t to the rollups of key's and team's day d. Both are
