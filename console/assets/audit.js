@@ -2,7 +2,7 @@
 // shown as from -> to; filtered on one key's or team's (their pages link here).
 
 import { failed } from './api.js';
-import { $, bdi, h } from './dom.js';
+import { $, bdi, clear, h } from './dom.js';
 import { fmtTime } from './format.js';
 import { PagedList, reconcile, showPager, wirePager } from './lists.js';
 import { fillNames, nameRef } from './names.js';
@@ -20,7 +20,7 @@ const ACTIONS = {
 // enterAudit shows the newest events, of target when given ("" for all).
 export function enterAudit(target) {
   $('#audit-target').value = target;
-  events.set({ target });
+  if (events.set({ target })) clear($('#audit-table').tBodies[0]); // not another target's events meanwhile
   $('#audit-none').hidden = true;
   const view = {
     every: REFRESH_MS,
@@ -60,7 +60,7 @@ function renderAudit(list) {
   const empty = $('#audit-empty');
   empty.hidden = n > 0;
   empty.textContent = list.query.target ? 'No change was made to this one in the audit log\'s retention.' : 'No change has been made yet.';
-  showPager($('#audit-pager'), list, 'change');
+  showPager($('#audit-pager'), list);
   fillNames(table.tBodies[0]);
 }
 
@@ -85,7 +85,7 @@ function changes(ch) {
   if (!fields.length) return h('span', { class: 'none', text: '—' });
   return h('ul', { class: 'changes' }, fields.map((f) => {
     const { from, to } = ch[f] || {};
-    const li = h('li', { 'data-field': f }, h('code', { class: 'field', text: f }), ' ');
+    const li = h('li', { 'data-field': f }, h('code', { class: 'fname', text: f }), ' ');
     if (from === null || from === undefined) li.append(value(to, 'to'));
     else if (to === null || to === undefined) li.append(value(from, 'from'), ' → ', h('span', { class: 'none', text: 'none' }));
     else li.append(value(from, 'from'), ' → ', value(to, 'to'));
@@ -108,11 +108,7 @@ export function forgetAudit() {
 }
 
 export function wireAudit() {
-  wirePager($('#audit-pager'), events, failed);
-  $('#audit-pager select[data-size]').addEventListener('change', async () => {
-    events.set(events.query, Number($('#audit-pager select[data-size]').value));
-    try { await events.refresh(); } catch (e) { failed(e); }
-  });
+  wirePager($('#audit-pager'), events, failed, { noun: 'change', names: ['Newest', 'Newer', 'Older'] });
   $('#audit-form').addEventListener('submit', (ev) => {
     ev.preventDefault();
     const t = $('#audit-target').value.trim();

@@ -3,7 +3,7 @@
 
 import { failed, item, revalidate } from './api.js';
 import { budgetsCell, limitsOf, models, windowsCell } from './bars.js';
-import { $, bdi, clear, h } from './dom.js';
+import { $, bdi, clear, h, isolate } from './dom.js';
 import { ago, compact, fmtTime, usd } from './format.js';
 import { keyAct, keyButtons, keyStatus, keysOfTeam, statusNotes } from './keys.js';
 import { fillNames, nameRef, remember } from './names.js';
@@ -54,7 +54,7 @@ function render(me, obj) {
   const page = $(`#page-${me.kind}`);
   page.dataset.renders = String(Number(page.dataset.renders) + 1);
   if (me.kind === 'key') renderKey(obj); else renderTeam(obj);
-  document.title = `${obj.name || obj.id} · ratestore console`;
+  document.title = `${isolate(obj.name || obj.id)} · ratestore console`;
 }
 
 function gone(kind, id) {
@@ -68,8 +68,7 @@ function gone(kind, id) {
 // facts is a list of terms and what they are; a fact without a value is left out.
 function facts(rows) {
   const none = (d) => d === null || d === undefined || d === '' || (Array.isArray(d) && !d.length);
-  return h('dl', { class: 'facts' }, rows.filter((r) => !none(r[1]))
-    .map(([t, d]) => [h('dt', { text: t }), h('dd', {}, d)]));
+  return h('dl', { class: 'facts' }, rows.filter((r) => !none(r[1])).flatMap(([t, d]) => [h('dt', { text: t }), h('dd', {}, d)]));
 }
 
 function orNone(parts) {

@@ -38,17 +38,12 @@ let teamFilter = '';
 // applyKeys reads the filters, with changes to them (sort, team), and shows the first page they select.
 async function applyKeys(change = {}) {
   if ('team' in change) teamFilter = change.team;
+  showTeamFilter();
   const q = {
     q: $('#key-search').value.trim(), team: teamFilter, status: $('#key-status').value,
     sort: change.sort || keys.query.sort || 'name',
   };
-  if (!keys.set(q, Number($('#keys-pager select[data-size]').value) || keys.limit) && !change.force) return;
-  showTeamFilter();
-  try {
-    await keys.refresh();
-  } catch (e) {
-    failed(e);
-  }
+  await keys.change(q).catch(failed);
 }
 
 // keysOfTeam shows the keys of a team (its detail's link).
@@ -89,7 +84,7 @@ function renderKeys(list) {
   reconcile(table.tBodies[0], shown, (k) => k.id,
     (k) => JSON.stringify(k) + S.readOnly + (fresh && fresh.id === k.id) + keyStatus(k), keyRow);
   emptyKeys(list, shown.length);
-  showPager($('#keys-pager'), list, 'key');
+  showPager($('#keys-pager'), list);
   $('#keys-updated').textContent = `Shown at ${clockFmt.format(Date.now())}; checked every ${REFRESH_MS / 1000} s while shown.`;
   fillNames(table.tBodies[0]);
 }
@@ -248,8 +243,7 @@ export function wireKeys() {
   $('#key-team').addEventListener('change', readTeamFilter);
   $('#key-team').addEventListener('keydown', (e) => { if (e.key === 'Enter') { e.preventDefault(); readTeamFilter(); } });
   suggest($('#key-team'), $('#key-team-list'), 'team');
-  wirePager($('#keys-pager'), keys, failed);
-  $('#keys-pager select[data-size]').addEventListener('change', () => applyKeys());
+  wirePager($('#keys-pager'), keys, failed, { noun: 'key' });
   $('#new-key').addEventListener('click', () => openKeyDialog(null));
   $('#keys-table').tBodies[0].addEventListener('click', rowAction);
 }

@@ -46,6 +46,11 @@ export class PagedList {
     return true;
   }
 
+  // change sets the query and the page size and, when that changed anything, shows the first page they select.
+  async change(query, limit = this.limit) {
+    if (this.set(query, limit)) await this.refresh();
+  }
+
   url(cursor) {
     return path(this.base, { ...this.query, limit: this.limit, cursor });
   }
@@ -92,15 +97,15 @@ export class PagedList {
     return this.refresh();
   }
 
-  forward() {
-    if (!this.next) return null;
+  async forward() {
+    if (!this.next) return;
     this.stack.push(this.cursor);
     if (this.stack.length > MAX_STACK) this.stack.splice(0, this.stack.length - MAX_STACK);
     return this.go(this.next);
   }
 
-  back() {
-    if (!this.stack.length) return null;
+  async back() {
+    if (!this.stack.length) return;
     return this.go(this.stack.pop());
   }
 
@@ -114,23 +119,25 @@ export class PagedList {
   }
 }
 
-// wirePager makes the pager of a list work: its First, Previous and Next buttons and its page size. el is the
-// pager's element (.pager), onError what shows a failure.
-export function wirePager(el, list, onError) {
-  const act = (fn) => async () => {
-    try { await fn(); } catch (e) { onError(e); }
-  };
+// wirePager fills the pager of a list (el, a .pager) and makes it work: its page size, its buttons to the first
+// page, the one before and the next (labelled by names: "First", "Previous", "Next" unless told), and where it
+// is. onError shows a failure.
+export function wirePager(el, list, onError, { noun, names = ['First', 'Previous', 'Next'] }) {
+  const size = h('select', { 'data-size': true, 'aria-label': `${noun}s a page` },
+    PAGE_SIZES.map((n) => h('option', { value: n, text: `${n} a page`, selected: n === list.limit })));
+  const button = (go, text) => h('button', { type: 'button', class: 'secondary', 'data-go': go, text });
+  clear(el).append(size, button('first', names[0]), button('back', names[1]), h('span', { class: 'page-no muted' }), button('next', names[2]));
+  const act = (fn) => () => fn().catch(onError);
+  size.addEventListener('change', act(() => list.change(list.query, Number(size.value))));
   $('[data-go="first"]', el).addEventListener('click', act(() => list.first()));
   $('[data-go="back"]', el).addEventListener('click', act(() => list.back()));
   $('[data-go="next"]', el).addEventListener('click', act(() => list.forward()));
-  const size = $('select[data-size]', el);
-  if (size) {
-    clear(size).append(...PAGE_SIZES.map((n) => h('option', { value: n, text: `${n} a page`, selected: n === list.limit })));
-  }
+  el.dataset.noun = noun;
 }
 
 // showPager shows where a list is: its page number and which buttons work.
-export function showPager(el, list, noun) {
+export function showPager(el, list) {
+  const noun = el.dataset.noun;
   const n = list.items ? list.items.length : 0;
   $('[data-go="first"]', el).disabled = !list.stack.length;
   $('[data-go="back"]', el).disabled = !list.stack.length;
@@ -156,19 +163,16 @@ export function head(table, cols, sort, onSort) {
       if (on) th.setAttribute('aria-sort', desc ? 'descending' : 'ascending');
       const b = h('button', { type: 'button', class: 'sort', 'data-sort': c.sort },
         c.label, h('span', { class: 'sort-mark', 'aria-hidden': 'true', text: on ? (desc ? '▼' : '▲') : '' }));
-      b.addEventListener('click', () => {
-        const down = on ? !desc : !!c.desc;
-        onSort(down ? `-${c.sort}` : c.sort);
-        const again = $(`button[data-sort="${c.sort}"]`, table);
-        if (again) again.focus();
-      });
+      b.addEventListener('click', () => onSort((on ? !desc : c.desc) ? `-${c.sort}` : c.sort));
       th.append(b);
     } else {
       th.append(c.label);
     }
     tr.append(th);
   }
+  const focused = table.tHead.contains(document.activeElement) && document.activeElement.dataset.sort;
   clear(table.tHead).append(tr);
+  if (focused) $(`button[data-sort="${focused}"]`, table).focus(); // the header is new: keep the focus where it was
 }
 
 // reconcile puts rows into tbody in order, keeping the rows that did not change (and the focus in them).

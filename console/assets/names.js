@@ -62,32 +62,52 @@ function paint(el, name, id) {
   el.title = name === null ? `${id}: deleted` : name ? id : '';
 }
 
-// fillNames fetches the names of the refs under root that are not known yet (at most MAX_LOOKUPS, PARALLEL at a
-// time) and shows them.
+// fillNames fetches the names of the refs under root that are not known yet (at most MAX_LOOKUPS) and shows them.
 export async function fillNames(root) {
   const refs = $$('[data-ref]', root);
   const missing = [...new Set(refs.map((el) => el.dataset.ref))].filter((r) => !names.has(r)).slice(0, MAX_LOOKUPS);
-  let next = 0;
-  const worker = async () => {
-    while (next < missing.length) {
-      const ref = missing[next++];
-      const [kind, id] = split(ref);
-      try {
-        const x = await api('GET', item(kind, id));
-        put(ref, x.name || '');
-      } catch (e) {
-        if (e.status === 404) put(ref, null);
-        else if (e.status === 401) return;
-      }
-    }
-  };
-  if (missing.length) await Promise.all(Array.from({ length: Math.min(PARALLEL, missing.length) }, worker));
+  await Promise.all(missing.map(lookup));
   for (const el of refs) {
     if (!el.isConnected) continue;
-    const [kind, id] = split(el.dataset.ref);
     const n = names.get(el.dataset.ref);
-    if (n !== undefined) paint(el, n, id);
-    else if (kind === 'key' || kind === 'team') el.title = id;
+    if (n !== undefined) paint(el, n, split(el.dataset.ref)[1]);
+  }
+}
+
+const inflight = new Map(); // ref -> the promise of its lookup
+let running = 0;
+const waiting = [];
+
+// lookup fetches the name of ref once, however many ask for it meanwhile, PARALLEL lookups at a time.
+function lookup(ref) {
+  let p = inflight.get(ref);
+  if (!p) {
+    p = new Promise((resolve) => {
+      const go = async () => {
+        running++;
+        try {
+          await fetchName(ref);
+        } finally {
+          running--;
+          inflight.delete(ref);
+          if (waiting.length) waiting.shift()();
+          resolve();
+        }
+      };
+      if (running < PARALLEL) go(); else waiting.push(go);
+    });
+    inflight.set(ref, p);
+  }
+  return p;
+}
+
+async function fetchName(ref) {
+  const [kind, id] = split(ref);
+  try {
+    const x = await api('GET', item(kind, id));
+    put(ref, x.name || '');
+  } catch (e) {
+    if (e.status === 404) put(ref, null);
   }
 }
 

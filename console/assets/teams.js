@@ -23,13 +23,7 @@ export function enterTeams() {
 }
 
 async function applyTeams(change = {}) {
-  const q = { q: $('#team-search').value.trim(), sort: change.sort || teams.query.sort || 'name' };
-  if (!teams.set(q, Number($('#teams-pager select[data-size]').value) || teams.limit)) return;
-  try {
-    await teams.refresh();
-  } catch (e) {
-    failed(e);
-  }
+  await teams.change({ q: $('#team-search').value.trim(), sort: change.sort || teams.query.sort || 'name' }).catch(failed);
 }
 
 function renderTeams(list) {
@@ -41,7 +35,7 @@ function renderTeams(list) {
   const n = list.items.length;
   table.parentElement.hidden = n === 0;
   empty.hidden = n > 0;
-  showPager($('#teams-pager'), list, 'team');
+  showPager($('#teams-pager'), list);
   if (n > 0) return;
   if (list.next) {
     empty.append(h('p', { text: 'No team on this part of the search: Next searches on.' }));
@@ -133,8 +127,7 @@ export function wireTeams() {
   const search = debounce(() => applyTeams(), 250);
   $('#team-search').addEventListener('input', search);
   $('#team-search').addEventListener('keydown', (e) => { if (e.key === 'Enter') search.now(); });
-  wirePager($('#teams-pager'), teams, failed);
-  $('#teams-pager select[data-size]').addEventListener('change', () => applyTeams());
+  wirePager($('#teams-pager'), teams, failed, { noun: 'team' });
   $('#new-team').addEventListener('click', () => openTeamDialog(null));
   $('#teams-table').tBodies[0].addEventListener('click', rowClick);
 }
