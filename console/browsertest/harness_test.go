@@ -56,6 +56,7 @@ const (
 var usageOf = map[string][2]int64{
 	"gpt-4o":      {120_000, 40_000},
 	"gpt-4o-mini": {200_000, 100_000},
+	"نموذج-3":     {1_000, 500}, // a model no price table has, named right to left (TestConsoleBidi)
 }
 
 // tokensOf is the total usage of requests to models.
