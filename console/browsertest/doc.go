@@ -29,7 +29,11 @@
 // nothing and a page not shown is not polled; that the teams page counts
 // each team's keys, a key's page polls as the list does, and the spend
 // chart stacked by key shows the top eight keys and one "other", looking up
-// only the names it shows. It is skipped with -short.
+// only the names it shows. It is skipped with -short. The environment
+// variable RATESTORE_BROWSER_KEYS sets how many keys it imports (at least
+// 10000); run alone, under the shared machine's lock, for a million:
+//
+//	RATESTORE_BROWSER_KEYS=1000000 flock /tmp/ratestore-bench.lock go test -count=1 ./console/browsertest -run TestConsoleLargeFleet -v
 //
 // TestConsoleAudit reads the changes made with the console in the audit
 // log, from a key's and a team's pages. TestConsoleShellQuote has sh read

@@ -7,7 +7,9 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,8 +21,25 @@ import (
 	"github.com/ratestore/ratestore/keystore"
 )
 
-// fleetSize is how many keys TestConsoleLargeFleet imports.
-const fleetSize = 100_000
+// defaultFleetSize is how many keys TestConsoleLargeFleet imports unless
+// the environment variable RATESTORE_BROWSER_KEYS says how many.
+const defaultFleetSize = 100_000
+
+// fleetSize is how many keys TestConsoleLargeFleet imports:
+// RATESTORE_BROWSER_KEYS (at least 10,000; 1000000 for a million), else
+// defaultFleetSize.
+func fleetSize(t *testing.T) int {
+	t.Helper()
+	v := os.Getenv("RATESTORE_BROWSER_KEYS")
+	if v == "" {
+		return defaultFleetSize
+	}
+	n, err := strconv.Atoi(strings.ReplaceAll(v, "_", ""))
+	if err != nil || n < 10_000 {
+		t.Fatalf("RATESTORE_BROWSER_KEYS=%q: want a number of keys, at least 10000", v)
+	}
+	return n
+}
 
 // bigFleet is what importFleet made.
 type bigFleet struct {
@@ -34,10 +53,11 @@ type bigFleet struct {
 
 // importFleet imports n keys into the gateway's key store at once
 // (keystore.Store.Import, as a legacy key file's are): named fleet-NNNNNN,
-// but for one in 10,000 named Rare-NNNNNN and the last ten named
+// but for ten spread evenly named Rare-NNNNNN and the last ten named
 // traffic-00 to traffic-09; one in seven last used a while ago, one in a
-// thousand expired. Then one in 5,000 is disabled, and two teams made with
-// the admin API get 80 and 20 of them.
+// thousand expired. Then twenty spread evenly are disabled, and two teams
+// made with the admin API get 80 and 20 of them. The counts that a page of
+// the admin API lists whole (rare, disabled, a team's) do not grow with n.
 func (e *env) importFleet(n int) bigFleet {
 	t := e.t
 	t.Helper()
@@ -53,7 +73,7 @@ func (e *env) importFleet(n int) bigFleet {
 		case i >= n-10:
 			k.Name, k.TokenLimit = fmt.Sprintf("traffic-%02d", i-(n-10)), 10_000_000
 			f.traffic = append(f.traffic, k.Secret)
-		case i%10_000 == 7:
+		case i%(n/10) == 7:
 			k.Name = fmt.Sprintf("Rare-%06d", i)
 			f.rare++
 		}
@@ -71,7 +91,7 @@ func (e *env) importFleet(n int) bigFleet {
 	}
 	t.Logf("imported %d keys in %v", res.Imported, time.Since(start).Round(time.Millisecond))
 	f.ids = res.IDs
-	for i := 3; i < n-10; i += 5000 {
+	for i := 3; i < n-10; i += n / 20 {
 		if err := ks.Disable(ctx, f.ids[i]); err != nil {
 			t.Fatal(err)
 		}
@@ -79,9 +99,9 @@ func (e *env) importFleet(n int) bigFleet {
 	}
 	f.alpha, f.beta = e.createTeamAPI("Alpha research"), e.createTeamAPI("Beta ops")
 	f.teamKeys = map[string]int{}
-	for i := 11; i < n-10; i += 1000 {
+	for j, i := 0, 11; i < n-10; j, i = j+1, i+n/100 {
 		team := f.alpha
-		if i%5000 == 11 {
+		if j%5 == 0 {
 			team = f.beta
 		}
 		f.teamKeys[team]++
@@ -89,6 +109,8 @@ func (e *env) importFleet(n int) bigFleet {
 			t.Fatal(err)
 		}
 	}
+	t.Logf("built the fleet of %d keys (imported, %d disabled, %d in teams) in %v", n, f.disabled, f.teamKeys[f.alpha]+f.teamKeys[f.beta],
+		time.Since(start).Round(time.Millisecond))
 	return f
 }
 
@@ -164,22 +186,24 @@ func (e *env) probe(script string) {
 	}))
 }
 
-// TestConsoleLargeFleet uses the console on 100,000 keys, imported into
-// the gateway's key store before the browser looks. The keys page shows
-// its first page of 100 keys, and no more, soon after sign-in (the time is
-// logged, not asserted: a shared machine's timings vary); its search, sort,
-// status filter, page size and pages show what the admin API answers; a
-// poll of a page that did not change gets 304 and draws nothing, a hidden
-// tab polls nothing, and a page not shown is not polled; the teams page
-// counts each team's keys and links to them; a key's page polls as the
-// list does; the spend chart stacked by key shows the top eight keys and
-// one "other", naming only those keys.
+// TestConsoleLargeFleet uses the console on 100,000 keys (or
+// RATESTORE_BROWSER_KEYS of them), imported into the gateway's key store
+// before the browser looks. The keys page shows its first page of 100
+// keys, and no more, soon after sign-in (the time is logged, not asserted:
+// a shared machine's timings vary); its search, sort, status filter, page
+// size and pages show what the admin API answers; a poll of a page that
+// did not change gets 304 and draws nothing, a hidden tab polls nothing,
+// and a page not shown is not polled; the teams page counts each team's
+// keys and links to them; a key's page polls as the list does; the spend
+// chart stacked by key shows the top eight keys and one "other", naming
+// only those keys.
 func TestConsoleLargeFleet(t *testing.T) {
 	if testing.Short() {
 		t.Skip("imports 100,000 keys")
 	}
+	n := fleetSize(t)
 	e := newEnv(t, desktop)
-	f := e.importFleet(fleetSize)
+	f := e.importFleet(n)
 	e.probe(firstRowsProbe)
 	e.probe(fetchLog)
 	nw := e.watchNetwork()
@@ -189,10 +213,10 @@ func TestConsoleLargeFleet(t *testing.T) {
 	nw.quiet(e)
 	_, lines := nw.report(e.srv.URL)
 	t.Logf("%d keys: the keys page showed its first rows %.0f ms after the sign-in form was submitted (target: under 1 s); "+
-		"the responses:\n%s", fleetSize, first, strings.Join(keyLines(lines), "\n"))
+		"the responses:\n%s", n, first, strings.Join(keyLines(lines), "\n"))
 	page1, next := e.keyPage(url.Values{"limit": {"100"}, "sort": {"name"}})
 	e.waitRows("the first page", page1)
-	e.checkTablesFit("the keys page of 100,000 keys")
+	e.checkTablesFit(fmt.Sprintf("the keys page of %d keys", n))
 	e.shot("fleet-keys")
 	e.checkNotModified("#keys-table", "the keys page")
 	e.checkHidden("#keys-table")
