@@ -210,7 +210,9 @@ export function dropFresh() {
   setTimeout(() => {
     if (fresh !== f) return;
     fresh = null;
-    if (keys.items) keys.show();
+    if (!keys.items) return;
+    if (S.page === 'keys') keys.show();
+    else keys.etag = ''; // not shown: the page draws its rows again when it is (no name looked up meanwhile)
   }, 20000);
 }
 
