@@ -15,7 +15,7 @@ import (
 // input name.
 type keyForm map[string]string
 
-// TestConsoleKeyLifecycle is issue 31's browser flow: sign in with the
+// TestConsoleKeyLifecycle is an operator's first flow: sign in with the
 // admin token, create a key and read its secret, send requests with the
 // official openai client, see the key's window bar and the spend chart
 // change after a reload, rotate the key (a new secret, shown once), disable

@@ -1,8 +1,9 @@
-// Package browsertest drives the operator's console (issue 31) in a real
-// headless Chromium, as an operator would use it: a gateway on loopback
-// (gateway.New on a database in a temporary folder, with an admin token) in
-// front of a fake OpenAI-style upstream, and Debian's chromium
-// (/usr/bin/chromium) run through the DevTools protocol by chromedp.
+// Package browsertest drives the operator's console in a real headless
+// Chromium, as an operator would use it: a gateway on loopback
+// (gateway.New on a database in a temporary folder, with an admin token and
+// an audit log) in front of a fake OpenAI-style upstream, and Debian's
+// chromium (/usr/bin/chromium) run through the DevTools protocol by
+// chromedp.
 //
 // The tests sign in with the admin token, create a key and read its secret,
 // send chat completions with it through the official openai client for
@@ -16,6 +17,33 @@
 // (TestConsoleTimeZones), the read-only console of `ratestore console`
 // (TestConsoleReadOnly), and log what the first load of /admin/ costs:
 // bytes transferred and time to the sign-in form (TestConsoleFirstLoad).
+//
+// TestConsoleLargeFleet imports 100,000 keys into the gateway's key store
+// (keystore.Store.Import) and uses the console on them: it logs how long
+// after sign-in the first page of keys shows (a figure, not asserted),
+// checks that the page holds that page and no more, and that its search,
+// sort, status and team filters, page size and pages show what the admin
+// API answers; that a poll of a page that did not change gets 304 and
+// draws nothing (the page counts its renders in data-renders and the polls
+// that found nothing changed in data-unchanged), that a hidden tab polls
+// nothing and a page not shown is not polled; that the teams page counts
+// each team's keys, a key's page polls as the list does, and the spend
+// chart stacked by key shows the top eight keys and one "other", looking up
+// only the names it shows. It is skipped with -short. The environment
+// variable RATESTORE_BROWSER_KEYS sets how many keys it imports (at least
+// 10000); run alone, under the shared machine's lock, for a million:
+//
+//	RATESTORE_BROWSER_KEYS=1000000 flock /tmp/ratestore-bench.lock go test -count=1 ./console/browsertest -run TestConsoleLargeFleet -v
+//
+// TestConsoleAudit reads the changes made with the console in the audit
+// log, from a key's and a team's pages. TestConsoleShellQuote has sh read
+// back hostile names quoted by the page's own shellQuote, and
+// TestConsoleCopyCommand runs the secret dialog's command line, for a key
+// whose model is such a name, with curl replaced by a script that records
+// its arguments: nothing of the name runs. TestConsoleBidi shows names
+// written right to left, each isolated in a <bdi>, and checks in the audit
+// log that a renaming reads from -> to in that order, where the same text
+// without isolation reads backwards.
 //
 // The package has no code of its own outside its tests: it exists so that
 // chromedp is a dependency of these tests only, never of the gateway.

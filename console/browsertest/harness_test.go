@@ -26,6 +26,7 @@ import (
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/admin"
+	"github.com/ratestore/ratestore/audit"
 	"github.com/ratestore/ratestore/console"
 	"github.com/ratestore/ratestore/gateway"
 	"github.com/ratestore/ratestore/internal/fakeclock"
@@ -55,6 +56,7 @@ const (
 var usageOf = map[string][2]int64{
 	"gpt-4o":      {120_000, 40_000},
 	"gpt-4o-mini": {200_000, 100_000},
+	"نموذج-3":     {1_000, 500}, // a model no price table has, named right to left (TestConsoleBidi)
 }
 
 // tokensOf is the total usage of requests to models.
@@ -71,6 +73,7 @@ func tokensOf(models ...string) int64 {
 type env struct {
 	t     *testing.T
 	db    *ratestore.DB
+	audit *audit.Log                      // the audit log the admin API records changes in
 	gw    atomic.Pointer[gateway.Gateway] // the gateway behind front, or the last one
 	front atomic.Value                    // the http.Handler srv serves: the console
 	srv   *httptest.Server
@@ -118,6 +121,7 @@ func newEnvAt(t *testing.T, vp viewport, clock *fakeclock.Clock) *env {
 	}
 	t.Cleanup(func() { db.Close() })
 	e.db = db
+	e.audit = e.openAudit(audit.Options{SweepInterval: -1})
 	gw, err := gateway.New(db, gateway.Options{
 		Upstream: upURL, UpstreamKey: upstreamKey, Logger: e.logger(),
 	})
@@ -139,7 +143,7 @@ func newEnvAt(t *testing.T, vp viewport, clock *fakeclock.Clock) *env {
 // operator returns the console in front of gw (nil: none, read only, as
 // the console command serves it), guarding the admin API on keys and l.
 func (e *env) operator(keys *keystore.Store, l *ledger.Ledger, gw *gateway.Gateway) http.Handler {
-	aopts := admin.Options{Keys: keys, Ledger: l, Log: e.logger()}
+	aopts := admin.Options{Keys: keys, Ledger: l, Audit: e.audit, Log: e.logger()}
 	copts := console.Options{Token: adminToken, Log: e.logger(), ReadOnly: gw == nil}
 	if gw != nil {
 		aopts.Gateway = gw
@@ -186,7 +190,21 @@ func (e *env) readOnly() {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(func() { l.Close(context.Background()) })
+	e.audit = e.openAudit(audit.Options{ReadOnly: true})
 	e.front.Store(e.operator(keys, l, nil))
+}
+
+// openAudit opens the audit log of the test's database, closed with the
+// test.
+func (e *env) openAudit(opts audit.Options) *audit.Log {
+	e.t.Helper()
+	opts.Log = e.logger()
+	l, err := audit.Open(e.db, opts)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { l.Close(context.Background()) })
+	return l
 }
 
 // browserPath is Debian's chromium; the test is skipped without it, or

@@ -24,7 +24,7 @@ import (
 )
 
 // TestConsoleFirstLoad loads /admin/ in a browser with an empty cache and
-// logs what issue 31's targets measure (not asserted: loopback timings
+// logs what the console's targets measure (not asserted: loopback timings
 // vary with the machine): the bytes transferred, the sum of every
 // response's encoded length as the network events report them, and the
 // time from navigation start to the sign-in form being visible, with the
@@ -271,7 +271,7 @@ func TestConsoleNarrow(t *testing.T) {
 	e.do("press Escape", chromedp.KeyEvent(kb.Escape))
 	waitFor[bool](e, "#key-dialog to close", "!("+dialogOpen("key-dialog")+")")
 
-	for _, p := range []string{"teams", "spend", "requests", "live"} {
+	for _, p := range []string{"teams", "spend", "requests", "live", "audit"} {
 		e.page(p)
 		if p == "spend" {
 			waitFor[float64](e, "the spend chart", chartSum)
