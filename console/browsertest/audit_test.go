@@ -72,9 +72,7 @@ func TestConsoleAudit(t *testing.T) {
 
 	e.audit = nil
 	e.front.Store(e.operator(e.gw.Load().Keys(), e.gw.Load().Ledger(), e.gw.Load()))
-	e.do("reload", chromedp.Reload()) // a new console: its sessions are new too
-	e.signIn()
-	e.page("audit")
+	e.reload("audit") // a new console on the same store: the session is kept
 	e.visible("#audit-none")
 	var page struct{}
 	e.api("GET", "/admin/audit", nil, &page, http.StatusNotFound)

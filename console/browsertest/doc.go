@@ -15,7 +15,8 @@
 // (TestConsoleNarrow) and with the keyboard alone (TestConsoleKeyboard),
 // the spend chart and times in zones either side of UTC
 // (TestConsoleTimeZones), the read-only console of `ratestore console`
-// (TestConsoleReadOnly), and log what the first load of /admin/ costs:
+// (TestConsoleReadOnly), a session kept across a restart of the gateway,
+// its database closed and opened again (TestConsoleRestart), and log what the first load of /admin/ costs:
 // bytes transferred and time to the sign-in form (TestConsoleFirstLoad).
 //
 // TestConsoleLargeFleet imports 100,000 keys into the gateway's key store

@@ -72,6 +72,9 @@ func tokensOf(models ...string) int64 {
 // upstream, and a headless Chromium tab to drive it.
 type env struct {
 	t     *testing.T
+	path  string            // the database's file
+	opts  ratestore.Options // the options it is opened with
+	upURL *url.URL          // the fake upstream
 	db    *ratestore.DB
 	audit *audit.Log                      // the audit log the admin API records changes in
 	gw    atomic.Pointer[gateway.Gateway] // the gateway behind front, or the last one
@@ -111,26 +114,12 @@ func newEnvAt(t *testing.T, vp viewport, clock *fakeclock.Clock) *env {
 	t.Cleanup(up.Close)
 	upURL, _ := url.Parse(up.URL)
 
-	var dbOpts ratestore.Options
+	e.path, e.upURL = filepath.Join(t.TempDir(), "gateway.db"), upURL
 	if clock != nil {
-		dbOpts.Now, dbOpts.After = clock.Now, clock.After
+		e.opts.Now, e.opts.After = clock.Now, clock.After
 	}
-	db, err := ratestore.Open(filepath.Join(t.TempDir(), "gateway.db"), dbOpts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	e.db = db
-	e.audit = e.openAudit(audit.Options{SweepInterval: -1})
-	gw, err := gateway.New(db, gateway.Options{
-		Upstream: upURL, UpstreamKey: upstreamKey, Logger: e.logger(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.gw.Store(gw)
+	e.serve()
 	t.Cleanup(func() { e.closeGateway() })
-	e.front.Store(e.operator(gw.Keys(), gw.Ledger(), gw))
 	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		e.front.Load().(http.Handler).ServeHTTP(w, r)
 	}))
@@ -138,6 +127,44 @@ func newEnvAt(t *testing.T, vp viewport, clock *fakeclock.Clock) *env {
 	t.Cleanup(e.checkAfter)
 	e.startBrowser(browser, vp)
 	return e
+}
+
+// serve opens the database at e.path and serves a gateway on it, with
+// its admin API and console, as `ratestore gateway` does: the sessions
+// kept in the store.
+func (e *env) serve() {
+	e.t.Helper()
+	db, err := ratestore.Open(e.path, e.opts)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { db.Close() })
+	e.db = db
+	e.audit = e.openAudit(audit.Options{SweepInterval: -1})
+	gw, err := gateway.New(db, gateway.Options{
+		Upstream: e.upURL, UpstreamKey: upstreamKey, Logger: e.logger(),
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.gw.Store(gw)
+	e.front.Store(e.operator(gw.Keys(), gw.Ledger(), gw))
+}
+
+// restart stops the gateway and closes its database, as a process
+// ending would, and serves a new one on the same file at the same
+// address: whatever the first kept only in memory is gone.
+func (e *env) restart() {
+	e.t.Helper()
+	e.settle()
+	e.closeGateway()
+	if err := e.audit.Close(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.db.Close(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.serve()
 }
 
 // operator returns the console in front of gw (nil: none, read only, as
@@ -148,6 +175,7 @@ func (e *env) operator(keys *keystore.Store, l *ledger.Ledger, gw *gateway.Gatew
 	if gw != nil {
 		aopts.Gateway = gw
 		copts.Metrics, copts.Next = gw.Metrics(), gw
+		copts.Sessions = console.StoreSessions(e.db)
 	}
 	api, err := admin.New(aopts)
 	if err != nil {
