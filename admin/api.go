@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"time"
 
 	"github.com/ratestore/ratestore"
@@ -192,10 +193,17 @@ func (api *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // revalidated serves GET r with h, answering 304 Not Modified, with no
-// body, when r's If-None-Match names the answer's entity tag (a hash of
-// its body): a console that polls a page sends the tag of what it shows,
-// and learns in a few bytes that nothing changed. The answer is built
-// whole first; the API's answers are pages, a few megabytes at most.
+// body, when r's If-None-Match names the answer's entity tag: a console
+// that polls a page sends the tag of what it shows, and learns in a few
+// bytes that nothing changed. The answer is built whole first; the API's
+// answers are pages, a few megabytes at most.
+//
+// The tag is weak, a hash of the body with its countdowns zeroed: a
+// window's reset_after_seconds is an instant that stays while its usage
+// does (the window's end after its newest used bucket) less now, so it
+// changes every second while nothing else does, and a tag of every byte
+// would never match for a key with usage. Two answers with one tag say the same thing, their
+// countdowns read at different times.
 func revalidated(w http.ResponseWriter, r *http.Request, h http.Handler) {
 	rec := &buffered{header: w.Header()}
 	rec.call, _ = w.(*call)
@@ -204,8 +212,8 @@ func revalidated(w http.ResponseWriter, r *http.Request, h http.Handler) {
 		rec.status = http.StatusOK
 	}
 	if rec.status == http.StatusOK {
-		tag := etag.Of(rec.body.Bytes())
-		w.Header().Set("ETag", tag)
+		tag := etag.Of(countdown.ReplaceAll(rec.body.Bytes(), []byte(`"reset_after_seconds":0`)))
+		w.Header().Set("ETag", "W/"+tag)
 		if etag.Matches(r.Header.Get("If-None-Match"), tag) {
 			w.Header().Del("Content-Type")
 			w.WriteHeader(http.StatusNotModified)
@@ -215,6 +223,11 @@ func revalidated(w http.ResponseWriter, r *http.Request, h http.Handler) {
 	w.WriteHeader(rec.status)
 	w.Write(rec.body.Bytes())
 }
+
+// countdown matches a countdown and its value in a JSON answer. The
+// field's name, quoted and followed by a colon, occurs nowhere else: in a
+// string, a quote is escaped.
+var countdown = regexp.MustCompile(`"reset_after_seconds":[0-9]+`)
 
 // buffered is the ResponseWriter of revalidated: the handler's header is
 // the real one's; its status and body are kept.

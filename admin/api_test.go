@@ -7,11 +7,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/admin"
+	"github.com/ratestore/ratestore/internal/fakeclock"
 	"github.com/ratestore/ratestore/keystore"
 )
 
@@ -83,6 +85,41 @@ func TestRevalidate(t *testing.T) {
 	require.Equal(t, http.StatusOK, changed.Code)
 	require.NotEqual(t, tag, changed.Header().Get("ETag"))
 	require.Contains(t, changed.Body.String(), `"name":"new"`)
+}
+
+// TestRevalidateCountdown: a key's countdown (reset_after_seconds) going
+// down as time passes does not change the tag, a poll gets 304; its
+// usage changing does.
+func TestRevalidateCountdown(t *testing.T) {
+	clock := fakeclock.New(time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC))
+	db, err := ratestore.Open(filepath.Join(t.TempDir(), "admin.db"), ratestore.Options{Now: clock.Now})
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	ks, err := keystore.Open(db, keystore.Options{})
+	require.NoError(t, err)
+	api, err := admin.New(admin.Options{Keys: ks, Now: clock.Now})
+	require.NoError(t, err)
+	k, _, err := ks.Create(t.Context(), keystore.Spec{Name: "used", TokenLimit: 1000})
+	require.NoError(t, err)
+	_, err = ks.RecordUsage(t.Context(), k.ID, 10)
+	require.NoError(t, err)
+	get := func(tag string) *httptest.ResponseRecorder {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest("GET", "/admin/keys/"+k.ID, nil)
+		r.Header.Set("If-None-Match", tag)
+		api.ServeHTTP(w, r)
+		return w
+	}
+	first := get("")
+	require.Equal(t, http.StatusOK, first.Code)
+	require.Contains(t, first.Body.String(), `"reset_after_seconds":18000`)
+	clock.Advance(7 * time.Second)
+	require.Equal(t, http.StatusNotModified, get(first.Header().Get("ETag")).Code)
+	_, err = ks.RecordUsage(t.Context(), k.ID, 5)
+	require.NoError(t, err)
+	changed := get(first.Header().Get("ETag"))
+	require.Equal(t, http.StatusOK, changed.Code)
+	require.Contains(t, changed.Body.String(), `"used":15`)
 }
 
 // TestNoWindows: a key or team may be created without a token window

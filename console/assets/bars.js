@@ -1,7 +1,7 @@
 // The bars of token windows and budgets, shown by the keys and teams pages and a key's or team's detail.
 
 import { h } from './dom.js';
-import { ago, budgetPer, durSeconds, level, nf, prettyDur, usd, waitText } from './format.js';
+import { ago, budgetPer, durSeconds, fmtTime, level, nf, prettyDur, usd } from './format.js';
 
 // fillWidth is a bar's filled part: any use at all shows as a sliver, so that a first request is seen.
 function fillWidth(frac) {
@@ -22,7 +22,10 @@ function windowBar(w, reserved) {
   }
   const heldText = held > 0 ? `, ${nf.format(held)} of them reserved by requests in flight` : '';
   const per = prettyDur(durSeconds(w.window));
-  const reset = w.used > 0 && w.reset_after_seconds > 0 ? `; back to 0 in ${waitText(w.reset_after_seconds)}` : '';
+  // The countdown read as an instant, when the answer is shown: a poll answered 304 (the tag ignores countdowns)
+  // keeps this text, which stays true while the usage does.
+  const reset = w.used > 0 && w.reset_after_seconds > 0
+    ? `; back to 0 at ${fmtTime(new Date(Date.now() + w.reset_after_seconds * 1000).toISOString())}` : '';
   const bar = h('div', {
     class: `bar ${level(frac)}`, 'data-window': w.window, 'data-used': w.used, 'data-limit': w.limit,
     role: 'meter', 'aria-valuemin': 0, 'aria-valuemax': w.limit, 'aria-valuenow': Math.min(w.used, w.limit),
