@@ -473,6 +473,10 @@ func (s *Store) readKey(c *call, r reader, e *entry, vals [][]byte, i int, out *
 		return nil
 	}
 	c.e = e
+	r, err := s.unwritten(c.ctx, e, r)
+	if err != nil {
+		return err
+	}
 	if err := s.usageOf(c, r); err != nil {
 		return err
 	}
@@ -481,8 +485,12 @@ func (s *Store) readKey(c *call, r reader, e *entry, vals [][]byte, i int, out *
 }
 
 // settleAll merges the pending legacy usage of the keys es that have any,
-// all in one commit, as Usage merges a key's.
+// all in one commit, as Usage merges a key's. A read-only Store merges
+// nothing: readKey shows the merge instead (see unwritten).
 func (s *Store) settleAll(ctx context.Context, es []*entry) error {
+	if s.readOnly {
+		return nil
+	}
 	var pending []*entry
 	var ids []string
 	for _, e := range es {

@@ -77,7 +77,8 @@ type keyView struct {
 	check strategies.Result
 }
 
-// readKeys reads the key of every secret with Get, Usage and Check.
+// readKeys reads the key of every secret with Get, Usage and Check, and
+// checks that a page of every key (Keys) reports each as Get and Usage do.
 func readKeys(t *testing.T, ks *keystore.Store, secrets map[string]string) map[string]keyView {
 	t.Helper()
 	out := map[string]keyView{}
@@ -91,6 +92,13 @@ func readKeys(t *testing.T, ks *keystore.Store, secrets map[string]string) map[s
 		_, v.check, err = ks.Check(ctx, secret)
 		require.NoError(t, err)
 		out[id] = v
+	}
+	page, err := ks.Keys(ctx, keystore.KeyQuery{Sort: "-spend"})
+	require.NoError(t, err)
+	require.Len(t, page.Keys, len(secrets))
+	for _, k := range page.Keys {
+		require.Equal(t, out[k.Key.ID].key, k.Key, "the page's key")
+		require.Equal(t, out[k.Key.ID].usage, k.Usage, "the page's usage of %s", k.Key.ID)
 	}
 	return out
 }
