@@ -33,7 +33,8 @@ import (
 //   - spend: GET /admin/spend?group_by=key (the last 30 days);
 //   - requests: GET /admin/requests (the newest 100);
 //   - signin: POST /admin/session with the token, as JSON;
-//   - console-get: GET /admin/keys with a session's cookie, as the
+//   - console-get: GET /admin/keys with the cookie of a session made
+//     just before its first call (newSession), as the
 //     console's page makes it (Sec-Fetch-Site: same-origin).
 func BenchmarkAdminSmall(b *testing.B) {
 	for _, dur := range []ratestore.Durability{ratestore.Sync, ratestore.Async} {
@@ -41,6 +42,9 @@ func BenchmarkAdminSmall(b *testing.B) {
 			s := newSmallSurface(b, dur)
 			for _, op := range smallOps {
 				b.Run("op="+op.name+"/impl="+surfaceImpl, func(b *testing.B) {
+					if op.before != nil {
+						op.before(s, b)
+					}
 					i := 0
 					for b.Loop() {
 						body := s.call(b, op.request(s, i), op.want)
@@ -72,40 +76,42 @@ type smallSurface struct {
 }
 
 // smallOp is one call of BenchmarkAdminSmall: its request (i counts the
-// calls), the status it must answer, and what to do after it, untimed.
+// calls), the status it must answer, and what to do before its first call
+// and after each, untimed.
 type smallOp struct {
 	name    string
 	request func(s *smallSurface, i int) *http.Request
 	want    int
+	before  func(s *smallSurface, b *testing.B)
 	after   func(b *testing.B, s *smallSurface, body []byte)
 }
 
 var smallOps = []smallOp{
 	{"create", func(*smallSurface, int) *http.Request {
 		return adminCall(http.MethodPost, "/admin/keys", smallKeyBody)
-	}, http.StatusCreated, deleteCreated},
+	}, http.StatusCreated, nil, deleteCreated},
 	{"get", func(s *smallSurface, i int) *http.Request {
 		return adminCall(http.MethodGet, "/admin/keys/"+s.ids[i%smallKeys], "")
-	}, http.StatusOK, nil},
+	}, http.StatusOK, nil, nil},
 	{"list", func(*smallSurface, int) *http.Request {
 		return adminCall(http.MethodGet, "/admin/keys", "")
-	}, http.StatusOK, nil},
+	}, http.StatusOK, nil, nil},
 	{"patch", func(s *smallSurface, i int) *http.Request {
 		return adminCall(http.MethodPatch, "/admin/keys/"+s.ids[0], fmt.Sprintf(`{"requests_per_minute":%d}`, 1000+i))
-	}, http.StatusOK, nil},
+	}, http.StatusOK, nil, nil},
 	{"spend", func(*smallSurface, int) *http.Request {
 		return adminCall(http.MethodGet, "/admin/spend?group_by=key", "")
-	}, http.StatusOK, nil},
+	}, http.StatusOK, nil, nil},
 	{"requests", func(*smallSurface, int) *http.Request {
 		return adminCall(http.MethodGet, "/admin/requests", "")
-	}, http.StatusOK, nil},
-	{"signin", func(*smallSurface, int) *http.Request { return signIn() }, http.StatusOK, nil},
+	}, http.StatusOK, nil, nil},
+	{"signin", func(*smallSurface, int) *http.Request { return signIn() }, http.StatusOK, nil, nil},
 	{"console-get", func(s *smallSurface, _ int) *http.Request {
 		r := httptest.NewRequest(http.MethodGet, "/admin/keys", nil)
 		r.AddCookie(s.cookie)
 		r.Header.Set("Sec-Fetch-Site", "same-origin")
 		return r
-	}, http.StatusOK, nil},
+	}, http.StatusOK, (*smallSurface).newSession, nil},
 }
 
 // smallKeyBody is the key every create makes.
@@ -154,7 +160,7 @@ func (s *smallSurface) call(b *testing.B, r *http.Request, want int) []byte {
 
 // newSmallSurface opens a database of durability dur in a temporary
 // directory and builds BenchmarkAdminSmall's port over it: smallKeys keys,
-// 10 requests of each forwarded to a fake upstream, and a session.
+// 10 requests of each forwarded to a fake upstream.
 func newSmallSurface(b *testing.B, dur ratestore.Durability) *smallSurface {
 	db, err := ratestore.Open(filepath.Join(b.TempDir(), "small.db"), ratestore.Options{Durability: dur})
 	if err != nil {
@@ -186,8 +192,17 @@ func newSmallSurface(b *testing.B, dur ratestore.Durability) *smallSurface {
 		r.Header.Set("Content-Type", "application/json")
 		s.call(b, r, http.StatusOK)
 	}
+	return s
+}
+
+// newSession signs in and keeps the session's cookie, just before the
+// calls that use it: 786b47c kept at most 10,000 sessions in memory, the
+// oldest forgotten, so that signin's calls forget a session made before
+// them.
+func (s *smallSurface) newSession(b *testing.B) {
 	w := httptest.NewRecorder()
 	s.h.ServeHTTP(w, signIn())
+	s.cookie = nil
 	for _, c := range w.Result().Cookies() {
 		if c.Value != "" {
 			s.cookie = c
@@ -196,7 +211,6 @@ func newSmallSurface(b *testing.B, dur ratestore.Durability) *smallSurface {
 	if w.Code != http.StatusOK || s.cookie == nil {
 		b.Fatalf("POST /admin/session: %d, cookies %v", w.Code, w.Result().Cookies())
 	}
-	return s
 }
 
 // fakeCompletion answers a chat completion with its usage, as OpenAI does.
