@@ -109,12 +109,14 @@ func (b *Batch) joined(g *generation) {
 func (b *Batch) Now() time.Time { return b.db.Now() }
 
 // PeekN is l.PeekN: it changes nothing, so it needs no batch, and sees
-// the batch's changes, which are made at once.
+// the batch's changes, which are made at once. Like the batch's changes,
+// it never waits for room in the table (noWait): the commit that would
+// make room waits for the batch.
 func (b *Batch) PeekN(l *Limiter, key string, n int64) (Result, error) {
 	if err := b.use(l); err != nil {
 		return Result{}, err
 	}
-	return l.PeekN(context.Background(), key, n)
+	return l.PeekN(noWait, key, n)
 }
 
 // Inspect is l.Inspect, as PeekN is l.PeekN.
@@ -122,7 +124,7 @@ func (b *Batch) Inspect(l *Limiter, key string, fn func(st strategies.State, now
 	if err := b.use(l); err != nil {
 		return err
 	}
-	return l.Inspect(context.Background(), key, fn)
+	return l.Inspect(noWait, key, fn)
 }
 
 // Get is DB.Get: it sees the batch's Puts and Deletes.

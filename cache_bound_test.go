@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/ratestore/ratestore/strategies"
 )
 
 // peakPerShard returns the most entries any shard has held, and the sum
@@ -90,4 +92,40 @@ func TestCacheBoundBatch(t *testing.T) {
 	require.LessOrEqual(t, db.CachedKeys(), 128, "back within the bound")
 	most, _ := db.peakPerShard()
 	t.Logf("cached %d, peak per shard %d", db.CachedKeys(), most)
+}
+
+// TestCacheBoundBatchPeek: a Batch's PeekN and Inspect of a new key in a
+// shard full of the batch's uncommitted changes insert over the bound, as
+// its changes do, rather than wait for a commit that the batch holds off
+// (they waited for ever: a keystore Admit, which peeks inside an Update,
+// hung with MaxCachedKeys 1024 on an Async store).
+func TestCacheBoundBatchPeek(t *testing.T) {
+	db, _, _ := openHooked(t, Options{Durability: Async, FlushInterval: time.Hour, MaxCachedKeys: 128})
+	l := mustLimiter(t, db, "l")
+	done := make(chan error, 1)
+	go func() {
+		done <- db.Update(bg, nil, func(b *Batch) error {
+			for i := range 1000 {
+				if _, err := b.AllowN(l, fmt.Sprint("k", i), 1); err != nil {
+					return err
+				}
+			}
+			for i := range 1000 {
+				if _, err := b.PeekN(l, fmt.Sprint("p", i), 1); err != nil {
+					return err
+				}
+				if err := b.Inspect(l, fmt.Sprint("q", i), func(strategies.State, int64) error { return nil }); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		// Not t.Fatal: closing the database would wait for the Update.
+		panic("a Batch's PeekN or Inspect waited for room for 30s")
+	}
 }

@@ -19,6 +19,12 @@
 //   - BenchmarkApply, BenchmarkClock: the algorithms alone and one
 //     time.Now, to attribute a hot decision's time to the strategy, the
 //     clock or the engine.
+//   - BenchmarkAdminKeysPage, BenchmarkAdminKeysWalk, BenchmarkAdminLedger,
+//     BenchmarkAdminSmall: the operator's surface, the admin API as served:
+//     a page of keys at 1M keys against the whole list it replaced, a walk
+//     of every page at 10M keys and its heap, the ledger's worst allowed
+//     queries at 10M entries on bolt and Redis, and every call at 10 keys
+//     against 786b47c's gateway.
 //
 // It is a module of its own so that the peers it compares against are
 // dependencies of the benchmarks only, never of the library. See README.md

@@ -17,6 +17,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -39,6 +40,22 @@ type stage struct {
 	size      size
 	rounds    int
 }
+
+// extraEnv is the environment of a stage beyond its size's: the walk of
+// every page at 10M keys runs in a heap limited to 8 GiB (without it,
+// building its store took 13 GiB of RSS, most of it garbage not yet
+// collected).
+func (st stage) extraEnv() []string {
+	if st.name == "admin-walk" {
+		return []string{"GOMEMLIMIT=8GiB"}
+	}
+	return nil
+}
+
+// withBase reports whether a stage runs the baseline's test binary too
+// (-base786), before this tree's, in the same invocation: the admin API at
+// 10 keys against 786b47c's.
+func (st stage) withBase() bool { return st.name == "admin-small" }
 
 // size is the key counts a stage runs at, set through the environment.
 type size int
@@ -66,9 +83,10 @@ func (s size) env() []string {
 }
 
 // timeout is a stage's -test.timeout: room for a loaded machine, and 10M
-// keys take minutes per side.
+// keys take minutes per side (and, the first time, building the key store
+// and the ledger that the operator's surface's benchmarks keep).
 func (s size) timeout() string {
-	return [...]string{small: "5m", keys1M: "10m", keys10M: "30m"}[s]
+	return [...]string{small: "5m", keys1M: "20m", keys10M: "60m"}[s]
 }
 
 // plan is the bounded run: BenchmarkHot 3 times, BenchmarkHotPaired
@@ -132,12 +150,38 @@ func plan(quick, full bool) []stage {
 		{"disk", "^BenchmarkDisk$/^backend=bolt$", "3x", "", keys1M, 1},
 		{"disk", "^BenchmarkDisk$/^backend=badger$", "3x", "", keys1M, 1},
 	}
+	stages = append(stages, surfaceStages(full && !quick)...)
 	if full && !quick {
 		// 10M keys, 3 sides: several GiB and minutes each.
 		stages = append(stages, stage{"scale", "^BenchmarkScale$", "5000000x", "1,2", keys10M, 1})
 	}
 	if quick {
 		shrink(stages)
+	}
+	return stages
+}
+
+// surfaceStages are the operator's surface's: a page of each query at 1M
+// keys and the whole list (~11 s), the ledger's worst queries at 1M
+// entries on bolt and Redis (the store and the ledger built once into the
+// temporary directory and kept), and the admin API at 10 keys, twice,
+// beside 786b47c's with -base786, its sign-ins counted apart; with tenM, the walk of every page at 10M
+// keys (see extraEnv) and the ledger at 10M entries.
+func surfaceStages(tenM bool) []stage {
+	stages := []stage{
+		{"admin-keys", "^BenchmarkAdminKeysPage$", "300ms", "", keys1M, 1},
+		{"admin-ledger", "^BenchmarkAdminLedger$", "3x", "", keys1M, 1},
+		{"admin-small", "^BenchmarkAdminSmall$/./^op=(create|get|list|patch|spend|requests|console-get)$", "300ms", "", small, 2},
+		// 5000 sign-ins: past the console's 10,000 sessions each sign-in
+		// forgets the oldest, and the bolt scan that finds them walks every
+		// change not yet checkpointed (the forgotten sessions among them),
+		// so that a timed run of many sign-ins takes minutes
+		// (bench/README.md).
+		{"admin-small", "^BenchmarkAdminSmall$/./^op=signin$", "5000x", "", small, 2},
+	}
+	if tenM {
+		stages = append(stages, stage{"admin-walk", "^BenchmarkAdminKeysWalk$", "1x", "", keys10M, 1},
+			stage{"admin-ledger", "^BenchmarkAdminLedger$", "1x", "", keys10M, 1})
 	}
 	return stages
 }
@@ -149,7 +193,7 @@ func shrink(stages []stage) {
 		st := &stages[i]
 		st.size, st.rounds, st.benchtime = small, 1, "10ms"
 		if st.name == "disk" || st.name == "keys-memory" || st.name == "wait" || st.name == "redis-instances" ||
-			st.name == "store-write" {
+			st.name == "store-write" || st.name == "admin-ledger" {
 			st.benchtime = "1x"
 		}
 	}
@@ -159,18 +203,27 @@ func main() {
 	log.SetFlags(0)
 	log.SetPrefix("report: ")
 	quick := flag.Bool("quick", false, "tiny benchtimes, no 1M keys: checks the pipeline in seconds")
-	full := flag.Bool("full", false, "also run BenchmarkScale at 10M keys (several GiB of memory, minutes more)")
+	full := flag.Bool("full", false, "also run BenchmarkScale, BenchmarkAdminKeysWalk and BenchmarkAdminLedger at 10M keys (several GiB of memory, minutes more)")
+	base786 := flag.Bool("base786", false, "also run BenchmarkAdminSmall against 786b47c's gateway (a copy of that commit, from git, in a temporary directory)")
 	from := flag.String("from", "", "render this raw output instead of running the benchmarks")
 	out := flag.String("out", "REPORT.md", "the Markdown report")
 	dir := flag.String("dir", "report", "where the plots and the raw output go")
+	section := flag.String("section", "", "with -from: render only this section (surface: the operator's surface) into -out, in place of the one there")
+	note := flag.String("note", "", "with -section: what the section adds to its note, e.g. what did not run")
 	flag.Parse()
+	if *section != "" {
+		if err := renderSection(*section, *from, *out, *note); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 
 	var raw []byte
 	var err error
 	if *from != "" {
 		raw, err = os.ReadFile(*from)
 	} else {
-		raw, err = runAll(*quick, *full)
+		raw, err = runAll(*quick, *full, *base786)
 		if err == nil {
 			err = os.WriteFile(filepath.Join(*dir, "bench-output.txt"), raw, 0o644)
 		}
@@ -192,9 +245,46 @@ func main() {
 	log.Printf("wrote %s and %d plots in %s/", *out, len(plots), *dir)
 }
 
-// runAll builds the test binary, runs the plan round by round and returns
-// everything it printed, with marker lines.
-func runAll(quick, full bool) ([]byte, error) {
+// renderSection renders the section named section alone from the raw
+// output in from, in place of the one in the report out, for a run of
+// that section's families only: a full run takes longer than a change to
+// them may wait for.
+func renderSection(section, from, out, note string) error {
+	if section != "surface" {
+		return fmt.Errorf("-section %q: only surface", section)
+	}
+	if from == "" {
+		return errors.New("-section needs -from: the raw output of the section's run")
+	}
+	raw, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	rep, err := Parse(bytes.NewReader(raw))
+	if err != nil {
+		return err
+	}
+	doc, err := os.ReadFile(out)
+	if err != nil {
+		return err
+	}
+	alone := fmt.Sprintf("*This section alone was rendered from %s (`go run ./report -section surface -from %s`), the "+
+		"output of a run of its families only, not from the run the rest of this report comes from; its "+
+		"targets are not in the table of DESIGN.md targets above.*", from, from)
+	if note != "" {
+		alone += " " + note
+	}
+	if err := os.WriteFile(out, []byte(spliceSection(string(doc), SurfaceSection(rep, alone), "## Profiles of ")), 0o644); err != nil {
+		return err
+	}
+	log.Printf("wrote the operator's surface's section into %s", out)
+	return nil
+}
+
+// runAll builds the test binary (and with base786 the baseline's), runs the
+// plan round by round and returns everything it printed, with marker
+// lines.
+func runAll(quick, full, base786 bool) ([]byte, error) {
 	start := time.Now()
 	var buf bytes.Buffer
 	w := io.MultiWriter(&buf, os.Stderr)
@@ -215,7 +305,13 @@ func runAll(quick, full bool) ([]byte, error) {
 		return nil, fmt.Errorf("building the benchmarks: %w", err)
 	}
 
-	run := runStages(w, envf, bin, plan(quick, full))
+	bins := binaries{head: bin}
+	if base786 {
+		if bins.base, err = buildBase786(tmp); err != nil {
+			return nil, err
+		}
+	}
+	run := runStages(w, envf, bins, plan(quick, full))
 	rep, err := Parse(bytes.NewReader(buf.Bytes()))
 	if err != nil {
 		return nil, err
@@ -229,9 +325,15 @@ func runAll(quick, full bool) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// binaries are the test binaries a run runs: this tree's, and the
+// baseline's ("" for none; see buildBase786).
+type binaries struct{ head, base string }
+
 // runStages runs the test binary once per stage and round, rounds of a
-// stage spread over the run, and returns how many invocations it made.
-func runStages(w io.Writer, envf func(k, format string, a ...any), bin string, stages []stage) (run int) {
+// stage spread over the run, and returns how many invocations it made. A
+// stage withBase runs the baseline's binary first, in the same invocation
+// (the same marker), when there is one.
+func runStages(w io.Writer, envf func(k, format string, a ...any), bins binaries, stages []stage) (run int) {
 	for round := 1; ; round++ {
 		ran := false
 		for _, st := range stages {
@@ -239,14 +341,21 @@ func runStages(w io.Writer, envf func(k, format string, a ...any), bin string, s
 				continue
 			}
 			ran, run = true, run+1
-			fmt.Fprintf(w, "# run=%d stage=%s round=%d bench=%s benchtime=%s\n", run, st.name, round, st.bench, st.benchtime)
+			fmt.Fprintf(w, "# run=%d stage=%s round=%d bench=%s benchtime=%s load=%s\n", run, st.name, round, st.bench, st.benchtime,
+				strings.ReplaceAll(loadAvg(), " ", ","))
 			args := []string{"-test.run=^$", "-test.bench=" + st.bench, "-test.benchtime=" + st.benchtime, "-test.benchmem",
 				"-test.timeout=" + st.size.timeout()}
 			if st.cpu != "" {
 				args = append(args, "-test.cpu="+st.cpu)
 			}
 			t := time.Now()
-			if err := runBench(w, bin, st.size, args...); err != nil {
+			env := append(st.size.env(), st.extraEnv()...)
+			if st.withBase() && bins.base != "" {
+				if err := runBench(w, bins.base, env, args...); err != nil {
+					envf(fmt.Sprintf("failed-run-%d-base", run), "%s: %v", st.bench, err)
+				}
+			}
+			if err := runBench(w, bins.head, env, args...); err != nil {
 				envf(fmt.Sprintf("failed-run-%d", run), "%s: %v", st.bench, err)
 			}
 			fmt.Fprintf(w, "# run=%d took %v\n", run, time.Since(t).Round(time.Second/10))
@@ -268,7 +377,7 @@ func runProfiles(w io.Writer, envf func(k, format string, a ...any), bin, tmp st
 		run++
 		prof := filepath.Join(tmp, s+".prof")
 		fmt.Fprintf(w, "# run=%d stage=profile strategy=%s\n", run, s)
-		if err := runBench(w, bin, small, "-test.run=^$", "-test.bench=^BenchmarkHot$/^strategy="+s+"$/^keys=10000$",
+		if err := runBench(w, bin, small.env(), "-test.run=^$", "-test.bench=^BenchmarkHot$/^strategy="+s+"$/^keys=10000$",
 			"-test.benchtime="+profTime, "-test.benchmem", "-test.cpuprofile="+prof); err != nil {
 			envf("failed-profile-"+s, "%v", err)
 			continue
@@ -295,11 +404,11 @@ func modeName(quick, full bool) string {
 	return "bounded"
 }
 
-// runBench runs the test binary with args at key counts s, its output to
-// w.
-func runBench(w io.Writer, bin string, s size, args ...string) error {
+// runBench runs the test binary with args in the environment env, its
+// output to w.
+func runBench(w io.Writer, bin string, env []string, args ...string) error {
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), s.env()...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = w, os.Stderr
 	return cmd.Run()
 }

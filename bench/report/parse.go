@@ -33,19 +33,21 @@ func (r Result) Param(key string) string {
 }
 
 // Report is everything one run of the generator recorded: the results,
-// the facts about the machine ("# env key: value" lines) and the profiles
-// ("# pprof name: line").
+// the facts about the machine ("# env key: value" lines), the profiles
+// ("# pprof name: line") and the load average as each invocation began
+// (its marker's "load=1.50,0.90,0.70").
 type Report struct {
 	Results  []Result
 	Env      map[string]string
 	Profiles map[string][]string
+	RunLoad  map[int]string // "1.50 0.90 0.70", by invocation
 }
 
 // Parse reads the generator's raw output: `go test -bench` output of
 // several invocations, each introduced by a "# run=N" marker line, and the
 // generator's own "# env" and "# pprof" lines. Other lines are ignored.
 func Parse(r io.Reader) (*Report, error) {
-	rep := &Report{Env: map[string]string{}, Profiles: map[string][]string{}}
+	rep := &Report{Env: map[string]string{}, Profiles: map[string][]string{}, RunLoad: map[int]string{}}
 	run := 0
 	sc := bufio.NewScanner(r)
 	sc.Buffer(nil, 1<<20)
@@ -59,6 +61,11 @@ func Parse(r io.Reader) (*Report, error) {
 				return nil, fmt.Errorf("bad marker %q", line)
 			}
 			run = n
+			for _, field := range f[1:] {
+				if load, ok := strings.CutPrefix(field, "load="); ok {
+					rep.RunLoad[run] = strings.ReplaceAll(load, ",", " ")
+				}
+			}
 		case strings.HasPrefix(line, "# env "):
 			k, v, _ := strings.Cut(strings.TrimPrefix(line, "# env "), ": ")
 			rep.Env[k] = v

@@ -102,6 +102,7 @@ func Render(rep *Report, plots []string) string {
 	v.keys(&b)
 	v.gateway(&b)
 	v.toolkit(&b)
+	v.surface(&b, "")
 	v.profiles(&b)
 	if len(plots) > 0 {
 		b.WriteString("## Plots\n\n")
