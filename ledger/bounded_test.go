@@ -60,9 +60,9 @@ func TestRequestsReadOnlyDaysWithEntries(t *testing.T) {
 }
 
 // TestSpendReadsOnlyDaysWithWriters: a spend over the longest range
-// allowed (3660 days) of a ledger of two days reads the summaries or
-// rollups of those days, not two scans per day of the range; longer, or
-// past now + 1 day, it is refused naming its parameter.
+// allowed (3660 days; 48 hours by hour) of a ledger of two days reads the
+// summaries or rollups of those days, not two scans per day of the range;
+// longer, or past now + 1 day, it is refused naming its parameter.
 func TestSpendReadsOnlyDaysWithWriters(t *testing.T) {
 	forModes(t, true, func(t *testing.T, e *env) {
 		e.record(ledger.Entry{Key: keys[0], Model: models[0], Cost: 5})
@@ -74,7 +74,8 @@ func TestSpendReadsOnlyDaysWithWriters(t *testing.T) {
 			{From: from, To: to, GroupBy: []string{ledger.ByKey}},
 			{From: from, To: to, GroupBy: []string{ledger.ByKey, ledger.ByDay}},
 			{From: from, To: to, GroupBy: []string{ledger.ByModel}},
-			{From: from, To: to, GroupBy: []string{ledger.ByHour}},
+			{From: to.Add(-48 * time.Hour), To: to, GroupBy: []string{ledger.ByHour}},
+			{To: to, GroupBy: []string{ledger.ByHour}}, // the last 48 hours
 			{From: from, To: to, Key: keys[0], GroupBy: []string{ledger.ByDay}},
 		} {
 			e.reads.reset()
@@ -96,6 +97,8 @@ func TestSpendReadsOnlyDaysWithWriters(t *testing.T) {
 			{ledger.SpendQuery{To: time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)}, "to"},
 			{ledger.SpendQuery{To: e.clock.Now().Add(24*time.Hour + time.Second)}, "to"},
 			{ledger.SpendQuery{GroupBy: []string{"week"}}, "group_by"},
+			{ledger.SpendQuery{From: to.Add(-49 * time.Hour), To: to, GroupBy: []string{ledger.ByHour}}, "from"},
+			{ledger.SpendQuery{From: to.Add(-48*time.Hour - time.Minute), To: to, GroupBy: []string{ledger.ByHour, ledger.ByKey}}, "from"},
 		} {
 			e.reads.reset()
 			_, err := e.led.Spend(ctx, c.q)

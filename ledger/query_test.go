@@ -90,11 +90,31 @@ func check(t *testing.T, e *env, entries []ledger.Entry) {
 	for _, span := range [][2]time.Time{{first.Truncate(24 * time.Hour), last.Add(time.Hour)}, {first.Add(24 * time.Hour).Truncate(24 * time.Hour), first.Add(48 * time.Hour).Truncate(24 * time.Hour)}} {
 		for _, q := range queries {
 			q.From, q.To = span[0], span[1].Truncate(time.Hour).Add(time.Hour)
-			got, err := e.led.Spend(ctx, q)
-			require.NoError(t, err, "%+v", q)
-			requireSpend(t, entries, got)
+			for _, q := range hourly(q) {
+				got, err := e.led.Spend(ctx, q)
+				require.NoError(t, err, "%+v", q)
+				requireSpend(t, entries, got)
+			}
 		}
 	}
+}
+
+// hourly returns q, or q grouped by hour cut into ranges of 48 hours, the
+// longest such a query may have.
+func hourly(q ledger.SpendQuery) []ledger.SpendQuery {
+	if !slices.Contains(q.GroupBy, ledger.ByHour) {
+		return []ledger.SpendQuery{q}
+	}
+	var out []ledger.SpendQuery
+	for from := q.From; from.Before(q.To); from = from.Add(48 * time.Hour) {
+		part := q
+		part.From, part.To = from, from.Add(48*time.Hour)
+		if part.To.After(q.To) {
+			part.To = q.To
+		}
+		out = append(out, part)
+	}
+	return out
 }
 
 // requireSpend asserts that s is what its query adds up to over entries,

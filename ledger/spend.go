@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +14,11 @@ import (
 
 // maxDays bounds a Spend query's range: ten years of days.
 const maxDays = 3660
+
+// maxHours bounds the range of a Spend query grouped by hour, which reads
+// every entry of its range (the rollups are by day): two days of hours.
+// Longer ranges are grouped by day.
+const maxHours = 48
 
 // Spend answers q from the rollups, or from the entries when grouped by
 // hour. Reading a range costs its days' rollups: one record per key (and
@@ -68,22 +72,14 @@ func withoutTime(q SpendQuery) SpendQuery {
 }
 
 // normalizeSpend checks q and rounds its range out to whole days (hours):
-// at most maxDays long, reaching at most a day past now.
+// at most maxDays long (maxHours by hour), reaching at most a day past
+// now. Without a From, by hour it is the last maxHours.
 func (l *Ledger) normalizeSpend(q SpendQuery) (SpendQuery, error) {
+	seen, err := checkGroupBy(q.GroupBy)
+	if err != nil {
+		return q, err
+	}
 	unit := 24 * time.Hour
-	seen := map[string]bool{}
-	for _, by := range q.GroupBy {
-		switch {
-		case !slices.Contains([]string{ByKey, ByTeam, ByModel, ByDay, ByHour}, by):
-			return q, &QueryError{Param: "group_by", Msg: fmt.Sprintf("%.40q: want key, team, model, day or hour", by)}
-		case seen[by]:
-			return q, &QueryError{Param: "group_by", Msg: fmt.Sprintf("%q given twice", by)}
-		}
-		seen[by] = true
-	}
-	if seen[ByDay] && seen[ByHour] {
-		return q, &QueryError{Param: "group_by", Msg: "day and hour: choose one"}
-	}
 	if seen[ByHour] {
 		unit = time.Hour
 	}
@@ -91,29 +87,60 @@ func (l *Ledger) normalizeSpend(q SpendQuery) (SpendQuery, error) {
 	if q.To.IsZero() {
 		q.To = now.Add(time.Nanosecond) // now included
 	}
-	if q.From.IsZero() {
-		q.From = q.To.Add(-30 * 24 * time.Hour)
-	}
-	if err := cmp.Or(checkTo(q.To, now), checkOrder(q.From, q.To)); err != nil {
+	if err := checkTo(q.To, now); err != nil {
 		return q, err
 	}
-	q.From = q.From.UTC().Truncate(unit)
+	given := !q.From.IsZero()
+	if given {
+		if err := checkOrder(q.From, q.To); err != nil {
+			return q, err
+		}
+	} else {
+		q.From = q.To.Add(-30 * 24 * time.Hour)
+	}
 	if to := q.To.UTC().Truncate(unit); to.Equal(q.To) {
 		q.To = to
 	} else {
 		q.To = to.Add(unit)
 	}
+	if seen[ByHour] && !given {
+		q.From = q.To.Add(-maxHours * time.Hour) // the last 48 hours
+	}
+	q.From = q.From.UTC().Truncate(unit)
 	switch {
 	case q.Limit == 0:
 		q.Limit = 100
 	case q.Limit < 0 || q.Limit > MaxLimit:
 		return q, &QueryError{Param: "limit", Msg: fmt.Sprintf("%d: want 1 to %d groups", q.Limit, MaxLimit)}
 	}
+	if seen[ByHour] && q.To.Sub(q.From) > maxHours*time.Hour {
+		return q, &QueryError{Param: "from", Msg: fmt.Sprintf("%s: a range of %d hours to %s grouped by hour: want at most %d hours (hours are added up from the entries; group a longer range by day)",
+			q.From.Format(time.RFC3339), q.To.Sub(q.From)/time.Hour, q.To.Format(time.RFC3339), maxHours)}
+	}
 	if q.To.Sub(q.From) > maxDays*24*time.Hour {
 		return q, &QueryError{Param: "from", Msg: fmt.Sprintf("%s: a range of %d days to %s: want at most %d days",
 			q.From.Format(time.RFC3339), q.To.Sub(q.From)/(24*time.Hour), q.To.Format(time.RFC3339), maxDays)}
 	}
 	return q, nil
+}
+
+// checkGroupBy checks the dimensions of a Spend query, and returns them
+// as a set.
+func checkGroupBy(groupBy []string) (map[string]bool, error) {
+	seen := map[string]bool{}
+	for _, by := range groupBy {
+		switch {
+		case !slices.Contains([]string{ByKey, ByTeam, ByModel, ByDay, ByHour}, by):
+			return nil, &QueryError{Param: "group_by", Msg: fmt.Sprintf("%.40q: want key, team, model, day or hour", by)}
+		case seen[by]:
+			return nil, &QueryError{Param: "group_by", Msg: fmt.Sprintf("%q given twice", by)}
+		}
+		seen[by] = true
+	}
+	if seen[ByDay] && seen[ByHour] {
+		return nil, &QueryError{Param: "group_by", Msg: "day and hour: choose one"}
+	}
+	return seen, nil
 }
 
 // spendFromRollups adds up the rollups of q's days that have writers: a
