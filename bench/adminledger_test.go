@@ -67,7 +67,8 @@ type ledgerQuery struct{ name, target string }
 // nothing (filters no index serves: a page reads up to its read budget);
 // spend over 3660 days (the most) to now + 1 day, 1000 groups (the most),
 // by key, by key and day, by key, team and model, and by model; spend by
-// hour, which reads the entries, over the retention, alone and by key.
+// hour, which reads the entries, over the last 24 hours of entries (the
+// most), alone and by key.
 func ledgerQueries() []ledgerQuery {
 	to := ledgerEnd.Add(24 * time.Hour).Format(time.RFC3339)
 	retention := ledgerEnd.Add(-ledger.DefaultRetention).Truncate(24 * time.Hour).Add(24 * time.Hour).Format(time.RFC3339)
@@ -77,6 +78,10 @@ func ledgerQueries() []ledgerQuery {
 	}
 	spend := func(from, groupBy string) string {
 		return "/admin/spend?limit=1000&from=" + from + "&to=" + to + "&group_by=" + groupBy
+	}
+	hourly := func(groupBy string) string {
+		end := ledgerEnd.Truncate(time.Hour)
+		return "/admin/spend?limit=1000&from=" + end.Add(-24*time.Hour).Format(time.RFC3339) + "&to=" + end.Format(time.RFC3339) + "&group_by=" + groupBy
 	}
 	return []ledgerQuery{
 		{"requests-all", requests("")},
@@ -89,8 +94,8 @@ func ledgerQueries() []ledgerQuery {
 		{"spend-3660d-by-key-day", spend(longest, "key,day")},
 		{"spend-3660d-by-key-team-model", spend(longest, "key,team,model")},
 		{"spend-3660d-by-model", spend(longest, "model")},
-		{"spend-90d-by-hour", spend(retention, "hour")},
-		{"spend-90d-by-key-hour", spend(retention, "key,hour")},
+		{"spend-24h-by-hour", hourly("hour")},
+		{"spend-24h-by-key-hour", hourly("key,hour")},
 	}
 }
 

@@ -22,7 +22,7 @@ const (
 	ByTeam  = "team"
 	ByModel = "model"
 	ByDay   = "day"  // UTC days, from the rollups
-	ByHour  = "hour" // UTC hours, from the entries: within Options.Retention, at most 48 hours a query
+	ByHour  = "hour" // UTC hours, from the entries: within Options.Retention, at most 24 hours a query
 )
 
 // SpendQuery selects and groups rollups. The zero value is every
@@ -36,7 +36,7 @@ const (
 // chart stacked by key has the same keys every day, and one (other)
 // series: a report holds at most Limit+1 rows per day (hour).
 type SpendQuery struct {
-	From, To         time.Time // [From, To), rounded out to UTC days (hours with ByHour); zero To: now; zero From: To - 30 days (48 hours)
+	From, To         time.Time // [From, To), rounded out to UTC days (hours with ByHour); zero To: now; zero From: To - 30 days (24 hours)
 	GroupBy          []string  // ByKey, ByTeam, ByModel, ByDay, ByHour; none: the total only
 	Key, Team, Model string    // filters; "" matches all
 	Limit            int       // groups of key, team and model kept, 1 to MaxLimit; 0: 100

@@ -107,8 +107,8 @@
 //
 // Spend adds rollups up over the days of the range that have writers
 // (their L/w marks, read once), grouped by key, team, model and day; by
-// hour it reads the entries, within the retention and over 48 hours at
-// most, so that what it reads is bounded by two days of entries. A day a writer has
+// hour it reads the entries, within the retention and over 24 hours at
+// most, so that what it reads is bounded by a day of entries. A day a writer has
 // left is summarized (L/s, L/m), so that a month of spend by key reads 30
 // summaries, not a record per key and day, and a month it has left too
 // (L/S, L/M), so that a spend not grouped by time reads a summary per

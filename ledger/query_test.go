@@ -99,16 +99,16 @@ func check(t *testing.T, e *env, entries []ledger.Entry) {
 	}
 }
 
-// hourly returns q, or q grouped by hour cut into ranges of 48 hours, the
+// hourly returns q, or q grouped by hour cut into ranges of 24 hours, the
 // longest such a query may have.
 func hourly(q ledger.SpendQuery) []ledger.SpendQuery {
 	if !slices.Contains(q.GroupBy, ledger.ByHour) {
 		return []ledger.SpendQuery{q}
 	}
 	var out []ledger.SpendQuery
-	for from := q.From; from.Before(q.To); from = from.Add(48 * time.Hour) {
+	for from := q.From; from.Before(q.To); from = from.Add(24 * time.Hour) {
 		part := q
-		part.From, part.To = from, from.Add(48*time.Hour)
+		part.From, part.To = from, from.Add(24*time.Hour)
 		if part.To.After(q.To) {
 			part.To = q.To
 		}

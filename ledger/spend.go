@@ -16,9 +16,9 @@ import (
 const maxDays = 3660
 
 // maxHours bounds the range of a Spend query grouped by hour, which reads
-// every entry of its range (the rollups are by day): two days of hours.
+// every entry of its range (the rollups are by day): a day of hours.
 // Longer ranges are grouped by day.
-const maxHours = 48
+const maxHours = 24
 
 // Spend answers q from the rollups, or from the entries when grouped by
 // hour. Reading a range costs its days' rollups: one record per key (and
@@ -104,7 +104,7 @@ func (l *Ledger) normalizeSpend(q SpendQuery) (SpendQuery, error) {
 		q.To = to.Add(unit)
 	}
 	if seen[ByHour] && !given {
-		q.From = q.To.Add(-maxHours * time.Hour) // the last 48 hours
+		q.From = q.To.Add(-maxHours * time.Hour) // the last 24 hours
 	}
 	q.From = q.From.UTC().Truncate(unit)
 	switch {

@@ -72,7 +72,7 @@ func paramError(cmd string, err error) error {
 func spendCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 	v := url.Values{}
 	rangeFlags(fs, v, "30 days before --to")
-	fs.Func("group-by", "split the total by `DIMS`: key, team, model, day or hour (UTC; at most 48 hours), comma-separated; repeatable", func(s string) error {
+	fs.Func("group-by", "split the total by `DIMS`: key, team, model, day or hour (UTC; at most 24 hours), comma-separated; repeatable", func(s string) error {
 		v.Add("group_by", s)
 		return nil
 	})
