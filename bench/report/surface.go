@@ -329,7 +329,7 @@ func (v *view) ledgerTables(b *strings.Builder) {
 		"spread over 90 days; API.ServeHTTP over a ledger opened read-only at the last day; *redis* is the same records " +
 		"copied into a redis-server on loopback, read through redisstore's index of records). Requests: 1000 entries " +
 		"(the most a page holds) from the retention's start to now + 1 day; spend: 1000 groups (the most) over 3660 " +
-		"days (the most) to now + 1 day, and by hour, which reads the entries, over the retention. *reads* are the " +
+		"days (the most) to now + 1 day, and by hour, which reads the entries, over the last 24 hours of entries (the most). *reads* are the " +
 		"records the query read, *rows* the entries or rows answered. Target: < 1 s each at 10M entries, on both.\n\n")
 	for _, n := range counts {
 		fmt.Fprintf(b, "%s entries:\n\n", fmtInt(n))

@@ -162,16 +162,16 @@ var explanations = map[string]string{
 		"collector's work (scanObject, tryDeferToSpanScan, futex) tops the flat profile. get is within noise. " +
 		"signin is measured at 5000 sign-ins: past the console's 10,000 sessions each sign-in forgets the oldest " +
 		"by a bolt scan that walks every change not yet checkpointed (bench/README.md), which 786b47c's map did not.",
-	"surface-ledger-bolt": "Spend by hour over the 90 days of the retention, and by key and hour, read every " +
-		"entry of those days (ledger/doc.go: by hour it reads the entries): seconds at 10M entries. A CPU profile of " +
-		"by key and hour at 1M entries (2.5 s an answer, 2026-11-28): 85% in spendFromEntries walking the days' " +
-		"blocks, 40% of it the interner's id lookups (map access), 22% decoding the entries' strings. Spend over " +
-		"3660 days by key and day, and by key, team and model, read the day rollups of 100k keys, around 1.3 s: " +
-		"by key and day is measured before the ledger2 branch's change to reading spend by day. The run's load " +
-		"average was 3 on 2 cores (others' browser tests), so wall times include waiting for a core.",
-	"surface-ledger-redis": "The same queries as on bolt, for the same reason: the ledger's reading of every " +
-		"entry by hour, and of 100k keys' day rollups over 3660 days, not Redis (the reads column matches bolt's; " +
-		"redisstore's Scan reads its index of records, not the keyspace).",
+	"surface-ledger-bolt": "Spend over 3660 days by key, team and model, not grouped by time, adds up each " +
+		"month's summary by model: a row per key, team and model active in the month, about 500k rows a month " +
+		"here, into a map of groups, then ranks them. A CPU profile of 3 answers (2026-11-28): the groups' map " +
+		"lookups (runtime map access, 21%), Totals.add (15%), merging the per-core partial maps (aggregator.absorb, " +
+		"28% cumulative) and the ranking's sort (8%); the records read are 313. By key alone (a row per key a " +
+		"month) takes 0.45 s. Spend by hour is bounded to 24 hours, which reads a day of entries (0.26 s; by key " +
+		"0.60 s); spend by key and day reads each day's total and its top keys' rollups (0.95 s at 1000 groups).",
+	"surface-ledger-redis": "The same query as on bolt, for the same reason: adding up a row per key, team and " +
+		"model of each month, not Redis (the reads column matches bolt's; redisstore's Scan reads its index of " +
+		"records, not the keyspace).",
 	"steady-bolt": scaleCommitter + " In the steady state at 1M keys every decision on a uniform key dirties a " +
 		"different key, so Async saves no writes: the rows are the committer's cost per decision, which grows " +
 		"with the file (Store writes table). Zipf, where a commit writes a hot key once for many decisions, is " +
