@@ -212,8 +212,8 @@
 // Request-Id). The upstream's rate-limit fields (they tell the operator's
 // account's limits, not the caller's key's), its organization, cookies,
 // CORS fields and trailers are dropped, and so are its informational (1xx)
-// responses. Every request gets a random ID of 130 bits,
-// Ratestore-Request-Id.
+// responses. Every request gets a random ID of 64 bits, "req_" and 16
+// hex digits, sent to the caller as Ratestore-Request-Id.
 //
 // # Usage
 //
@@ -326,7 +326,7 @@
 //
 // Every finished request is entered in the spend ledger (package ledger;
 // Options.Ledger, off with Options.NoLedger) by the commit that charges
-// it: its X-Request-Id, key, team, model, endpoint, tokens by type (an
+// it: its request ID (Ratestore-Request-Id), key, team, model, endpoint, tokens by type (an
 // estimate whole as input, marked estimated), cost, the status the
 // caller got and its latency. A refusal of a known key is counted in its
 // key's and team's rollups by reason (window, rate, concurrency, model,

@@ -36,6 +36,9 @@
 //	L/w/day/writer          the writers of a day
 //	L/x/day                 the day has entries
 //
+// A day is a UTC date, YYYYMMDD; a month YYYYMM; a writer 16 hex digits;
+// a seq 8 hex digits, and n a record's number within its summary.
+//
 // On a DB, which only this process writes and whose writes land in the
 // order they are made, entries are appended to chunks of 16, each put
 // whole with the entry: the commit stores the last value, holding every

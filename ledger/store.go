@@ -65,15 +65,9 @@ func (s backend[L, B]) update(ctx context.Context, locks []string, fn func(w bat
 	return s.db.Update(ctx, locks, func(b B) error { return fn(b) })
 }
 
-// The ledger's records, all under "L/". A day is a UTC date, YYYYMMDD; a
-// writer is 16 hex digits; a seq 8.
-//
-//	L/e/day/writer/seq"c"  a chunk: entries seq, seq+1, ... as written (see Ledger.chunkMax)
-//	L/e/day/writer/seq"b"  a block: the entries of seqs seq to seq+255 (seq a multiple of 256)
-//	L/k/day/key/writer     the rollup of a key's day: a row per team and model
-//	L/t/day/team/writer    the rollup of a team's day: a row per model
-//	L/w/day/writer         the writers of a day (empty; kept with the rollups)
-//	L/x/day                the day has entries (empty; dropped with them)
+// The prefixes of the entries' records and the rollups'. The package doc
+// lists every record of the ledger (TestRecordLayout checks that list
+// against these constants and the others').
 const (
 	entryPrefix  = "L/e/"
 	keyPrefix    = "L/k/"
