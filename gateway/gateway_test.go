@@ -16,7 +16,6 @@ import (
 	"net/http/httptrace"
 	"net/textproto"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,6 +28,7 @@ import (
 	"github.com/ratestore/ratestore/internal/fakeclock"
 	"github.com/ratestore/ratestore/internal/logbuf"
 	"github.com/ratestore/ratestore/internal/redistest"
+	"github.com/ratestore/ratestore/internal/storage/storagetest"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/promstats"
 	"github.com/ratestore/ratestore/redisstore"
@@ -779,7 +779,7 @@ func newEnvOp(t testing.TB, opts Options, dbOpts ratestore.Options, op operator)
 	if opts.Now == nil {
 		opts.Now = e.clock.Now
 	}
-	if os.Getenv("RATESTORE_TEST_BACKEND") == "redis" {
+	if storagetest.OnRedis() {
 		srv := redistest.Start(t)
 		rdb, err := redisstore.Open(context.Background(), srv.URL(), redisstore.Options{Now: e.clock.Now, Timeout: 10 * time.Second})
 		require.NoError(t, err)

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
@@ -20,6 +19,7 @@ import (
 	"github.com/ratestore/ratestore/httplimit"
 	"github.com/ratestore/ratestore/internal/fakeclock"
 	"github.com/ratestore/ratestore/internal/redistest"
+	"github.com/ratestore/ratestore/internal/storage/storagetest"
 	"github.com/ratestore/ratestore/redisstore"
 	"github.com/ratestore/ratestore/strategies"
 	"github.com/stretchr/testify/require"
@@ -41,7 +41,7 @@ type env struct {
 func newEnv(t testing.TB) *env {
 	t.Helper()
 	clk := fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	if os.Getenv("RATESTORE_TEST_BACKEND") == "redis" {
+	if storagetest.OnRedis() {
 		srv := redistest.Start(t)
 		db, err := redisstore.Open(ctx, srv.URL(), redisstore.Options{Now: clk.Now, Timeout: 10 * time.Second})
 		require.NoError(t, err)

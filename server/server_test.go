@@ -22,6 +22,7 @@ import (
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/internal/fakeclock"
 	"github.com/ratestore/ratestore/internal/redistest"
+	"github.com/ratestore/ratestore/internal/storage/storagetest"
 	"github.com/ratestore/ratestore/redisstore"
 )
 
@@ -39,7 +40,7 @@ type testServer struct {
 }
 
 func newTestServer(t *testing.T, opts Options) *testServer {
-	if os.Getenv("RATESTORE_TEST_BACKEND") == "redis" {
+	if storagetest.OnRedis() {
 		return newRedisTestServers(t, opts, 1)[0]
 	}
 	clock := fakeclock.New(start)
