@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strings"
 
-	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/internal/apierror"
 	"github.com/ratestore/ratestore/keystore"
 )
@@ -127,16 +125,15 @@ func (api *API) deleteTeam(w http.ResponseWriter, r *http.Request) {
 	}
 	before := api.teamBefore(r.Context(), id)
 	err := api.keys.DeleteTeam(r.Context(), id)
+	var inUse *keystore.TeamInUseError
 	switch {
 	case err == nil:
 		if api.recorded(w, r, ActionTeamDelete, id, diff(before, nil)) {
 			w.WriteHeader(http.StatusNoContent)
 		}
-	case errors.Is(err, ratestore.ErrInvalid) && !errors.Is(err, keystore.ErrNotFound):
-		msg := strings.TrimPrefix(err.Error(), "keystore: ")
-		msg = strings.TrimSuffix(msg, ": "+ratestore.ErrInvalid.Error())
+	case errors.As(err, &inUse):
 		writeError(w, http.StatusConflict, apierror.Invalid, "team_has_keys",
-			msg+` (PATCH /admin/keys/{id} {"team": ""} takes a key out of its team)`)
+			inUse.Reason()+` (PATCH /admin/keys/{id} {"team": ""} takes a key out of its team)`)
 	default:
 		api.teamFailed(w, r, id, err)
 	}

@@ -313,8 +313,8 @@ func (s *Store) TeamKeyCount(ctx context.Context, id string) (int, error) {
 	return s.ix.teamKeys[id], nil
 }
 
-// DeleteTeam removes team id and its usage. It is refused, with an error
-// matching ErrInvalid that names them, while keys belong to it.
+// DeleteTeam removes team id and its usage. It is refused, with a
+// *TeamInUseError (matching ErrInvalid), while keys belong to it.
 func (s *Store) DeleteTeam(ctx context.Context, id string) error {
 	t, err := s.findTeam(ctx, id)
 	if err != nil {
@@ -325,11 +325,11 @@ func (s *Store) DeleteTeam(ctx context.Context, id string) error {
 		return err
 	}
 	if n > 0 {
-		one := ""
+		e := &TeamInUseError{Team: id, Keys: n}
 		if page, err := s.Keys(ctx, KeyQuery{Team: id, Limit: 1}); err == nil && len(page.Keys) > 0 {
-			one = " (" + page.Keys[0].Key.ID + ")"
+			e.Example = page.Keys[0].Key.ID
 		}
-		return fmt.Errorf("keystore: team %s has %d keys%s: move them out first: %w", id, n, one, ErrInvalid)
+		return e
 	}
 	return s.eng.update(ctx, []string{id}, func(b batch) error {
 		t.mu.Lock()
@@ -391,3 +391,26 @@ func (s *Store) teamIn(ctx context.Context, b batch, id string) (*team, error) {
 	}
 	return t, nil
 }
+
+// TeamInUseError is DeleteTeam's refusal of a team that keys belong to.
+// It matches ErrInvalid.
+type TeamInUseError struct {
+	Team    string
+	Keys    int    // how many keys belong to it
+	Example string // the id of one of them, "" if it could not be read
+}
+
+// Reason is the refusal without the package's prefix: "team team_… has 2
+// keys (key_…): move them out first".
+func (e *TeamInUseError) Reason() string {
+	one := ""
+	if e.Example != "" {
+		one = " (" + e.Example + ")"
+	}
+	return fmt.Sprintf("team %s has %d keys%s: move them out first", e.Team, e.Keys, one)
+}
+
+func (e *TeamInUseError) Error() string { return "keystore: " + e.Reason() + ": " + ErrInvalid.Error() }
+
+// Unwrap returns ErrInvalid.
+func (e *TeamInUseError) Unwrap() error { return ErrInvalid }

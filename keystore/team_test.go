@@ -106,6 +106,9 @@ func TestTeamChanges(t *testing.T) {
 		err = e.ks.DeleteTeam(ctx, team.ID)
 		require.ErrorIs(t, err, keystore.ErrInvalid)
 		require.ErrorContains(t, err, ids[0])
+		var inUse *keystore.TeamInUseError
+		require.ErrorAs(t, err, &inUse)
+		require.Equal(t, keystore.TeamInUseError{Team: team.ID, Keys: 1, Example: ids[0]}, *inUse)
 
 		_, err = e.ks.Update(ctx, ids[0], func(s *keystore.Spec) error { s.Team = ""; return nil })
 		require.NoError(t, err)
