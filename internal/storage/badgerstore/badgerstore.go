@@ -174,7 +174,7 @@ func OpenWith(path string, opts storage.Options) (*Store, error) {
 			return nil, err
 		}
 	}
-	recovery, err := scanLogs(path, opts.Recover)
+	recovery, err := scanLogs(path, opts.Recover, 2*bopts.MemTableSize) // badger's memtable log size
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/ratestore/ratestore/internal/storage"
 )
@@ -103,10 +104,13 @@ type logDamage struct {
 	// written in place, and badger cuts them only at an entry's end, so
 	// a file that ends inside an entry was cut short by something else
 	// (or the entry's length is damaged).
-	Cut  bool
-	Next int64 // the first entry that decodes after it; 0: none (a torn tail)
-	Txns int   // transactions that end from Next on
-	End  int64 // where the last entry from Next on ends
+	Cut bool
+	// Unended: the log decodes whole and ends at the file's end, with no
+	// zero entry after its last entry (Offset is 0).
+	Unended bool
+	Next    int64 // the first entry that decodes after it; 0: none (a torn tail)
+	Txns    int   // transactions that end from Next on
+	End     int64 // where the last entry from Next on ends
 }
 
 // scanLog walks the entries of a badger log held in b (see the format
@@ -132,7 +136,7 @@ func scanLog(b []byte) logDamage {
 		last = max(last, e.ts)
 	}
 	if off == len(b) {
-		return logDamage{}
+		return logDamage{Unended: true}
 	}
 	d := logDamage{Offset: int64(off)}
 	if cut {
@@ -193,9 +197,17 @@ func chain(b []byte, off int) (txns, end int, ok bool) {
 // names the file and the offset, unless recover is set: then the first
 // such file is reported in the returned Recovery (badger will cut it
 // there) and Open goes on. A torn last entry is reported as Recovery.Tail
-// (what a crash leaves; badger drops it). A file cut exactly at the end of
-// an entry cannot be told from one badger cut there itself.
-func scanLogs(path string, recover bool) (*storage.Recovery, error) {
+// (what a crash leaves; badger drops it).
+//
+// A file cut exactly at the end of an entry decodes whole. badger cuts a
+// memtable log there itself when it replays one, and then writes to a new
+// one, preallocated to memLogSize (zeros after its entries); so the newest
+// memtable log, shorter than that and without a zero entry after its
+// last, was cut by something else, and is reported as Truncated (Open
+// goes on: what is in it is whole). The same file is left by a crash in
+// badger's Open between its replay and the new log, which this reports
+// too: a warning without a loss, where the other is a loss.
+func scanLogs(path string, recover bool, memLogSize int64) (*storage.Recovery, error) {
 	var names []string
 	for _, pattern := range []string{"*.mem", "*.vlog"} {
 		m, err := filepath.Glob(filepath.Join(path, pattern))
@@ -205,6 +217,12 @@ func scanLogs(path string, recover bool) (*storage.Recovery, error) {
 		names = append(names, m...)
 	}
 	slices.Sort(names)
+	newestMem := ""
+	for _, name := range names {
+		if strings.HasSuffix(name, ".mem") {
+			newestMem = name
+		}
+	}
 	var report *storage.Recovery
 	for _, name := range names {
 		b, err := os.ReadFile(name)
@@ -230,6 +248,8 @@ func scanLogs(path string, recover bool) (*storage.Recovery, error) {
 			report = &storage.Recovery{File: name, Offset: d.Offset, Records: uint64(d.Txns), Bytes: d.End - d.Offset}
 		case d.Tail:
 			report = &storage.Recovery{File: name, Offset: d.Offset, Bytes: int64(len(b)) - d.Offset, Tail: true}
+		case d.Unended && name == newestMem && int64(len(b)) < memLogSize && len(b) > logHeaderSize:
+			report = &storage.Recovery{File: name, Offset: int64(len(b)), Truncated: true}
 		}
 	}
 	return report, nil

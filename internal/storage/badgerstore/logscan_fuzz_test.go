@@ -45,7 +45,7 @@ func FuzzScanLog(f *testing.F) {
 		if d.Offset < 0 || d.Offset > int64(len(b)) || d.Next < 0 || d.Next > int64(len(b)) || d.End > int64(len(b)) {
 			t.Fatalf("%+v out of a %d-byte file", d, len(b))
 		}
-		if d.Next > 0 && (d.Next <= d.Offset || d.End <= d.Next || d.Cut) {
+		if d.Next > 0 && (d.Next <= d.Offset || d.End <= d.Next || d.Cut) || d.Unended && d != (logDamage{Unended: true}) {
 			t.Fatalf("%+v: inconsistent", d)
 		}
 
@@ -64,6 +64,10 @@ func FuzzScanLog(f *testing.F) {
 		cutAt := len(whole) - 64 - 1 - int(uint(at)%8)
 		if d := scanLog(whole[:cutAt]); !d.Cut {
 			t.Fatalf("cut at %d: %+v", cutAt, d)
+		}
+		// The file cut at the end of its last entry: whole, unended.
+		if d := scanLog(whole[:len(whole)-64]); d != (logDamage{Unended: true}) {
+			t.Fatalf("cut after the last entry: %+v", d)
 		}
 	})
 }

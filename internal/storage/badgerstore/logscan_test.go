@@ -113,6 +113,27 @@ func TestMemtableLogDamage(t *testing.T) {
 			require.Equal(t, i < logKeys-1, ok, "key %d", i)
 		}
 	})
+	t.Run("a file cut at an entry's end opens, reported", func(t *testing.T) {
+		// The newest memtable log, shorter than badger preallocates it
+		// and without the zero entry that ends a log: something else cut
+		// it, and the 10 commits after the cut are gone. What is left is
+		// whole, so Open goes on, and says so.
+		dir, mem := crashImage(t)
+		b, err := os.ReadFile(mem)
+		require.NoError(t, err)
+		cut := keyAt(t, b, 30) - 5 // the start of key 30's entry: meta, user meta, three one-byte varints
+		storagetest.WriteSparse(t, mem, b[:cut])
+
+		s, err := badgerstore.Open(dir, nil)
+		require.NoError(t, err)
+		defer s.Close()
+		r := s.Recovery()
+		require.NotNil(t, r)
+		require.Equal(t, storage.Recovery{File: mem, Offset: int64(cut), Truncated: true}, *r)
+		for i, ok := range present(t, s) {
+			require.Equal(t, i < 30, ok, "key %d", i)
+		}
+	})
 	t.Run("a file cut short is refused", func(t *testing.T) {
 		// A crash never shortens a preallocated log: 10 acknowledged
 		// commits went with the cut.
