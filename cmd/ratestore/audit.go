@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/ratestore/ratestore/admin"
@@ -76,20 +75,11 @@ func auditCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 // writeAudit writes p as a table, newest first, a line per event with
 // its changes, and how to get the next page.
 func writeAudit(w io.Writer, p admin.AuditPage) {
-	if len(p.Events) == 0 {
-		fmt.Fprintln(w, "no changes")
-		return
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TIME\tACTOR\tADDRESS\tACTION\tTARGET\tCHANGES")
-	for _, e := range p.Events {
+	writeTable(w, "no changes", "TIME\tACTOR\tADDRESS\tACTION\tTARGET\tCHANGES", len(p.Events), func(tw io.Writer, i int) {
+		e := p.Events[i]
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Time.UTC().Format(time.RFC3339Nano), printable(e.Actor),
 			orDash(printable(e.Address)), printable(e.Action), orDash(printable(e.Target)), orDash(changesText(e.Changes)))
-	}
-	tw.Flush()
-	if p.NextCursor != "" {
-		fmt.Fprintf(w, "more: add --cursor %s\n", p.NextCursor)
-	}
+	}, p.NextCursor)
 }
 
 // changesText is changes as text, by field name: name "k1" -> "k2", ...

@@ -464,23 +464,40 @@ func (c *cli) emitKeys(page admin.Keys, all, first bool, now time.Time) error {
 		return nil
 	}
 	return c.emit(page, func(w io.Writer) {
-		if len(page.Keys) == 0 && first {
-			fmt.Fprintln(w, "no keys")
-			return
+		empty, header, next := "no keys", "ID\tNAME\tMODEL\tTOKENS/WINDOW\tLIFETIME\tLAST USED\tEXPIRES\tSTATUS", page.NextCursor
+		if !first { // --all: the next page of one table
+			empty, header = "", ""
 		}
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		if first {
-			fmt.Fprintln(tw, "ID\tNAME\tMODEL\tTOKENS/WINDOW\tLIFETIME\tLAST USED\tEXPIRES\tSTATUS")
+		if all {
+			next = ""
 		}
-		for _, k := range page.Keys {
+		writeTable(w, empty, header, len(page.Keys), func(tw io.Writer, i int) {
+			k := page.Keys[i]
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", k.ID, orDash(printable(k.Name)), orDash(printable(k.Model)),
 				orDash(windowsText(k.Windows)), k.LifetimeTokens, show(k.LastUsed, "never"), show(k.ExpiresAt, "never"), keyStatus(k, now))
-		}
-		tw.Flush()
-		if page.NextCursor != "" && !all {
-			fmt.Fprintf(w, "more: add --cursor %s\n", page.NextCursor)
-		}
+		}, next)
 	})
+}
+
+// writeTable writes a page of a list as a table: empty when it has no
+// rows (unless empty is ""), else header (unless "") and its n rows, then,
+// when there is a next page, the cursor that gets it.
+func writeTable(w io.Writer, empty, header string, n int, row func(tw io.Writer, i int), next string) {
+	if n == 0 && empty != "" {
+		fmt.Fprintln(w, empty)
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	if header != "" {
+		fmt.Fprintln(tw, header)
+	}
+	for i := range n {
+		row(tw, i)
+	}
+	tw.Flush()
+	if next != "" {
+		fmt.Fprintf(w, "more: add --cursor %s\n", next)
+	}
 }
 
 func orDash(s string) string {

@@ -182,13 +182,9 @@ func usd6(u pricing.USD) string { return strconv.FormatFloat(u.Float64(), 'f', 6
 // next page. An estimated request (no usage reported) has a ~ before its
 // input tokens.
 func writeRequests(w io.Writer, p admin.Requests) {
-	if len(p.Requests) == 0 {
-		fmt.Fprintln(w, "no requests")
-		return
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TIME\tREQUEST ID\tKEY\tTEAM\tMODEL\tROUTE\tSTATUS\tMS\tINPUT\tOUTPUT\tCACHE READ\tCACHE WRITE\tREASONING\tCOST USD")
-	for _, e := range p.Requests {
+	header := "TIME\tREQUEST ID\tKEY\tTEAM\tMODEL\tROUTE\tSTATUS\tMS\tINPUT\tOUTPUT\tCACHE READ\tCACHE WRITE\tREASONING\tCOST USD"
+	writeTable(w, "no requests", header, len(p.Requests), func(tw io.Writer, i int) {
+		e := p.Requests[i]
 		in := strconv.FormatInt(e.Tokens.Input, 10)
 		if e.Estimated {
 			in = "~" + in
@@ -197,11 +193,7 @@ func writeRequests(w io.Writer, p admin.Requests) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%s\n", e.Time.UTC().Format(ledger.TimeFormat),
 			printable(e.RequestID), printable(e.Key), orDash(printable(e.Team)), printable(e.Model), printable(e.Route),
 			e.Status, e.Latency.Milliseconds(), in, t.Output, t.CacheRead, t.CacheWrite, t.Reasoning, usd6(e.Cost))
-	}
-	tw.Flush()
-	if p.NextCursor != "" {
-		fmt.Fprintf(w, "more: add --cursor %s\n", p.NextCursor)
-	}
+	}, p.NextCursor)
 }
 
 // printable is s for a terminal: quoted as Go does when it holds a

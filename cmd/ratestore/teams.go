@@ -70,19 +70,10 @@ func teamsList(c *cli, fs *flag.FlagSet) func([]string) error {
 				return paramError("teams list", err)
 			}
 			return c.emit(page, func(w io.Writer) {
-				if len(page.Teams) == 0 {
-					fmt.Fprintln(w, "no teams")
-					return
-				}
-				tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tNAME\tTOKENS/WINDOW\tBUDGETS\tKEYS")
-				for _, t := range page.Teams {
+				writeTable(w, "no teams", "ID\tNAME\tTOKENS/WINDOW\tBUDGETS\tKEYS", len(page.Teams), func(tw io.Writer, i int) {
+					t := page.Teams[i]
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", t.ID, orDash(printable(t.Name)), orDash(windowsText(t.Windows)), orDash(budgetsText(t.Budgets)), t.KeyCount)
-				}
-				tw.Flush()
-				if page.NextCursor != "" {
-					fmt.Fprintf(w, "more: add --cursor %s\n", page.NextCursor)
-				}
+				}, page.NextCursor)
 			})
 		})
 	}
