@@ -23,7 +23,7 @@ type command struct {
 	setup func(c *cli, fs *flag.FlagSet) func(args []string) error
 }
 
-// keyJSON is the shape of a key in JSON output (gateway.AdminKey, as the
+// keyJSON is the shape of a key in JSON output (admin.Key, as the
 // gateway's admin API answers it), named in the commands' json texts.
 const keyJSON = `KEY is {"id", "name", "model", "models" ([]: any), "windows": [{"limit",
 "window", "bucket" (Go durations: "5h0m0s"), "used", "remaining", "reset_after_seconds"
@@ -42,7 +42,7 @@ none)}: the key as the gateway's admin API answers it. Money is USD as a decimal
 the tokens reserved by requests in flight and may exceed "limit"; "spent_usd"
 the cost they reserved.`
 
-// teamJSON is the shape of a team in JSON output (gateway.AdminTeam, as
+// teamJSON is the shape of a team in JSON output (admin.Team, as
 // the gateway's admin API answers it), named in the teams commands' json
 // texts.
 const teamJSON = `TEAM is {"id", "name", "models", "windows", "binding", "budgets",
@@ -70,7 +70,7 @@ text cell starting with =, +, -, @ (model names are the callers') gets a
 leading ' so that spreadsheets do not run it as a formula.`
 
 // spendRowJSON is the shape of the rows and counters of spend's JSON
-// output (gateway.AdminSpend).
+// output (admin.Spend).
 const spendRowJSON = `a ROW is the dimensions grouped by, "key", "team" ("" for the keys
 in no team), "model", "day" ("2026-11-26") or "hour" ("2026-11-26T14:00:00Z"),
 and the COUNTERS: {"requests", "input_tokens", "output_tokens", "cache_read_tokens",

@@ -6,10 +6,10 @@ import (
 )
 
 // The JSON output of the commands, one object each; the json texts of the
-// commands table document them. A key is always gateway.AdminKey, built by
-// gateway.NewAdminKey, as the gateway's admin API answers it: keys show,
-// usage and the commands that change a key print one; keys create prints
-// gateway.AdminCreated, keys list gateway.AdminKeys.
+// commands table document them. A key is always admin.Key, built by
+// admin.NewKey, as the admin API answers it: keys show, usage and the
+// commands that change a key print one; keys create prints admin.Created,
+// keys list admin.Keys.
 
 // deleteOut is the output of keys delete.
 type deleteOut struct {
