@@ -2,7 +2,6 @@ package alert
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/maphash"
 	"log/slog"
@@ -13,11 +12,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ratestore/ratestore/internal/errs"
 )
 
 // ErrInvalid is matched (errors.Is) by every error of New: an option out
 // of range. The message names the field.
-var ErrInvalid = errors.New("invalid option")
+var ErrInvalid = errs.Invalid
 
 // Defaults of the zero Options fields.
 const (

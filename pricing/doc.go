@@ -19,9 +19,9 @@
 //	cost := p.Cost(pricing.Usage{Input: 1200, CacheRead: 800, Output: 300})
 package pricing
 
-import "errors"
+import "github.com/ratestore/ratestore/internal/errs"
 
 // ErrInvalid is wrapped by every error that refuses a value: a price file,
 // an entry or a field in it, a USD amount. Match it with errors.Is; the
 // message names what was refused.
-var ErrInvalid = errors.New("pricing: invalid value")
+var ErrInvalid = errs.Invalid

@@ -68,10 +68,10 @@ func parseLimited(r io.Reader, limit int64) (*Table, error) {
 		return nil, fmt.Errorf("pricing: reading the price file: %w", err)
 	}
 	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%w: price file larger than %d bytes", ErrInvalid, limit)
+		return nil, fmt.Errorf("pricing: price file larger than %d bytes: %w", limit, ErrInvalid)
 	}
 	if !utf8.Valid(data) {
-		return nil, fmt.Errorf("%w: price file is not valid UTF-8", ErrInvalid)
+		return nil, fmt.Errorf("pricing: price file is not valid UTF-8: %w", ErrInvalid)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
@@ -95,7 +95,7 @@ func parseEntries(dec *json.Decoder) (map[string]Price, error) {
 			return nil, fileErr(dec, err)
 		}
 		if seen[name] {
-			return nil, fmt.Errorf("%w: model %q appears twice", ErrInvalid, name)
+			return nil, fmt.Errorf("pricing: model %q appears twice: %w", name, ErrInvalid)
 		}
 		seen[name] = true
 		if name == "sample_spec" {
@@ -104,14 +104,14 @@ func parseEntries(dec *json.Decoder) (map[string]Price, error) {
 			err = parseModel(dec, name, prices)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: model %q: %v", ErrInvalid, name, err)
+			return nil, fmt.Errorf("pricing: model %q: %v: %w", name, err, ErrInvalid)
 		}
 	}
 	if _, err := dec.Token(); err != nil { // the closing '}'
 		return nil, fileErr(dec, err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return nil, fmt.Errorf("%w: price file: data after the top-level object, at byte %d", ErrInvalid, dec.InputOffset())
+		return nil, fmt.Errorf("pricing: price file: data after the top-level object, at byte %d: %w", dec.InputOffset(), ErrInvalid)
 	}
 	return prices, nil
 }
@@ -130,7 +130,7 @@ func parseModel(dec *json.Decoder, name string, prices map[string]Price) error {
 
 // fileErr describes an error of the file's structure, with where it was.
 func fileErr(dec *json.Decoder, err error) error {
-	return fmt.Errorf("%w: price file: %v, at byte %d", ErrInvalid, eofErr(err), dec.InputOffset())
+	return fmt.Errorf("pricing: price file: %v, at byte %d: %w", eofErr(err), dec.InputOffset(), ErrInvalid)
 }
 
 // eofErr turns the decoder's io.EOF in the middle of a value into what it is.

@@ -78,7 +78,7 @@ func (u *USD) UnmarshalJSON(b []byte) error {
 	s := string(b)
 	if len(b) > 0 && b[0] == '"' {
 		if err := json.Unmarshal(b, &s); err != nil {
-			return fmt.Errorf("%w: USD amount %s: %v", ErrInvalid, b, err)
+			return fmt.Errorf("pricing: USD amount %s: %v: %w", b, err, ErrInvalid)
 		}
 	}
 	v, err := ParseUSD(s)
@@ -104,10 +104,10 @@ func ParseUSD(s string) (USD, error) {
 	case nil:
 		return USD(v), nil
 	case errFraction:
-		return 0, fmt.Errorf("%w: USD amount %.40q: more than 9 decimal places (the unit is 1e-9 USD)", ErrInvalid, s)
+		return 0, fmt.Errorf("pricing: USD amount %.40q: more than 9 decimal places (the unit is 1e-9 USD): %w", s, ErrInvalid)
 	case errRange:
-		return 0, fmt.Errorf("%w: USD amount %.40q: beyond ±9223372036.854775807", ErrInvalid, s)
+		return 0, fmt.Errorf("pricing: USD amount %.40q: beyond ±9223372036.854775807: %w", s, ErrInvalid)
 	default:
-		return 0, fmt.Errorf("%w: USD amount %.40q: %v", ErrInvalid, s, err)
+		return 0, fmt.Errorf("pricing: USD amount %.40q: %v: %w", s, err, ErrInvalid)
 	}
 }

@@ -1,10 +1,11 @@
 package rollingwindow
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/ratestore/ratestore/internal/errs"
 )
 
 // MaxBuckets is the most buckets a window may hold: Window/Bucket <= MaxBuckets.
@@ -14,11 +15,11 @@ const MaxBuckets = 1 << 16
 var (
 	// ErrInvalid is matched (errors.Is) by the errors of Config.Validate,
 	// and so of New, Rebuild and Reconfigure, for a bad configuration.
-	ErrInvalid = errors.New("invalid configuration")
+	ErrInvalid = errs.Invalid
 
 	// ErrCorrupt is matched by the errors of Append and Rebuild for a
 	// sequence of buckets that no State could have produced.
-	ErrCorrupt = errors.New("invalid buckets")
+	ErrCorrupt = errs.Corrupt
 )
 
 // Config is the shape of a window: Window long, counted in buckets of

@@ -1,20 +1,21 @@
 package strategies
 
 import (
-	"errors"
 	"time"
+
+	"github.com/ratestore/ratestore/internal/errs"
 )
 
 var (
 	// ErrInvalid is matched (errors.Is) by every error about a bad argument or
 	// configuration: a rate that is not a positive finite number, a burst or
 	// limit below 1, a bad quota name, a negative cost.
-	ErrInvalid = errors.New("invalid argument")
+	ErrInvalid = errs.Invalid
 
 	// ErrCorrupt is matched by every error about stored bytes that cannot be
 	// decoded into a state: an unknown header, a malformed or out-of-range
 	// number, NaN or Inf, trailing bytes.
-	ErrCorrupt = errors.New("corrupt state")
+	ErrCorrupt = errs.Corrupt
 
 	// ErrMismatch is matched when a state is well formed but belongs to
 	// another strategy than the one configured (a limiter name reused for a
