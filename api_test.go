@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/badger"
 	"github.com/ratestore/ratestore/strategies"
 )
@@ -203,7 +204,7 @@ func TestChangedConfiguration(t *testing.T) {
 // TestSystemClock: the default clock starts at the wall clock and never goes
 // backwards.
 func TestSystemClock(t *testing.T) {
-	now := ratestore.SystemClock()
+	now := backend.SystemClock()
 	first := now()
 	require.WithinDuration(t, time.Now(), first, time.Minute)
 	prev := first

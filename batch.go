@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/internal/sat"
-	"github.com/ratestore/ratestore/internal/text"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -43,13 +43,13 @@ import (
 // an order across commits (write this, then that) call Flush between two
 // Updates.
 //
-// locks is for the backend contract (Store): a DB serializes its callers
+// locks is for the backend contract (backend.Store): a DB serializes its callers
 // itself, and ignores it.
 //
 // On a DB opened read-only fn runs as on any other, and its Batch reads
 // (PeekN, Inspect, Get); its changes fail with ErrReadOnly, changing
 // nothing.
-func (db *DB) Update(ctx context.Context, locks []string, fn func(*Batch) error) error {
+func (db *DB) Update(ctx context.Context, locks []string, fn func(backend.Batch) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -58,7 +58,7 @@ func (db *DB) Update(ctx context.Context, locks []string, fn func(*Batch) error)
 		db.batchMu.RUnlock()
 		return ErrClosed
 	}
-	b := &Batch{db: db}
+	b := &batch{db: db}
 	err := fn(b)
 	b.db = nil // a Batch used after fn returned would miss the commit
 	db.batchMu.RUnlock()
@@ -70,35 +70,47 @@ func (db *DB) Update(ctx context.Context, locks []string, fn func(*Batch) error)
 
 // UpdateCached is Update: a DB's values are in memory, and only this
 // process changes them, so there is nothing to save and nothing to check.
-func (db *DB) UpdateCached(ctx context.Context, locks []string, fn func(*Batch) error) error {
+func (db *DB) UpdateCached(ctx context.Context, locks []string, fn func(backend.Batch) error) error {
 	return db.Update(ctx, locks, fn)
 }
 
-// Batch makes changes for Update: limiter calls that do not wait for their
-// commit, and records. Its methods are those of Limiter, with the limiter
-// as first argument, and act at once; only the wait is shared. It is valid
-// only during the call of fn it was given to, and is not safe for
-// concurrent use.
-type Batch struct {
+// batch makes changes for Update (a DB's backend.Batch): limiter calls
+// that do not wait for their commit, and records. Its methods are those of
+// Limiter, with the limiter as first argument, and act at once; only the
+// wait is shared. It is valid only during the call of fn it was given to,
+// and is not safe for concurrent use.
+type batch struct {
 	db  *DB
 	gen *generation // the generation every change joins; nil: no change yet
 }
 
-// use checks that the batch is still open and that l, if not nil, is a
-// limiter of its DB.
-func (b *Batch) use(l *Limiter) error {
-	switch {
-	case b.db == nil:
+// open checks that the batch is still open.
+func (b *batch) open() error {
+	if b.db == nil {
 		return fmt.Errorf("ratestore: batch used after its Update returned: %w", ErrInvalid)
-	case l != nil && l.db != b.db:
-		return fmt.Errorf("ratestore: batch: limiter %q belongs to another DB: %w", l.name, ErrInvalid)
 	}
 	return nil
 }
 
+// use checks that the batch is still open and returns l as a limiter of
+// its DB.
+func (b *batch) use(bl backend.Limiter) (*Limiter, error) {
+	if err := b.open(); err != nil {
+		return nil, err
+	}
+	l, ok := bl.(*Limiter)
+	switch {
+	case !ok || l == nil:
+		return nil, fmt.Errorf("ratestore: batch: %T is not a limiter of a DB: %w", bl, ErrInvalid)
+	case l.db != b.db:
+		return nil, fmt.Errorf("ratestore: batch: limiter %q belongs to another DB: %w", l.name, ErrInvalid)
+	}
+	return l, nil
+}
+
 // joined notes that a change joined generation g (nil: no change). Update
 // holds the committer off, so every change joins the same one.
-func (b *Batch) joined(g *generation) {
+func (b *batch) joined(g *generation) {
 	if g != nil {
 		b.gen = g
 	}
@@ -106,74 +118,78 @@ func (b *Batch) joined(g *generation) {
 
 // Now is the instant of the batch's next call: each call reads the DB's
 // clock when it is made.
-func (b *Batch) Now() time.Time { return b.db.Now() }
+func (b *batch) Now() time.Time { return b.db.Now() }
 
 // PeekN is l.PeekN: it changes nothing, so it needs no batch, and sees
 // the batch's changes, which are made at once. Like the batch's changes,
 // it never waits for room in the table (noWait): the commit that would
 // make room waits for the batch.
-func (b *Batch) PeekN(l *Limiter, key string, n int64) (Result, error) {
-	if err := b.use(l); err != nil {
+func (b *batch) PeekN(bl backend.Limiter, key string, n int64) (Result, error) {
+	l, err := b.use(bl)
+	if err != nil {
 		return Result{}, err
 	}
 	return l.PeekN(noWait, key, n)
 }
 
 // Inspect is l.Inspect, as PeekN is l.PeekN.
-func (b *Batch) Inspect(l *Limiter, key string, fn func(st strategies.State, now int64) error) error {
-	if err := b.use(l); err != nil {
+func (b *batch) Inspect(bl backend.Limiter, key string, fn func(st strategies.State, now int64) error) error {
+	l, err := b.use(bl)
+	if err != nil {
 		return err
 	}
 	return l.Inspect(noWait, key, fn)
 }
 
 // Get is DB.Get: it sees the batch's Puts and Deletes.
-func (b *Batch) Get(key []byte) ([]byte, error) {
-	if err := b.use(nil); err != nil {
+func (b *batch) Get(key []byte) ([]byte, error) {
+	if err := b.open(); err != nil {
 		return nil, err
 	}
 	return b.db.Get(context.Background(), key)
 }
 
 // Reread is DB.Reread: there is nothing to read again.
-func (b *Batch) Reread(keys [][]byte) ([][]byte, error) { return nil, b.use(nil) }
+func (b *batch) Reread(keys [][]byte) ([][]byte, error) { return nil, b.open() }
 
 // Announce does nothing: only this process changes a DB, so no other
 // process needs telling. It checks topic.
-func (b *Batch) Announce(topic string, msg []byte) error {
-	if err := b.use(nil); err != nil {
+func (b *batch) Announce(topic string, msg []byte) error {
+	if err := b.open(); err != nil {
 		return err
 	}
-	return ValidTopic(topic)
+	return backend.ValidTopic(topic)
 }
 
 // Prefetch does nothing: a DB's states and records are read in memory.
-func (b *Batch) Prefetch(records [][]byte, key string, limiters ...StoreLimiter) error {
-	return b.use(nil)
+func (b *batch) Prefetch(records [][]byte, key string, limiters ...backend.Limiter) error {
+	return b.open()
 }
 
 // AllowN is l.AllowN(ctx, key, n) without the wait.
-func (b *Batch) AllowN(l *Limiter, key string, n int64) (r Result, err error) {
+func (b *batch) AllowN(l backend.Limiter, key string, n int64) (r Result, err error) {
 	err = b.call(l, key, strategies.Call{N: n}, &r)
 	return r, err
 }
 
 // Record is l.Record(ctx, key, n) without the wait.
-func (b *Batch) Record(l *Limiter, key string, n int64) (r Result, err error) {
+func (b *batch) Record(l backend.Limiter, key string, n int64) (r Result, err error) {
 	err = b.call(l, key, strategies.Call{N: n, Record: true}, &r)
 	return r, err
 }
 
-func (b *Batch) call(l *Limiter, key string, c strategies.Call, res *Result) error {
-	if err := b.use(l); err != nil {
+func (b *batch) call(bl backend.Limiter, key string, c strategies.Call, res *Result) error {
+	l, err := b.use(bl)
+	if err != nil {
 		return err
 	}
-	return l.do(context.Background(), key, c, res, b)
+	return l.do(noWait, key, c, res, b)
 }
 
 // Reset is l.Reset(ctx, key) without the wait.
-func (b *Batch) Reset(l *Limiter, key string) error {
-	if err := b.use(l); err != nil {
+func (b *batch) Reset(bl backend.Limiter, key string) error {
+	l, err := b.use(bl)
+	if err != nil {
 		return err
 	}
 	g, err := l.reset(noWait, key)
@@ -188,11 +204,12 @@ func (b *Batch) Reset(l *Limiter, key string) error {
 // in place and return, and the instant of the call in Unix nanoseconds, as
 // Call.Now. An error from fn changes nothing, provided fn changed nothing
 // before returning it. Modify returns what Peek says after the change.
-func (b *Batch) Modify(l *Limiter, key string, fn func(st strategies.State, now int64) (strategies.State, error)) (r Result, err error) {
-	if err := b.use(l); err != nil {
+func (b *batch) Modify(bl backend.Limiter, key string, fn func(st strategies.State, now int64) (strategies.State, error)) (r Result, err error) {
+	l, err := b.use(bl)
+	if err != nil {
 		return Result{}, err
 	}
-	if err := validKey(key); err != nil {
+	if err := backend.ValidKey(key); err != nil {
 		return Result{}, err
 	}
 	db := l.db
@@ -234,7 +251,7 @@ func (b *Batch) Modify(l *Limiter, key string, fn func(st strategies.State, now 
 // Put stores value at key in the DB's records (see DB.Get), in the batch's
 // commit. key is 1 to MaxKeyLen bytes and must not start with "s/", the
 // prefix of limiter states.
-func (b *Batch) Put(key, value []byte) error {
+func (b *batch) Put(key, value []byte) error {
 	if value == nil {
 		value = []byte{}
 	}
@@ -242,10 +259,10 @@ func (b *Batch) Put(key, value []byte) error {
 }
 
 // Delete removes the record at key, if any, in the batch's commit.
-func (b *Batch) Delete(key []byte) error { return b.write(key, nil) }
+func (b *batch) Delete(key []byte) error { return b.write(key, nil) }
 
-func (b *Batch) write(key, value []byte) error {
-	if err := b.use(nil); err != nil {
+func (b *batch) write(key, value []byte) error {
+	if err := b.open(); err != nil {
 		return err
 	}
 	if err := validRecordKey(key); err != nil {
@@ -336,12 +353,12 @@ func (db *DB) ScanFrom(ctx context.Context, prefix, start []byte, fn func(key, v
 }
 
 // Changes returns no message: only this process changes a DB, so there is
-// nothing it has not seen (see Store.Changes).
+// nothing it has not seen (see backend.Store.Changes).
 func (db *DB) Changes(ctx context.Context, topic, after string, max int) ([][]byte, string, error) {
 	if db.closed.Load() {
 		return nil, "", ErrClosed
 	}
-	if err := ValidTopic(topic); err != nil {
+	if err := backend.ValidTopic(topic); err != nil {
 		return nil, "", err
 	}
 	if max < 1 {
@@ -350,18 +367,9 @@ func (db *DB) Changes(ctx context.Context, topic, after string, max int) ([][]by
 	return nil, after, ctx.Err()
 }
 
-// ValidTopic checks a topic of Batch.Announce and Store.Changes: 1 to 64
-// bytes of a limiter name's characters.
-func ValidTopic(topic string) error {
-	if !text.Name(topic, 64) {
-		return fmt.Errorf("ratestore: topic %.70q: want 1 to 64 of [A-Za-z0-9_.:@+-]: %w", topic, ErrInvalid)
-	}
-	return nil
-}
-
 // Reread returns nothing: only this process changes a DB's records (Open
 // locks the database), so what it stored is what is stored. It is for the
-// backend contract (Store), where a shared store reads keys again.
+// backend contract (backend.Store), where a shared store reads keys again.
 func (db *DB) Reread(ctx context.Context, keys [][]byte) ([][]byte, error) {
 	if db.closed.Load() {
 		return nil, ErrClosed
@@ -382,6 +390,13 @@ func (db *DB) RereadPrefix(ctx context.Context, prefix []byte, fn func(key, valu
 // keys it holds in memory must not be split between two instances). key
 // should be a value of an unexported type of the caller's package, as for
 // context.WithValue.
+//
+// Attach on a nil *DB is an error matching ErrInvalid: it is the first
+// call of a package opened on a DB (keystore.Open), which so reports a DB
+// that failed to open rather than panic on it.
 func (db *DB) Attach(key any, open func() (any, error)) (any, error) {
+	if db == nil {
+		return nil, fmt.Errorf("ratestore: nil DB: %w", ErrInvalid)
+	}
 	return db.attached.Get(key, open)
 }

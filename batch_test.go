@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -21,7 +22,7 @@ func TestRecords(t *testing.T) {
 	for _, e := range envs {
 		t.Run(e.String(), func(t *testing.T) {
 			s := e.open(t)
-			require.NoError(t, s.Update(ctx, nil, func(b *ratestore.Batch) error {
+			require.NoError(t, s.Update(ctx, nil, func(b backend.Batch) error {
 				for _, k := range []string{"k/b", "k/a", "k/c", "x/other"} {
 					if err := b.Put([]byte(k), []byte("v"+k)); err != nil {
 						return err
@@ -37,7 +38,7 @@ func TestRecords(t *testing.T) {
 			require.NotNil(t, v, "an empty record exists")
 			require.Empty(t, v)
 
-			require.NoError(t, s.Update(ctx, nil, func(b *ratestore.Batch) error { return b.Delete([]byte("k/b")) }))
+			require.NoError(t, s.Update(ctx, nil, func(b backend.Batch) error { return b.Delete([]byte("k/b")) }))
 			v, err = s.Get(ctx, []byte("k/b"))
 			require.NoError(t, err)
 			require.Nil(t, v, "deleted, even before the commit in Async mode")
@@ -61,7 +62,7 @@ func TestRecords(t *testing.T) {
 func TestRecordKeys(t *testing.T) {
 	s := envs[0].open(t)
 	for _, k := range [][]byte{nil, {}, bytes.Repeat([]byte("k"), ratestore.MaxKeyLen+1), []byte("s/x")} {
-		err := s.Update(ctx, nil, func(b *ratestore.Batch) error { return b.Put(k, []byte("v")) })
+		err := s.Update(ctx, nil, func(b backend.Batch) error { return b.Put(k, []byte("v")) })
 		require.ErrorIs(t, err, ratestore.ErrInvalid, "key %.20q", k)
 		_, err = s.Get(ctx, k)
 		require.ErrorIs(t, err, ratestore.ErrInvalid)
@@ -80,8 +81,8 @@ func TestBatchNoRollback(t *testing.T) {
 	l, err := s.Limiter("b", strategies.GCRA{Rate: 1, Burst: 3})
 	require.NoError(t, err)
 	boom := errors.New("boom")
-	var kept *ratestore.Batch
-	err = s.Update(ctx, nil, func(b *ratestore.Batch) error {
+	var kept backend.Batch
+	err = s.Update(ctx, nil, func(b backend.Batch) error {
 		kept = b
 		if _, err := b.AllowN(l, "k", 2); err != nil {
 			return err
@@ -100,7 +101,7 @@ func TestBatchNoRollback(t *testing.T) {
 	other := envs[1].open(t)
 	ol, err := other.Limiter("b", strategies.GCRA{Rate: 1, Burst: 3})
 	require.NoError(t, err)
-	err = s.Update(ctx, nil, func(b *ratestore.Batch) error { _, err := b.Record(ol, "k", 1); return err })
+	err = s.Update(ctx, nil, func(b backend.Batch) error { _, err := b.Record(ol, "k", 1); return err })
 	require.ErrorIs(t, err, ratestore.ErrInvalid, "a limiter of another DB")
 }
 
@@ -151,7 +152,7 @@ func TestModify(t *testing.T) {
 			l, err := s.Limiter("m", rw)
 			require.NoError(t, err)
 			now := s.clock.Now().UnixNano()
-			err = s.Update(ctx, nil, func(b *ratestore.Batch) error {
+			err = s.Update(ctx, nil, func(b backend.Batch) error {
 				r, err := b.Modify(l, "k", func(st strategies.State, at int64) (strategies.State, error) {
 					require.Equal(t, now, at)
 					return st, rw.Merge(st, at, at-int64(30*time.Minute), 40)
@@ -164,7 +165,7 @@ func TestModify(t *testing.T) {
 			require.NoError(t, err)
 
 			boom := errors.New("boom")
-			err = s.Update(ctx, nil, func(b *ratestore.Batch) error {
+			err = s.Update(ctx, nil, func(b backend.Batch) error {
 				_, err := b.Modify(l, "k", func(st strategies.State, _ int64) (strategies.State, error) { return nil, boom })
 				return err
 			})
@@ -177,7 +178,7 @@ func TestModify(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, int64(60), r.Remaining, "the merge persisted; the failed Modify changed nothing")
 
-			require.NoError(t, s.Update(ctx, nil, func(b *ratestore.Batch) error {
+			require.NoError(t, s.Update(ctx, nil, func(b backend.Batch) error {
 				_, err := b.Modify(l, "k", func(st strategies.State, at int64) (strategies.State, error) {
 					_, err := rw.Refund(st, at, at-int64(30*time.Minute), 40)
 					return st, err
@@ -200,7 +201,7 @@ func TestBatchOneCommit(t *testing.T) {
 		wg.Go(func() {
 			for i := range 20 {
 				key := fmt.Sprintf("w%d", w)
-				err := s.Update(ctx, nil, func(b *ratestore.Batch) error {
+				err := s.Update(ctx, nil, func(b backend.Batch) error {
 					if _, err := b.AllowN(l, key, 1); err != nil {
 						return err
 					}
@@ -253,7 +254,7 @@ func TestAttach(t *testing.T) {
 func TestClosedBatch(t *testing.T) {
 	s := envs[0].open(t)
 	require.NoError(t, s.Close())
-	require.ErrorIs(t, s.Update(ctx, nil, func(*ratestore.Batch) error { return nil }), ratestore.ErrClosed)
+	require.ErrorIs(t, s.Update(ctx, nil, func(backend.Batch) error { return nil }), ratestore.ErrClosed)
 	_, err := s.Get(ctx, []byte("k/x"))
 	require.ErrorIs(t, err, ratestore.ErrClosed)
 	require.ErrorIs(t, s.Scan(ctx, []byte("k/"), func(k, v []byte) error { return nil }), ratestore.ErrClosed)

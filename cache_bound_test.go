@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -68,7 +69,7 @@ func TestCacheBoundAsync(t *testing.T) {
 func TestCacheBoundBatch(t *testing.T) {
 	db, _, _ := openHooked(t, Options{Durability: Async, FlushInterval: time.Hour, MaxCachedKeys: 128})
 	l := mustLimiter(t, db, "l")
-	require.NoError(t, db.Update(bg, nil, func(b *Batch) error {
+	require.NoError(t, db.Update(bg, nil, func(b backend.Batch) error {
 		for i := range 1000 {
 			if _, err := b.AllowN(l, fmt.Sprint("k", i), 1); err != nil {
 				return err
@@ -104,7 +105,7 @@ func TestCacheBoundBatchPeek(t *testing.T) {
 	l := mustLimiter(t, db, "l")
 	done := make(chan error, 1)
 	go func() {
-		done <- db.Update(bg, nil, func(b *Batch) error {
+		done <- db.Update(bg, nil, func(b backend.Batch) error {
 			for i := range 1000 {
 				if _, err := b.AllowN(l, fmt.Sprint("k", i), 1); err != nil {
 					return err

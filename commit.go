@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/internal/storage"
 )
 
@@ -353,7 +354,7 @@ func (db *DB) recycle(sw sweptChanges) {
 // (AllowN, Record, Reset, Update) means the change was not made: a commit
 // that failed before writing anything is undone in memory too, so memory
 // and disk agree that nothing changed and the call may be retried.
-var ErrUncertain = errors.New("the change may or may not be on disk")
+var ErrUncertain = backend.ErrUncertain
 
 // rollback undoes in memory a commit that applied nothing to the store,
 // whose states are named by swept: their entries are dropped, and read

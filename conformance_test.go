@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/badger"
 	"github.com/ratestore/ratestore/internal/fakeclock"
 	"github.com/ratestore/ratestore/internal/redistest"
@@ -137,7 +138,7 @@ var ctx = context.Background()
 
 // limiter is what the conformance suite calls: the limiter of the backend
 // contract, ratestore.Limiter's and redisstore.Limiter's.
-type limiter = ratestore.StoreLimiter
+type limiter = backend.Limiter
 
 // suite is one backend as the conformance suite drives it, on a fake
 // clock.
@@ -170,7 +171,7 @@ func asLimiter[L limiter](l L, err error) (limiter, error) {
 }
 
 // backend is a configuration the conformance suite runs in.
-type backend struct {
+type suiteBackend struct {
 	name string
 	open func(t *testing.T) *suite
 }
@@ -178,10 +179,10 @@ type backend struct {
 // backends are the four envs of the engine, and Redis (redisstore on a
 // redis-server started for each test; skipped without one, unless
 // redistest.RequireEnv is set).
-func backends() []backend {
-	var bs []backend
+func backends() []suiteBackend {
+	var bs []suiteBackend
 	for _, e := range envs {
-		bs = append(bs, backend{e.String(), func(t *testing.T) *suite {
+		bs = append(bs, suiteBackend{e.String(), func(t *testing.T) *suite {
 			st := e.open(t)
 			return &suite{
 				clock: st.clock,
@@ -194,7 +195,7 @@ func backends() []backend {
 			}
 		}})
 	}
-	return append(bs, backend{"redis", openRedis})
+	return append(bs, suiteBackend{"redis", openRedis})
 }
 
 // openRedis is the suite on a fresh redis-server: its states are the keys

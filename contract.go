@@ -1,136 +1,46 @@
 package ratestore
 
 import (
-	"context"
 	"time"
 
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/strategies"
 )
 
-// Store is the contract of a backend: what a *DB (embedded, this process
-// alone) and a *redisstore.DB (shared by the processes of one Redis) both
-// are, and all that the packages built on them (keystore, gateway, server,
-// httplimit, migrate) use. A function written once against it runs on
-// either, with no branch on which it has; Go infers L and B from the
-// argument:
-//
-//	func Open[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore.Store[L, B]) ...
-//
-// L is the backend's limiter handle and B its batch. Two things differ by
-// nature, and each is a method that does nothing on the embedded DB:
-// Update's locks (a DB serializes its callers itself) and Reread (only
-// this process changes a DB's records, so what it last stored is what is
-// stored). Prefetch, which saves round trips, is free on a DB as well.
-type Store[L StoreLimiter, B StoreBatch[L]] interface {
-	// Limiter returns the handle applying strategy s to any key under
-	// name, doing no I/O.
-	Limiter(name string, s strategies.Strategy) (L, error)
-	// Concurrency returns leases of at most max holders per key under
-	// name, each ending after ttl unless released before.
-	Concurrency(name string, max int64, ttl time.Duration) (*Concurrency, error)
-	// Update runs fn with a batch whose changes are stored together: all
-	// of them or none after a crash. A shared store holds the locks named
-	// by locks against the Updates of other processes while fn runs.
-	Update(ctx context.Context, locks []string, fn func(B) error) error
-	// UpdateCached is Update, except that on a shared store the batch may
-	// decide on the values this process last stored or read, instead of
-	// reading them, and its commit checks that they are still stored:
-	// when one is not, it stores nothing and fails with an error matching
-	// ErrConflict, and the caller makes its change again with Update,
-	// having undone what fn did outside the batch. It saves the reads of a
-	// change to values this process has just used (a key store's Finish,
-	// after its Admit). On a store this process alone changes, it is
-	// Update.
-	UpdateCached(ctx context.Context, locks []string, fn func(B) error) error
-	// Get returns the record at key (nil: none), a copy the caller owns.
-	Get(ctx context.Context, key []byte) ([]byte, error)
-	// Scan calls fn with every record whose key starts with prefix, in key
-	// order.
-	Scan(ctx context.Context, prefix []byte, fn func(key, value []byte) error) error
-	// Reread returns the stored values (nil: none) of those of keys that
-	// another process may have changed since this one stored them, in the
-	// order of keys: all of them on a shared store, none (an empty slice)
-	// on one this process alone changes. Callers that keep records in
-	// memory learn others' changes from it, with no branch on which store
-	// they have.
-	Reread(ctx context.Context, keys [][]byte) ([][]byte, error)
-	// ScanFrom is Scan beginning at the first key >= start (nil: the first
-	// key with prefix): how a caller pages through an ordered range without
-	// reading what comes before it. A page of n records costs O(n + log N)
-	// on every backend.
-	ScanFrom(ctx context.Context, prefix, start []byte, fn func(key, value []byte) error) error
-	// RereadPrefix is Scan where other processes change the records, and
-	// calls nothing on a store this process alone changes: how a caller
-	// finds the records others added.
-	RereadPrefix(ctx context.Context, prefix []byte, fn func(key, value []byte) error) error
-	// Changes returns the messages announced under topic (Batch.Announce)
-	// by every process since position after, oldest first, at most max of
-	// them, and the position after the last one returned (after itself
-	// when there is none). after "" asks for the position of now, with no
-	// message. When messages after it were dropped (a feed keeps a bounded
-	// number), it fails with an error matching ErrGap: the caller has
-	// missed changes and must read what it keeps again. A store this
-	// process alone changes has nothing to tell: it returns no message.
-	Changes(ctx context.Context, topic, after string, max int) (msgs [][]byte, next string, err error)
-	// Flush returns once every change made before it is stored durably.
-	Flush(ctx context.Context) error
-	// Now reads the store's clock.
-	Now() time.Time
-	// Attach returns the value attached to the store under key, calling
-	// open to make it the first time: one key store per store.
-	Attach(key any, open func() (any, error)) (any, error)
-	Close() error
+// A DB meets the backend contract (backend.Store): the key store, the
+// ledger, the gateway and everything else built on the contract run on it
+// as they run on a redisstore.DB. What the contract writes once for every
+// backend is used here under the names a DB's users know.
+type (
+	// Concurrency bounds how many holders act on a key at once (see
+	// backend.Concurrency).
+	Concurrency = backend.Concurrency
+	// A Lease is a slot of a key held by one holder (see backend.Lease).
+	Lease = backend.Lease
+	// A Reservation is n taken from a key now, for an action its holder
+	// performs later (see backend.Reservation and Limiter.Reserve).
+	Reservation = backend.Reservation
+)
+
+// Handle is Limiter as the contract's interface: the same handle, for code
+// written once for every backend.
+func (db *DB) Handle(name string, s strategies.Strategy) (backend.Limiter, error) {
+	l, err := db.Limiter(name, s)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
 }
 
-// StoreLimiter is what the limiter handle of every backend does: the
-// methods of Limiter. httplimit, server and the gateway decide with it.
-type StoreLimiter interface {
-	Name() string
-	Strategy() strategies.Strategy
-	Allow(ctx context.Context, key string) (Result, error)
-	AllowN(ctx context.Context, key string, n int64) (Result, error)
-	Peek(ctx context.Context, key string) (Result, error)
-	PeekN(ctx context.Context, key string, n int64) (Result, error)
-	Record(ctx context.Context, key string, n int64) (Result, error)
-	Reset(ctx context.Context, key string) error
-	Reserve(ctx context.Context, key string, n int64) (*Reservation, error)
-	Wait(ctx context.Context, key string, n int64) error
-	Inspect(ctx context.Context, key string, fn func(st strategies.State, now int64) error) error
-}
-
-// StoreBatch is what the batch of every backend's Update does, on its
-// limiters L. Its changes are made when called and stored by the commit
-// that ends Update; its reads see its own changes. A record's value may be
-// empty: Put stores it, Delete removes the record.
-type StoreBatch[L StoreLimiter] interface {
-	AllowN(l L, key string, n int64) (Result, error)
-	PeekN(l L, key string, n int64) (Result, error)
-	Record(l L, key string, n int64) (Result, error)
-	Reset(l L, key string) error
-	Modify(l L, key string, fn func(st strategies.State, now int64) (strategies.State, error)) (Result, error)
-	Inspect(l L, key string, fn func(st strategies.State, now int64) error) error
-	Get(key []byte) ([]byte, error)
-	Put(key, value []byte) error
-	Delete(key []byte) error
-	// Reread is Store.Reread in the batch: on a shared store, the values
-	// read are those the commit checks are unchanged.
-	Reread(keys [][]byte) ([][]byte, error)
-	// Announce tells the other processes of a shared store, through
-	// Store.Changes, that the batch changed what msg names, once its
-	// commit has stored the change. On a store this process alone changes
-	// it does nothing: there is nobody to tell. topic is 1 to 64 bytes of
-	// a limiter name's characters.
-	Announce(topic string, msg []byte) error
-	// Prefetch reads at once the records at records and key's states
-	// under limiters (the backend's), which the batch is about to use,
-	// where that saves round trips.
-	Prefetch(records [][]byte, key string, limiters ...StoreLimiter) error
-	// Now is the instant the batch's calls decide at, no earlier than a
-	// clock read before it.
-	Now() time.Time
+// Concurrency returns the leases of at most max holders per key under
+// name, each ending after ttl unless released before. name is a limiter
+// name, and shares state with the limiters of that name; max is at least
+// 1, ttl in (0, strategies.MaxWindow].
+func (db *DB) Concurrency(name string, max int64, ttl time.Duration) (*Concurrency, error) {
+	return backend.NewConcurrency(db, name, max, ttl)
 }
 
 var (
-	_ Store[*Limiter, *Batch] = (*DB)(nil)
-	_ StoreLimiter            = (*Limiter)(nil)
+	_ backend.Store   = (*DB)(nil)
+	_ backend.Limiter = (*Limiter)(nil)
 )

@@ -9,12 +9,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/internal/redistest"
 	"github.com/ratestore/ratestore/redisstore"
 	"github.com/ratestore/ratestore/strategies"
 )
 
-// TestStoreContract runs one test of the backend contract (ratestore.Store)
+// TestStoreContract runs one test of the backend contract (backend.Store)
 // on the four envs of the engine and on Redis: records, batches, Reread,
 // leases and reservations mean the same on each. shared says whether the
 // store is changed by other processes, the one thing Reread reports.
@@ -46,9 +47,9 @@ func TestStoreContract(t *testing.T) {
 // any backend, from any start, in key order, and stops when fn fails; a
 // prefix with no "/" finds the keys of several segments (a backend may
 // split its index at the first "/") in one order.
-func contractScanFrom[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](t *testing.T, db ratestore.Store[L, B]) {
+func contractScanFrom(t *testing.T, db backend.Store) {
 	var want []string
-	require.NoError(t, db.Update(ctx, nil, func(b B) error {
+	require.NoError(t, db.Update(ctx, nil, func(b backend.Batch) error {
 		for i := range 300 {
 			k := fmt.Sprintf("p/%04d", i)
 			want = append(want, k)
@@ -97,13 +98,13 @@ func contractScanFrom[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](t *te
 
 var errStop = errors.New("stop")
 
-func contract[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](t *testing.T, db ratestore.Store[L, B], advance func(time.Duration), shared bool) {
-	l, err := db.Limiter("contract", strategies.TokenBucket{Rate: 1, Burst: 2})
+func contract(t *testing.T, db backend.Store, advance func(time.Duration), shared bool) {
+	l, err := db.Handle("contract", strategies.TokenBucket{Rate: 1, Burst: 2})
 	require.NoError(t, err)
 
 	// Records: an empty value is a record; Delete removes one; the batch
 	// sees its own changes; Scan walks a prefix in key order.
-	require.NoError(t, db.Update(ctx, []string{"lock-a"}, func(b B) error {
+	require.NoError(t, db.Update(ctx, []string{"lock-a"}, func(b backend.Batch) error {
 		require.NoError(t, b.Put([]byte("r/b"), []byte("2")))
 		require.NoError(t, b.Put([]byte("r/a"), []byte("1")))
 		require.NoError(t, b.Put([]byte("r/empty"), nil))
@@ -132,7 +133,7 @@ func contract[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](t *testing.T,
 	// position asked for; one this process alone changes tells nothing.
 	_, pos, err := db.Changes(ctx, "contract", "", 10)
 	require.NoError(t, err)
-	require.NoError(t, db.Update(ctx, nil, func(b B) error {
+	require.NoError(t, db.Update(ctx, nil, func(b backend.Batch) error {
 		require.ErrorIs(t, b.Announce("bad topic", nil), ratestore.ErrInvalid)
 		require.NoError(t, b.Announce("contract", []byte("one")))
 		return b.Announce("contract", []byte("two"))
@@ -164,7 +165,7 @@ func contract[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](t *testing.T,
 	require.Equal(t, map[bool]int{true: 3, false: 0}[shared], seen)
 
 	// A batch decides as the limiter does, and its reads see its changes.
-	require.NoError(t, db.Update(ctx, nil, func(b B) error {
+	require.NoError(t, db.Update(ctx, nil, func(b backend.Batch) error {
 		require.NoError(t, b.Prefetch([][]byte{[]byte("r/a")}, "k", l))
 		r, err := b.AllowN(l, "k", 2)
 		require.NoError(t, err)

@@ -47,10 +47,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/internal/attach"
 	"github.com/ratestore/ratestore/internal/storage"
 	"github.com/ratestore/ratestore/internal/storage/boltstore"
-	"github.com/ratestore/ratestore/strategies"
 )
 
 // A Backend is the embedded store a DB keeps its data in: Bolt, the
@@ -115,7 +115,7 @@ type Options struct {
 	Backend       Backend          // nil means Bolt
 	Durability    Durability       // zero value means Sync
 	FlushInterval time.Duration    // Async only; 0 means DefaultFlushInterval
-	Now           func() time.Time // the clock; nil means the system clock (see SystemClock). Tests and simulations inject a fake one.
+	Now           func() time.Time // the clock; nil means the system clock (see backend.SystemClock). Tests and simulations inject a fake one.
 
 	// After is the timer Limiter.Wait sleeps on, on the clock of Now: a
 	// channel that receives once d has passed. nil means time.After; a
@@ -207,12 +207,12 @@ type Recovery struct {
 var (
 	// ErrInvalid is matched by every error about a bad argument or
 	// configuration: key, limiter name, n, strategy.
-	ErrInvalid = strategies.ErrInvalid
+	ErrInvalid = backend.ErrInvalid
 	// ErrClosed is returned by any call after Close.
-	ErrClosed = errors.New("ratestore: database closed")
+	ErrClosed = backend.ErrClosed
 	// ErrCorrupt is matched by errors about a stored state or record that
 	// cannot be decoded; the message names the key.
-	ErrCorrupt = strategies.ErrCorrupt
+	ErrCorrupt = backend.ErrCorrupt
 	// ErrLocked is matched when Open finds the database held by another
 	// process (or another open DB in this process): by a writer, or, for a
 	// writable Open, by a read-only one.
@@ -225,14 +225,12 @@ var (
 	ErrReadOnly = storage.ErrReadOnly
 	// ErrConflict is matched by an Update of a shared store that stored
 	// nothing because a value its batch read was changed by another writer
-	// before the commit (see Store.UpdateCached): the caller may run its
-	// change again. A DB, which this process alone changes, never returns
-	// it.
-	ErrConflict = errors.New("ratestore: a value read by the batch changed before its commit")
-	// ErrGap is matched by Store.Changes when messages after the position
-	// asked for were dropped before they were read: the caller has missed
-	// changes and must read what it keeps again.
-	ErrGap = errors.New("ratestore: changes were dropped before they were read")
+	// (see backend.Store.UpdateCached). A DB, which this process alone
+	// changes, never returns it.
+	ErrConflict = backend.ErrConflict
+	// ErrGap is matched by backend.Store.Changes when messages were
+	// dropped before they were read. A DB never returns it.
+	ErrGap = backend.ErrGap
 )
 
 // DB is an open rate-limit store. It is safe for concurrent use.
@@ -284,16 +282,16 @@ func Open(path string, opts Options) (*DB, error) {
 	if opts.MaxCachedKeys < 0 {
 		return nil, fmt.Errorf("ratestore: open: negative MaxCachedKeys %d: %w", opts.MaxCachedKeys, ErrInvalid)
 	}
-	backend := opts.Backend
-	if backend == nil {
-		backend = Bolt
+	kind := opts.Backend
+	if kind == nil {
+		kind = Bolt
 	}
-	store, err := backend.OpenStore(path, storage.Options{Logger: opts.Logger, Recover: opts.Recover, ReadOnly: opts.ReadOnly})
+	store, err := kind.OpenStore(path, storage.Options{Logger: opts.Logger, Recover: opts.Recover, ReadOnly: opts.ReadOnly})
 	if err != nil {
 		return nil, fmt.Errorf("ratestore: open: %w", err)
 	}
 
-	db := newDB(store, backend, path, opts)
+	db := newDB(store, kind, path, opts)
 	if rs, ok := store.(interface{ Recovery() *storage.Recovery }); ok && rs.Recovery() != nil {
 		r := (*Recovery)(rs.Recovery())
 		db.recovery = r
@@ -313,10 +311,10 @@ func Open(path string, opts Options) (*DB, error) {
 func (db *DB) Recovery() *Recovery { return db.recovery }
 
 // newDB starts the engine over an open store; opts is already validated.
-func newDB(store storage.Store, backend Backend, path string, opts Options) *DB {
+func newDB(store storage.Store, kind Backend, path string, opts Options) *DB {
 	db := &DB{
 		store:    store,
-		backend:  backend,
+		backend:  kind,
 		path:     path,
 		async:    opts.Durability == Async && !opts.ReadOnly, // read-only: no interval to commit at
 		readOnly: opts.ReadOnly,
@@ -328,7 +326,7 @@ func newDB(store storage.Store, backend Backend, path string, opts Options) *DB 
 		db.after = time.After
 	}
 	if opts.Now == nil {
-		db.now = systemNanos()
+		db.now = backend.SystemNanos()
 	} else {
 		db.now = func() int64 { return opts.Now().UnixNano() }
 	}
@@ -477,28 +475,9 @@ func (db *DB) rebuildFilter() {
 }
 
 // Now reads the DB's clock: Options.Now, or the system clock (see
-// SystemClock). Packages built on a DB use it so that an injected clock
+// backend.SystemClock). Packages built on a DB use it so that an injected clock
 // rules them too.
 func (db *DB) Now() time.Time { return time.Unix(0, db.now()) }
-
-// SystemClock returns the default clock of a DB: the wall clock read once,
-// when SystemClock is called, and advanced by the monotonic clock from then
-// on. It costs one clock read per call instead of time.Now's two (wall and
-// monotonic), and a step of the wall clock while the program runs (an NTP
-// correction, a manual change) does not move it, so no key gets a refill or
-// a penalty from one. A new process starts from the wall clock again.
-func SystemClock() func() time.Time {
-	nanos := systemNanos()
-	return func() time.Time { return time.Unix(0, nanos()) }
-}
-
-// systemNanos is SystemClock in Unix nanoseconds, the form the engine uses,
-// without building a time.Time only to take its UnixNano again.
-func systemNanos() func() int64 {
-	anchor := time.Now()
-	wall := anchor.UnixNano()
-	return func() int64 { return wall + int64(time.Since(anchor)) }
-}
 
 // Backend reports which backend the DB was opened with.
 func (db *DB) Backend() Backend { return db.backend }

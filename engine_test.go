@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/internal/storage"
 	"github.com/ratestore/ratestore/internal/storage/boltstore"
 	"github.com/ratestore/ratestore/strategies"
@@ -443,7 +444,7 @@ func TestBatchSharesCommits(t *testing.T) {
 			db, h, _ := openHooked(t, Options{Durability: d, FlushInterval: time.Hour})
 			l := mustLimiter(t, db, "l")
 			before := h.syncs.Load()
-			err := db.Update(bg, nil, func(b *Batch) error {
+			err := db.Update(bg, nil, func(b backend.Batch) error {
 				if _, err := b.AllowN(l, "a", 1); err != nil {
 					return err
 				}

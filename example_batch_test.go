@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -31,7 +32,7 @@ func ExampleDB_Update() {
 	day, _ := db.Limiter("tokens-day", strategies.RollingWindow{Limit: 100_000, Window: 24 * time.Hour, Bucket: 24 * time.Minute})
 
 	ctx := context.Background()
-	err = db.Update(ctx, nil, func(b *ratestore.Batch) error {
+	err = db.Update(ctx, nil, func(b backend.Batch) error {
 		for _, l := range []*ratestore.Limiter{hour, day} {
 			if _, err := b.Record(l, "team-a", 1234); err != nil {
 				return err

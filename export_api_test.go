@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -20,7 +21,7 @@ func TestExportRestore(t *testing.T) {
 			require.NoError(t, err)
 			_, err = l.AllowN(ctx, "alice", 2)
 			require.NoError(t, err)
-			require.NoError(t, src.Update(ctx, nil, func(b *ratestore.Batch) error {
+			require.NoError(t, src.Update(ctx, nil, func(b backend.Batch) error {
 				return b.Put([]byte("k/app"), []byte("a record"))
 			}))
 

@@ -7,19 +7,20 @@ import (
 	"math"
 	"time"
 
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/internal/sat"
-	"github.com/ratestore/ratestore/internal/text"
 	"github.com/ratestore/ratestore/strategies"
 )
 
 // Result is the answer to one call; see strategies.Result.
 type Result = strategies.Result
 
-// MaxKeyLen is the longest key a Limiter accepts, in bytes.
-const MaxKeyLen = 1024
-
-// MaxNameLen is the longest limiter name, in bytes.
-const MaxNameLen = 64
+const (
+	// MaxKeyLen is the longest key a Limiter accepts, in bytes.
+	MaxKeyLen = backend.MaxKeyLen
+	// MaxNameLen is the longest limiter name, in bytes.
+	MaxNameLen = backend.MaxNameLen
+)
 
 // Limiter applies one strategy to any number of keys under one name. It is a
 // cheap handle (no I/O): calling DB.Limiter per request with a per-key
@@ -44,7 +45,7 @@ type Limiter struct {
 // Limiter returns a handle that applies s to keys under name. name is 1 to
 // MaxNameLen bytes of [A-Za-z0-9_.:@+-].
 func (db *DB) Limiter(name string, s strategies.Strategy) (*Limiter, error) {
-	if err := validName(name); err != nil {
+	if err := backend.ValidName(name); err != nil {
 		return nil, err
 	}
 	if s == nil {
@@ -59,22 +60,14 @@ func (db *DB) Limiter(name string, s strategies.Strategy) (*Limiter, error) {
 	return &Limiter{db: db, name: name, s: s, d: s.Prepare(), nameHash: maphash.String(db.seed, name)}, nil
 }
 
-func validName(name string) error {
-	if !text.Name(name, MaxNameLen) {
-		return fmt.Errorf("ratestore: limiter name %q: want 1 to %d bytes of [A-Za-z0-9_.:@+-]: %w", name, MaxNameLen, ErrInvalid)
+// Name reports the limiter's name: never empty, except for a nil Limiter
+// (that of a failed Limiter call), which so tells itself apart.
+func (l *Limiter) Name() string {
+	if l == nil {
+		return ""
 	}
-	return nil
+	return l.name
 }
-
-func validKey(key string) error {
-	if key == "" || len(key) > MaxKeyLen {
-		return fmt.Errorf("ratestore: key of %d bytes: want 1 to %d: %w", len(key), MaxKeyLen, ErrInvalid)
-	}
-	return nil
-}
-
-// Name reports the limiter's name.
-func (l *Limiter) Name() string { return l.name }
 
 // Strategy reports the limiter's strategy.
 func (l *Limiter) Strategy() strategies.Strategy { return l.s }
@@ -138,7 +131,7 @@ func (l *Limiter) Inspect(ctx context.Context, key string, fn func(st strategies
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := validKey(key); err != nil {
+	if err := backend.ValidKey(key); err != nil {
 		return err
 	}
 	now := l.db.now()
@@ -187,7 +180,7 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 // change. It does not read the stored state, so it cannot fail on it.
 // ctx bounds a wait for room in the table (see DB.lookupWait); noWait: none.
 func (l *Limiter) reset(ctx context.Context, key string) (*generation, error) {
-	if err := validKey(key); err != nil {
+	if err := backend.ValidKey(key); err != nil {
 		return nil, err
 	}
 	db := l.db
@@ -209,15 +202,16 @@ func (l *Limiter) reset(ctx context.Context, key string) (*generation, error) {
 
 // do decides c for key under the key's shard lock and waits, if the call
 // changed the state, until that change is as durable as the DB's mode
-// promises; within a Batch b (not nil) it notes the change's generation in
-// b instead of waiting. It writes the answer to *res. do is one function,
+// promises; within a batch b (not nil) it notes the change's generation in
+// b instead of waiting, and ctx is noWait: a batch's call never waits for
+// room in the table either. It writes the answer to *res. do is one function,
 // with the lookup written out (see entry), because each call level added
 // to the hot path costs a measurable share of a decision.
-func (l *Limiter) do(ctx context.Context, key string, c strategies.Call, res *Result, b *Batch) error {
+func (l *Limiter) do(ctx context.Context, key string, c strategies.Call, res *Result, b *batch) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := validKey(key); err != nil {
+	if err := backend.ValidKey(key); err != nil {
 		return err
 	}
 	if c.N < 0 {
@@ -232,11 +226,7 @@ func (l *Limiter) do(ctx context.Context, key string, c strategies.Call, res *Re
 	if err != nil {
 		return err
 	}
-	wait := ctx
-	if b != nil {
-		wait = noWait
-	}
-	i, err := db.lookupWait(wait, sh, at, l.name, key, l.d, c.Now, true)
+	i, err := db.lookupWait(ctx, sh, at, l.name, key, l.d, c.Now, true)
 	if err != nil {
 		sh.mu.Unlock()
 		return err

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/internal/fakeclock"
 	"github.com/ratestore/ratestore/internal/storage/storagetest"
 	"github.com/ratestore/ratestore/keystore"
@@ -124,7 +125,7 @@ func roTail(t *testing.T, db *ratestore.DB, key string) {
 	require.NoError(t, err)
 	_, err = l.Record(context.Background(), key, 7)
 	require.NoError(t, err)
-	require.NoError(t, db.Update(context.Background(), nil, func(b *ratestore.Batch) error {
+	require.NoError(t, db.Update(context.Background(), nil, func(b backend.Batch) error {
 		return b.Put([]byte("x/tail"), []byte("after the checkpoint"))
 	}))
 }
@@ -160,7 +161,7 @@ func roKeys(t *testing.T, db *ratestore.DB, now time.Time) roFixture {
 			roLegacy(now.Add(-time.Hour).UnixNano(), 40)},
 		{"key_00000000000000a3", "pk_live_v2", roV2(900, "v2"), nil},
 	}
-	require.NoError(t, db.Update(ctx, nil, func(b *ratestore.Batch) error {
+	require.NoError(t, db.Update(ctx, nil, func(b backend.Batch) error {
 		for _, k := range old {
 			h := sha256.Sum256([]byte(k.secret))
 			fx.Secrets[k.id] = k.secret

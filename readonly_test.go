@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/badger"
 	"github.com/ratestore/ratestore/internal/storage/storagetest"
 	"github.com/ratestore/ratestore/strategies"
@@ -19,13 +20,13 @@ import (
 // what the writer left, a state time has made idle is dropped in memory
 // only, and the files keep their bytes and times.
 func TestReadOnlyRefusesWrites(t *testing.T) {
-	for _, backend := range []ratestore.Backend{ratestore.Bolt, badger.Backend} {
-		t.Run(backend.String(), func(t *testing.T) {
+	for _, kind := range []ratestore.Backend{ratestore.Bolt, badger.Backend} {
+		t.Run(kind.String(), func(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "db")
 			clock := newClock()
 			tb := strategies.TokenBucket{Rate: 2, Burst: 10}
-			db, err := ratestore.Open(path, ratestore.Options{Backend: backend, Now: clock.Now})
+			db, err := ratestore.Open(path, ratestore.Options{Backend: kind, Now: clock.Now})
 			require.NoError(t, err)
 			l, err := db.Limiter("api", tb)
 			require.NoError(t, err)
@@ -33,12 +34,12 @@ func TestReadOnlyRefusesWrites(t *testing.T) {
 			require.NoError(t, err)
 			_, err = l.AllowN(ctx, "idle", 1)
 			require.NoError(t, err)
-			require.NoError(t, db.Update(ctx, nil, func(b *ratestore.Batch) error { return b.Put([]byte("r/1"), []byte("one")) }))
+			require.NoError(t, db.Update(ctx, nil, func(b backend.Batch) error { return b.Put([]byte("r/1"), []byte("one")) }))
 			require.NoError(t, db.Close())
 			before := storagetest.Snapshot(t, dir)
 
 			clock.Advance(500 * time.Millisecond) // "idle" is full again, "busy" not
-			db, err = ratestore.Open(path, ratestore.Options{Backend: backend, Now: clock.Now, ReadOnly: true, Durability: ratestore.Async})
+			db, err = ratestore.Open(path, ratestore.Options{Backend: kind, Now: clock.Now, ReadOnly: true, Durability: ratestore.Async})
 			require.NoError(t, err)
 			require.True(t, db.ReadOnly())
 			l, err = db.Limiter("api", tb)
@@ -94,16 +95,16 @@ func requireWritesRefused(t *testing.T, db *ratestore.DB, l *ratestore.Limiter) 
 	require.NoError(t, err)
 	_, _, err = c.Acquire(ctx, "busy")
 	refused("Acquire", err)
-	batch := map[string]func(*ratestore.Batch) error{
-		"AllowN": func(b *ratestore.Batch) error { _, err := b.AllowN(l, "busy", 1); return err },
-		"Record": func(b *ratestore.Batch) error { _, err := b.Record(l, "busy", 1); return err },
-		"Reset":  func(b *ratestore.Batch) error { return b.Reset(l, "busy") },
-		"Modify": func(b *ratestore.Batch) error {
+	batch := map[string]func(backend.Batch) error{
+		"AllowN": func(b backend.Batch) error { _, err := b.AllowN(l, "busy", 1); return err },
+		"Record": func(b backend.Batch) error { _, err := b.Record(l, "busy", 1); return err },
+		"Reset":  func(b backend.Batch) error { return b.Reset(l, "busy") },
+		"Modify": func(b backend.Batch) error {
 			_, err := b.Modify(l, "busy", func(st strategies.State, _ int64) (strategies.State, error) { return st, nil })
 			return err
 		},
-		"Put":    func(b *ratestore.Batch) error { return b.Put([]byte("r/1"), []byte("two")) },
-		"Delete": func(b *ratestore.Batch) error { return b.Delete([]byte("r/1")) },
+		"Put":    func(b backend.Batch) error { return b.Put([]byte("r/1"), []byte("two")) },
+		"Delete": func(b backend.Batch) error { return b.Delete([]byte("r/1")) },
 	}
 	for what, write := range batch {
 		refused("Batch."+what, db.Update(ctx, nil, write))

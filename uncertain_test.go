@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/internal/storage"
 	"github.com/ratestore/ratestore/internal/storage/boltstore"
 )
@@ -105,7 +106,7 @@ func TestFailedCommitChangesNothing(t *testing.T) {
 	require.NotErrorIs(t, err, ErrUncertain)
 	_, err = l.AllowN(bg, "new", 5) // a key with nothing stored
 	require.NotErrorIs(t, err, ErrUncertain)
-	require.Error(t, db.Update(bg, nil, func(b *Batch) error { return b.Put([]byte("rec"), []byte("v")) }))
+	require.Error(t, db.Update(bg, nil, func(b backend.Batch) error { return b.Put([]byte("rec"), []byte("v")) }))
 	require.Equal(t, bucket.Burst-2, remaining(t, l, "k"), "undone in memory")
 	require.Equal(t, bucket.Burst, remaining(t, l, "new"))
 	v, err := db.Get(bg, []byte("rec"))
@@ -138,7 +139,7 @@ func TestFailedCommitUncertain(t *testing.T) {
 			_, err = l.AllowN(bg, "k", 5)
 			require.ErrorIs(t, err, ErrUncertain)
 			require.ErrorIs(t, err, errInjected)
-			err = db.Update(bg, nil, func(b *Batch) error {
+			err = db.Update(bg, nil, func(b backend.Batch) error {
 				_, err := b.AllowN(l, "k2", 1)
 				return err
 			})

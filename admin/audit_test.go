@@ -24,6 +24,7 @@ import (
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/admin"
 	"github.com/ratestore/ratestore/audit"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/console"
 	"github.com/ratestore/ratestore/internal/fakeclock"
 	"github.com/ratestore/ratestore/keystore"
@@ -443,7 +444,7 @@ func TestAuditQuery(t *testing.T) {
 		}
 	}
 
-	require.NoError(t, e.db.Update(t.Context(), nil, func(b *ratestore.Batch) error {
+	require.NoError(t, e.db.Update(t.Context(), nil, func(b backend.Batch) error {
 		return b.Put([]byte(fmt.Sprintf("A/e/%016x0123456789abcdef00000000", ^uint64(auditT0.UnixNano()))), []byte("{"))
 	}))
 	w := c.do("GET", "/admin/audit", "")

@@ -18,7 +18,7 @@ import (
 
 // ErrInvalid is matched (errors.Is) by every error of New: an option out
 // of range. The message names the field.
-var ErrInvalid = errs.Invalid
+var ErrInvalid = errs.ErrInvalid
 
 // Defaults of the zero Options fields.
 const (

@@ -8,12 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 )
 
 // DefaultRetention is how long events are kept when Options.Retention is
@@ -89,7 +89,7 @@ type Options struct {
 // Log is the audit log kept in a store. Its methods are safe for
 // concurrent use, and so are several Logs on one shared store.
 type Log struct {
-	st     store
+	db     backend.Store
 	opts   Options
 	writer string        // 16 hex digits, drawn at Open: the events of this Log
 	seq    atomic.Uint32 // the next event's number among this writer's
@@ -101,8 +101,8 @@ type Log struct {
 
 // Open returns the audit log kept in db, which must stay open while the
 // Log is used, and starts its sweep (Options.SweepInterval).
-func Open[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore.Store[L, B], opts Options) (*Log, error) {
-	if v := reflect.ValueOf(db); !v.IsValid() || v.Kind() == reflect.Pointer && v.IsNil() {
+func Open(db backend.Store, opts Options) (*Log, error) {
+	if db == nil {
 		return nil, fmt.Errorf("audit: open: nil database: %w", ratestore.ErrInvalid)
 	}
 	if opts.Retention < 0 {
@@ -119,7 +119,7 @@ func Open[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore.Stor
 	}
 	var id [8]byte
 	rand.Read(id[:])
-	l := &Log{st: backend[L, B]{db}, opts: opts, writer: hex.EncodeToString(id[:]),
+	l := &Log{db: db, opts: opts, writer: hex.EncodeToString(id[:]),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	if opts.ReadOnly || opts.SweepInterval < 0 {
 		close(l.done)
@@ -158,7 +158,7 @@ func (l *Log) Record(ctx context.Context, e Event) (Event, error) {
 	if err := check(e); err != nil {
 		return Event{}, err
 	}
-	now := l.st.now()
+	now := l.db.Now()
 	e.Time = time.Unix(0, max(now.UnixNano(), 0)).UTC()
 	if e.Changes == nil {
 		e.Changes = map[string]Change{}
@@ -171,7 +171,7 @@ func (l *Log) Record(ctx context.Context, e Event) (Event, error) {
 		return Event{}, fmt.Errorf("audit: event of %d bytes: want at most %d: %w", len(v), MaxEvent, ratestore.ErrInvalid)
 	}
 	p := l.position(e.Time)
-	err = l.st.update(ctx, func(b batch) error {
+	err = l.db.Update(ctx, nil, func(b backend.Batch) error {
 		if err := b.Put(p.key(eventPrefix), v); err != nil {
 			return err
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/audit"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/badger"
 	"github.com/ratestore/ratestore/internal/fakeclock"
 	"github.com/ratestore/ratestore/internal/redistest"
@@ -63,12 +64,12 @@ func (c *counter) add(n int) { c.mu.Lock(); c.n += n; c.mu.Unlock() }
 func (c *counter) take() int { c.mu.Lock(); defer c.mu.Unlock(); n := c.n; c.n = 0; return n }
 
 // counting is a store whose ScanFrom counts the records it reads.
-type counting[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]] struct {
-	ratestore.Store[L, B]
+type counting struct {
+	backend.Store
 	c *counter
 }
 
-func (s counting[L, B]) ScanFrom(ctx context.Context, prefix, start []byte, fn func(k, v []byte) error) error {
+func (s counting) ScanFrom(ctx context.Context, prefix, start []byte, fn func(k, v []byte) error) error {
 	return s.Store.ScanFrom(ctx, prefix, start, func(k, v []byte) error {
 		s.c.add(1)
 		return fn(k, v)
@@ -103,8 +104,8 @@ func open(t *testing.T, m mode, opts audit.Options) *env {
 	return e
 }
 
-func bind[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](e *env, db ratestore.Store[L, B], opts audit.Options) {
-	l, err := audit.Open[L, B](counting[L, B]{db, e.scans}, opts)
+func bind(e *env, db backend.Store, opts audit.Options) {
+	l, err := audit.Open(counting{db, e.scans}, opts)
 	require.NoError(e.t, err)
 	e.t.Cleanup(func() { require.NoError(e.t, l.Close(ctx)) })
 	e.log = l
@@ -117,7 +118,7 @@ func bind[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](e *env, db ratest
 		return out
 	}
 	e.put = func(key string, v []byte) {
-		require.NoError(e.t, db.Update(ctx, nil, func(b B) error { return b.Put([]byte(key), v) }))
+		require.NoError(e.t, db.Update(ctx, nil, func(b backend.Batch) error { return b.Put([]byte(key), v) }))
 	}
 }
 

@@ -8,7 +8,7 @@
 //
 // # Records
 //
-// A Log is written once against the backend contract (ratestore.Store)
+// A Log is written once against the backend contract (backend.Store)
 // and keeps its records under "A/". An event's place in the log is 40 hex
 // digits: its time in Unix ns, complemented so that later sorts first,
 // the id of the Log that recorded it (drawn at Open, so that gateways

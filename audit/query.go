@@ -78,7 +78,7 @@ func (l *Log) Events(ctx context.Context, q Query) (Page, error) {
 	}
 	p := Page{Events: []Event{}}
 	size, last := 0, position{}
-	err = l.st.scanFrom(ctx, []byte(prefix), start, func(k, v []byte) error {
+	err = l.db.ScanFrom(ctx, []byte(prefix), start, func(k, v []byte) error {
 		pos, ok := parsePosition(k[len(prefix):])
 		if !ok {
 			return fmt.Errorf("audit: record key %q: not an event's: %w", k, ratestore.ErrCorrupt)
@@ -107,7 +107,7 @@ func (l *Log) Events(ctx context.Context, q Query) (Page, error) {
 // it reads: the records under prefix from start on, until the first whose
 // time, as a key has it (16 hex digits), sorts after stop.
 func (l *Log) bounds(q *Query) (prefix string, start, stop []byte, err error) {
-	now := l.st.now()
+	now := l.db.Now()
 	oldest := now.Add(-l.opts.Retention)
 	switch {
 	case q.Limit == 0:

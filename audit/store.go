@@ -2,7 +2,6 @@ package audit
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -10,34 +9,6 @@ import (
 
 	"github.com/ratestore/ratestore"
 )
-
-// store is the backend a Log keeps its records in, through the backend
-// contract (ratestore.Store).
-type store interface {
-	now() time.Time
-	scanFrom(ctx context.Context, prefix, start []byte, fn func(key, value []byte) error) error
-	update(ctx context.Context, fn func(b batch) error) error
-}
-
-// batch is the part of a backend's batch the log writes with.
-type batch interface {
-	Put(key, value []byte) error
-	Delete(key []byte) error
-}
-
-type backend[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]] struct {
-	db ratestore.Store[L, B]
-}
-
-func (s backend[L, B]) now() time.Time { return s.db.Now() }
-
-func (s backend[L, B]) scanFrom(ctx context.Context, prefix, start []byte, fn func(key, value []byte) error) error {
-	return s.db.ScanFrom(ctx, prefix, start, fn)
-}
-
-func (s backend[L, B]) update(ctx context.Context, fn func(b batch) error) error {
-	return s.db.Update(ctx, nil, func(b B) error { return fn(b) })
-}
 
 // The log's records, all under "A/". P is an event's position, 40 hex
 // digits that sort newest first (see position):

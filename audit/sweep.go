@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 )
 
 // sweepBatch is how many events one commit of a sweep drops: a bounded
@@ -25,14 +26,14 @@ func (l *Log) Sweep(ctx context.Context) (int, error) {
 	if l.opts.ReadOnly {
 		return 0, ErrReadOnly
 	}
-	start := timeKey(eventPrefix, l.st.now().Add(-l.opts.Retention))
+	start := timeKey(eventPrefix, l.db.Now().Add(-l.opts.Retention))
 	n := 0
 	for {
 		events, err := l.expired(ctx, start)
 		if err != nil || len(events) == 0 {
 			return n, err
 		}
-		err = l.st.update(ctx, func(b batch) error {
+		err = l.db.Update(ctx, nil, func(b backend.Batch) error {
 			for _, d := range events {
 				if err := b.Delete(d.key); err != nil {
 					return err
@@ -65,7 +66,7 @@ type expiredEvent struct{ key, byTarget []byte }
 // target's (a page of it fails with ErrCorrupt no more than it would).
 func (l *Log) expired(ctx context.Context, start []byte) ([]expiredEvent, error) {
 	var out []expiredEvent
-	err := l.st.scanFrom(ctx, []byte(eventPrefix), start, func(k, v []byte) error {
+	err := l.db.ScanFrom(ctx, []byte(eventPrefix), start, func(k, v []byte) error {
 		if len(out) == sweepBatch {
 			return errFull
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/admin"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/internal/fakeclock"
 	"github.com/ratestore/ratestore/internal/redistest"
 	"github.com/ratestore/ratestore/keystore"
@@ -149,7 +150,7 @@ func BenchmarkAdminLedger(b *testing.B) {
 // ledgerAnswers runs ledgerQueries on the ledger of st, its reads
 // counted in reads, through an admin API over it and st's (empty) key
 // store.
-func ledgerAnswers[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](b *testing.B, st ratestore.Store[L, B], reads *atomic.Int64) {
+func ledgerAnswers(b *testing.B, st backend.Store, reads *atomic.Int64) {
 	led, err := ledger.Open(countReads(st, reads), ledger.Options{ReadOnly: true})
 	if err != nil {
 		b.Fatal(err)
@@ -256,7 +257,7 @@ func buildLedger(path string, n int) error {
 	r := rand.New(rand.NewPCG(1, 1))
 	step := ledgerDays * 24 * time.Hour / time.Duration(n)
 	for i := 0; i < n && err == nil; i += 10_000 {
-		err = db.Update(ctx, nil, func(bt *ratestore.Batch) error {
+		err = db.Update(ctx, nil, func(bt backend.Batch) error {
 			for range min(n-i, 10_000) {
 				note, err := led.Note(ledgerEntry(r))
 				if err == nil {
@@ -299,7 +300,7 @@ func copyLedger(db *ratestore.DB, rdb *redisstore.DB) (int, error) {
 	ctx := context.Background()
 	var keys, vals [][]byte
 	flush := func() error {
-		err := rdb.Update(ctx, nil, func(bt *redisstore.Batch) error {
+		err := rdb.Update(ctx, nil, func(bt backend.Batch) error {
 			for i := range keys {
 				if err := bt.Put(keys[i], vals[i]); err != nil {
 					return err
@@ -326,37 +327,37 @@ func copyLedger(db *ratestore.DB, rdb *redisstore.DB) (int, error) {
 
 // readCounter is a store whose reads are counted: every record it hands
 // to its caller.
-type readCounter[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]] struct {
-	ratestore.Store[L, B]
+type readCounter struct {
+	backend.Store
 	n *atomic.Int64
 }
 
 // countReads returns st with its reads counted in n.
-func countReads[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](st ratestore.Store[L, B], n *atomic.Int64) ratestore.Store[L, B] {
-	return readCounter[L, B]{st, n}
+func countReads(st backend.Store, n *atomic.Int64) backend.Store {
+	return readCounter{st, n}
 }
 
-func (c readCounter[L, B]) each(fn func(k, v []byte) error) func(k, v []byte) error {
+func (c readCounter) each(fn func(k, v []byte) error) func(k, v []byte) error {
 	return func(k, v []byte) error {
 		c.n.Add(1)
 		return fn(k, v)
 	}
 }
 
-func (c readCounter[L, B]) Get(ctx context.Context, key []byte) ([]byte, error) {
+func (c readCounter) Get(ctx context.Context, key []byte) ([]byte, error) {
 	c.n.Add(1)
 	return c.Store.Get(ctx, key)
 }
 
-func (c readCounter[L, B]) Scan(ctx context.Context, prefix []byte, fn func(k, v []byte) error) error {
+func (c readCounter) Scan(ctx context.Context, prefix []byte, fn func(k, v []byte) error) error {
 	return c.Store.Scan(ctx, prefix, c.each(fn))
 }
 
-func (c readCounter[L, B]) ScanFrom(ctx context.Context, prefix, start []byte, fn func(k, v []byte) error) error {
+func (c readCounter) ScanFrom(ctx context.Context, prefix, start []byte, fn func(k, v []byte) error) error {
 	return c.Store.ScanFrom(ctx, prefix, start, c.each(fn))
 }
 
-func (c readCounter[L, B]) Reread(ctx context.Context, keys [][]byte) ([][]byte, error) {
+func (c readCounter) Reread(ctx context.Context, keys [][]byte) ([][]byte, error) {
 	vals, err := c.Store.Reread(ctx, keys)
 	c.n.Add(int64(len(vals)))
 	return vals, err

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/pricing"
 	"github.com/ratestore/ratestore/strategies"
@@ -163,7 +164,7 @@ func BenchmarkKeysCheck(b *testing.B) {
 			b.Cleanup(func() { db.Close() })
 			const key = "key_0123456789abcdef"
 			hist := keysHistory(n, db.Now().UnixNano())
-			err = db.Update(ctx, nil, func(bt *ratestore.Batch) error {
+			err = db.Update(ctx, nil, func(bt backend.Batch) error {
 				_, err := bt.Modify(l, key, func(st strategies.State, now int64) (strategies.State, error) {
 					for _, w := range hist {
 						if err := keysStrategy.Merge(st, now, w.start, w.tokens); err != nil {

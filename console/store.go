@@ -13,10 +13,11 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 )
 
 // Sessions keeps a Console's sessions in a store of the backend contract
-// (ratestore.Store), the gateway's own: they outlive a restart, and the
+// (backend.Store), the gateway's own: they outlive a restart, and the
 // gateways of one Redis share them, so that a session signed in at one is
 // good at all and a sign-out at one ends it at all. Make one with
 // StoreSessions and give it as Options.Sessions; without one a Console
@@ -54,12 +55,12 @@ type records interface {
 }
 
 // StoreSessions returns the Sessions kept in db.
-func StoreSessions[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore.Store[L, B]) *Sessions {
+func StoreSessions(db backend.Store) *Sessions {
 	return &Sessions{
 		get:  db.Get,
 		scan: db.ScanFrom,
 		update: func(ctx context.Context, fn func(records) error) error {
-			return db.Update(ctx, []string{sessionLock}, func(b B) error { return fn(b) })
+			return db.Update(ctx, []string{sessionLock}, func(b backend.Batch) error { return fn(b) })
 		},
 	}
 }

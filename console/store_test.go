@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/internal/fakeclock"
 	"github.com/ratestore/ratestore/internal/redistest"
 	"github.com/ratestore/ratestore/redisstore"
@@ -20,14 +21,14 @@ import (
 
 // backend is a store of the contract the tests keep sessions in, with
 // what they read and write of it directly.
-type backend struct {
+type testStore struct {
 	sessions *Sessions
 	records  func() map[string][]byte // every record under console/
 	put      func(key, value []byte)
 }
 
-func backendOf[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](t *testing.T, db ratestore.Store[L, B]) backend {
-	return backend{
+func backendOf(t *testing.T, db backend.Store) testStore {
+	return testStore{
 		sessions: StoreSessions(db),
 		records: func() map[string][]byte {
 			m := map[string][]byte{}
@@ -38,7 +39,7 @@ func backendOf[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](t *testing.T
 			return m
 		},
 		put: func(key, value []byte) {
-			require.NoError(t, db.Update(context.Background(), nil, func(b B) error { return b.Put(key, value) }))
+			require.NoError(t, db.Update(context.Background(), nil, func(b backend.Batch) error { return b.Put(key, value) }))
 		},
 	}
 }
@@ -63,11 +64,11 @@ func openRedis(t *testing.T, url string, clock *fakeclock.Clock) *redisstore.DB 
 
 // backends open the stores the tests run on, on a clock: a database,
 // and a Redis.
-var backends = map[string]func(*testing.T, *fakeclock.Clock) backend{
-	"bolt": func(t *testing.T, clock *fakeclock.Clock) backend {
+var backends = map[string]func(*testing.T, *fakeclock.Clock) testStore{
+	"bolt": func(t *testing.T, clock *fakeclock.Clock) testStore {
 		return backendOf(t, openDB(t, filepath.Join(t.TempDir(), "db"), clock))
 	},
-	"redis": func(t *testing.T, clock *fakeclock.Clock) backend {
+	"redis": func(t *testing.T, clock *fakeclock.Clock) testStore {
 		return backendOf(t, openRedis(t, redistest.Start(t).URL(), clock))
 	},
 }

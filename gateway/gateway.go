@@ -24,6 +24,7 @@ import (
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/admin"
 	"github.com/ratestore/ratestore/alert"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/httplimit"
 	"github.com/ratestore/ratestore/internal/apierror"
 	"github.com/ratestore/ratestore/internal/sat"
@@ -225,13 +226,13 @@ type Gateway struct {
 // opened already with other options. db must stay open while the Gateway
 // serves; closing it after the server has shut down flushes the last usage.
 //
-// db is any backend meeting ratestore.Store: a *ratestore.DB, or, for a
+// db is any backend meeting backend.Store: a *ratestore.DB, or, for a
 // gateway run as several instances, a *redisstore.DB, where the keys, their
 // windows, request rates and slots, and the request rate of Options.RPS
 // are shared by every gateway that uses it (see Several instances in the
 // package documentation). The store's statistics, if it keeps any
 // (promstats.Of), are among the metrics.
-func New[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore.Store[L, B], opts Options) (*Gateway, error) {
+func New(db backend.Store, opts Options) (*Gateway, error) {
 	keys, err := keystore.Open(db, keystore.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
@@ -270,7 +271,7 @@ func New[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore.Store
 		if err != nil {
 			return nil, err
 		}
-		l, err := db.Limiter(RequestLimiter, s)
+		l, err := db.Handle(RequestLimiter, s)
 		if err != nil {
 			return nil, fmt.Errorf("gateway: %w", err)
 		}
@@ -366,7 +367,7 @@ func requestStrategy(rps float64, burst int64) (strategies.GCRA, error) {
 
 // requestRate returns next behind the request rate of Options.RPS,
 // decided by l.
-func requestRate(l ratestore.StoreLimiter, deny func(http.ResponseWriter, *http.Request, httplimit.Decision), log *slog.Logger, next http.Handler) (http.Handler, error) {
+func requestRate(l backend.Limiter, deny func(http.ResponseWriter, *http.Request, httplimit.Decision), log *slog.Logger, next http.Handler) (http.Handler, error) {
 	mw, err := httplimit.New(httplimit.Options{
 		Rules:  []httplimit.Rule{{Limiter: l, Key: exchangeKeyID, Policy: "requests"}},
 		Deny:   deny,

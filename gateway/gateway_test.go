@@ -24,6 +24,7 @@ import (
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/admin"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/console"
 	"github.com/ratestore/ratestore/internal/fakeclock"
 	"github.com/ratestore/ratestore/internal/logbuf"
@@ -735,7 +736,7 @@ func withModel(body any) any {
 type env struct {
 	t       testing.TB
 	clock   *fakeclock.Clock
-	be      backend
+	be      storeFuncs
 	ks      *keystore.Store
 	up      *upstream
 	gw      *Gateway
@@ -806,15 +807,15 @@ func newEnvOp(t testing.TB, opts Options, dbOpts ratestore.Options, op operator)
 }
 
 // backend is the env's store, through the backend contract.
-type backend struct {
+type storeFuncs struct {
 	gateway  func(Options) (*Gateway, error)
 	keys     func() (*keystore.Store, error)
 	sessions *console.Sessions // the console's, kept in the store as the gateway command keeps them
 	stats    bool              // it keeps statistics (promstats.Source), which /metrics shows
 }
 
-func backendOf[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore.Store[L, B]) backend {
-	return backend{
+func backendOf(db backend.Store) storeFuncs {
+	return storeFuncs{
 		gateway:  func(o Options) (*Gateway, error) { return New(db, o) },
 		keys:     func() (*keystore.Store, error) { return keystore.Open(db, keystore.Options{}) },
 		sessions: console.StoreSessions(db),

@@ -8,12 +8,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"reflect"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 )
 
 // A KeyFunc returns the key under which a request is counted: whose
@@ -28,16 +28,14 @@ type KeyFunc func(r *http.Request) (string, error)
 type CostFunc func(r *http.Request) (int64, error)
 
 // Limiter is what decides a Rule: the limiter of any backend meeting the
-// backend contract (ratestore.StoreLimiter), a *ratestore.Limiter or a
+// backend contract (backend.Limiter), a *ratestore.Limiter or a
 // *redisstore.Limiter, whose limits several processes share.
-type Limiter = ratestore.StoreLimiter
+type Limiter = backend.Limiter
 
 // isNil reports whether l is nil, or a nil pointer (the Limiter of a
-// failed db.Limiter call).
-func isNil(l Limiter) bool {
-	v := reflect.ValueOf(l)
-	return l == nil || v.Kind() == reflect.Pointer && v.IsNil()
-}
+// failed db.Limiter call): a limiter's name is never empty but a nil
+// one's.
+func isNil(l Limiter) bool { return l == nil || l.Name() == "" }
 
 // Rule is one limit that a request must pass.
 type Rule struct {

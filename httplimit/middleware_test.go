@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/httplimit"
 	"github.com/ratestore/ratestore/internal/fakeclock"
 	"github.com/ratestore/ratestore/internal/redistest"
@@ -33,7 +34,7 @@ var ctx = context.Background()
 // own.
 type env struct {
 	t     testing.TB
-	make  func(name string, s strategies.Strategy) (ratestore.StoreLimiter, error)
+	make  func(name string, s strategies.Strategy) (backend.Limiter, error)
 	close func() error
 	clk   *fakeclock.Clock
 }
@@ -54,17 +55,11 @@ func newEnv(t testing.TB) *env {
 	return envOf(t, db, clk)
 }
 
-func envOf[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](t testing.TB, db ratestore.Store[L, B], clk *fakeclock.Clock) *env {
-	return &env{t: t, clk: clk, close: db.Close, make: func(name string, s strategies.Strategy) (ratestore.StoreLimiter, error) {
-		l, err := db.Limiter(name, s)
-		if err != nil {
-			return nil, err
-		}
-		return l, nil
-	}}
+func envOf(t testing.TB, db backend.Store, clk *fakeclock.Clock) *env {
+	return &env{t: t, clk: clk, close: db.Close, make: db.Handle}
 }
 
-func (e *env) limiter(name string, s strategies.Strategy) ratestore.StoreLimiter {
+func (e *env) limiter(name string, s strategies.Strategy) backend.Limiter {
 	e.t.Helper()
 	l, err := e.make(name, s)
 	require.NoError(e.t, err)
@@ -72,7 +67,7 @@ func (e *env) limiter(name string, s strategies.Strategy) ratestore.StoreLimiter
 }
 
 // remaining is what l has left for key, by Peek.
-func remaining(t testing.TB, l ratestore.StoreLimiter, key string) int64 {
+func remaining(t testing.TB, l backend.Limiter, key string) int64 {
 	t.Helper()
 	r, err := l.Peek(ctx, key)
 	require.NoError(t, err)

@@ -177,7 +177,7 @@ func (s *Store) Admit(ctx context.Context, secret string, req Request) (*Admissi
 	e.mu.Lock()
 	c.lockTeam(e.rec.team)
 	e.mu.Unlock()
-	err = s.eng.update(ctx, c.locks(), c.admit)
+	err = s.update(ctx, c.locks(), c.admit)
 	if err != nil && c.a == nil {
 		return nil, err
 	}
@@ -194,14 +194,14 @@ func (s *Store) admit(c *call, b batch) (*Admission, error) {
 	if err := s.refresh(b, e); err != nil {
 		return nil, err
 	}
-	if e.rec.gone || c.hash != e.rec.hash && !e.previous(c.hash, b.now()) {
+	if e.rec.gone || c.hash != e.rec.hash && !e.previous(c.hash, b.Now().UnixNano()) {
 		return nil, &Denial{Reason: "unknown", RetryAfter: -1, err: ErrNotFound}
 	}
 	// Before the checks, which count it; it stands even if they refuse.
 	if err := s.mergePending(c.ctx, b, e); err != nil {
 		return nil, err
 	}
-	now := b.now()
+	now := b.Now().UnixNano()
 	lim, err := e.admits(c.ctx, b, req, now)
 	if err != nil {
 		return nil, err
@@ -329,7 +329,7 @@ func checks(ctx context.Context, b batch, id, team string, pol *policy, req Requ
 		return deny("model", fmt.Sprintf("model %q", req.Model), -1, ErrModel)
 	}
 	if max := pol.pub.MaxConcurrent; max > 0 {
-		r, err := b.PeekN(ctx, pol.inflight, id, 1)
+		r, err := b.PeekN(pol.inflight, id, 1)
 		if err != nil {
 			return Limits{}, fmt.Errorf("keystore: %s: requests in flight: %w", id, err)
 		}
@@ -339,7 +339,7 @@ func checks(ctx context.Context, b batch, id, team string, pol *policy, req Requ
 			return deny("concurrency", fmt.Sprintf("%d requests in flight", max), r.RetryAfter, ErrLimited)
 		}
 	}
-	res, i, err := pol.peek(ctx, b, id, req.Reserve)
+	res, i, err := pol.peek(b, id, req.Reserve)
 	if err != nil {
 		return Limits{}, err
 	}
@@ -350,7 +350,7 @@ func checks(ctx context.Context, b batch, id, team string, pol *policy, req Requ
 		lim.Tokens, lim.HasTokens = res, true
 	}
 	for i, l := range pol.budgets {
-		r, err := b.PeekN(ctx, l, id, int64(req.Cost))
+		r, err := b.PeekN(l, id, int64(req.Cost))
 		if err != nil {
 			return Limits{}, fmt.Errorf("keystore: %s: budget: %w", id, err)
 		}
@@ -362,7 +362,7 @@ func checks(ctx context.Context, b batch, id, team string, pol *policy, req Requ
 		}
 	}
 	if pol.rate != nil {
-		r, err := b.PeekN(ctx, pol.rate, id, 1)
+		r, err := b.PeekN(pol.rate, id, 1)
 		if err != nil {
 			return Limits{}, fmt.Errorf("keystore: %s: request rate: %w", id, err)
 		}
@@ -424,7 +424,7 @@ func (a *Admission) finish(ctx context.Context, tokens int64, cost pricing.USD, 
 	}
 	// The key's values are those its Admit read and stored, as a rule:
 	// on a shared store, none is read again, and the commit checks them.
-	err := a.s.eng.updateCached(ctx, c.locks(), c.finish)
+	err := a.s.updateCached(ctx, c.locks(), c.finish)
 	if errors.Is(err, ratestore.ErrConflict) && !errors.Is(err, ratestore.ErrUncertain) {
 		// Another process changed them since: nothing was stored. What the
 		// batch did in memory is undone (the key's record is read again),
@@ -435,7 +435,7 @@ func (a *Admission) finish(ctx context.Context, tokens int64, cost pricing.USD, 
 		if rec != nil {
 			rec.Discard()
 		}
-		err = a.s.eng.update(ctx, c.locks(), c.finish)
+		err = a.s.update(ctx, c.locks(), c.finish)
 	}
 	return c.u, err
 }
@@ -455,7 +455,7 @@ func (a *Admission) finishIn(c *call, b batch) error {
 		a.finished = true
 		return notFound(e.id)
 	}
-	now := b.now()
+	now := b.Now().UnixNano()
 	if err := c.settle(b, now); err != nil {
 		return err
 	}

@@ -12,18 +12,19 @@ import (
 // call is one Admit, Finish or Usage as it passes through the engine, and
 // the state of the functions the engine calls back.
 //
-// The engine is an interface (engine.go), and whatever is passed to an
-// interface's method escapes to the heap: a closure made per request would
+// The backend is an interface (backend.Store), and whatever is passed to
+// an interface's method escapes to the heap: a closure made per request would
 // be allocated per request, with every variable it captures, and so would
 // the slice of its locks. A call holds its callbacks, bound once when the
 // pool makes it, beside the fields they read and write, and calls are
 // reused: passing them to the engine allocates nothing.
 type call struct {
-	s     *Store
-	ctx   context.Context
-	e     *entry
-	lock  [2]string // the locks of its batches: the key's id, and its team's
-	nlock int
+	s      *Store
+	ctx    context.Context
+	direct direct // reads outside a batch, bounded by ctx
+	e      *entry
+	lock   [2]string // the locks of its batches: the key's id, and its team's
+	nlock  int
 
 	req    Request
 	hash   [sha256.Size]byte // Admit's: the hash of the secret it was given
@@ -98,7 +99,7 @@ func newCall() *call {
 // newCall returns a call of s on e, bounded by ctx, from the pool.
 func (s *Store) newCall(ctx context.Context, e *entry) *call {
 	c := calls.Get().(*call)
-	c.s, c.ctx, c.e, c.nlock, c.t, c.k, c.res, c.legacy = s, ctx, e, 0, nil, Key{}, strategies.Result{}, false
+	c.s, c.ctx, c.direct, c.e, c.nlock, c.t, c.k, c.res, c.legacy = s, ctx, direct{ctx}, e, 0, nil, Key{}, strategies.Result{}, false
 	if e != nil {
 		c.lock[0], c.nlock = e.id, 1
 	}
@@ -117,7 +118,7 @@ func (c *call) lockTeam(id string) {
 
 // free returns c to the pool, holding nothing of the request it served.
 func (c *call) free() {
-	c.s, c.ctx, c.e, c.lock, c.nlock = nil, nil, nil, [2]string{}, 0
+	c.s, c.ctx, c.direct, c.e, c.lock, c.nlock = nil, nil, direct{}, nil, [2]string{}, 0
 	c.req, c.hash, c.a, c.tokens, c.cost, c.u, c.rec = Request{}, [sha256.Size]byte{}, nil, 0, 0, Usage{}, nil
 	c.rw, c.now, c.n, c.wu = strategies.RollingWindow{}, 0, 0, nil
 	c.bud, c.delta, c.bu, c.moved = Budget{}, 0, nil, 0

@@ -18,7 +18,7 @@
 // the limiter key. So Check is a Peek of each window, an in-memory decision
 // whose cost does not depend on the usage history (at most Window/Bucket
 // buckets live); RecordUsage, Admit and Finish are engine calls made
-// together in one ratestore.Batch, so they join the engine's group commit:
+// together in one backend.Batch, so they join the engine's group commit:
 // in Sync mode they return once on disk, sharing one fsync with every
 // concurrent caller; in Async mode at once. A key's record (name, policy,
 // lifetime tokens, last use) is written in the same commit as the usage
@@ -56,7 +56,7 @@
 //
 // Open on a redisstore.DB keeps the same records and states in Redis, for
 // gateways that run several instances. The Store's code is the same: it is
-// written once against the backend contract (ratestore.Store), and what
+// written once against the backend contract (backend.Store), and what
 // differs is behind the contract's methods (Reread, Update's locks,
 // Prefetch), which do nothing on a ratestore.DB. Each process still holds the
 // keys in memory, but another may change them: a call reads the key's
@@ -69,7 +69,7 @@
 // writer without the lock. On Redis, an Admit is two round trips (the
 // lock, taken with one read of the key's record and states and its
 // team's, and the commit); a Finish is one, its commit, deciding on the
-// values the Admit left in this process (ratestore.Store.UpdateCached):
+// values the Admit left in this process (backend.Store.UpdateCached):
 // when another process changed them in between, the commit stores
 // nothing, the Finish takes back what it did in memory (the Recorder's
 // Discard) and runs again under the locks, as an Admit does. Check,
@@ -154,7 +154,7 @@
 // (to the second; in cents to 1/1024), so that a request
 // moves its key in them now and then rather than every time. Where
 // processes share the keys, every change of a record is announced in the
-// batch that makes it (ratestore.StoreBatch.Announce), and a page first
+// batch that makes it (backend.Batch.Announce), and a page first
 // reads the changes since its Store last did and those records again
 // (feed.go): never the whole keyspace, but after a gap in the feed.
 //
@@ -189,7 +189,7 @@
 //
 // # Storage layout
 //
-// The key store's records (ratestore.Batch.Put) use three prefixes of the
+// The key store's records (backend.Batch.Put) use three prefixes of the
 // database's keyspace; the usage windows are engine states under the
 // limiter names above:
 //

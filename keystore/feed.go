@@ -10,7 +10,7 @@ import (
 )
 
 // Where other processes change the keys (Open on a redisstore.DB), a
-// Store learns of their changes from a feed (ratestore.Store.Changes):
+// Store learns of their changes from a feed (backend.Store.Changes):
 // every batch that changes a key's or a team's record announces its id
 // under feedTopic (Batch.Announce), and a call that answers from the
 // Store's memory (a page, List, the keys of a team) first reads the
@@ -63,7 +63,7 @@ func (s *Store) catchUp(ctx context.Context) error {
 	s.feed.mu.Lock()
 	defer s.feed.mu.Unlock()
 	for range feedRounds {
-		msgs, next, err := s.eng.changes(ctx, feedTopic, s.feed.pos, feedBatch)
+		msgs, next, err := s.db.Changes(ctx, feedTopic, s.feed.pos, feedBatch)
 		if errors.Is(err, ratestore.ErrGap) {
 			return s.resync(ctx)
 		}
@@ -105,7 +105,7 @@ func (s *Store) rereadChanged(ctx context.Context, msgs [][]byte) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	vals, err := s.eng.reread(ctx, keys)
+	vals, err := s.db.Reread(ctx, keys)
 	if err != nil {
 		return fmt.Errorf("keystore: reading what other processes changed: %w", err)
 	}
@@ -197,7 +197,7 @@ func (s *Store) teamChanged(id string, v []byte) error {
 // takes the feed's position first, so that what changes while it reads is
 // read again by the next catchUp. The caller holds s.feed.mu.
 func (s *Store) resync(ctx context.Context) error {
-	_, pos, err := s.eng.changes(ctx, feedTopic, "", 1)
+	_, pos, err := s.db.Changes(ctx, feedTopic, "", 1)
 	if err != nil {
 		return fmt.Errorf("keystore: reading the changes of other processes: %w", err)
 	}
@@ -215,7 +215,7 @@ func (s *Store) resync(ctx context.Context) error {
 // stored now (see resync).
 func (s *Store) syncTeams(ctx context.Context) error {
 	stored := map[string]bool{}
-	err := s.eng.rereadPrefix(ctx, []byte(teamPrefix), func(k, v []byte) error {
+	err := s.db.RereadPrefix(ctx, []byte(teamPrefix), func(k, v []byte) error {
 		id := string(k[len(teamPrefix):])
 		stored[id] = true
 		return s.teamChanged(id, v)

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/badger"
 	"github.com/ratestore/ratestore/internal/fakeclock"
 	"github.com/ratestore/ratestore/internal/redistest"
@@ -134,30 +135,24 @@ type store struct {
 	get     func(key []byte) ([]byte, error)
 	scan    func(prefix []byte, fn func(k, v []byte) error) error
 	put     func(key, value []byte) error // nil value: delete
-	limiter func(name string, s strategies.Strategy) (ratestore.StoreLimiter, error)
+	limiter func(name string, s strategies.Strategy) (backend.Limiter, error)
 }
 
-func storeOf[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore.Store[L, B]) store {
+func storeOf(db backend.Store) store {
 	return store{
 		open:  func(o keystore.Options) (*keystore.Store, error) { return keystore.Open(db, o) },
 		close: db.Close,
 		get:   func(key []byte) ([]byte, error) { return db.Get(ctx, key) },
 		scan:  func(p []byte, fn func(k, v []byte) error) error { return db.Scan(ctx, p, fn) },
 		put: func(key, value []byte) error {
-			return db.Update(ctx, nil, func(b B) error {
+			return db.Update(ctx, nil, func(b backend.Batch) error {
 				if value == nil {
 					return b.Delete(key)
 				}
 				return b.Put(key, value)
 			})
 		},
-		limiter: func(name string, s strategies.Strategy) (ratestore.StoreLimiter, error) {
-			l, err := db.Limiter(name, s)
-			if err != nil {
-				return nil, err
-			}
-			return l, nil
-		},
+		limiter: db.Handle,
 	}
 }
 

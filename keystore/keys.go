@@ -33,7 +33,7 @@ func (s *Store) Create(ctx context.Context, spec Spec) (Key, string, error) {
 	rec.hash = hashSecret(secret)
 	rec.createdAt, rec.hasCreated = s.now(), true
 	var k Key
-	err = s.eng.update(ctx, []string{hashLock(rec.hash)}, func(b batch) error {
+	err = s.update(ctx, []string{hashLock(rec.hash)}, func(b batch) error {
 		e, err := s.add(b, "", rec, false)
 		if err == nil {
 			k = e.key()
@@ -324,7 +324,7 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	return s.eng.update(ctx, []string{id}, func(b batch) error {
+	return s.update(ctx, []string{id}, func(b batch) error {
 		return s.deleteIn(b, id, keys)
 	})
 }
@@ -340,7 +340,7 @@ func (s *Store) keysToDelete(ctx context.Context, id string) ([][]byte, error) {
 	s.mu.RUnlock()
 	keys := [][]byte{recordKey(id), legacyKey(id)}
 	if bad {
-		err := s.eng.scan(ctx, []byte(hashPrefix), func(k, v []byte) error {
+		err := s.db.Scan(ctx, []byte(hashPrefix), func(k, v []byte) error {
 			if string(v) == id {
 				keys = append(keys, slices.Clone(k))
 			}
@@ -488,9 +488,9 @@ func (s *Store) Check(ctx context.Context, secret string) (Key, strategies.Resul
 // reads; otherwise directly.
 func (s *Store) read(c *call, inBatch func(batch) error, in func(*call, reader) error) error {
 	if s.shared {
-		return s.eng.update(c.ctx, nil, inBatch)
+		return s.update(c.ctx, nil, inBatch)
 	}
-	return in(c, direct{})
+	return in(c, &c.direct)
 }
 
 // checkIn is Check of c's key read through r (see read). It sets c.k and
@@ -518,7 +518,7 @@ func (s *Store) checkIn(c *call, r reader) error {
 	}
 	r, err := s.unwritten(c.ctx, e, r)
 	if err == nil {
-		c.res, _, err = e.rec.pol.peek(c.ctx, r, e.id, 0)
+		c.res, _, err = e.rec.pol.peek(r, e.id, 0)
 	}
 	if err != nil {
 		c.k = Key{}
@@ -623,13 +623,13 @@ func (s *Store) usageFor(c *call, r reader, id string, pol *policy) error {
 	if len(pol.windows) > 0 {
 		c.u.Windows = make([]WindowUsage, len(pol.windows))
 	}
-	if err := r.Inspect(c.ctx, pol.inflight, id, c.inflight); err != nil {
+	if err := r.Inspect(pol.inflight, id, c.inflight); err != nil {
 		return fmt.Errorf("keystore: %s: requests in flight: %w", id, err)
 	}
 	for i, w := range pol.pub.Windows {
 		c.wu, c.rw = &c.u.Windows[i], w.strategy()
 		*c.wu = WindowUsage{Window: w.Window, Bucket: w.Bucket, Limit: w.Limit}
-		if err := r.Inspect(c.ctx, pol.windows[i], id, c.usage); err != nil {
+		if err := r.Inspect(pol.windows[i], id, c.usage); err != nil {
 			return fmt.Errorf("keystore: %s: usage: %w", id, err)
 		}
 	}
@@ -639,7 +639,7 @@ func (s *Store) usageFor(c *call, r reader, id string, pol *policy) error {
 	}
 	for i, b := range pol.pub.Budgets {
 		c.bud, c.bu = b, &c.u.Budgets[i]
-		if err := r.Inspect(c.ctx, pol.budgets[i], id, c.budgetUsage); err != nil {
+		if err := r.Inspect(pol.budgets[i], id, c.budgetUsage); err != nil {
 			return fmt.Errorf("keystore: %s: budget: %w", id, err)
 		}
 	}
@@ -695,7 +695,7 @@ func (s *Store) change(ctx context.Context, id string, fn func(b batch, e *entry
 	if err != nil {
 		return err
 	}
-	return s.eng.update(ctx, []string{id}, func(b batch) error {
+	return s.update(ctx, []string{id}, func(b batch) error {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		if err := s.refresh(b, e); err != nil {
@@ -707,7 +707,7 @@ func (s *Store) change(ctx context.Context, id string, fn func(b batch, e *entry
 		if err := s.mergePending(ctx, b, e); err != nil {
 			return err
 		}
-		now := b.now()
+		now := b.Now().UnixNano()
 		ed, err := fn(b, e, now)
 		if err != nil || ed == unchanged {
 			return err

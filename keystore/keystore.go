@@ -8,12 +8,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/pricing"
 	"github.com/ratestore/ratestore/strategies"
 )
@@ -162,7 +162,7 @@ var (
 
 // Store is the key store of one database. It is safe for concurrent use.
 type Store struct {
-	eng      engine
+	db       backend.Store
 	shared   bool    // other processes change the store (Redis): reads are batches, one round trip each
 	readOnly bool    // the database is open read-only: nothing is written (see unwritten)
 	opts     Options // with the defaults applied
@@ -223,7 +223,7 @@ type storeKey struct{}
 // reported, with ErrCorrupt, by every call naming its key. On a DB opened
 // read-only, nothing is written, by Open or later: see the package doc.
 //
-// db is any backend meeting the backend contract (ratestore.Store): a
+// db is any backend meeting the backend contract (backend.Store): a
 // *ratestore.DB, or a *redisstore.DB, where every process that opens the
 // key store shares its keys, their windows, request rates, requests in
 // flight and reservations. Each process holds the keys in memory, and
@@ -233,23 +233,17 @@ type storeKey struct{}
 // Admit, a Finish, an update) is one Update holding a lock of the key
 // against the other processes' changes: the checks of an Admit and what it
 // takes are one decision across all of them.
-func Open[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore.Store[L, B], opts Options) (*Store, error) {
-	if v := reflect.ValueOf(db); !v.IsValid() || v.Kind() == reflect.Pointer && v.IsNil() {
+func Open(db backend.Store, opts Options) (*Store, error) {
+	if db == nil {
 		return nil, fmt.Errorf("keystore: open: nil database: %w", ErrInvalid)
 	}
-	return attach(db.Attach, newBackend(db), opts)
-}
-
-// attach returns the Store of the database whose Attach method is
-// attachTo, opening it on eng the first time (see Open).
-func attach(attachTo func(any, func() (any, error)) (any, error), eng engine, opts Options) (*Store, error) {
 	o, err := withDefaults(opts)
 	if err != nil {
 		return nil, err
 	}
-	v, err := attachTo(storeKey{}, func() (any, error) { return openIndexed(eng, o) })
+	v, err := db.Attach(storeKey{}, func() (any, error) { return openIndexed(db, o) })
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("keystore: open: %w", err)
 	}
 	s := v.(*Store)
 	if s.opts != o && opts != (Options{}) {
@@ -258,16 +252,16 @@ func attach(attachTo func(any, func() (any, error)) (any, error), eng engine, op
 	return s, nil
 }
 
-// openIndexed opens the key store of eng (open) and indexes it. Where
+// openIndexed opens the key store of db (open) and indexes it. Where
 // other processes change the keys, it first notes the position of their
 // feed of changes, so that a change made while the keys load is read
 // again by the first page (see catchUp) rather than missed.
-func openIndexed(eng engine, o Options) (*Store, error) {
-	_, pos, err := eng.changes(context.Background(), feedTopic, "", 1)
+func openIndexed(db backend.Store, o Options) (*Store, error) {
+	_, pos, err := db.Changes(context.Background(), feedTopic, "", 1)
 	if err != nil {
 		return nil, fmt.Errorf("keystore: open: %w", err)
 	}
-	s, err := open(eng, o)
+	s, err := open(db, o)
 	if err != nil {
 		return nil, err
 	}
@@ -298,7 +292,6 @@ func withDefaults(o Options) (Options, error) {
 }
 
 // now reads the DB's clock, in Unix nanoseconds.
-func (s *Store) now() int64 { return s.eng.now() }
 
 // find returns the entry of key id: on a shared engine, read from it when
 // another process created the key.
@@ -328,7 +321,7 @@ func (s *Store) bySecret(ctx context.Context, h [sha256.Size]byte) (*entry, erro
 		return e, nil
 	}
 	// A key another process created since this Store loaded its keys.
-	ids, err := s.eng.reread(ctx, [][]byte{hashKey(h)})
+	ids, err := s.db.Reread(ctx, [][]byte{hashKey(h)})
 	if err != nil {
 		return nil, fmt.Errorf("keystore: authenticate: %w", err)
 	}
@@ -342,7 +335,7 @@ func (s *Store) bySecret(ctx context.Context, h [sha256.Size]byte) (*entry, erro
 	if anyCorrupt {
 		// The key may be one whose record cannot be read: the stored index
 		// of hashes still names it.
-		id, err := s.eng.get(ctx, hashKey(h))
+		id, err := s.db.Get(ctx, hashKey(h))
 		if err != nil {
 			return nil, fmt.Errorf("keystore: authenticate: %w", err)
 		}

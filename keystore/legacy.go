@@ -124,7 +124,7 @@ func (s *Store) importFresh(ctx context.Context, fresh []int, recs []record, win
 		taken[ids[i]] = true
 	}
 	s.mu.RUnlock()
-	err := s.eng.update(ctx, nil, func(b batch) error {
+	err := s.update(ctx, nil, func(b batch) error {
 		for _, i := range fresh {
 			if len(windows[i]) > 0 {
 				if err := b.Put(legacyKey(ids[i]), appendLegacy(nil, windows[i])); err != nil {
@@ -135,7 +135,7 @@ func (s *Store) importFresh(ctx context.Context, fresh []int, recs []record, win
 		return nil
 	})
 	if err == nil {
-		err = s.eng.flush(ctx)
+		err = s.db.Flush(ctx)
 	}
 	if err != nil {
 		return err
@@ -144,7 +144,7 @@ func (s *Store) importFresh(ctx context.Context, fresh []int, recs []record, win
 	for _, i := range fresh {
 		locks = append(locks, hashLock(recs[i].hash))
 	}
-	return s.eng.update(ctx, locks, func(b batch) error {
+	return s.update(ctx, locks, func(b batch) error {
 		for _, i := range fresh {
 			e, err := s.add(b, ids[i], recs[i], len(windows[i]) > 0)
 			if err != nil {
@@ -225,10 +225,10 @@ func (s *Store) settle(ctx context.Context, e *entry) error {
 	if s.readOnly {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		_, err := s.unwritten(ctx, e, direct{})
+		_, err := s.unwritten(ctx, e, &direct{ctx})
 		return err
 	}
-	return s.eng.update(ctx, []string{e.id}, func(b batch) error {
+	return s.update(ctx, []string{e.id}, func(b batch) error {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		if err := s.refresh(b, e); err != nil {
@@ -322,7 +322,7 @@ func (s *Store) unwritten(ctx context.Context, e *entry, r reader) (reader, erro
 	if !s.readOnly || !e.rec.v1 && !e.rec.legacy {
 		return r, nil
 	}
-	get := func(key []byte) ([]byte, error) { return s.eng.get(ctx, key) }
+	get := func(key []byte) ([]byte, error) { return s.db.Get(ctx, key) }
 	u := unwritten{reader: r, pol: e.rec.pol}
 	if e.rec.v1 {
 		v, err := get(recordKey(e.id))
@@ -346,12 +346,12 @@ func (s *Store) unwritten(ctx context.Context, e *entry, r reader) (reader, erro
 
 // Inspect calls fn with the state of a token window as a write would have
 // left it.
-func (u unwritten) Inspect(ctx context.Context, l limiter, key string, fn func(st strategies.State, now int64) error) error {
+func (u unwritten) Inspect(l limiter, key string, fn func(st strategies.State, now int64) error) error {
 	i := slices.Index(u.pol.windows, l)
 	if i < 0 {
-		return u.reader.Inspect(ctx, l, key, fn)
+		return u.reader.Inspect(l, key, fn)
 	}
-	return u.reader.Inspect(ctx, l, key, func(st strategies.State, now int64) error {
+	return u.reader.Inspect(l, key, func(st strategies.State, now int64) error {
 		st, err := u.state(i, st, now)
 		if err != nil {
 			return err
@@ -362,12 +362,12 @@ func (u unwritten) Inspect(ctx context.Context, l limiter, key string, fn func(s
 
 // PeekN decides, changing nothing, on the state of a token window as a
 // write would have left it.
-func (u unwritten) PeekN(ctx context.Context, l limiter, key string, n int64) (r strategies.Result, err error) {
+func (u unwritten) PeekN(l limiter, key string, n int64) (r strategies.Result, err error) {
 	i := slices.Index(u.pol.windows, l)
 	if i < 0 {
-		return u.reader.PeekN(ctx, l, key, n)
+		return u.reader.PeekN(l, key, n)
 	}
-	err = u.Inspect(ctx, l, key, func(st strategies.State, now int64) (err error) {
+	err = u.Inspect(l, key, func(st strategies.State, now int64) (err error) {
 		r, err = u.pol.pub.Windows[i].strategy().Prepare().Decide(st, strategies.Call{Now: now, N: n, DryRun: true})
 		return err
 	})

@@ -5,13 +5,14 @@ import (
 	"crypto/sha256"
 	"fmt"
 
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/strategies"
 )
 
 // open loads the key store of db into memory (see Open).
-func open(eng engine, o Options) (*Store, error) {
+func open(db backend.Store, o Options) (*Store, error) {
 	s := &Store{
-		eng:     eng,
+		db:      db,
 		opts:    o,
 		usage:   Window{Window: o.UsageWindow, Bucket: o.UsageBucket},
 		byID:    make(map[string]*entry),
@@ -20,17 +21,41 @@ func open(eng engine, o Options) (*Store, error) {
 		teams:   make(map[string]*team),
 		lease:   strategies.SlidingLog{Window: o.LeaseTTL},
 	}
-	s.readOnly = eng.readOnly()
+	// A DB opened read-only says so; a backend that has no read-only
+	// mode (Redis) has no such method.
+	if ro, ok := db.(interface{ ReadOnly() bool }); ok {
+		s.readOnly = ro.ReadOnly()
+	}
 	ctx := context.Background()
 	// Reread answers for the keys of a shared store, and nothing for one
-	// only this process changes (see ratestore.Store).
-	shared, err := eng.reread(ctx, [][]byte{recordKey("")})
+	// only this process changes (see backend.Store).
+	shared, err := db.Reread(ctx, [][]byte{recordKey("")})
 	if err != nil {
 		return nil, err
 	}
 	s.shared = len(shared) > 0
+	v1, err := s.loadKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("keystore: open: loading the keys: %w", err)
+	}
+	if err := s.loadTeams(ctx); err != nil {
+		return nil, fmt.Errorf("keystore: open: loading the teams: %w", err)
+	}
+	if s.readOnly {
+		s.upgradeInMemory(v1)
+		return s, nil
+	}
+	if err := s.upgrade(ctx, v1); err != nil {
+		return nil, fmt.Errorf("keystore: open: rewriting version 1 records: %w", err)
+	}
+	return s, nil
+}
+
+// loadKeys reads every key's record into s, noting those it cannot decode
+// in s.corrupt, and returns the keys of version 1 records, to upgrade.
+func (s *Store) loadKeys(ctx context.Context) ([]upgrade, error) {
 	var v1 []upgrade
-	err = eng.scan(ctx, []byte(recordPrefix), func(k, v []byte) error {
+	err := s.db.Scan(ctx, []byte(recordPrefix), func(k, v []byte) error {
 		id := string(k[len(recordPrefix):])
 		e, window, err := s.load(id, v)
 		if err != nil {
@@ -48,10 +73,13 @@ func open(eng engine, o Options) (*Store, error) {
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("keystore: open: loading the keys: %w", err)
-	}
-	err = eng.scan(ctx, []byte(teamPrefix), func(k, v []byte) error {
+	return v1, err
+}
+
+// loadTeams reads every team's record into s, noting those it cannot
+// decode in s.corrupt.
+func (s *Store) loadTeams(ctx context.Context) error {
+	return s.db.Scan(ctx, []byte(teamPrefix), func(k, v []byte) error {
 		id := string(k[len(teamPrefix):])
 		t, err := s.loadTeam(id, v)
 		if err != nil {
@@ -61,17 +89,6 @@ func open(eng engine, o Options) (*Store, error) {
 		s.teams[id] = t
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("keystore: open: loading the teams: %w", err)
-	}
-	if s.readOnly {
-		s.upgradeInMemory(v1)
-		return s, nil
-	}
-	if err := s.upgrade(ctx, v1); err != nil {
-		return nil, fmt.Errorf("keystore: open: rewriting version 1 records: %w", err)
-	}
-	return s, nil
 }
 
 // load decodes the record of id into an entry. For a version 1 record it
@@ -121,7 +138,7 @@ func (s *Store) upgrade(ctx context.Context, ups []upgrade) error {
 	if len(ups) == 0 {
 		return nil
 	}
-	err := s.eng.update(ctx, nil, func(b batch) error {
+	err := s.update(ctx, nil, func(b batch) error {
 		for _, u := range ups {
 			if len(u.window) == 0 {
 				continue
@@ -138,7 +155,7 @@ func (s *Store) upgrade(ctx context.Context, ups []upgrade) error {
 	if err != nil {
 		return err
 	}
-	return s.eng.update(ctx, nil, func(b batch) error {
+	return s.update(ctx, nil, func(b batch) error {
 		for _, u := range ups {
 			if !u.e.rec.gone {
 				if err := b.Put(recordKey(u.e.id), u.e.rec.encode()); err != nil {

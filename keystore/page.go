@@ -420,10 +420,10 @@ func (s *Store) keyUsages(ctx context.Context, es []*entry) ([]KeyUsage, error) 
 	defer c.free()
 	var out []KeyUsage
 	if !s.shared {
-		err := s.readKeys(c, direct{}, es, nil, &out)
+		err := s.readKeys(c, &c.direct, es, nil, &out)
 		return out, err
 	}
-	err := s.eng.update(ctx, nil, func(b batch) error {
+	err := s.update(ctx, nil, func(b batch) error {
 		recs := make([][]byte, len(es))
 		for i, e := range es {
 			e.mu.Lock()
@@ -503,7 +503,7 @@ func (s *Store) settleAll(ctx context.Context, es []*entry) error {
 	if len(pending) == 0 {
 		return nil
 	}
-	return s.eng.update(ctx, ids, func(b batch) error {
+	return s.update(ctx, ids, func(b batch) error {
 		for _, e := range pending {
 			e.mu.Lock()
 			err := b.Prefetch(e.records(), e.id, e.rec.pol.all...)

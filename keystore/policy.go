@@ -1,7 +1,6 @@
 package keystore
 
 import (
-	"context"
 	"fmt"
 	"path"
 	"slices"
@@ -78,14 +77,14 @@ func (s *Store) policy(op string, p Policy) (*policy, error) {
 	}
 	pol := &policy{pub: p, enc: enc, windows: make([]limiter, len(p.Windows))}
 	for i, w := range p.Windows {
-		if pol.windows[i], err = s.eng.limiter(windowName(w.Window), w.strategy()); err != nil {
+		if pol.windows[i], err = s.db.Handle(windowName(w.Window), w.strategy()); err != nil {
 			return nil, fmt.Errorf("keystore: %s: Policy.Windows[%d]: %w", op, i, err)
 		}
 	}
 	if p.RequestsPerMinute > 0 {
 		w := rateWindow
 		w.Limit = p.RequestsPerMinute
-		if pol.rate, err = s.eng.limiter(rateName, w.strategy()); err != nil {
+		if pol.rate, err = s.db.Handle(rateName, w.strategy()); err != nil {
 			return nil, fmt.Errorf("keystore: %s: Policy.RequestsPerMinute: %w", op, err)
 		}
 	}
@@ -93,11 +92,11 @@ func (s *Store) policy(op string, p Policy) (*policy, error) {
 	if lease.Limit = int64(p.MaxConcurrent); lease.Limit == 0 {
 		lease.Limit = MaxMaxConcurrent
 	}
-	if pol.inflight, err = s.eng.limiter(inflightName, lease); err != nil {
+	if pol.inflight, err = s.db.Handle(inflightName, lease); err != nil {
 		return nil, fmt.Errorf("keystore: %s: Policy.MaxConcurrent: %w", op, err)
 	}
 	for i, b := range p.Budgets {
-		l, err := s.eng.limiter(b.name(), b.strategy())
+		l, err := s.db.Handle(b.name(), b.strategy())
 		if err != nil {
 			return nil, fmt.Errorf("keystore: %s: Policy.Budgets[%d]: %w", op, i, err)
 		}
@@ -297,10 +296,10 @@ var unlimited = strategies.Result{Allowed: true}
 // peek asks every token window of key id whether n more tokens fit,
 // changing nothing, and returns the binding answer (see bind) and the
 // index of the binding window: unlimited and -1 when pol has none.
-func (pol *policy) peek(ctx context.Context, rd reader, id string, n int64) (strategies.Result, int, error) {
+func (pol *policy) peek(rd reader, id string, n int64) (strategies.Result, int, error) {
 	res, binding := unlimited, -1
 	for i, l := range pol.windows {
-		r, err := rd.PeekN(ctx, l, id, n)
+		r, err := rd.PeekN(l, id, n)
 		if err != nil {
 			return strategies.Result{}, -1, fmt.Errorf("keystore: key %s: %w", id, err)
 		}

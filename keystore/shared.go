@@ -74,7 +74,7 @@ func (s *Store) fresh(ctx context.Context, e *entry) error {
 	if !s.shared {
 		return nil // as in refresh; Authenticate runs this on every request
 	}
-	vals, err := s.eng.reread(ctx, [][]byte{recordKey(e.id)})
+	vals, err := s.db.Reread(ctx, [][]byte{recordKey(e.id)})
 	if err != nil {
 		return fmt.Errorf("keystore: key %s: reading its record: %w", e.id, err)
 	}
@@ -129,7 +129,7 @@ func (s *Store) reload(e *entry, v []byte) error {
 // keys (Reread): a key another process created since this Store loaded
 // its keys.
 func (s *Store) lookup(ctx context.Context, id string) (*entry, error) {
-	vals, err := s.eng.reread(ctx, [][]byte{recordKey(id)})
+	vals, err := s.db.Reread(ctx, [][]byte{recordKey(id)})
 	if err != nil {
 		return nil, fmt.Errorf("keystore: key %s: reading its record: %w", id, err)
 	}
@@ -177,7 +177,7 @@ func (s *Store) syncKeys(ctx context.Context) error {
 	for i, id := range ids {
 		keys[i] = recordKey(id) // a corrupt key's too
 	}
-	vals, err := s.eng.reread(ctx, keys)
+	vals, err := s.db.Reread(ctx, keys)
 	if err != nil {
 		return fmt.Errorf("keystore: reading the keys: %w", err)
 	}
@@ -186,7 +186,7 @@ func (s *Store) syncKeys(ctx context.Context) error {
 			return err
 		}
 	}
-	err = s.eng.rereadPrefix(ctx, []byte(recordPrefix), func(k, v []byte) error {
+	err = s.db.RereadPrefix(ctx, []byte(recordPrefix), func(k, v []byte) error {
 		return s.keyChanged(string(k[len(recordPrefix):]), v)
 	})
 	if err != nil {

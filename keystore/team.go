@@ -112,7 +112,7 @@ func (s *Store) CreateTeam(ctx context.Context, spec TeamSpec) (Team, error) {
 	}
 	t := &team{id: newTeamID(), name: spec.Name, pol: pol, created: s.now()}
 	t.key = teamKey(t.id)
-	err = s.eng.update(ctx, []string{t.id}, func(b batch) error {
+	err = s.update(ctx, []string{t.id}, func(b batch) error {
 		if err := b.Put(t.key, t.encode()); err != nil {
 			return err
 		}
@@ -148,7 +148,7 @@ func (s *Store) findTeam(ctx context.Context, id string) (*team, error) {
 	t := s.teams[id]
 	s.mu.RUnlock()
 	if t == nil && validTeamID(id) {
-		vals, err := s.eng.reread(ctx, [][]byte{teamKey(id)})
+		vals, err := s.db.Reread(ctx, [][]byte{teamKey(id)})
 		if err != nil {
 			return nil, fmt.Errorf("keystore: team %s: %w", id, err)
 		}
@@ -270,7 +270,7 @@ func (s *Store) UpdateTeam(ctx context.Context, id string, fn func(*TeamSpec) er
 		return Team{}, err
 	}
 	var out Team
-	err = s.eng.update(ctx, []string{id}, func(b batch) error {
+	err = s.update(ctx, []string{id}, func(b batch) error {
 		t.mu.Lock()
 		defer t.mu.Unlock()
 		if err := s.refreshTeam(b, t); err != nil {
@@ -331,7 +331,7 @@ func (s *Store) DeleteTeam(ctx context.Context, id string) error {
 		}
 		return e
 	}
-	return s.eng.update(ctx, []string{id}, func(b batch) error {
+	return s.update(ctx, []string{id}, func(b batch) error {
 		t.mu.Lock()
 		defer t.mu.Unlock()
 		if err := t.pol.reset(b, id); err != nil {

@@ -152,10 +152,10 @@ func (s *Store) teamUsages(ctx context.Context, ts []*team, counts []int) ([]Tea
 	defer c.free()
 	var out []TeamUsage
 	if !s.shared {
-		err := s.readTeams(c, direct{}, ts, counts, nil, &out)
+		err := s.readTeams(c, &c.direct, ts, counts, nil, &out)
 		return out, err
 	}
-	err := s.eng.update(ctx, nil, func(b batch) error {
+	err := s.update(ctx, nil, func(b batch) error {
 		recs := make([][]byte, len(ts))
 		for i, t := range ts {
 			t.mu.Lock()

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/internal/fakeclock"
 	"github.com/ratestore/ratestore/internal/redistest"
 	"github.com/ratestore/ratestore/ledger"
@@ -111,7 +112,7 @@ func adminQueries(b *testing.B, led *ledger.Ledger, n *reads, end time.Time) {
 func copyRecords(b *testing.B, db *ratestore.DB, rdb *redisstore.DB) int {
 	var keys, vals [][]byte
 	flush := func() {
-		err := rdb.Update(ctx, nil, func(bt *redisstore.Batch) error {
+		err := rdb.Update(ctx, nil, func(bt backend.Batch) error {
 			for i := range keys {
 				if err := bt.Put(keys[i], vals[i]); err != nil {
 					return err

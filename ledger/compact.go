@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"slices"
+
+	"github.com/ratestore/ratestore/backend"
 )
 
 // Compact rewrites the chunks of every sealed span as one block per day,
@@ -49,7 +51,7 @@ func (l *Ledger) compact(ctx context.Context, first uint32, d day) error {
 	prefix = prefix[:len(prefix)-spanHex-1] // the hex digits the span's seqs share
 	var items []item
 	var singles [][]byte
-	err := l.st.scan(ctx, prefix, func(k, v []byte) error {
+	err := l.db.Scan(ctx, prefix, func(k, v []byte) error {
 		_, seq, kind, ok := entryKey(k)
 		if !ok {
 			return nil
@@ -65,7 +67,7 @@ func (l *Ledger) compact(ctx context.Context, first uint32, d day) error {
 	slices.SortStableFunc(items, func(a, b item) int { return int(int64(a.seq) - int64(b.seq)) })
 	items = slices.CompactFunc(items, func(a, b item) bool { return a.seq == b.seq })
 	block := encodeBlock(first, items)
-	return l.st.update(ctx, nil, func(w batch) error {
+	return l.db.Update(ctx, nil, func(w backend.Batch) error {
 		if err := w.Put(appendSeq(bytes.Clone(prefix[:len(prefix)-(8-spanHex)]), first, 'b'), block); err != nil {
 			return err
 		}
@@ -114,9 +116,9 @@ func (l *Ledger) DropExpired(ctx context.Context) error {
 	if l.opts.ReadOnly {
 		return ErrReadOnly
 	}
-	last := dayOf(l.st.now()) - day(l.keep) // the newest day to drop
+	last := dayOf(l.db.Now()) - day(l.keep) // the newest day to drop
 	var days []day
-	err := l.st.scan(ctx, []byte(dayPrefix), func(k, _ []byte) error {
+	err := l.db.Scan(ctx, []byte(dayPrefix), func(k, _ []byte) error {
 		d, ok := parseDay(string(k[len(dayPrefix):]))
 		if ok && d > last {
 			return errStop
@@ -140,7 +142,7 @@ func (l *Ledger) DropExpired(ctx context.Context) error {
 // dropDay deletes the entries of day d, then its mark.
 func (l *Ledger) dropDay(ctx context.Context, d day) error {
 	var keys [][]byte
-	err := l.st.scan(ctx, appendKey(nil, entryPrefix, d, ""), func(k, _ []byte) error {
+	err := l.db.Scan(ctx, appendKey(nil, entryPrefix, d, ""), func(k, _ []byte) error {
 		keys = append(keys, bytes.Clone(k))
 		return nil
 	})
@@ -149,7 +151,7 @@ func (l *Ledger) dropDay(ctx context.Context, d day) error {
 	}
 	keys = append(keys, appendKey(nil, dayPrefix, d))
 	for chunk := range slices.Chunk(keys, 512) {
-		err := l.st.update(ctx, nil, func(w batch) error {
+		err := l.db.Update(ctx, nil, func(w backend.Batch) error {
 			for _, k := range chunk {
 				if err := w.Delete(k); err != nil {
 					return err

@@ -4,7 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 
-	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 )
 
 // reads counts what a ledger reads of its store: the scans of each
@@ -34,47 +34,47 @@ func (r *reads) reset() {
 }
 
 // counted is a store whose reads are counted in n.
-type counted[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]] struct {
-	ratestore.Store[L, B]
+type counted struct {
+	backend.Store
 	n *reads
 }
 
 // count returns db, its reads counted in n when n is not nil.
-func count[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore.Store[L, B], n *reads) ratestore.Store[L, B] {
+func count(db backend.Store, n *reads) backend.Store {
 	if n == nil {
 		return db
 	}
-	return counted[L, B]{db, n}
+	return counted{db, n}
 }
 
-func (c counted[L, B]) each(fn func(k, v []byte) error) func(k, v []byte) error {
+func (c counted) each(fn func(k, v []byte) error) func(k, v []byte) error {
 	return func(k, v []byte) error {
 		c.n.records.Add(1)
 		return fn(k, v)
 	}
 }
 
-func (c counted[L, B]) Scan(ctx context.Context, prefix []byte, fn func(k, v []byte) error) error {
+func (c counted) Scan(ctx context.Context, prefix []byte, fn func(k, v []byte) error) error {
 	c.n.scan(prefix)
 	return c.Store.Scan(ctx, prefix, c.each(fn))
 }
 
-func (c counted[L, B]) ScanFrom(ctx context.Context, prefix, start []byte, fn func(k, v []byte) error) error {
+func (c counted) ScanFrom(ctx context.Context, prefix, start []byte, fn func(k, v []byte) error) error {
 	c.n.scan(prefix)
 	return c.Store.ScanFrom(ctx, prefix, start, c.each(fn))
 }
 
-func (c counted[L, B]) Update(ctx context.Context, locks []string, fn func(B) error) error {
+func (c counted) Update(ctx context.Context, locks []string, fn func(backend.Batch) error) error {
 	c.n.updates.Add(1)
 	return c.Store.Update(ctx, locks, fn)
 }
 
-func (c counted[L, B]) Get(ctx context.Context, key []byte) ([]byte, error) {
+func (c counted) Get(ctx context.Context, key []byte) ([]byte, error) {
 	c.n.records.Add(1)
 	return c.Store.Get(ctx, key)
 }
 
-func (c counted[L, B]) Reread(ctx context.Context, keys [][]byte) ([][]byte, error) {
+func (c counted) Reread(ctx context.Context, keys [][]byte) ([][]byte, error) {
 	vals, err := c.Store.Reread(ctx, keys)
 	c.n.records.Add(int64(len(vals)))
 	return vals, err

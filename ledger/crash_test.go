@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/badger"
 	"github.com/ratestore/ratestore/internal/fakeclock"
 	"github.com/ratestore/ratestore/internal/redistest"
@@ -67,7 +68,7 @@ func crashOpen(where, backend string) (*keystore.Store, *ledger.Ledger, func() e
 	return crashStores(db)
 }
 
-func crashStores[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore.Store[L, B]) (*keystore.Store, *ledger.Ledger, func() error, error) {
+func crashStores(db backend.Store) (*keystore.Store, *ledger.Ledger, func() error, error) {
 	ks, err := keystore.Open(db, keystore.Options{})
 	if err != nil {
 		db.Close()

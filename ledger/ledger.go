@@ -7,11 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"reflect"
 	"sync"
 	"time"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 )
 
 // DefaultRetention is how long entries are kept when Options.Retention
@@ -56,7 +56,7 @@ type Options struct {
 // its own entries, written in the same batches. Queries add the writers
 // up.
 type Ledger struct {
-	st     store
+	db     backend.Store
 	opts   Options
 	log    *slog.Logger
 	writer string // 16 hex digits
@@ -94,8 +94,8 @@ type Ledger struct {
 // Ledger is used. Open it once per database and process: two Ledgers of
 // one process on one database write as two writers, which is correct
 // but doubles the rollups.
-func Open[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore.Store[L, B], opts Options) (*Ledger, error) {
-	if v := reflect.ValueOf(db); !v.IsValid() || v.Kind() == reflect.Pointer && v.IsNil() {
+func Open(db backend.Store, opts Options) (*Ledger, error) {
+	if db == nil {
 		return nil, fmt.Errorf("ledger: open: nil database: %w", ErrInvalid)
 	}
 	if opts.Retention < 0 {
@@ -113,7 +113,7 @@ func Open[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore.Stor
 	var id [8]byte
 	rand.Read(id[:])
 	l := &Ledger{
-		st: backend[L, B]{db}, opts: opts, log: opts.Log, writer: hex.EncodeToString(id[:]),
+		db: db, opts: opts, log: opts.Log, writer: hex.EncodeToString(id[:]),
 		keep:    int((opts.Retention + 24*time.Hour - 1) / (24 * time.Hour)),
 		rollups: make(map[rollupID]*rollup), refusals: make(map[refusalID]int64),
 		wake: make(chan struct{}, 1), refusing: make(chan struct{}, 1),

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/badger"
 	"github.com/ratestore/ratestore/internal/fakeclock"
 	"github.com/ratestore/ratestore/internal/redistest"
@@ -101,7 +102,7 @@ func (e *env) open(opts ledger.Options) {
 	bind(e, count(db, e.reads), opts)
 }
 
-func bind[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](e *env, db ratestore.Store[L, B], opts ledger.Options) {
+func bind(e *env, db backend.Store, opts ledger.Options) {
 	if opts.After == nil && e.clock != nil {
 		opts.After = e.clock.After
 	}
@@ -113,7 +114,7 @@ func bind[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](e *env, db ratest
 	e.recordWith = func(l *ledger.Ledger, en ledger.Entry) ledger.Entry {
 		n, err := l.Note(en)
 		require.NoError(e.t, err)
-		err = db.Update(ctx, []string{en.Key}, func(b B) error { return n.Record(b, b.Now()) })
+		err = db.Update(ctx, []string{en.Key}, func(b backend.Batch) error { return n.Record(b, b.Now()) })
 		n.Done(err)
 		require.NoError(e.t, err)
 		return n.Entry()
@@ -126,7 +127,7 @@ func bind[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](e *env, db ratest
 	}
 	e.recordAll = func(es []ledger.Entry, at []time.Time) []ledger.Entry {
 		notes := make([]*ledger.Note, len(es))
-		err := db.Update(ctx, nil, func(b B) error {
+		err := db.Update(ctx, nil, func(b backend.Batch) error {
 			for i, en := range es {
 				n, err := led.Note(en)
 				if err != nil {
@@ -153,8 +154,8 @@ func bind[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](e *env, db ratest
 	e.hide = func(prefix string) func() {
 		var ks, vs [][]byte
 		e.scan(prefix, func(k, v []byte) { ks, vs = append(ks, bytes.Clone(k)), append(vs, bytes.Clone(v)) })
-		each := func(fn func(b B, i int) error) {
-			require.NoError(e.t, db.Update(ctx, nil, func(b B) error {
+		each := func(fn func(b backend.Batch, i int) error) {
+			require.NoError(e.t, db.Update(ctx, nil, func(b backend.Batch) error {
 				for i := range ks {
 					if err := fn(b, i); err != nil {
 						return err
@@ -163,11 +164,11 @@ func bind[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](e *env, db ratest
 				return nil
 			}))
 		}
-		each(func(b B, i int) error { return b.Delete(ks[i]) })
-		return func() { each(func(b B, i int) error { return b.Put(ks[i], vs[i]) }) }
+		each(func(b backend.Batch, i int) error { return b.Delete(ks[i]) })
+		return func() { each(func(b backend.Batch, i int) error { return b.Put(ks[i], vs[i]) }) }
 	}
 	e.put = func(k, v []byte) {
-		require.NoError(e.t, db.Update(ctx, nil, func(b B) error { return b.Put(k, v) }))
+		require.NoError(e.t, db.Update(ctx, nil, func(b backend.Batch) error { return b.Put(k, v) }))
 	}
 	e.closeDB = func() error {
 		if err := led.Close(ctx); err != nil {

@@ -8,6 +8,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/ratestore/ratestore/backend"
 )
 
 // A month summary is a writer's day summaries of one UTC month added up:
@@ -111,7 +113,7 @@ func (l *Ledger) summarizeMonth(ctx context.Context, m month) error {
 		return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(a.team, b.team), cmp.Compare(a.model, b.model))
 	})
 	byKey := sumModels(byModel)
-	return l.st.update(ctx, nil, func(w batch) error {
+	return l.db.Update(ctx, nil, func(w backend.Batch) error {
 		if err := l.putSummary(w, m.appendKey(nil, monthModelSummaryPrefix, l.writer), byModel); err != nil {
 			return err
 		}
@@ -123,7 +125,7 @@ func (l *Ledger) summarizeMonth(ctx context.Context, m month) error {
 // its summary, or its stored key rollups when it wrote none.
 func (l *Ledger) daySummary(ctx context.Context, d day) ([]summary, error) {
 	var rows []summary
-	err := l.st.scan(ctx, appendKey(nil, modelSummaryPrefix, d, l.writer, ""), func(_, v []byte) error {
+	err := l.db.Scan(ctx, appendKey(nil, modelSummaryPrefix, d, l.writer, ""), func(_, v []byte) error {
 		return decodeSummary(v, func(key, team, model []byte, t *Totals) {
 			rows = append(rows, summary{key: decodeString(key), team: decodeString(team), model: decodeString(model), Totals: *t})
 		})
@@ -156,7 +158,7 @@ func (l *Ledger) spendOfMonth(ctx context.Context, a *aggregator, m month) (map[
 	at := m.first().time().Unix()
 	start := m.appendKey(nil, prefix, "")
 	done := map[string]bool{}
-	err := l.st.scan(ctx, start, func(k, v []byte) error {
+	err := l.db.Scan(ctx, start, func(k, v []byte) error {
 		w, _, ok := bytes.Cut(k[len(start):], []byte{'/'})
 		if !ok || len(w) != 16 {
 			return fmt.Errorf("%w: month summary key %q", errCorrupt, k)

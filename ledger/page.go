@@ -174,7 +174,7 @@ func (l *Ledger) selectDay(ctx context.Context, d day, sel *selection) error {
 		if len(sel.top) > sel.q.Limit && rec.last < sel.top[0].ms {
 			return nil
 		}
-		v, err := l.st.get(ctx, rec.key)
+		v, err := l.db.Get(ctx, rec.key)
 		if err != nil {
 			return err
 		}
@@ -337,7 +337,7 @@ func (l *Ledger) page(ctx context.Context, sel *selection) (Page, error) {
 	in := newInterner()
 	for ri, seqs := range want {
 		rec := sel.recs[ri]
-		v, err := l.st.get(ctx, rec.key)
+		v, err := l.db.Get(ctx, rec.key)
 		if err != nil {
 			return Page{}, err
 		}

@@ -18,7 +18,7 @@ import (
 func (l *Ledger) scanDay(ctx context.Context, d day, fn func(writer string, seq uint32, kind byte, k, v []byte) error) error {
 	var writer string
 	var covered uint32 // the current writer's seqs below are in a block read
-	return l.st.scan(ctx, appendKey(nil, entryPrefix, d, ""), func(k, v []byte) error {
+	return l.db.Scan(ctx, appendKey(nil, entryPrefix, d, ""), func(k, v []byte) error {
 		w, seq, kind, ok := entryKey(k)
 		if !ok {
 			return fmt.Errorf("%w: entry key %q", errCorrupt, k)
@@ -62,13 +62,13 @@ func (l *Ledger) dayEntries(ctx context.Context, d day, f filter, fn func(writer
 // whatever the range, so that a query never walks day by day through
 // empty time.
 func (l *Ledger) entryDays(ctx context.Context, first, last day, desc bool) ([]day, error) {
-	today := dayOf(l.st.now())
+	today := dayOf(l.db.Now())
 	first, last = max(first, today-day(l.keep)), min(last, today+1)
 	var marks [][]byte
 	for d := first; d <= last; d++ {
 		marks = append(marks, appendKey(nil, dayPrefix, d))
 	}
-	vals, err := l.st.getAll(ctx, marks)
+	vals, err := getAll(ctx, l.db, marks)
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +163,7 @@ func (l *Ledger) retentionStart(now time.Time) time.Time {
 // the retention and at most a day past now, so that what a query reads is
 // bounded by the retention's days, whatever it asks.
 func (l *Ledger) normalizeRequests(q RequestQuery) (RequestQuery, *position, error) {
-	now := l.st.now()
+	now := l.db.Now()
 	start := l.retentionStart(now)
 	if q.To.IsZero() {
 		q.To = now.Add(time.Millisecond)

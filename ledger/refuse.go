@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/internal/sat"
 )
 
@@ -52,7 +53,7 @@ func (l *Ledger) Refused(ctx context.Context, r Refusal) error {
 	if l.opts.ReadOnly {
 		return ErrReadOnly
 	}
-	id := refusalID{dayOf(l.st.now()), r.Key, r.Team, bounded(r.Model), bounded(r.Reason)}
+	id := refusalID{dayOf(l.db.Now()), r.Key, r.Team, bounded(r.Model), bounded(r.Reason)}
 	l.mu.Lock()
 	_, known := l.refusals[id]
 	full := !known && len(l.refusals) >= maxRefusals
@@ -97,7 +98,7 @@ func (l *Ledger) Flush(ctx context.Context) error {
 	}
 	slices.Sort(locks)
 	var applied int
-	err := l.st.update(ctx, slices.Compact(locks), func(w batch) error {
+	err := l.db.Update(ctx, slices.Compact(locks), func(w backend.Batch) error {
 		for _, c := range counts {
 			if err := l.preload(w, c.d, c.key, c.team); err != nil {
 				return err

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/internal/fakeclock"
 	"github.com/ratestore/ratestore/ledger"
 	"github.com/ratestore/ratestore/pricing"
@@ -76,7 +77,7 @@ func scaleDB(b *testing.B, sc scale) (string, time.Time) {
 	r := rand.New(rand.NewPCG(1, 1))
 	step := scaleDays * 24 * time.Hour / time.Duration(n)
 	for i := 0; i < n; i += 10_000 {
-		err := db.Update(ctx, nil, func(bt *ratestore.Batch) error {
+		err := db.Update(ctx, nil, func(bt backend.Batch) error {
 			for range min(n-i, 10_000) {
 				note, err := led.Note(scaleEntry(r, sc.keys))
 				if err != nil {

@@ -83,7 +83,7 @@ func (l *Ledger) normalizeSpend(q SpendQuery) (SpendQuery, error) {
 	if seen[ByHour] {
 		unit = time.Hour
 	}
-	now := l.st.now()
+	now := l.db.Now()
 	if q.To.IsZero() {
 		q.To = now.Add(time.Nanosecond) // now included
 	}
@@ -188,7 +188,7 @@ func (l *Ledger) rollupsOf(ctx context.Context, prefix, name string, ds []day, w
 			recs, at = append(recs, appendKey(nil, prefix, d, name, w)), append(at, d)
 		}
 	}
-	vals, err = l.st.getAll(ctx, recs)
+	vals, err = getAll(ctx, l.db, recs)
 	return recs, vals, at, err
 }
 
@@ -196,7 +196,7 @@ func (l *Ledger) rollupsOf(ctx context.Context, prefix, name string, ds []day, w
 // any, reading their marks from the first day's on.
 func (l *Ledger) writers(ctx context.Context, first, last day) (map[day][]string, error) {
 	ws := make(map[day][]string)
-	err := l.st.scanFrom(ctx, []byte(writerPrefix), appendKey(nil, writerPrefix, first), func(k, _ []byte) error {
+	err := l.db.ScanFrom(ctx, []byte(writerPrefix), appendKey(nil, writerPrefix, first), func(k, _ []byte) error {
 		rest := string(k[len(writerPrefix):])
 		ds, w, ok := strings.Cut(rest, "/")
 		d, dok := parseDay(ds)
@@ -259,7 +259,7 @@ func (l *Ledger) spendOfDay(ctx context.Context, a *aggregator, d day, ws []stri
 	if byModel(a.q) {
 		prefix = modelSummaryPrefix
 	}
-	err := l.st.scan(ctx, appendKey(nil, prefix, d, ""), func(k, v []byte) error {
+	err := l.db.Scan(ctx, appendKey(nil, prefix, d, ""), func(k, v []byte) error {
 		w, ok := summaryWriter(k)
 		if !ok {
 			return fmt.Errorf("%w: summary key %q", errCorrupt, k)
@@ -273,7 +273,7 @@ func (l *Ledger) spendOfDay(ctx context.Context, a *aggregator, d day, ws []stri
 	if err != nil || len(summarized) == left {
 		return err
 	}
-	return l.st.scan(ctx, appendKey(nil, keyPrefix, d, ""), func(k, v []byte) error {
+	return l.db.Scan(ctx, appendKey(nil, keyPrefix, d, ""), func(k, v []byte) error {
 		name, ok := rollupName(k, keyPrefix)
 		if !ok {
 			return fmt.Errorf("%w: rollup key %q", errCorrupt, k)

@@ -5,19 +5,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 )
-
-// store is the backend a Ledger keeps its records in, through the
-// backend contract (ratestore.Store).
-type store interface {
-	now() time.Time
-	get(ctx context.Context, key []byte) ([]byte, error)
-	getAll(ctx context.Context, keys [][]byte) ([][]byte, error)
-	scan(ctx context.Context, prefix []byte, fn func(key, value []byte) error) error
-	scanFrom(ctx context.Context, prefix, start []byte, fn func(key, value []byte) error) error
-	update(ctx context.Context, locks []string, fn func(w batch) error) error
-}
 
 // batch is the part of a backend's batch the ledger writes with.
 type batch interface {
@@ -26,43 +15,21 @@ type batch interface {
 	Delete(key []byte) error
 }
 
-type backend[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]] struct {
-	db ratestore.Store[L, B]
-}
-
-func (s backend[L, B]) now() time.Time { return s.db.Now() }
-
-func (s backend[L, B]) get(ctx context.Context, key []byte) ([]byte, error) {
-	return s.db.Get(ctx, key)
-}
-
-// getAll returns the values of keys (nil: none), in their order: on a
-// shared store in round trips of a thousand (Reread), on a DB by a Get
+// getAll returns the values of keys in db (nil: none), in their order: on
+// a shared store in round trips of a thousand (Reread), on a DB by a Get
 // each, which costs a B-tree's descent and no I/O of its own.
-func (s backend[L, B]) getAll(ctx context.Context, keys [][]byte) ([][]byte, error) {
-	vals, err := s.db.Reread(ctx, keys)
+func getAll(ctx context.Context, db backend.Store, keys [][]byte) ([][]byte, error) {
+	vals, err := db.Reread(ctx, keys)
 	if err != nil || len(vals) == len(keys) {
 		return vals, err
 	}
 	vals = make([][]byte, len(keys))
 	for i, k := range keys {
-		if vals[i], err = s.db.Get(ctx, k); err != nil {
+		if vals[i], err = db.Get(ctx, k); err != nil {
 			return nil, err
 		}
 	}
 	return vals, nil
-}
-
-func (s backend[L, B]) scanFrom(ctx context.Context, prefix, start []byte, fn func(key, value []byte) error) error {
-	return s.db.ScanFrom(ctx, prefix, start, fn)
-}
-
-func (s backend[L, B]) scan(ctx context.Context, prefix []byte, fn func(key, value []byte) error) error {
-	return s.db.Scan(ctx, prefix, fn)
-}
-
-func (s backend[L, B]) update(ctx context.Context, locks []string, fn func(w batch) error) error {
-	return s.db.Update(ctx, locks, func(b B) error { return fn(b) })
 }
 
 // The prefixes of the entries' records and the rollups'. The package doc

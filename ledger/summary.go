@@ -9,6 +9,8 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+
+	"github.com/ratestore/ratestore/backend"
 )
 
 // A summary is a writer's (day, key) rollups of one closed day in a few
@@ -70,7 +72,7 @@ func (l *Ledger) summarizeDay(ctx context.Context, d day) error {
 	}
 	byKey := sumModels(byModel)
 	total := appendDayTotal(nil, totalOf(byModel))
-	return l.st.update(ctx, nil, func(w batch) error {
+	return l.db.Update(ctx, nil, func(w backend.Batch) error {
 		if err := l.putSummary(w, appendKey(nil, modelSummaryPrefix, d, l.writer), byModel); err != nil {
 			return err
 		}
@@ -135,7 +137,7 @@ func (l *Ledger) summaryRows(d day) []summary {
 func (l *Ledger) storedRows(ctx context.Context, d day) ([]summary, error) {
 	var rows []summary
 	prefix := appendKey(nil, keyPrefix, d, "")
-	err := l.st.scan(ctx, prefix, func(k, v []byte) error {
+	err := l.db.Scan(ctx, prefix, func(k, v []byte) error {
 		key, writer, ok := bytes.Cut(k[len(prefix):], []byte{'/'})
 		if !ok || string(writer) != l.writer {
 			return nil

@@ -228,7 +228,7 @@ func (l *Ledger) addTotals(ctx context.Context, a *aggregator, p *totalPlan, dws
 			recs[i] = appendKey(nil, teamPrefix, dw.d, p.team, dw.w)
 		}
 	}
-	vals, err := l.st.getAll(ctx, recs)
+	vals, err := getAll(ctx, l.db, recs)
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +242,7 @@ func (l *Ledger) addTotals(ctx context.Context, a *aggregator, p *totalPlan, dws
 			reads = append(reads, appendKey(nil, p.prefix, dws[i].d, p.names[j], dws[i].w))
 		}
 	}
-	rollups, err := l.st.getAll(ctx, reads)
+	rollups, err := getAll(ctx, l.db, reads)
 	if err != nil {
 		return nil, err
 	}

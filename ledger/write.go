@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/internal/sat"
 	"github.com/ratestore/ratestore/keystore"
 )
@@ -350,7 +351,7 @@ func (l *Ledger) rollup(id rollupID) (*rollup, error) {
 	}
 	r := &rollup{}
 	if id.d < l.w.evicted {
-		v, err := l.st.get(context.Background(), id.key(l.writer))
+		v, err := l.db.Get(context.Background(), id.key(l.writer))
 		if err == nil {
 			r, err = decodeRows(v)
 		}
@@ -421,7 +422,7 @@ func (l *Ledger) Add(ctx context.Context, e Entry) error {
 	if e.Team != "" {
 		locks = append(locks, e.Team)
 	}
-	err = l.st.update(ctx, locks, func(w batch) error { return n.Record(w, l.st.now()) })
+	err = l.db.Update(ctx, locks, func(w backend.Batch) error { return n.Record(w, l.db.Now()) })
 	n.Done(err)
 	return err
 }

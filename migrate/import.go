@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/internal/text"
 	"github.com/ratestore/ratestore/keystore"
 )
 
 // ImportLegacyFile loads the legacy key file at path into db: all of it, in
 // one commit, or nothing. See ImportLegacy.
-func ImportLegacyFile[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](ctx context.Context, db ratestore.Store[L, B], path string) (Report, error) {
+func ImportLegacyFile(ctx context.Context, db backend.Store, path string) (Report, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return Report{}, fmt.Errorf("migrate: open legacy file: %w", err)
@@ -53,7 +54,7 @@ func ImportLegacyFile[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](ctx c
 // failed write, which the engine retries at its next commit) may leave the
 // import committed, or committed later; importing the file again then
 // skips the keys already there.
-func ImportLegacy[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](ctx context.Context, db ratestore.Store[L, B], r io.Reader) (Report, error) {
+func ImportLegacy(ctx context.Context, db backend.Store, r io.Reader) (Report, error) {
 	return importLegacy(ctx, func() (*keystore.Store, error) { return keyStore(db) }, r)
 }
 
@@ -128,7 +129,7 @@ func CheckLegacy(r io.Reader) (Report, error) {
 // keyStore returns the key store of db: the one Store of db that every
 // caller shares (keystore.Open attaches it to db), opened with the default
 // options, so that legacy keys get the legacy window of 5 hours.
-func keyStore[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore.Store[L, B]) (*keystore.Store, error) {
+func keyStore(db backend.Store) (*keystore.Store, error) {
 	ks, err := keystore.Open(db, keystore.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("opening the key store: %w", err)

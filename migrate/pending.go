@@ -6,12 +6,13 @@ import (
 	"fmt"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/keystore"
 )
 
 // Pending counts the imported keys whose legacy usage windows are not
 // merged into their token window yet.
-func Pending[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](ctx context.Context, db ratestore.Store[L, B]) (int, error) {
+func Pending(ctx context.Context, db backend.Store) (int, error) {
 	ks, err := keyStore(db)
 	if err != nil {
 		return 0, fmt.Errorf("migrate: pending: %w", err)
@@ -39,7 +40,7 @@ func Pending[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](ctx context.Co
 // When ctx is cancelled, MigrateAll stops before the next key and returns
 // ctx.Err(); calling it again migrates the rest. An error migrating a key
 // (a corrupt record) stops it with an error naming that key.
-func MigrateAll[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](ctx context.Context, db ratestore.Store[L, B], progress func(done, total int)) error {
+func MigrateAll(ctx context.Context, db backend.Store, progress func(done, total int)) error {
 	ks, err := keyStore(db)
 	if err != nil {
 		return fmt.Errorf("migrate: migrate all: %w", err)

@@ -24,4 +24,4 @@ import "github.com/ratestore/ratestore/internal/errs"
 // ErrInvalid is wrapped by every error that refuses a value: a price file,
 // an entry or a field in it, a USD amount. Match it with errors.Is; the
 // message names what was refused.
-var ErrInvalid = errs.Invalid
+var ErrInvalid = errs.ErrInvalid

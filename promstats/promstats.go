@@ -75,7 +75,7 @@ func New(db Source, labels prometheus.Labels) *Collector {
 // Of is New for any store: a Collector of its statistics when it is a
 // Source, and otherwise one that collects nothing (a store whose figures
 // live elsewhere, such as Redis). Programs written once against the
-// backend contract (ratestore.Store) use it.
+// backend contract (backend.Store) use it.
 func Of(store any, labels prometheus.Labels) *Collector {
 	src, _ := store.(Source)
 	return New(src, labels)

@@ -9,16 +9,16 @@ import (
 	"slices"
 	"time"
 
-	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/strategies"
 )
 
-// ErrConflict is ratestore.ErrConflict: matched by an Update that did not
+// ErrConflict is backend.ErrConflict: matched by an Update that did not
 // commit because a value it read was changed meanwhile by a writer that
 // did not hold its locks (or after they had expired), and by an
 // UpdateCached whose values this DB last saw had changed: nothing of the
 // batch was stored, and the caller may run it again.
-var ErrConflict = ratestore.ErrConflict
+var ErrConflict = backend.ErrConflict
 
 // DefaultLockTTL is how long the locks of an Update last if their holder
 // never releases them (a crashed process).
@@ -53,31 +53,31 @@ const DefaultLockTTL = 5 * time.Second
 // are stored atomically, and those of different tags in one round trip
 // but not as one step. When the commit of one tag fails with ErrConflict,
 // those of the others may have been stored, and the error matches
-// ratestore.ErrUncertain too.
-func (db *DB) Update(ctx context.Context, locks []string, fn func(*Batch) error) error {
+// backend.ErrUncertain too.
+func (db *DB) Update(ctx context.Context, locks []string, fn func(backend.Batch) error) error {
 	return db.update(ctx, locks, fn, false)
 }
 
 // UpdateCached is Update on the values this DB last stored or read under
-// locks (see ratestore.Store.UpdateCached): a value it holds, and has not
+// locks (see backend.Store.UpdateCached): a value it holds, and has not
 // seen expire, is decided on with no read, and checked by the commit,
 // which fails with ErrConflict, storing nothing, when it has changed. Only
 // the values it does not hold are read, as Update reads them. A batch that
 // finds every value it uses costs one round trip, its commit; the key
 // store's Finish after an Admit in this process does.
-func (db *DB) UpdateCached(ctx context.Context, locks []string, fn func(*Batch) error) error {
+func (db *DB) UpdateCached(ctx context.Context, locks []string, fn func(backend.Batch) error) error {
 	return db.update(ctx, locks, fn, true)
 }
 
 // update is Update, deciding on the cache's values when cached is set.
-func (db *DB) update(ctx context.Context, locks []string, fn func(*Batch) error, cached bool) error {
+func (db *DB) update(ctx context.Context, locks []string, fn func(backend.Batch) error, cached bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if db.closed.Load() {
 		return ErrClosed
 	}
-	b := &Batch{db: db, ctx: ctx, now: db.now().UnixNano(), cached: cached, vals: map[string]string{}, read: map[string]string{}}
+	b := &batch{db: db, ctx: ctx, now: db.now().UnixNano(), cached: cached, vals: map[string]string{}, read: map[string]string{}}
 	if len(locks) > 0 {
 		keys := make([]string, 0, len(locks))
 		for _, l := range locks {
@@ -91,7 +91,7 @@ func (db *DB) update(ctx context.Context, locks []string, fn func(*Batch) error,
 	}
 	err := fn(b)
 	cerr := b.commit()
-	if cerr == nil || errors.Is(cerr, ratestore.ErrUncertain) {
+	if cerr == nil || errors.Is(cerr, backend.ErrUncertain) {
 		b.announce() // the changes are stored, or may be: tell the readers
 	}
 	if cerr != nil {
@@ -100,10 +100,10 @@ func (db *DB) update(ctx context.Context, locks []string, fn func(*Batch) error,
 	return err
 }
 
-// A Batch is the changes of one Update, made on values read from Redis
-// once each and kept until the commit stores them all. Its methods are
-// those of a ratestore.Batch, on redisstore's limiters.
-type Batch struct {
+// A batch is the changes of one Update (a DB's backend.Batch), made on
+// values read from Redis once each and kept until the commit stores them
+// all.
+type batch struct {
 	db      *DB
 	ctx     context.Context
 	now     int64
@@ -124,11 +124,11 @@ type Batch struct {
 // Now returns the batch's instant, read from the DB's clock once when
 // Update began: every call of the batch decides at it (or at the instant a
 // state was last stored, if that is later, as a Limiter does).
-func (b *Batch) Now() time.Time { return time.Unix(0, b.now) }
+func (b *batch) Now() time.Time { return time.Unix(0, b.now) }
 
 // value returns the value of the Redis key rk in the batch, reading it,
 // with what Prefetch gathered, on first use.
-func (b *Batch) value(rk string) (string, error) {
+func (b *batch) value(rk string) (string, error) {
 	if v, ok := b.vals[rk]; ok {
 		return v, nil
 	}
@@ -140,7 +140,7 @@ func (b *Batch) value(rk string) (string, error) {
 
 // fetch reads the values of rks the batch has not, in one round trip,
 // taking the batch's locks if it holds them not yet.
-func (b *Batch) fetch(rks []string) error {
+func (b *batch) fetch(rks []string) error {
 	rks = slices.DeleteFunc(slices.Clone(rks), func(rk string) bool {
 		if _, ok := b.vals[rk]; ok {
 			return true
@@ -180,14 +180,14 @@ func (b *Batch) fetch(rks []string) error {
 // for the records at records, and key's state under each of limiters, and
 // what other Prefetch calls gathered. A value the batch has read or
 // written already is left as it is.
-func (b *Batch) Prefetch(records [][]byte, key string, limiters ...ratestore.StoreLimiter) error {
+func (b *batch) Prefetch(records [][]byte, key string, limiters ...backend.Limiter) error {
 	for _, r := range records {
 		b.pending = append(b.pending, b.db.recordKey(r))
 	}
-	for _, sl := range limiters {
-		l, ok := sl.(*Limiter)
-		if !ok || l.db != b.db {
-			return fmt.Errorf("redisstore: prefetch: limiter %q is not one of this DB's: %w", sl.Name(), ratestore.ErrInvalid)
+	for _, bl := range limiters {
+		l, err := b.limiter(bl)
+		if err != nil {
+			return fmt.Errorf("redisstore: prefetch: %w", err)
 		}
 		if err := l.check(b.ctx, key, 0); err != nil {
 			return err
@@ -207,7 +207,7 @@ const exists = "\x00exists"
 
 // set makes v (none: "") the value of rk in the batch, stored with ttl (0:
 // none) by the commit.
-func (b *Batch) set(rk, v string, ttl time.Duration) {
+func (b *batch) set(rk, v string, ttl time.Duration) {
 	if _, ok := b.read[rk]; !ok {
 		b.read[rk] = unread // written blind: the commit does not check it
 	}
@@ -228,23 +228,39 @@ func ms(d time.Duration) int64 {
 	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
+// limiter returns bl as a limiter of the batch's DB.
+func (b *batch) limiter(bl backend.Limiter) (*Limiter, error) {
+	l, ok := bl.(*Limiter)
+	switch {
+	case !ok || l == nil:
+		return nil, fmt.Errorf("redisstore: batch: %T is not a limiter of a redisstore.DB: %w", bl, backend.ErrInvalid)
+	case l.db != b.db:
+		return nil, fmt.Errorf("redisstore: batch: limiter %q belongs to another DB: %w", l.name, backend.ErrInvalid)
+	}
+	return l, nil
+}
+
 // AllowN is Limiter.AllowN in the batch.
-func (b *Batch) AllowN(l *Limiter, key string, n int64) (Result, error) {
+func (b *batch) AllowN(l backend.Limiter, key string, n int64) (Result, error) {
 	return b.call(l, key, strategies.Call{N: n})
 }
 
 // Record is Limiter.Record in the batch.
-func (b *Batch) Record(l *Limiter, key string, n int64) (Result, error) {
+func (b *batch) Record(l backend.Limiter, key string, n int64) (Result, error) {
 	return b.call(l, key, strategies.Call{N: n, Record: true})
 }
 
 // PeekN is Limiter.PeekN in the batch: it sees the batch's changes.
-func (b *Batch) PeekN(l *Limiter, key string, n int64) (Result, error) {
+func (b *batch) PeekN(l backend.Limiter, key string, n int64) (Result, error) {
 	return b.call(l, key, strategies.Call{N: n, DryRun: true})
 }
 
 // call decides c on key's state in the batch.
-func (b *Batch) call(l *Limiter, key string, c strategies.Call) (Result, error) {
+func (b *batch) call(bl backend.Limiter, key string, c strategies.Call) (Result, error) {
+	l, err := b.limiter(bl)
+	if err != nil {
+		return Result{}, err
+	}
 	if err := l.check(b.ctx, key, c.N); err != nil {
 		return Result{}, err
 	}
@@ -264,7 +280,11 @@ func (b *Batch) call(l *Limiter, key string, c strategies.Call) (Result, error) 
 }
 
 // Reset forgets key's state under l, in the batch.
-func (b *Batch) Reset(l *Limiter, key string) error {
+func (b *batch) Reset(bl backend.Limiter, key string) error {
+	l, err := b.limiter(bl)
+	if err != nil {
+		return err
+	}
 	if err := l.check(b.ctx, key, 0); err != nil {
 		return err
 	}
@@ -273,8 +293,12 @@ func (b *Batch) Reset(l *Limiter, key string) error {
 }
 
 // Modify replaces key's state under l by what fn returns, as
-// ratestore.Batch.Modify does, and returns what a Peek says after.
-func (b *Batch) Modify(l *Limiter, key string, fn func(st strategies.State, now int64) (strategies.State, error)) (Result, error) {
+// the embedded DB's batch does, and returns what a Peek says after.
+func (b *batch) Modify(bl backend.Limiter, key string, fn func(st strategies.State, now int64) (strategies.State, error)) (Result, error) {
+	l, err := b.limiter(bl)
+	if err != nil {
+		return Result{}, err
+	}
 	if err := l.check(b.ctx, key, 0); err != nil {
 		return Result{}, err
 	}
@@ -314,7 +338,11 @@ func (b *Batch) Modify(l *Limiter, key string, fn func(st strategies.State, now 
 
 // Inspect calls fn with key's state under l in the batch (a fresh one if
 // it has none) and the batch's instant, as Limiter.Inspect does.
-func (b *Batch) Inspect(l *Limiter, key string, fn func(st strategies.State, now int64) error) error {
+func (b *batch) Inspect(bl backend.Limiter, key string, fn func(st strategies.State, now int64) error) error {
+	l, err := b.limiter(bl)
+	if err != nil {
+		return err
+	}
 	if err := l.check(b.ctx, key, 0); err != nil {
 		return err
 	}
@@ -326,7 +354,7 @@ func (b *Batch) Inspect(l *Limiter, key string, fn func(st strategies.State, now
 }
 
 // Get returns the record at key in the batch (see DB.Get).
-func (b *Batch) Get(key []byte) ([]byte, error) {
+func (b *batch) Get(key []byte) ([]byte, error) {
 	v, err := b.value(b.db.recordKey(key))
 	if err != nil || v == "" {
 		return nil, err
@@ -335,20 +363,20 @@ func (b *Batch) Get(key []byte) ([]byte, error) {
 }
 
 // Put stores value at key in the records, in the batch.
-func (b *Batch) Put(key, value []byte) error {
+func (b *batch) Put(key, value []byte) error {
 	b.setRecord(key, escape(value))
 	return nil
 }
 
 // Delete removes the record at key, in the batch.
-func (b *Batch) Delete(key []byte) error {
+func (b *batch) Delete(key []byte) error {
 	b.setRecord(key, "")
 	return nil
 }
 
 // setRecord makes v (none: "") the value of the record at key in the
 // batch.
-func (b *Batch) setRecord(key []byte, v string) {
+func (b *batch) setRecord(key []byte, v string) {
 	rk := b.db.recordKey(key)
 	if b.recs == nil {
 		b.recs = map[string]string{}
@@ -362,7 +390,7 @@ func (b *Batch) setRecord(key []byte, v string) {
 // Reread returns the value of each record at keys, as the batch reads it:
 // on Redis, which other processes change, every key, read in one round
 // trip for all of them.
-func (b *Batch) Reread(keys [][]byte) ([][]byte, error) {
+func (b *batch) Reread(keys [][]byte) ([][]byte, error) {
 	if err := b.Prefetch(keys, ""); err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/internal/redistest"
 	"github.com/ratestore/ratestore/redisstore"
 	"github.com/ratestore/ratestore/strategies"
@@ -50,7 +51,7 @@ func testUpdateLocked(t *testing.T, url string) {
 		l, err := db.Limiter("w", strategies.FixedWindow{Quotas: []strategies.Quota{{Name: "h", Limit: limit, Window: time.Hour}}})
 		require.NoError(t, err)
 		wg.Go(func() {
-			errs[i] = db.Update(ctx, []string{"k1"}, func(b *redisstore.Batch) error {
+			errs[i] = db.Update(ctx, []string{"k1"}, func(b backend.Batch) error {
 				for _, rec := range []string{"c/k1", "total"} {
 					v, err := b.Get([]byte(rec))
 					if err != nil {
@@ -91,9 +92,9 @@ func TestUpdateConflict(t *testing.T) {
 	db := open(t, srv.URL(), newClock(), redisstore.Options{})
 	raw := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	defer raw.Close()
-	require.NoError(t, db.Update(ctx, nil, func(b *redisstore.Batch) error { return b.Put([]byte("a"), []byte("1")) }))
+	require.NoError(t, db.Update(ctx, nil, func(b backend.Batch) error { return b.Put([]byte("a"), []byte("1")) }))
 
-	err := db.Update(ctx, []string{"x"}, func(b *redisstore.Batch) error {
+	err := db.Update(ctx, []string{"x"}, func(b backend.Batch) error {
 		if _, err := b.Get([]byte("a")); err != nil {
 			return err
 		}
@@ -111,7 +112,7 @@ func TestUpdateConflict(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, v, "nothing of a conflicting batch is stored")
 
-	require.NoError(t, db.Update(ctx, []string{"x"}, func(b *redisstore.Batch) error { return b.Delete([]byte("a")) }))
+	require.NoError(t, db.Update(ctx, []string{"x"}, func(b backend.Batch) error { return b.Delete([]byte("a")) }))
 	v, err = db.Get(ctx, []byte("a"))
 	require.NoError(t, err)
 	require.Nil(t, v)
@@ -129,9 +130,9 @@ func TestUpdateLockOfCrashedHolder(t *testing.T) {
 
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	err := db.Update(short, []string{"k"}, func(*redisstore.Batch) error { return nil })
+	err := db.Update(short, []string{"k"}, func(backend.Batch) error { return nil })
 	require.ErrorIs(t, err, short.Err())
-	require.NoError(t, db.Update(ctx, []string{"k"}, func(b *redisstore.Batch) error { return b.Put([]byte("a"), []byte("1")) }))
+	require.NoError(t, db.Update(ctx, []string{"k"}, func(b backend.Batch) error { return b.Put([]byte("a"), []byte("1")) }))
 }
 
 // TestUpdateFnError: fn's error is returned and, as in a ratestore
@@ -140,7 +141,7 @@ func TestUpdateFnError(t *testing.T) {
 	srv := redistest.Start(t)
 	db := open(t, srv.URL(), newClock(), redisstore.Options{})
 	boom := errors.New("boom")
-	err := db.Update(ctx, []string{"k"}, func(b *redisstore.Batch) error {
+	err := db.Update(ctx, []string{"k"}, func(b backend.Batch) error {
 		require.NoError(t, b.Put([]byte("a"), []byte("1")))
 		return boom
 	})
@@ -156,7 +157,7 @@ func TestScan(t *testing.T) {
 	srv := redistest.Start(t)
 	db := open(t, srv.URL(), newClock(), redisstore.Options{})
 	want := map[string]string{}
-	require.NoError(t, db.Update(ctx, nil, func(b *redisstore.Batch) error {
+	require.NoError(t, db.Update(ctx, nil, func(b backend.Batch) error {
 		for i := range 2500 { // more than one SCAN page
 			k := fmt.Sprintf("k/[*?\\]%d", i)
 			want[k] = strconv.Itoa(i)
@@ -182,7 +183,7 @@ func TestScan(t *testing.T) {
 func TestScanOnCluster(t *testing.T) {
 	db := open(t, redistest.StartCluster(t, 3), newClock(), redisstore.Options{})
 	var keys [][]byte
-	require.NoError(t, db.Update(ctx, nil, func(b *redisstore.Batch) error {
+	require.NoError(t, db.Update(ctx, nil, func(b backend.Batch) error {
 		for i := range 300 {
 			k := []byte(fmt.Sprintf("k/id%03d", i))
 			keys = append(keys, k)
@@ -212,9 +213,9 @@ func TestPrefetch(t *testing.T) {
 	require.NoError(t, err)
 	_, err = l.AllowN(ctx, "k", 2)
 	require.NoError(t, err)
-	require.NoError(t, db.Update(ctx, nil, func(b *redisstore.Batch) error { return b.Put([]byte("a"), []byte("1")) }))
+	require.NoError(t, db.Update(ctx, nil, func(b backend.Batch) error { return b.Put([]byte("a"), []byte("1")) }))
 
-	require.NoError(t, db.Update(ctx, []string{"k"}, func(b *redisstore.Batch) error {
+	require.NoError(t, db.Update(ctx, []string{"k"}, func(b backend.Batch) error {
 		require.NoError(t, b.Put([]byte("b"), []byte("mine")))
 		require.NoError(t, b.Prefetch([][]byte{[]byte("a"), []byte("b"), []byte("none")}, "k", l))
 		for rec, want := range map[string]string{"a": "1", "b": "mine", "none": ""} {

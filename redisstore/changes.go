@@ -7,9 +7,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/ratestore/ratestore/backend"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/ratestore/ratestore"
 )
 
 // A topic's feed of changes (Batch.Announce, DB.Changes) is a Redis
@@ -66,10 +65,10 @@ func (db *DB) feedKey(topic string) string { return db.opts.Prefix + "{" + topic
 type announcement struct{ topic, msg string }
 
 // Announce adds msg to topic's feed with the batch's changes, when its
-// commit stores them (see ratestore.StoreBatch.Announce, and feedLen for
+// commit stores them (see backend.Batch.Announce, and feedLen for
 // a Cluster).
-func (b *Batch) Announce(topic string, msg []byte) error {
-	if err := ratestore.ValidTopic(topic); err != nil {
+func (b *batch) Announce(topic string, msg []byte) error {
+	if err := backend.ValidTopic(topic); err != nil {
 		return err
 	}
 	b.announced = append(b.announced, announcement{topic, string(msg)})
@@ -93,7 +92,7 @@ return 1
 // announce adds the batch's messages to their feeds, on a Cluster, after
 // the commit: in one round trip, and the gaps the DB owes with them. A
 // topic whose messages fail is owed a gap.
-func (b *Batch) announce() {
+func (b *batch) announce() {
 	if !b.db.cluster || len(b.announced) == 0 {
 		return
 	}
@@ -175,22 +174,22 @@ func (db *DB) payGaps(ctx context.Context) {
 }
 
 // Changes returns the messages of topic's feed after position after (see
-// ratestore.Store.Changes). The messages and the Stream's last id are read
+// backend.Store.Changes). The messages and the Stream's last id are read
 // in one step (MULTI); the messages after `after` must be numbered on from
 // it in its epoch, and a number missing is ErrGap (see feedLen).
 func (db *DB) Changes(ctx context.Context, topic, after string, max int) ([][]byte, string, error) {
 	if db.closed.Load() {
 		return nil, "", ErrClosed
 	}
-	if err := ratestore.ValidTopic(topic); err != nil {
+	if err := backend.ValidTopic(topic); err != nil {
 		return nil, "", err
 	}
 	if max < 1 {
-		return nil, "", fmt.Errorf("redisstore: changes: max %d: want at least 1: %w", max, ratestore.ErrInvalid)
+		return nil, "", fmt.Errorf("redisstore: changes: max %d: want at least 1: %w", max, backend.ErrInvalid)
 	}
 	pos, ok := parseID(after)
 	if after != "" && !ok {
-		return nil, "", fmt.Errorf("redisstore: changes of %s: position %.40q is not one Changes returned: %w", topic, after, ratestore.ErrInvalid)
+		return nil, "", fmt.Errorf("redisstore: changes of %s: position %.40q is not one Changes returned: %w", topic, after, backend.ErrInvalid)
 	}
 	ctx, cancel := context.WithTimeout(ctx, db.opts.Timeout)
 	defer cancel()
@@ -216,7 +215,7 @@ func (db *DB) Changes(ctx context.Context, topic, after string, max int) ([][]by
 	}
 	if !ok || len(msgs) == 0 && next != last {
 		return nil, "", fmt.Errorf("redisstore: changes of %s after %s: the feed holds %s next, and %s last: %w",
-			topic, after, firstID(entries), last, ratestore.ErrGap)
+			topic, after, firstID(entries), last, backend.ErrGap)
 	}
 	return msgs, next, nil
 }

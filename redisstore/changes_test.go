@@ -13,13 +13,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/redisstore"
 )
 
 // announce runs a batch that puts the record rec and announces msgs on
 // topic.
 func announce(db *redisstore.DB, topic, rec string, msgs ...string) error {
-	return db.Update(ctx, nil, func(b *redisstore.Batch) error {
+	return db.Update(ctx, nil, func(b backend.Batch) error {
 		for _, m := range msgs {
 			if err := b.Announce(topic, []byte(m)); err != nil {
 				return err
@@ -74,7 +75,7 @@ func TestAnnounceWithTheCommit(t *testing.T) {
 		b := open(t, tg.url, newClock(), redisstore.Options{Timeout: 5 * time.Second})
 		_, pos, err := b.Changes(ctx, "topic", "", 10)
 		require.NoError(t, err)
-		err = a.Update(ctx, nil, func(bt *redisstore.Batch) error {
+		err = a.Update(ctx, nil, func(bt backend.Batch) error {
 			if _, err := bt.Get([]byte("r/x")); err != nil {
 				return err
 			}
@@ -84,7 +85,7 @@ func TestAnnounceWithTheCommit(t *testing.T) {
 		})
 		require.ErrorIs(t, err, redisstore.ErrConflict)
 		fnErr := errors.New("fn failed")
-		err = a.Update(ctx, nil, func(bt *redisstore.Batch) error {
+		err = a.Update(ctx, nil, func(bt backend.Batch) error {
 			require.NoError(t, bt.Announce("topic", []byte("stored")))
 			require.NoError(t, bt.Put([]byte("r/y"), []byte("1")))
 			return fnErr

@@ -7,9 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ratestore/ratestore/backend"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/ratestore/ratestore"
 )
 
 // lockScript takes the locks KEYS[1..ARGV[2]], setting each to ARGV[1] for
@@ -38,7 +37,7 @@ return out
 // TTLs. While another holder has a lock, it waits, with backoff, until ctx
 // ends. On a Cluster it runs a script per slot; when one finds a lock
 // held, those that took theirs let them go.
-func (b *Batch) lockAndRead(rks []string) ([]string, error) {
+func (b *batch) lockAndRead(rks []string) ([]string, error) {
 	ttl := b.db.opts.LockTTL.Milliseconds()
 	var calls []scriptCall
 	for _, keys := range b.db.bySlot(append(slices.Clone(b.locks), rks...)) {
@@ -66,7 +65,7 @@ func (b *Batch) lockAndRead(rks []string) ([]string, error) {
 
 // retry calls try until it is done, waiting between tries, with backoff,
 // until ctx ends: try is not done while another process holds a lock.
-func (b *Batch) retry(try func() (done bool, err error)) error {
+func (b *batch) retry(try func() (done bool, err error)) error {
 	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
 		if done, err := try(); done {
 			return err
@@ -81,7 +80,7 @@ func (b *Batch) retry(try func() (done bool, err error)) error {
 
 // splitLocks splits keys, the keys of one slot, into the batch's locks
 // and the others.
-func (b *Batch) splitLocks(keys []string) (locks, others []string) {
+func (b *batch) splitLocks(keys []string) (locks, others []string) {
 	for _, k := range keys {
 		if slices.Contains(b.locks, k) {
 			locks = append(locks, k)
@@ -95,7 +94,7 @@ func (b *Batch) splitLocks(keys []string) (locks, others []string) {
 // forgetRead drops the values the batch read from the cache, after a
 // commit that found, or may have found, some changed: the next calls read
 // them again.
-func (b *Batch) forgetRead() {
+func (b *batch) forgetRead() {
 	for rk := range b.read {
 		b.db.cache.put(rk, "", 0)
 	}
@@ -103,7 +102,7 @@ func (b *Batch) forgetRead() {
 
 // runLocks runs the lock scripts calls, and returns the values they read
 // when every one took its locks. Otherwise it releases those taken.
-func (b *Batch) runLocks(calls []scriptCall) (map[string]string, bool, error) {
+func (b *batch) runLocks(calls []scriptCall) (map[string]string, bool, error) {
 	ctx, cancel := context.WithTimeout(b.ctx, b.db.opts.Timeout)
 	defer cancel()
 	vals := map[string]string{}
@@ -145,7 +144,7 @@ func cmpErr(err error, text string) error {
 }
 
 // release lets go of the batch's locks it holds, where it holds them.
-func (b *Batch) release() {
+func (b *batch) release() {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), b.db.opts.Timeout)
 	defer cancel()
 	var calls []scriptCall
@@ -234,7 +233,7 @@ return ok
 // have, and commits again: it read nothing, so nothing it decided on can
 // have changed. On one Redis, a batch that writes nothing but announces
 // runs the script too, for its messages.
-func (b *Batch) commit() error {
+func (b *batch) commit() error {
 	if len(b.order) == 0 && (len(b.announced) == 0 || b.db.cluster) {
 		if b.locked {
 			b.release()
@@ -247,7 +246,7 @@ func (b *Batch) commit() error {
 // commitOnce runs commitScript for each slot of the batch's keys, with the
 // index's steps around it on a Cluster, and reports whether it is done:
 // false when another holder has a lock.
-func (b *Batch) commitOnce() (bool, error) {
+func (b *batch) commitOnce() (bool, error) {
 	slots := len(b.db.bySlot(append(slices.Clone(b.locks), b.checked()...)))
 	if slots > 1 && b.cached {
 		if err := b.verify(); err != nil {
@@ -320,7 +319,7 @@ func tally(results []*redis.Cmd) (stored, conflicts, blocked int, err error) {
 // otherwise. A cached batch (UpdateCached) of several slots of a Cluster
 // does so before its commit, which is not one step: it must not store the
 // changes of one slot when another's values have changed.
-func (b *Batch) verify() error {
+func (b *batch) verify() error {
 	var keys []string
 	for rk, v := range b.read {
 		if v != unread {
@@ -357,9 +356,9 @@ func (b *Batch) verify() error {
 func commitError(err error, conflicts, stored int) error {
 	switch {
 	case err != nil:
-		return fmt.Errorf("%w: %w", err, ratestore.ErrUncertain)
+		return fmt.Errorf("%w: %w", err, backend.ErrUncertain)
 	case conflicts > 0 && stored > 0:
-		return fmt.Errorf("%w: the changes of %d slots were stored, of %d not: %w", ErrConflict, stored, conflicts, ratestore.ErrUncertain)
+		return fmt.Errorf("%w: the changes of %d slots were stored, of %d not: %w", ErrConflict, stored, conflicts, backend.ErrUncertain)
 	case conflicts > 0:
 		return ErrConflict
 	}
@@ -368,7 +367,7 @@ func commitError(err error, conflicts, stored int) error {
 
 // checked are the keys the commit checks: those written, and of a cached
 // batch (UpdateCached) those read too, whose values may be the cache's.
-func (b *Batch) checked() []string {
+func (b *batch) checked() []string {
 	if !b.cached {
 		return b.order
 	}
@@ -386,7 +385,7 @@ func (b *Batch) checked() []string {
 // store nothing after deadline (0: none), with the index changes ops. On
 // one Redis, the script also changes the index and adds the batch's
 // announcements to their feeds.
-func (b *Batch) commitCalls(locks []string, deadline int64, ops map[string]indexOp) []scriptCall {
+func (b *batch) commitCalls(locks []string, deadline int64, ops map[string]indexOp) []scriptCall {
 	var calls []scriptCall
 	for _, keys := range b.db.bySlot(append(slices.Clone(locks), b.checked()...)) {
 		locks, writes := b.splitLocks(keys)
@@ -403,7 +402,7 @@ func (b *Batch) commitCalls(locks []string, deadline int64, ops map[string]index
 // slot, which it holds when held. It checks that the records ops assumes
 // exist do. With all, it also makes the index changes of ops, and the
 // batch's announcements, whose keys the slot must hold.
-func (b *Batch) commitCall(locks, writes []string, held bool, deadline int64, ops map[string]indexOp, all bool) scriptCall {
+func (b *batch) commitCall(locks, writes []string, held bool, deadline int64, ops map[string]indexOp, all bool) scriptCall {
 	keys := append(slices.Clone(locks), writes...)
 	at := map[string]int{}
 	pos := func(k string) int { // k's position in keys, added if new

@@ -169,7 +169,7 @@ type indexOp struct {
 // of the record. A record the batch read as it was, and writes, exists
 // when the commit, which checks that value, stores it: its key is in the
 // index already.
-func (b *Batch) indexOps() map[string]indexOp {
+func (b *batch) indexOps() map[string]indexOp {
 	ops := map[string]indexOp{}
 	for _, rk := range b.order {
 		key, ok := b.recs[rk]
@@ -214,7 +214,7 @@ func (st *indexStep) until() int64 {
 // segments new to this DB to the list of segments, and reads the time of
 // the indexes of the keys to drop, in one round trip before the commit
 // (on a Cluster; nil on one Redis, where the commit script does it).
-func (b *Batch) indexBefore(ops map[string]indexOp) (*indexStep, error) {
+func (b *batch) indexBefore(ops map[string]indexOp) (*indexStep, error) {
 	if !b.db.cluster {
 		return nil, nil
 	}
@@ -264,7 +264,7 @@ func (b *Batch) indexBefore(ops map[string]indexOp) (*indexStep, error) {
 // indexAfter drops from their indexes the keys of the records that the
 // commit scripts calls deleted, where they stored the batch (results).
 // A failure leaves them for the scans to drop.
-func (b *Batch) indexAfter(st *indexStep, calls []scriptCall, results []*redis.Cmd) {
+func (b *batch) indexAfter(st *indexStep, calls []scriptCall, results []*redis.Cmd) {
 	if st == nil {
 		return
 	}
@@ -295,7 +295,7 @@ func (b *Batch) indexAfter(st *indexStep, calls []scriptCall, results []*redis.C
 // record missing that the batch assumed to exist (answer 4, see
 // assumeKey), having added the keys of their records to the index first,
 // and puts their answers in results.
-func (b *Batch) commitUnlisted(ctx context.Context, calls []scriptCall, results []*redis.Cmd, ops map[string]indexOp) {
+func (b *batch) commitUnlisted(ctx context.Context, calls []scriptCall, results []*redis.Cmd, ops map[string]indexOp) {
 	var redo []int
 	again := map[string]indexOp{}
 	for i, c := range calls {

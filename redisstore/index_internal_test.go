@@ -55,7 +55,7 @@ func TestCommitAfterDeadline(t *testing.T) {
 	db, err := Open(ctx, redistest.Start(t).URL(), Options{})
 	require.NoError(t, err)
 	defer db.Close()
-	b := &Batch{db: db, ctx: ctx, vals: map[string]string{}, read: map[string]string{}}
+	b := &batch{db: db, ctx: ctx, vals: map[string]string{}, read: map[string]string{}}
 	require.NoError(t, b.Put([]byte("d/x"), []byte("1")))
 	calls := b.commitCalls(nil, time.Now().Add(-time.Second).UnixMilli(), b.indexOps())
 	stored, conflicts, _, err := tally(db.runScripts(ctx, commitScript, calls))

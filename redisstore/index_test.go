@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/internal/redistest"
 	"github.com/ratestore/ratestore/redisstore"
 )
@@ -82,7 +83,7 @@ func (tg target) resetStats(t *testing.T) {
 func putAll(t *testing.T, db *redisstore.DB, kv map[string]string) {
 	keys := slices.Sorted(maps.Keys(kv))
 	for chunk := range slices.Chunk(keys, 500) {
-		require.NoError(t, db.Update(ctx, nil, func(b *redisstore.Batch) error {
+		require.NoError(t, db.Update(ctx, nil, func(b backend.Batch) error {
 			for _, k := range chunk {
 				require.NoError(t, b.Put([]byte(k), []byte(kv[k])))
 			}
@@ -142,9 +143,9 @@ func TestScanSkipsMissingRecords(t *testing.T) {
 		b := open(t, tg.url, newClock(), redisstore.Options{Timeout: 5 * time.Second})
 		raw := tg.raw(t)
 		putAll(t, a, map[string]string{"d/kept": "1", "d/deleted": "2"})
-		require.NoError(t, a.Update(ctx, nil, func(bt *redisstore.Batch) error { return bt.Delete([]byte("d/deleted")) }))
+		require.NoError(t, a.Update(ctx, nil, func(bt backend.Batch) error { return bt.Delete([]byte("d/deleted")) }))
 
-		err := a.Update(ctx, nil, func(bt *redisstore.Batch) error {
+		err := a.Update(ctx, nil, func(bt backend.Batch) error {
 			if _, err := bt.Get([]byte("c/z")); err != nil {
 				return err
 			}
@@ -292,7 +293,7 @@ func (ks *keyStates) write(db *redisstore.DB, k int, put bool) error {
 	ks.mu.Lock()
 	ks.keys[k].started++
 	ks.mu.Unlock()
-	err := db.Update(ctx, nil, func(b *redisstore.Batch) error {
+	err := db.Update(ctx, nil, func(b backend.Batch) error {
 		if put {
 			return b.Put([]byte(key(k)), []byte("v"))
 		}
@@ -336,7 +337,7 @@ func TestBlindPutOfAListedRecord(t *testing.T) {
 	raw := tg.raw(t)
 	trips := redistest.CountTrips(a.Client())
 	put := func(v string) error {
-		return a.Update(ctx, []string{"d1"}, func(bt *redisstore.Batch) error {
+		return a.Update(ctx, []string{"d1"}, func(bt backend.Batch) error {
 			if _, err := bt.Get([]byte("L/x/d1")); err != nil { // takes the lock
 				return err
 			}
@@ -348,7 +349,7 @@ func TestBlindPutOfAListedRecord(t *testing.T) {
 	require.NoError(t, put("2"))
 	require.EqualValues(t, 2, trips()-n, "the read with the lock, and the commit")
 
-	require.NoError(t, b.Update(ctx, nil, func(bt *redisstore.Batch) error { return bt.Delete([]byte("L/w/d1")) }))
+	require.NoError(t, b.Update(ctx, nil, func(bt backend.Batch) error { return bt.Delete([]byte("L/w/d1")) }))
 	old := float64(time.Now().Add(-3 * time.Minute).UnixMilli())
 	require.NoError(t, raw.ZAdd(ctx, "ratestore:{L}/a/L/", redis.Z{Member: "L/w/d1", Score: old}).Err())
 	require.Empty(t, scanAll(t, b, "L/"))

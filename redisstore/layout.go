@@ -10,9 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ratestore/ratestore/backend"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/ratestore/ratestore"
 )
 
 // The Redis keys of a DB, under Options.Prefix P:
@@ -137,7 +136,7 @@ func (db *DB) migrate(ctx context.Context) error {
 		return nil
 	case n > layoutVersion:
 		return fmt.Errorf("the keys under %q have layout %s, of a later version than this one (%d): %w",
-			db.opts.Prefix, v, layoutVersion, ratestore.ErrInvalid)
+			db.opts.Prefix, v, layoutVersion, backend.ErrInvalid)
 	case v == "" && !db.cluster: // layout 1 only ever stored records on one node: its Update refused a Cluster
 		if err := db.moveLayout1(ctx); err != nil {
 			return err

@@ -8,8 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/ratestore/ratestore"
-	"github.com/ratestore/ratestore/internal/text"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -27,14 +26,14 @@ type Limiter struct {
 }
 
 // Limiter returns a handle that applies s to keys under name, with the
-// rules of ratestore.DB.Limiter: name is 1 to ratestore.MaxNameLen bytes of
+// rules of ratestore.DB.Limiter: name is 1 to backend.MaxNameLen bytes of
 // [A-Za-z0-9_.:@+-], and s must be valid.
 func (db *DB) Limiter(name string, s strategies.Strategy) (*Limiter, error) {
-	if !text.Name(name, ratestore.MaxNameLen) {
-		return nil, fmt.Errorf("redisstore: limiter name %q: want 1 to %d bytes of [A-Za-z0-9_.:@+-]: %w", name, ratestore.MaxNameLen, ratestore.ErrInvalid)
+	if err := backend.ValidName(name); err != nil {
+		return nil, err
 	}
 	if s == nil {
-		return nil, fmt.Errorf("redisstore: limiter %q: nil strategy: %w", name, ratestore.ErrInvalid)
+		return nil, fmt.Errorf("redisstore: limiter %q: nil strategy: %w", name, backend.ErrInvalid)
 	}
 	if err := s.Validate(); err != nil {
 		return nil, fmt.Errorf("redisstore: limiter %q: %w", name, err)
@@ -45,8 +44,24 @@ func (db *DB) Limiter(name string, s strategies.Strategy) (*Limiter, error) {
 	return &Limiter{db: db, name: name, s: s, d: s.Prepare()}, nil
 }
 
-// Name reports the limiter's name.
-func (l *Limiter) Name() string { return l.name }
+// Handle is Limiter as the contract's interface (backend.Store): the same
+// handle, for code written once for every backend.
+func (db *DB) Handle(name string, s strategies.Strategy) (backend.Limiter, error) {
+	l, err := db.Limiter(name, s)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// Name reports the limiter's name: never empty, except for a nil Limiter
+// (that of a failed Limiter call), which so tells itself apart.
+func (l *Limiter) Name() string {
+	if l == nil {
+		return ""
+	}
+	return l.name
+}
 
 // Strategy reports the limiter's strategy.
 func (l *Limiter) Strategy() strategies.Strategy { return l.s }
@@ -60,7 +75,7 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
 // AllowN takes n from key's allowance if all of n fits, and otherwise
 // takes nothing; n = 0 asks without taking. It returns once Redis holds
 // the change. Errors are as the package doc says: matching
-// ratestore.ErrUncertain when the change may have been stored, and with
+// backend.ErrUncertain when the change may have been stored, and with
 // Options.FailOpen, none at all (the call is allowed).
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Result, error) {
 	r, _, err := l.do(ctx, key, strategies.Call{N: n})
@@ -129,7 +144,7 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	err := db.client.Del(ctx, rk).Err()
 	db.cache.put(rk, "", 0)
 	if err != nil {
-		return fmt.Errorf("redisstore: limiter %q: key %q: reset: %w: %w", l.name, key, err, ratestore.ErrUncertain)
+		return fmt.Errorf("redisstore: limiter %q: key %q: reset: %w: %w", l.name, key, err, backend.ErrUncertain)
 	}
 	return nil
 }
@@ -142,11 +157,11 @@ func (l *Limiter) check(ctx context.Context, key string, n int64) error {
 	if l.db.closed.Load() {
 		return ErrClosed
 	}
-	if key == "" || len(key) > ratestore.MaxKeyLen {
-		return fmt.Errorf("redisstore: key of %d bytes: want 1 to %d: %w", len(key), ratestore.MaxKeyLen, ratestore.ErrInvalid)
+	if err := backend.ValidKey(key); err != nil {
+		return err
 	}
 	if n < 0 {
-		return fmt.Errorf("redisstore: limiter %q: key %q: negative n %d: %w", l.name, key, n, ratestore.ErrInvalid)
+		return fmt.Errorf("redisstore: limiter %q: key %q: negative n %d: %w", l.name, key, n, backend.ErrInvalid)
 	}
 	return nil
 }
@@ -192,13 +207,13 @@ type swapError struct {
 	changed bool // the swap asked for a change, which may have been stored
 }
 
-// Error reports err, and ratestore.ErrUncertain's text for a change.
+// Error reports err, and backend.ErrUncertain's text for a change.
 func (e *swapError) Error() string { return e.Unwrap().Error() }
 
-// Unwrap returns err, wrapped with ratestore.ErrUncertain for a change.
+// Unwrap returns err, wrapped with backend.ErrUncertain for a change.
 func (e *swapError) Unwrap() error {
 	if e.changed {
-		return fmt.Errorf("%w: %w", e.err, ratestore.ErrUncertain)
+		return fmt.Errorf("%w: %w", e.err, backend.ErrUncertain)
 	}
 	return e.err
 }
@@ -277,7 +292,7 @@ func encode(now int64, st strategies.State) string {
 }
 
 // decode splits a stored value into its instant and its state: 0 and nil
-// for "". A value that is not one is an error matching ratestore.ErrCorrupt.
+// for "". A value that is not one is an error matching backend.ErrCorrupt.
 func (l *Limiter) decode(v string) (int64, strategies.State, error) {
 	if v == "" {
 		return 0, nil, nil
@@ -285,7 +300,7 @@ func (l *Limiter) decode(v string) (int64, strategies.State, error) {
 	at, enc, ok := bytes.Cut([]byte(v), []byte{';'})
 	seen, err := strconv.ParseInt(string(at), 10, 64)
 	if !ok || err != nil {
-		return 0, nil, fmt.Errorf("stored value %.40q is not \"<unix ns>;<state>\": %w", v, ratestore.ErrCorrupt)
+		return 0, nil, fmt.Errorf("stored value %.40q is not \"<unix ns>;<state>\": %w", v, backend.ErrCorrupt)
 	}
 	st, err := l.d.Decode(enc)
 	if err != nil {

@@ -87,7 +87,7 @@
 // failure logged, as envoy's rate limit filter offers: a gateway that
 // prefers serving unmetered to refusing everyone. A call whose write may
 // have reached Redis before the failure is reported with an error matching
-// ratestore.ErrUncertain, as a commit of a ratestore.DB that may have
+// backend.ErrUncertain, as a commit of a ratestore.DB that may have
 // reached the disk is.
 package redisstore
 
@@ -104,7 +104,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/internal/attach"
 )
 
@@ -144,7 +144,7 @@ type Options struct {
 	// decide on; DefaultMaxCachedKeys when 0. A key not kept costs one more
 	// round trip on its next call when it is stored in Redis.
 	MaxCachedKeys int
-	// Now is the clock; nil means ratestore.SystemClock.
+	// Now is the clock; nil means backend.SystemClock.
 	Now func() time.Time
 	// RedisClock decides on Redis's clock instead of Now: on Now corrected
 	// by its offset from Redis's TIME, measured at Open and every
@@ -180,8 +180,8 @@ type DB struct {
 	closed   atomic.Bool
 }
 
-// ErrClosed is ratestore.ErrClosed: returned by every call after Close.
-var ErrClosed = ratestore.ErrClosed
+// ErrClosed is backend.ErrClosed: returned by every call after Close.
+var ErrClosed = backend.ErrClosed
 
 // Open connects to the Redis at addr, a URL as go-redis parses it:
 // "redis://[user:password@]host:port/db" or "rediss://" for TLS, and a
@@ -196,12 +196,12 @@ func Open(ctx context.Context, addr string, opts Options) (*DB, error) {
 	}
 	client, err := newClient(addr, o.TLSConfig)
 	if err != nil {
-		return nil, fmt.Errorf("redisstore: open %s: %w: %w", redact(addr), err, ratestore.ErrInvalid)
+		return nil, fmt.Errorf("redisstore: open %s: %w: %w", redact(addr), err, backend.ErrInvalid)
 	}
 	db := &DB{client: client, opts: o, now: o.Now, log: o.Logger}
 	_, db.cluster = client.(*redis.ClusterClient)
 	if db.now == nil {
-		db.now = ratestore.SystemClock()
+		db.now = backend.SystemClock()
 	}
 	if db.after = o.After; db.after == nil {
 		db.after = time.After
@@ -304,13 +304,13 @@ func withDefaults(o Options) (Options, error) {
 	}
 	switch {
 	case strings.ContainsAny(o.Prefix, "{}"):
-		return Options{}, fmt.Errorf("redisstore: Prefix %q contains a brace: %w", o.Prefix, ratestore.ErrInvalid)
+		return Options{}, fmt.Errorf("redisstore: Prefix %q contains a brace: %w", o.Prefix, backend.ErrInvalid)
 	case o.Timeout < 0:
-		return Options{}, fmt.Errorf("redisstore: negative Timeout %v: %w", o.Timeout, ratestore.ErrInvalid)
+		return Options{}, fmt.Errorf("redisstore: negative Timeout %v: %w", o.Timeout, backend.ErrInvalid)
 	case o.LockTTL < time.Millisecond:
-		return Options{}, fmt.Errorf("redisstore: LockTTL %v is under a millisecond: %w", o.LockTTL, ratestore.ErrInvalid)
+		return Options{}, fmt.Errorf("redisstore: LockTTL %v is under a millisecond: %w", o.LockTTL, backend.ErrInvalid)
 	case o.MaxCachedKeys < 0:
-		return Options{}, fmt.Errorf("redisstore: negative MaxCachedKeys %d: %w", o.MaxCachedKeys, ratestore.ErrInvalid)
+		return Options{}, fmt.Errorf("redisstore: negative MaxCachedKeys %d: %w", o.MaxCachedKeys, backend.ErrInvalid)
 	}
 	return o, nil
 }
@@ -335,11 +335,18 @@ func (db *DB) Now() time.Time { return db.now() }
 
 // Attach returns the value attached to db under key, calling open to make
 // it the first time, as ratestore.DB.Attach does: one key store per DB.
+//
+// Attach on a nil *DB is an error matching ErrInvalid: it is the first
+// call of a package opened on a DB (keystore.Open), which so reports a DB
+// that failed to open rather than panic on it.
 func (db *DB) Attach(key any, open func() (any, error)) (any, error) {
+	if db == nil {
+		return nil, fmt.Errorf("redisstore: nil DB: %w", backend.ErrInvalid)
+	}
 	return db.attached.Get(key, open)
 }
 
 var (
-	_ ratestore.Store[*Limiter, *Batch] = (*DB)(nil)
-	_ ratestore.StoreLimiter            = (*Limiter)(nil)
+	_ backend.Store   = (*DB)(nil)
+	_ backend.Limiter = (*Limiter)(nil)
 )

@@ -5,14 +5,14 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/internal/sat"
 	"github.com/ratestore/ratestore/internal/waiting"
 	"github.com/ratestore/ratestore/strategies"
 )
 
 // Reservation is the one Reservation of every backend.
-type Reservation = ratestore.Reservation
+type Reservation = backend.Reservation
 
 // Reserve takes n from key now, even past its limit, and returns the
 // Reservation, whose Delay says when to act, as ratestore.Limiter.Reserve
@@ -31,7 +31,7 @@ func (l *Limiter) Reserve(ctx context.Context, key string, n int64) (*Reservatio
 			return outcome{}, err
 		}
 		if probe.res.RetryAfter < 0 {
-			return outcome{}, fmt.Errorf("n %d exceeds the limit %d: it can never be reserved: %w", n, probe.res.Limit, ratestore.ErrInvalid)
+			return outcome{}, fmt.Errorf("n %d exceeds the limit %d: it can never be reserved: %w", n, probe.res.Limit, backend.ErrInvalid)
 		}
 		act = now
 		return l.decide(cur, strategies.Call{N: n, Record: true}, now)
@@ -42,7 +42,7 @@ func (l *Limiter) Reserve(ctx context.Context, key string, n int64) (*Reservatio
 	if !o.res.Allowed {
 		act = sat.Add(act, int64(o.res.RetryAfter))
 	}
-	return ratestore.NewReservation(n, time.Unix(0, act), &undo{l: l, key: key, prev: o.prev, next: o.next}), nil
+	return backend.NewReservation(n, time.Unix(0, act), &undo{l: l, key: key, prev: o.prev, next: o.next}), nil
 }
 
 // Wait waits until key can take n, in turn with the other callers of Wait

@@ -15,11 +15,11 @@ const MaxBuckets = 1 << 16
 var (
 	// ErrInvalid is matched (errors.Is) by the errors of Config.Validate,
 	// and so of New, Rebuild and Reconfigure, for a bad configuration.
-	ErrInvalid = errs.Invalid
+	ErrInvalid = errs.ErrInvalid
 
 	// ErrCorrupt is matched by the errors of Append and Rebuild for a
 	// sequence of buckets that no State could have produced.
-	ErrCorrupt = errs.Corrupt
+	ErrCorrupt = errs.ErrCorrupt
 )
 
 // Config is the shape of a window: Window long, counted in buckets of

@@ -24,7 +24,7 @@ import (
 	"net"
 	"sync"
 
-	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -41,7 +41,7 @@ type Options struct {
 // Server answers decisions with the limiters of one store. Its methods may
 // be called concurrently.
 type Server struct {
-	make     func(name string, s strategies.Strategy) (limiter, error)
+	db       backend.Store
 	token    [sha256.Size]byte
 	hasToken bool
 	log      *slog.Logger
@@ -55,20 +55,14 @@ type Server struct {
 }
 
 // limiter is the limiter handle of the Server's store.
-type limiter = ratestore.StoreLimiter
+type limiter = backend.Limiter
 
 // New returns a Server of the limiters of db: any backend meeting the
-// backend contract (ratestore.Store), a *ratestore.DB or a
+// backend contract (backend.Store), a *ratestore.DB or a
 // *redisstore.DB.
-func New[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore.Store[L, B], opts Options) *Server {
+func New(db backend.Store, opts Options) *Server {
 	s := &Server{
-		make: func(name string, st strategies.Strategy) (limiter, error) {
-			l, err := db.Limiter(name, st)
-			if err != nil {
-				return nil, err
-			}
-			return l, nil
-		},
+		db:       db,
 		log:      opts.Logger,
 		limiters: map[limiterKey]limiter{},
 		conns:    map[net.Conn]struct{}{},
@@ -113,7 +107,7 @@ func (s *Server) limiter(name, config string, st strategies.Strategy) (limiter, 
 	if l != nil {
 		return l, nil
 	}
-	l, err := s.make(name, st)
+	l, err := s.db.Handle(name, st)
 	if err != nil {
 		return nil, err
 	}

@@ -10,12 +10,12 @@ var (
 	// ErrInvalid is matched (errors.Is) by every error about a bad argument or
 	// configuration: a rate that is not a positive finite number, a burst or
 	// limit below 1, a bad quota name, a negative cost.
-	ErrInvalid = errs.Invalid
+	ErrInvalid = errs.ErrInvalid
 
 	// ErrCorrupt is matched by every error about stored bytes that cannot be
 	// decoded into a state: an unknown header, a malformed or out-of-range
 	// number, NaN or Inf, trailing bytes.
-	ErrCorrupt = errs.Corrupt
+	ErrCorrupt = errs.ErrCorrupt
 
 	// ErrMismatch is matched when a state is well formed but belongs to
 	// another strategy than the one configured (a limiter name reused for a

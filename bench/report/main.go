@@ -89,6 +89,58 @@ func (s size) timeout() string {
 	return [...]string{small: "5m", keys1M: "20m", keys10M: "60m"}[s]
 }
 
+// baseStages are the stages of every report (see plan).
+var baseStages = []stage{
+	{"hot", "^BenchmarkHot$", "100ms", "", small, 3},
+	{"paired", "^BenchmarkHotPaired$", "300ms", "", small, 2},
+	{"peers", "^BenchmarkPeers$/^keys=(1|10000)$/", "250ms", "1,2", small, 2},
+	// The steady state at 1M keys: every key created, an untimed pass
+	// over the key sequence, then 5M decisions per sub-benchmark (a
+	// fixed count: each round of the testing package's b.N search
+	// starts with a runtime.GC over the side's 1M keys). Only the two
+	// fastest peers beside ratestore-async, to keep it to ~2 minutes.
+	{"peers", "^BenchmarkPeers$/^keys=1000000$/./^impl=(xrate|golimiter|ratestore-async-bolt|ratestore-async-badger)$",
+		"5000000x", "1,2", keys1M, 1},
+	// The cold sides read from disk at ~10-30 µs a decision: 200k each.
+	{"peers", "^BenchmarkPeers$/^keys=1000000$/./^impl=ratestore-cold-", "200000x", "1,2", keys1M, 1},
+	{"sync", "^BenchmarkSync$", "400ms", "", small, 2},
+	{"async", "^BenchmarkAsync$", "300ms", "", small, 2},
+	{"apply", "^Benchmark(Apply|Clock)$", "100ms", "", small, 1},
+	// 300ms: ours is ~40 ns an operation, and its flatness is a ratio
+	// of two of them.
+	{"rolling", "^BenchmarkRollingWindow$", "300ms", "", small, 2},
+	// The key store against its baselines; 200ms: its check is a few
+	// hundred ns, and each ratio is of two results of one invocation.
+	{"keys", "^BenchmarkKeys(Check|AdmitFinish|SyncRecord)$", "200ms", "", small, 2},
+	// The gateway against direct calls to the same fake upstream: a
+	// few seconds per round (the paced load is 1000 requests/s).
+	{"gateway", "^BenchmarkGateway(Overhead|Stream)$", "700ms", "", small, 2},
+	// The toolkit: Reserve+Cancel against x/time/rate, the RESP server
+	// against redis-server; Wait's line, one iteration of 10s.
+	{"toolkit", "^Benchmark(Reserve|ServeRESP)$", "300ms", "", small, 2},
+	{"wait", "^BenchmarkWaitFIFO$", "1x", "", small, 1},
+	// redisstore against go-redis/redis_rate on one redis-server.
+	{"redis", "^BenchmarkRedis$", "1s", "", small, 2},
+	// 4 instances sharing limits on one redis-server. A fixed count:
+	// each run of the body starts its servers and warms 4 instances on
+	// 10k keys (~1.5 s a side), and a time-based b.N search would run
+	// it several times; ~8 s a round.
+	{"redis-instances", "^BenchmarkRedisInstances$", "10000x", "", small, 2},
+	// Heap per loaded key: one load of 100k keys is the measurement.
+	{"keys-memory", "^BenchmarkKeysMemory$", "1x", "", small, 1},
+	// A fixed count of new keys, all built before the timer; a few
+	// seconds a round.
+	{"first-touch", "^BenchmarkFirstTouch$", "1000000x", "", small, 2},
+	// Misses on a file of 1M stored keys, filled once per round (~10 s).
+	{"miss", "^BenchmarkMiss$", "200000x", "", keys1M, 2},
+	// The store's work per dirty key as its file grows (10k, 200k and
+	// 1M keys): a file built per run, then 1000 commits of 1024 keys.
+	{"store-write", "^BenchmarkStoreWrite$", "1000x", "", keys1M, 1},
+	// One backend per process, so that RSS is about it alone.
+	{"disk", "^BenchmarkDisk$/^backend=bolt$", "3x", "", keys1M, 1},
+	{"disk", "^BenchmarkDisk$/^backend=badger$", "3x", "", keys1M, 1},
+}
+
 // plan is the bounded run: BenchmarkHot 3 times, BenchmarkHotPaired
 // (the hot target, robust to the load of a shared machine) twice, the cheap key counts of
 // BenchmarkPeers, BenchmarkSync, BenchmarkAsync, BenchmarkRollingWindow
@@ -100,56 +152,7 @@ func (s size) timeout() string {
 // keys too. quick keeps the stages with tiny benchtimes, one round and no
 // 1M or 10M keys.
 func plan(quick, full bool) []stage {
-	stages := []stage{
-		{"hot", "^BenchmarkHot$", "100ms", "", small, 3},
-		{"paired", "^BenchmarkHotPaired$", "300ms", "", small, 2},
-		{"peers", "^BenchmarkPeers$/^keys=(1|10000)$/", "250ms", "1,2", small, 2},
-		// The steady state at 1M keys: every key created, an untimed pass
-		// over the key sequence, then 5M decisions per sub-benchmark (a
-		// fixed count: each round of the testing package's b.N search
-		// starts with a runtime.GC over the side's 1M keys). Only the two
-		// fastest peers beside ratestore-async, to keep it to ~2 minutes.
-		{"peers", "^BenchmarkPeers$/^keys=1000000$/./^impl=(xrate|golimiter|ratestore-async-bolt|ratestore-async-badger)$",
-			"5000000x", "1,2", keys1M, 1},
-		// The cold sides read from disk at ~10-30 µs a decision: 200k each.
-		{"peers", "^BenchmarkPeers$/^keys=1000000$/./^impl=ratestore-cold-", "200000x", "1,2", keys1M, 1},
-		{"sync", "^BenchmarkSync$", "400ms", "", small, 2},
-		{"async", "^BenchmarkAsync$", "300ms", "", small, 2},
-		{"apply", "^Benchmark(Apply|Clock)$", "100ms", "", small, 1},
-		// 300ms: ours is ~40 ns an operation, and its flatness is a ratio
-		// of two of them.
-		{"rolling", "^BenchmarkRollingWindow$", "300ms", "", small, 2},
-		// The key store against its baselines; 200ms: its check is a few
-		// hundred ns, and each ratio is of two results of one invocation.
-		{"keys", "^BenchmarkKeys(Check|AdmitFinish|SyncRecord)$", "200ms", "", small, 2},
-		// The gateway against direct calls to the same fake upstream: a
-		// few seconds per round (the paced load is 1000 requests/s).
-		{"gateway", "^BenchmarkGateway(Overhead|Stream)$", "700ms", "", small, 2},
-		// The toolkit: Reserve+Cancel against x/time/rate, the RESP server
-		// against redis-server; Wait's line, one iteration of 10s.
-		{"toolkit", "^Benchmark(Reserve|ServeRESP)$", "300ms", "", small, 2},
-		{"wait", "^BenchmarkWaitFIFO$", "1x", "", small, 1},
-		// redisstore against go-redis/redis_rate on one redis-server.
-		{"redis", "^BenchmarkRedis$", "1s", "", small, 2},
-		// 4 instances sharing limits on one redis-server. A fixed count:
-		// each run of the body starts its servers and warms 4 instances on
-		// 10k keys (~1.5 s a side), and a time-based b.N search would run
-		// it several times; ~8 s a round.
-		{"redis-instances", "^BenchmarkRedisInstances$", "10000x", "", small, 2},
-		// Heap per loaded key: one load of 100k keys is the measurement.
-		{"keys-memory", "^BenchmarkKeysMemory$", "1x", "", small, 1},
-		// A fixed count of new keys, all built before the timer; a few
-		// seconds a round.
-		{"first-touch", "^BenchmarkFirstTouch$", "1000000x", "", small, 2},
-		// Misses on a file of 1M stored keys, filled once per round (~10 s).
-		{"miss", "^BenchmarkMiss$", "200000x", "", keys1M, 2},
-		// The store's work per dirty key as its file grows (10k, 200k and
-		// 1M keys): a file built per run, then 1000 commits of 1024 keys.
-		{"store-write", "^BenchmarkStoreWrite$", "1000x", "", keys1M, 1},
-		// One backend per process, so that RSS is about it alone.
-		{"disk", "^BenchmarkDisk$/^backend=bolt$", "3x", "", keys1M, 1},
-		{"disk", "^BenchmarkDisk$/^backend=badger$", "3x", "", keys1M, 1},
-	}
+	stages := slices.Clone(baseStages)
 	stages = append(stages, surfaceStages(full && !quick)...)
 	if full && !quick {
 		// 10M keys, 3 sides: several GiB and minutes each.

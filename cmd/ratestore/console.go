@@ -82,20 +82,27 @@ func consoleCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 // runConsole is the console command: a gateway that serves its admin API
 // and console alone, read-only, on the database of the global flags (or
 // the Redis of --redis), until stopped.
+// signInToken returns the admin token the console's sign-in asks for,
+// from file or $RATESTORE_ADMIN_TOKEN: the console needs one.
+func signInToken(cmd, file string) (string, error) {
+	token, err := adminToken(file)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("%s: %w", cmd, err)
+	case token == "":
+		return "", usagef(cmd, "%s: no admin token: set $%s or give --admin-token-file; the console's sign-in asks for it", cmd, adminTokenEnv)
+	}
+	return token, checkAdminToken(cmd, file, token)
+}
+
 func (c *cli) runConsole(f *consoleFlags) error {
 	const cmd = "console"
 	tlsConfig, err := loadTLS(cmd, f.tlsCert, f.tlsKey)
 	if err != nil {
 		return err
 	}
-	token, err := adminToken(f.adminTokenFile)
-	switch {
-	case err != nil:
-		return fmt.Errorf("%s: %w", cmd, err)
-	case token == "":
-		return usagef(cmd, "%s: no admin token: set $%s or give --admin-token-file; the console's sign-in asks for it", cmd, adminTokenEnv)
-	}
-	if err := checkAdminToken(cmd, f.adminTokenFile, token); err != nil {
+	token, err := signInToken(cmd, f.adminTokenFile)
+	if err != nil {
 		return err
 	}
 	log := c.logger()

@@ -16,6 +16,7 @@ import (
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/admin"
 	"github.com/ratestore/ratestore/audit"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/ledger"
 	"github.com/ratestore/ratestore/redisstore"
@@ -97,7 +98,7 @@ func (c *cli) withAdmin(af *adminFlags, create, withLedger bool, fn func(*admin.
 // starts when not given a from. Its changes are recorded in the audit log
 // of db as the command line's, which the command does not sweep (the
 // gateway does) and reads with the default retention.
-func serveAdmin[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](c *cli, db ratestore.Store[L, B], withLedger bool, fn func(*admin.Client) error) error {
+func serveAdmin(c *cli, db backend.Store, withLedger bool, fn func(*admin.Client) error) error {
 	ks, err := keystore.Open(db, keystore.Options{})
 	if err != nil {
 		return err
@@ -144,7 +145,7 @@ func (c *cli) withKeyStore(redisURL string, create bool, fn func(*keystore.Store
 // default options, as every other user of a store opens it (migrate, the
 // gateway): a key's record holds its policy, so only keys created with
 // --limit and legacy keys depend on them (one window of 5 hours).
-func withStoreKeys[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore.Store[L, B], fn func(*keystore.Store) error) error {
+func withStoreKeys(db backend.Store, fn func(*keystore.Store) error) error {
 	ks, err := keystore.Open(db, keystore.Options{})
 	if err != nil {
 		return err

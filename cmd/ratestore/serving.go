@@ -17,6 +17,7 @@ import (
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/audit"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/console"
 	"github.com/ratestore/ratestore/gateway"
 	"github.com/ratestore/ratestore/keystore"
@@ -49,7 +50,7 @@ func (c *cli) openServing(d ratestore.Durability, log *slog.Logger) (db *ratesto
 // servingStore is the store a serving command (gateway, serve) serves
 // from, the database of the global flags or a Redis with --redis, as the
 // gateway and server it makes: both are written once against the backend
-// contract (ratestore.Store), so nothing after openStore asks which it is.
+// contract (backend.Store), so nothing after openStore asks which it is.
 type servingStore struct {
 	gateway    func(gateway.Options) (*gateway.Gateway, error)
 	operator   func() (*keystore.Store, *ledger.Ledger, error) // the keys, and the ledger read only
@@ -63,7 +64,7 @@ type servingStore struct {
 }
 
 // serving returns the servingStore of db.
-func serving[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](db ratestore.Store[L, B]) *servingStore {
+func serving(db backend.Store) *servingStore {
 	return &servingStore{
 		gateway: func(o gateway.Options) (*gateway.Gateway, error) { return gateway.New(db, o) },
 		operator: func() (*keystore.Store, *ledger.Ledger, error) {

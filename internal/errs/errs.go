@@ -1,4 +1,4 @@
-// Package errs holds the two sentinel errors that every layer of ratestore
+// Package errs holds the sentinel errors that every layer of ratestore
 // shares, from the pure arithmetic (rollingwindow, strategies) to the
 // storage layer and the backends: one value each, so that errors.Is
 // matches a bad argument or a corrupt value whichever package refused it.
@@ -10,12 +10,16 @@ package errs
 import "errors"
 
 var (
-	// Invalid is matched by every error about a bad argument, option or
+	// ErrInvalid is matched by every error about a bad argument, option or
 	// configuration.
-	Invalid = errors.New("invalid argument")
+	ErrInvalid = errors.New("invalid argument")
 
-	// Corrupt is matched by every error about stored bytes that cannot be
+	// ErrCorrupt is matched by every error about stored bytes that cannot be
 	// decoded: an unknown header, a malformed or out-of-range number,
 	// trailing bytes, a sequence no state could have produced.
-	Corrupt = errors.New("corrupt state")
+	ErrCorrupt = errors.New("corrupt state")
+
+	// ErrReadOnly is matched by every change refused because the store was
+	// opened read-only. Nothing was changed.
+	ErrReadOnly = errors.New("opened read-only")
 )

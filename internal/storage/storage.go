@@ -10,6 +10,8 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+
+	"github.com/ratestore/ratestore/internal/errs"
 )
 
 // ErrLocked is returned by a backend's Open when another process (or another
@@ -24,7 +26,7 @@ var ErrTooBig = errors.New("batch too large for one atomic transaction")
 // ErrReadOnly is matched by every write to a store opened read-only, and
 // by Open when the database cannot be read without a change (a migration,
 // a repair) that a read-only open may not make. Nothing was changed.
-var ErrReadOnly = errors.New("opened read-only")
+var ErrReadOnly = errs.ErrReadOnly
 
 // Options are what a backend's Open takes of ratestore.Options.
 type Options struct {

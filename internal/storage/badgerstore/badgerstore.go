@@ -22,7 +22,7 @@
 //     caller's goroutine, from a copy in memory (no memory map to fault
 //     on), with every block's checksum verified (see verifyTables). A
 //     damaged MANIFEST, a missing table or a damaged one fails Open with
-//     an error matching errs.Corrupt that names the file, before
+//     an error matching errs.ErrCorrupt that names the file, before
 //     badger is given the chance to panic on it.
 //   - Open then reads every memtable and value log (.mem, .vlog), which
 //     badger replays by stopping at the first entry that fails its
@@ -37,7 +37,7 @@
 //     VerifyValueChecksum (so is every value read from the value log).
 //   - Every call into badger (Open, Get, Scan, Commit) runs under
 //     debug.SetPanicOnFault(true), and a panic is recovered into an error
-//     matching errs.Corrupt (see guard). That covers the value
+//     matching errs.ErrCorrupt (see guard). That covers the value
 //     log and memtable (.vlog, .mem) replay, which badger runs in Open's
 //     goroutine.
 //
@@ -91,7 +91,7 @@ import (
 )
 
 // errCorrupt is what every error about a damaged file matches.
-var errCorrupt = errs.Corrupt
+var errCorrupt = errs.ErrCorrupt
 
 // Store is a badger database.
 type Store struct {
@@ -550,7 +550,7 @@ func (quietLogger) Debugf(string, ...any) {}
 // Verify reads every table of the database and checks the checksum of each
 // of its blocks (badger's DB.VerifyChecksum), for an offline check: Open
 // verified the tables it found, but a check wants to say so of the
-// database as it is now. Its errors match errs.Corrupt.
+// database as it is now. Its errors match errs.ErrCorrupt.
 func (s *Store) Verify() error {
 	if err := guard(s.path, "verify", nil, s.db.VerifyChecksum); err != nil {
 		if errors.Is(err, errCorrupt) {

@@ -17,7 +17,7 @@
 //     file lock is held, so that lock guards both. Its header names the
 //     database's id, and every record's CRC covers it, so a log of another
 //     database is refused (Open fails with an error matching
-//     errs.Corrupt that names both files) and none of its records
+//     errs.ErrCorrupt that names both files) and none of its records
 //     is ever taken for one of this database. After a clean Close it holds
 //     just its header and an end marker.
 //
@@ -89,7 +89,7 @@
 // transaction and resets the log. A log that is not ours, or of an unknown
 // version, is refused. Damage that a crash cannot cause (a bad record with a
 // record of this database after it, missing sequence numbers) fails Open
-// with an error matching errs.Corrupt naming the log and the
+// with an error matching errs.ErrCorrupt naming the log and the
 // offset, unless Options.Recover asks to keep every valid record, drop the
 // damaged ones and report them (Store.Recovery).
 //
@@ -106,7 +106,7 @@
 // range, an assertion) or fault on its memory map. Every call into bbolt
 // (Open, Get, Scan, the checkpoint, Compact) runs under
 // debug.SetPanicOnFault(true), restored after, and a panic is recovered
-// into an error matching errs.Corrupt that names the file (and the
+// into an error matching errs.ErrCorrupt that names the file (and the
 // key, when one is known). bbolt starts no goroutines of its own on these
 // paths (Batch, which does, is not used), so no panic escapes. What this
 // cannot catch: a runtime fatal error (a page cycle deep enough to overflow
@@ -151,7 +151,7 @@ var (
 
 // errCorrupt is what every error about a damaged file matches: the
 // module's one sentinel for bytes that cannot be trusted.
-var errCorrupt = errs.Corrupt
+var errCorrupt = errs.ErrCorrupt
 
 // LockTimeout is how long Open waits for another holder of the file lock
 // before it gives up with storage.ErrLocked.

@@ -18,7 +18,7 @@ import (
 //	value || CRC-32C(key || value), little-endian
 //
 // and checked when read: a mismatch is an error matching
-// errs.Corrupt that names the key. The key is in the checksum so
+// errs.ErrCorrupt that names the key. The key is in the checksum so
 // that a value found under another key (a damaged branch page pointing at
 // the wrong leaf) fails too. The log has checksums of its own (package
 // wal); the overlay holds values without one.
@@ -45,7 +45,7 @@ func encodeValue(key, v []byte) []byte {
 
 // DecodeValue checks a value read from ValueBucket under key and returns
 // it without its checksum (aliasing stored). Its errors match
-// errs.Corrupt; they do not name the key.
+// errs.ErrCorrupt; they do not name the key.
 func DecodeValue(key, stored []byte) ([]byte, error) {
 	if len(stored) < crcSize {
 		return nil, fmt.Errorf("stored value of %d bytes, shorter than its checksum: %w", len(stored), errCorrupt)

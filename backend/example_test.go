@@ -1,4 +1,4 @@
-package ratestore_test
+package backend_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -17,13 +18,13 @@ import (
 // several processes. It takes a job's cost from a team's hourly allowance
 // and notes the job, in one Update holding the team's lock (which only a
 // shared store needs), and says whether the job may run.
-func chargeJob[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](ctx context.Context, db ratestore.Store[L, B], team string, cost int64) (bool, error) {
-	l, err := db.Limiter("jobs", strategies.TokenBucket{Rate: 1000.0 / 3600, Burst: 1000})
+func chargeJob(ctx context.Context, db backend.Store, team string, cost int64) (bool, error) {
+	l, err := db.Handle("jobs", strategies.TokenBucket{Rate: 1000.0 / 3600, Burst: 1000})
 	if err != nil {
 		return false, err
 	}
 	var allowed bool
-	err = db.Update(ctx, []string{team}, func(b B) error {
+	err = db.Update(ctx, []string{team}, func(b backend.Batch) error {
 		r, err := b.AllowN(l, team, cost)
 		if err != nil || !r.Allowed {
 			return err
@@ -34,8 +35,8 @@ func chargeJob[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]](ctx context.
 	return allowed, err
 }
 
-// A function written once against Store runs on the embedded DB; Go infers
-// the backend's limiter and batch types from the argument.
+// A function written once against Store runs on the embedded DB as it is,
+// and on a redisstore.DB the same.
 func ExampleStore() {
 	dir, err := os.MkdirTemp("", "ratestore-example")
 	if err != nil {

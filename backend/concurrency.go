@@ -1,4 +1,4 @@
-package ratestore
+package backend
 
 import (
 	"context"
@@ -26,29 +26,21 @@ import (
 // the backend contract: a lease is a unit of the log taken by AllowN and
 // given back by a Modify in an Update.
 type Concurrency struct {
-	l       StoreLimiter
+	l       Limiter
 	ttl     time.Duration
 	now     func() time.Time
 	release func(ctx context.Context, key string, at int64) error
 }
 
-// Concurrency returns the leases of at most max holders per key under
-// name, each ending after ttl unless released before. name is a limiter
-// name, and shares state with the limiters of that name; max is at least
-// 1, ttl in (0, strategies.MaxWindow].
-func (db *DB) Concurrency(name string, max int64, ttl time.Duration) (*Concurrency, error) {
-	return NewConcurrency(db, name, max, ttl)
-}
-
 // NewConcurrency returns the leases of Store.Concurrency on db.
-func NewConcurrency[L StoreLimiter, B StoreBatch[L]](db Store[L, B], name string, max int64, ttl time.Duration) (*Concurrency, error) {
+func NewConcurrency(db Store, name string, max int64, ttl time.Duration) (*Concurrency, error) {
 	sl := strategies.SlidingLog{Limit: max, Window: ttl}
-	l, err := db.Limiter(name, sl)
+	l, err := db.Handle(name, sl)
 	if err != nil {
 		return nil, err
 	}
 	release := func(ctx context.Context, key string, at int64) error {
-		return db.Update(ctx, nil, func(b B) error {
+		return db.Update(ctx, nil, func(b Batch) error {
 			_, err := b.Modify(l, key, func(st strategies.State, now int64) (strategies.State, error) {
 				_, err := sl.Release(st, now, at, 1)
 				return st, err
@@ -77,7 +69,7 @@ type Lease struct {
 // of Limiter.AllowN. A call the backend allowed without deciding it
 // (redisstore's FailOpen: Allowed with Limit 0) gives a lease that holds
 // no slot, whose Release frees nothing.
-func (c *Concurrency) Acquire(ctx context.Context, key string) (*Lease, Result, error) {
+func (c *Concurrency) Acquire(ctx context.Context, key string) (*Lease, strategies.Result, error) {
 	at := c.now().UnixNano()
 	r, err := c.l.AllowN(ctx, key, 1)
 	if err != nil || !r.Allowed {
