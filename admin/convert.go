@@ -95,11 +95,16 @@ var fieldNames = map[string]string{
 
 // fieldMessage is the message of err, an error of the key store about a
 // field (keystore.FieldError), in the admin API's terms: "windows[1].limit:
-// must be positive, got 0".
+// must be positive, got 0"; or about an argument (keystore.InvalidError),
+// as the key store words it.
 func fieldMessage(err error) string {
+	var ie *keystore.InvalidError
+	if errors.As(err, &ie) {
+		return ie.Msg
+	}
 	var fe *keystore.FieldError
 	if !errors.As(err, &fe) {
-		return strings.TrimPrefix(err.Error(), "keystore: ")
+		return err.Error()
 	}
 	var path []string
 	for _, step := range strings.Split(fe.Field, ".") {

@@ -99,17 +99,17 @@ func (s *Store) add(b batch, id string, rec record, legacy bool) (*entry, error)
 		return nil, err
 	}
 	if len(ids) > 0 && ids[0] != nil {
-		return nil, fmt.Errorf("keystore: a key with this secret exists already (%s): %w", ids[0], ErrInvalid)
+		return nil, invalid("a key with this secret exists already (%s)", ids[0])
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.byHash[rec.hash] != nil {
-		return nil, fmt.Errorf("keystore: a key with this secret exists already: %w", ErrInvalid)
+		return nil, invalid("a key with this secret exists already")
 	}
 	if id == "" {
 		id = s.freeID(nil)
 	} else if s.byID[id] != nil || s.corrupt[id] != nil {
-		return nil, fmt.Errorf("keystore: key id %s was taken meanwhile: %w", id, ErrInvalid)
+		return nil, invalid("key id %s was taken meanwhile", id)
 	}
 	rec.legacy = legacy
 	e := newEntry(id, rec)

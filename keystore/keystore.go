@@ -414,9 +414,22 @@ func notFound(id string) error {
 // errUnknownSecret is the error for a secret no key has.
 var errUnknownSecret = fmt.Errorf("keystore: no key has this secret: %w", ErrNotFound)
 
+// invalid returns the InvalidError of a refused argument.
 func invalid(format string, args ...any) error {
-	return fmt.Errorf("keystore: %s: %w", fmt.Sprintf(format, args...), ErrInvalid)
+	return &InvalidError{Msg: fmt.Sprintf(format, args...)}
 }
+
+// InvalidError is an argument refused that is not one field of a Spec
+// (those are FieldErrors): what is wrong, as a caller may show it in its
+// own terms. It matches ErrInvalid.
+type InvalidError struct {
+	Msg string // what is wrong: "a key with this secret exists already"
+}
+
+func (e *InvalidError) Error() string { return "keystore: " + e.Msg + ": " + ErrInvalid.Error() }
+
+// Unwrap returns ErrInvalid.
+func (e *InvalidError) Unwrap() error { return ErrInvalid }
 
 // FieldError is a field of a Spec (or of an Imported key) that is wrong:
 // which one, as data, and why, so that a caller can name it in its own
