@@ -368,9 +368,10 @@
 // package console in front of it, which serves the console's page and
 // sign-in, guards the admin API (package admin) and the metrics
 // (Gateway.Metrics) with the admin token, and hands every other request
-// to the Gateway. The admin API shows what the Gateway knows of a key
-// (Gateway.Reserved) and its live traffic (Gateway.Traffic), and reloads
-// its prices (Gateway.ReloadPrices): *Gateway is an admin.Gateway.
+// to the Gateway. The admin API shows the tokens a key's requests in
+// flight hold (keystore.Store.Reserved) and the Gateway's live traffic
+// (Gateway.Traffic), and reloads its prices (Gateway.ReloadPrices):
+// *Gateway is an admin.Gateway.
 //
 // # Metrics
 //

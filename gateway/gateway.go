@@ -1014,7 +1014,7 @@ func (g *Gateway) stats(x *exchange, r *http.Request, secret string) {
 		return
 	}
 	a := admin.NewKey(k, u) // the one shape of a key
-	a.ReservedTokens = g.Reserved(k.ID)
+	a.ReservedTokens = g.keys.Reserved(k.ID)
 	writeJSON(x, http.StatusOK, a)
 }
 

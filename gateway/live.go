@@ -25,10 +25,6 @@ func (g *Gateway) Keys() *keystore.Store { return g.keys }
 // console).
 func (g *Gateway) Metrics() http.Handler { return g.metrics.handler() }
 
-// Reserved returns the tokens the Gateway's requests of key id in flight
-// hold: the part of the key's used tokens not yet charged.
-func (g *Gateway) Reserved(id string) int64 { return g.metrics.reserved(id) }
-
 // LiveWindow is what Traffic averages over.
 const LiveWindow = 10 * time.Second
 

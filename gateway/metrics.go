@@ -5,7 +5,6 @@ import (
 	"path"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -98,9 +97,6 @@ type metrics struct {
 	reg     *prometheus.Registry
 	handle  http.Handler
 	metered sync.Map // *exchange -> int64, its reservation: admitted, not yet ended
-	// reservedBy is the sum of metered's reservations by key id
-	// (*atomic.Int64), for the admin API's reserved_tokens.
-	reservedBy sync.Map
 
 	requests      *prometheus.CounterVec
 	tokens        *prometheus.CounterVec
@@ -234,21 +230,6 @@ func (m *metrics) admitted(x *exchange) {
 	m.metered.Store(x, x.reserve)
 	m.reservations.Inc()
 	m.reservedToken.Add(float64(x.reserve))
-	m.reserveBy(x.keyID, x.reserve)
-}
-
-// reserveBy adds n to the tokens key id's requests in flight reserve.
-func (m *metrics) reserveBy(id string, n int64) {
-	v, _ := m.reservedBy.LoadOrStore(id, new(atomic.Int64))
-	v.(*atomic.Int64).Add(n)
-}
-
-// reserved returns the tokens key id's requests in flight reserve.
-func (m *metrics) reserved(id string) int64 {
-	if v, ok := m.reservedBy.Load(id); ok {
-		return max(v.(*atomic.Int64).Load(), 0)
-	}
-	return 0
 }
 
 // handler serves the metrics in Prometheus' text exposition format (or
@@ -263,7 +244,6 @@ func (m *metrics) end(r *http.Request, x *exchange, d time.Duration) {
 		served = true
 		m.reservations.Dec()
 		m.reservedToken.Sub(float64(v.(int64)))
-		m.reserveBy(x.keyID, -v.(int64))
 	}
 	model := ""
 	switch {
