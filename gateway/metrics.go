@@ -5,7 +5,6 @@ import (
 	"path"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -94,9 +93,8 @@ import (
 // values. A request that names no model (not a model call) has "". The
 // other labels take a few fixed values each.
 type metrics struct {
-	reg     *prometheus.Registry
-	handle  http.Handler
-	metered sync.Map // *exchange -> int64, its reservation: admitted, not yet ended
+	reg    *prometheus.Registry
+	handle http.Handler
 
 	requests      *prometheus.CounterVec
 	tokens        *prometheus.CounterVec
@@ -220,42 +218,53 @@ func scrapeHandler(reg *prometheus.Registry) http.Handler {
 	})
 }
 
-// begin notes that x has started.
-func (m *metrics) begin(x *exchange) { m.inFlight.Inc() }
+// begin notes that a request has started.
+func (m *metrics) begin() { m.inFlight.Inc() }
 
-// admitted notes that x was admitted, reserving x.reserve tokens. It
-// remembers the reservation so that end returns what it added, whatever
-// becomes of x meanwhile.
-func (m *metrics) admitted(x *exchange) {
-	m.metered.Store(x, x.reserve)
+// admitted notes that a request was admitted, reserving reserve tokens.
+func (m *metrics) admitted(reserve int64) {
 	m.reservations.Inc()
-	m.reservedToken.Add(float64(x.reserve))
+	m.reservedToken.Add(float64(reserve))
 }
 
 // handler serves the metrics in Prometheus' text exposition format (or
 // its protobuf format, when the scraper asks for it), gzipped when asked.
 func (m *metrics) handler() http.Handler { return m.handle }
 
-// end notes that x, a request r, ended after d, once it has been charged.
-func (m *metrics) end(r *http.Request, x *exchange, d time.Duration) {
+// end notes that a request ended with status, refused for reason (""
+// if it was not), once it has been charged ch.
+func (m *metrics) end(rq *request, ad *admission, up *upstreamResult, ch *charged, status int, reason string) {
 	defer m.inFlight.Dec()
-	served := x.shadowed != nil // Options.Shadow: served without an admission
-	if v, ok := m.metered.LoadAndDelete(x); ok {
+	served := ad.shadowed != nil // Options.Shadow: served without an admission
+	if ad.adm != nil {
 		served = true
 		m.reservations.Dec()
-		m.reservedToken.Sub(float64(v.(int64)))
+		m.reservedToken.Sub(float64(ad.reserve))
 	}
 	model := ""
 	switch {
-	case x.shadowed != nil && x.shadowed.Reason == "model":
+	case ad.shadowed != nil && ad.shadowed.Reason == "model":
 		// A model the key's policy does not allow, served anyway: it
 		// is the caller's to name, bound by nothing.
 		model = otherModel
 	case served:
-		model = m.model(x.model, x.allowed)
+		model = m.model(rq.model, rq.allow)
 	}
-	m.requests.WithLabelValues(x.keyID, strconv.Itoa(x.status), x.reason).Inc()
-	c := x.charge.counts
+	m.requests.WithLabelValues(rq.keyID, strconv.Itoa(status), reason).Inc()
+	m.charge(rq, ad, ch, model)
+	if served && rq.model != "" && up.used.found {
+		m.tokenUsage.WithLabelValues(tokenInput, model).Observe(float64(ch.counts.input))
+		m.tokenUsage.WithLabelValues(tokenOutput, model).Observe(float64(ch.counts.output))
+	}
+	if up.forwarded && up.status != 0 {
+		m.upLatency.WithLabelValues(model).Observe(up.latency.Seconds())
+	}
+}
+
+// charge counts the tokens reported and charged, the spend and the budget
+// left of a request of model (its label) charged ch.
+func (m *metrics) charge(rq *request, ad *admission, ch *charged, model string) {
+	c := ch.counts
 	for _, t := range [...]struct {
 		typ string
 		n   int64
@@ -264,28 +273,21 @@ func (m *metrics) end(r *http.Request, x *exchange, d time.Duration) {
 		{tokenCacheRead, c.cacheRead}, {tokenCacheWrite, c.cacheWrite}, {tokenReasoning, c.reasoning},
 	} {
 		if t.n > 0 {
-			m.tokens.WithLabelValues(x.keyID, t.typ).Add(float64(t.n))
+			m.tokens.WithLabelValues(rq.keyID, t.typ).Add(float64(t.n))
 		}
 	}
-	if x.charge.tokens > 0 {
-		m.charged.WithLabelValues(x.keyID, strconv.FormatBool(x.charge.estimated)).Add(float64(x.charge.tokens))
+	if ch.tokens > 0 {
+		m.charged.WithLabelValues(rq.keyID, strconv.FormatBool(ch.estimated)).Add(float64(ch.tokens))
 	}
-	if x.charge.cost > 0 {
+	if ch.cost > 0 {
 		team := ""
-		if x.adm != nil {
-			team = x.adm.Key().Team // the team the request was admitted in
+		if ad.adm != nil {
+			team = ad.adm.Key().Team // the team the request was admitted in
 		}
-		m.spend.WithLabelValues(x.keyID, team, model).Add(x.charge.cost.Float64())
+		m.spend.WithLabelValues(rq.keyID, team, model).Add(ch.cost.Float64())
 	}
-	if x.charge.hasBudget {
-		m.budgetLeft.WithLabelValues(x.keyID).Set(x.charge.budgetLeft.Float64())
-	}
-	if served && x.model != "" && x.up.used.found {
-		m.tokenUsage.WithLabelValues(tokenInput, model).Observe(float64(c.input))
-		m.tokenUsage.WithLabelValues(tokenOutput, model).Observe(float64(c.output))
-	}
-	if x.up.forwarded && x.up.status != 0 {
-		m.upLatency.WithLabelValues(model).Observe(x.up.latency.Seconds())
+	if ch.hasBudget {
+		m.budgetLeft.WithLabelValues(rq.keyID).Set(ch.budgetLeft.Float64())
 	}
 }
 
