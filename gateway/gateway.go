@@ -192,9 +192,9 @@ type Gateway struct {
 	transport   http.RoundTripper
 	rate        *httplimit.Middleware // Options.RPS; nil: none
 	buffers     buffers               // of the responses' copies
-	routes      []route      // longest prefix first, the default route last
-	shadow      bool         // Options.Shadow
-	active      *activity    // the requests being served, for Wait and Abort
+	routes      []route               // longest prefix first, the default route last
+	shadow      bool                  // Options.Shadow
+	active      *activity             // the requests being served, for Wait and Abort
 	statsPath   string
 	weights     Weights
 	drain       time.Duration // < 0: none
@@ -447,4 +447,3 @@ func redacted(u *url.URL) string {
 	}
 	return strconv.Quote(u.Redacted())
 }
-
