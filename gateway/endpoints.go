@@ -9,14 +9,10 @@ import (
 	"github.com/ratestore/ratestore/internal/text"
 )
 
-// The gateway forwards by allowlist: a request reaches the upstream only
-// when its method and clean path are those of an endpoint below, which
-// says what the gateway reads of the body, which request fields and query
-// parameters go out, and whether the response is charged. Anything else
-// is answered by the gateway itself (404 or 405) and never forwarded:
-// an endpoint the gateway does not know, it cannot meter (a batch job's
-// usage is reported hours later, to nobody), nor tell which model it
-// runs.
+// The gateway forwards by allowlist (see Endpoints in the package
+// documentation): an endpoint below says what the gateway reads of the
+// body, which request fields and query parameters go out, and whether
+// the response is charged.
 
 // dialect is the API family of an endpoint, which decides the request
 // fields that are forwarded and the body fields that are read.

@@ -40,44 +40,13 @@ import (
 //
 // # Metrics
 //
-//   - ratestore_gateway_requests_total{key_id, http_response_status_code,
-//     reason} (counter): requests that ended, by the status the caller got
-//     and the reason the gateway refused them: a keystore.Denial's Reason
-//     ("unknown", "disabled", "expired", "model", "window", "rate",
-//     "concurrency"), "short" (Gateway.admit) or "rps" (Options.RPS), "" when the gateway did not
-//     refuse it on a key's account (served, or refused as malformed, too
-//     large, or for want of a key: the status tells). Status 0: the
-//     request ended before anything was written.
-//   - ratestore_gateway_tokens_total{key_id, gen_ai_token_type} (counter):
-//     the tokens the upstream reported, by type: "input" and "output" (the
-//     convention's values), and "cache_read", "cache_write" and
-//     "reasoning". "input" includes the cache reads and writes, "output"
-//     the reasoning tokens, as the convention's input and output tokens
-//     do: input + output is the usage, and summing every type counts
-//     tokens twice. A series appears with its first token.
-//   - ratestore_gateway_charged_tokens_total{key_id, estimated} (counter):
-//     the tokens charged to the key (keystore.Admission.Finish), estimated
-//     "true" when they are the request's estimate because no usage could
-//     be read (see Usage), else "false". It is apart from the tokens
-//     reported because it is what the key's windows count, an estimate
-//     or a figure of the usage as the gateway weighs it, not a type of
-//     token; a charge that failed counts nothing.
-//   - gen_ai_client_token_usage{gen_ai_token_type, gen_ai_request_model}
-//     (histogram, buckets 1, 4, 16, ... 67108864 as the convention
-//     advises): the input and output tokens of each model call whose usage
-//     was reported, one observation each. The convention's required
-//     gen_ai.operation.name and gen_ai.provider.name are left out: the
-//     gateway forwards to one upstream and reads no operation.
-//   - ratestore_gateway_upstream_latency_seconds{gen_ai_request_model}
-//     (histogram, buckets 0.05s to 600s): from sending a request upstream
-//     to its response header, of every request that got one.
-//   - ratestore_gateway_requests_in_flight (gauge): requests begun and not
-//     yet ended.
-//   - ratestore_gateway_reservations (gauge): requests in flight that the
-//     key store admitted, each holding a slot of its key's concurrency cap
-//     and its reservation.
-//   - ratestore_gateway_reserved_tokens (gauge): the tokens those requests
-//     reserved, which count as used in their keys' windows until they end.
+// The package documentation lists them (Metrics). Of requests_total,
+// status 0 is a request that ended before anything was written. The
+// tokens charged are counted apart from those reported because they are
+// what the key's windows count (an estimate, or the usage as weighed), not
+// a type of token; a charge that failed counts nothing. The token
+// histogram leaves out the convention's required gen_ai.operation.name
+// and gen_ai.provider.name: the gateway reads no operation.
 //
 // # Cardinality
 //
