@@ -180,7 +180,7 @@
 // anyone. Such a request has no admission: it reserves nothing and holds
 // no slot, and its usage is charged at its end with
 // keystore.Store.RecordUsage, past the limits, as usage is otherwise. The
-// refusal it would have had is in the request's exchange (shadowed), not
+// refusal it would have had is in the request's admission (shadowed), not
 // in its refusal reason: it was not refused. A request over Options.RPS is
 // served the same way, its RateLimit fields telling it is over but with no
 // Retry-After. Unknown keys (401), disabled and expired ones (403), and
