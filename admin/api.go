@@ -39,8 +39,7 @@ type Options struct {
 	// nothing, and answers GET /admin/audit 404 no_audit.
 	Audit *audit.Log
 	// Gateway is the gateway that serves the keys in this process, if
-	// any: nil answers GET /admin/live and POST /admin/prices/reload 404,
-	// and every key's ReservedTokens is 0.
+	// any: nil answers GET /admin/live and POST /admin/prices/reload 404.
 	Gateway Gateway
 	// Now is the clock of GET /admin/live; nil means time.Now.
 	Now func() time.Time
@@ -55,9 +54,6 @@ type Options struct {
 // Gateway is what the API shows and asks of the gateway serving beside
 // it (a *gateway.Gateway).
 type Gateway interface {
-	// Reserved returns the tokens the gateway's requests of key id in
-	// flight hold: a Key's ReservedTokens.
-	Reserved(id string) int64
 	// Traffic returns the requests ended and tokens charged per second of
 	// the last seconds, and the requests in flight: GET /admin/live.
 	Traffic() (requestsPerSecond, tokensPerSecond float64, inFlight int64)

@@ -248,12 +248,10 @@ func (api *API) key(ctx context.Context, id string) (Key, error) {
 	return api.withReserved(NewKey(k, u)), nil
 }
 
-// withReserved sets a's reserved tokens: those of the gateway's requests
-// of the key in flight.
+// withReserved sets a's reserved tokens: those of the key's requests in
+// flight in this process, as the key store that admitted them keeps them.
 func (api *API) withReserved(a Key) Key {
-	if api.gw != nil {
-		a.ReservedTokens = api.gw.Reserved(a.ID)
-	}
+	a.ReservedTokens = api.keys.Reserved(a.ID)
 	return a
 }
 

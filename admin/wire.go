@@ -33,11 +33,11 @@ type Key struct {
 	LastUsed          *time.Time  `json:"last_used"`  // null: never
 	CreatedAt         *time.Time  `json:"created_at"` // null: unknown (an imported key)
 	InFlight          int         `json:"in_flight"`  // requests admitted and not finished
-	// ReservedTokens are the tokens this gateway's requests of the key in
-	// flight hold, counted in every window's used until they finish: the
-	// part of used not yet charged. 0 where no gateway serves the key (the
-	// command line on a closed database), and other gateways' are not
-	// counted.
+	// ReservedTokens are the tokens this process's requests of the key in
+	// flight hold (keystore.Store.Reserved), counted in every window's used
+	// until they finish: the part of used not yet charged. 0 where no
+	// gateway serves the key (the command line on a closed database), and
+	// other gateways' are not counted.
 	ReservedTokens int64 `json:"reserved_tokens"`
 	// PreviousSecretExpiresAt is when the secret a rotation replaced stops
 	// working; null when there is none (keystore.Key).

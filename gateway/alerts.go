@@ -9,22 +9,22 @@ import (
 	"github.com/ratestore/ratestore/keystore"
 )
 
-// observe tells the alert notifier, if any, the usage of x's key after
-// its request, u, and its team's: each token window and budget, so that
+// observe tells the alert notifier, if any, the usage of rq's key after
+// it, u, and its team's: each token window and budget, so that
 // a crossing of a threshold is sent once (package alert). The team's
 // usage is read for it: one more read per request of a team's key, and
 // only with alerts on.
-func (g *Gateway) observe(ctx context.Context, x *exchange, u keystore.Usage) {
+func (g *Gateway) observe(ctx context.Context, rq *request, u keystore.Usage) {
 	if g.alerts == nil {
 		return
 	}
 	levels := appendLevels(nil, u, false)
-	if x.team != "" {
-		if tu, err := g.keys.TeamUsage(ctx, x.team); err == nil {
+	if rq.team != "" {
+		if tu, err := g.keys.TeamUsage(ctx, rq.team); err == nil {
 			levels = appendLevels(levels, tu, true)
 		}
 	}
-	g.alerts.Observe(x.keyID, x.team, levels)
+	g.alerts.Observe(rq.keyID, rq.team, levels)
 }
 
 // appendLevels appends the alert levels of usage u: its token windows

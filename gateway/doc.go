@@ -180,7 +180,7 @@
 // anyone. Such a request has no admission: it reserves nothing and holds
 // no slot, and its usage is charged at its end with
 // keystore.Store.RecordUsage, past the limits, as usage is otherwise. The
-// refusal it would have had is in the request's exchange (shadowed), not
+// refusal it would have had is in the request's admission (shadowed), not
 // in its refusal reason: it was not refused. A request over Options.RPS is
 // served the same way, its RateLimit fields telling it is over but with no
 // Retry-After. Unknown keys (401), disabled and expired ones (403), and
@@ -368,9 +368,10 @@
 // package console in front of it, which serves the console's page and
 // sign-in, guards the admin API (package admin) and the metrics
 // (Gateway.Metrics) with the admin token, and hands every other request
-// to the Gateway. The admin API shows what the Gateway knows of a key
-// (Gateway.Reserved) and its live traffic (Gateway.Traffic), and reloads
-// its prices (Gateway.ReloadPrices): *Gateway is an admin.Gateway.
+// to the Gateway. The admin API shows the tokens a key's requests in
+// flight hold (keystore.Store.Reserved) and the Gateway's live traffic
+// (Gateway.Traffic), and reloads its prices (Gateway.ReloadPrices):
+// *Gateway is an admin.Gateway.
 //
 // # Metrics
 //

@@ -9,14 +9,10 @@ import (
 	"github.com/ratestore/ratestore/internal/text"
 )
 
-// The gateway forwards by allowlist: a request reaches the upstream only
-// when its method and clean path are those of an endpoint below, which
-// says what the gateway reads of the body, which request fields and query
-// parameters go out, and whether the response is charged. Anything else
-// is answered by the gateway itself (404 or 405) and never forwarded:
-// an endpoint the gateway does not know, it cannot meter (a batch job's
-// usage is reported hours later, to nobody), nor tell which model it
-// runs.
+// The gateway forwards by allowlist (see Endpoints in the package
+// documentation): an endpoint below says what the gateway reads of the
+// body, which request fields and query parameters go out, and whether
+// the response is charged.
 
 // dialect is the API family of an endpoint, which decides the request
 // fields that are forwarded and the body fields that are read.
@@ -110,12 +106,14 @@ var geminiActions = map[string]*endpoint{
 // maxModelBytes bounds a model name: longer ones are refused.
 const maxModelBytes = 256
 
-// pathError is why a path is not served: 404, or 405 with the methods
-// the path allows.
-type pathError struct {
-	status int
-	allow  string // for 405
-	msg    string
+// pathRefusal is the refusal of a path that is not served: 404, or 405
+// with the methods the path allows.
+func pathRefusal(status int, allow, msg string) *refusal {
+	code := "unknown_endpoint"
+	if status == http.StatusMethodNotAllowed {
+		code = "method_not_allowed"
+	}
+	return &refusal{status: status, typ: typeInvalid, code: code, msg: msg, allow: allow}
 }
 
 // lookup returns the endpoint of a request's method and path (as
@@ -124,19 +122,19 @@ type pathError struct {
 // The path must be clean: no "." or ".." segment, no "//", no trailing
 // "/", no escaped "/" or "\": an upstream resolves such paths in ways
 // of its own, so the gateway refuses them rather than guess.
-func lookup(method, p, rawPath string) (*endpoint, string, *pathError) {
+func lookup(method, p, rawPath string) (*endpoint, string, *refusal) {
 	if !cleanPath(p, rawPath) {
-		return nil, "", &pathError{status: http.StatusNotFound, msg: "the path is not clean (a . or .. segment, //, a trailing / or an escaped / or \\): send it as the API documents it"}
+		return nil, "", pathRefusal(http.StatusNotFound, "", "the path is not clean (a . or .. segment, //, a trailing / or an escaped / or \\): send it as the API documents it")
 	}
 	if ep, model, ok := geminiPath(p); ok {
 		if method != ep.method {
-			return nil, "", &pathError{status: http.StatusMethodNotAllowed, allow: ep.method, msg: "the " + ep.name + " endpoint answers " + ep.method + " only"}
+			return nil, "", pathRefusal(http.StatusMethodNotAllowed, ep.method, "the "+ep.name+" endpoint answers "+ep.method+" only")
 		}
 		return ep, model, nil
 	}
 	eps, ok := paths[pattern(p)]
 	if !ok {
-		return nil, "", &pathError{status: http.StatusNotFound, msg: "this gateway does not serve that endpoint"}
+		return nil, "", pathRefusal(http.StatusNotFound, "", "this gateway does not serve that endpoint")
 	}
 	allow := make([]string, 0, len(eps))
 	for _, ep := range eps {
@@ -146,7 +144,7 @@ func lookup(method, p, rawPath string) (*endpoint, string, *pathError) {
 		allow = append(allow, ep.method)
 	}
 	a := strings.Join(allow, ", ")
-	return nil, "", &pathError{status: http.StatusMethodNotAllowed, allow: a, msg: "this endpoint answers " + a + " only"}
+	return nil, "", pathRefusal(http.StatusMethodNotAllowed, a, "this endpoint answers "+a+" only")
 }
 
 // cleanPath reports whether p is a clean absolute path whose escaped form
@@ -255,4 +253,15 @@ func filterResponse(h http.Header) {
 			delete(h, name)
 		}
 	}
+}
+
+// routePath is the pattern of an endpoint's path p, as the ledger records
+// it: resource ids as "*" (/v1/responses/*), a Gemini model as {model}
+// (/v1beta/models/{model}:generateContent). A route is one of a few
+// strings, stored once per block.
+func routePath(p string) string {
+	if _, model, ok := geminiPath(p); ok {
+		return strings.Replace(p, model, "{model}", 1)
+	}
+	return pattern(p)
 }

@@ -2,15 +2,18 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"path"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/ratestore/ratestore/httplimit"
 	"github.com/ratestore/ratestore/internal/apierror"
 	"github.com/ratestore/ratestore/keystore"
+	"github.com/ratestore/ratestore/ledger"
 )
 
 // The error types of the gateway's own answers, as the official SDKs
@@ -28,14 +31,8 @@ const (
 const maxRetryWait = 60 * time.Second
 
 // concurrencyRetry is the Retry-After of a request refused by a key's cap
-// on requests in flight (see deny).
+// on requests in flight (see limitMessage).
 const concurrencyRetry = time.Second
-
-// writeError answers status with the gateway's error body (package
-// apierror).
-func writeError(w http.ResponseWriter, status int, typ, code, msg string) {
-	apierror.Write(w, status, typ, code, msg)
-}
 
 // retryFields sets Retry-After (seconds, rounded up, at least 1) when
 // wait >= 0, and x-should-retry: false when waiting will not help within
@@ -54,31 +51,91 @@ func roundWait(wait time.Duration) time.Duration {
 	return time.Duration(max(1, ceilSeconds(wait))) * time.Second
 }
 
-// deny answers a request of key k that d refused; reserve is the tokens
-// it asked to reserve.
-func (g *Gateway) deny(ctx context.Context, x *exchange, k keystore.Key, d *keystore.Denial, reserve int64) {
-	x.reason = d.Reason
-	g.refused(ctx, x, k, d)
+// keyRefused is the refusal of a request whose key Authenticate, Lookup
+// or Admit refused with err, reserving reserve tokens; or 503 when the
+// key store failed.
+func (g *Gateway) keyRefused(ctx context.Context, rq *request, k keystore.Key, err error, reserve int64) *refusal {
+	var d *keystore.Denial
+	if !errors.As(err, &d) {
+		switch {
+		case errors.Is(err, keystore.ErrNotFound):
+			d = &keystore.Denial{Reason: "unknown", RetryAfter: -1}
+		case errors.Is(err, keystore.ErrDisabled):
+			d = &keystore.Denial{Reason: "disabled", RetryAfter: -1}
+		case errors.Is(err, keystore.ErrExpired):
+			d = &keystore.Denial{Reason: "expired", RetryAfter: -1}
+		}
+	}
+	if d == nil {
+		level := slog.LevelError
+		if ctx.Err() != nil {
+			level = slog.LevelDebug // the caller went away
+		}
+		g.log.LogAttrs(ctx, level, "gateway: key store failed",
+			slog.String("request_id", rq.id), slog.String("key_id", rq.keyID), slog.String("error", err.Error()))
+		return &refusal{status: http.StatusServiceUnavailable, typ: typeAPI, code: "store_unavailable", msg: "the gateway's key store failed; retry later"}
+	}
+	return g.deny(ctx, rq, k, d, reserve)
+}
+
+// deny counts the refusal d of a request of key k in the ledger and
+// returns its answer; reserve is the tokens it asked to reserve.
+func (g *Gateway) deny(ctx context.Context, rq *request, k keystore.Key, d *keystore.Denial, reserve int64) *refusal {
+	g.refused(ctx, rq, k, d)
 	o := g.deniedBy(ctx, k, d)
-	if status, code, msg := refusal(x, k, o, d); status != 0 {
+	if status, code, msg := keyRefusal(rq.model, k, o, d); status != 0 {
 		typ := typePermission
 		if status == http.StatusUnauthorized {
 			typ = typeAuth
 		}
-		writeError(x, status, typ, code, msg)
-		return
+		return &refusal{status: status, typ: typ, code: code, msg: msg, reason: d.Reason}
 	}
 	if d.Reason == "budget" {
 		// Over a budget until it resets, an hour or a month away: no
 		// client should retry on its own.
-		retryFields(x.Header(), d.RetryAfter)
-		x.Header().Set("X-Should-Retry", "false")
-		writeError(x, http.StatusTooManyRequests, typeRate, "budget_exceeded", budgetMessage(o, d))
-		return
+		return &refusal{status: http.StatusTooManyRequests, typ: typeRate, code: "budget_exceeded", msg: budgetMessage(o, d),
+			reason: d.Reason, retry: true, wait: d.RetryAfter, noRetry: true}
 	}
 	msg, wait := limitMessage(o, d, reserve)
-	retryFields(x.Header(), wait)
-	writeError(x, http.StatusTooManyRequests, typeRate, "rate_limit_exceeded", msg)
+	return &refusal{status: http.StatusTooManyRequests, typ: typeRate, code: "rate_limit_exceeded", msg: msg,
+		reason: d.Reason, retry: true, wait: wait}
+}
+
+// refused counts the refusal d of rq's key in the ledger's rollups (in
+// memory; the ledger writes the counts as totals).
+func (g *Gateway) refused(ctx context.Context, rq *request, k keystore.Key, d *keystore.Denial) {
+	if g.ledger == nil || k.ID == "" || d.Reason == "unknown" {
+		return
+	}
+	err := g.ledger.Refused(context.WithoutCancel(ctx), ledger.Refusal{Key: k.ID, Team: k.Team, Model: refusedModel(rq.model, k, d), Reason: d.Reason})
+	g.ledgerFailed(ctx, rq, err)
+}
+
+// refusedModel is the model a refusal d of key k is counted under: the
+// one asked for when k's policy allows it, else ledger.OtherModel. A key
+// holder chooses the names it sends, and a rollup keeps a row for at
+// most 256 models: names its policy refuses would fill them, and the
+// model it does use would then be counted as (other).
+func refusedModel(model string, k keystore.Key, d *keystore.Denial) string {
+	if d.Reason == "model" || !allows(k.Policy.Models, model) {
+		return ledger.OtherModel
+	}
+	return model
+}
+
+// allows reports whether the model globs of a policy allow model, as
+// the key store checks them (path.Match; none: any model; a request
+// naming none is not checked).
+func allows(globs []string, model string) bool {
+	if len(globs) == 0 || model == "" {
+		return true
+	}
+	for _, g := range globs {
+		if ok, _ := path.Match(g, model); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // owner is whose limit refused a request, for its message: the key's
@@ -113,10 +170,11 @@ func budgetMessage(o owner, d *keystore.Denial) string {
 	return fmt.Sprintf("%s is over its budget of %s; it has room again in %v", o.who, budget, roundWait(d.RetryAfter))
 }
 
-// refusal returns the answer to a request of key k that d refused for
-// who it is or what it asked, not for a limit: 401 or 403, and 0 for a
-// limit. A model is refused by o's policy: the key's, or its team's.
-func refusal(x *exchange, k keystore.Key, o owner, d *keystore.Denial) (status int, code, msg string) {
+// keyRefusal returns the answer to a request of key k for model that d
+// refused for who it is or what it asked, not for a limit: 401 or 403,
+// and 0 for a limit. A model is refused by o's policy: the key's, or its
+// team's.
+func keyRefusal(model string, k keystore.Key, o owner, d *keystore.Denial) (status int, code, msg string) {
 	id := k.ID
 	switch d.Reason {
 	case "unknown":
@@ -130,7 +188,7 @@ func refusal(x *exchange, k keystore.Key, o owner, d *keystore.Denial) (status i
 		}
 		return http.StatusForbidden, "key_expired", msg
 	case "model":
-		msg := fmt.Sprintf("%s may not use model %q", o.who, x.model)
+		msg := fmt.Sprintf("%s may not use model %q", o.who, model)
 		if len(o.pol.Models) > 0 {
 			msg += "; it may use " + strings.Join(o.pol.Models, ", ")
 		}
@@ -188,22 +246,4 @@ func windowMessage(o owner, d *keystore.Denial, reserve int64, retry string) str
 		limit = ": " + limit
 	}
 	return fmt.Sprintf("%s is over its %s token window%s%s", o.who, window, limit, retry)
-}
-
-// denyRate is the Deny of the Options.RPS middleware: the gateway's error
-// body, with the RateLimit fields httplimit has set.
-func denyRate(w http.ResponseWriter, r *http.Request, d httplimit.Decision) {
-	if d.Status != http.StatusTooManyRequests {
-		writeError(w, d.Status, typeAPI, "rate_limit_failed", "the gateway could not apply its request rate; retry later")
-		return
-	}
-	id := ""
-	if x := exchangeOf(r.Context()); x != nil {
-		id, x.reason = x.keyID, "rps"
-	}
-	wait := d.Result.RetryAfter
-	w.Header().Del("Retry-After")
-	retryFields(w.Header(), wait)
-	writeError(w, http.StatusTooManyRequests, typeRate, "rate_limit_exceeded",
-		fmt.Sprintf("key %s is over the gateway's request rate (--rps); retry after %v", id, roundWait(wait)))
 }

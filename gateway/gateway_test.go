@@ -182,7 +182,7 @@ func TestUpstreamFailures(t *testing.T) {
 	// (and fails to) rather than being written to a connection the
 	// upstream closed, which the gateway cannot tell from one that got it.
 	e.up.srv.Close()
-	e.gw.proxy.Transport.(interface{ CloseIdleConnections() }).CloseIdleConnections()
+	e.gw.transport.(interface{ CloseIdleConnections() }).CloseIdleConnections()
 	resp, body = e.call("POST", "/v1/chat/completions", secret, fakeReq{Input: 5})
 	require.Equal(t, http.StatusBadGateway, resp.StatusCode)
 	require.Equal(t, "upstream_unavailable", apiError(t, body, "api_error")["code"])

@@ -1,33 +1,9 @@
 package gateway
 
 import (
-	"net/http"
-	"strings"
 	"sync/atomic"
 	"time"
-
-	"github.com/ratestore/ratestore/admin"
-	"github.com/ratestore/ratestore/keystore"
 )
-
-// operatorPath reports whether p is the operator's (the admin API, its
-// console, the metrics: package console serves them), which the Gateway
-// never forwards.
-func operatorPath(p string) bool {
-	return p == "/metrics" || p == "/admin" || strings.HasPrefix(p, "/admin/")
-}
-
-// Keys returns the key store the Gateway meters, for the admin API.
-func (g *Gateway) Keys() *keystore.Store { return g.keys }
-
-// Metrics returns the handler of the Gateway's metrics, in Prometheus'
-// text exposition format: to be served behind the admin token (package
-// console).
-func (g *Gateway) Metrics() http.Handler { return g.metrics.handler() }
-
-// Reserved returns the tokens the Gateway's requests of key id in flight
-// hold: the part of the key's used tokens not yet charged.
-func (g *Gateway) Reserved(id string) int64 { return g.metrics.reserved(id) }
 
 // LiveWindow is what Traffic averages over.
 const LiveWindow = 10 * time.Second
@@ -97,5 +73,3 @@ func (l *live) rates(now time.Time) (requests, tokens float64) {
 	}
 	return float64(r) / float64(n), float64(t) / float64(n)
 }
-
-var _ admin.Gateway = (*Gateway)(nil)

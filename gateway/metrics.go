@@ -5,8 +5,6 @@ import (
 	"path"
 	"strconv"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -42,44 +40,13 @@ import (
 //
 // # Metrics
 //
-//   - ratestore_gateway_requests_total{key_id, http_response_status_code,
-//     reason} (counter): requests that ended, by the status the caller got
-//     and the reason the gateway refused them: a keystore.Denial's Reason
-//     ("unknown", "disabled", "expired", "model", "window", "rate",
-//     "concurrency"), "short" (Gateway.admit) or "rps" (Options.RPS), "" when the gateway did not
-//     refuse it on a key's account (served, or refused as malformed, too
-//     large, or for want of a key: the status tells). Status 0: the
-//     request ended before anything was written.
-//   - ratestore_gateway_tokens_total{key_id, gen_ai_token_type} (counter):
-//     the tokens the upstream reported, by type: "input" and "output" (the
-//     convention's values), and "cache_read", "cache_write" and
-//     "reasoning". "input" includes the cache reads and writes, "output"
-//     the reasoning tokens, as the convention's input and output tokens
-//     do: input + output is the usage, and summing every type counts
-//     tokens twice. A series appears with its first token.
-//   - ratestore_gateway_charged_tokens_total{key_id, estimated} (counter):
-//     the tokens charged to the key (keystore.Admission.Finish), estimated
-//     "true" when they are the request's estimate because no usage could
-//     be read (see Usage), else "false". It is apart from the tokens
-//     reported because it is what the key's windows count, an estimate
-//     or a figure of the usage as the gateway weighs it, not a type of
-//     token; a charge that failed counts nothing.
-//   - gen_ai_client_token_usage{gen_ai_token_type, gen_ai_request_model}
-//     (histogram, buckets 1, 4, 16, ... 67108864 as the convention
-//     advises): the input and output tokens of each model call whose usage
-//     was reported, one observation each. The convention's required
-//     gen_ai.operation.name and gen_ai.provider.name are left out: the
-//     gateway forwards to one upstream and reads no operation.
-//   - ratestore_gateway_upstream_latency_seconds{gen_ai_request_model}
-//     (histogram, buckets 0.05s to 600s): from sending a request upstream
-//     to its response header, of every request that got one.
-//   - ratestore_gateway_requests_in_flight (gauge): requests begun and not
-//     yet ended.
-//   - ratestore_gateway_reservations (gauge): requests in flight that the
-//     key store admitted, each holding a slot of its key's concurrency cap
-//     and its reservation.
-//   - ratestore_gateway_reserved_tokens (gauge): the tokens those requests
-//     reserved, which count as used in their keys' windows until they end.
+// The package documentation lists them (Metrics). Of requests_total,
+// status 0 is a request that ended before anything was written. The
+// tokens charged are counted apart from those reported because they are
+// what the key's windows count (an estimate, or the usage as weighed), not
+// a type of token; a charge that failed counts nothing. The token
+// histogram leaves out the convention's required gen_ai.operation.name
+// and gen_ai.provider.name: the gateway reads no operation.
 //
 // # Cardinality
 //
@@ -95,12 +62,8 @@ import (
 // values. A request that names no model (not a model call) has "". The
 // other labels take a few fixed values each.
 type metrics struct {
-	reg     *prometheus.Registry
-	handle  http.Handler
-	metered sync.Map // *exchange -> int64, its reservation: admitted, not yet ended
-	// reservedBy is the sum of metered's reservations by key id
-	// (*atomic.Int64), for the admin API's reserved_tokens.
-	reservedBy sync.Map
+	reg    *prometheus.Registry
+	handle http.Handler
 
 	requests      *prometheus.CounterVec
 	tokens        *prometheus.CounterVec
@@ -224,58 +187,53 @@ func scrapeHandler(reg *prometheus.Registry) http.Handler {
 	})
 }
 
-// begin notes that x has started.
-func (m *metrics) begin(x *exchange) { m.inFlight.Inc() }
+// begin notes that a request has started.
+func (m *metrics) begin() { m.inFlight.Inc() }
 
-// admitted notes that x was admitted, reserving x.reserve tokens. It
-// remembers the reservation so that end returns what it added, whatever
-// becomes of x meanwhile.
-func (m *metrics) admitted(x *exchange) {
-	m.metered.Store(x, x.reserve)
+// admitted notes that a request was admitted, reserving reserve tokens.
+func (m *metrics) admitted(reserve int64) {
 	m.reservations.Inc()
-	m.reservedToken.Add(float64(x.reserve))
-	m.reserveBy(x.keyID, x.reserve)
-}
-
-// reserveBy adds n to the tokens key id's requests in flight reserve.
-func (m *metrics) reserveBy(id string, n int64) {
-	v, _ := m.reservedBy.LoadOrStore(id, new(atomic.Int64))
-	v.(*atomic.Int64).Add(n)
-}
-
-// reserved returns the tokens key id's requests in flight reserve.
-func (m *metrics) reserved(id string) int64 {
-	if v, ok := m.reservedBy.Load(id); ok {
-		return max(v.(*atomic.Int64).Load(), 0)
-	}
-	return 0
+	m.reservedToken.Add(float64(reserve))
 }
 
 // handler serves the metrics in Prometheus' text exposition format (or
 // its protobuf format, when the scraper asks for it), gzipped when asked.
 func (m *metrics) handler() http.Handler { return m.handle }
 
-// end notes that x, a request r, ended after d, once it has been charged.
-func (m *metrics) end(r *http.Request, x *exchange, d time.Duration) {
+// end notes that a request ended with status, refused for reason (""
+// if it was not), once it has been charged ch.
+func (m *metrics) end(rq *request, ad *admission, up *upstreamResult, ch *charged, status int, reason string) {
 	defer m.inFlight.Dec()
-	served := x.shadowed != nil // Options.Shadow: served without an admission
-	if v, ok := m.metered.LoadAndDelete(x); ok {
+	served := ad.shadowed != nil // Options.Shadow: served without an admission
+	if ad.adm != nil {
 		served = true
 		m.reservations.Dec()
-		m.reservedToken.Sub(float64(v.(int64)))
-		m.reserveBy(x.keyID, -v.(int64))
+		m.reservedToken.Sub(float64(ad.reserve))
 	}
 	model := ""
 	switch {
-	case x.shadowed != nil && x.shadowed.Reason == "model":
+	case ad.shadowed != nil && ad.shadowed.Reason == "model":
 		// A model the key's policy does not allow, served anyway: it
 		// is the caller's to name, bound by nothing.
 		model = otherModel
 	case served:
-		model = m.model(x.model, x.allowed)
+		model = m.model(rq.model, rq.allow)
 	}
-	m.requests.WithLabelValues(x.keyID, strconv.Itoa(x.status), x.reason).Inc()
-	c := x.charge.counts
+	m.requests.WithLabelValues(rq.keyID, strconv.Itoa(status), reason).Inc()
+	m.charge(rq, ad, ch, model)
+	if served && rq.model != "" && up.used.found {
+		m.tokenUsage.WithLabelValues(tokenInput, model).Observe(float64(ch.counts.input))
+		m.tokenUsage.WithLabelValues(tokenOutput, model).Observe(float64(ch.counts.output))
+	}
+	if up.forwarded && up.status != 0 {
+		m.upLatency.WithLabelValues(model).Observe(up.latency.Seconds())
+	}
+}
+
+// charge counts the tokens reported and charged, the spend and the budget
+// left of a request of model (its label) charged ch.
+func (m *metrics) charge(rq *request, ad *admission, ch *charged, model string) {
+	c := ch.counts
 	for _, t := range [...]struct {
 		typ string
 		n   int64
@@ -284,28 +242,21 @@ func (m *metrics) end(r *http.Request, x *exchange, d time.Duration) {
 		{tokenCacheRead, c.cacheRead}, {tokenCacheWrite, c.cacheWrite}, {tokenReasoning, c.reasoning},
 	} {
 		if t.n > 0 {
-			m.tokens.WithLabelValues(x.keyID, t.typ).Add(float64(t.n))
+			m.tokens.WithLabelValues(rq.keyID, t.typ).Add(float64(t.n))
 		}
 	}
-	if x.charge.tokens > 0 {
-		m.charged.WithLabelValues(x.keyID, strconv.FormatBool(x.charge.estimated)).Add(float64(x.charge.tokens))
+	if ch.tokens > 0 {
+		m.charged.WithLabelValues(rq.keyID, strconv.FormatBool(ch.estimated)).Add(float64(ch.tokens))
 	}
-	if x.charge.cost > 0 {
+	if ch.cost > 0 {
 		team := ""
-		if x.adm != nil {
-			team = x.adm.Key().Team // the team the request was admitted in
+		if ad.adm != nil {
+			team = ad.adm.Key().Team // the team the request was admitted in
 		}
-		m.spend.WithLabelValues(x.keyID, team, model).Add(x.charge.cost.Float64())
+		m.spend.WithLabelValues(rq.keyID, team, model).Add(ch.cost.Float64())
 	}
-	if x.charge.hasBudget {
-		m.budgetLeft.WithLabelValues(x.keyID).Set(x.charge.budgetLeft.Float64())
-	}
-	if served && x.model != "" && x.up.used.found {
-		m.tokenUsage.WithLabelValues(tokenInput, model).Observe(float64(c.input))
-		m.tokenUsage.WithLabelValues(tokenOutput, model).Observe(float64(c.output))
-	}
-	if x.up.forwarded && x.up.status != 0 {
-		m.upLatency.WithLabelValues(model).Observe(x.up.latency.Seconds())
+	if ch.hasBudget {
+		m.budgetLeft.WithLabelValues(rq.keyID).Set(ch.budgetLeft.Float64())
 	}
 }
 

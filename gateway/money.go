@@ -1,9 +1,7 @@
 package gateway
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"os"
 	"strconv"
@@ -89,64 +87,32 @@ func (g *Gateway) priceOf(model string) (pricing.Price, bool) {
 	return p, ok
 }
 
-// priceFor prices x's request for key k before it is admitted: its price,
+// priceFor prices rq for key k before it is admitted: its price,
 // and the cost Admit reserves, the worst case of the request: its prompt
 // estimate as uncached input, and its most output, all of it at the
-// dearer of the output and reasoning prices. It answers and returns false
-// when the model has no price and k has a budget the operator wants
-// refused (UnpricedRefuse).
-func (g *Gateway) priceFor(x *exchange, k keystore.Key, req *keystore.Request) bool {
-	p, ok := g.priceOf(x.model)
+// dearer of the output and reasoning prices. It refuses the request when
+// the model has no price and k has a budget the operator wants refused
+// (UnpricedRefuse).
+func (g *Gateway) priceFor(rq *request, k keystore.Key, req *keystore.Request) *refusal {
+	p, ok := g.priceOf(rq.model)
 	budget := len(k.Policy.Budgets) > 0
 	switch {
 	case ok:
-	case !budget || x.model == "":
-		return true // $0: no budget depends on it
+	case !budget || rq.model == "":
+		return nil // $0: no budget depends on it
 	case g.prices.unpriced == UnpricedRefuse:
-		x.reason = "unpriced"
-		writeError(x, http.StatusForbidden, typePermission, "model_not_priced",
-			fmt.Sprintf("model %q has no price on this gateway, and key %s has a budget: it cannot be metered in money", x.model, k.ID))
-		return false
+		return &refusal{status: http.StatusForbidden, typ: typePermission, code: "model_not_priced", reason: "unpriced",
+			msg: fmt.Sprintf("model %q has no price on this gateway, and key %s has a budget: it cannot be metered in money", rq.model, k.ID)}
 	case g.prices.unpriced == UnpricedDefault:
 		p = g.prices.def
 	default:
-		g.log.Warn("gateway: model has no price: charged $0", "model", x.model, "key_id", k.ID)
+		g.log.Warn("gateway: model has no price: charged $0", "model", rq.model, "key_id", k.ID)
 	}
-	x.price, x.priced = p, true
-	out := pricing.Usage{Input: x.promptEst, Output: x.outputMax}
-	reasoning := pricing.Usage{Input: x.promptEst, Reasoning: x.outputMax}
+	rq.price, rq.priced = p, true
+	out := pricing.Usage{Input: rq.promptEst, Output: rq.outputMax}
+	reasoning := pricing.Usage{Input: rq.promptEst, Reasoning: rq.outputMax}
 	req.Cost = max(p.Cost(out), p.Cost(reasoning))
-	return true
-}
-
-// cost returns what x's request costs: its usage at its price, each token
-// type at its own; the cost reserved when its usage could not be read (as
-// its tokens are then the reservation). A request without a price costs
-// $0.
-func (g *Gateway) cost(x *exchange, tokens int64) pricing.USD {
-	switch {
-	case !x.priced || tokens == 0:
-		return 0
-	case x.charge.estimated:
-		return max(x.price.Cost(usageOf(x.charge.counts)), x.adm.Cost())
-	}
-	return x.price.Cost(usageOf(x.charge.counts))
-}
-
-// usageOf is c in disjoint token types, as pricing counts them: the
-// uncached input, cache reads and writes (by the hour or the five
-// minutes), the output besides reasoning, and the reasoning.
-func usageOf(c tokenCounts) pricing.Usage {
-	write := c.cacheWrite
-	write1h := min(c.cacheWrite1h, write)
-	return pricing.Usage{
-		Input:        max(0, c.input-c.cacheRead-write),
-		CacheRead:    c.cacheRead,
-		CacheWrite:   write - write1h,
-		CacheWrite1h: write1h,
-		Output:       max(0, c.output-c.reasoning),
-		Reasoning:    min(c.reasoning, c.output),
-	}
+	return nil
 }
 
 // budgetHeader sets the caller's budget header from its admission: the
@@ -178,10 +144,3 @@ func limitHeaders(h http.Header, lim keystore.Limits) {
 // resetText is d as OpenAI's reset headers write it: a Go duration to the
 // millisecond ("6m0s", "20ms", "0s").
 func resetText(d time.Duration) string { return max(0, d).Round(time.Millisecond).String() }
-
-// logSpend logs what x was charged, at debug.
-func (g *Gateway) logSpend(ctx context.Context, x *exchange) {
-	g.log.LogAttrs(ctx, slog.LevelDebug, "gateway: charged",
-		slog.String("request_id", x.id), slog.String("key_id", x.keyID), slog.String("model", x.model),
-		slog.Int64("tokens", x.charge.tokens), slog.String("cost_usd", x.charge.cost.String()))
-}

@@ -144,3 +144,18 @@ func TestShadowRate(t *testing.T) {
 	require.Equal(t, k.ID, lines[0]["key_id"])
 	require.EqualValues(t, 1, lines[0]["retry_after"])
 }
+
+// TestShadowEstimatedCost: a request served in shadow mode past its key's
+// window, at a price, whose usage the upstream does not report, is charged
+// the estimate at that price: it has no admission whose reserved cost
+// could be asked for.
+func TestShadowEstimatedCost(t *testing.T) {
+	e := newEnv(t, Options{Shadow: true})
+	k, secret := e.key("full", 10)
+	q := fakeReq{Model: "gpt-4o", MaxTokens: 100, Mode: "nousage"}
+	resp, body := e.call("POST", "/v1/chat/completions", secret, q)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	u := e.usage(k.ID)
+	require.Equal(t, reserveOf(t, q, 100), u.Used, "the estimate, past the window")
+	require.Zero(t, u.InFlight)
+}

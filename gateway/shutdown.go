@@ -47,20 +47,16 @@ func (a *activity) end() {
 	a.mu.Unlock()
 }
 
-// abortable returns ctx, for an upstream request, ended by Abort too. It
-// stops watching for Abort once ctx ends, which the gateway's own cancel
-// of the request's context does when the request is done.
-func (a *activity) abortable(ctx context.Context) context.Context {
-	ctx, cancel := context.WithCancelCause(ctx)
+// watch ends an upstream request with cancel when Abort is called, until
+// stop is called.
+func (a *activity) watch(cancel context.CancelCauseFunc) (stop func() bool) {
 	if a.aborted.Err() != nil {
 		// Aborted already: AfterFunc would cancel in a goroutine of its
 		// own, after the request may have gone out.
 		cancel(context.Cause(a.aborted))
-		return ctx
+		return func() bool { return false }
 	}
-	stop := context.AfterFunc(a.aborted, func() { cancel(context.Cause(a.aborted)) })
-	context.AfterFunc(ctx, func() { stop() })
-	return ctx
+	return context.AfterFunc(a.aborted, func() { cancel(context.Cause(a.aborted)) })
 }
 
 // Wait waits until g serves no request, every admission it made finished

@@ -44,12 +44,12 @@ func bodyKind(h http.Header) kind {
 // they copy out, whatever the size of the body. It calls end once, when
 // the body ends or is closed, whichever comes first.
 //
-// When it is closed before its end (ReverseProxy closes the body when the
+// When it is closed before its end (the gateway closes the body when the
 // caller has gone away), it first reads the rest, up to drain, so that the
 // usage the upstream reports at the end of what it generated is charged.
 // The upstream request's own context bounds how long that takes.
 //
-// ReverseProxy reads and closes a response body in the handler's
+// The gateway reads and closes a response body in the handler's
 // goroutine, so a meter needs no lock.
 type meter struct {
 	body  io.ReadCloser

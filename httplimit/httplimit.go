@@ -252,12 +252,39 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	var sp space
 	c := sp.call(len(m.rules))
 	for i := range m.rules {
-		if d, ok := m.derive(r, &c, i); !ok {
+		key, err := m.rules[i].key(r)
+		if d, ok := m.derive(r, &c, i, key, err); !ok {
 			m.deny(w, r, d)
 			return
 		}
 	}
+	if d, ok := m.check(w.Header(), r, &c); !ok {
+		m.deny(w, r, d)
+		return
+	}
+	next.ServeHTTP(w, r)
+}
 
+// Check decides r as the handler of Wrap does, with key as every rule's
+// key in place of its KeyFunc: for a caller that has the key already (a
+// gateway that authenticated r). It sets the RateLimit fields in h and
+// reports whether r is to be served (allowed, or FailOpen over a limiter
+// that failed); otherwise it returns the Decision that refuses r, for the
+// caller to answer: Deny is not called.
+func (m *Middleware) Check(h http.Header, r *http.Request, key string) (Decision, bool) {
+	var sp space
+	c := sp.call(len(m.rules))
+	for i := range m.rules {
+		if d, ok := m.derive(r, &c, i, key, nil); !ok {
+			return d, false
+		}
+	}
+	return m.check(h, r, &c)
+}
+
+// check decides the call c, its keys and costs derived, setting the
+// RateLimit fields in h: see Check.
+func (m *Middleware) check(h http.Header, r *http.Request, c *call) (Decision, bool) {
 	var allowed bool
 	var failed int
 	var err error
@@ -265,42 +292,37 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		c.res[0], err = m.rules[0].lim.AllowN(r.Context(), c.keys[0], c.costs[0])
 		allowed = err == nil && c.res[0].Allowed
 	} else {
-		allowed, failed, err = m.decide(r.Context(), &c)
+		allowed, failed, err = m.decide(r.Context(), c)
 	}
 	if err != nil {
-		if m.failed(w, r, &c, failed, err) {
-			next.ServeHTTP(w, r)
-		}
-		return
+		return m.failed(r, c, failed, err)
 	}
-
 	b := c.binding(allowed)
 	ru := &m.rules[b]
 	res := &c.res[b]
-	m.setFields(w.Header(), ru.item(res), res, allowed)
+	m.setFields(h, ru.item(res), res, allowed)
 	if allowed {
-		next.ServeHTTP(w, r)
-		return
+		return Decision{}, true
 	}
 	status := http.StatusTooManyRequests
 	if res.RetryAfter < 0 {
 		status = http.StatusRequestEntityTooLarge
 	}
-	m.deny(w, r, Decision{
+	return Decision{
 		Status:  status,
 		Rule:    b,
 		Policy:  ru.item(res).name,
 		Cost:    c.costs[b],
 		Result:  *res,
 		Results: append([]ratestore.Result(nil), c.res...),
-	})
+	}, false
 }
 
-// derive computes rule i's key and cost for r into c, or the Decision
-// that refuses r.
-func (m *Middleware) derive(r *http.Request, c *call, i int) (Decision, bool) {
+// derive computes rule i's cost for r and puts it in c with key, the
+// key of r (or err, its KeyFunc's error), or returns the Decision that
+// refuses r.
+func (m *Middleware) derive(r *http.Request, c *call, i int, key string, err error) (Decision, bool) {
 	ru := &m.rules[i]
-	key, err := ru.key(r)
 	if err == nil && (key == "" || len(key) > ratestore.MaxKeyLen) {
 		err = fmt.Errorf("key of %d bytes: want 1 to %d", len(key), ratestore.MaxKeyLen)
 	}
@@ -336,9 +358,10 @@ func (m *Middleware) refuse(r *http.Request, i int, err error) Decision {
 	return Decision{Status: status, Err: err, Rule: i, Policy: m.rules[i].name}
 }
 
-// failed logs the error of rule i's limiter and refuses the request, or
-// reports that it is to be served all the same (FailOpen).
-func (m *Middleware) failed(w http.ResponseWriter, r *http.Request, c *call, i int, err error) bool {
+// failed logs the error of rule i's limiter and returns the Decision that
+// refuses the request, or reports that it is to be served all the same
+// (FailOpen).
+func (m *Middleware) failed(r *http.Request, c *call, i int, err error) (Decision, bool) {
 	ru := &m.rules[i]
 	key := c.keys[i]
 	ctxErr := r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
@@ -353,10 +376,9 @@ func (m *Middleware) failed(w http.ResponseWriter, r *http.Request, c *call, i i
 		slog.String("key_hash", keyHash(key)), slog.String("error", redact(err.Error(), key)),
 		slog.Bool("fail_open", m.failOpen && !ctxErr))
 	if m.failOpen && !ctxErr {
-		return true
+		return Decision{}, true
 	}
-	m.deny(w, r, Decision{Status: http.StatusServiceUnavailable, Err: err, Rule: i, Policy: ru.name, Cost: c.costs[i]})
-	return false
+	return Decision{Status: http.StatusServiceUnavailable, Err: err, Rule: i, Policy: ru.name, Cost: c.costs[i]}, false
 }
 
 // keyHash is what the log says of a key: enough to tell keys apart, not

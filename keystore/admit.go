@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/ratestore/ratestore"
@@ -100,7 +101,8 @@ type Admission struct {
 	tpol     *policy // the team's policy the reservation went to
 	tmoved   int64   // team.moved at Admit
 
-	finished bool // guarded by e.mu
+	finished bool        // guarded by e.mu
+	settled  atomic.Bool // its reservation is no longer in flight (Store.Reserved)
 }
 
 // Limits is what an admission left of the key's limits, as its decision
@@ -181,6 +183,7 @@ func (s *Store) Admit(ctx context.Context, secret string, req Request) (*Admissi
 	if err != nil && c.a == nil {
 		return nil, err
 	}
+	s.held(c.a)
 	return c.a, err
 }
 
@@ -416,6 +419,7 @@ func (a *Admission) finish(ctx context.Context, tokens int64, cost pricing.USD, 
 	if tokens < 0 || cost < 0 {
 		return Usage{}, invalid("finish: negative tokens %d or cost %s", tokens, cost)
 	}
+	defer a.s.unheld(a)
 	c := a.s.newCall(ctx, a.e)
 	defer c.free()
 	c.a, c.tokens, c.cost, c.rec = a, tokens, cost, rec

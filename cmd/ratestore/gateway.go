@@ -451,18 +451,10 @@ func (c *cli) runGateway(f *gatewayFlags) error {
 	}
 	log := c.logger()
 	opts.Logger, opts.Ledger.Log, opts.Now, out.TLS = log, log, c.now, tlsConfig != nil
-	alerts, closeAlerts, err := f.openAlerts(cmd, log)
+	closeSides, exportCreated, err := f.openSides(cmd, log, &opts)
 	if err != nil {
 		return err
 	}
-	opts.Alerts = alerts
-	export, closeExport, exportCreated, err := f.openExport(cmd, log)
-	if err != nil {
-		closeAlerts()
-		return err
-	}
-	opts.Ledger.Export = export
-	closeSides := func() { closeExport(); closeAlerts() } // after the gateway
 	st, err := c.openStore(cmd, f.redisURL, f.redisClock, dur, log)
 	if err == nil {
 		out.Redis, out.Durability = st.redis, st.durability
@@ -492,8 +484,7 @@ func (c *cli) runGateway(f *gatewayFlags) error {
 		log.Info("gateway: created the database: create keys through the admin API", "db", c.db)
 	}
 	out.Listen = ln.Addr().String()
-	// The export closes after the gateway (serve closes it, and its ledger,
-	// first) and before the database.
+	// The sides close after the gateway and its ledger, before the store.
 	closeAll := func() error {
 		closeSides()
 		closeAudit(alog)
@@ -503,6 +494,23 @@ func (c *cli) runGateway(f *gatewayFlags) error {
 		logListening(ln, log, out)
 		return c.emit(out, out.text)
 	})
+}
+
+// openSides opens what the gateway sends its news to, the alerts' webhook
+// and the ledger's export, into opts, and returns what closes them (after
+// the gateway) and the files the export made.
+func (f *gatewayFlags) openSides(cmd string, log *slog.Logger, opts *gateway.Options) (closeSides func(), created []string, err error) {
+	alerts, closeAlerts, err := f.openAlerts(cmd, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	export, closeExport, created, err := f.openExport(cmd, log)
+	if err != nil {
+		closeAlerts()
+		return nil, nil, err
+	}
+	opts.Alerts, opts.Ledger.Export = alerts, export
+	return func() { closeExport(); closeAlerts() }, created, nil
 }
 
 // abandonGateway undoes a start that failed before serving: it closes the
