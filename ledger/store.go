@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/keystore"
 )
 
 // store is the backend a Ledger keeps its records in, through the
@@ -19,12 +20,10 @@ type store interface {
 	update(ctx context.Context, locks []string, fn func(w batch) error) error
 }
 
-// batch is the part of a backend's batch the ledger writes with.
-type batch interface {
-	Get(key []byte) ([]byte, error)
-	Put(key, value []byte) error
-	Delete(key []byte) error
-}
+// batch is the part of a backend's batch the ledger writes with: the
+// records a keystore.Recorder is given, since a Note writes its entry in
+// the key store's batch and the ledger's own batches write the same way.
+type batch = keystore.Records
 
 type backend[L ratestore.StoreLimiter, B ratestore.StoreBatch[L]] struct {
 	db ratestore.Store[L, B]

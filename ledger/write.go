@@ -70,6 +70,9 @@ type Note struct {
 	refusals []refusal // the counts of refusals its batch writes too (see countWith)
 }
 
+// A Note is what keystore.Admission.FinishWith calls.
+var _ keystore.Recorder = (*Note)(nil)
+
 // Note returns the note of e, which a Finish writes. The entry's Time is
 // set to the batch's. e.Key is required; ids may not contain "/".
 func (l *Ledger) Note(e Entry) (*Note, error) {
