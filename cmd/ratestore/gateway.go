@@ -20,6 +20,7 @@ import (
 	"github.com/ratestore/ratestore/audit"
 	"github.com/ratestore/ratestore/gateway"
 	"github.com/ratestore/ratestore/ledger"
+	"github.com/ratestore/ratestore/ledger/export"
 	"github.com/ratestore/ratestore/pricing"
 )
 
@@ -410,12 +411,12 @@ func (f *gatewayFlags) validateLedger(cmd string) error {
 // otherwise), and returns what closes it: it writes the entries queued,
 // then logs what became of them all. created is the file, if opening it
 // created it, for a start that fails to remove.
-func (f *gatewayFlags) openExport(cmd string, log *slog.Logger) (x *ledger.Export, closeExport func(), created []string, err error) {
+func (f *gatewayFlags) openExport(cmd string, log *slog.Logger) (x *export.File, closeExport func(), created []string, err error) {
 	if f.export == "" {
 		return nil, func() {}, nil, nil
 	}
 	created = missing(f.export)
-	if x, err = ledger.NewExport(f.export, f.exportMaxBytes, exportKeep, log); err != nil {
+	if x, err = export.Open(f.export, f.exportMaxBytes, exportKeep, log); err != nil {
 		return nil, nil, nil, fmt.Errorf("%s: --ledger-export: %w", cmd, err)
 	}
 	return x, func() {
@@ -456,12 +457,14 @@ func (c *cli) runGateway(f *gatewayFlags) error {
 		return err
 	}
 	opts.Alerts = alerts
-	export, closeExport, exportCreated, err := f.openExport(cmd, log)
+	exportFile, closeExport, exportCreated, err := f.openExport(cmd, log)
 	if err != nil {
 		closeAlerts()
 		return err
 	}
-	opts.Ledger.Export = export
+	if exportFile != nil { // a nil *export.File would be a non-nil Exporter
+		opts.Ledger.Export = exportFile
+	}
 	closeSides := func() { closeExport(); closeAlerts() } // after the gateway
 	st, err := c.openStore(cmd, f.redisURL, f.redisClock, dur, log)
 	if err == nil {
