@@ -30,14 +30,6 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, b ratestore.Backend)) {
 	}
 }
 
-// otherBackend is the backend that is not b.
-func otherBackend(b ratestore.Backend) ratestore.Backend {
-	if b == ratestore.Bolt {
-		return badger.Backend
-	}
-	return ratestore.Bolt
-}
-
 // openDB opens a new database on backend with clock c, closed at the end
 // of the test.
 func openDB(t testing.TB, backend ratestore.Backend, c *fakeclock.Clock) *ratestore.DB {

@@ -1,5 +1,5 @@
-// Package migrate brings data written by older systems into ratestore, and
-// moves a database from one backend to the other.
+// Package migrate brings the API keys of older systems' legacy key files
+// into a key store, and merges their legacy usage ahead of its first use.
 //
 // # The flow
 //
@@ -38,12 +38,6 @@
 // into several transactions (ratestore.DB.Update), so a file of any size
 // imports, but a crash in the middle of that commit can leave part of it
 // on disk.
-//
-// Copy copies every record of one database into a new, empty one, bolt to
-// badger or badger to bolt, in batches that each backend takes in one
-// transaction, then verifies the copy record by record. Records go over as
-// stored: limiter states, keys, and legacy usage still pending, which stays
-// pending in the copy.
 //
 // # Reading a legacy key file
 //
