@@ -411,19 +411,20 @@ func (f *gatewayFlags) validateLedger(cmd string) error {
 // otherwise), and returns what closes it: it writes the entries queued,
 // then logs what became of them all. created is the file, if opening it
 // created it, for a start that fails to remove.
-func (f *gatewayFlags) openExport(cmd string, log *slog.Logger) (x *export.File, closeExport func(), created []string, err error) {
+func (f *gatewayFlags) openExport(cmd string, log *slog.Logger) (x ledger.Exporter, closeExport func(), created []string, err error) {
 	if f.export == "" {
 		return nil, func() {}, nil, nil
 	}
 	created = missing(f.export)
-	if x, err = export.Open(f.export, f.exportMaxBytes, exportKeep, log); err != nil {
+	file, err := export.Open(f.export, f.exportMaxBytes, exportKeep, log)
+	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%s: --ledger-export: %w", cmd, err)
 	}
-	return x, func() {
+	return file, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
 		defer cancel()
-		err := x.Close(ctx)
-		st := x.Stats()
+		err := file.Close(ctx)
+		st := file.Stats()
 		if err != nil || st.Dropped > 0 {
 			log.Warn("gateway: ledger export: entries lost", "path", f.export, "written", st.Written, "dropped", st.Dropped, "error", fmt.Sprint(err))
 			return
@@ -457,14 +458,12 @@ func (c *cli) runGateway(f *gatewayFlags) error {
 		return err
 	}
 	opts.Alerts = alerts
-	exportFile, closeExport, exportCreated, err := f.openExport(cmd, log)
+	exporter, closeExport, exportCreated, err := f.openExport(cmd, log)
 	if err != nil {
 		closeAlerts()
 		return err
 	}
-	if exportFile != nil { // a nil *export.File would be a non-nil Exporter
-		opts.Ledger.Export = exportFile
-	}
+	opts.Ledger.Export = exporter
 	closeSides := func() { closeExport(); closeAlerts() } // after the gateway
 	st, err := c.openStore(cmd, f.redisURL, f.redisClock, dur, log)
 	if err == nil {
