@@ -12,10 +12,25 @@ import (
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/badger"
 	"github.com/ratestore/ratestore/internal/fakeclock"
+	"github.com/ratestore/ratestore/internal/legacytest"
 	"github.com/ratestore/ratestore/keystore"
 )
 
 var ctx = context.Background()
+
+// The legacy files the tests import are legacytest's.
+const secret = legacytest.Secret
+
+var (
+	entryJSON      = legacytest.EntryJSON
+	fileJSON       = legacytest.FileJSON
+	issueStrings   = legacytest.IssueStrings[Issue]
+	reportTexts    = legacytest.ReportTexts
+	genFile        = legacytest.GenFile
+	genTokens      = legacytest.GenTokens
+	genWindowStart = legacytest.GenWindowStart
+	ts             = legacytest.Time
+)
 
 // importNow is the instant of the legacy fixtures' users: the sample's
 // last_used are a few minutes before it.
@@ -110,9 +125,9 @@ func refusedInputs(t *testing.T) map[string][]byte {
 	for _, f := range files {
 		in[filepath.Base(f)] = readFile(t, f)
 	}
-	for _, c := range legacyCases() {
-		if len(c.refused) > 0 {
-			in[c.name] = []byte(c.in)
+	for _, c := range legacytest.Cases() {
+		if len(c.Refused) > 0 {
+			in[c.Name] = []byte(c.In)
 		}
 	}
 	return in
