@@ -10,7 +10,8 @@ import (
 // Entry is one stored key and value: a limiter state, an API key, an index
 // entry or a legacy usage record, in the storage format of this version.
 // Export hands them out and Restore takes them back, to copy a database to
-// another backend or file (see migrate.Copy) or to back one up.
+// another backend or file (the copy command of cmd/ratestore) or to back
+// one up.
 type Entry struct {
 	Key, Value []byte
 }

@@ -243,14 +243,10 @@
 // version 1 sets its state again, replacing what the first commit wrote);
 // on a read-only database, in memory only (see below).
 //
-// A legacy record (l/<id>) is binary, version 1:
-//
-//	byte    version   1
-//	uvarint count     1 .. MaxLegacyWindows
-//	then count windows, in order of start:
-//	  varint start    Unix ns of window_start (the first), or uvarint
-//	                  start - previous start (the others)
-//	  uvarint tokens  1 .. 2^63-1; the sum of all stays within 2^63-1
+// A legacy record (l/<id>) is package legacy's (legacy.AppendRecord,
+// whose package doc has its layout): the key store writes it at Import
+// and reads it for the merge, and a record it cannot decode is an error
+// matching ErrCorrupt that names the key.
 //
 // # Legacy usage
 //

@@ -9,28 +9,19 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ratestore/ratestore/legacy"
 	"github.com/ratestore/ratestore/strategies"
 )
 
-// Imported is one key of a legacy key file, for Import.
-type Imported struct {
-	Secret         string // the legacy secret, kept working; stored only as its hash
-	Name           string
-	Model          string
-	TokenLimit     int64     // token_limit_per_5h; > 0
-	ExpiresAt      time.Time // zero: never; may be past
-	CreatedAt      time.Time // zero: unknown
-	LastUsed       time.Time // zero: never
-	LifetimeTokens int64     // total_lifetime_tokens, >= 0, kept as it is
-	Windows        []LegacyWindow
-}
+// Imported is one key of a legacy key file, for Import: its secret, kept
+// working and stored only as its hash, its TokenLimit (> 0), its dates
+// and lifetime total (kept as it is) and its usage windows.
+type Imported = legacy.Key
 
-// LegacyWindow is one legacy usage window: Tokens used in the fixed window
-// that starts at Start.
-type LegacyWindow struct {
-	Start  time.Time
-	Tokens int64 // >= 0; a window of 0 tokens is not stored
-}
+// LegacyWindow is one legacy usage window of an Imported key: Tokens used
+// in the fixed window that starts at Start. A window of 0 tokens is not
+// stored.
+type LegacyWindow = legacy.Window
 
 // ImportResult says what Import did. It names keys by their index in the
 // slice given and their name, never by secret.
@@ -66,7 +57,7 @@ func (s *Store) Import(ctx context.Context, keys []Imported) (ImportResult, erro
 		return ImportResult{}, err
 	}
 	recs := make([]record, len(keys))
-	windows := make([][]legacyWindow, len(keys))
+	windows := make([][]legacy.Window, len(keys))
 	for i := range keys {
 		var err error
 		if recs[i], windows[i], err = s.checkImported(i, &keys[i]); err != nil {
@@ -115,7 +106,7 @@ func (s *Store) Import(ctx context.Context, keys []Imported) (ImportResult, erro
 // key whose pending flag names windows that were never written: its
 // import would then be skipped as done when run again. Windows without
 // their key are never read.
-func (s *Store) importFresh(ctx context.Context, fresh []int, recs []record, windows [][]legacyWindow, res *ImportResult) error {
+func (s *Store) importFresh(ctx context.Context, fresh []int, recs []record, windows [][]legacy.Window, res *ImportResult) error {
 	ids := make(map[int]string, len(fresh))
 	taken := make(map[string]bool, len(fresh))
 	s.mu.RLock()
@@ -127,7 +118,7 @@ func (s *Store) importFresh(ctx context.Context, fresh []int, recs []record, win
 	err := s.update(ctx, nil, func(b batch) error {
 		for _, i := range fresh {
 			if len(windows[i]) > 0 {
-				if err := b.Put(legacyKey(ids[i]), appendLegacy(nil, windows[i])); err != nil {
+				if err := b.Put(legacyKey(ids[i]), legacy.AppendRecord(nil, windows[i])); err != nil {
 					return err
 				}
 			}
@@ -160,7 +151,7 @@ func (s *Store) importFresh(ctx context.Context, fresh []int, recs []record, win
 
 // checkImported validates keys[i] and returns its record and its windows
 // as stored: those with tokens, in order of start.
-func (s *Store) checkImported(i int, k *Imported) (record, []legacyWindow, error) {
+func (s *Store) checkImported(i int, k *Imported) (record, []legacy.Window, error) {
 	op := fmt.Sprintf("import: keys[%d] (name %.64q)", i, k.Name)
 	if k.Secret == "" {
 		return record{}, nil, invalid("%s: empty secret", op)
@@ -186,7 +177,7 @@ func (s *Store) checkImported(i int, k *Imported) (record, []legacyWindow, error
 	if len(k.Windows) > MaxLegacyWindows {
 		return record{}, nil, invalid("%s: %d usage windows, more than %d", op, len(k.Windows), MaxLegacyWindows)
 	}
-	var ws []legacyWindow
+	var ws []legacy.Window
 	var sum int64
 	for j, w := range k.Windows {
 		switch why := checkTime(w.Start); {
@@ -200,10 +191,10 @@ func (s *Store) checkImported(i int, k *Imported) (record, []legacyWindow, error
 			return record{}, nil, invalid("%s: the Tokens of Windows add up past 2^63-1", op)
 		case w.Tokens > 0:
 			sum += w.Tokens
-			ws = append(ws, legacyWindow{start: w.Start.UnixNano(), tokens: w.Tokens})
+			ws = append(ws, w)
 		}
 	}
-	slices.SortStableFunc(ws, func(a, b legacyWindow) int { return cmp.Compare(a.start, b.start) })
+	slices.SortStableFunc(ws, func(a, b legacy.Window) int { return cmp.Compare(a.Start.UnixNano(), b.Start.UnixNano()) })
 	rec.hash = hashSecret(k.Secret)
 	rec.lifetime = k.LifetimeTokens
 	rec.createdAt, rec.hasCreated = nanos(k.CreatedAt)
@@ -278,7 +269,7 @@ func (s *Store) mergeLegacy(ctx context.Context, b batch, e *entry) error {
 
 // legacyUsage reads, with get, and decodes the legacy usage windows of key
 // id, which its record says are pending.
-func legacyUsage(id string, get func(key []byte) ([]byte, error)) ([]legacyWindow, error) {
+func legacyUsage(id string, get func(key []byte) ([]byte, error)) ([]legacy.Window, error) {
 	v, err := get(legacyKey(id))
 	if err != nil {
 		return nil, fmt.Errorf("keystore: key %s: %w", id, err)
@@ -289,12 +280,22 @@ func legacyUsage(id string, get func(key []byte) ([]byte, error)) ([]legacyWindo
 	return decodeLegacy(id, v)
 }
 
+// decodeLegacy decodes the legacy record of key id (legacy.DecodeRecord):
+// an error matches strategies.ErrCorrupt and names the key.
+func decodeLegacy(id string, b []byte) ([]legacy.Window, error) {
+	ws, err := legacy.DecodeRecord(b)
+	if err != nil {
+		return nil, corruptWrap(id, "legacy record", err)
+	}
+	return ws, nil
+}
+
 // mergeInto merges the legacy usage windows ws into st, a state of the
 // token window rw, at now: each window's tokens in the bucket of its start
 // (strategies.RollingWindow.Merge).
-func mergeInto(rw strategies.RollingWindow, st strategies.State, now int64, ws []legacyWindow) error {
+func mergeInto(rw strategies.RollingWindow, st strategies.State, now int64, ws []legacy.Window) error {
 	for _, w := range ws {
-		if err := rw.Merge(st, now, w.start, w.tokens); err != nil {
+		if err := rw.Merge(st, now, w.Start.UnixNano(), w.Tokens); err != nil {
 			return err
 		}
 	}
@@ -310,8 +311,8 @@ func mergeInto(rw strategies.RollingWindow, st strategies.State, now int64, ws [
 type unwritten struct {
 	reader
 	pol    *policy
-	v1     []byte         // the usage window of the key's version 1 record; nil: none
-	legacy []legacyWindow // the key's pending legacy usage; nil: none
+	v1     []byte          // the usage window of the key's version 1 record; nil: none
+	legacy []legacy.Window // the key's pending legacy usage; nil: none
 }
 
 // unwritten returns r, or, for a key of a read-only Store with changes a

@@ -6,10 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/bits"
 	"time"
 
 	"github.com/ratestore/ratestore/internal/text"
+	"github.com/ratestore/ratestore/internal/varint"
+	"github.com/ratestore/ratestore/legacy"
 	"github.com/ratestore/ratestore/pricing"
 	"github.com/ratestore/ratestore/strategies"
 )
@@ -19,7 +20,7 @@ const (
 	// MaxName is the longest Name or Model, in bytes.
 	MaxName = 256
 	// MaxLegacyWindows is the most legacy usage windows one key may carry.
-	MaxLegacyWindows = 1 << 20
+	MaxLegacyWindows = legacy.MaxWindows
 
 	maxWindowBytes = 16 << 20 // a version 1 usage window of 65536 buckets, written as text, with room to spare
 	maxPolicyBytes = 1 << 20
@@ -33,7 +34,6 @@ const (
 	recordV1      = 1
 	recordV2      = 2
 	recordVersion = 3
-	legacyVersion = 1
 )
 
 // Record flags.
@@ -364,66 +364,6 @@ func (d *decoder) budgets() []Budget {
 	return bs
 }
 
-// legacyWindow is one legacy usage window as stored: start in Unix ns.
-type legacyWindow struct{ start, tokens int64 }
-
-// appendLegacy appends the encoding of ws, sorted by start, each with
-// tokens > 0, to dst.
-func appendLegacy(dst []byte, ws []legacyWindow) []byte {
-	dst = append(dst, legacyVersion)
-	dst = binary.AppendUvarint(dst, uint64(len(ws)))
-	for i, w := range ws {
-		if i == 0 {
-			dst = binary.AppendVarint(dst, w.start)
-		} else {
-			dst = binary.AppendUvarint(dst, uint64(w.start)-uint64(ws[i-1].start))
-		}
-		dst = binary.AppendUvarint(dst, uint64(w.tokens))
-	}
-	return dst
-}
-
-// decodeLegacy parses the legacy record of id.
-func decodeLegacy(id string, b []byte) ([]legacyWindow, error) {
-	d := decoder{id: id, what: "legacy record", b: b}
-	if v := d.byte("version"); d.err == nil && v != legacyVersion {
-		return nil, corrupt(id, "legacy record: unsupported version %d", v)
-	}
-	n := d.int("count", 1)
-	if d.err == nil && (n > MaxLegacyWindows || n > int64(len(d.b))) {
-		return nil, corrupt(id, "legacy record: count %d is out of range", n)
-	}
-	ws := make([]legacyWindow, 0, n)
-	var sum int64
-	for i := range int(n) {
-		var w legacyWindow
-		if i == 0 {
-			w.start = d.varint("window start")
-		} else {
-			prev := ws[i-1].start
-			delta := d.uvarint("window start")
-			if d.err == nil && delta > uint64(math.MaxInt64-prev) {
-				return nil, corrupt(id, "legacy record: window %d starts past the int64 range", i)
-			}
-			w.start = int64(uint64(prev) + delta)
-		}
-		w.tokens = d.int("window tokens", 1)
-		if d.err != nil {
-			return nil, d.err
-		}
-		if w.tokens > math.MaxInt64-sum {
-			return nil, corrupt(id, "legacy record: the tokens of the windows add up past 2^63-1")
-		}
-		sum += w.tokens
-		ws = append(ws, w)
-	}
-	if err := d.done(); err != nil {
-		return nil, err
-	}
-	return ws, nil
-}
-
-// corrupt returns an error about the stored data of key id, matching
 // corrupt returns an error about the stored data of key id, matching
 // strategies.ErrCorrupt.
 func corrupt(id, format string, args ...any) error {
@@ -478,16 +418,9 @@ func (d *decoder) uvarint(field string) uint64 {
 	if d.err != nil {
 		return 0
 	}
-	v, n := binary.Uvarint(d.b)
-	switch {
-	case n == 0:
-		d.fail(field, "is cut short")
-		return 0
-	case n < 0:
-		d.fail(field, "overflows 64 bits")
-		return 0
-	case n != (bits.Len64(v|1)+6)/7:
-		d.fail(field, "is not a minimal varint")
+	v, n, why := varint.Read(d.b)
+	if why != "" {
+		d.fail(field, why)
 		return 0
 	}
 	d.b = d.b[n:]
@@ -495,14 +428,7 @@ func (d *decoder) uvarint(field string) uint64 {
 }
 
 // varint reads a minimal zigzag varint.
-func (d *decoder) varint(field string) int64 {
-	u := d.uvarint(field)
-	x := int64(u >> 1)
-	if u&1 != 0 {
-		x = ^x
-	}
-	return x
-}
+func (d *decoder) varint(field string) int64 { return varint.Unzigzag(d.uvarint(field)) }
 
 // int reads an unsigned varint within [lo, math.MaxInt64].
 func (d *decoder) int(field string, lo int64) int64 {

@@ -278,35 +278,6 @@ func maxConcurrentPolicy(n uint64) []byte {
 	return append(binary.AppendUvarint(p, n), 0)
 }
 
-// TestLegacyRoundTrip asserts that legacy records round-trip, and that
-// damaged ones are errors matching ErrCorrupt that name the key.
-func TestLegacyRoundTrip(t *testing.T) {
-	for _, ws := range [][]legacyWindow{
-		{{start: 1768723200000000000, tokens: 902}},
-		{{start: math.MinInt64, tokens: 1}, {start: 0, tokens: 2}, {start: 0, tokens: 3}, {start: math.MaxInt64, tokens: math.MaxInt64 - 6}},
-	} {
-		b := appendLegacy(nil, ws)
-		got, err := decodeLegacy(testID, b)
-		require.NoError(t, err)
-		require.Equal(t, ws, got)
-	}
-	for name, b := range map[string][]byte{
-		"empty":         {},
-		"version":       {2, 1, 0, 1},
-		"no windows":    {1, 0},
-		"count too big": {1, 5, 0, 1},
-		"zero tokens":   {1, 1, 0, 0},
-		"trailing":      {1, 1, 0, 1, 0},
-		// The second window starts 2ns after math.MaxInt64 - 1.
-		"start overflow": append(binary.AppendVarint([]byte{1, 2}, math.MaxInt64-1), 1, 2, 1),
-		"tokens sum":     appendLegacy(nil, []legacyWindow{{start: 0, tokens: math.MaxInt64}, {start: 1, tokens: 1}}),
-	} {
-		_, err := decodeLegacy(testID, b)
-		require.ErrorIs(t, err, strategies.ErrCorrupt, name)
-		require.ErrorContains(t, err, testID, name)
-	}
-}
-
 // FuzzDecodeRecord asserts that decoding never panics, that its errors
 // match ErrCorrupt, and that what decodes encodes back to the same bytes
 // (in its own version: 1, 2 or 3): the encoding is canonical.
@@ -325,19 +296,5 @@ func FuzzDecodeRecord(f *testing.F) {
 			return
 		}
 		require.Equal(t, b, reencode(st, b[0]))
-	})
-}
-
-// FuzzDecodeLegacy is FuzzDecodeRecord for legacy records.
-func FuzzDecodeLegacy(f *testing.F) {
-	f.Add(appendLegacy(nil, []legacyWindow{{start: 5, tokens: 3}, {start: 9, tokens: 1}}))
-	f.Add(appendLegacy(nil, []legacyWindow{{start: 1768723200000000000, tokens: 902}}))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		ws, err := decodeLegacy(testID, b)
-		if err != nil {
-			require.ErrorIs(t, err, strategies.ErrCorrupt)
-			return
-		}
-		require.Equal(t, b, appendLegacy(nil, ws))
 	})
 }

@@ -32,7 +32,7 @@ type Entry struct {
 }
 
 // entryJSON is an Entry's JSON shape, that of GET /admin/requests and of
-// the export (see Export): snake_case fields, the time in RFC 3339 with
+// the export (package ledger/export): snake_case fields, the time in RFC 3339 with
 // milliseconds, the latency in milliseconds, money as a decimal number
 // of USD.
 type entryJSON struct {
@@ -83,4 +83,12 @@ func (e *Entry) UnmarshalJSON(b []byte) error {
 		Cost:   j.Cost, Status: j.Status, Latency: time.Duration(j.LatencyMS) * time.Millisecond, Estimated: j.Estimated,
 	}
 	return nil
+}
+
+// An Exporter takes each entry once its commit returned (Options.Export),
+// to send it outside the database: package ledger/export writes them to a
+// file as JSON lines. Write is called on the request's path, so it must
+// not block.
+type Exporter interface {
+	Write(e Entry)
 }

@@ -38,7 +38,7 @@ type Options struct {
 	// says.
 	ReadOnly bool
 	// Export, if set, is sent every entry once its commit returned.
-	Export *Export
+	Export Exporter
 	// Log receives the ledger's warnings; nil: slog.Default().
 	Log *slog.Logger
 	// After is time.After on the clock of the database's Options.Now, for

@@ -6,14 +6,13 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore/backend"
+	"github.com/ratestore/ratestore/keystore"
 )
 
-// batch is the part of a backend's batch the ledger writes with.
-type batch interface {
-	Get(key []byte) ([]byte, error)
-	Put(key, value []byte) error
-	Delete(key []byte) error
-}
+// batch is the part of a backend's batch the ledger writes with: the
+// records a keystore.Recorder is given, since a Note writes its entry in
+// the key store's batch and the ledger's own batches write the same way.
+type batch = keystore.Records
 
 // getAll returns the values of keys in db (nil: none), in their order: on
 // a shared store in round trips of a thousand (Reread), on a DB by a Get

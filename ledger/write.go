@@ -71,6 +71,9 @@ type Note struct {
 	refusals []refusal // the counts of refusals its batch writes too (see countWith)
 }
 
+// A Note is what keystore.Admission.FinishWith calls.
+var _ keystore.Recorder = (*Note)(nil)
+
 // Note returns the note of e, which a Finish writes. The entry's Time is
 // set to the batch's. e.Key is required; ids may not contain "/".
 func (l *Ledger) Note(e Entry) (*Note, error) {
@@ -147,7 +150,7 @@ func (n *Note) Record(w keystore.Records, now time.Time) error {
 
 // Done reports how the Finish that carried n ended: err is its error
 // (nil, or matching ratestore.ErrUncertain, when the request was
-// charged). A charged entry goes to the Export. An entry recorded in a
+// charged). A charged entry goes to the Exporter. An entry recorded in a
 // batch that failed (a conflict on a shared store) is taken back out of
 // the rollups the ledger holds in memory, so that its next write of them
 // does not count it.

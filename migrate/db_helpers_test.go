@@ -12,10 +12,25 @@ import (
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/badger"
 	"github.com/ratestore/ratestore/internal/fakeclock"
+	"github.com/ratestore/ratestore/internal/legacytest"
 	"github.com/ratestore/ratestore/keystore"
 )
 
 var ctx = context.Background()
+
+// The legacy files the tests import are legacytest's.
+const secret = legacytest.Secret
+
+var (
+	entryJSON      = legacytest.EntryJSON
+	fileJSON       = legacytest.FileJSON
+	issueStrings   = legacytest.IssueStrings[Issue]
+	reportTexts    = legacytest.ReportTexts
+	genFile        = legacytest.GenFile
+	genTokens      = legacytest.GenTokens
+	genWindowStart = legacytest.GenWindowStart
+	ts             = legacytest.Time
+)
 
 // importNow is the instant of the legacy fixtures' users: the sample's
 // last_used are a few minutes before it.
@@ -28,14 +43,6 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, b ratestore.Backend)) {
 	for _, b := range backends {
 		t.Run(b.String(), func(t *testing.T) { fn(t, b) })
 	}
-}
-
-// otherBackend is the backend that is not b.
-func otherBackend(b ratestore.Backend) ratestore.Backend {
-	if b == ratestore.Bolt {
-		return badger.Backend
-	}
-	return ratestore.Bolt
 }
 
 // openDB opens a new database on backend with clock c, closed at the end
@@ -118,9 +125,9 @@ func refusedInputs(t *testing.T) map[string][]byte {
 	for _, f := range files {
 		in[filepath.Base(f)] = readFile(t, f)
 	}
-	for _, c := range legacyCases() {
-		if len(c.refused) > 0 {
-			in[c.name] = []byte(c.in)
+	for _, c := range legacytest.Cases() {
+		if len(c.Refused) > 0 {
+			in[c.Name] = []byte(c.In)
 		}
 	}
 	return in

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/internal/text"
 	"github.com/ratestore/ratestore/keystore"
+	"github.com/ratestore/ratestore/legacy"
 )
 
 // ImportLegacyFile loads the legacy key file at path into db: all of it, in
@@ -83,7 +85,7 @@ func importLegacy(ctx context.Context, store func() (*keystore.Store, error), r 
 	if err != nil {
 		return none(rep), fmt.Errorf("migrate: import: %w", err)
 	}
-	res, err := ks.Import(ctx, toImported(keys))
+	res, err := ks.Import(ctx, keys)
 	if err != nil {
 		return none(rep), fmt.Errorf("migrate: import: %w", err)
 	}
@@ -94,8 +96,8 @@ func importLegacy(ctx context.Context, store func() (*keystore.Store, error), r 
 	}
 	for _, s := range res.Skipped {
 		imported[s.Index] = false
-		rep.Skips = append(rep.Skips, Issue{Index: index[s.Index], Name: clip(keys[s.Index].Name),
-			Reason: "a key with this secret exists already (" + s.ID + "), left out"})
+		rep.Skips = append(rep.Skips, keys[s.Index].Issue(index[s.Index], "",
+			"a key with this secret exists already ("+s.ID+"), left out"))
 	}
 	for i, k := range keys {
 		if imported[i] {
@@ -146,24 +148,24 @@ func none(rep Report) Report {
 // load parses a legacy file and checks its keys against what the key store
 // keeps. It returns the keys to import and, for each, the index of its
 // entry in "keys"; or a refusal.
-func load(r io.Reader) ([]legacyKey, []int, Report, error) {
-	keys, rep, err := parseLegacy(r)
+func load(r io.Reader) ([]legacy.Key, []int, Report, error) {
+	keys, rep, err := legacy.Parse(r)
 	if err != nil {
-		return nil, nil, rep, err
+		return nil, nil, rep, fmt.Errorf("migrate: %w", err)
 	}
 	index, err := entryIndexes(rep, len(keys))
 	if err != nil {
 		return nil, nil, none(rep), err
 	}
 	checkStorable(keys, index, &rep)
-	if rep.Refused() {
-		return nil, nil, none(rep), refusedError(rep.Refusals)
+	if err := rep.Err(); err != nil {
+		return nil, nil, none(rep), fmt.Errorf("migrate: %w", err)
 	}
 	return keys, index, rep, nil
 }
 
 // entryIndexes returns the index in "keys" of the entry of each key
-// parseLegacy returned: every entry is either a key, in order, or skipped.
+// legacy.Parse returned: every entry is either a key, in order, or skipped.
 func entryIndexes(rep Report, n int) ([]int, error) {
 	skipped := make(map[int]bool, len(rep.Skips))
 	for _, s := range rep.Skips {
@@ -188,11 +190,11 @@ func entryIndexes(rep Report, n int) ([]int, error) {
 // instant it stores, more than keystore.MaxLegacyWindows windows. An
 // expiry_date past that instant (a "never" written as year 9999) becomes
 // that instant, with a note.
-func checkStorable(keys []legacyKey, index []int, rep *Report) {
+func checkStorable(keys []legacy.Key, index []int, rep *Report) {
 	for i := range keys {
 		k := &keys[i]
 		add := func(list *[]Issue, field, reason string) {
-			*list = append(*list, Issue{Index: index[i], Name: clip(k.Name), Field: field, Reason: reason})
+			*list = append(*list, k.Issue(index[i], field, reason))
 		}
 		for _, f := range [...]struct{ field, value string }{{"name", k.Name}, {"model", k.Model}} {
 			if why := text.Problem(f.value, keystore.MaxName); why != "" {
@@ -206,8 +208,8 @@ func checkStorable(keys []legacyKey, index []int, rep *Report) {
 			if at < 0 {
 				at = len(rep.Notes)
 			}
-			rep.Notes = slices.Insert(rep.Notes, at, Issue{Index: index[i], Name: clip(k.Name), Field: "expiry_date",
-				Reason: "after " + maxStored.Format(time.RFC3339) + ", the last instant the key store holds: the key expires then"})
+			rep.Notes = slices.Insert(rep.Notes, at, k.Issue(index[i], "expiry_date",
+				"after "+maxStored.Format(time.RFC3339)+", the last instant the key store holds: the key expires then"))
 		}
 		for _, f := range [...]struct {
 			field string
@@ -225,27 +227,4 @@ func checkStorable(keys []legacyKey, index []int, rep *Report) {
 }
 
 // maxStored is the last instant the key store holds (Unix nanoseconds).
-var maxStored = maxWindowStart
-
-// toImported maps parsed keys to the key store's import.
-func toImported(keys []legacyKey) []keystore.Imported {
-	out := make([]keystore.Imported, len(keys))
-	for i, k := range keys {
-		ws := make([]keystore.LegacyWindow, len(k.Windows))
-		for j, w := range k.Windows {
-			ws[j] = keystore.LegacyWindow{Start: w.Start, Tokens: w.Tokens}
-		}
-		out[i] = keystore.Imported{
-			Secret:         k.Secret,
-			Name:           k.Name,
-			Model:          k.Model,
-			TokenLimit:     k.TokenLimit,
-			ExpiresAt:      k.ExpiresAt,
-			CreatedAt:      k.CreatedAt,
-			LastUsed:       k.LastUsed,
-			LifetimeTokens: k.LifetimeTokens,
-			Windows:        ws,
-		}
-	}
-	return out
-}
+var maxStored = time.Unix(0, math.MaxInt64).UTC()

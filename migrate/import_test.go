@@ -11,6 +11,7 @@ import (
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/badger"
 	"github.com/ratestore/ratestore/internal/fakeclock"
+	"github.com/ratestore/ratestore/internal/storage/dbcopy"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/strategies"
 	"github.com/stretchr/testify/assert"
@@ -319,7 +320,7 @@ func TestImportBigIntoBadger(t *testing.T) {
 	assert.Zero(t, pending, "Check migrated every key")
 
 	bolt := openDB(t, ratestore.Bolt, clk)
-	crep, err := Copy(ctx, bolt, db, nil)
+	crep, err := dbcopy.Copy(ctx, bolt, db, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 3*n-n/1000, crep.Records, "a record, an index entry and a token window a key; no window for 0 tokens")
 	_, res, err := keys(t, bolt).Check(ctx, fmt.Sprintf("pk_live_%032d", 1999))
@@ -351,7 +352,7 @@ func TestGeneratedImportMigrate(t *testing.T) {
 			rep, err := ImportLegacy(ctx, bdg, bytes.NewReader(genFile(n)))
 			require.NoError(t, err)
 			assert.Equal(t, Report{Entries: 1, Keys: 1, Windows: n}, rep)
-			_, err = Copy(ctx, bolt, bdg, nil)
+			_, err = dbcopy.Copy(ctx, bolt, bdg, nil)
 			require.NoError(t, err)
 			for _, db := range []*ratestore.DB{bdg, bolt} {
 				pending, err := Pending(ctx, db)

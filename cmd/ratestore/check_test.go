@@ -19,6 +19,7 @@ import (
 	"github.com/ratestore/ratestore/internal/storage"
 	"github.com/ratestore/ratestore/internal/storage/badgerstore"
 	"github.com/ratestore/ratestore/internal/storage/boltstore"
+	"github.com/ratestore/ratestore/internal/storage/check"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -40,7 +41,7 @@ func TestCheckHealthy(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			e := checkDB(t, backend)
 			recs := e.records()
-			out := jsonOf[checkOut](e, "check")
+			out := jsonOf[check.Result](e, "check")
 			require.True(t, out.OK, "%+v", out)
 			require.Empty(t, out.Problems)
 			require.Equal(t, len(recs), out.Keys)
@@ -82,7 +83,7 @@ func TestCheckNamesBadValues(t *testing.T) {
 			r := e.run("check", "--json")
 			require.Equal(t, exitError, r.code, r.stderr)
 			require.Contains(t, r.stderr, "3 problems found")
-			var out checkOut
+			var out check.Result
 			require.NoError(t, json.Unmarshal([]byte(r.stdout), &out), r.stdout)
 			require.False(t, out.OK)
 			var keys []string

@@ -20,6 +20,7 @@ import (
 	"github.com/ratestore/ratestore/audit"
 	"github.com/ratestore/ratestore/gateway"
 	"github.com/ratestore/ratestore/ledger"
+	"github.com/ratestore/ratestore/ledger/export"
 	"github.com/ratestore/ratestore/pricing"
 )
 
@@ -410,19 +411,20 @@ func (f *gatewayFlags) validateLedger(cmd string) error {
 // otherwise), and returns what closes it: it writes the entries queued,
 // then logs what became of them all. created is the file, if opening it
 // created it, for a start that fails to remove.
-func (f *gatewayFlags) openExport(cmd string, log *slog.Logger) (x *ledger.Export, closeExport func(), created []string, err error) {
+func (f *gatewayFlags) openExport(cmd string, log *slog.Logger) (x ledger.Exporter, closeExport func(), created []string, err error) {
 	if f.export == "" {
 		return nil, func() {}, nil, nil
 	}
 	created = missing(f.export)
-	if x, err = ledger.NewExport(f.export, f.exportMaxBytes, exportKeep, log); err != nil {
+	file, err := export.Open(f.export, f.exportMaxBytes, exportKeep, log)
+	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%s: --ledger-export: %w", cmd, err)
 	}
-	return x, func() {
+	return file, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
 		defer cancel()
-		err := x.Close(ctx)
-		st := x.Stats()
+		err := file.Close(ctx)
+		st := file.Stats()
 		if err != nil || st.Dropped > 0 {
 			log.Warn("gateway: ledger export: entries lost", "path", f.export, "written", st.Written, "dropped", st.Dropped, "error", fmt.Sprint(err))
 			return

@@ -15,11 +15,12 @@ import (
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/badger"
+	"github.com/ratestore/ratestore/internal/storage/check"
 )
 
 func main() {
-	if path := os.Getenv(checkPagesEnv); path != "" {
-		os.Exit(checkPagesChild(path)) // a child of the check command
+	if path := os.Getenv(check.PagesEnv); path != "" {
+		os.Exit(check.PagesChild(path)) // a child of the check command
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, config{})

@@ -15,6 +15,7 @@ import (
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/admin"
 	"github.com/ratestore/ratestore/audit"
+	"github.com/ratestore/ratestore/internal/storage/check"
 	"github.com/ratestore/ratestore/migrate"
 	"github.com/ratestore/ratestore/strategies"
 	"github.com/stretchr/testify/require"
@@ -181,7 +182,7 @@ func TestJSONDocumented(t *testing.T) {
 		"teams delete":    deleteOut{},
 		"copy":            copyOut{},
 		"inspect":         stateOut{Error: "e", State: &strategies.Description{Legacy: true}},
-		"check":           checkOut{},
+		"check":           check.Result{},
 		"version":         versionOut{},
 		"gateway":         gatewayOut{},
 		"serve":           serveOut{},

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/badger"
+	"github.com/ratestore/ratestore/internal/storage/dbcopy"
 	"github.com/ratestore/ratestore/internal/text"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/migrate"
@@ -210,13 +211,13 @@ func refuseNonEmpty(paths ...string) error {
 }
 
 // copyTo copies src into a new database at path.
-func (c *cli) copyTo(src *ratestore.DB, path string, backend ratestore.Backend) (migrate.CopyReport, error) {
+func (c *cli) copyTo(src *ratestore.DB, path string, backend ratestore.Backend) (dbcopy.Report, error) {
 	dst, err := c.open(path, backend, true)
 	if err != nil {
-		return migrate.CopyReport{}, err
+		return dbcopy.Report{}, err
 	}
 	bar := c.progress("copying")
-	rep, err := migrate.Copy(c.ctx, dst, src, bar.count)
+	rep, err := dbcopy.Copy(c.ctx, dst, src, bar.count)
 	bar.finish()
 	return rep, errors.Join(err, dst.Close())
 }

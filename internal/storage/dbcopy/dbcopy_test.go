@@ -1,7 +1,12 @@
-package migrate
+package dbcopy
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -9,11 +14,92 @@ import (
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/badger"
 	"github.com/ratestore/ratestore/internal/fakeclock"
+	"github.com/ratestore/ratestore/internal/storage"
 	"github.com/ratestore/ratestore/keystore"
+	"github.com/ratestore/ratestore/migrate"
 	"github.com/ratestore/ratestore/strategies"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
+
+var ctx = context.Background()
+
+// importNow is the instant of the legacy fixtures' users.
+var importNow = time.Date(2026, 1, 18, 11, 5, 0, 0, time.UTC)
+
+// forEachBackend runs fn as a subtest on each backend.
+func forEachBackend(t *testing.T, fn func(t *testing.T, b ratestore.Backend)) {
+	for _, b := range []ratestore.Backend{ratestore.Bolt, badger.Backend} {
+		t.Run(b.String(), func(t *testing.T) { fn(t, b) })
+	}
+}
+
+// otherBackend is the backend that is not b.
+func otherBackend(b ratestore.Backend) ratestore.Backend {
+	if b == ratestore.Bolt {
+		return badger.Backend
+	}
+	return ratestore.Bolt
+}
+
+// openDB opens a new database on backend with clock c, closed at the end
+// of the test.
+func openDB(t testing.TB, backend ratestore.Backend, c *fakeclock.Clock) *ratestore.DB {
+	t.Helper()
+	db, err := ratestore.Open(filepath.Join(t.TempDir(), "db-"+backend.String()), ratestore.Options{Backend: backend, Now: c.Now})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// keys is the key store of db.
+func keys(t testing.TB, db *ratestore.DB) *keystore.Store {
+	t.Helper()
+	ks, err := keystore.Open(db, keystore.Options{})
+	require.NoError(t, err)
+	return ks
+}
+
+// dump is every record of db, copied.
+func dump(t testing.TB, db *ratestore.DB) []ratestore.Entry {
+	t.Helper()
+	recs := []ratestore.Entry{}
+	require.NoError(t, db.Export(ctx, func(r ratestore.Entry) error {
+		recs = append(recs, ratestore.Entry{Key: bytes.Clone(r.Key), Value: bytes.Clone(r.Value)})
+		return nil
+	}))
+	return recs
+}
+
+// importFixtures imports two legacy key files into db and returns their
+// secrets by key name.
+func importFixtures(t testing.TB, db *ratestore.DB) map[string]string {
+	t.Helper()
+	secrets := map[string]string{}
+	for _, name := range []string{"apikeys.sample.json", "apikeys.valid.json"} {
+		path := filepath.Join("..", "..", "..", "testdata", "legacy", name)
+		_, err := migrate.ImportLegacyFile(ctx, db, path)
+		require.NoError(t, err)
+		data, err := os.ReadFile(path)
+		require.NoError(t, err)
+		var file struct{ Keys []struct{ Key, Name string } }
+		require.NoError(t, json.Unmarshal(data, &file))
+		for _, k := range file.Keys {
+			secrets[k.Name] = k.Key
+		}
+	}
+	return secrets
+}
+
+// keyID is the id of the key of secret, found without touching it.
+func keyID(t testing.TB, db *ratestore.DB, secret string) string {
+	t.Helper()
+	k, err := keys(t, db).Authenticate(ctx, secret)
+	if err != nil {
+		require.NotEmpty(t, k.ID, "%v", err) // expired or disabled: still found
+	}
+	return k.ID
+}
 
 // copyLimiters are limiters of every strategy, as the Copy tests use them.
 var copyLimiters = map[string]strategies.Strategy{
@@ -62,7 +148,7 @@ func TestCopy(t *testing.T) {
 		_, err := ls["rw"].Record(ctx, "alice", 20) // past its limit
 		require.NoError(t, err)
 
-		importFixtures(t, src)
+		fixtureSecrets := importFixtures(t, src)
 		secrets := []string{}
 		for _, s := range fixtureSecrets {
 			secrets = append(secrets, s)
@@ -78,7 +164,7 @@ func TestCopy(t *testing.T) {
 		require.NoError(t, err)
 		_, err = keys(t, src).RecordUsage(ctx, keyID(t, src, fixtureSecrets["staging"]), 1) // migrated by the change
 		require.NoError(t, err)
-		pending, err := Pending(ctx, src)
+		pending, err := migrate.Pending(ctx, src)
 		require.NoError(t, err)
 		require.Equal(t, 3, pending)
 		want := dump(t, src)
@@ -91,12 +177,12 @@ func TestCopy(t *testing.T) {
 		for _, r := range want {
 			bytes += int64(len(r.Key) + len(r.Value))
 		}
-		assert.Equal(t, CopyReport{Records: len(want), Bytes: bytes}, rep)
+		assert.Equal(t, Report{Records: len(want), Bytes: bytes}, rep)
 		assert.Equal(t, []int{len(want)}, progress)
 		assert.Equal(t, want, dump(t, dst))
 		assert.Equal(t, want, dump(t, src), "the source is unchanged")
 
-		dpending, err := Pending(ctx, dst)
+		dpending, err := migrate.Pending(ctx, dst)
 		require.NoError(t, err)
 		assert.Equal(t, pending, dpending)
 
@@ -140,7 +226,7 @@ func TestCopyEmpty(t *testing.T) {
 	clk := fakeclock.New(importNow)
 	rep, err := Copy(ctx, openDB(t, badger.Backend, clk), openDB(t, ratestore.Bolt, clk), nil)
 	require.NoError(t, err)
-	assert.Equal(t, CopyReport{}, rep)
+	assert.Equal(t, Report{}, rep)
 }
 
 // TestCopyRefusesNonEmpty: a destination that holds anything is refused,
@@ -219,7 +305,7 @@ func TestRestoreSplits(t *testing.T) {
 	}
 	clk := fakeclock.New(importNow)
 	db := openDB(t, badger.Backend, clk)
-	require.ErrorIs(t, db.Restore(ctx, recs), ErrTooBig)
+	require.ErrorIs(t, db.Restore(ctx, recs), storage.ErrTooBig)
 	assert.Empty(t, dump(t, db))
 	require.NoError(t, restore(ctx, db, recs))
 	assert.Equal(t, recs, dump(t, db))
@@ -257,7 +343,7 @@ func TestVerify(t *testing.T) {
 				return
 			}
 			require.ErrorIs(t, err, ErrMismatch)
-			assert.Equal(t, "migrate: the copy differs from its source: "+tt.want, err.Error())
+			assert.Equal(t, "dbcopy: the copy differs from its source: "+tt.want, err.Error())
 		})
 	}
 }

@@ -1,4 +1,4 @@
-package migrate
+package legacy
 
 import (
 	"fmt"
@@ -8,11 +8,13 @@ import (
 	"time"
 )
 
-// legacyKey is one entry of a legacy key file, as parsed. Times are in UTC
-// and zero when absent. Secret is the plaintext secret: it is never printed,
-// logged or marshalled (String, Format and LogValue redact it, and its JSON
-// tag leaves it out).
-type legacyKey struct {
+// Key is one entry of a legacy key file: as Parse reads it, and as
+// keystore.Store.Import takes it (keystore.Imported). Times are in UTC and
+// zero when absent. Secret is the plaintext secret, which the key store
+// keeps working and stores only as its hash: it is never printed, logged
+// or marshalled (String, Format and LogValue redact it, and its JSON tag
+// leaves it out).
+type Key struct {
 	Secret         string `json:"-"` // "key"
 	Name           string // "name"
 	Model          string // "model"
@@ -20,12 +22,13 @@ type legacyKey struct {
 	ExpiresAt      time.Time
 	CreatedAt      time.Time
 	LastUsed       time.Time
-	LifetimeTokens int64 // "total_lifetime_tokens", >= 0
-	Windows        []legacyWindow
+	LifetimeTokens int64 // "total_lifetime_tokens", >= 0, kept as it is
+	Windows        []Window
 }
 
-// legacyWindow is one usage window: Tokens (>= 0) used in the 5 hours from Start.
-type legacyWindow struct {
+// Window is one legacy usage window: Tokens (>= 0) used in the fixed
+// window that starts at Start.
+type Window struct {
 	Start  time.Time
 	Tokens int64
 }
@@ -33,8 +36,8 @@ type legacyWindow struct {
 const redacted = "[redacted]"
 
 // String describes the key with its secret redacted.
-func (k legacyKey) String() string {
-	return "legacyKey{Secret:" + redacted +
+func (k Key) String() string {
+	return "legacy.Key{Secret:" + redacted +
 		" Name:" + strconv.Quote(k.Name) +
 		" Model:" + strconv.Quote(k.Model) +
 		" TokenLimit:" + strconv.FormatInt(k.TokenLimit, 10) +
@@ -47,10 +50,10 @@ func (k legacyKey) String() string {
 
 // Format prints String for every verb (%v, %+v, %#v, %s, %q, %x, ...), so
 // that no verb reaches the secret through reflection.
-func (k legacyKey) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, k.String()) }
+func (k Key) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, k.String()) }
 
 // LogValue logs the key with its secret redacted.
-func (k legacyKey) LogValue() slog.Value {
+func (k Key) LogValue() slog.Value {
 	return slog.GroupValue(
 		slog.String("secret", redacted),
 		slog.String("name", k.Name),
@@ -64,6 +67,12 @@ func (k legacyKey) LogValue() slog.Value {
 	)
 }
 
+// Issue returns an issue of a report about k, the entry at index of
+// "keys", naming it as Parse names the entries it keeps.
+func (k Key) Issue(index int, field, reason string) Issue {
+	return Issue{Index: index, Name: clip(k.Name), Field: field, Reason: reason}
+}
+
 func timeString(t time.Time) string {
 	if t.IsZero() {
 		return "-"
@@ -73,7 +82,7 @@ func timeString(t time.Time) string {
 
 // diff names the first field (by its legacy name) in which k and o differ,
 // "" when they hold the same data; instants are compared, not their spelling.
-func (k legacyKey) diff(o legacyKey) string {
+func (k Key) diff(o Key) string {
 	switch {
 	case k.Secret != o.Secret:
 		return "key"

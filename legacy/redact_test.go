@@ -1,4 +1,4 @@
-package migrate
+package legacy
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ import (
 // TestKeyRedactsSecret: no way of printing, logging or marshalling a key
 // shows its secret.
 func TestKeyRedactsSecret(t *testing.T) {
-	keys, _, err := parseLegacy(strings.NewReader(fileJSON(entryJSON())))
+	keys, _, err := Parse(strings.NewReader(fileJSON(entryJSON())))
 	require.NoError(t, err)
 	k := keys[0]
 	require.Equal(t, secret, k.Secret)
@@ -23,7 +23,7 @@ func TestKeyRedactsSecret(t *testing.T) {
 	var out []string
 	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x", "%X", "%d", "%T %[1]v"} {
 		out = append(out, fmt.Sprintf(verb, k), fmt.Sprintf(verb, &k), fmt.Sprintf(verb, keys),
-			fmt.Sprintf(verb, map[string]legacyKey{"k": k}), fmt.Sprintf(verb, struct{ K legacyKey }{k}))
+			fmt.Sprintf(verb, map[string]Key{"k": k}), fmt.Sprintf(verb, struct{ K Key }{k}))
 	}
 	out = append(out, k.String(), fmt.Sprint(k), fmt.Sprintln(keys))
 	js, err := json.Marshal(k)
@@ -39,7 +39,7 @@ func TestKeyRedactsSecret(t *testing.T) {
 		assert.NotContains(t, s, secret[8:]) // nor its random part, in any encoding
 		assert.NotContains(t, s, fmt.Sprintf("%x", secret[8:]))
 	}
-	assert.Equal(t, `legacyKey{Secret:[redacted] Name:"team-a" Model:"glm-4.7" TokenLimit:100000 `+
+	assert.Equal(t, `legacy.Key{Secret:[redacted] Name:"team-a" Model:"glm-4.7" TokenLimit:100000 `+
 		`ExpiresAt:2027-01-01T00:00:00Z CreatedAt:2026-01-17T18:56:50.677Z LastUsed:2026-01-18T09:12:03.004Z `+
 		`LifetimeTokens:1234567 Windows:1}`, fmt.Sprintf("%+v", k))
 	assert.Contains(t, logs.String(), `key.secret=[redacted] key.name=team-a`)
@@ -67,18 +67,18 @@ func TestReportHoldsNoSecret(t *testing.T) {
 		`{"keys":[{"key":"` + secret + `"}]} "` + secret + `"`,
 	}
 	for _, in := range inputs {
-		_, rep, err := parseLegacy(strings.NewReader(in))
+		_, rep, err := Parse(strings.NewReader(in))
 		text := reportTexts(t, rep, err)
 		assert.NotContains(t, text, secret, in)
 		assert.NotContains(t, text, secret[8:], in)
 	}
-	_, rep, err := parseLegacy(strings.NewReader(inputs[4]))
+	_, rep, err := Parse(strings.NewReader(inputs[4]))
 	require.ErrorIs(t, err, ErrRefused)
 	assert.Equal(t, []string{
 		`keys[0] "[redacted]": token_limit_per_5h: zero: got 0, want a positive integer`,
 		`keys[0] "[redacted]": name: holds the secret, which would be stored in plain text`,
 	}, issueStrings(rep.Refusals))
-	_, rep, err = parseLegacy(strings.NewReader(inputs[8]))
+	_, rep, err = Parse(strings.NewReader(inputs[8]))
 	require.NoError(t, err)
 	assert.Equal(t, []Issue{{Index: 0, Name: "team-a", Field: "[redacted]", Reason: "unknown field, ignored"}}, rep.Notes)
 }

@@ -1,4 +1,4 @@
-package migrate
+package legacy
 
 import (
 	"bufio"
@@ -11,7 +11,7 @@ import (
 	"strconv"
 )
 
-// parseLegacy reads a legacy key file ({"keys": [...]}, LEGACY.md section 1)
+// Parse reads a legacy key file ({"keys": [...]}, LEGACY.md section 1)
 // strictly, as a stream of JSON tokens: memory grows with the keys and windows
 // kept, not with the file's layout.
 //
@@ -30,7 +30,7 @@ import (
 // Every key returned has a non-empty secret, a TokenLimit > 0, and
 // LifetimeTokens and window Tokens >= 0 whose sum over Windows fits an
 // int64. No secret appears in the Report or the error.
-func parseLegacy(r io.Reader) (keys []legacyKey, rep Report, err error) {
+func Parse(r io.Reader) (keys []Key, rep Report, err error) {
 	p := &parser{
 		src:   &source{br: bufio.NewReader(r)},
 		first: map[string]firstEntry{},
@@ -55,7 +55,7 @@ func parseLegacy(r io.Reader) (keys []legacyKey, rep Report, err error) {
 
 // errStop stops the parse where the JSON cannot be read any further; the
 // refusal that says why is in the report.
-var errStop = errors.New("migrate: stop")
+var errStop = errors.New("stop")
 
 // source records the first error of the reader under the decoder, to tell
 // a failing read from a malformed file.
@@ -76,7 +76,7 @@ type parser struct {
 	src   *source
 	dec   *json.Decoder
 	rep   Report
-	keys  []legacyKey
+	keys  []Key
 	first map[string]firstEntry // secret -> the first entry that has it
 	names map[string]int        // name -> index of the first entry that has it
 	cur   int                   // index of the entry being read; -1 outside "keys"
@@ -85,7 +85,7 @@ type parser struct {
 
 type firstEntry struct {
 	index int
-	key   legacyKey
+	key   Key
 }
 
 // fieldState is what an entry said of a field.
@@ -147,7 +147,7 @@ func (p *parser) next() (json.Token, error) {
 // reader's, or errStop with a refusal that says what is wrong.
 func (p *parser) fail(err error) error {
 	if p.src.err != nil {
-		return fmt.Errorf("migrate: read legacy file: %w", p.src.err)
+		return fmt.Errorf("read legacy file: %w", p.src.err)
 	}
 	at := loc{entry: p.cur, window: -1}
 	var syn *json.SyntaxError

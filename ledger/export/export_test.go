@@ -1,4 +1,4 @@
-package ledger
+package export
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratestore/ratestore/ledger"
 	"github.com/ratestore/ratestore/pricing"
 )
 
@@ -51,15 +52,15 @@ func (h *exportLogs) count(level slog.Level, msg string) int {
 
 // exportEntry returns the i-th entry of a test, its fields varied by i,
 // its time and latency whole milliseconds as the line keeps them.
-func exportEntry(i int) Entry {
-	e := Entry{
+func exportEntry(i int) ledger.Entry {
+	e := ledger.Entry{
 		Time:      time.Date(2025, 1, 2, 15, 4, 5, 0, time.UTC).Add(time.Duration(i) * 1001 * time.Millisecond),
 		RequestID: fmt.Sprintf("req-%06d", i),
 		Key:       "key-" + strconv.Itoa(i%7),
 		Team:      "team-" + strconv.Itoa(i%3),
 		Model:     "model-" + strings.Repeat("x", i%40),
 		Route:     "/v1/chat/completions",
-		Tokens:    Tokens{Input: int64(i), Output: 2 * int64(i), CacheRead: 3, CacheWrite: 4, Reasoning: int64(i % 5)},
+		Tokens:    ledger.Tokens{Input: int64(i), Output: 2 * int64(i), CacheRead: 3, CacheWrite: 4, Reasoning: int64(i % 5)},
 		Cost:      pricing.USD(i)*pricing.Micro + 1, // down to the nano-dollar
 		Status:    200,
 		Latency:   time.Duration(i%1000) * time.Millisecond,
@@ -72,7 +73,7 @@ func exportEntry(i int) Entry {
 }
 
 // exportLine returns e's line as the brief defines it.
-func exportLine(t *testing.T, e Entry) []byte {
+func exportLine(t *testing.T, e ledger.Entry) []byte {
 	t.Helper()
 	b, err := json.Marshal(e)
 	if err != nil {
@@ -82,7 +83,7 @@ func exportLine(t *testing.T, e Entry) []byte {
 }
 
 // closeExport closes x and fails the test on an error.
-func closeExport(t *testing.T, x *Export) {
+func closeExport(t *testing.T, x *File) {
 	t.Helper()
 	if err := x.Close(context.Background()); err != nil {
 		t.Fatalf("Close: %v", err)
@@ -91,18 +92,18 @@ func closeExport(t *testing.T, x *Export) {
 
 func TestExportRoundTrip(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "spend.jsonl")
-	x, err := NewExport(path, 0, 0, slog.New(&exportLogs{}))
+	x, err := Open(path, 0, 0, slog.New(&exportLogs{}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Entry{exportEntry(0), exportEntry(1), exportEntry(2), exportEntry(999)}
+	want := []ledger.Entry{exportEntry(0), exportEntry(1), exportEntry(2), exportEntry(999)}
 	want[1].Cost = 123*pricing.Dollar + 456789123 // $123.456789123
 	want[2].Model, want[2].Key = `odd "model" <&> é`, "k\n1"
 	for _, e := range want {
 		x.Write(e)
 	}
 	closeExport(t, x)
-	if s := x.Stats(); s != (ExportStats{Written: int64(len(want))}) {
+	if s := x.Stats(); s != (Stats{Written: int64(len(want))}) {
 		t.Errorf("Stats = %+v, want %d written and nothing else", s, len(want))
 	}
 	fi, err := os.Stat(path)
@@ -126,12 +127,12 @@ func TestExportRoundTrip(t *testing.T) {
 }
 
 // checkExportLine checks that line is e's, and that it reads back as e.
-func checkExportLine(t *testing.T, line []byte, e Entry) {
+func checkExportLine(t *testing.T, line []byte, e ledger.Entry) {
 	t.Helper()
 	if want := exportLine(t, e); !bytes.Equal(line, want) {
 		t.Errorf("line\n%s\nwant\n%s", line, want)
 	}
-	var got Entry
+	var got ledger.Entry
 	if err := got.UnmarshalJSON(line); err != nil {
 		t.Fatalf("UnmarshalJSON(%s): %v", line, err)
 	}
@@ -170,7 +171,7 @@ func TestExportRotation(t *testing.T) {
 	for _, keep := range []int{2, 60} { // 60: all kept
 		t.Run("keep="+strconv.Itoa(keep), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "spend.jsonl")
-			x, err := NewExport(path, maxBytes, keep, slog.New(&exportLogs{}))
+			x, err := Open(path, maxBytes, keep, slog.New(&exportLogs{}))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -189,7 +190,7 @@ func TestExportRotation(t *testing.T) {
 				t.Fatalf("only %d files: the test rotates too little to remove any", len(want))
 			}
 			s := x.Stats()
-			if s != (ExportStats{Written: n, Rotations: int64(len(want) - 1)}) {
+			if s != (Stats{Written: n, Rotations: int64(len(want) - 1)}) {
 				t.Errorf("Stats = %+v, want %d written, %d rotations", s, n, len(want)-1)
 			}
 			checkExportFiles(t, path, keep, want)
@@ -227,7 +228,7 @@ func checkExportFiles(t *testing.T, path string, keep int, want [][]byte) {
 // writeConcurrently has writers goroutines Write n entries to x in all,
 // and returns how long that took. It fails the test if they take more
 // than 5 s: with the writer stalled, that is a Write that blocked.
-func writeConcurrently(t *testing.T, x *Export, writers, n int) time.Duration {
+func writeConcurrently(t *testing.T, x *File, writers, n int) time.Duration {
 	t.Helper()
 	start := time.Now()
 	done := make(chan struct{})
@@ -256,7 +257,7 @@ func TestExportNeverBlocks(t *testing.T) {
 	const writers, n = 4, 100_000
 	logs := &exportLogs{}
 	path := filepath.Join(t.TempDir(), "spend.jsonl")
-	x, err := openExport(path, 0, 0, slog.New(logs))
+	x, err := openFile(path, 0, 0, slog.New(logs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,8 +265,8 @@ func TestExportNeverBlocks(t *testing.T) {
 	go x.run()
 
 	elapsed := writeConcurrently(t, x, writers, n)
-	if s := x.Stats(); s != (ExportStats{Dropped: n - exportQueueLen}) {
-		t.Errorf("Stats while stalled = %+v, want %d dropped", s, n-exportQueueLen)
+	if s := x.Stats(); s != (Stats{Dropped: n - queueLen}) {
+		t.Errorf("Stats while stalled = %+v, want %d dropped", s, n-queueLen)
 	}
 	drops := logs.count(slog.LevelError, "ledger: export: entry dropped")
 	if drops < 1 || drops > 1+int(elapsed/time.Second) {
@@ -283,8 +284,8 @@ func TestExportNeverBlocks(t *testing.T) {
 	}
 	closeExport(t, x) // waits for the writer
 	s := x.Stats()
-	if s.Written+s.Dropped != n || s.Dropped < n-exportQueueLen || s.Errors != 0 {
-		t.Errorf("Stats = %+v, want %d written or dropped, at least %d dropped", s, n, n-exportQueueLen)
+	if s.Written+s.Dropped != n || s.Dropped < n-queueLen || s.Errors != 0 {
+		t.Errorf("Stats = %+v, want %d written or dropped, at least %d dropped", s, n, n-queueLen)
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -298,7 +299,7 @@ func TestExportNeverBlocks(t *testing.T) {
 
 func TestExportCloseCanceled(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "spend.jsonl")
-	x, err := openExport(path, 0, 0, slog.New(&exportLogs{}))
+	x, err := openFile(path, 0, 0, slog.New(&exportLogs{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,7 +316,7 @@ func TestExportCloseCanceled(t *testing.T) {
 	close(x.hold)
 	closeExport(t, x) // waits for the writer
 	x.Write(exportEntry(10))
-	if s := x.Stats(); s != (ExportStats{Dropped: 11}) {
+	if s := x.Stats(); s != (Stats{Dropped: 11}) {
 		t.Errorf("Stats = %+v, want the 10 queued and the 1 after Close dropped", s)
 	}
 }
@@ -327,7 +328,7 @@ func TestExportCutLine(t *testing.T) {
 	if err := os.WriteFile(path, []byte(`{"time":"2025-`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	x, err := NewExport(path, 0, 0, slog.New(&exportLogs{}))
+	x, err := Open(path, 0, 0, slog.New(&exportLogs{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,7 +351,7 @@ func TestExportDiskFull(t *testing.T) {
 		t.Skip("no /dev/full:", err)
 	}
 	logs := &exportLogs{}
-	x, err := NewExport("/dev/full", 0, 0, slog.New(logs))
+	x, err := Open("/dev/full", 0, 0, slog.New(logs))
 	if err != nil {
 		t.Skip("cannot open /dev/full:", err)
 	}
@@ -379,17 +380,17 @@ func TestExportBadArguments(t *testing.T) {
 		{filepath.Join(dir, "a"), -1, 0, "maxBytes"},
 		{filepath.Join(dir, "b"), 0, -1, "keep"},
 	} {
-		x, err := NewExport(c.path, c.maxBytes, c.keep, nil)
-		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.names) {
-			t.Errorf("NewExport(%q, %d, %d) = %v, %v; want an error naming %s, matching ErrInvalid",
+		x, err := Open(c.path, c.maxBytes, c.keep, nil)
+		if !errors.Is(err, ledger.ErrInvalid) || !strings.Contains(err.Error(), c.names) {
+			t.Errorf("Open(%q, %d, %d) = %v, %v; want an error naming %s, matching ledger.ErrInvalid",
 				c.path, c.maxBytes, c.keep, x, err, c.names)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, "a")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a rejected export created its file: %v", err)
 	}
-	_, err := NewExport(filepath.Join(dir, "missing", "spend.jsonl"), 0, 0, nil)
-	if err == nil || errors.Is(err, ErrInvalid) || !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("NewExport in a missing directory = %v, want an error matching os.ErrNotExist", err)
+	_, err := Open(filepath.Join(dir, "missing", "spend.jsonl"), 0, 0, nil)
+	if err == nil || errors.Is(err, ledger.ErrInvalid) || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Open in a missing directory = %v, want an error matching os.ErrNotExist", err)
 	}
 }

@@ -1,4 +1,9 @@
-package ledger
+// Package export writes a spend ledger's entries to a file as JSON lines,
+// rotated by size, so that log shippers and tools (tail -f, jq) can follow
+// spend without querying the database. It is a ledger.Exporter: the ledger
+// hands it each entry once the entry's commit returned, and a slow disk
+// costs dropped lines, counted, never a slower request.
+package export
 
 import (
 	"bufio"
@@ -14,28 +19,29 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ratestore/ratestore/ledger"
 )
 
-// Limits of an Export. The queue is bounded so that a stalled disk costs
+// Limits of a File. The queue is bounded so that a stalled disk costs
 // entries, counted, rather than the gateway's memory; the buffer bounds
 // how much a crash can lose between flushes under a steady load.
 const (
-	defaultExportMaxBytes = 100 << 20 // bytes a file may reach; NewExport's maxBytes 0
-	defaultExportKeep     = 5         // rotated files kept; NewExport's keep 0
-	exportQueueLen        = 64 << 10  // entries waiting to be written
-	exportBufferSize      = 256 << 10 // bytes written between flushes, at most
+	defaultMaxBytes = 100 << 20 // bytes a file may reach; Open's maxBytes 0
+	defaultKeep     = 5         // rotated files kept; Open's keep 0
+	queueLen        = 64 << 10  // entries waiting to be written
+	bufferSize      = 256 << 10 // bytes written between flushes, at most
 )
 
-// Export writes the ledger's entries to a file as JSON lines, as their
-// commits return (see Options.Export), so that log shippers and tools
-// (tail -f, jq) can follow spend without querying the database.
+// File writes the ledger's entries to a file as JSON lines, as their
+// commits return (see ledger.Options.Export).
 //
-// Each line is one JSON object, json.Marshal of an Entry, followed by
+// Each line is one JSON object, json.Marshal of a ledger.Entry, followed by
 // "\n": the shape of GET /admin/requests, with these fields in this
 // order:
 //
 //	time                RFC 3339 in UTC with milliseconds: "2025-01-02T15:04:05.123Z"
-//	request_id          the gateway's X-Request-Id
+//	request_id          the gateway's request ID (Ratestore-Request-Id)
 //	key                 the key's id
 //	team                the key's team; absent when it has none
 //	model               the model asked for
@@ -64,10 +70,10 @@ const (
 //
 // Delivery is best effort, because a slow disk must never slow requests:
 // Write queues, and an entry that finds the queue (64Ki entries) full, or
-// the Export closed, is dropped. Stats counts what became of each: once
+// the File closed, is dropped. Stats counts what became of each: once
 // the file is closed (Close returned, and not for its ctx), Written +
 // Dropped is the number of Writes.
-type Export struct {
+type File struct {
 	path     string
 	maxBytes int64
 	keep     int
@@ -75,8 +81,8 @@ type Export struct {
 	born     time.Time // the clock of the log limits
 
 	mu     sync.Mutex
-	queue  []Entry // waiting for the writer, in Write order
-	closed bool    // Close was called: Write drops
+	queue  []ledger.Entry // waiting for the writer, in Write order
+	closed bool           // Close was called: Write drops
 
 	wake     chan struct{} // a Write queued an entry (capacity 1)
 	stop     chan struct{} // closed by Close
@@ -99,22 +105,22 @@ type Export struct {
 	retryRotate time.Duration // after a failed rotation: since born, when to try again
 }
 
-// ExportStats count what became of the entries given to an Export.
-type ExportStats struct {
+// Stats count what became of the entries given to a File.
+type Stats struct {
 	Written   int64 // lines in the file (flushed to it)
-	Dropped   int64 // entries lost: queue full, Export closed, or a failed write
+	Dropped   int64 // entries lost: queue full, File closed, or a failed write
 	Rotations int64 // files rotated
 	Errors    int64 // failed file operations (open, write, rotation, fsync, close)
 }
 
-// NewExport opens path for appending, creating it with mode 0600 (the
+// Open opens path for appending, creating it with mode 0600 (the
 // entries name keys and teams), and starts the goroutine that writes the
 // entries given to Write. The file is rotated when the next line would
 // take it past maxBytes, keeping keep old files. maxBytes 0 is 100 MiB;
 // keep 0 is 5. log receives the write errors and drops; nil is
 // slog.Default(). Call Close to write what is queued and close the file.
-func NewExport(path string, maxBytes int64, keep int, log *slog.Logger) (*Export, error) {
-	x, err := openExport(path, maxBytes, keep, log)
+func Open(path string, maxBytes int64, keep int, log *slog.Logger) (*File, error) {
+	x, err := openFile(path, maxBytes, keep, log)
 	if err != nil {
 		return nil, err
 	}
@@ -122,30 +128,30 @@ func NewExport(path string, maxBytes int64, keep int, log *slog.Logger) (*Export
 	return x, nil
 }
 
-// openExport is NewExport without the goroutine, which tests start
+// openFile is Open without the goroutine, which tests start
 // themselves after setting hold.
-func openExport(path string, maxBytes int64, keep int, log *slog.Logger) (*Export, error) {
+func openFile(path string, maxBytes int64, keep int, log *slog.Logger) (*File, error) {
 	switch {
 	case path == "":
-		return nil, fmt.Errorf("ledger: export: path is empty: %w", ErrInvalid)
+		return nil, fmt.Errorf("ledger: export: path is empty: %w", ledger.ErrInvalid)
 	case maxBytes < 0:
-		return nil, fmt.Errorf("ledger: export: maxBytes %d is negative: %w", maxBytes, ErrInvalid)
+		return nil, fmt.Errorf("ledger: export: maxBytes %d is negative: %w", maxBytes, ledger.ErrInvalid)
 	case keep < 0:
-		return nil, fmt.Errorf("ledger: export: keep %d is negative: %w", keep, ErrInvalid)
+		return nil, fmt.Errorf("ledger: export: keep %d is negative: %w", keep, ledger.ErrInvalid)
 	}
 	if maxBytes == 0 {
-		maxBytes = defaultExportMaxBytes
+		maxBytes = defaultMaxBytes
 	}
 	if keep == 0 {
-		keep = defaultExportKeep
+		keep = defaultKeep
 	}
 	if log == nil {
 		log = slog.Default()
 	}
-	x := &Export{
+	x := &File{
 		path: path, maxBytes: maxBytes, keep: keep, log: log, born: time.Now(),
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
-		w: bufio.NewWriterSize(nil, exportBufferSize),
+		w: bufio.NewWriterSize(nil, bufferSize),
 	}
 	if err := x.open(); err != nil {
 		return nil, err
@@ -154,11 +160,11 @@ func openExport(path string, maxBytes int64, keep int, log *slog.Logger) (*Expor
 }
 
 // Write queues e to be written. It never blocks: when the queue is full,
-// or the Export closed, e is dropped, counted in Stats, and logged at
+// or the File closed, e is dropped, counted in Stats, and logged at
 // error level (once a second at most).
-func (x *Export) Write(e Entry) {
+func (x *File) Write(e ledger.Entry) {
 	x.mu.Lock()
-	closed, full := x.closed, len(x.queue) >= exportQueueLen
+	closed, full := x.closed, len(x.queue) >= queueLen
 	if !closed && !full {
 		x.queue = append(x.queue, e)
 	}
@@ -183,7 +189,7 @@ func (x *Export) Write(e Entry) {
 // calling Close again waits for the file's close. Close's error is that
 // of ctx or of the final flush, fsync or close: entries lost earlier are
 // in Stats and the log.
-func (x *Export) Close(ctx context.Context) error {
+func (x *File) Close(ctx context.Context) error {
 	x.mu.Lock()
 	x.closed = true
 	x.mu.Unlock()
@@ -202,9 +208,9 @@ func (x *Export) Close(ctx context.Context) error {
 	}
 }
 
-// Stats returns the export's counters so far.
-func (x *Export) Stats() ExportStats {
-	return ExportStats{
+// Stats returns the file's counters so far.
+func (x *File) Stats() Stats {
+	return Stats{
 		Written: x.written.Load(), Dropped: x.dropped.Load(),
 		Rotations: x.rotations.Load(), Errors: x.errs.Load(),
 	}
@@ -214,12 +220,12 @@ func (x *Export) Stats() ExportStats {
 // that Write holds the lock only for an append, and flushes whenever the
 // queue is empty, so that a reader following the file sees each line
 // promptly, not when 256 KiB have gathered.
-func (x *Export) run() {
+func (x *File) run() {
 	defer close(x.done)
 	if x.hold != nil {
 		<-x.hold
 	}
-	var batch []Entry
+	var batch []ledger.Entry
 	for {
 		if x.aborted.Load() {
 			x.dropQueued()
@@ -244,7 +250,7 @@ func (x *Export) run() {
 }
 
 // take swaps the queue for spare, emptied, and returns the queue.
-func (x *Export) take(spare []Entry) []Entry {
+func (x *File) take(spare []ledger.Entry) []ledger.Entry {
 	clear(spare) // let the entries' strings go
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -253,14 +259,14 @@ func (x *Export) take(spare []Entry) []Entry {
 	return b
 }
 
-func (x *Export) queued() int {
+func (x *File) queued() int {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return len(x.queue)
 }
 
 // dropQueued counts the queued entries as dropped, for Close's ctx ended.
-func (x *Export) dropQueued() {
+func (x *File) dropQueued() {
 	x.mu.Lock()
 	n := len(x.queue)
 	x.queue = nil
@@ -268,7 +274,7 @@ func (x *Export) dropQueued() {
 	x.dropped.Add(int64(n))
 }
 
-func (x *Export) writeBatch(batch []Entry) {
+func (x *File) writeBatch(batch []ledger.Entry) {
 	for i, e := range batch {
 		if x.aborted.Load() {
 			x.dropped.Add(int64(len(batch) - i))
@@ -280,7 +286,7 @@ func (x *Export) writeBatch(batch []Entry) {
 
 // writeLine writes e's line to the file. An entry that cannot be
 // written is counted dropped; the next one tries again.
-func (x *Export) writeLine(e Entry) {
+func (x *File) writeLine(e ledger.Entry) {
 	line, err := json.Marshal(e)
 	if err != nil {
 		x.lost(1, "encode", fmt.Errorf("ledger: export: encode: %w", err))
@@ -305,7 +311,7 @@ func (x *Export) writeLine(e Entry) {
 // closed it, rotates it if the line would take it past maxBytes, and
 // flushes the buffer if the line does not fit in it. It reports whether
 // the line can be written.
-func (x *Export) ready(n int64) bool {
+func (x *File) ready(n int64) bool {
 	if x.f == nil {
 		if err := x.open(); err != nil {
 			x.fault("open", err)
@@ -325,7 +331,7 @@ func (x *Export) ready(n int64) bool {
 }
 
 // flush writes the buffer to the file and counts its lines Written.
-func (x *Export) flush() error {
+func (x *File) flush() error {
 	if x.f == nil {
 		return nil
 	}
@@ -341,7 +347,7 @@ func (x *Export) flush() error {
 // file is cut back to its last whole line, so that the next line starts
 // a line of its own. If that fails too the file is closed: reopening it
 // ends the cut line (see open).
-func (x *Export) failed(err error) error {
+func (x *File) failed(err error) error {
 	err = fmt.Errorf("ledger: export: write %s: %w", x.path, err)
 	x.lost(x.pending, "write", err)
 	x.pending, x.size = 0, x.good
@@ -358,7 +364,7 @@ func (x *Export) failed(err error) error {
 // is whole even after a crash. If a rename fails the file is reopened and
 // grows past maxBytes, its lines kept rather than its limit, and the
 // rotation is tried again a second later, not on every line.
-func (x *Export) rotate() {
+func (x *File) rotate() {
 	_ = x.flush() // counted and logged; the lines are lost either way
 	if x.f == nil {
 		return
@@ -383,7 +389,7 @@ func (x *Export) rotate() {
 
 // shift renames path.keep-1 to path.keep (replacing the oldest), ...,
 // path.1 to path.2, and path to path.1. Missing old files are skipped.
-func (x *Export) shift() error {
+func (x *File) shift() error {
 	for i := x.keep - 1; i >= 1; i-- {
 		err := os.Rename(x.old(i), x.old(i+1))
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -394,12 +400,12 @@ func (x *Export) shift() error {
 }
 
 // old returns the name of the i-th newest rotated file.
-func (x *Export) old(i int) string { return x.path + "." + strconv.Itoa(i) }
+func (x *File) old(i int) string { return x.path + "." + strconv.Itoa(i) }
 
 // open opens the file for appending. A file that ends inside a line (a
 // crash, a failed write that could not be cut back) gets a "\n" first,
 // so that the cut line does not swallow the next one.
-func (x *Export) open() error {
+func (x *File) open() error {
 	f, err := os.OpenFile(x.path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("ledger: export: %w", err)
@@ -435,7 +441,7 @@ func endLine(f *os.File) (int64, error) {
 }
 
 // finish flushes, fsyncs and closes the file, for Close.
-func (x *Export) finish() error {
+func (x *File) finish() error {
 	ferr := x.flush()
 	if x.f == nil {
 		return ferr
@@ -456,7 +462,7 @@ func (x *Export) finish() error {
 
 // lost counts n entries dropped by a failed operation, and the failure,
 // and logs them.
-func (x *Export) lost(n int64, op string, err error) {
+func (x *File) lost(n int64, op string, err error) {
 	dropped := x.dropped.Add(n)
 	errs := x.errs.Add(1)
 	if x.errLog.allow(time.Since(x.born)) {
@@ -466,13 +472,13 @@ func (x *Export) lost(n int64, op string, err error) {
 }
 
 // fault counts and logs a failed operation that lost no entry itself.
-func (x *Export) fault(op string, err error) { x.lost(0, op, err) }
+func (x *File) fault(op string, err error) { x.lost(0, op, err) }
 
 // logLimit lets a message through once a second at most, so that a full
 // disk or a stalled writer does not flood the log, which may well be on
 // the same disk.
 type logLimit struct {
-	next atomic.Int64 // when the next message may pass, as time since Export.born
+	next atomic.Int64 // when the next message may pass, as time since File.born
 }
 
 func (l *logLimit) allow(now time.Duration) bool {

@@ -1,4 +1,4 @@
-package migrate
+package legacy
 
 import (
 	"encoding/json"
@@ -14,7 +14,7 @@ import (
 // entry is the state of the entry of "keys" being read.
 type entry struct {
 	at  loc // the entry itself
-	key legacyKey
+	key Key
 
 	secret, name, model, limit, expiry, created, lifetime, windows fieldState
 
@@ -117,7 +117,7 @@ func (p *parser) windows(e *entry, at loc) error {
 			}
 			continue
 		}
-		w.win, w.start, w.tokens = legacyWindow{}, absent, absent
+		w.win, w.start, w.tokens = Window{}, absent, absent
 		if err := p.members(wat, member); err != nil {
 			return err
 		}
@@ -143,7 +143,7 @@ func (p *parser) windows(e *entry, at loc) error {
 type windowReader struct {
 	p             *parser
 	e             *entry
-	win           legacyWindow
+	win           Window
 	start, tokens fieldState
 }
 

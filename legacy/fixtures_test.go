@@ -1,31 +1,22 @@
-package migrate
+package legacy
 
 import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-func parseFixture(t *testing.T, name string) ([]legacyKey, Report, error) {
+func parseFixture(t *testing.T, name string) ([]Key, Report, error) {
 	t.Helper()
 	f, err := os.Open(filepath.Join("..", "testdata", "legacy", name))
 	require.NoError(t, err)
 	defer f.Close()
-	keys, rep, err := parseLegacy(f)
+	keys, rep, err := Parse(f)
 	checkInvariants(t, keys, rep, err)
 	return keys, rep, err
-}
-
-func ts(s string) time.Time {
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		panic(err)
-	}
-	return t.UTC()
 }
 
 // TestSampleFile: the sample of LEGACY.md's users. ci-bot has no model and a
@@ -35,7 +26,7 @@ func ts(s string) time.Time {
 func TestSampleFile(t *testing.T) {
 	keys, rep, err := parseFixture(t, "apikeys.sample.json")
 	require.NoError(t, err)
-	assert.Equal(t, []legacyKey{{
+	assert.Equal(t, []Key{{
 		Secret:         "pk_live_7f3a9c2e41d84b0f9a6e5d3c2b1a0f9e",
 		Name:           "research-team",
 		Model:          "glm-4.7",
@@ -44,7 +35,7 @@ func TestSampleFile(t *testing.T) {
 		CreatedAt:      ts("2026-01-05T09:14:22.318Z"),
 		LastUsed:       ts("2026-01-18T11:02:41.907Z"),
 		LifetimeTokens: 2418733,
-		Windows: []legacyWindow{
+		Windows: []Window{
 			{Start: ts("2026-01-18T07:40:12.5Z"), Tokens: 61204},
 			{Start: ts("2026-01-17T21:03:00Z"), Tokens: 99871},
 		},
@@ -56,7 +47,7 @@ func TestSampleFile(t *testing.T) {
 		CreatedAt:      ts("2026-01-10T00:00:00Z"),
 		LastUsed:       ts("2026-01-18T10:59:59.001Z"),
 		LifetimeTokens: 150020,
-		Windows:        []legacyWindow{{Start: ts("2026-01-18T10:15:00Z"), Tokens: 20001}},
+		Windows:        []Window{{Start: ts("2026-01-18T10:15:00Z"), Tokens: 20001}},
 	}, {
 		Secret:     "pk_test_5e4d3c2b1a09f8e7d6c5b4a392817060",
 		Name:       "intern-sandbox",
@@ -93,7 +84,7 @@ func TestValidFile(t *testing.T) {
 	assert.Equal(t, "imported 3 keys with 5 usage windows from 3 entries; 0 skipped, 0 notes\n", rep.Summary())
 	require.Len(t, keys, 3)
 	assert.Equal(t, []string{"gateway-prod", "batch-jobs", "staging"}, []string{keys[0].Name, keys[1].Name, keys[2].Name})
-	assert.Equal(t, []legacyWindow{{Start: ts("2026-01-18T10:00:00Z"), Tokens: 180000}}, keys[1].Windows)
+	assert.Equal(t, []Window{{Start: ts("2026-01-18T10:00:00Z"), Tokens: 180000}}, keys[1].Windows)
 	assert.Equal(t, ts("2026-06-30T21:59:59Z"), keys[1].ExpiresAt)
 }
 
@@ -113,7 +104,7 @@ func TestMalformedFile(t *testing.T) {
 		`keys[1] "mobile-app": model: missing: imported without a model`,
 		`keys[1] "mobile-app": usage_windows: null: no usage to carry over`,
 	}, issueStrings(rep.Notes))
-	assert.Equal(t, `migrate: legacy file refused: 4 problems: `+
+	assert.Equal(t, `legacy file refused: 4 problems: `+
 		`keys[0] "web-frontend": usage_windows[0].tokens_used: negative: got -120, want a non-negative integer; `+
 		`keys[1] "mobile-app": token_limit_per_5h: fractional: got 75000.5, want a positive integer; `+
 		`keys[1] "mobile-app": expiry_date: unparsable timestamp "31/12/2026": want RFC 3339 such as 2026-01-18T08:00:00Z or 2026-01-18T09:00:00.000+01:00; `+

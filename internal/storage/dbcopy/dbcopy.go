@@ -1,4 +1,10 @@
-package migrate
+// Package dbcopy copies every stored record of a database into a new one,
+// bolt to badger or badger to bolt, and verifies the copy record by
+// record. It works through the engine's Export and Restore, so it copies
+// records as they are stored, whatever they hold: limiter states, the key
+// store's keys and the legacy usage still pending (which stays pending in
+// the copy), the ledger's and the audit log's records.
+package dbcopy
 
 import (
 	"bytes"
@@ -11,31 +17,24 @@ import (
 	"github.com/ratestore/ratestore/internal/storage"
 )
 
-// CopyReport says what Copy copied.
-type CopyReport struct {
+// Report says what Copy copied.
+type Report struct {
 	Records int   // records copied and verified
 	Bytes   int64 // the bytes of their keys and values
 }
 
 // ErrMismatch is matched by the error of a Copy whose verification found
 // the copy different from its source.
-var ErrMismatch = errors.New("migrate: the copy differs from its source")
-
-// ErrTooBig is matched (errors.Is) by the error of a write too large for
-// one atomic transaction of the database's backend: badger's transactions
-// are bounded by its memtable size. Copy meets it only when a batch it
-// restores is too large all the same, and then splits the batch (see
-// copyBatchRecords). An import does not meet it: the engine splits a
-// commit too large for one transaction (ratestore.DB.Update).
-var ErrTooBig = storage.ErrTooBig
+var ErrMismatch = errors.New("dbcopy: the copy differs from its source")
 
 // Copy batches: at most copyBatchRecords records, and a batch is closed as
 // soon as its keys and values reach copyBatchBytes. badger, with the 8 MiB
 // memtables badgerstore sets, takes at most 13,105 entries and about 1.2 MB
 // in one transaction, whichever comes first (a value of 1 KiB or more
 // counts as a 12-byte pointer). A batch costs it at most 1,000 entries and
-// about 270 KB. A batch that badger refuses all the same (ErrTooBig:
-// nothing applied) is split in two and retried.
+// about 270 KB. A batch that badger refuses all the same
+// (storage.ErrTooBig: too large for one of its transactions, nothing
+// applied) is split in two and retried.
 const (
 	copyBatchRecords = 1000
 	copyBatchBytes   = 256 << 10
@@ -64,20 +63,20 @@ const (
 // src in dst: remove dst and copy again. A verification that finds a
 // difference fails with an error matching ErrMismatch that names the first
 // key that differs, with its bytes outside printable ASCII hex-escaped.
-func Copy(ctx context.Context, dst, src *ratestore.DB, progress func(records int)) (CopyReport, error) {
+func Copy(ctx context.Context, dst, src *ratestore.DB, progress func(records int)) (Report, error) {
 	switch {
 	case dst == nil || src == nil:
-		return CopyReport{}, fmt.Errorf("migrate: copy: nil database: %w", ratestore.ErrInvalid)
+		return Report{}, fmt.Errorf("dbcopy: copy: nil database: %w", ratestore.ErrInvalid)
 	case dst == src:
-		return CopyReport{}, fmt.Errorf("migrate: copy: %s onto itself: %w", dst.Path(), ratestore.ErrInvalid)
+		return Report{}, fmt.Errorf("dbcopy: copy: %s onto itself: %w", dst.Path(), ratestore.ErrInvalid)
 	}
 	if progress == nil {
 		progress = func(int) {}
 	}
 	if err := checkEmpty(ctx, dst); err != nil {
-		return CopyReport{}, err
+		return Report{}, err
 	}
-	var rep CopyReport
+	var rep Report
 	b := batcher{flush: func(recs []ratestore.Entry) error {
 		if err := restore(ctx, dst, recs); err != nil {
 			return err
@@ -90,10 +89,10 @@ func Copy(ctx context.Context, dst, src *ratestore.DB, progress func(records int
 		return nil
 	}}
 	if err := b.run(ctx, src); err != nil {
-		return rep, fmt.Errorf("migrate: copy %s to %s: %w", src.Path(), dst.Path(), err)
+		return rep, fmt.Errorf("dbcopy: copy %s to %s: %w", src.Path(), dst.Path(), err)
 	}
 	if err := verify(ctx, dst, src); err != nil {
-		return rep, fmt.Errorf("migrate: copy %s to %s: verify: %w", src.Path(), dst.Path(), err)
+		return rep, fmt.Errorf("dbcopy: copy %s to %s: verify: %w", src.Path(), dst.Path(), err)
 	}
 	return rep, nil
 }
@@ -106,10 +105,10 @@ func checkEmpty(ctx context.Context, db *ratestore.DB) error {
 	err := db.Export(ctx, func(ratestore.Entry) error { return errNotEmpty })
 	switch {
 	case errors.Is(err, errNotEmpty):
-		return fmt.Errorf("migrate: copy: the destination %s already holds records: copy only into a new database: %w",
+		return fmt.Errorf("dbcopy: copy: the destination %s already holds records: copy only into a new database: %w",
 			db.Path(), ratestore.ErrInvalid)
 	case err != nil:
-		return fmt.Errorf("migrate: copy: reading the destination %s: %w", db.Path(), err)
+		return fmt.Errorf("dbcopy: copy: reading the destination %s: %w", db.Path(), err)
 	}
 	return nil
 }
@@ -118,7 +117,7 @@ func checkEmpty(ctx context.Context, db *ratestore.DB) error {
 // finds them too many for one transaction.
 func restore(ctx context.Context, db *ratestore.DB, recs []ratestore.Entry) error {
 	err := db.Restore(ctx, recs)
-	if errors.Is(err, ErrTooBig) && len(recs) > 1 {
+	if errors.Is(err, storage.ErrTooBig) && len(recs) > 1 {
 		half := len(recs) / 2
 		if err := restore(ctx, db, recs[:half]); err != nil {
 			return err

@@ -1,4 +1,4 @@
-package migrate
+package legacy
 
 import (
 	"bytes"
@@ -8,12 +8,14 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/ratestore/ratestore/internal/legacytest"
 )
 
 // secretValue finds the raw values of "key" members written without escapes.
 var secretValue = regexp.MustCompile(`"key"\s*:\s*"([^"\\]*)"`)
 
-// FuzzParseLegacy: parseLegacy never panics; it refuses (ErrRefused) or
+// FuzzParseLegacy: Parse never panics; it refuses (ErrRefused) or
 // returns keys that keep every invariant (checkInvariants); and its report
 // does not depend on any secret: changing one secret's characters leaves
 // every report text and error the same, and the keys the same but for that
@@ -27,12 +29,12 @@ func FuzzParseLegacy(f *testing.F) {
 		require.NoError(f, err)
 		f.Add(data)
 	}
-	for _, c := range legacyCases() {
-		f.Add([]byte(c.in))
+	for _, c := range legacytest.Cases() {
+		f.Add([]byte(c.In))
 	}
 	f.Add(genFile(3))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		keys, rep, err := parseLegacy(bytes.NewReader(data))
+		keys, rep, err := Parse(bytes.NewReader(data))
 		checkInvariants(t, keys, rep, err)
 		text := reportTexts(t, rep, err)
 		if bytes.IndexByte(data, '\\') >= 0 {
@@ -45,7 +47,7 @@ func FuzzParseLegacy(f *testing.F) {
 				continue // not a secret that stands alone
 			}
 			data2 := append(append(append([]byte(nil), data[:m[2]]...), alt...), data[m[3]:]...)
-			keys2, rep2, err2 := parseLegacy(bytes.NewReader(data2))
+			keys2, rep2, err2 := Parse(bytes.NewReader(data2))
 			require.Equal(t, text, reportTexts(t, rep2, err2), "the report depends on a secret")
 			require.Len(t, keys2, len(keys))
 			for i, k := range keys2 {

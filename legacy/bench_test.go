@@ -1,4 +1,4 @@
-package migrate
+package legacy
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ func BenchmarkParseLegacy100kWindows(b *testing.B) {
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
 	for b.Loop() {
-		keys, _, err := parseLegacy(bytes.NewReader(data))
+		keys, _, err := Parse(bytes.NewReader(data))
 		if err != nil || len(keys[0].Windows) != 100_000 {
 			b.Fatal(err)
 		}
