@@ -281,7 +281,7 @@ func legacyUsage(id string, get func(key []byte) ([]byte, error)) ([]legacy.Wind
 }
 
 // decodeLegacy decodes the legacy record of key id (legacy.DecodeRecord):
-// an error matches strategies.ErrCorrupt and names the key.
+// an error matches ErrCorrupt and names the key.
 func decodeLegacy(id string, b []byte) ([]legacy.Window, error) {
 	ws, err := legacy.DecodeRecord(b)
 	if err != nil {

@@ -207,7 +207,7 @@ func (r *stored) decodePolicy(d *decoder, v byte, known func(enc []byte) *policy
 }
 
 // decodeRecord parses the record of id, version 1, 2 or 3. Its errors match
-// strategies.ErrCorrupt and name id. The policy is checked by Store.policy
+// ErrCorrupt and name id. The policy is checked by Store.policy
 // and a version 1 window by its strategy, later, unless known (nil: none)
 // knows the policy's encoding: see stored.decodePolicy.
 func decodeRecord(id string, b []byte, known func(enc []byte) *policy) (*stored, error) {
@@ -365,18 +365,18 @@ func (d *decoder) budgets() []Budget {
 }
 
 // corrupt returns an error about the stored data of key id, matching
-// strategies.ErrCorrupt.
+// ErrCorrupt.
 func corrupt(id, format string, args ...any) error {
-	return fmt.Errorf("keystore: key %s: %s: %w", id, fmt.Sprintf(format, args...), strategies.ErrCorrupt)
+	return fmt.Errorf("keystore: key %s: %s: %w", id, fmt.Sprintf(format, args...), ErrCorrupt)
 }
 
 // corruptWrap returns err, which is about the stored data of key id, as an
-// error matching strategies.ErrCorrupt.
+// error matching ErrCorrupt.
 func corruptWrap(id, what string, err error) error {
-	if errors.Is(err, strategies.ErrCorrupt) {
+	if errors.Is(err, ErrCorrupt) {
 		return fmt.Errorf("keystore: key %s: %s: %w", id, what, err)
 	}
-	return fmt.Errorf("keystore: key %s: %s: %v: %w", id, what, err, strategies.ErrCorrupt)
+	return fmt.Errorf("keystore: key %s: %s: %v: %w", id, what, err, ErrCorrupt)
 }
 
 // decoder reads the fields of one record. Its first error sticks: later
