@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/gateway/meter"
+	"github.com/ratestore/ratestore/internal/sat"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/ledger"
 	"github.com/ratestore/ratestore/pricing"
@@ -24,9 +27,9 @@ type charged struct {
 	cost             pricing.USD // what the tokens cost the key
 	budgetLeft       pricing.USD // the least the key's budgets have left after it
 	hasBudget        bool
-	counts           tokenCounts // the tokens reported, by type
-	estimated        bool        // the tokens charged are the reservation: no usage could be read
-	capped           bool        // the usage reported was over Options.MaxTokensPerRequest
+	counts           meter.Counts // the tokens reported, by type
+	estimated        bool         // the tokens charged are the reservation: no usage could be read
+	capped           bool         // the usage reported was over Options.MaxTokensPerRequest
 }
 
 // finish charges a request that ended with status what it used, in place
@@ -102,9 +105,9 @@ func (g *Gateway) logCharge(ctx context.Context, rq *request, up *upstreamResult
 			slog.String("request_id", rq.id), slog.String("key_id", rq.keyID), slog.String("model", rq.model),
 			slog.Int64("reported", ch.reported), slog.Int64("tokens", ch.tokens), slog.Int64("max_tokens_per_request", g.maxCharge))
 	}
-	if up.used.tooLarge {
+	if up.used.TooLarge {
 		g.log.LogAttrs(ctx, slog.LevelWarn, "gateway: a usage object too large to read was skipped",
-			slog.String("request_id", rq.id), slog.String("key_id", rq.keyID), slog.Int("max_usage_bytes", maxUsageBytes))
+			slog.String("request_id", rq.id), slog.String("key_id", rq.keyID), slog.Int("max_usage_bytes", meter.MaxUsageBytes))
 	}
 	if ch.estimated {
 		g.log.LogAttrs(ctx, slog.LevelWarn, "gateway: no usage read: charging the estimate",
@@ -117,7 +120,7 @@ func (g *Gateway) logCharge(ctx context.Context, rq *request, up *upstreamResult
 // Options.MaxTokensPerRequest, noting whether they are an estimate or
 // capped.
 func (g *Gateway) tokens(rq *request, ad *admission, up *upstreamResult) charged {
-	ch := charged{counts: up.used.counts, reported: g.weights.charge(up.used.counts)}
+	ch := charged{counts: up.used.Counts, reported: g.weights.charge(up.used.Counts)}
 	ch.tokens = uncapped(rq.ep, ad.reserve, up, &ch)
 	if ch.tokens > g.maxCharge {
 		ch.capped, ch.tokens = true, g.maxCharge
@@ -132,12 +135,12 @@ func uncapped(ep *endpoint, reserve int64, up *upstreamResult, ch *charged) int6
 	switch {
 	case !up.forwarded || ep == nil || ep.retrieve:
 		return 0
-	case up.used.found && up.complete:
+	case up.used.Found && up.used.Complete:
 		return ch.reported
 	case !ep.generates || (up.status >= 400 && up.status < 500):
 		// Nothing generated (nothing reserved), or a model call the
 		// upstream refused: what usage was read, if any.
-		if up.used.found {
+		if up.used.Found {
 			return ch.reported
 		}
 		return 0
@@ -166,16 +169,16 @@ func (g *Gateway) cost(rq *request, ad *admission, ch *charged) pricing.USD {
 // usageOf is c in disjoint token types, as pricing counts them: the
 // uncached input, cache reads and writes (by the hour or the five
 // minutes), the output besides reasoning, and the reasoning.
-func usageOf(c tokenCounts) pricing.Usage {
-	write := c.cacheWrite
-	write1h := min(c.cacheWrite1h, write)
+func usageOf(c meter.Counts) pricing.Usage {
+	write := c.CacheWrite
+	write1h := min(c.CacheWrite1h, write)
 	return pricing.Usage{
-		Input:        max(0, c.input-c.cacheRead-write),
-		CacheRead:    c.cacheRead,
+		Input:        max(0, c.Input-c.CacheRead-write),
+		CacheRead:    c.CacheRead,
 		CacheWrite:   write - write1h,
 		CacheWrite1h: write1h,
-		Output:       max(0, c.output-c.reasoning),
-		Reasoning:    min(c.reasoning, c.output),
+		Output:       max(0, c.Output-c.Reasoning),
+		Reasoning:    min(c.Reasoning, c.Output),
 	}
 }
 
@@ -211,4 +214,43 @@ func (g *Gateway) ledgerFailed(ctx context.Context, rq *request, err error) {
 	}
 	g.log.LogAttrs(ctx, slog.LevelError, "gateway: the spend ledger failed to record a request",
 		slog.String("request_id", rq.id), slog.String("key_id", rq.keyID), slog.String("error", err.Error()))
+}
+
+// Weights weigh the tokens of a response by type, for what a key is
+// charged: Input*(uncached input) + CacheRead*(cache reads) +
+// CacheWrite*(cache writes) + Output*(output, reasoning included), rounded
+// up. Every weight is finite and >= 0. Prices differ by type (a cache
+// read costs a tenth of fresh input at Anthropic and OpenAI, a cache
+// write more), and weights let a key's windows count what the upstream
+// bills rather than raw tokens.
+type Weights struct {
+	Input, Output, CacheRead, CacheWrite float64
+}
+
+// UnitWeights count every token as one: what a nil Options.Weights means.
+var UnitWeights = Weights{Input: 1, Output: 1, CacheRead: 1, CacheWrite: 1}
+
+// valid reports whether every weight is finite and >= 0.
+func (w Weights) valid() bool {
+	for _, v := range [...]float64{w.Input, w.Output, w.CacheRead, w.CacheWrite} {
+		if !(v >= 0) || math.IsInf(v, 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// charge returns the tokens to charge for c. Unit weights add up in
+// integers, saturating; others in float64, rounded up and saturating.
+func (w Weights) charge(c meter.Counts) int64 {
+	if w == UnitWeights {
+		return sat.Add(c.Input, c.Output)
+	}
+	cached := min(c.Input, sat.Add(c.CacheRead, c.CacheWrite))
+	f := w.Input*float64(c.Input-cached) + w.CacheRead*float64(c.CacheRead) +
+		w.CacheWrite*float64(c.CacheWrite) + w.Output*float64(c.Output)
+	if f >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(math.Ceil(f))
 }

@@ -223,7 +223,7 @@
 // way. Neither a JSON body (application/json and +json) nor an event
 // stream (text/event-stream) is kept: the scanner holds the containers it
 // is in and copies out only the usage objects, so a body, a line or an
-// event of any size is metered in a few kilobytes (see usageScan).
+// event of any size is metered in a few kilobytes (see package meter).
 //
 // The usage objects are "usage" (or Gemini's "usageMetadata") at the top
 // of a JSON document, or "usage" inside its "message" (Anthropic's

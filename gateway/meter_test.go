@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ratestore/ratestore/gateway/meter"
 	"github.com/stretchr/testify/require"
 )
 
@@ -82,34 +83,25 @@ func TestDialects(t *testing.T) {
 	}
 }
 
-// TestWeights: Options.Weights weigh each type of token; the counts by
-// type follow every dialect's own definitions.
+// TestWeights: Options.Weights weigh each type of token, rounded up and
+// saturating; unit weights add input and output.
 func TestWeights(t *testing.T) {
 	w := Weights{Input: 1, Output: 4, CacheRead: 0.1, CacheWrite: 1.25}
 	for _, c := range []struct {
-		usage   string
-		counts  tokenCounts
+		counts  meter.Counts
 		unit    int64
 		weighed int64
 	}{
-		// Anthropic: input_tokens leaves out the cache.
-		{`{"input_tokens":10,"cache_creation_input_tokens":200,"cache_read_input_tokens":3000,"output_tokens":20}`,
-			tokenCounts{input: 3210, output: 20, cacheRead: 3000, cacheWrite: 200}, 3230, 10 + 300 + 250 + 80},
-		// OpenAI: prompt_tokens includes the cached, completion_tokens the reasoning.
-		{`{"prompt_tokens":100,"completion_tokens":50,"total_tokens":150,"prompt_tokens_details":{"cached_tokens":80},"completion_tokens_details":{"reasoning_tokens":40}}`,
-			tokenCounts{input: 100, output: 50, cacheRead: 80, reasoning: 40}, 150, 20 + 8 + 200},
-		// Gemini: thoughts come on top of the candidates; tool-use prompts are input.
-		{`{"promptTokenCount":9,"cachedContentTokenCount":3,"toolUsePromptTokenCount":2,"candidatesTokenCount":4,"thoughtsTokenCount":20,"totalTokenCount":35}`,
-			tokenCounts{input: 11, output: 24, cacheRead: 3, reasoning: 20}, 35, 105}, // 8 + 0.3 + 96, rounded up
+		{meter.Counts{Input: 3210, Output: 20, CacheRead: 3000, CacheWrite: 200}, 3230, 10 + 300 + 250 + 80},
+		{meter.Counts{Input: 100, Output: 50, CacheRead: 80, Reasoning: 40}, 150, 20 + 8 + 200},
+		{meter.Counts{Input: 11, Output: 24, CacheRead: 3, Reasoning: 20}, 35, 105}, // 8 + 0.3 + 96, rounded up
 	} {
-		var tl tally
-		tl.addJSON([]byte(c.usage))
-		u := tl.usage()
-		require.True(t, u.found)
-		require.Equal(t, c.counts, u.counts, c.usage)
-		require.Equal(t, c.unit, UnitWeights.charge(u.counts), c.usage)
-		require.Equal(t, c.weighed, w.charge(u.counts), c.usage)
+		require.Equal(t, c.unit, UnitWeights.charge(c.counts), c.counts)
+		require.Equal(t, c.weighed, w.charge(c.counts), c.counts)
 	}
+	const most = 1<<63 - 1
+	require.EqualValues(t, most, UnitWeights.charge(meter.Counts{Input: most, Output: 5}))
+	require.EqualValues(t, most, Weights{Input: 2, Output: 2, CacheRead: 2, CacheWrite: 2}.charge(meter.Counts{Input: most, CacheRead: most}))
 
 	// Through the gateway.
 	e := newEnv(t, Options{Weights: &Weights{Input: 1, Output: 2}})

@@ -221,9 +221,9 @@ func (m *metrics) end(rq *request, ad *admission, up *upstreamResult, ch *charge
 	}
 	m.requests.WithLabelValues(rq.keyID, strconv.Itoa(status), reason).Inc()
 	m.charge(rq, ad, ch, model)
-	if served && rq.model != "" && up.used.found {
-		m.tokenUsage.WithLabelValues(tokenInput, model).Observe(float64(ch.counts.input))
-		m.tokenUsage.WithLabelValues(tokenOutput, model).Observe(float64(ch.counts.output))
+	if served && rq.model != "" && up.used.Found {
+		m.tokenUsage.WithLabelValues(tokenInput, model).Observe(float64(ch.counts.Input))
+		m.tokenUsage.WithLabelValues(tokenOutput, model).Observe(float64(ch.counts.Output))
 	}
 	if up.forwarded && up.status != 0 {
 		m.upLatency.WithLabelValues(model).Observe(up.latency.Seconds())
@@ -238,8 +238,8 @@ func (m *metrics) charge(rq *request, ad *admission, ch *charged, model string) 
 		typ string
 		n   int64
 	}{
-		{tokenInput, c.input}, {tokenOutput, c.output},
-		{tokenCacheRead, c.cacheRead}, {tokenCacheWrite, c.cacheWrite}, {tokenReasoning, c.reasoning},
+		{tokenInput, c.Input}, {tokenOutput, c.Output},
+		{tokenCacheRead, c.CacheRead}, {tokenCacheWrite, c.CacheWrite}, {tokenReasoning, c.Reasoning},
 	} {
 		if t.n > 0 {
 			m.tokens.WithLabelValues(rq.keyID, t.typ).Add(float64(t.n))

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ratestore/ratestore/gateway/meter"
 )
 
 // upstreamResult is what the upstream answered to a request, and what
@@ -28,8 +30,7 @@ type upstreamResult struct {
 	status    int
 	err       error
 	metered   bool
-	used      usage // what the response reported
-	complete  bool  // the body was read to its end
+	used      meter.Usage // what the response reported
 }
 
 // errIdle is the cause of an upstream request cancelled because its body
@@ -196,15 +197,14 @@ func (g *Gateway) meterBody(res *http.Response, rq *request, up *upstreamResult,
 	if g.idle > 0 {
 		body = newIdleBody(body, g.idle, cancel)
 	}
-	k := bodyKind(res.Header)
-	if k == kindNone {
+	k := meter.KindOf(res.Header)
+	if k == meter.None {
 		return body
 	}
-	var m *meter
-	m = newMeter(body, k, rq.ep.generates, func(u usage) {
-		up.metered, up.used, up.complete = true, u, m.eof
+	m := meter.New(body, k, rq.ep.generates, func(u meter.Usage) {
+		up.metered, up.used = true, u
 	})
-	if rq.stripUsage && k == kindSSE {
+	if rq.stripUsage && k == meter.SSE {
 		withoutLength(res)
 		return newStripUsage(m, maxStripEvent)
 	}

@@ -1,76 +1,86 @@
-package gateway
+// Package meter reads the tokens an upstream reports in a response body
+// as the body streams past, without holding it back or keeping it: a
+// model's response can be of any size, and the caller must get every byte
+// as soon as it arrives, while the gateway needs the small usage object
+// inside to know what to charge. A Reader passes the body through
+// unchanged and reports, once, the usage it read (Usage): the tokens by
+// type (Counts) in whichever dialect the upstream speaks (OpenAI,
+// Anthropic, Gemini), from a JSON body or an event stream (Kind).
+package meter
 
 import (
 	"bytes"
 	"encoding/json"
 	"io"
-	"math"
 	"net/http"
 	"strings"
 
 	"github.com/ratestore/ratestore/internal/sat"
 )
 
-// kind is the type of a response body, as far as its usage goes.
-type kind uint8
+// Kind is the type of a response body, as far as its usage goes.
+type Kind uint8
 
 const (
-	kindNone kind = iota // not metered
-	kindJSON
-	kindSSE
+	None Kind = iota // not metered: no usage can be read from it
+	JSON             // a JSON document, or an array of them
+	SSE              // an event stream, a JSON document in each event
 )
 
-// bodyKind returns the kind of a response body from its fields. An encoded
-// body (Content-Encoding other than identity) cannot be read: kindNone.
-func bodyKind(h http.Header) kind {
+// KindOf returns the kind of a response body from its fields. An encoded
+// body (Content-Encoding other than identity) cannot be read: None.
+func KindOf(h http.Header) Kind {
 	if ce := h.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
-		return kindNone
+		return None
 	}
 	ct, _, _ := strings.Cut(h.Get("Content-Type"), ";")
 	ct = strings.TrimSpace(ct)
 	switch {
 	case strings.EqualFold(ct, "text/event-stream"):
-		return kindSSE
+		return SSE
 	case strings.EqualFold(ct, "application/json"),
 		len(ct) > 5 && strings.EqualFold(ct[len(ct)-5:], "+json"):
-		return kindJSON
+		return JSON
 	}
-	return kindNone
+	return None
 }
 
-// meter is a response body that passes every byte through as it is, and
+// Reader is a response body that passes every byte through as it is, and
 // reads the usage on the way: a JSON body through a usageScan, an event
 // stream through an sseParser, which each hold only the usage objects
 // they copy out, whatever the size of the body. It calls end once, when
 // the body ends or is closed, whichever comes first.
 //
 // When it is closed before its end (the gateway closes the body when the
-// caller has gone away), it first reads the rest, up to drain, so that the
-// usage the upstream reports at the end of what it generated is charged.
+// caller has gone away), a Reader that drains first reads the rest, so
+// that the usage the upstream reports at the end of what it generated is
+// charged.
 // The upstream request's own context bounds how long that takes.
 //
 // The gateway reads and closes a response body in the handler's
-// goroutine, so a meter needs no lock.
-type meter struct {
+// goroutine, so a Reader needs no lock.
+type Reader struct {
 	body  io.ReadCloser
-	kind  kind
+	kind  Kind
 	drain bool // read the rest at Close
 	eof   bool
 	done  bool
 	tally tally
 	json  usageScan
 	sse   sseParser
-	end   func(u usage)
+	end   func(u Usage)
 }
 
-func newMeter(body io.ReadCloser, k kind, drain bool, end func(u usage)) *meter {
-	m := &meter{body: body, kind: k, drain: drain, end: end}
+// New returns a Reader of body, of kind k, that calls end with the usage
+// it read, and drains body at Close if drain is set.
+func New(body io.ReadCloser, k Kind, drain bool, end func(u Usage)) *Reader {
+	m := &Reader{body: body, kind: k, drain: drain, end: end}
 	m.json.found = m.tally.addJSON
 	m.sse.scan.found = m.tally.addJSON
 	return m
 }
 
-func (m *meter) Read(p []byte) (int, error) {
+func (m *Reader) Read(p []byte) (int, error) {
 	n, err := m.body.Read(p)
 	if !m.done {
 		if n > 0 {
@@ -84,7 +94,7 @@ func (m *meter) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (m *meter) Close() error {
+func (m *Reader) Close() error {
 	if !m.done && m.drain {
 		buf := make([]byte, 32<<10)
 		for !m.done {
@@ -100,21 +110,22 @@ func (m *meter) Close() error {
 	return err
 }
 
-func (m *meter) feed(p []byte) {
+func (m *Reader) feed(p []byte) {
 	switch m.kind {
-	case kindJSON:
+	case JSON:
 		m.json.feed(p)
-	case kindSSE:
+	case SSE:
 		m.sse.feed(p)
 	}
 }
 
 // finish reports the usage read: every usage object that was whole, of a
 // body read to its end or not.
-func (m *meter) finish() {
+func (m *Reader) finish() {
 	m.done = true
 	u := m.tally.usage()
-	u.tooLarge = m.json.tooLarge || m.sse.scan.tooLarge
+	u.TooLarge = m.json.tooLarge || m.sse.scan.tooLarge
+	u.Complete = m.eof
 	m.end(u)
 }
 
@@ -215,14 +226,14 @@ func (s *sseParser) endLine() {
 	s.head, s.state = s.head[:0], lineHead
 }
 
-// tokenCounts are the tokens a response reported, by type. input
-// includes the cached input (cacheRead and cacheWrite), output the
-// reasoning tokens.
-type tokenCounts struct {
-	input, output         int64
-	cacheRead, cacheWrite int64
-	cacheWrite1h          int64 // of cacheWrite: Anthropic's one-hour cache writes
-	reasoning             int64
+// Counts are the tokens a response reported, by type. Input includes the
+// cached input (CacheRead and CacheWrite), Output the reasoning tokens:
+// every dialect is brought to these definitions, whatever its own.
+type Counts struct {
+	Input, Output         int64
+	CacheRead, CacheWrite int64
+	CacheWrite1h          int64 // of CacheWrite: Anthropic's one-hour cache writes, priced apart
+	Reasoning             int64
 }
 
 // rawUsage is a usage object, in any of the dialects the gateway reads:
@@ -341,71 +352,33 @@ func (t *tally) set(i int, vs ...*int64) {
 	}
 }
 
-// usage is what a response reported.
-type usage struct {
-	counts   tokenCounts
-	found    bool // a usage object with a count was read
-	tooLarge bool // a usage object over maxUsageBytes was skipped
+// Usage is what a response reported.
+type Usage struct {
+	Counts   Counts
+	Found    bool // a usage object with a count was read
+	TooLarge bool // a usage object over MaxUsageBytes was skipped
+	Complete bool // the body was read to its end, not closed before it
 }
 
 // usage returns the tally's counts by type: input with the cache reads
 // and writes, output with the reasoning. A usage object with a total only
 // counts it as input.
-func (t *tally) usage() usage {
+func (t *tally) usage() Usage {
 	c, h := &t.counts, &t.has
-	var u usage
-	u.counts.input = sat.Add(c[cInput], c[cToolPrompt])
-	u.counts.output = sat.Add(c[cOutput], c[cThoughts])
-	u.counts.reasoning = c[cReasoning]
-	u.counts.cacheRead, u.counts.cacheWrite = c[cCacheRead], c[cCacheWrite]
-	u.counts.cacheWrite1h = min(c[cCacheWrite1h], c[cCacheWrite])
+	var u Usage
+	u.Counts.Input = sat.Add(c[cInput], c[cToolPrompt])
+	u.Counts.Output = sat.Add(c[cOutput], c[cThoughts])
+	u.Counts.Reasoning = c[cReasoning]
+	u.Counts.CacheRead, u.Counts.CacheWrite = c[cCacheRead], c[cCacheWrite]
+	u.Counts.CacheWrite1h = min(c[cCacheWrite1h], c[cCacheWrite])
 	if h[cAnthropic] {
-		u.counts.input = sat.Add(u.counts.input, sat.Add(c[cCacheRead], c[cCacheWrite]))
+		u.Counts.Input = sat.Add(u.Counts.Input, sat.Add(c[cCacheRead], c[cCacheWrite]))
 	}
 	switch {
 	case h[cInput] || h[cToolPrompt] || h[cOutput] || h[cThoughts] || h[cCacheRead] || h[cCacheWrite]:
-		u.found = true
+		u.Found = true
 	case h[cTotal]:
-		u.found, u.counts.input = true, c[cTotal]
+		u.Found, u.Counts.Input = true, c[cTotal]
 	}
 	return u
-}
-
-// Weights weigh the tokens of a response by type, for what a key is
-// charged: Input*(uncached input) + CacheRead*(cache reads) +
-// CacheWrite*(cache writes) + Output*(output, reasoning included), rounded
-// up. Every weight is finite and >= 0. Prices differ by type (a cache
-// read costs a tenth of fresh input at Anthropic and OpenAI, a cache
-// write more), and weights let a key's windows count what the upstream
-// bills rather than raw tokens.
-type Weights struct {
-	Input, Output, CacheRead, CacheWrite float64
-}
-
-// UnitWeights count every token as one: what a nil Options.Weights means.
-var UnitWeights = Weights{Input: 1, Output: 1, CacheRead: 1, CacheWrite: 1}
-
-// valid reports whether every weight is finite and >= 0.
-func (w Weights) valid() bool {
-	for _, v := range [...]float64{w.Input, w.Output, w.CacheRead, w.CacheWrite} {
-		if !(v >= 0) || math.IsInf(v, 0) {
-			return false
-		}
-	}
-	return true
-}
-
-// charge returns the tokens to charge for c. Unit weights add up in
-// integers, saturating; others in float64, rounded up and saturating.
-func (w Weights) charge(c tokenCounts) int64 {
-	if w == UnitWeights {
-		return sat.Add(c.input, c.output)
-	}
-	cached := min(c.input, sat.Add(c.cacheRead, c.cacheWrite))
-	f := w.Input*float64(c.input-cached) + w.CacheRead*float64(c.cacheRead) +
-		w.CacheWrite*float64(c.cacheWrite) + w.Output*float64(c.output)
-	if f >= math.MaxInt64 {
-		return math.MaxInt64
-	}
-	return int64(math.Ceil(f))
 }

@@ -1,4 +1,4 @@
-package gateway
+package meter
 
 import (
 	"bytes"
@@ -115,17 +115,17 @@ func FuzzUsageScan(f *testing.F) {
 	})
 }
 
-// FuzzMeterSSE: an event stream passes through a meter unchanged and
+// FuzzMeterSSE: an event stream passes through a Reader unchanged and
 // reports the same usage however it is read.
 func FuzzMeterSSE(f *testing.F) {
-	f.Add(strings.Join(anthropicStream(25, 15), ""), 7)
-	f.Add(strings.Join(openAIStream(7, 8), ""), 1)
+	f.Add(anthropicSSE, 7)
+	f.Add(openAISSE, 1)
 	f.Add("data: {\"usage\":\r\ndata: {\"total_tokens\":12}}\r\rdata\n\n:x\ndata:{\"usage\":{\"output_tokens\":4}}", 3)
 	f.Fuzz(func(t *testing.T, stream string, size int) {
 		size = 1 + min(max(size, 0), 1<<10)
-		whole, r1 := meterOf(stream, kindSSE)
+		whole, r1 := meterOf(stream, SSE)
 		readVia(t, whole, func(r io.Reader) io.Reader { return r }, stream)
-		parts, r2 := meterOf(stream, kindSSE)
+		parts, r2 := meterOf(stream, SSE)
 		readVia(t, parts, func(r io.Reader) io.Reader { return &splitReader{r, []int{size, size, 1, size}} }, stream)
 		require.Equal(t, *r1, *r2)
 	})

@@ -1,4 +1,4 @@
-package gateway
+package meter
 
 import "bytes"
 
@@ -16,7 +16,7 @@ import "bytes"
 // where the document is the top-level object, or each object of a
 // top-level array (Gemini's streamGenerateContent without alt=sse). Its
 // memory is one byte per level of nesting, up to maxDepth, and the usage
-// object being copied, up to maxUsageBytes; the bytes of strings, which
+// object being copied, up to MaxUsageBytes; the bytes of strings, which
 // are most of a body, are skipped with bytes.IndexAny.
 //
 // It does not validate: text that is not JSON yields whatever usage
@@ -43,14 +43,17 @@ type usageScan struct {
 	capturing bool
 	capDepth  int    // the depth inside the usage object
 	capture   []byte // the usage object so far
-	dropped   bool   // it is longer than maxUsageBytes: not copied
+	dropped   bool   // it is longer than MaxUsageBytes: not copied
 	tooLarge  bool   // a usage object was dropped
 }
 
+// MaxUsageBytes bounds a usage object: one is a few hundred bytes, and a
+// longer one is skipped (Usage.TooLarge) rather than held.
+const MaxUsageBytes = 1 << 16
+
 const (
-	maxDepth      = 10000   // as encoding/json's
-	maxUsageBytes = 1 << 16 // a usage object is a few hundred bytes
-	maxKeyBytes   = len("usageMetadata")
+	maxDepth    = 10000 // as encoding/json's
+	maxKeyBytes = len("usageMetadata")
 )
 
 // reset makes s ready for a new document.
@@ -208,12 +211,12 @@ func (s *usageScan) value(c byte) bool {
 	return usage
 }
 
-// copy adds b to the usage object being copied, up to maxUsageBytes.
+// copy adds b to the usage object being copied, up to MaxUsageBytes.
 func (s *usageScan) copy(b []byte) {
 	if s.dropped {
 		return
 	}
-	if len(s.capture)+len(b) > maxUsageBytes {
+	if len(s.capture)+len(b) > MaxUsageBytes {
 		s.dropped, s.tooLarge, s.capture = true, true, s.capture[:0]
 		return
 	}
