@@ -9,8 +9,8 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/audit"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/internal/apierror"
 	"github.com/ratestore/ratestore/internal/etag"
 	"github.com/ratestore/ratestore/keystore"
@@ -82,7 +82,7 @@ type API struct {
 // New returns the API of opts.
 func New(opts Options) (*API, error) {
 	if opts.Keys == nil {
-		return nil, fmt.Errorf("admin: Options.Keys is nil: %w", ratestore.ErrInvalid)
+		return nil, fmt.Errorf("admin: Options.Keys is nil: %w", backend.ErrInvalid)
 	}
 	api := &API{
 		keys: opts.Keys, ledger: opts.Ledger, audit: opts.Audit, gw: opts.Gateway, now: opts.Now,

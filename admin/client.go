@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/keystore"
 )
 
@@ -39,10 +39,10 @@ const maxAnswer = 64 << 20
 func NewClient(rawURL, token string) (*Client, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("admin: %q: want the gateway's http or https URL, as http://127.0.0.1:8080: %w", rawURL, ratestore.ErrInvalid)
+		return nil, fmt.Errorf("admin: %q: want the gateway's http or https URL, as http://127.0.0.1:8080: %w", rawURL, backend.ErrInvalid)
 	}
 	if token == "" {
-		return nil, fmt.Errorf("admin: no admin token: %w", ratestore.ErrInvalid)
+		return nil, fmt.Errorf("admin: no admin token: %w", backend.ErrInvalid)
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
 	return &Client{base: *u, token: token, http: &http.Client{Timeout: ClientTimeout}}, nil
@@ -81,7 +81,7 @@ func (t localTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // Error is an answer of the admin API other than the one asked for: its
 // status and error body. It matches keystore.ErrNotFound for an unknown key
-// or team, and ratestore.ErrInvalid for a field or parameter the API
+// or team, and backend.ErrInvalid for a field or parameter the API
 // refused or a team it would not delete while keys belong, as the key
 // store's own errors do.
 type Error struct {
@@ -108,7 +108,7 @@ func (e *Error) Unwrap() error {
 	case e.Status == http.StatusNotFound && (e.Code == "key_not_found" || e.Code == "team_not_found"):
 		return keystore.ErrNotFound
 	case e.Status == http.StatusBadRequest, e.Status == http.StatusConflict && e.Code == "team_has_keys":
-		return ratestore.ErrInvalid
+		return backend.ErrInvalid
 	}
 	return nil
 }

@@ -11,7 +11,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/internal/apierror"
 	"github.com/ratestore/ratestore/keystore"
 )
@@ -268,13 +268,13 @@ func (api *API) keyFailed(w http.ResponseWriter, r *http.Request, id string, err
 		}
 		writeError(w, http.StatusNotFound, apierror.Invalid, "key_not_found", msg)
 		return
-	case errors.Is(err, ratestore.ErrInvalid):
+	case errors.Is(err, backend.ErrInvalid):
 		writeError(w, http.StatusBadRequest, apierror.Invalid, "invalid_field", fieldMessage(err))
 		return
 	}
 	api.log.LogAttrs(r.Context(), slog.LevelError, "gateway admin: key store failed",
 		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("key_id", id), slog.String("error", err.Error()))
-	if errors.Is(err, ratestore.ErrCorrupt) {
+	if errors.Is(err, backend.ErrCorrupt) {
 		writeError(w, http.StatusInternalServerError, apierror.API, "key_corrupt", "a key's record cannot be read: see the gateway's log")
 		return
 	}

@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/internal/apierror"
 	"github.com/ratestore/ratestore/ledger"
 	"github.com/ratestore/ratestore/pricing"
@@ -230,7 +230,7 @@ func csvText(s string) string {
 // ParamError is a query parameter of the admin API that is wrong, or
 // unknown: Param names it (as the query does: "group_by"), or is "" for
 // one the API does not have, which Msg quotes. It matches
-// ratestore.ErrInvalid.
+// backend.ErrInvalid.
 type ParamError struct {
 	Param string
 	Msg   string
@@ -243,7 +243,7 @@ func (e *ParamError) Error() string {
 	return e.Param + ": " + e.Msg
 }
 
-func (e *ParamError) Unwrap() error { return ratestore.ErrInvalid }
+func (e *ParamError) Unwrap() error { return backend.ErrInvalid }
 
 // The query parameters of GET /admin/spend and /admin/requests. Any other
 // is refused, so that a misspelt filter (?modle=gpt-4o) is an error
@@ -493,7 +493,7 @@ func (api *API) readFailed(w http.ResponseWriter, r *http.Request, err error, wh
 		api.log.LogAttrs(r.Context(), slog.LevelError, "gateway admin: the "+what+" failed",
 			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("error", err.Error()))
 	}
-	if errors.Is(err, ratestore.ErrCorrupt) {
+	if errors.Is(err, backend.ErrCorrupt) {
 		writeError(w, http.StatusInternalServerError, apierror.API, corruptCode, "a record of the "+what+" cannot be read: see the gateway's log")
 		return
 	}

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/strategies"
 )
@@ -48,14 +48,14 @@ func policyOf(who string, models []string, ws []Window, bs []Budget, rpm int64, 
 		win, err1 := time.ParseDuration(w.Window)
 		bucket, err2 := time.ParseDuration(w.Bucket)
 		if err1 != nil || err2 != nil || win <= 0 || bucket <= 0 {
-			return p, fmt.Errorf("admin API: %s: windows[%d]: window %q, bucket %q: want positive Go durations: %w", who, i, w.Window, w.Bucket, ratestore.ErrCorrupt)
+			return p, fmt.Errorf("admin API: %s: windows[%d]: window %q, bucket %q: want positive Go durations: %w", who, i, w.Window, w.Bucket, backend.ErrCorrupt)
 		}
 		p.Windows = append(p.Windows, keystore.Window{Limit: w.Limit, Window: win, Bucket: bucket})
 	}
 	for i, ab := range bs {
 		b, err := budgetOf(ab)
 		if err != nil {
-			return p, fmt.Errorf("admin API: %s: budgets[%d]: %w: %w", who, i, err, ratestore.ErrCorrupt)
+			return p, fmt.Errorf("admin API: %s: budgets[%d]: %w: %w", who, i, err, backend.ErrCorrupt)
 		}
 		p.Budgets = append(p.Budgets, b)
 	}

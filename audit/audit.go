@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/backend"
 )
 
@@ -103,10 +102,10 @@ type Log struct {
 // Log is used, and starts its sweep (Options.SweepInterval).
 func Open(db backend.Store, opts Options) (*Log, error) {
 	if db == nil {
-		return nil, fmt.Errorf("audit: open: nil database: %w", ratestore.ErrInvalid)
+		return nil, fmt.Errorf("audit: open: nil database: %w", backend.ErrInvalid)
 	}
 	if opts.Retention < 0 {
-		return nil, fmt.Errorf("audit: open: retention %v: want >= 0: %w", opts.Retention, ratestore.ErrInvalid)
+		return nil, fmt.Errorf("audit: open: retention %v: want >= 0: %w", opts.Retention, backend.ErrInvalid)
 	}
 	if opts.Retention == 0 {
 		opts.Retention = DefaultRetention
@@ -150,7 +149,7 @@ func (l *Log) Close(ctx context.Context) error {
 // records a change before acknowledging it never acknowledges a change
 // without its event. An event out of its bounds (an empty Actor or
 // Action, a name too long, too many fields) is an error matching
-// ratestore.ErrInvalid and stores nothing.
+// backend.ErrInvalid and stores nothing.
 func (l *Log) Record(ctx context.Context, e Event) (Event, error) {
 	if l.opts.ReadOnly {
 		return Event{}, ErrReadOnly
@@ -168,7 +167,7 @@ func (l *Log) Record(ctx context.Context, e Event) (Event, error) {
 		return Event{}, err
 	}
 	if len(v) > MaxEvent {
-		return Event{}, fmt.Errorf("audit: event of %d bytes: want at most %d: %w", len(v), MaxEvent, ratestore.ErrInvalid)
+		return Event{}, fmt.Errorf("audit: event of %d bytes: want at most %d: %w", len(v), MaxEvent, backend.ErrInvalid)
 	}
 	p := l.position(e.Time)
 	err = l.db.Update(ctx, nil, func(b backend.Batch) error {
@@ -195,7 +194,7 @@ func (l *Log) position(t time.Time) position {
 // check refuses an event out of its bounds.
 func check(e Event) error {
 	bad := func(what string, args ...any) error {
-		return fmt.Errorf("audit: event: "+what+": %w", append(args, ratestore.ErrInvalid)...)
+		return fmt.Errorf("audit: event: "+what+": %w", append(args, backend.ErrInvalid)...)
 	}
 	switch {
 	case e.Actor == "" || len(e.Actor) > MaxActor:

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 )
 
 // Query selects events, newest first. The zero value is the newest
@@ -51,7 +51,7 @@ type Page struct {
 
 // QueryError is a parameter of a Query out of its range: Param names it
 // as the admin API's query does ("from", "to", "limit", "target",
-// "cursor"). It matches ratestore.ErrInvalid.
+// "cursor"). It matches backend.ErrInvalid.
 type QueryError struct {
 	Param string
 	Msg   string
@@ -59,7 +59,7 @@ type QueryError struct {
 
 func (e *QueryError) Error() string { return "audit: " + e.Param + " " + e.Msg }
 
-func (e *QueryError) Unwrap() error { return ratestore.ErrInvalid }
+func (e *QueryError) Unwrap() error { return backend.ErrInvalid }
 
 // errFull stops a page's scan once it has read past the page.
 var errFull = errors.New("audit: page full")
@@ -81,7 +81,7 @@ func (l *Log) Events(ctx context.Context, q Query) (Page, error) {
 	err = l.db.ScanFrom(ctx, []byte(prefix), start, func(k, v []byte) error {
 		pos, ok := parsePosition(k[len(prefix):])
 		if !ok {
-			return fmt.Errorf("audit: record key %q: not an event's: %w", k, ratestore.ErrCorrupt)
+			return fmt.Errorf("audit: record key %q: not an event's: %w", k, backend.ErrCorrupt)
 		}
 		if bytes.Compare(k[len(prefix):len(prefix)+16], stop) > 0 {
 			return errFull // before From: so is every later record

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 )
 
 // The log's records, all under "A/". P is an event's position, 40 hex
@@ -108,12 +108,12 @@ type stored struct {
 func encode(e Event) ([]byte, error) {
 	for name, c := range e.Changes {
 		if !json.Valid(orNull(c.From)) || !json.Valid(orNull(c.To)) {
-			return nil, fmt.Errorf("audit: event: field %.40q: from or to is not JSON: %w", name, ratestore.ErrInvalid)
+			return nil, fmt.Errorf("audit: event: field %.40q: from or to is not JSON: %w", name, backend.ErrInvalid)
 		}
 	}
 	v, err := json.Marshal(stored{Actor: e.Actor, Action: e.Action, Target: e.Target, Changes: e.Changes, Address: e.Address})
 	if err != nil {
-		return nil, fmt.Errorf("audit: event: %v: %w", err, ratestore.ErrInvalid)
+		return nil, fmt.Errorf("audit: event: %v: %w", err, backend.ErrInvalid)
 	}
 	return v, nil
 }
@@ -133,7 +133,7 @@ func decode(key []byte, p position, v []byte) (Event, error) {
 	d := json.NewDecoder(bytes.NewReader(v))
 	d.DisallowUnknownFields()
 	if err := d.Decode(&s); err != nil || d.More() {
-		return Event{}, fmt.Errorf("audit: record %q: not an event: %v: %w", key, err, ratestore.ErrCorrupt)
+		return Event{}, fmt.Errorf("audit: record %q: not an event: %v: %w", key, err, backend.ErrCorrupt)
 	}
 	e := Event{Time: time.Unix(0, p.ns).UTC(), Actor: s.Actor, Action: s.Action, Target: s.Target, Changes: s.Changes, Address: s.Address}
 	if e.Changes == nil {
@@ -143,7 +143,7 @@ func decode(key []byte, p position, v []byte) (Event, error) {
 		e.Changes[name] = Change{From: orNull(c.From), To: orNull(c.To)}
 	}
 	if err := check(e); err != nil {
-		return Event{}, fmt.Errorf("audit: record %q: %v: %w", key, err, ratestore.ErrCorrupt)
+		return Event{}, fmt.Errorf("audit: record %q: %v: %w", key, err, backend.ErrCorrupt)
 	}
 	return e, nil
 }

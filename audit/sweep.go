@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/backend"
 )
 
@@ -101,7 +100,7 @@ func (l *Log) background() {
 	defer tick.Stop()
 	for {
 		_, err := l.Sweep(ctx)
-		if err != nil && ctx.Err() == nil && !errors.Is(err, ratestore.ErrClosed) {
+		if err != nil && ctx.Err() == nil && !errors.Is(err, backend.ErrClosed) {
 			l.opts.Log.Warn("audit: dropping the events past the retention failed (the next sweep retries)", slog.String("error", err.Error()))
 		}
 		select {

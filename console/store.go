@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/backend"
 )
 
@@ -125,7 +124,7 @@ func parseExpiryKey(k []byte) (expires int64, id [sha256.Size]byte, ok bool) {
 // decode8 decodes the 8 bytes of an expiry or a count stored at key.
 func decode8(key, v []byte) (uint64, error) {
 	if len(v) != 8 {
-		return 0, fmt.Errorf("console: record %q holds %d bytes, want 8: %w", key, len(v), ratestore.ErrCorrupt)
+		return 0, fmt.Errorf("console: record %q holds %d bytes, want 8: %w", key, len(v), backend.ErrCorrupt)
 	}
 	return binary.BigEndian.Uint64(v), nil
 }
@@ -292,7 +291,7 @@ func (s *storeSessions) change(ctx context.Context, fn func(b records, n int64) 
 			binary.BigEndian.PutUint64(c[:], uint64(max(next, 0)))
 			return errors.Join(err, b.Put([]byte(countKey), c[:]))
 		})
-		if !errors.Is(err, ratestore.ErrConflict) {
+		if !errors.Is(err, backend.ErrConflict) {
 			break
 		}
 	}

@@ -7,7 +7,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/gateway/meter"
 	"github.com/ratestore/ratestore/internal/sat"
 	"github.com/ratestore/ratestore/keystore"
@@ -49,7 +49,7 @@ func (g *Gateway) finish(ctx context.Context, rq *request, ad *admission, up *up
 		} else {
 			u, err = ad.adm.FinishSpend(ctx, ch.tokens, cost)
 		}
-		if err == nil || errors.Is(err, ratestore.ErrUncertain) {
+		if err == nil || errors.Is(err, backend.ErrUncertain) {
 			g.observe(ctx, rq, u)
 		}
 		for i, b := range u.Budgets {
@@ -80,7 +80,7 @@ func (g *Gateway) chargeFailed(ctx context.Context, rq *request, tokens int64, e
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, ratestore.ErrUncertain):
+	case errors.Is(err, backend.ErrUncertain):
 		// Charged in memory, which every later request sees; the next
 		// commit writes it. Not an error an operator reconciles from.
 		g.log.LogAttrs(ctx, slog.LevelWarn, "gateway: usage charged, not yet known to be on disk (the next commit retries)",
@@ -209,7 +209,7 @@ func (g *Gateway) note(rq *request, ch *charged, cost pricing.USD, status int) *
 // ledgerFailed logs err, if the ledger failed: the request was served
 // and charged; only its record is missing.
 func (g *Gateway) ledgerFailed(ctx context.Context, rq *request, err error) {
-	if err == nil || errors.Is(err, ratestore.ErrUncertain) {
+	if err == nil || errors.Is(err, backend.ErrUncertain) {
 		return
 	}
 	g.log.LogAttrs(ctx, slog.LevelError, "gateway: the spend ledger failed to record a request",

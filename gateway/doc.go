@@ -164,7 +164,7 @@
 // /v1/messagesX), else to the default route; it is clean (see Endpoints)
 // and forwarded as it came. A path that no route matches, when there is no default route, is answered
 // 404 once the key is authenticated, before its body is read: it is never
-// forwarded, and charges nothing. New refuses (ratestore.ErrInvalid,
+// forwarded, and charges nothing. New refuses (backend.ErrInvalid,
 // naming the route) a prefix that does not start with "/" or is not clean,
 // two routes of the same prefix (a trailing "/" is ignored, and "/" is the
 // default route's), and an upstream that is not an http or https URL.

@@ -16,7 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/admin"
 	"github.com/ratestore/ratestore/alert"
 	"github.com/ratestore/ratestore/backend"
@@ -218,7 +217,7 @@ type Gateway struct {
 // db that every other user of it shares (an admin creating keys in the same
 // process sees the same keys and usage). It takes db rather than the Store
 // because the request rate of Options.RPS is a limiter of db too. Its
-// errors about opts match ratestore.ErrInvalid; so does that of a key store
+// errors about opts match backend.ErrInvalid; so does that of a key store
 // opened already with other options. db must stay open while the Gateway
 // serves; closing it after the server has shut down flushes the last usage.
 //
@@ -285,16 +284,16 @@ func withDefaults(opts Options) (*Gateway, error) {
 		log:         opts.Logger,
 	}
 	if !strings.HasPrefix(g.statsPath, "/") {
-		return nil, fmt.Errorf("gateway: stats path %q: want an absolute path: %w", g.statsPath, ratestore.ErrInvalid)
+		return nil, fmt.Errorf("gateway: stats path %q: want an absolute path: %w", g.statsPath, backend.ErrInvalid)
 	}
 	if opts.Weights != nil {
 		if !opts.Weights.valid() {
-			return nil, fmt.Errorf("gateway: weights %+v: want finite weights >= 0: %w", *opts.Weights, ratestore.ErrInvalid)
+			return nil, fmt.Errorf("gateway: weights %+v: want finite weights >= 0: %w", *opts.Weights, backend.ErrInvalid)
 		}
 		g.weights = *opts.Weights
 	}
 	if g.maxBody < 0 || g.maxTokens < 0 || g.maxCharge < 0 {
-		return nil, fmt.Errorf("gateway: negative MaxRequestBody, DefaultMaxTokens or MaxTokensPerRequest: %w", ratestore.ErrInvalid)
+		return nil, fmt.Errorf("gateway: negative MaxRequestBody, DefaultMaxTokens or MaxTokensPerRequest: %w", backend.ErrInvalid)
 	}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
@@ -303,11 +302,11 @@ func withDefaults(opts Options) (*Gateway, error) {
 		g.now = time.Now
 	}
 	if opts.Unpriced > UnpricedDefault {
-		return nil, fmt.Errorf("gateway: Unpriced %d: %w", opts.Unpriced, ratestore.ErrInvalid)
+		return nil, fmt.Errorf("gateway: Unpriced %d: %w", opts.Unpriced, backend.ErrInvalid)
 	}
 	g.prices.file, g.prices.unpriced, g.prices.def = opts.PricesFile, opts.Unpriced, opts.DefaultPrice
 	if _, err := g.ReloadPrices(); err != nil {
-		return nil, fmt.Errorf("%w: %w", err, ratestore.ErrInvalid)
+		return nil, fmt.Errorf("%w: %w", err, backend.ErrInvalid)
 	}
 	return g, nil
 }
@@ -340,7 +339,7 @@ func timeout(d, def time.Duration) time.Duration {
 // requestStrategy is the strategy of Options.RPS and Options.Burst.
 func requestStrategy(rps float64, burst int64) (strategies.GCRA, error) {
 	if !(rps > 0) || math.IsInf(rps, 0) || burst < 0 {
-		return strategies.GCRA{}, fmt.Errorf("gateway: request rate %v, burst %d: want a rate > 0 and a burst >= 0: %w", rps, burst, ratestore.ErrInvalid)
+		return strategies.GCRA{}, fmt.Errorf("gateway: request rate %v, burst %d: want a rate > 0 and a burst >= 0: %w", rps, burst, backend.ErrInvalid)
 	}
 	if burst == 0 {
 		burst = max(1, int64(math.Ceil(rps)))

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/pricing"
 )
@@ -35,7 +35,7 @@ func ParseUnpriced(s string) (Unpriced, error) {
 			return Unpriced(u), nil
 		}
 	}
-	return 0, fmt.Errorf("gateway: unpriced %q: want refuse, zero or default: %w", s, ratestore.ErrInvalid)
+	return 0, fmt.Errorf("gateway: unpriced %q: want refuse, zero or default: %w", s, backend.ErrInvalid)
 }
 
 // prices is the gateway's price table: pricing.Default() with

@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/admin"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/httplimit"
 	"github.com/ratestore/ratestore/internal/apierror"
 	"github.com/ratestore/ratestore/internal/sat"
@@ -424,7 +424,7 @@ func (g *Gateway) admit(r *http.Request, rq *request, ad *admission, k keystore.
 	}
 	if a.Reserved() < sat.Add(req.Reserve, req.Optional) {
 		if !g.short.takeSince(k.ID, since) {
-			if _, ferr := a.Finish(context.WithoutCancel(ctx), 0); ferr != nil && !errors.Is(ferr, ratestore.ErrUncertain) {
+			if _, ferr := a.Finish(context.WithoutCancel(ctx), 0); ferr != nil && !errors.Is(ferr, backend.ErrUncertain) {
 				g.log.LogAttrs(ctx, slog.LevelError, "gateway: giving back an admission failed",
 					slog.String("request_id", rq.id), slog.String("key_id", rq.keyID), slog.String("error", ferr.Error()))
 			}

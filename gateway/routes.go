@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 )
 
 // Route sends the requests under a path prefix to an upstream of its own,
@@ -42,7 +42,7 @@ type route struct {
 func newRoute(name, prefix string, r Route) (route, error) {
 	u := r.Upstream
 	if u == nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return route{}, fmt.Errorf("gateway: %s: upstream %s: want an http or https URL with a host: %w", name, redacted(u), ratestore.ErrInvalid)
+		return route{}, fmt.Errorf("gateway: %s: upstream %s: want an http or https URL with a host: %w", name, redacted(u), backend.ErrInvalid)
 	}
 	rt := route{prefix: prefix, upstream: u}
 	if r.UpstreamKey != "" {
@@ -70,14 +70,14 @@ func newRoutes(opts Options) ([]route, error) {
 	for _, r := range opts.Routes {
 		name := fmt.Sprintf("route %q", r.Prefix)
 		if !strings.HasPrefix(r.Prefix, "/") {
-			return nil, fmt.Errorf("gateway: %s: want a path prefix starting with /: %w", name, ratestore.ErrInvalid)
+			return nil, fmt.Errorf("gateway: %s: want a path prefix starting with /: %w", name, backend.ErrInvalid)
 		}
 		prefix := strings.TrimRight(r.Prefix, "/")
 		if prefix != "" && path.Clean(prefix) != prefix {
-			return nil, fmt.Errorf("gateway: %s: want a clean path, without . or .. segments or //: %w", name, ratestore.ErrInvalid)
+			return nil, fmt.Errorf("gateway: %s: want a clean path, without . or .. segments or //: %w", name, backend.ErrInvalid)
 		}
 		if seen[prefix] {
-			return nil, fmt.Errorf("gateway: %s: another route has the same prefix (a trailing / is ignored; / is the default route's): %w", name, ratestore.ErrInvalid)
+			return nil, fmt.Errorf("gateway: %s: another route has the same prefix (a trailing / is ignored; / is the default route's): %w", name, backend.ErrInvalid)
 		}
 		seen[prefix] = true
 		rt, err := newRoute(name, prefix, r)

@@ -104,7 +104,7 @@
 //   - 400 Bad Request for any other error of a KeyFunc or CostFunc (they
 //     are functions of the request, so their failure is the request's), or
 //     a key the store cannot hold: empty, or longer than
-//     ratestore.MaxKeyLen. A StatusError chooses another status.
+//     backend.MaxKeyLen. A StatusError chooses another status.
 //   - 500 Internal Server Error for a negative cost, a CostFunc bug.
 //   - 503 Service Unavailable when a limiter fails (ErrClosed, ErrCorrupt,
 //     I/O, a strategy that no longer matches the stored state) and

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/internal/sat"
 	"github.com/ratestore/ratestore/strategies"
 )
@@ -50,9 +50,9 @@ func policyItems(r Rule, name string) ([]policyItem, error) {
 	}
 	switch {
 	case r.Quota < 0 || r.Window < 0:
-		return nil, fmt.Errorf("negative Quota or Window: %w", ratestore.ErrInvalid)
+		return nil, fmt.Errorf("negative Quota or Window: %w", backend.ErrInvalid)
 	case r.Quota == 0 && r.Window != 0:
-		return nil, fmt.Errorf("a Window without a Quota: %w", ratestore.ErrInvalid)
+		return nil, fmt.Errorf("a Window without a Quota: %w", backend.ErrInvalid)
 	case r.Quota > 0:
 		return []policyItem{{name, quoted, r.Quota, ceilSeconds(r.Window)}}, nil
 	}
@@ -141,7 +141,7 @@ func sfString(s string) (string, error) {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c < 0x20 || c > 0x7e {
-			return "", fmt.Errorf("policy name %q: want printable ASCII: %w", s, ratestore.ErrInvalid)
+			return "", fmt.Errorf("policy name %q: want printable ASCII: %w", s, backend.ErrInvalid)
 		}
 		if c == '"' || c == '\\' {
 			b = append(b, '\\')
@@ -153,7 +153,7 @@ func sfString(s string) (string, error) {
 
 // item returns the policy item that res speaks for: of several, one whose
 // quota is res.Limit, the one of the longest window (it counts the most).
-func (ru *rule) item(res *ratestore.Result) *policyItem {
+func (ru *rule) item(res *strategies.Result) *policyItem {
 	b := 0
 	if len(ru.items) > 1 {
 		for i := range ru.items {
@@ -169,7 +169,7 @@ func (ru *rule) item(res *ratestore.Result) *policyItem {
 // setFields sets the rate-limit fields of a decided request on h, for its
 // binding rule's policy item and result, and Retry-After on a denial that
 // a retry can pass.
-func (m *Middleware) setFields(h http.Header, it *policyItem, res *ratestore.Result, allowed bool) {
+func (m *Middleware) setFields(h http.Header, it *policyItem, res *strategies.Result, allowed bool) {
 	reset := ceilSeconds(res.ResetAfter)
 	t := reset
 	retry := !allowed && res.RetryAfter >= 0
@@ -220,6 +220,6 @@ func (m *Middleware) setFields(h http.Header, it *policyItem, res *ratestore.Res
 // retryAfter returns the Retry-After of a denial: RetryAfter in whole
 // seconds, rounded up and at least 1, since "0" would ask for an
 // immediate retry that the rounding down of a fraction could not pass.
-func retryAfter(res *ratestore.Result) int64 {
+func retryAfter(res *strategies.Result) int64 {
 	return max(ceilSeconds(res.RetryAfter), 1)
 }

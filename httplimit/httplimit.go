@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/backend"
+	"github.com/ratestore/ratestore/strategies"
 )
 
 // A KeyFunc returns the key under which a request is counted: whose
@@ -99,11 +99,11 @@ type Decision struct {
 	// Cost is the request's cost for that rule; 0 when it is not known.
 	Cost int64
 	// Result is the binding rule's result, for a denial.
-	Result ratestore.Result
+	Result strategies.Result
 	// Results holds every rule's result for a denial, in the order of
 	// Options.Rules. A rule that fits reports its state with nothing
 	// taken.
-	Results []ratestore.Result
+	Results []strategies.Result
 }
 
 // StatusError is an error that a KeyFunc or CostFunc returns to choose the
@@ -146,10 +146,10 @@ type rule struct {
 }
 
 // New checks opts and returns a Middleware. Its errors match
-// ratestore.ErrInvalid.
+// backend.ErrInvalid.
 func New(opts Options) (*Middleware, error) {
 	if len(opts.Rules) == 0 {
-		return nil, fmt.Errorf("httplimit: no rules: %w", ratestore.ErrInvalid)
+		return nil, fmt.Errorf("httplimit: no rules: %w", backend.ErrInvalid)
 	}
 	m := &Middleware{deny: opts.Deny, failOpen: opts.FailOpen, log: opts.Logger}
 	if m.deny == nil {
@@ -163,10 +163,10 @@ func New(opts Options) (*Middleware, error) {
 	var policy []string
 	for i, r := range opts.Rules {
 		if isNil(r.Limiter) || r.Key == nil {
-			return nil, fmt.Errorf("httplimit: rule %d: want a Limiter and a Key: %w", i, ratestore.ErrInvalid)
+			return nil, fmt.Errorf("httplimit: rule %d: want a Limiter and a Key: %w", i, backend.ErrInvalid)
 		}
 		if j, dup := limiters[r.Limiter.Name()]; dup {
-			return nil, fmt.Errorf("httplimit: rules %d and %d share limiter %q: %w", j, i, r.Limiter.Name(), ratestore.ErrInvalid)
+			return nil, fmt.Errorf("httplimit: rules %d and %d share limiter %q: %w", j, i, r.Limiter.Name(), backend.ErrInvalid)
 		}
 		limiters[r.Limiter.Name()] = i
 		ru := rule{lim: r.Limiter, key: r.Key, cost: r.Cost, name: r.Policy}
@@ -180,9 +180,9 @@ func New(opts Options) (*Middleware, error) {
 		ru.items = items
 		for _, it := range items {
 			if j, dup := names[it.name]; dup && j != i {
-				return nil, fmt.Errorf("httplimit: rules %d and %d both have policy %q: set Rule.Policy: %w", j, i, it.name, ratestore.ErrInvalid)
+				return nil, fmt.Errorf("httplimit: rules %d and %d both have policy %q: set Rule.Policy: %w", j, i, it.name, backend.ErrInvalid)
 			} else if dup {
-				return nil, fmt.Errorf("httplimit: rule %d: policy %q twice: set Rule.Quota: %w", i, it.name, ratestore.ErrInvalid)
+				return nil, fmt.Errorf("httplimit: rule %d: policy %q twice: set Rule.Quota: %w", i, it.name, backend.ErrInvalid)
 			}
 			names[it.name] = i
 			if it.q >= 0 {
@@ -228,7 +228,7 @@ const inline = 4
 type call struct {
 	keys  []string
 	costs []int64
-	res   []ratestore.Result
+	res   []strategies.Result
 	fit   []bool
 }
 
@@ -237,7 +237,7 @@ type call struct {
 type space struct {
 	keys  [inline]string
 	costs [inline]int64
-	res   [inline]ratestore.Result
+	res   [inline]strategies.Result
 	fit   [inline]bool
 }
 
@@ -245,7 +245,7 @@ func (sp *space) call(n int) call {
 	if n <= inline {
 		return call{sp.keys[:n], sp.costs[:n], sp.res[:n], sp.fit[:n]}
 	}
-	return call{make([]string, n), make([]int64, n), make([]ratestore.Result, n), make([]bool, n)}
+	return call{make([]string, n), make([]int64, n), make([]strategies.Result, n), make([]bool, n)}
 }
 
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
@@ -314,7 +314,7 @@ func (m *Middleware) check(h http.Header, r *http.Request, c *call) (Decision, b
 		Policy:  ru.item(res).name,
 		Cost:    c.costs[b],
 		Result:  *res,
-		Results: append([]ratestore.Result(nil), c.res...),
+		Results: append([]strategies.Result(nil), c.res...),
 	}, false
 }
 
@@ -323,8 +323,8 @@ func (m *Middleware) check(h http.Header, r *http.Request, c *call) (Decision, b
 // refuses r.
 func (m *Middleware) derive(r *http.Request, c *call, i int, key string, err error) (Decision, bool) {
 	ru := &m.rules[i]
-	if err == nil && (key == "" || len(key) > ratestore.MaxKeyLen) {
-		err = fmt.Errorf("key of %d bytes: want 1 to %d", len(key), ratestore.MaxKeyLen)
+	if err == nil && (key == "" || len(key) > backend.MaxKeyLen) {
+		err = fmt.Errorf("key of %d bytes: want 1 to %d", len(key), backend.MaxKeyLen)
 	}
 	if err != nil {
 		return m.refuse(r, i, fmt.Errorf("httplimit: rule %q: key: %w", ru.name, err)), false

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/internal/sat"
 	"github.com/ratestore/ratestore/pricing"
 	"github.com/ratestore/ratestore/strategies"
@@ -429,7 +429,7 @@ func (a *Admission) finish(ctx context.Context, tokens int64, cost pricing.USD, 
 	// The key's values are those its Admit read and stored, as a rule:
 	// on a shared store, none is read again, and the commit checks them.
 	err := a.s.updateCached(ctx, c.locks(), c.finish)
-	if errors.Is(err, ratestore.ErrConflict) && !errors.Is(err, ratestore.ErrUncertain) {
+	if errors.Is(err, backend.ErrConflict) && !errors.Is(err, backend.ErrUncertain) {
 		// Another process changed them since: nothing was stored. What the
 		// batch did in memory is undone (the key's record is read again),
 		// and the request finished on values read under the locks.

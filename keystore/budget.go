@@ -36,7 +36,7 @@ type Budget struct {
 // the '/' limiter names do not allow ("keys:usd:month@Europe:Paris").
 const budgetPrefix = "keys:usd:"
 
-// name is b's limiter name. Names are at most ratestore.MaxNameLen bytes:
+// name is b's limiter name. Names are at most backend.MaxNameLen bytes:
 // a zone name too long for one is refused by normalize.
 func (b Budget) name() string {
 	if b.Period != 0 {

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 )
 
 // Where other processes change the keys (Open on a redisstore.DB), a
@@ -30,7 +30,7 @@ const feedTopic = "keystore"
 // feedBatch is how many changes catchUp reads, and records it reads
 // again, per round trip; feedRounds bounds its round trips in one call.
 // A feed keeps a bounded number of messages (redisstore: about 100k), so
-// a Store that falls further behind gets ratestore.ErrGap and reads
+// a Store that falls further behind gets backend.ErrGap and reads
 // everything again.
 const (
 	feedBatch  = 1000
@@ -64,7 +64,7 @@ func (s *Store) catchUp(ctx context.Context) error {
 	defer s.feed.mu.Unlock()
 	for range feedRounds {
 		msgs, next, err := s.db.Changes(ctx, feedTopic, s.feed.pos, feedBatch)
-		if errors.Is(err, ratestore.ErrGap) {
+		if errors.Is(err, backend.ErrGap) {
 			return s.resync(ctx)
 		}
 		if err != nil {

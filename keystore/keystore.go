@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/pricing"
 	"github.com/ratestore/ratestore/strategies"
@@ -148,16 +147,16 @@ var (
 	// concurrency cap.
 	ErrLimited = errors.New("rate limited")
 
-	// ErrInvalid is ratestore.ErrInvalid: matched by every error about a
+	// ErrInvalid is backend.ErrInvalid: matched by every error about a
 	// bad argument or option.
-	ErrInvalid = ratestore.ErrInvalid
-	// ErrCorrupt is ratestore.ErrCorrupt: matched by every error about
+	ErrInvalid = backend.ErrInvalid
+	// ErrCorrupt is backend.ErrCorrupt: matched by every error about
 	// stored bytes that cannot be decoded.
-	ErrCorrupt = ratestore.ErrCorrupt
-	// ErrReadOnly is ratestore.ErrReadOnly: matched by every call that
+	ErrCorrupt = backend.ErrCorrupt
+	// ErrReadOnly is backend.ErrReadOnly: matched by every call that
 	// would change a key or a team of a Store on a database opened
 	// read-only.
-	ErrReadOnly = ratestore.ErrReadOnly
+	ErrReadOnly = backend.ErrReadOnly
 )
 
 // Store is the key store of one database. It is safe for concurrent use.

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/pricing"
 )
 
@@ -28,7 +28,7 @@ import (
 const codecVersion = 1
 
 // errCorrupt is matched by the errors of values that cannot be decoded.
-var errCorrupt = fmt.Errorf("ledger: corrupt value: %w", ratestore.ErrCorrupt)
+var errCorrupt = fmt.Errorf("ledger: corrupt value: %w", backend.ErrCorrupt)
 
 // idPrefixes are the prefixes of the ids stored in 8 bytes, by tag - 1.
 var idPrefixes = [...]string{"key_", "team_", "req_"}

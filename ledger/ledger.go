@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/backend"
 )
 
@@ -20,11 +19,11 @@ const DefaultRetention = 90 * 24 * time.Hour
 
 // ErrInvalid is matched by the errors of bad queries, entries and
 // options.
-var ErrInvalid = ratestore.ErrInvalid
+var ErrInvalid = backend.ErrInvalid
 
 // ErrReadOnly is matched by the writes of a Ledger opened ReadOnly, or
-// on a database opened read-only. It matches ratestore.ErrReadOnly.
-var ErrReadOnly = fmt.Errorf("ledger: %w", ratestore.ErrReadOnly)
+// on a database opened read-only. It matches backend.ErrReadOnly.
+var ErrReadOnly = fmt.Errorf("ledger: %w", backend.ErrReadOnly)
 
 // Options configure a Ledger.
 type Options struct {
@@ -200,7 +199,7 @@ func (l *Ledger) background() {
 				return
 			}
 			err := l.Compact(ctx)
-			if errors.Is(err, ratestore.ErrClosed) {
+			if errors.Is(err, backend.ErrClosed) {
 				return // the database closed before the Ledger: nothing left to do
 			}
 			if err != nil && ctx.Err() == nil {
@@ -216,7 +215,7 @@ func (l *Ledger) background() {
 const settle = 2 * time.Second
 
 func (l *Ledger) sweep(ctx context.Context) {
-	if err := l.DropExpired(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, ratestore.ErrClosed) {
+	if err := l.DropExpired(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, backend.ErrClosed) {
 		l.log.Warn("ledger: dropping expired entries failed (the next sweep retries)", slog.String("error", err.Error()))
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/internal/sat"
 	"github.com/ratestore/ratestore/keystore"
@@ -149,14 +148,14 @@ func (n *Note) Record(w keystore.Records, now time.Time) error {
 }
 
 // Done reports how the Finish that carried n ended: err is its error
-// (nil, or matching ratestore.ErrUncertain, when the request was
+// (nil, or matching backend.ErrUncertain, when the request was
 // charged). A charged entry goes to the Exporter. An entry recorded in a
 // batch that failed (a conflict on a shared store) is taken back out of
 // the rollups the ledger holds in memory, so that its next write of them
 // does not count it.
 func (n *Note) Done(err error) {
 	l := n.l
-	if err == nil || errors.Is(err, ratestore.ErrUncertain) {
+	if err == nil || errors.Is(err, backend.ErrUncertain) {
 		if l.opts.Export != nil && n.recorded {
 			l.opts.Export.Write(n.e)
 		}

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/internal/text"
 	"github.com/ratestore/ratestore/keystore"
@@ -66,7 +65,7 @@ func ImportLegacy(ctx context.Context, db backend.Store, r io.Reader) (Report, e
 // commit, idempotent.
 func ImportLegacyInto(ctx context.Context, ks *keystore.Store, r io.Reader) (Report, error) {
 	if ks == nil {
-		return Report{}, fmt.Errorf("migrate: import: nil key store: %w", ratestore.ErrInvalid)
+		return Report{}, fmt.Errorf("migrate: import: nil key store: %w", backend.ErrInvalid)
 	}
 	return importLegacy(ctx, func() (*keystore.Store, error) { return ks, nil }, r)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/keystore"
 )
@@ -55,7 +54,7 @@ func MigrateAll(ctx context.Context, db backend.Store, progress func(done, total
 // Pending's count.)
 func MigrateAllIn(ctx context.Context, ks *keystore.Store, progress func(done, total int)) error {
 	if ks == nil {
-		return fmt.Errorf("migrate: migrate all: nil key store: %w", ratestore.ErrInvalid)
+		return fmt.Errorf("migrate: migrate all: nil key store: %w", backend.ErrInvalid)
 	}
 	if progress == nil {
 		progress = func(int, int) {}

@@ -11,8 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/internal/sat"
+	"github.com/ratestore/ratestore/strategies"
 )
 
 // maxBody bounds a request's body: a strategy and a key.
@@ -75,7 +76,7 @@ func (s *Server) allow(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := req.call(r.Context(), l)
 	switch {
-	case errors.Is(err, ratestore.ErrInvalid):
+	case errors.Is(err, backend.ErrInvalid):
 		httpError(w, http.StatusBadRequest, err)
 		return
 	case err != nil:
@@ -112,7 +113,7 @@ func (s *Server) readAllow(r *http.Request) (allowRequest, limiter, error) {
 
 // call makes the call req asks of l: a Record, or an AllowN; of N, or of
 // 1 if N is absent.
-func (req *allowRequest) call(ctx context.Context, l limiter) (ratestore.Result, error) {
+func (req *allowRequest) call(ctx context.Context, l limiter) (strategies.Result, error) {
 	n := int64(1)
 	if req.N != nil {
 		n = *req.N
@@ -126,7 +127,7 @@ func (req *allowRequest) call(ctx context.Context, l limiter) (ratestore.Result,
 // writeAllow answers with res, the result of a call of the limiter named
 // limiter: its fields in the body, the RateLimit-Policy and RateLimit
 // fields, and Retry-After when the call was denied and can be retried.
-func writeAllow(w http.ResponseWriter, limiter string, res ratestore.Result) {
+func writeAllow(w http.ResponseWriter, limiter string, res strategies.Result) {
 	h := w.Header()
 	reset := ceilSeconds(res.ResetAfter)
 	h.Set("RateLimit-Policy", fmt.Sprintf("%q;q=%d", limiter, res.Limit))

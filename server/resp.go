@@ -31,7 +31,7 @@ import (
 // and the connection goes on.
 
 // Bounds on what a client may send: redis-cell's commands are short, and
-// a key is at most ratestore.MaxKeyLen bytes.
+// a key is at most backend.MaxKeyLen bytes.
 const (
 	maxArgs    = 16
 	maxBulkLen = 4096
