@@ -13,6 +13,7 @@ import (
 	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/internal/apierror"
 	"github.com/ratestore/ratestore/internal/etag"
+	"github.com/ratestore/ratestore/internal/httpstatus"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/ledger"
 )
@@ -127,33 +128,15 @@ func (api *API) Patterns() []string { return append([]string(nil), api.patterns.
 // call is the ResponseWriter of an admin call: it notes the status and
 // the key or team the call was about, for its log line.
 type call struct {
-	http.ResponseWriter
-	status        int
+	httpstatus.Writer
 	keyID, teamID string
 }
-
-func (c *call) WriteHeader(code int) {
-	if c.status == 0 {
-		c.status = code
-	}
-	c.ResponseWriter.WriteHeader(code)
-}
-
-func (c *call) Write(b []byte) (int, error) {
-	if c.status == 0 {
-		c.status = http.StatusOK
-	}
-	return c.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the server's writer.
-func (c *call) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 // ServeHTTP answers a call of the API. A path that is no route gets 404,
 // and a method a route does not have 405 with Allow, both with the error
 // body; every call is logged (logCall).
 func (api *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	c := &call{ResponseWriter: w}
+	c := &call{Writer: httpstatus.Writer{ResponseWriter: w}}
 	defer api.logCall(r, c)
 	if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
 		// A body that never ends must not hold the connection (and its
@@ -296,11 +279,11 @@ func noteTeam(w http.ResponseWriter, id string) {
 // few seconds.
 func (api *API) logCall(r *http.Request, c *call) {
 	level := slog.LevelInfo
-	if r.URL.Path == "/admin/live" && c.status < http.StatusBadRequest {
+	if r.URL.Path == "/admin/live" && c.Status < http.StatusBadRequest {
 		level = slog.LevelDebug
 	}
 	attrs := []slog.Attr{slog.String("method", r.Method), slog.String("path", r.URL.Path),
-		slog.Int("status", c.status), slog.String("key_id", c.keyID)}
+		slog.Int("status", c.Status), slog.String("key_id", c.keyID)}
 	if c.teamID != "" {
 		attrs = append(attrs, slog.String("team_id", c.teamID))
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/httplimit"
 	"github.com/ratestore/ratestore/internal/apierror"
+	"github.com/ratestore/ratestore/internal/httpstatus"
 	"github.com/ratestore/ratestore/internal/sat"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/pricing"
@@ -125,7 +126,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeRefusal(w, invalid(http.StatusNotFound, "not_found", "no such path"))
 		return
 	}
-	sw := &statusWriter{ResponseWriter: w}
+	sw := &httpstatus.Writer{ResponseWriter: w}
 	rq := &request{id: newRequestID(), start: time.Now()}
 	w.Header().Set(RequestIDHeader, rq.id)
 	var (
@@ -140,14 +141,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// end panics with http.ErrAbortHandler), and the caller may have
 		// gone away: the admission is finished on a context of its own.
 		if ad.adm != nil || ad.shadowed != nil {
-			ch = g.finish(context.WithoutCancel(r.Context()), rq, &ad, &up, sw.status)
+			ch = g.finish(context.WithoutCancel(r.Context()), rq, &ad, &up, sw.Status)
 		}
 		if ad.short {
 			g.short.end(rq.keyID) // once charged: see Gateway.admit
 		}
-		g.metrics.end(rq, &ad, &up, &ch, sw.status, reason)
+		g.metrics.end(rq, &ad, &up, &ch, sw.Status, reason)
 		g.live.end(g.now(), ch.tokens)
-		g.logRequest(r, rq, &ad, &up, &ch, sw.status, !completed)
+		g.logRequest(r, rq, &ad, &up, &ch, sw.Status, !completed)
 	}()
 	g.metrics.begin()
 	g.live.begin()
@@ -192,7 +193,7 @@ func (g *Gateway) logRequest(r *http.Request, rq *request, ad *admission, up *up
 
 // serve takes r through the pipeline's steps, and returns the refusal of
 // the first that refuses it; nil once it has been forwarded and answered.
-func (g *Gateway) serve(w *statusWriter, r *http.Request, rq *request, ad *admission, up *upstreamResult) *refusal {
+func (g *Gateway) serve(w *httpstatus.Writer, r *http.Request, rq *request, ad *admission, up *upstreamResult) *refusal {
 	if hasBody(r) {
 		// Until the body is read, an answer closes the connection: the
 		// server would otherwise read the rest of the body, however slowly
@@ -327,7 +328,7 @@ func acceptable(r *http.Request, ep *endpoint) *refusal {
 // readBody reads the body of r whole, up to g.maxBody, within
 // g.bodyTimeout: 413 (too large), 408 (too slow) or 400 (cut off) when it
 // cannot.
-func (g *Gateway) readBody(w *statusWriter, r *http.Request) ([]byte, *refusal) {
+func (g *Gateway) readBody(w *httpstatus.Writer, r *http.Request) ([]byte, *refusal) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, nil
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore/gateway/meter"
+	"github.com/ratestore/ratestore/internal/httpstatus"
 )
 
 // upstreamResult is what the upstream answered to a request, and what
@@ -44,7 +45,7 @@ var errDrain = errors.New("gateway: the caller hung up, and the upstream did not
 // forward sends the admitted request upstream with body, and streams the
 // response back to w through its meter. A request that gets no response
 // is refused: 504 when it timed out, else 502.
-func (g *Gateway) forward(w *statusWriter, r *http.Request, rq *request, ad *admission, up *upstreamResult, body []byte) *refusal {
+func (g *Gateway) forward(w *httpstatus.Writer, r *http.Request, rq *request, ad *admission, up *upstreamResult, body []byte) *refusal {
 	ctx, cancel, done := g.upstreamContext(r.Context(), rq.ep.generates)
 	defer func() { // also when the copy panics
 		if cause := context.Cause(ctx); (errors.Is(cause, errIdle) || errors.Is(cause, errDrain)) && up.err == nil {
@@ -156,7 +157,7 @@ func upstreamFailed(ctx context.Context, up *upstreamResult, err error) *refusal
 // trailers are dropped. A body that cannot be copied to its end (the
 // upstream broke off, the caller went away) aborts the caller's response
 // (http.ErrAbortHandler), once the meter has read what it could.
-func (g *Gateway) respond(w *statusWriter, r *http.Request, res *http.Response, rq *request, ad *admission, up *upstreamResult, cancel context.CancelCauseFunc) {
+func (g *Gateway) respond(w *httpstatus.Writer, r *http.Request, res *http.Response, rq *request, ad *admission, up *upstreamResult, cancel context.CancelCauseFunc) {
 	dropHopByHop(res.Header)
 	filterResponse(res.Header)
 	if ad.adm != nil {
@@ -297,28 +298,3 @@ func (b *buffers) get() *[]byte {
 }
 
 func (b *buffers) put(buf *[]byte) { b.p.Put(buf) }
-
-// statusWriter is a ResponseWriter that notes the status it answered
-// with, for the log and the metrics.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController (which flushes streams) reach the
-// server's writer.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
