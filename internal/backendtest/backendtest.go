@@ -111,7 +111,10 @@ const RedisTimeout = 10 * time.Second
 // database at a temporary path, or a redisstore.DB on a redis-server of
 // its own. It is closed when the test ends, unless Abandon was called.
 type Store struct {
-	// Store is the open backend, through the contract.
+	// Store is the open backend, through the contract. Its methods,
+	// promoted, call the one open at the time of the call; a method value
+	// (st.Handle) keeps the one open when it was taken, and so does what
+	// a test handed st.Store to before a Reopen.
 	backend.Store
 	// DB is the embedded database (nil on Redis), and Redis the
 	// redisstore.DB (nil on a database): for what only one of them has.
