@@ -191,7 +191,7 @@ func (s *Store) Reopen() {
 		s.Close()
 	}
 	if s.Backend.redis {
-		s.Redis = s.Another()
+		s.Redis = s.dial()
 		s.Store = s.Redis
 	} else {
 		db, err := ratestore.Open(s.Path, s.opts)
@@ -211,12 +211,19 @@ func (s *Store) Another() *redisstore.DB {
 	if !s.Backend.redis {
 		s.t.Fatalf("backendtest: %s has no other process", s.Backend)
 	}
+	db := s.dial()
+	s.t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// dial opens a redisstore.DB on the Redis of s.
+func (s *Store) dial() *redisstore.DB {
+	s.t.Helper()
 	db, err := redisstore.Open(context.Background(), s.Server.URL(),
 		redisstore.Options{Now: s.Clock.Now, After: s.Clock.After, Timeout: RedisTimeout})
 	if err != nil {
 		s.t.Fatalf("backendtest: %v", err)
 	}
-	s.t.Cleanup(func() { db.Close() })
 	return db
 }
 
