@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore"
-	"github.com/ratestore/ratestore/badger"
+	"github.com/ratestore/ratestore/internal/backendtest"
 	"github.com/ratestore/ratestore/internal/fakeclock"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/strategies"
@@ -48,7 +48,7 @@ func limiters(t *testing.T, db *ratestore.DB) map[string]*ratestore.Limiter {
 // same secrets with the same usage, has the same keys pending, and its
 // limiters decide as the original's.
 func TestCopy(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b ratestore.Backend) {
+	forEachBackend(t, func(t *testing.T, b backendtest.Backend) {
 		clk := fakeclock.New(importNow)
 		src := openDB(t, b, clk)
 		ls := limiters(t, src)
@@ -83,7 +83,7 @@ func TestCopy(t *testing.T) {
 		require.Equal(t, 3, pending)
 		want := dump(t, src)
 
-		dst := openDB(t, otherBackend(b), clk)
+		dst := openDB(t, otherEngine(b), clk)
 		var progress []int
 		rep, err := Copy(ctx, dst, src, func(n int) { progress = append(progress, n) })
 		require.NoError(t, err)
@@ -138,7 +138,7 @@ func TestCopy(t *testing.T) {
 // TestCopyEmpty: an empty database copies as nothing.
 func TestCopyEmpty(t *testing.T) {
 	clk := fakeclock.New(importNow)
-	rep, err := Copy(ctx, openDB(t, badger.Backend, clk), openDB(t, ratestore.Bolt, clk), nil)
+	rep, err := Copy(ctx, openDB(t, backendtest.BadgerSync, clk), openDB(t, backendtest.BoltSync, clk), nil)
 	require.NoError(t, err)
 	assert.Equal(t, CopyReport{}, rep)
 }
@@ -147,9 +147,9 @@ func TestCopyEmpty(t *testing.T) {
 // by path, and left as it was.
 func TestCopyRefusesNonEmpty(t *testing.T) {
 	clk := fakeclock.New(importNow)
-	src := openDB(t, ratestore.Bolt, clk)
+	src := openDB(t, backendtest.BoltSync, clk)
 	importFixtures(t, src)
-	dst := openDB(t, badger.Backend, clk)
+	dst := openDB(t, backendtest.BadgerSync, clk)
 	_, _, err := keys(t, dst).Create(ctx, keystore.Spec{Name: "x", TokenLimit: 1})
 	require.NoError(t, err)
 	before := dump(t, dst)
@@ -178,7 +178,7 @@ func TestCopyBatches(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%dx%d+%d", shape.n, shape.key, shape.value), func(t *testing.T) {
 			clk := fakeclock.New(importNow)
-			src := openDB(t, ratestore.Bolt, clk)
+			src := openDB(t, backendtest.BoltSync, clk)
 			recs := make([]ratestore.Entry, shape.n)
 			for i := range recs {
 				k := fmt.Sprintf("z/%08d", i)
@@ -188,7 +188,7 @@ func TestCopyBatches(t *testing.T) {
 			for i := 0; i < len(recs); i += 100 {
 				require.NoError(t, src.Restore(ctx, recs[i:min(len(recs), i+100)]))
 			}
-			dst := openDB(t, badger.Backend, clk)
+			dst := openDB(t, backendtest.BadgerSync, clk)
 			size := shape.key + shape.value
 			perBatch := min(copyBatchRecords, (copyBatchBytes+size-1)/size)
 			var sizes []int
@@ -218,7 +218,7 @@ func TestRestoreSplits(t *testing.T) {
 		recs[i] = ratestore.Entry{Key: fmt.Appendf(nil, "z/%08d", i), Value: []byte("value")}
 	}
 	clk := fakeclock.New(importNow)
-	db := openDB(t, badger.Backend, clk)
+	db := openDB(t, backendtest.BadgerSync, clk)
 	require.ErrorIs(t, db.Restore(ctx, recs), ErrTooBig)
 	assert.Empty(t, dump(t, db))
 	require.NoError(t, restore(ctx, db, recs))
@@ -246,7 +246,7 @@ func TestVerify(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			clk := fakeclock.New(importNow)
-			src, dst := openDB(t, ratestore.Bolt, clk), openDB(t, badger.Backend, clk)
+			src, dst := openDB(t, backendtest.BoltSync, clk), openDB(t, backendtest.BadgerSync, clk)
 			require.NoError(t, src.Restore(ctx, base))
 			if len(tt.dst) > 0 {
 				require.NoError(t, dst.Restore(ctx, tt.dst))

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
-	"github.com/ratestore/ratestore/badger"
+	"github.com/ratestore/ratestore/internal/backendtest"
 	"github.com/ratestore/ratestore/internal/fakeclock"
 	"github.com/ratestore/ratestore/keystore"
 )
@@ -21,31 +21,31 @@ var ctx = context.Background()
 // last_used are a few minutes before it.
 var importNow = ts("2026-01-18T11:05:00Z")
 
-var backends = []ratestore.Backend{ratestore.Bolt, badger.Backend}
-
-// forEachBackend runs fn as a subtest on each backend.
-func forEachBackend(t *testing.T, fn func(t *testing.T, b ratestore.Backend)) {
-	for _, b := range backends {
-		t.Run(b.String(), func(t *testing.T) { fn(t, b) })
-	}
+// forEachBackend runs fn as a subtest on each embedded backend of the
+// matrix: the package moves records between databases, which Redis has
+// none of.
+func forEachBackend(t *testing.T, fn func(t *testing.T, b backendtest.Backend)) {
+	backendtest.Run(t, backendtest.Embedded(), fn)
 }
 
-// otherBackend is the backend that is not b.
-func otherBackend(b ratestore.Backend) ratestore.Backend {
-	if b == ratestore.Bolt {
-		return badger.Backend
+// otherEngine is b's durability on the engine that is not b's.
+func otherEngine(b backendtest.Backend) backendtest.Backend {
+	switch b {
+	case backendtest.BoltSync:
+		return backendtest.BadgerSync
+	case backendtest.BoltAsync:
+		return backendtest.BadgerAsync
+	case backendtest.BadgerSync:
+		return backendtest.BoltSync
 	}
-	return ratestore.Bolt
+	return backendtest.BoltAsync
 }
 
-// openDB opens a new database on backend with clock c, closed at the end
-// of the test.
-func openDB(t testing.TB, backend ratestore.Backend, c *fakeclock.Clock) *ratestore.DB {
+// openDB opens a new database of b with clock c, closed at the end of the
+// test.
+func openDB(t testing.TB, b backendtest.Backend, c *fakeclock.Clock) *ratestore.DB {
 	t.Helper()
-	db, err := ratestore.Open(filepath.Join(t.TempDir(), "db-"+backend.String()), ratestore.Options{Backend: backend, Now: c.Now})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = db.Close() })
-	return db
+	return b.Open(t, c).DB
 }
 
 // keys is the key store of db, as the package opens it.
