@@ -92,14 +92,19 @@ var strategyCases = []strategyCase{
 // fresh DB: for the engine's own features (conform runs the suite every
 // backend shares).
 func forEach(t *testing.T, f func(t *testing.T, s *store, c strategyCase, l *ratestore.Limiter)) {
-	backendtest.Run(t, backendtest.Embedded(), func(t *testing.T, b backendtest.Backend) {
-		for _, c := range strategyCases {
-			t.Run(c.name, func(t *testing.T) {
-				s := open(t, b)
-				l, err := s.Limiter(c.name, c.s)
-				require.NoError(t, err)
-				f(t, s, c, l)
-			})
+	eachCase(t, backendtest.Embedded(), strategyCases, func(t *testing.T, b backendtest.Backend, c strategyCase) {
+		s := open(t, b)
+		l, err := s.Limiter(c.name, c.s)
+		require.NoError(t, err)
+		f(t, s, c, l)
+	})
+}
+
+// eachCase runs f as a subtest for every backend of bs and each of cases.
+func eachCase(t *testing.T, bs []backendtest.Backend, cases []strategyCase, f func(t *testing.T, b backendtest.Backend, c strategyCase)) {
+	backendtest.Run(t, bs, func(t *testing.T, b backendtest.Backend) {
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) { f(t, b, c) })
 		}
 	})
 }
@@ -180,15 +185,11 @@ func openRedis(t *testing.T) *suite {
 // conform runs f for every backend of the matrix and each of cases, each
 // on a fresh store.
 func conform(t *testing.T, cases []strategyCase, f func(t *testing.T, s *suite, c strategyCase, l limiter)) {
-	backendtest.Run(t, backendtest.All(), func(t *testing.T, b backendtest.Backend) {
-		for _, c := range cases {
-			t.Run(c.name, func(t *testing.T) {
-				s := openSuite(t, b)
-				l, err := s.Limiter(c.name, c.s)
-				require.NoError(t, err)
-				f(t, s, c, l)
-			})
-		}
+	eachCase(t, backendtest.All(), cases, func(t *testing.T, b backendtest.Backend, c strategyCase) {
+		s := openSuite(t, b)
+		l, err := s.Limiter(c.name, c.s)
+		require.NoError(t, err)
+		f(t, s, c, l)
 	})
 }
 
