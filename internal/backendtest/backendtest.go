@@ -24,10 +24,10 @@ import (
 	"github.com/ratestore/ratestore/redisstore"
 )
 
-// Backend is one configuration of the matrix: a database of an engine in
-// one durability mode, or Redis. Its zero value is bolt/sync.
+// Backend is one configuration of the matrix, one of the values below: a
+// database of an engine in one durability mode, or Redis.
 type Backend struct {
-	engine     ratestore.Backend // nil: bolt
+	engine     ratestore.Backend
 	durability ratestore.Durability
 	redis      bool
 }
@@ -83,12 +83,6 @@ func (b Backend) IsRedis() bool { return b.redis }
 // badger.Backend), for a test that opens its database itself; nil for
 // Redis.
 func (b Backend) Engine() ratestore.Backend {
-	if b.redis {
-		return nil
-	}
-	if b.engine == nil {
-		return ratestore.Bolt
-	}
 	return b.engine
 }
 
