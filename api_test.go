@@ -13,15 +13,16 @@ import (
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/badger"
+	"github.com/ratestore/ratestore/internal/backendtest"
 	"github.com/ratestore/ratestore/strategies"
 )
 
 // TestInvalidInputChangesNothing: every bad argument of API.md gives an error
 // matching ErrInvalid, and leaves the key's state as it was.
 func TestInvalidInputChangesNothing(t *testing.T) {
-	for _, e := range envs {
+	for _, e := range backendtest.Embedded() {
 		t.Run(e.String(), func(t *testing.T) {
-			s := e.open(t)
+			s := open(t, e)
 			good := strategies.GCRA{Rate: 1, Burst: 10}
 			l, err := s.Limiter("l", good)
 			require.NoError(t, err)
@@ -94,9 +95,9 @@ func TestInvalidInputChangesNothing(t *testing.T) {
 }
 
 func TestClosed(t *testing.T) {
-	for _, e := range envs {
+	for _, e := range backendtest.Embedded() {
 		t.Run(e.String(), func(t *testing.T) {
-			s := e.open(t)
+			s := open(t, e)
 			l, err := s.Limiter("l", strategies.GCRA{Rate: 1, Burst: 1})
 			require.NoError(t, err)
 			require.NoError(t, s.Close())
@@ -149,7 +150,7 @@ func TestOpenRejectsBadOptions(t *testing.T) {
 // strategy is a configuration error for keys that have state, not a silent
 // reset.
 func TestMismatchedStrategyUnderOneName(t *testing.T) {
-	s := envs[0].open(t)
+	s := open(t, backendtest.BoltSync)
 	gcra, err := s.Limiter("l", strategies.GCRA{Rate: 1, Burst: 5})
 	require.NoError(t, err)
 	_, err = gcra.Allow(ctx, "k")
@@ -166,7 +167,7 @@ func TestMismatchedStrategyUnderOneName(t *testing.T) {
 // TestChangedConfiguration: a lower burst clamps what is stored; a quota added
 // is enforced from the next call; a removed one is dropped.
 func TestChangedConfiguration(t *testing.T) {
-	s := envs[0].open(t)
+	s := open(t, backendtest.BoltSync)
 	big, err := s.Limiter("tb", strategies.TokenBucket{Rate: 1, Burst: 100})
 	require.NoError(t, err)
 	_, err = big.AllowN(ctx, "k", 10) // 90 left

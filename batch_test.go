@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/backend"
+	"github.com/ratestore/ratestore/internal/backendtest"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -19,9 +20,9 @@ import (
 // Get, before and after their commit, survive a restart, and Scan lists
 // them in key order, on every backend and durability mode.
 func TestRecords(t *testing.T) {
-	for _, e := range envs {
+	for _, e := range backendtest.Embedded() {
 		t.Run(e.String(), func(t *testing.T) {
-			s := e.open(t)
+			s := open(t, e)
 			require.NoError(t, s.Update(ctx, nil, func(b backend.Batch) error {
 				for _, k := range []string{"k/b", "k/a", "k/c", "x/other"} {
 					if err := b.Put([]byte(k), []byte("v"+k)); err != nil {
@@ -60,7 +61,7 @@ func TestRecords(t *testing.T) {
 // TestRecordKeys: a record key that is empty, too long or in the states'
 // prefix is refused with ErrInvalid, and nothing is written.
 func TestRecordKeys(t *testing.T) {
-	s := envs[0].open(t)
+	s := open(t, backendtest.BoltSync)
 	for _, k := range [][]byte{nil, {}, bytes.Repeat([]byte("k"), ratestore.MaxKeyLen+1), []byte("s/x")} {
 		err := s.Update(ctx, nil, func(b backend.Batch) error { return b.Put(k, []byte("v")) })
 		require.ErrorIs(t, err, ratestore.ErrInvalid, "key %.20q", k)
@@ -77,7 +78,7 @@ func TestRecordKeys(t *testing.T) {
 // changes made before it stand and are committed: a Batch is not a
 // transaction. A Batch kept past its Update refuses every call.
 func TestBatchNoRollback(t *testing.T) {
-	s := envs[0].open(t)
+	s := open(t, backendtest.BoltSync)
 	l, err := s.Limiter("b", strategies.GCRA{Rate: 1, Burst: 3})
 	require.NoError(t, err)
 	boom := errors.New("boom")
@@ -98,7 +99,7 @@ func TestBatchNoRollback(t *testing.T) {
 	require.ErrorIs(t, err, ratestore.ErrInvalid)
 	require.ErrorIs(t, kept.Put([]byte("k/x"), nil), ratestore.ErrInvalid)
 
-	other := envs[1].open(t)
+	other := open(t, backendtest.BoltAsync)
 	ol, err := other.Limiter("b", strategies.GCRA{Rate: 1, Burst: 3})
 	require.NoError(t, err)
 	err = s.Update(ctx, nil, func(b backend.Batch) error { _, err := b.Record(ol, "k", 1); return err })
@@ -108,9 +109,9 @@ func TestBatchNoRollback(t *testing.T) {
 // TestPeekN: PeekN answers what AllowN would, RetryAfter included, and
 // takes nothing.
 func TestPeekN(t *testing.T) {
-	for _, e := range envs {
+	for _, e := range backendtest.Embedded() {
 		t.Run(e.String(), func(t *testing.T) {
-			s := e.open(t)
+			s := open(t, e)
 			l, err := s.Limiter("p", strategies.RollingWindow{Limit: 10, Window: time.Minute, Bucket: time.Second})
 			require.NoError(t, err)
 			_, err = l.Record(ctx, "k", 8)
@@ -145,9 +146,9 @@ func TestPeekN(t *testing.T) {
 // persists it, deletes a state left at its initial value, and changes
 // nothing when the function fails.
 func TestModify(t *testing.T) {
-	for _, e := range envs {
+	for _, e := range backendtest.Embedded() {
 		t.Run(e.String(), func(t *testing.T) {
-			s := e.open(t)
+			s := open(t, e)
 			rw := strategies.RollingWindow{Limit: 100, Window: time.Hour, Bucket: time.Minute}
 			l, err := s.Limiter("m", rw)
 			require.NoError(t, err)
@@ -193,7 +194,7 @@ func TestModify(t *testing.T) {
 // TestBatchOneCommit: the changes of concurrent Updates each land whole in
 // one commit, and a reader sees them together once the Update returned.
 func TestBatchOneCommit(t *testing.T) {
-	s := envs[0].open(t)
+	s := open(t, backendtest.BoltSync)
 	l, err := s.Limiter("c", strategies.TokenBucket{Rate: 1e-9, Burst: 1 << 40})
 	require.NoError(t, err)
 	var wg sync.WaitGroup
@@ -229,7 +230,7 @@ func TestBatchOneCommit(t *testing.T) {
 // TestAttach: Attach makes a value once per key and DB, returns it to every
 // later caller, and attaches nothing when open fails.
 func TestAttach(t *testing.T) {
-	s := envs[0].open(t)
+	s := open(t, backendtest.BoltSync)
 	type k1 struct{}
 	type k2 struct{}
 	calls := 0
@@ -252,7 +253,7 @@ func TestAttach(t *testing.T) {
 
 // TestClosedBatch: Update, Get and Scan after Close return ErrClosed.
 func TestClosedBatch(t *testing.T) {
-	s := envs[0].open(t)
+	s := open(t, backendtest.BoltSync)
 	require.NoError(t, s.Close())
 	require.ErrorIs(t, s.Update(ctx, nil, func(backend.Batch) error { return nil }), ratestore.ErrClosed)
 	_, err := s.Get(ctx, []byte("k/x"))
@@ -263,9 +264,9 @@ func TestClosedBatch(t *testing.T) {
 // TestInspect: Inspect hands fn the key's state as of the call, a fresh one
 // for a key without one, writes nothing, and returns fn's error wrapped.
 func TestInspect(t *testing.T) {
-	for _, e := range envs {
+	for _, e := range backendtest.Embedded() {
 		t.Run(e.String(), func(t *testing.T) {
-			s := e.open(t)
+			s := open(t, e)
 			rw := strategies.RollingWindow{Limit: 100, Window: time.Hour, Bucket: time.Minute}
 			l, err := s.Limiter("i", rw)
 			require.NoError(t, err)

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/internal/backendtest"
 )
 
 // TestConcurrencyLeases: on every backend and durability, at most max
@@ -16,9 +17,9 @@ import (
 // released ends after its TTL, also across a restart (a crash never holds
 // a slot forever); releasing twice is once.
 func TestConcurrencyLeases(t *testing.T) {
-	for _, e := range envs {
+	for _, e := range backendtest.Embedded() {
 		t.Run(e.String(), func(t *testing.T) {
-			s := e.open(t)
+			s := open(t, e)
 			c, err := s.Concurrency("jobs", 2, time.Minute)
 			require.NoError(t, err)
 			a, r, err := c.Acquire(ctx, "k")
@@ -77,7 +78,7 @@ func TestConcurrencyLeases(t *testing.T) {
 // TestConcurrencyExact: many goroutines acquiring at once get exactly max
 // leases, and as many again once those are released.
 func TestConcurrencyExact(t *testing.T) {
-	s := envs[0].open(t)
+	s := open(t, backendtest.BoltSync)
 	c, err := s.Concurrency("jobs", 5, time.Hour)
 	require.NoError(t, err)
 	for round := range 2 {

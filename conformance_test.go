@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,9 +15,8 @@ import (
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/backend"
-	"github.com/ratestore/ratestore/badger"
+	"github.com/ratestore/ratestore/internal/backendtest"
 	"github.com/ratestore/ratestore/internal/fakeclock"
-	"github.com/ratestore/ratestore/internal/redistest"
 	"github.com/ratestore/ratestore/redisstore"
 	"github.com/ratestore/ratestore/strategies"
 )
@@ -26,52 +24,26 @@ import (
 // newClock is the tests' fake clock for Options.Now, at a fixed start.
 func newClock() *fakeclock.Clock { return fakeclock.New(time.Date(2026, 1, 18, 9, 0, 0, 0, time.UTC)) }
 
-// env is one of the four configurations every behaviour must hold in.
-type env struct {
-	backend    ratestore.Backend
-	durability ratestore.Durability
-}
-
-var envs = []env{
-	{ratestore.Bolt, ratestore.Sync},
-	{ratestore.Bolt, ratestore.Async},
-	{badger.Backend, ratestore.Sync},
-	{badger.Backend, ratestore.Async},
-}
-
-func (e env) String() string { return fmt.Sprintf("%s/%s", e.backend, e.durability) }
-
-// store is an open DB of one env with its clock, reopenable at its path.
+// store is an open database of the matrix's embedded backends with its
+// clock, reopenable at its path: for the engine's own features.
 type store struct {
 	t     *testing.T
-	env   env
-	path  string
+	st    *backendtest.Store
 	clock *fakeclock.Clock
 	*ratestore.DB
 }
 
-func (e env) open(t *testing.T) *store {
-	s := &store{t: t, env: e, path: filepath.Join(t.TempDir(), "db"), clock: newClock()}
-	s.reopen()
-	t.Cleanup(func() { s.Close() })
-	return s
+// open opens a fresh database of b, on a new clock.
+func open(t *testing.T, b backendtest.Backend) *store {
+	st := b.Open(t, newClock())
+	return &store{t: t, st: st, clock: st.Clock, DB: st.DB}
 }
 
 // reopen closes the DB (if open) and opens it again at the same path with
 // the same clock: a restart.
 func (s *store) reopen() {
-	if s.DB != nil {
-		require.NoError(s.t, s.Close())
-	}
-	db, err := ratestore.Open(s.path, ratestore.Options{
-		Backend:       s.env.backend,
-		Durability:    s.env.durability,
-		FlushInterval: time.Hour, // Async tests flush explicitly: no timing involved
-		Now:           s.clock.Now,
-		After:         s.clock.After,
-	})
-	require.NoError(s.t, err)
-	s.DB = db
+	s.st.Reopen()
+	s.DB = s.st.DB
 }
 
 // raw returns the stored bytes of key under name, after a Flush.
@@ -116,22 +88,25 @@ var strategyCases = []strategyCase{
 	}, 3, "51", ""},
 }
 
-// forEach runs f for every env of the engine and strategy case, each on a
+// forEach runs f for every embedded backend and strategy case, each on a
 // fresh DB: for the engine's own features (conform runs the suite every
 // backend shares).
 func forEach(t *testing.T, f func(t *testing.T, s *store, c strategyCase, l *ratestore.Limiter)) {
-	for _, e := range envs {
-		t.Run(e.String(), func(t *testing.T) {
-			for _, c := range strategyCases {
-				t.Run(c.name, func(t *testing.T) {
-					s := e.open(t)
-					l, err := s.Limiter(c.name, c.s)
-					require.NoError(t, err)
-					f(t, s, c, l)
-				})
-			}
-		})
-	}
+	eachCase(t, backendtest.Embedded(), strategyCases, func(t *testing.T, b backendtest.Backend, c strategyCase) {
+		s := open(t, b)
+		l, err := s.Limiter(c.name, c.s)
+		require.NoError(t, err)
+		f(t, s, c, l)
+	})
+}
+
+// eachCase runs f as a subtest for every backend of bs and each of cases.
+func eachCase(t *testing.T, bs []backendtest.Backend, cases []strategyCase, f func(t *testing.T, b backendtest.Backend, c strategyCase)) {
+	backendtest.Run(t, bs, func(t *testing.T, b backendtest.Backend) {
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) { f(t, b, c) })
+		}
+	})
 }
 
 var ctx = context.Background()
@@ -161,70 +136,32 @@ func (s *suite) Limiter(name string, st strategies.Strategy) (limiter, error) {
 	return s.open(name, st)
 }
 
-// asLimiter is a backend's DB.Limiter as a limiter: nil, not a nil
-// pointer in a limiter, on an error.
-func asLimiter[L limiter](l L, err error) (limiter, error) {
-	if err != nil {
-		return nil, err
+// openSuite is the suite on a fresh store of b.
+func openSuite(t *testing.T, b backendtest.Backend) *suite {
+	if b.IsRedis() {
+		return openRedis(t)
 	}
-	return l, nil
-}
-
-// backend is a configuration the conformance suite runs in.
-type suiteBackend struct {
-	name string
-	open func(t *testing.T) *suite
-}
-
-// backends are the four envs of the engine, and Redis (redisstore on a
-// redis-server started for each test; skipped without one, unless
-// redistest.RequireEnv is set).
-func backends() []suiteBackend {
-	var bs []suiteBackend
-	for _, e := range envs {
-		bs = append(bs, suiteBackend{e.String(), func(t *testing.T) *suite {
-			st := e.open(t)
-			return &suite{
-				clock: st.clock,
-				open: func(name string, s strategies.Strategy) (limiter, error) {
-					return asLimiter(st.Limiter(name, s))
-				},
-				raw:    st.raw,
-				putRaw: func(name, key string, enc []byte) { require.NoError(t, st.PutRawState(name, key, enc)) },
-				reopen: st.reopen,
-			}
-		}})
+	st := open(t, b)
+	return &suite{
+		clock:  st.clock,
+		open:   func(name string, s strategies.Strategy) (limiter, error) { return st.Handle(name, s) },
+		raw:    st.raw,
+		putRaw: func(name, key string, enc []byte) { require.NoError(t, st.PutRawState(name, key, enc)) },
+		reopen: st.reopen,
 	}
-	return append(bs, suiteBackend{"redis", openRedis})
 }
 
 // openRedis is the suite on a fresh redis-server: its states are the keys
 // of redisstore's package doc, "<unix ns>;<encoding>".
 func openRedis(t *testing.T) *suite {
-	srv := redistest.Start(t)
-	clock := newClock()
-	var db *redisstore.DB
-	reopen := func() {
-		if db != nil {
-			require.NoError(t, db.Close())
-		}
-		var err error
-		db, err = redisstore.Open(ctx, srv.URL(), redisstore.Options{Now: clock.Now})
-		require.NoError(t, err)
-	}
-	reopen()
-	t.Cleanup(func() { db.Close() })
-	second, err := redisstore.Open(ctx, srv.URL(), redisstore.Options{Now: clock.Now})
-	require.NoError(t, err)
-	t.Cleanup(func() { second.Close() })
-	raw := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	st := backendtest.Redis.Open(t, newClock())
+	second := st.Another()
+	raw := redis.NewClient(&redis.Options{Addr: st.Server.Addr})
 	t.Cleanup(func() { raw.Close() })
 	rkey := func(name, key string) string { return redisstore.DefaultPrefix + "{" + key + "}" + name }
 	return &suite{
-		clock: clock,
-		open: func(name string, s strategies.Strategy) (limiter, error) {
-			return asLimiter(db.Limiter(name, s))
-		},
+		clock: st.Clock,
+		open:  func(name string, s strategies.Strategy) (limiter, error) { return st.Handle(name, s) },
 		raw: func(name, key string) []byte {
 			v, err := raw.Get(ctx, rkey(name, key)).Result()
 			if errors.Is(err, redis.Nil) {
@@ -236,32 +173,24 @@ func openRedis(t *testing.T) *suite {
 			return []byte(enc)
 		},
 		putRaw: func(name, key string, enc []byte) {
-			v := fmt.Sprintf("%d;%s", clock.Now().UnixNano(), enc)
+			v := fmt.Sprintf("%d;%s", st.Clock.Now().UnixNano(), enc)
 			require.NoError(t, raw.Set(ctx, rkey(name, key), v, 0).Err())
 		},
-		reopen: reopen,
-		other: func(name string, s strategies.Strategy) (limiter, error) {
-			return asLimiter(second.Limiter(name, s))
-		},
-		ttl: true,
+		reopen: st.Reopen,
+		other:  second.Handle,
+		ttl:    true,
 	}
 }
 
-// conform runs f for every backend and each of cases, each on a fresh
-// store.
+// conform runs f for every backend of the matrix and each of cases, each
+// on a fresh store.
 func conform(t *testing.T, cases []strategyCase, f func(t *testing.T, s *suite, c strategyCase, l limiter)) {
-	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
-			for _, c := range cases {
-				t.Run(c.name, func(t *testing.T) {
-					s := b.open(t)
-					l, err := s.Limiter(c.name, c.s)
-					require.NoError(t, err)
-					f(t, s, c, l)
-				})
-			}
-		})
-	}
+	eachCase(t, backendtest.All(), cases, func(t *testing.T, b backendtest.Backend, c strategyCase) {
+		s := openSuite(t, b)
+		l, err := s.Limiter(c.name, c.s)
+		require.NoError(t, err)
+		f(t, s, c, l)
+	})
 }
 
 func TestExactlyLimitThenDenied(t *testing.T) {

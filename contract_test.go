@@ -10,29 +10,21 @@ import (
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/backend"
+	"github.com/ratestore/ratestore/internal/backendtest"
 	"github.com/ratestore/ratestore/internal/redistest"
 	"github.com/ratestore/ratestore/redisstore"
 	"github.com/ratestore/ratestore/strategies"
 )
 
 // TestStoreContract runs one test of the backend contract (backend.Store)
-// on the four envs of the engine and on Redis: records, batches, Reread,
-// leases and reservations mean the same on each. shared says whether the
-// store is changed by other processes, the one thing Reread reports.
+// on every backend of the matrix and on a Redis Cluster: records, batches,
+// Reread, leases and reservations mean the same on each. shared says
+// whether the store is changed by other processes, the one thing Reread
+// reports.
 func TestStoreContract(t *testing.T) {
-	for _, e := range envs {
-		t.Run(e.String(), func(t *testing.T) {
-			s := e.open(t)
-			contract(t, s.DB, s.clock.Advance, false)
-		})
-	}
-	t.Run("redis", func(t *testing.T) {
-		srv := redistest.Start(t)
-		clock := newClock()
-		db, err := redisstore.Open(ctx, srv.URL(), redisstore.Options{Now: clock.Now})
-		require.NoError(t, err)
-		t.Cleanup(func() { db.Close() })
-		contract(t, db, clock.Advance, true)
+	backendtest.Run(t, backendtest.All(), func(t *testing.T, b backendtest.Backend) {
+		st := b.Open(t, newClock())
+		contract(t, st.Store, st.Clock.Advance, b.IsRedis())
 	})
 	t.Run("redis-cluster", func(t *testing.T) {
 		clock := newClock()

@@ -8,15 +8,17 @@ import (
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/backend"
+	"github.com/ratestore/ratestore/internal/backendtest"
 	"github.com/ratestore/ratestore/strategies"
 )
 
 // TestExportRestore: what Export gives, Restore loads into another backend,
 // record for record, and the copy decides as the original would.
 func TestExportRestore(t *testing.T) {
-	for _, e := range envs {
+	all := backendtest.Embedded()
+	for i, e := range all {
 		t.Run(e.String(), func(t *testing.T) {
-			src := e.open(t)
+			src := open(t, e)
 			l, err := src.Limiter("rps", strategies.GCRA{Rate: 1, Burst: 3})
 			require.NoError(t, err)
 			_, err = l.AllowN(ctx, "alice", 2)
@@ -32,8 +34,7 @@ func TestExportRestore(t *testing.T) {
 			}))
 			require.Len(t, recs, 2, "a state and a record")
 
-			other := envs[(indexOf(e)+1)%len(envs)] // another backend or mode
-			dst := other.open(t)
+			dst := open(t, all[(i+1)%len(all)]) // another backend or mode
 			dst.clock.Set(src.clock.Now())
 			require.NoError(t, dst.Restore(ctx, recs))
 			var got []ratestore.Entry
@@ -56,13 +57,4 @@ func TestExportRestore(t *testing.T) {
 			require.ErrorIs(t, dst.Restore(ctx, recs), ratestore.ErrInvalid)
 		})
 	}
-}
-
-func indexOf(e env) int {
-	for i := range envs {
-		if envs[i] == e {
-			return i
-		}
-	}
-	return -1
 }

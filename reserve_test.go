@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/internal/backendtest"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -65,9 +66,9 @@ func TestReserveOverLimit(t *testing.T) {
 // Reservation); cancelling one after another was made gives back nothing;
 // one whose time has come is not cancelled.
 func TestReserveGCRA(t *testing.T) {
-	for _, e := range envs {
+	for _, e := range backendtest.Embedded() {
 		t.Run(e.String(), func(t *testing.T) {
-			s := e.open(t)
+			s := open(t, e)
 			g := strategies.GCRA{Rate: 10, Burst: 2}
 			l, err := s.Limiter("g", g)
 			require.NoError(t, err)
@@ -109,7 +110,7 @@ func TestReserveGCRA(t *testing.T) {
 // that gives up leaves the key as if it had never waited when it was the
 // last.
 func TestWaitFIFO(t *testing.T) {
-	s := envs[1].open(t) // bolt, async: the order is the engine's, whatever the durability
+	s := open(t, backendtest.BoltAsync) // bolt, async: the order is the engine's, whatever the durability
 	l, err := s.Limiter("w", strategies.GCRA{Rate: 100, Burst: 1})
 	require.NoError(t, err)
 	const waiters = 1000

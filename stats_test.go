@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/internal/backendtest"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -16,9 +17,9 @@ import (
 // files on disk grow with what was written.
 func TestStats(t *testing.T) {
 	g := strategies.GCRA{Rate: 1, Burst: 5}
-	for _, e := range envs {
+	for _, e := range backendtest.Embedded() {
 		t.Run(e.String(), func(t *testing.T) {
-			s := e.open(t)
+			s := open(t, e)
 			s.WaitFilter()
 			l, err := s.Limiter("stats", g)
 			require.NoError(t, err)
@@ -34,7 +35,7 @@ func TestStats(t *testing.T) {
 			st = s.Stats()
 			require.Equal(t, 10, st.CachedKeys)
 			require.Zero(t, st.Loads, "a key never stored is not looked up in the store (the filter of stored keys)")
-			if e.durability == ratestore.Async {
+			if e.Durability() == ratestore.Async {
 				require.Equal(t, 10, st.DirtyKeys, "nothing flushed yet")
 			} else {
 				require.Zero(t, st.DirtyKeys, "Sync: each call waited for its commit")

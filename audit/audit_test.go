@@ -15,10 +15,8 @@ import (
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/audit"
 	"github.com/ratestore/ratestore/backend"
-	"github.com/ratestore/ratestore/badger"
+	"github.com/ratestore/ratestore/internal/backendtest"
 	"github.com/ratestore/ratestore/internal/fakeclock"
-	"github.com/ratestore/ratestore/internal/redistest"
-	"github.com/ratestore/ratestore/redisstore"
 )
 
 var (
@@ -26,21 +24,7 @@ var (
 	t0  = time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
 )
 
-type mode struct {
-	name       string
-	backend    ratestore.Backend
-	durability ratestore.Durability
-	redis      bool
-}
-
-var modes = []mode{
-	{"bolt/sync", ratestore.Bolt, ratestore.Sync, false},
-	{"bolt/async", ratestore.Bolt, ratestore.Async, false},
-	{"badger/async", badger.Backend, ratestore.Async, false},
-	{name: "redis", redis: true},
-}
-
-// env is an audit log on a store in one mode, with a fake clock.
+// env is an audit log on a store of the backend matrix, with a fake clock.
 type env struct {
 	t     *testing.T
 	clock *fakeclock.Clock
@@ -77,30 +61,18 @@ func (s counting) ScanFrom(ctx context.Context, prefix, start []byte, fn func(k,
 }
 
 func forEach(t *testing.T, opts audit.Options, f func(t *testing.T, e *env)) {
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
-			f(t, open(t, m, opts))
-		})
-	}
+	backendtest.Run(t, backendtest.All(), func(t *testing.T, b backendtest.Backend) {
+		f(t, open(t, b, opts))
+	})
 }
 
-// open returns an env on a new store in mode m.
-func open(t *testing.T, m mode, opts audit.Options) *env {
+// open returns an env on a new store of b.
+func open(t *testing.T, b backendtest.Backend, opts audit.Options) *env {
 	e := &env{t: t, clock: fakeclock.New(t0), scans: &counter{}}
 	if opts.SweepInterval == 0 {
 		opts.SweepInterval = -1 // the tests sweep when they mean to
 	}
-	if m.redis {
-		db, err := redisstore.Open(ctx, redistest.Start(t).URL(), redisstore.Options{Now: e.clock.Now, Timeout: 10 * time.Second})
-		require.NoError(t, err)
-		t.Cleanup(func() { db.Close() })
-		bind(e, db, opts)
-		return e
-	}
-	db, err := ratestore.Open(filepath.Join(t.TempDir(), "a.db"), ratestore.Options{Backend: m.backend, Durability: m.durability, Now: e.clock.Now})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, db.Close()) })
-	bind(e, db, opts)
+	bind(e, b.Open(t, e.clock).Store, opts)
 	return e
 }
 
@@ -257,7 +229,7 @@ func TestRange(t *testing.T) {
 // TestQueryErrors: a parameter out of its range is a QueryError naming
 // it, matching ErrInvalid.
 func TestQueryErrors(t *testing.T) {
-	e := open(t, modes[0], audit.Options{Retention: 30 * 24 * time.Hour})
+	e := open(t, backendtest.BoltSync, audit.Options{Retention: 30 * 24 * time.Hour})
 	now := e.clock.Now()
 	for _, c := range []struct {
 		q     audit.Query
@@ -289,7 +261,7 @@ func TestQueryErrors(t *testing.T) {
 // TestRecordInvalid: an event out of its bounds is refused, matching
 // ErrInvalid, and stores nothing.
 func TestRecordInvalid(t *testing.T) {
-	e := open(t, modes[0], audit.Options{})
+	e := open(t, backendtest.BoltSync, audit.Options{})
 	long := string(make([]byte, 200))
 	for _, ev := range []audit.Event{
 		{Action: "key.create", Target: "key_a"},
@@ -418,7 +390,7 @@ func TestReadOnly(t *testing.T) {
 // with ErrCorrupt, naming it, and never panics; the sweep drops it.
 func TestCorrupt(t *testing.T) {
 	for _, v := range []string{`{`, `[]`, `{"actor":""}`, `{"actor":"cli","action":"x","extra":1}`, "\xff", `{"actor":"cli","action":"x"} {}`} {
-		e := open(t, modes[0], audit.Options{Retention: time.Hour})
+		e := open(t, backendtest.BoltSync, audit.Options{Retention: time.Hour})
 		ev := e.record("cli", "key_a", 1)
 		key := fmt.Sprintf("A/e/%016x0123456789abcdef%08x", ^uint64(t0.UnixNano()), 7)
 		e.put(key, []byte(v))
@@ -435,7 +407,7 @@ func TestCorrupt(t *testing.T) {
 		require.Equal(t, 2, n)
 		require.Empty(t, e.records("A/"))
 	}
-	e := open(t, modes[0], audit.Options{})
+	e := open(t, backendtest.BoltSync, audit.Options{})
 	e.put("A/e/short", []byte(`{}`))
 	_, err := e.log.Events(ctx, audit.Query{})
 	require.ErrorIs(t, err, ratestore.ErrCorrupt)
@@ -444,7 +416,7 @@ func TestCorrupt(t *testing.T) {
 // TestPageBytes: a page of large events ends once it holds MaxPageBytes,
 // before its limit, and the next page goes on from there.
 func TestPageBytes(t *testing.T) {
-	e := open(t, modes[0], audit.Options{})
+	e := open(t, backendtest.BoltSync, audit.Options{})
 	big := jsonOf(strings.Repeat("m", 300<<10))
 	var want []audit.Event
 	for range 20 {

@@ -84,4 +84,3 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 	r.canceled = ok
 	return err
 }
-

@@ -134,4 +134,3 @@ type Batch interface {
 	// clock read before it.
 	Now() time.Time
 }
-

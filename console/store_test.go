@@ -6,20 +6,17 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/backend"
+	"github.com/ratestore/ratestore/internal/backendtest"
 	"github.com/ratestore/ratestore/internal/fakeclock"
-	"github.com/ratestore/ratestore/internal/redistest"
-	"github.com/ratestore/ratestore/redisstore"
 )
 
-// backend is a store of the contract the tests keep sessions in, with
+// testStore is a store of the contract the tests keep sessions in, with
 // what they read and write of it directly.
 type testStore struct {
 	sessions *Sessions
@@ -44,47 +41,17 @@ func backendOf(t *testing.T, db backend.Store) testStore {
 	}
 }
 
-// openDB opens the database at path on clock, closed when the test ends.
-func openDB(t *testing.T, path string, clock *fakeclock.Clock) *ratestore.DB {
-	t.Helper()
-	db, err := ratestore.Open(path, ratestore.Options{Now: clock.Now})
-	require.NoError(t, err)
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
-// openRedis opens the Redis at url on clock, closed when the test ends.
-func openRedis(t *testing.T, url string, clock *fakeclock.Clock) *redisstore.DB {
-	t.Helper()
-	rdb, err := redisstore.Open(context.Background(), url, redisstore.Options{Now: clock.Now})
-	require.NoError(t, err)
-	t.Cleanup(func() { rdb.Close() })
-	return rdb
-}
-
-// backends open the stores the tests run on, on a clock: a database,
-// and a Redis.
-var backends = map[string]func(*testing.T, *fakeclock.Clock) testStore{
-	"bolt": func(t *testing.T, clock *fakeclock.Clock) testStore {
-		return backendOf(t, openDB(t, filepath.Join(t.TempDir(), "db"), clock))
-	},
-	"redis": func(t *testing.T, clock *fakeclock.Clock) testStore {
-		return backendOf(t, openRedis(t, redistest.Start(t).URL(), clock))
-	},
-}
-
 // TestSessionsRestart: a session signed in at one console opens a new
 // console on the same database, as after a restart, with the same CSRF
 // token.
 func TestSessionsRestart(t *testing.T) {
 	clock := fakeclock.New(t0)
-	path := filepath.Join(t.TempDir(), "db")
-	db := openDB(t, path, clock)
-	before := newConsole(t, Options{Now: clock.Now, Sessions: StoreSessions(db)})
+	st := backendtest.BoltSync.Open(t, clock)
+	before := newConsole(t, Options{Now: clock.Now, Sessions: StoreSessions(st.Store)})
 	cookie, csrf := signIn(t, before, "127.0.0.1:1")
-	require.NoError(t, db.Close())
+	st.Reopen()
 
-	after := newConsole(t, Options{Now: clock.Now, Sessions: StoreSessions(openDB(t, path, clock))})
+	after := newConsole(t, Options{Now: clock.Now, Sessions: StoreSessions(st.Store)})
 	w := call(after, "GET", "/admin/session", "127.0.0.1:1", "", cookie, "")
 	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
 	require.Contains(t, w.Body.String(), `"csrf":"`+csrf+`"`)
@@ -98,9 +65,9 @@ func TestSessionsRestart(t *testing.T) {
 // ends it at both.
 func TestSessionsShared(t *testing.T) {
 	clock := fakeclock.New(t0)
-	url := redistest.Start(t).URL()
-	a := newConsole(t, Options{Now: clock.Now, Sessions: StoreSessions(openRedis(t, url, clock))})
-	b := newConsole(t, Options{Now: clock.Now, Sessions: StoreSessions(openRedis(t, url, clock))})
+	st := backendtest.Redis.Open(t, clock)
+	a := newConsole(t, Options{Now: clock.Now, Sessions: StoreSessions(st.Store)})
+	b := newConsole(t, Options{Now: clock.Now, Sessions: StoreSessions(st.Another())})
 	cookie, csrf := signIn(t, a, "127.0.0.1:1")
 	w := call(b, "GET", "/admin/keys", "127.0.0.1:1", "", cookie, "")
 	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
@@ -118,45 +85,43 @@ func TestSessionsShared(t *testing.T) {
 // its cookie) and expiry, never the cookie or the CSRF token; MaxSessions
 // forgets the oldest, and expired sessions are swept.
 func TestSessionRecords(t *testing.T) {
-	for name, open := range backends {
-		t.Run(name, func(t *testing.T) {
-			clock := fakeclock.New(t0)
-			be := open(t, clock)
-			c := newConsole(t, Options{Now: clock.Now, Sessions: be.sessions, MaxSessions: 3, SessionTTL: time.Hour})
-			var cookies []string
-			for i := range 4 {
-				cookie, csrf := signIn(t, c, "127.0.0.1:1")
-				cookies = append(cookies, cookie)
-				for k, v := range be.records() {
-					for _, secret := range []string{cookie, csrf} {
-						require.NotContains(t, k, secret)
-						require.False(t, bytes.Contains(v, []byte(secret)))
-					}
+	backendtest.Run(t, backendtest.All(), func(t *testing.T, b backendtest.Backend) {
+		clock := fakeclock.New(t0)
+		be := backendOf(t, b.Open(t, clock).Store)
+		c := newConsole(t, Options{Now: clock.Now, Sessions: be.sessions, MaxSessions: 3, SessionTTL: time.Hour})
+		var cookies []string
+		for i := range 4 {
+			cookie, csrf := signIn(t, c, "127.0.0.1:1")
+			cookies = append(cookies, cookie)
+			for k, v := range be.records() {
+				for _, secret := range []string{cookie, csrf} {
+					require.NotContains(t, k, secret)
+					require.False(t, bytes.Contains(v, []byte(secret)))
 				}
-				id := sha256.Sum256([]byte(cookie))
-				require.Contains(t, be.records(), "console/s/"+hex.EncodeToString(id[:])+"/sessions")
-				clock.Advance(time.Duration(i+1) * time.Minute) // signed in at 0, 1, 3 and 6 minutes
 			}
-			require.Equal(t, 3, sessions(t, c))
-			require.False(t, isLive(c, cookies[0]), "the oldest, forgotten for the fourth")
-			require.Len(t, be.records(), 2*3+1, "a record and its expiry each, and the count")
+			id := sha256.Sum256([]byte(cookie))
+			require.Contains(t, be.records(), "console/s/"+hex.EncodeToString(id[:])+"/sessions")
+			clock.Advance(time.Duration(i+1) * time.Minute) // signed in at 0, 1, 3 and 6 minutes
+		}
+		require.Equal(t, 3, sessions(t, c))
+		require.False(t, isLive(c, cookies[0]), "the oldest, forgotten for the fourth")
+		require.Len(t, be.records(), 2*3+1, "a record and its expiry each, and the count")
 
-			clock.Advance(52 * time.Minute) // 1h2m: the second has expired, not the third
-			require.Equal(t, 2, sessions(t, c))
-			require.False(t, isLive(c, cookies[1]))
-			require.True(t, isLive(c, cookies[2]))
-			clock.Advance(time.Hour)
-			require.Zero(t, sessions(t, c))
-			require.Len(t, be.records(), 1, "only the count is left")
-		})
-	}
+		clock.Advance(52 * time.Minute) // 1h2m: the second has expired, not the third
+		require.Equal(t, 2, sessions(t, c))
+		require.False(t, isLive(c, cookies[1]))
+		require.True(t, isLive(c, cookies[2]))
+		clock.Advance(time.Hour)
+		require.Zero(t, sessions(t, c))
+		require.Len(t, be.records(), 1, "only the count is left")
+	})
 }
 
 // TestSessionCorrupt: a session record that does not decode fails the
 // requests of its cookie with 500, and is forgotten by its sign-out.
 func TestSessionCorrupt(t *testing.T) {
 	clock := fakeclock.New(t0)
-	be := backendOf(t, openDB(t, filepath.Join(t.TempDir(), "db"), clock))
+	be := backendOf(t, backendtest.BoltSync.Open(t, clock).Store)
 	c := newConsole(t, Options{Now: clock.Now, Sessions: be.sessions})
 	cookie, csrf := signIn(t, c, "127.0.0.1:1")
 	id := sha256.Sum256([]byte(cookie))

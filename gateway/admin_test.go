@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/admin"
 	"github.com/ratestore/ratestore/internal/logbuf"
 	"github.com/stretchr/testify/require"
@@ -26,7 +25,7 @@ const adminToken = "test-admin-token-0123456789abcdef"
 // newAdminEnv is an env whose gateway has the admin API open with
 // adminToken.
 func newAdminEnv(t testing.TB, opts Options) *env {
-	return newEnvOp(t, opts, ratestore.Options{}, operator{token: adminToken})
+	return newEnvOp(t, opts, operator{token: adminToken})
 }
 
 // admin sends an admin request with token (none when ""): body is sent as

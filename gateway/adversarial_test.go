@@ -29,7 +29,6 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/internal/apierror"
 	"github.com/ratestore/ratestore/internal/logbuf"
 	"github.com/ratestore/ratestore/keystore"
@@ -1272,7 +1271,7 @@ func newAdversaryOp(t *testing.T, opts Options, op operator) *adversary {
 	opts.Upstream = up.url(t)
 	opts.UpstreamKey = cmp.Or(opts.UpstreamKey, gatewayCredential)
 	a := &adversary{
-		env:       newEnvOp(t, opts, ratestore.Options{}, op),
+		env:       newEnvOp(t, opts, op),
 		lenient:   up,
 		maxCharge: cmp.Or(opts.MaxTokensPerRequest, DefaultMaxTokensPerRequest),
 		attackers: make(map[string]attacker),

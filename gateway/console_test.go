@@ -16,7 +16,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/admin"
 	"github.com/ratestore/ratestore/console"
 	"github.com/ratestore/ratestore/internal/logbuf"
@@ -34,7 +33,7 @@ func newConsoleEnv(t testing.TB, op operator) *env {
 	if op.ttl == 0 {
 		op.ttl = consoleTTL
 	}
-	return newEnvOp(t, Options{}, ratestore.Options{}, op)
+	return newEnvOp(t, Options{}, op)
 }
 
 // signIn signs in to the console with token, requires 200, and returns

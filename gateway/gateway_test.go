@@ -24,15 +24,12 @@ import (
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/admin"
-	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/console"
+	"github.com/ratestore/ratestore/internal/backendtest"
 	"github.com/ratestore/ratestore/internal/fakeclock"
 	"github.com/ratestore/ratestore/internal/logbuf"
-	"github.com/ratestore/ratestore/internal/redistest"
-	"github.com/ratestore/ratestore/internal/storage/storagetest"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/promstats"
-	"github.com/ratestore/ratestore/redisstore"
 	"github.com/stretchr/testify/require"
 )
 
@@ -729,22 +726,25 @@ func withModel(body any) any {
 }
 
 // env is a gateway served over loopback in front of a fake upstream, on a
-// backend with a fake clock: a database in a temporary directory, or with
-// RATESTORE_TEST_BACKEND=redis (which .ci/run sets for one more run of the
-// suite) a redis-server of its own. Tests make gateways on it with
-// newGateway, whichever it is.
+// backend with a fake clock: backendtest.Single, a database in a temporary
+// directory, or with RATESTORE_TEST_BACKEND=redis (which .ci/run sets for
+// one more run of the suite) a redis-server of its own. Tests make
+// gateways on it with newGateway, whichever it is.
 type env struct {
-	t       testing.TB
-	clock   *fakeclock.Clock
-	be      storeFuncs
-	ks      *keystore.Store
-	up      *upstream
-	gw      *Gateway
-	op      operator         // the operator's side the env serves, if any
-	console *console.Console // nil without op.token
-	srv     *httptest.Server
-	client  *http.Client
-	served  chan struct{} // a value each time the gateway finished a request
+	t     testing.TB
+	clock *fakeclock.Clock
+	st    *backendtest.Store
+	// storeSessions are the console's, kept in the store as the gateway
+	// command keeps them.
+	storeSessions *console.Sessions
+	ks            *keystore.Store
+	up            *upstream
+	gw            *Gateway
+	op            operator         // the operator's side the env serves, if any
+	console       *console.Console // nil without op.token
+	srv           *httptest.Server
+	client        *http.Client
+	served        chan struct{} // a value each time the gateway finished a request
 }
 
 // operator is the operator's side of an env's gateway: the console
@@ -761,15 +761,16 @@ type operator struct {
 
 // newEnv starts an env; opts.Upstream defaults to the fake upstream.
 func newEnv(t testing.TB, opts Options) *env {
-	return newEnvWith(t, opts, ratestore.Options{})
-}
-
-func newEnvWith(t testing.TB, opts Options, dbOpts ratestore.Options) *env {
-	return newEnvOp(t, opts, dbOpts, operator{})
+	return newEnvOp(t, opts, operator{})
 }
 
 // newEnvOp starts an env that serves the operator's side op.
-func newEnvOp(t testing.TB, opts Options, dbOpts ratestore.Options, op operator) *env {
+func newEnvOp(t testing.TB, opts Options, op operator) *env {
+	return newEnvOn(t, backendtest.Single(), ratestore.Options{}, opts, op)
+}
+
+// newEnvOn starts an env on a store of b, a database with dbOpts.
+func newEnvOn(t testing.TB, b backendtest.Backend, dbOpts ratestore.Options, opts Options, op operator) *env {
 	e := &env{t: t, clock: fakeclock.New(start), served: make(chan struct{}, 1<<12), op: op}
 	if e.op.bodyTimeout == 0 {
 		e.op.bodyTimeout = opts.BodyTimeout
@@ -780,19 +781,8 @@ func newEnvOp(t testing.TB, opts Options, dbOpts ratestore.Options, op operator)
 	if opts.Now == nil {
 		opts.Now = e.clock.Now
 	}
-	if storagetest.OnRedis() {
-		srv := redistest.Start(t)
-		rdb, err := redisstore.Open(context.Background(), srv.URL(), redisstore.Options{Now: e.clock.Now, Timeout: 10 * time.Second})
-		require.NoError(t, err)
-		t.Cleanup(func() { require.NoError(t, rdb.Close()) })
-		e.be = backendOf(rdb)
-	} else {
-		dbOpts.Now = e.clock.Now
-		db, err := ratestore.Open(t.TempDir()+"/gateway.db", dbOpts)
-		require.NoError(t, err)
-		t.Cleanup(func() { require.NoError(t, db.Close()) })
-		e.be = backendOf(db)
-	}
+	e.st = b.OpenWith(t, e.clock, dbOpts)
+	e.storeSessions = console.StoreSessions(e.st.Store)
 	e.up = newUpstream(t)
 	if opts.Upstream == nil {
 		opts.Upstream = e.up.url(t)
@@ -800,34 +790,19 @@ func newEnvOp(t testing.TB, opts Options, dbOpts ratestore.Options, op operator)
 	var err error
 	e.gw, err = e.newGateway(opts)
 	require.NoError(t, err)
-	e.ks, err = e.be.keys()
+	e.ks, err = keystore.Open(e.st.Store, keystore.Options{})
 	require.NoError(t, err)
 	e.serve()
 	return e
 }
 
-// backend is the env's store, through the backend contract.
-type storeFuncs struct {
-	gateway  func(Options) (*Gateway, error)
-	keys     func() (*keystore.Store, error)
-	sessions *console.Sessions // the console's, kept in the store as the gateway command keeps them
-	stats    bool              // it keeps statistics (promstats.Source), which /metrics shows
-}
-
-func backendOf(db backend.Store) storeFuncs {
-	return storeFuncs{
-		gateway:  func(o Options) (*Gateway, error) { return New(db, o) },
-		keys:     func() (*keystore.Store, error) { return keystore.Open(db, keystore.Options{}) },
-		sessions: console.StoreSessions(db),
-		stats:    isSource(db),
-	}
-}
-
-func isSource(db any) bool { _, ok := db.(promstats.Source); return ok }
+// stats reports whether the env's store keeps statistics
+// (promstats.Source), which /metrics shows.
+func (e *env) stats() bool { _, ok := e.st.Store.(promstats.Source); return ok }
 
 // newGateway is New on the env's store.
 func (e *env) newGateway(opts Options) (*Gateway, error) {
-	g, err := e.be.gateway(opts)
+	g, err := New(e.st.Store, opts)
 	if err == nil {
 		e.t.Cleanup(func() { require.NoError(e.t, g.Close(context.Background())) })
 	}
@@ -859,7 +834,7 @@ func (e *env) newConsole(op operator) *console.Console {
 	aopts := admin.Options{Keys: e.ks, Ledger: e.gw.Ledger(), Now: e.clock.Now, BodyTimeout: op.bodyTimeout, Log: op.log}
 	copts := console.Options{Token: op.token, SessionTTL: op.ttl, ReadOnly: op.readOnly, Now: e.clock.Now, Log: op.log, BodyTimeout: op.bodyTimeout}
 	if !op.readOnly {
-		copts.Sessions = e.be.sessions // the console command's, read-only, keeps them in memory
+		copts.Sessions = e.storeSessions // the console command's, read-only, keeps them in memory
 	}
 	if !op.alone {
 		aopts.Gateway = e.gw

@@ -100,7 +100,7 @@ func TestMetrics(t *testing.T) {
 	s := e.scrape()
 	require.Contains(t, s, "go_goroutines", "the Go collector")
 	require.Contains(t, s, "process_start_time_seconds", "the process collector")
-	if e.be.stats {
+	if e.stats() {
 		require.Contains(t, s, "ratestore_cached_keys", "the database's statistics (promstats)")
 		require.Contains(t, s, "ratestore_disk_bytes")
 	} else {

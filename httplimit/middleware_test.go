@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -18,50 +17,36 @@ import (
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/httplimit"
+	"github.com/ratestore/ratestore/internal/backendtest"
 	"github.com/ratestore/ratestore/internal/fakeclock"
-	"github.com/ratestore/ratestore/internal/redistest"
-	"github.com/ratestore/ratestore/internal/storage/storagetest"
-	"github.com/ratestore/ratestore/redisstore"
 	"github.com/ratestore/ratestore/strategies"
 	"github.com/stretchr/testify/require"
 )
 
 var ctx = context.Background()
 
-// env is a store on a fake clock, through the backend contract: a
-// database in a temporary directory, or with RATESTORE_TEST_BACKEND=redis
-// (which .ci/run sets for one more run of the suite) a redis-server of its
-// own.
+// env is a store on a fake clock, through the backend contract:
+// backendtest.Single, a database in a temporary directory, or with
+// RATESTORE_TEST_BACKEND=redis (which .ci/run sets for one more run of the
+// suite) a redis-server of its own.
 type env struct {
-	t     testing.TB
-	make  func(name string, s strategies.Strategy) (backend.Limiter, error)
-	close func() error
-	clk   *fakeclock.Clock
+	t   testing.TB
+	st  *backendtest.Store
+	clk *fakeclock.Clock
 }
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
 	clk := fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	if storagetest.OnRedis() {
-		srv := redistest.Start(t)
-		db, err := redisstore.Open(ctx, srv.URL(), redisstore.Options{Now: clk.Now, Timeout: 10 * time.Second})
-		require.NoError(t, err)
-		t.Cleanup(func() { db.Close() })
-		return envOf(t, db, clk)
-	}
-	db, err := ratestore.Open(filepath.Join(t.TempDir(), "ratestore.db"), ratestore.Options{Now: clk.Now})
-	require.NoError(t, err)
-	t.Cleanup(func() { db.Close() })
-	return envOf(t, db, clk)
+	return &env{t: t, st: backendtest.Single().Open(t, clk), clk: clk}
 }
 
-func envOf(t testing.TB, db backend.Store, clk *fakeclock.Clock) *env {
-	return &env{t: t, clk: clk, close: db.Close, make: db.Handle}
-}
+// close closes the env's store, failing the test on an error.
+func (e *env) close() { e.st.Close() }
 
 func (e *env) limiter(name string, s strategies.Strategy) backend.Limiter {
 	e.t.Helper()
-	l, err := e.make(name, s)
+	l, err := e.st.Handle(name, s)
 	require.NoError(e.t, err)
 	return l
 }
@@ -315,7 +300,7 @@ func TestStoreFailure(t *testing.T) {
 			good := e.limiter("good", perMinute(10))
 			broken := newEnv(t)
 			bad := broken.limiter("bad", perMinute(10))
-			require.NoError(t, broken.close())
+			broken.close()
 
 			var logs bytes.Buffer
 			h, calls := served(t, httplimit.Options{
@@ -352,7 +337,7 @@ func TestStoreFailure(t *testing.T) {
 func TestSingleRuleStoreFailure(t *testing.T) {
 	e := newEnv(t)
 	lim := e.limiter("l", perMinute(1))
-	require.NoError(t, e.close())
+	e.close()
 	h, calls := served(t, httplimit.Options{Rules: []httplimit.Rule{{Limiter: lim, Key: httplimit.ClientIP()}}})
 	require.Equal(t, http.StatusServiceUnavailable, get(h, "/").Code)
 	require.Zero(t, calls.Load())

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ratestore/ratestore/internal/backendtest"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/pricing"
 	"github.com/ratestore/ratestore/strategies"
@@ -114,7 +115,7 @@ func TestBudgetConcurrent(t *testing.T) {
 
 // TestBudgetInvalid: budgets a policy refuses, with the field named.
 func TestBudgetInvalid(t *testing.T) {
-	e := newEnv(t, modes[0], keystore.Options{})
+	e := newEnv(t, backendtest.BoltSync, keystore.Options{})
 	w := []keystore.Window{{Limit: 1, Window: time.Hour}}
 	for name, c := range map[string]struct {
 		b     keystore.Budget

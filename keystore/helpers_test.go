@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
-	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -13,13 +11,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/backend"
-	"github.com/ratestore/ratestore/badger"
+	"github.com/ratestore/ratestore/internal/backendtest"
 	"github.com/ratestore/ratestore/internal/fakeclock"
-	"github.com/ratestore/ratestore/internal/redistest"
 	"github.com/ratestore/ratestore/keystore"
-	"github.com/ratestore/ratestore/redisstore"
 	"github.com/ratestore/ratestore/strategies"
 )
 
@@ -30,49 +25,22 @@ var (
 	t0 = time.Date(2026, 1, 18, 9, 0, 0, 0, time.UTC)
 )
 
-// mode is one configuration of the database that every behavioural test of
-// the key store runs on: its conformance suite.
-type mode struct {
-	backend    ratestore.Backend
-	durability ratestore.Durability
-	redis      bool // keystore.Open on a redisstore.DB on a redis-server started for the test, instead
-}
-
-func (m mode) String() string {
-	if m.redis {
-		return "redis"
-	}
-	return fmt.Sprintf("%s/%v", m.backend, m.durability)
-}
-
-var modes = []mode{
-	{ratestore.Bolt, ratestore.Sync, false},
-	{ratestore.Bolt, ratestore.Async, false},
-	{badger.Backend, ratestore.Sync, false},
-	{badger.Backend, ratestore.Async, false},
-	{redis: true},
-}
-
-// env is a key store on a real database in one mode, with a fake clock.
-// In Async mode the flush interval is far longer than any test, so only
-// Close (and Flush) make changes durable: reopen proves that they do.
+// env is a key store on a store of the backend matrix, with a fake clock:
+// every behavioural test of the key store runs on each backend (its
+// conformance suite). In Async mode the flush interval is far longer than
+// any test, so only Close (and Flush) make changes durable: reopen proves
+// that they do.
 type env struct {
 	t     *testing.T
-	mode  mode
-	path  string
+	be    backendtest.Backend
 	opts  keystore.Options
 	clock *fakeclock.Clock
-	db    *ratestore.DB
-	srv   *redistest.Server // the redis mode's
-	rdb   *redisstore.DB    // the redis mode's, in place of db
-	store store             // db's or rdb's
+	st    *backendtest.Store
 	ks    *keystore.Store
-	// wedged is set when a call under test never returned and still holds
-	// the database: Close would wait for it forever.
-	wedged bool
 }
 
-// forEach runs f on a fresh env in every mode, with the default Options.
+// forEach runs f on a fresh env on every backend, with the default
+// Options.
 func forEach(t *testing.T, f func(t *testing.T, e *env)) {
 	t.Helper()
 	forEachOpts(t, keystore.Options{}, f)
@@ -81,79 +49,25 @@ func forEach(t *testing.T, f func(t *testing.T, e *env)) {
 // forEachOpts is forEach with the key store opened with opts.
 func forEachOpts(t *testing.T, opts keystore.Options, f func(t *testing.T, e *env)) {
 	t.Helper()
-	for _, m := range modes {
-		t.Run(m.String(), func(t *testing.T) {
-			f(t, newEnv(t, m, opts))
-		})
-	}
+	backendtest.Run(t, backendtest.All(), func(t *testing.T, b backendtest.Backend) {
+		f(t, newEnv(t, b, opts))
+	})
 }
 
-// newEnv opens a database in mode m at a fresh path, and its key store.
-func newEnv(t *testing.T, m mode, opts keystore.Options) *env {
+// newEnv opens a fresh store of b, and its key store.
+func newEnv(t *testing.T, b backendtest.Backend, opts keystore.Options) *env {
 	t.Helper()
-	e := &env{t: t, mode: m, path: filepath.Join(t.TempDir(), "keys.db"), opts: opts, clock: fakeclock.New(t0)}
-	e.openDB()
+	e := &env{t: t, be: b, opts: opts, clock: fakeclock.New(t0)}
+	e.st = b.Open(t, e.clock)
 	e.openStore()
-	t.Cleanup(func() {
-		if !e.wedged && e.db != nil {
-			e.db.Close()
-		}
-		if e.rdb != nil {
-			e.rdb.Close()
-		}
-	})
 	return e
 }
 
-// openDB opens the database at e.path, without its key store.
+// openDB opens the store again (see close), without its key store.
 func (e *env) openDB() {
 	e.t.Helper()
-	if e.mode.redis {
-		if e.srv == nil {
-			e.srv = redistest.Start(e.t)
-		}
-		rdb, err := redisstore.Open(ctx, e.srv.URL(), redisstore.Options{Now: e.clock.Now, Timeout: 10 * time.Second})
-		require.NoError(e.t, err)
-		e.rdb, e.ks, e.store = rdb, nil, storeOf(rdb)
-		return
-	}
-	db, err := ratestore.Open(e.path, ratestore.Options{
-		Backend:       e.mode.backend,
-		Durability:    e.mode.durability,
-		FlushInterval: time.Hour, // never, in a test: only Close and Flush write
-		Now:           e.clock.Now,
-	})
-	require.NoError(e.t, err)
-	e.db, e.ks, e.store = db, nil, storeOf(db)
-}
-
-// store is the env's backend through the backend contract, for the
-// helpers that work behind the key store's back on either.
-type store struct {
-	open    func(keystore.Options) (*keystore.Store, error)
-	close   func() error
-	get     func(key []byte) ([]byte, error)
-	scan    func(prefix []byte, fn func(k, v []byte) error) error
-	put     func(key, value []byte) error // nil value: delete
-	limiter func(name string, s strategies.Strategy) (backend.Limiter, error)
-}
-
-func storeOf(db backend.Store) store {
-	return store{
-		open:  func(o keystore.Options) (*keystore.Store, error) { return keystore.Open(db, o) },
-		close: db.Close,
-		get:   func(key []byte) ([]byte, error) { return db.Get(ctx, key) },
-		scan:  func(p []byte, fn func(k, v []byte) error) error { return db.Scan(ctx, p, fn) },
-		put: func(key, value []byte) error {
-			return db.Update(ctx, nil, func(b backend.Batch) error {
-				if value == nil {
-					return b.Delete(key)
-				}
-				return b.Put(key, value)
-			})
-		},
-		limiter: db.Handle,
-	}
+	e.st.Reopen()
+	e.ks = nil
 }
 
 // openStore opens the key store of the open database.
@@ -165,20 +79,21 @@ func (e *env) openStore() {
 }
 
 // open opens the key store of the open database with opts.
-func (e *env) open(opts keystore.Options) (*keystore.Store, error) { return e.store.open(opts) }
+func (e *env) open(opts keystore.Options) (*keystore.Store, error) {
+	return keystore.Open(e.st.Store, opts)
+}
 
 // close closes the database.
 func (e *env) close() {
 	e.t.Helper()
-	require.NoError(e.t, e.store.close())
-	e.db, e.rdb, e.ks = nil, nil, nil
+	e.st.Close()
+	e.ks = nil
 }
 
 // reopen closes the database and opens it again at the same path, with a
 // new key store: what survives is what reached the disk.
 func (e *env) reopen() {
 	e.t.Helper()
-	e.close()
 	e.openDB()
 	e.openStore()
 }
@@ -266,7 +181,7 @@ func (e *env) pending() int {
 // rawGet reads the record at key, behind the key store's back.
 func (e *env) rawGet(key string) []byte {
 	e.t.Helper()
-	v, err := e.store.get([]byte(key))
+	v, err := e.st.Get(ctx, []byte(key))
 	require.NoError(e.t, err)
 	return v
 }
@@ -275,7 +190,12 @@ func (e *env) rawGet(key string) []byte {
 // back.
 func (e *env) rawPut(key string, value []byte) {
 	e.t.Helper()
-	require.NoError(e.t, e.store.put([]byte(key), value))
+	require.NoError(e.t, e.st.Update(ctx, nil, func(b backend.Batch) error {
+		if value == nil {
+			return b.Delete([]byte(key))
+		}
+		return b.Put([]byte(key), value)
+	}))
 }
 
 // dump returns every record of the key store (k/, h/ and l/), by key.
@@ -283,7 +203,7 @@ func (e *env) dump() map[string]string {
 	e.t.Helper()
 	m := map[string]string{}
 	for _, p := range []string{"k/", "h/", "l/"} {
-		require.NoError(e.t, e.store.scan([]byte(p), func(k, v []byte) error {
+		require.NoError(e.t, e.st.Scan(ctx, []byte(p), func(k, v []byte) error {
 			m[string(k)] = string(v)
 			return nil
 		}))
@@ -320,7 +240,7 @@ func (e *env) rateRemaining(id string, rpm int64) int64 {
 // from the engine.
 func (e *env) peek(name string, s strategies.Strategy, key string) strategies.Result {
 	e.t.Helper()
-	l, err := e.store.limiter(name, s)
+	l, err := e.st.Handle(name, s)
 	require.NoError(e.t, err)
 	r, err := l.Peek(ctx, key)
 	require.NoError(e.t, err)
@@ -330,8 +250,8 @@ func (e *env) peek(name string, s strategies.Strategy, key string) strategies.Re
 // within runs f and fails the test if it has not returned after d of real
 // time, and stops it: everything else would wait for the call too. It is
 // a watchdog for calls that deadlock, not a clock: nothing the tests
-// assert depends on it. A call that never returns is left running, and e
-// is marked wedged so that the cleanup does not wait for it.
+// assert depends on it. A call that never returns is left running, and
+// e's store abandoned so that the cleanup does not wait for it.
 func (e *env) within(d time.Duration, what string, f func()) bool {
 	e.t.Helper()
 	done := make(chan struct{})
@@ -345,7 +265,7 @@ func (e *env) within(d time.Duration, what string, f func()) bool {
 	case <-done:
 		return true
 	case <-timer.C:
-		e.wedged = true
+		e.st.Abandon()
 		e.t.Fatalf("%s did not return within %v: deadlocked (it holds the database, so the test stops here)", what, d)
 		return false
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/internal/backendtest"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/strategies"
 )
@@ -46,32 +47,30 @@ func oneUsage(w keystore.WindowUsage, inFlight int) keystore.Usage {
 // TestOpenOptions asserts that invalid Options and a nil database are
 // refused with ErrInvalid, and that a valid Open works.
 func TestOpenOptions(t *testing.T) {
-	for _, m := range modes {
-		t.Run(m.String(), func(t *testing.T) {
-			e := newEnv(t, m, keystore.Options{})
-			e.close()
-			e.openDB()
-			for _, o := range []keystore.Options{
-				{UsageWindow: time.Hour, UsageBucket: 7 * time.Minute}, // does not divide
-				{UsageWindow: -time.Hour},
-				{UsageBucket: -time.Minute},
-				{UsageWindow: 7 * time.Minute},                          // the default 5-minute bucket does not divide it
-				{UsageWindow: time.Hour, UsageBucket: time.Millisecond}, // too many buckets
-				{LeaseTTL: -time.Second},
-			} {
-				_, err := e.open(o)
-				require.ErrorIs(t, err, keystore.ErrInvalid, "%+v", o)
-			}
-			_, err := keystore.Open((*ratestore.DB)(nil), keystore.Options{})
-			require.ErrorIs(t, err, keystore.ErrInvalid)
+	backendtest.Run(t, backendtest.All(), func(t *testing.T, b backendtest.Backend) {
+		e := newEnv(t, b, keystore.Options{})
+		e.close()
+		e.openDB()
+		for _, o := range []keystore.Options{
+			{UsageWindow: time.Hour, UsageBucket: 7 * time.Minute}, // does not divide
+			{UsageWindow: -time.Hour},
+			{UsageBucket: -time.Minute},
+			{UsageWindow: 7 * time.Minute},                          // the default 5-minute bucket does not divide it
+			{UsageWindow: time.Hour, UsageBucket: time.Millisecond}, // too many buckets
+			{LeaseTTL: -time.Second},
+		} {
+			_, err := e.open(o)
+			require.ErrorIs(t, err, keystore.ErrInvalid, "%+v", o)
+		}
+		_, err := keystore.Open((*ratestore.DB)(nil), keystore.Options{})
+		require.ErrorIs(t, err, keystore.ErrInvalid)
 
-			// A refused Open attached nothing: a valid one works after it.
-			e.opts = keystore.Options{UsageWindow: time.Hour, UsageBucket: time.Minute}
-			e.openStore()
-			k, _ := e.create("h", 10)
-			require.Equal(t, []keystore.Window{{Limit: 10, Window: time.Hour, Bucket: time.Minute}}, k.Policy.Windows)
-		})
-	}
+		// A refused Open attached nothing: a valid one works after it.
+		e.opts = keystore.Options{UsageWindow: time.Hour, UsageBucket: time.Minute}
+		e.openStore()
+		k, _ := e.create("h", 10)
+		require.Equal(t, []keystore.Window{{Limit: 10, Window: time.Hour, Bucket: time.Minute}}, k.Policy.Windows)
+	})
 }
 
 // TestOpenTwice asserts that keystore.Open on one DB returns the same
@@ -608,12 +607,12 @@ func TestSecretsNeverStored(t *testing.T) {
 			}
 		}
 		// Nor in the files, whatever the backend keeps beside its keys.
-		if e.mode.redis {
+		if e.be.IsRedis() {
 			return // no files: the test's redis-server persists nothing
 		}
 		e.close()
 		n := 0
-		walkFiles(t, e.path, func(name string, data []byte) {
+		walkFiles(t, e.st.Path, func(name string, data []byte) {
 			n++
 			for _, secret := range secrets {
 				require.False(t, bytes.Contains(data, []byte(secret)), name)

@@ -27,7 +27,7 @@ var disguised = []struct{ text, char string }{
 func (e *env) dumpAll() map[string]string {
 	e.t.Helper()
 	m := e.dump()
-	require.NoError(e.t, e.store.scan([]byte("t/"), func(k, v []byte) error {
+	require.NoError(e.t, e.st.Scan(ctx, []byte("t/"), func(k, v []byte) error {
 		m[string(k)] = string(v)
 		return nil
 	}))

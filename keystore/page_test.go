@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/text/cases"
 
+	"github.com/ratestore/ratestore/internal/backendtest"
 	"github.com/ratestore/ratestore/internal/fakeclock"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/pricing"
@@ -255,7 +256,7 @@ func TestKeysCursorStable(t *testing.T) {
 }
 
 func testCursorStable(t *testing.T, q keystore.KeyQuery) {
-	e := newEnv(t, modes[1], keystore.Options{})
+	e := newEnv(t, backendtest.BoltAsync, keystore.Options{})
 	rng := rand.New(rand.NewPCG(3, 4))
 	populate(t, e.ks, e.clock, rng, 40)
 	throughout := map[string]bool{}
@@ -297,7 +298,7 @@ func testCursorStable(t *testing.T, q keystore.KeyQuery) {
 // TestKeysBadQuery: a query out of range gives a *FieldError naming the
 // parameter as the admin API does, matching ErrInvalid.
 func TestKeysBadQuery(t *testing.T) {
-	e := newEnv(t, modes[1], keystore.Options{})
+	e := newEnv(t, backendtest.BoltAsync, keystore.Options{})
 	for i := range 3 {
 		e.create(fmt.Sprint("k", i), 100)
 	}

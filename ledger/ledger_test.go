@@ -5,20 +5,16 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/backend"
-	"github.com/ratestore/ratestore/badger"
+	"github.com/ratestore/ratestore/internal/backendtest"
 	"github.com/ratestore/ratestore/internal/fakeclock"
-	"github.com/ratestore/ratestore/internal/redistest"
 	"github.com/ratestore/ratestore/ledger"
 	"github.com/ratestore/ratestore/pricing"
-	"github.com/ratestore/ratestore/redisstore"
 )
 
 var (
@@ -26,27 +22,12 @@ var (
 	t0  = time.Date(2026, 3, 1, 22, 0, 0, 0, time.UTC)
 )
 
-type mode struct {
-	name       string
-	backend    ratestore.Backend
-	durability ratestore.Durability
-	redis      bool
-}
-
-var modes = []mode{
-	{"bolt/sync", ratestore.Bolt, ratestore.Sync, false},
-	{"bolt/async", ratestore.Bolt, ratestore.Async, false},
-	{"badger/async", badger.Backend, ratestore.Async, false},
-	{name: "redis", redis: true},
-}
-
-// env is a ledger on a database in one mode, with a fake clock.
+// env is a ledger on a store of the backend matrix, with a fake clock.
 type env struct {
 	t     *testing.T
-	m     mode
-	path  string
+	be    backendtest.Backend
+	st    *backendtest.Store // nil for a ledger bound to a store of its own (TestSharedRedis)
 	clock *fakeclock.Clock
-	srv   *redistest.Server
 	reads *reads // what the ledger reads of its store, when counted
 	led   *ledger.Ledger
 	// stored is a read-only Ledger of the open database: what is stored,
@@ -63,43 +44,33 @@ type env struct {
 	scan      func(prefix string, fn func(k, v []byte))
 	// hide deletes the records under prefix, and returns the function
 	// that puts them back.
-	hide    func(prefix string) (restore func())
-	put     func(k, v []byte)
-	closeDB func() error
+	hide        func(prefix string) (restore func())
+	put         func(k, v []byte)
+	closeLedger func() error
 }
 
 func forEach(t *testing.T, f func(t *testing.T, e *env)) { forModes(t, false, f) }
 
-// forModes runs f in every mode, with the ledger's reads counted in
+// forModes runs f on every backend, with the ledger's reads counted in
 // e.reads if counting.
 func forModes(t *testing.T, counting bool, f func(t *testing.T, e *env)) {
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
-			e := &env{t: t, m: m, path: filepath.Join(t.TempDir(), "l.db"), clock: fakeclock.New(t0)}
-			if counting {
-				e.reads = &reads{}
-			}
-			e.open(ledger.Options{})
-			t.Cleanup(func() { e.close() })
-			f(t, e)
-		})
-	}
+	backendtest.Run(t, backendtest.All(), func(t *testing.T, b backendtest.Backend) {
+		e := &env{t: t, be: b, clock: fakeclock.New(t0)}
+		if counting {
+			e.reads = &reads{}
+		}
+		e.st = b.Open(t, e.clock)
+		bind(e, count(e.st.Store, e.reads), ledger.Options{})
+		t.Cleanup(func() { e.close() })
+		f(t, e)
+	})
 }
 
+// open opens the closed store again (see close), with a Ledger of opts.
 func (e *env) open(opts ledger.Options) {
 	e.t.Helper()
-	if e.m.redis {
-		if e.srv == nil {
-			e.srv = redistest.Start(e.t)
-		}
-		db, err := redisstore.Open(ctx, e.srv.URL(), redisstore.Options{Now: e.clock.Now, Timeout: 10 * time.Second})
-		require.NoError(e.t, err)
-		bind(e, count(db, e.reads), opts)
-		return
-	}
-	db, err := ratestore.Open(e.path, ratestore.Options{Backend: e.m.backend, Durability: e.m.durability, FlushInterval: time.Hour, Now: e.clock.Now})
-	require.NoError(e.t, err)
-	bind(e, count(db, e.reads), opts)
+	e.st.Reopen()
+	bind(e, count(e.st.Store, e.reads), opts)
 }
 
 func bind(e *env, db backend.Store, opts ledger.Options) {
@@ -170,18 +141,18 @@ func bind(e *env, db backend.Store, opts ledger.Options) {
 	e.put = func(k, v []byte) {
 		require.NoError(e.t, db.Update(ctx, nil, func(b backend.Batch) error { return b.Put(k, v) }))
 	}
-	e.closeDB = func() error {
-		if err := led.Close(ctx); err != nil {
-			return err
-		}
-		return db.Close()
-	}
+	e.closeLedger = func() error { return led.Close(ctx) }
 }
 
+// close closes the ledger, and the store if it is the env's.
 func (e *env) close() {
-	if e.closeDB != nil {
-		require.NoError(e.t, e.closeDB())
-		e.closeDB = nil
+	if e.closeLedger == nil {
+		return
+	}
+	require.NoError(e.t, e.closeLedger())
+	e.closeLedger = nil
+	if e.st != nil {
+		e.st.Close()
 	}
 }
 

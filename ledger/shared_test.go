@@ -4,28 +4,24 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ratestore/ratestore/internal/backendtest"
 	"github.com/ratestore/ratestore/internal/fakeclock"
-	"github.com/ratestore/ratestore/internal/redistest"
 	"github.com/ratestore/ratestore/ledger"
-	"github.com/ratestore/ratestore/redisstore"
 )
 
 // TestSharedRedis: two gateways' ledgers on one Redis, writing at once,
 // each as its own writer; either answers for both, the rollups equal to
 // the entries.
 func TestSharedRedis(t *testing.T) {
-	srv := redistest.Start(t)
 	clock := fakeclock.New(t0)
+	st := backendtest.Redis.Open(t, clock)
 	var envs [2]*env
 	for i := range envs {
-		e := &env{t: t, m: mode{name: "redis", redis: true}, clock: clock, srv: srv}
-		db, err := redisstore.Open(ctx, srv.URL(), redisstore.Options{Now: clock.Now, Timeout: 10 * time.Second})
-		require.NoError(t, err)
-		bind(e, db, ledger.Options{})
+		e := &env{t: t, be: backendtest.Redis, clock: clock}
+		bind(e, st.Another(), ledger.Options{})
 		t.Cleanup(e.close)
 		envs[i] = e
 	}

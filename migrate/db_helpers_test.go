@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
-	"github.com/ratestore/ratestore/badger"
+	"github.com/ratestore/ratestore/internal/backendtest"
 	"github.com/ratestore/ratestore/internal/fakeclock"
 	"github.com/ratestore/ratestore/internal/legacytest"
 	"github.com/ratestore/ratestore/keystore"
@@ -36,23 +36,18 @@ var (
 // last_used are a few minutes before it.
 var importNow = ts("2026-01-18T11:05:00Z")
 
-var backends = []ratestore.Backend{ratestore.Bolt, badger.Backend}
-
-// forEachBackend runs fn as a subtest on each backend.
-func forEachBackend(t *testing.T, fn func(t *testing.T, b ratestore.Backend)) {
-	for _, b := range backends {
-		t.Run(b.String(), func(t *testing.T) { fn(t, b) })
-	}
+// forEachBackend runs fn as a subtest on each embedded backend of the
+// matrix: the package moves records between databases, which Redis has
+// none of.
+func forEachBackend(t *testing.T, fn func(t *testing.T, b backendtest.Backend)) {
+	backendtest.Run(t, backendtest.Embedded(), fn)
 }
 
-// openDB opens a new database on backend with clock c, closed at the end
-// of the test.
-func openDB(t testing.TB, backend ratestore.Backend, c *fakeclock.Clock) *ratestore.DB {
+// openDB opens a new database of b with clock c, closed at the end of the
+// test.
+func openDB(t testing.TB, b backendtest.Backend, c *fakeclock.Clock) *ratestore.DB {
 	t.Helper()
-	db, err := ratestore.Open(filepath.Join(t.TempDir(), "db-"+backend.String()), ratestore.Options{Backend: backend, Now: c.Now})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = db.Close() })
-	return db
+	return b.Open(t, c).DB
 }
 
 // keys is the key store of db, as the package opens it.

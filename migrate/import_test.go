@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/badger"
+	"github.com/ratestore/ratestore/internal/backendtest"
 	"github.com/ratestore/ratestore/internal/fakeclock"
 	"github.com/ratestore/ratestore/internal/storage/dbcopy"
 	"github.com/ratestore/ratestore/keystore"
@@ -24,7 +25,7 @@ import (
 // older ones count nothing; LifetimeTokens is total_lifetime_tokens; ci-bot
 // has its 20001 tokens, not the 40002 of its rolling_window_cache.
 func TestImportFixtures(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b ratestore.Backend) {
+	forEachBackend(t, func(t *testing.T, b backendtest.Backend) {
 		clk := fakeclock.New(importNow)
 		db := openDB(t, b, clk)
 		rep, err := ImportLegacyFile(ctx, db, fixture("apikeys.sample.json"))
@@ -98,7 +99,7 @@ func TestImportFixtures(t *testing.T) {
 // nothing, and the others count until they would have expired.
 func TestImportMigratesAtFirstTouch(t *testing.T) {
 	clk := fakeclock.New(importNow)
-	db := openDB(t, ratestore.Bolt, clk)
+	db := openDB(t, backendtest.BoltSync, clk)
 	importFixtures(t, db)
 	clk.Set(ts("2026-01-18T14:32:00Z")) // gateway-prod's 09:30 window counts until 14:30
 	k, res, err := keys(t, db).Check(ctx, fixtureSecrets["gateway-prod"])
@@ -119,7 +120,7 @@ func TestImportMigratesAtFirstTouch(t *testing.T) {
 // TestImportTwice: importing a file again changes nothing, before and after
 // its keys were touched: no key twice, no window counted twice.
 func TestImportTwice(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b ratestore.Backend) {
+	forEachBackend(t, func(t *testing.T, b backendtest.Backend) {
 		db := openDB(t, b, fakeclock.New(importNow))
 		importFixtures(t, db)
 		before := dump(t, db)
@@ -160,7 +161,7 @@ func TestImportTwice(t *testing.T) {
 // TestImportSkipIndexes: skips name the entry of the file, whether the
 // file repeats a key or the database has it.
 func TestImportSkipIndexes(t *testing.T) {
-	db := openDB(t, ratestore.Bolt, fakeclock.New(importNow))
+	db := openDB(t, backendtest.BoltSync, fakeclock.New(importNow))
 	other := func(n int) string { return fmt.Sprintf(`"pk_live_other%030d"`, n) }
 	rep, err := ImportLegacy(ctx, db, strings.NewReader(fileJSON(entryJSON())))
 	require.NoError(t, err)
@@ -183,7 +184,7 @@ func TestImportSkipIndexes(t *testing.T) {
 // TestImportRefusedChangesNothing: a refused file leaves the database
 // exactly as it was, and CheckLegacyFile says the same as the import.
 func TestImportRefusedChangesNothing(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b ratestore.Backend) {
+	forEachBackend(t, func(t *testing.T, b backendtest.Backend) {
 		db := openDB(t, b, fakeclock.New(importNow))
 		importFixtures(t, db)
 		l, err := db.Limiter("rps", strategies.TokenBucket{Rate: 1, Burst: 5})
@@ -209,7 +210,7 @@ func TestImportRefusedChangesNothing(t *testing.T) {
 // TestImportMalformedFixtures: what the importer says of the malformed
 // fixtures this package adds.
 func TestImportMalformedFixtures(t *testing.T) {
-	db := openDB(t, ratestore.Bolt, fakeclock.New(importNow))
+	db := openDB(t, backendtest.BoltSync, fakeclock.New(importNow))
 	rep, err := ImportLegacyFile(ctx, db, fixture("apikeys.malformed-store.json"))
 	require.ErrorIs(t, err, ErrRefused)
 	assert.Equal(t, []string{
@@ -231,7 +232,7 @@ func TestImportMalformedFixtures(t *testing.T) {
 // TestImportStoreLimits: what the key store cannot keep is refused before
 // anything is written; an expiry past 2262 (a "never") is kept as 2262.
 func TestImportStoreLimits(t *testing.T) {
-	db := openDB(t, ratestore.Bolt, fakeclock.New(importNow))
+	db := openDB(t, backendtest.BoltSync, fakeclock.New(importNow))
 	k0 := `keys[0] "team-a": `
 	for _, tt := range []struct {
 		in      string
@@ -319,7 +320,7 @@ func TestImportBigIntoBadger(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, pending, "Check migrated every key")
 
-	bolt := openDB(t, ratestore.Bolt, clk)
+	bolt := openDB(t, backendtest.BoltSync, clk)
 	crep, err := dbcopy.Copy(ctx, bolt, db, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 3*n-n/1000, crep.Records, "a record, an index entry and a token window a key; no window for 0 tokens")
@@ -348,7 +349,7 @@ func TestGeneratedImportMigrate(t *testing.T) {
 		}
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			clk := fakeclock.New(now)
-			bdg, bolt := openDB(t, badger.Backend, clk), openDB(t, ratestore.Bolt, clk)
+			bdg, bolt := openDB(t, backendtest.BadgerSync, clk), openDB(t, backendtest.BoltSync, clk)
 			rep, err := ImportLegacy(ctx, bdg, bytes.NewReader(genFile(n)))
 			require.NoError(t, err)
 			assert.Equal(t, Report{Entries: 1, Keys: 1, Windows: n}, rep)
@@ -382,7 +383,7 @@ func TestGeneratedImportMigrate(t *testing.T) {
 // TestNoSecretInDatabase: no record holds a legacy secret, in any form
 // that copies it, before or after migration.
 func TestNoSecretInDatabase(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b ratestore.Backend) {
+	forEachBackend(t, func(t *testing.T, b backendtest.Backend) {
 		db := openDB(t, b, fakeclock.New(importNow))
 		importFixtures(t, db)
 		_, err := ImportLegacy(ctx, db, bytes.NewReader(genFile(3)))

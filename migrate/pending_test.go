@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/internal/backendtest"
 	"github.com/ratestore/ratestore/internal/fakeclock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -32,7 +33,7 @@ func manyKeys(n int) (string, []string) {
 // and every total is exact.
 func TestMigrateAllCancel(t *testing.T) {
 	const n = 40
-	forEachBackend(t, func(t *testing.T, b ratestore.Backend) {
+	forEachBackend(t, func(t *testing.T, b backendtest.Backend) {
 		db := openDB(t, b, fakeclock.New(importNow))
 		file, secrets := manyKeys(n)
 		rep, err := ImportLegacy(ctx, db, strings.NewReader(file))
@@ -117,7 +118,7 @@ func TestMigrateAllCancel(t *testing.T) {
 // TestMigrateAllCancelledBefore: a ctx cancelled before the call migrates
 // nothing.
 func TestMigrateAllCancelledBefore(t *testing.T) {
-	db := openDB(t, ratestore.Bolt, fakeclock.New(importNow))
+	db := openDB(t, backendtest.BoltSync, fakeclock.New(importNow))
 	importFixtures(t, db)
 	before := dump(t, db)
 	cctx, cancel := context.WithCancel(ctx)
@@ -132,7 +133,7 @@ func TestMigrateAllCancelledBefore(t *testing.T) {
 // TestMigrateAllSkipsDeleted: a key deleted while MigrateAll runs counts as
 // done.
 func TestMigrateAllSkipsDeleted(t *testing.T) {
-	db := openDB(t, ratestore.Bolt, fakeclock.New(importNow))
+	db := openDB(t, backendtest.BoltSync, fakeclock.New(importNow))
 	file, secrets := manyKeys(3)
 	_, err := ImportLegacy(ctx, db, strings.NewReader(file))
 	require.NoError(t, err)

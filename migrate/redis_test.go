@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/internal/backendtest"
 	"github.com/ratestore/ratestore/internal/fakeclock"
 	"github.com/ratestore/ratestore/internal/redistest"
 	"github.com/ratestore/ratestore/keystore"
@@ -21,7 +22,7 @@ import (
 // refused file writes nothing.
 func TestImportIntoRedis(t *testing.T) {
 	clk := fakeclock.New(importNow)
-	db := openDB(t, ratestore.Bolt, clk)
+	db := openDB(t, backendtest.BoltSync, clk)
 	srv := redistest.Start(t)
 	importer, other := redisKeys(t, srv, clk), redisKeys(t, srv, clk)
 	importFile := func(name string) Report {
@@ -87,7 +88,7 @@ func redisKeys(t *testing.T, srv *redistest.Server, clk *fakeclock.Clock) *keyst
 // merged once.
 func TestMigrateAllInRedis(t *testing.T) {
 	clk := fakeclock.New(importNow)
-	db := openDB(t, ratestore.Bolt, clk)
+	db := openDB(t, backendtest.BoltSync, clk)
 	srv := redistest.Start(t)
 	importer, gateway := redisKeys(t, srv, clk), redisKeys(t, srv, clk)
 	_, err := ImportLegacyFile(ctx, db, fixture("apikeys.valid.json"))

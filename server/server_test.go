@@ -3,7 +3,6 @@ package server
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,27 +11,24 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
+	"github.com/ratestore/ratestore/internal/backendtest"
 	"github.com/ratestore/ratestore/internal/fakeclock"
-	"github.com/ratestore/ratestore/internal/redistest"
-	"github.com/ratestore/ratestore/internal/storage/storagetest"
-	"github.com/ratestore/ratestore/redisstore"
 )
 
 // start is the instant every test begins at.
 var start = time.Date(2026, 1, 18, 12, 0, 0, 0, time.UTC)
 
 // testServer is a Server on a fresh store whose clock the test moves, with
-// its RESP side listening on loopback. The store is a database, or with
-// RATESTORE_TEST_BACKEND=redis (which .ci/run sets for one more run of the
-// suite) a redis-server of its own.
+// its RESP side listening on loopback. The store is backendtest.Single: a
+// database, or with RATESTORE_TEST_BACKEND=redis (which .ci/run sets for
+// one more run of the suite) a redis-server of its own.
 type testServer struct {
 	*Server
 	clock *fakeclock.Clock
@@ -40,29 +36,27 @@ type testServer struct {
 }
 
 func newTestServer(t *testing.T, opts Options) *testServer {
-	if storagetest.OnRedis() {
-		return newRedisTestServers(t, opts, 1)[0]
-	}
-	clock := fakeclock.New(start)
-	db, err := ratestore.Open(filepath.Join(t.TempDir(), "db"), ratestore.Options{Now: clock.Now})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, db.Close()) })
-	ts := serveRESP(t, New(db, opts))
-	ts.clock = clock
-	return ts
+	return newTestServers(t, backendtest.Single(), opts, 1)[0]
 }
 
 // newRedisTestServers is n Servers, each on its own redisstore.DB, all on
 // one redis-server and one clock: several instances of `ratestore serve
 // --redis`.
 func newRedisTestServers(t *testing.T, opts Options, n int) []*testServer {
-	srv := redistest.Start(t)
+	return newTestServers(t, backendtest.Redis, opts, n)
+}
+
+// newTestServers is n Servers on one store of b and one clock, each on its
+// own handle of it (only Redis has more than one).
+func newTestServers(t *testing.T, b backendtest.Backend, opts Options, n int) []*testServer {
 	clock := fakeclock.New(start)
+	st := b.Open(t, clock)
 	var servers []*testServer
-	for range n {
-		db, err := redisstore.Open(context.Background(), srv.URL(), redisstore.Options{Now: clock.Now})
-		require.NoError(t, err)
-		t.Cleanup(func() { require.NoError(t, db.Close()) })
+	for i := range n {
+		var db backend.Store = st.Store
+		if i > 0 {
+			db = st.Another()
+		}
 		ts := serveRESP(t, New(db, opts))
 		ts.clock = clock
 		servers = append(servers, ts)

@@ -1,8 +1,7 @@
 // Package storagetest holds what the tests of the storage backends, and of
 // the packages built on them, share: a snapshot of a database's files, to
 // show that a read-only open left every byte and every modification time
-// as it found them, a copy of a database's directory, and which store the
-// suites that run on one store at a time use (OnRedis).
+// as it found them, and a copy of a database's directory.
 package storagetest
 
 import (
@@ -122,13 +121,3 @@ func writeSparse(path string, b []byte) error {
 	}
 	return f.Truncate(int64(len(b)))
 }
-
-// BackendEnv is the environment variable that picks the store of the
-// suites that run on one store at a time (package gateway's, httplimit's
-// and server's): "redis" runs them on a redis-server of their own, which
-// .ci/run does for one more run; anything else, on a bolt database.
-const BackendEnv = "RATESTORE_TEST_BACKEND"
-
-// OnRedis reports whether BackendEnv asks those suites for Redis. It is
-// the variable's one reader.
-func OnRedis() bool { return os.Getenv(BackendEnv) == "redis" }
