@@ -242,11 +242,17 @@ func (p *perRoute) set(v string) error {
 // command, which runs once fs has parsed them.
 func gatewayCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 	f := gatewayFlagSet(fs)
-	return func([]string) error { return c.runGateway(f) }
+	return func([]string) error {
+		if err := applyConfig("gateway", fs, f.config); err != nil {
+			return err
+		}
+		return c.runGateway(f)
+	}
 }
 
 // gatewayFlags are the values of the gateway command's flags.
 type gatewayFlags struct {
+	config         string // --config
 	listen         string
 	upstreams      *perRoute // --upstream, by route
 	upstreamKey    string
@@ -294,6 +300,7 @@ func gatewayFlagSet(fs *flag.FlagSet) *gatewayFlags {
 		keyEnvs:    newPerRoute("--upstream-key-env"),
 		keyHeaders: newPerRoute("--upstream-key-header"),
 	}
+	configFlag(fs, &f.config)
 	fs.StringVar(&f.listen, "listen", defaultListen, "the `address` to serve on (default "+defaultListen+")")
 	fs.Func("upstream", "the `URL` of the model API to forward to: a bare URL is the default route, PREFIX=URL (/v1/messages=https://api.anthropic.com) routes the paths under PREFIX; repeatable (one at least)", f.upstreams.set)
 	fs.StringVar(&f.upstreamKey, "upstream-key", "", "the `key` sent to the default route's upstream (default $"+upstreamKeyEnv+")")
