@@ -30,6 +30,10 @@ type Request struct {
 	// worst case, such as the prompt and the most output it may produce at
 	// their prices. 0: none.
 	Cost pricing.USD
+	// Quotas are more limits the request must pass, shared with other
+	// keys' requests: checked after the key's and its team's, held and
+	// settled with them, in the same decision.
+	Quotas []*Quota
 }
 
 // Denial is the error of a refused Admit (and of Authenticate and Check
@@ -51,6 +55,9 @@ type Denial struct {
 	// Team is the id of the key's team when the limit that refused is the
 	// team's; "" when it is the key's own.
 	Team string
+	// Quota is the name of the quota (Request.Quotas) whose limit
+	// refused; "" when it is the key's or its team's.
+	Quota string
 
 	key string // the id; "" for an unknown secret
 	err error  // the sentinel it matches
@@ -59,6 +66,8 @@ type Denial struct {
 func (d *Denial) Error() string {
 	msg := "keystore: "
 	switch {
+	case d.Quota != "":
+		msg += "quota " + d.Quota + ": "
 	case d.Team != "":
 		msg += "team " + d.Team + ": "
 	case d.key != "":
@@ -97,9 +106,10 @@ type Admission struct {
 	deadline int64       // at + LeaseTTL: the slot is freed then
 	moved    int64       // e.moved at Admit (see adjust)
 	limits   Limits
-	team     *team   // the key's team at Admit; nil: none
-	tpol     *policy // the team's policy the reservation went to
-	tmoved   int64   // team.moved at Admit
+	team     *team    // the key's team at Admit; nil: none
+	tpol     *policy  // the team's policy the reservation went to
+	tmoved   int64    // team.moved at Admit
+	quotas   []*Quota // Request.Quotas
 
 	finished bool        // guarded by e.mu
 	settled  atomic.Bool // its reservation is no longer in flight (Store.Reserved)
@@ -165,6 +175,11 @@ func (s *Store) Admit(ctx context.Context, secret string, req Request) (*Admissi
 	if req.Reserve < 0 || req.Optional < 0 || req.Cost < 0 {
 		return nil, invalid("admit: negative Reserve %d, Optional %d or Cost %s", req.Reserve, req.Optional, req.Cost)
 	}
+	for _, q := range req.Quotas {
+		if q == nil || q.s != s {
+			return nil, invalid("admit: a quota that is not this Store's (make it with Store.Quota)")
+		}
+	}
 	h := hashSecret(secret)
 	e, err := s.bySecret(ctx, h)
 	if errors.Is(err, ErrNotFound) {
@@ -179,6 +194,7 @@ func (s *Store) Admit(ctx context.Context, secret string, req Request) (*Admissi
 	e.mu.Lock()
 	c.lockTeam(e.rec.team)
 	e.mu.Unlock()
+	c.lockQuotas(req.Quotas)
 	err = s.update(ctx, c.locks(), c.admit)
 	if err != nil && c.a == nil {
 		return nil, err
@@ -221,7 +237,14 @@ func (s *Store) admit(c *call, b batch) (*Admission, error) {
 		}
 		lim = lim.tighter(tl)
 	}
-	a, err := c.take(b, t, lim, now)
+	if len(req.Quotas) > 0 {
+		defer s.quotaLocks.unlock(s.quotaLocks.lock(req.Quotas))
+	}
+	ql, err := s.quotaChecks(c.ctx, b, req)
+	if err != nil {
+		return nil, err
+	}
+	a, err := c.take(b, t, lim.tighter(ql), now)
 	if err != nil {
 		return nil, err
 	}
@@ -257,6 +280,15 @@ func (c *call) take(b batch, t *team, lim Limits, now int64) (*Admission, error)
 		}
 		a.team, a.tpol, a.tmoved = t, t.pol, t.moved
 	}
+	for _, q := range req.Quotas {
+		if err := takeRate(b, q.id, q.pol); err != nil {
+			return nil, err
+		}
+		if err := c.holdFor(b, q.id, q.pol, now, reserve); err != nil {
+			return nil, err
+		}
+	}
+	a.quotas = slices.Clone(req.Quotas)
 	return a, nil
 }
 
@@ -426,6 +458,7 @@ func (a *Admission) finish(ctx context.Context, tokens int64, cost pricing.USD, 
 	if a.team != nil {
 		c.lockTeam(a.team.id)
 	}
+	c.lockQuotas(a.quotas)
 	// The key's values are those its Admit read and stored, as a rule:
 	// on a shared store, none is read again, and the commit checks them.
 	err := a.s.updateCached(ctx, c.locks(), c.finish)
@@ -467,6 +500,9 @@ func (a *Admission) finishIn(c *call, b batch) error {
 		return fmt.Errorf("keystore: key %s: freeing the slot: %w", e.id, err)
 	}
 	if err := c.finishTeam(b, now); err != nil {
+		return err
+	}
+	if err := c.finishQuotas(b, now); err != nil {
 		return err
 	}
 	a.finished = true

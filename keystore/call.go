@@ -3,6 +3,7 @@ package keystore
 import (
 	"context"
 	"crypto/sha256"
+	"slices"
 	"sync"
 
 	"github.com/ratestore/ratestore/pricing"
@@ -23,8 +24,7 @@ type call struct {
 	ctx    context.Context
 	direct direct // reads outside a batch, bounded by ctx
 	e      *entry
-	lock   [2]string // the locks of its batches: the key's id, and its team's
-	nlock  int
+	lock   []string // the locks of its batches: the key's id, its team's and its quotas'
 
 	req    Request
 	hash   [sha256.Size]byte // Admit's: the hash of the secret it was given
@@ -99,26 +99,37 @@ func newCall() *call {
 // newCall returns a call of s on e, bounded by ctx, from the pool.
 func (s *Store) newCall(ctx context.Context, e *entry) *call {
 	c := calls.Get().(*call)
-	c.s, c.ctx, c.direct, c.e, c.nlock, c.t, c.k, c.res, c.legacy = s, ctx, direct{ctx}, e, 0, nil, Key{}, strategies.Result{}, false
+	c.s, c.ctx, c.direct, c.e, c.lock, c.t, c.k, c.res, c.legacy = s, ctx, direct{ctx}, e, c.lock[:0], nil, Key{}, strategies.Result{}, false
 	if e != nil {
-		c.lock[0], c.nlock = e.id, 1
+		c.lock = append(c.lock, e.id)
 	}
 	return c
 }
 
 // locks are the locks of the call's batches.
-func (c *call) locks() []string { return c.lock[:c.nlock] }
+func (c *call) locks() []string { return c.lock }
 
 // lockTeam adds team id's lock to the call's, for a key of a team.
 func (c *call) lockTeam(id string) {
 	if id != "" {
-		c.lock[1], c.nlock = id, 2
+		c.lock = append(c.lock, id)
+	}
+}
+
+// lockQuotas adds the locks of qs to the call's: on a shared store, the
+// processes that take from one quota take turns.
+func (c *call) lockQuotas(qs []*Quota) {
+	for _, q := range qs {
+		if !slices.Contains(c.lock, q.id) {
+			c.lock = append(c.lock, q.id)
+		}
 	}
 }
 
 // free returns c to the pool, holding nothing of the request it served.
 func (c *call) free() {
-	c.s, c.ctx, c.direct, c.e, c.lock, c.nlock = nil, nil, direct{}, nil, [2]string{}, 0
+	clear(c.lock)
+	c.s, c.ctx, c.direct, c.e, c.lock = nil, nil, direct{}, nil, c.lock[:0]
 	c.req, c.hash, c.a, c.tokens, c.cost, c.u, c.rec = Request{}, [sha256.Size]byte{}, nil, 0, 0, Usage{}, nil
 	c.rw, c.now, c.n, c.wu = strategies.RollingWindow{}, 0, 0, nil
 	c.bud, c.delta, c.bu, c.moved = Budget{}, 0, nil, 0

@@ -144,6 +144,19 @@
 // takes effect on the next request; DeleteTeam is refused while keys
 // belong to the team.
 //
+// # Quotas
+//
+// A Quota (Store.Quota) is a policy on a name that is neither a key nor a
+// team: an upstream's quota, shared by the requests of every key sent to
+// it. A request names its quotas (Request.Quotas); Admit checks them after
+// the key and its team, and takes from all of them or none, in the same
+// decision, under the quotas' locks (stripes by name in this process, the
+// quotas' names on a shared store). A refusal by a quota is a *Denial
+// whose Quota names it. Finish settles them as it settles the key. A
+// quota's usage is engine state under "q/" and its name, and nothing
+// else: quotas have no records, and a Store may have as many as its engine
+// has states.
+//
 // # Pages of keys and teams
 //
 // Keys and Teams answer a page at a time, searched, filtered and sorted on

@@ -161,12 +161,13 @@ var (
 
 // Store is the key store of one database. It is safe for concurrent use.
 type Store struct {
-	db       backend.Store
-	shared   bool         // other processes change the store (Redis): reads are batches, one round trip each
-	readOnly bool         // the database is open read-only: nothing is written (see unwritten)
-	opts     Options      // with the defaults applied
-	reserved reservations // the tokens of this process's admissions in flight, by key
-	usage    Window       // the window of Spec.TokenLimit and of legacy keys
+	db         backend.Store
+	shared     bool         // other processes change the store (Redis): reads are batches, one round trip each
+	readOnly   bool         // the database is open read-only: nothing is written (see unwritten)
+	opts       Options      // with the defaults applied
+	reserved   reservations // the tokens of this process's admissions in flight, by key
+	quotaLocks quotaLocks   // held by an Admit from its quotas' checks to their takes
+	usage      Window       // the window of Spec.TokenLimit and of legacy keys
 
 	mu      sync.RWMutex
 	byID    map[string]*entry
