@@ -135,3 +135,16 @@ func (c *call) finishQuotas(b batch, now int64) error {
 	}
 	return nil
 }
+
+// QuotaUsage reports q's usage as Usage reports a key's: each window's
+// tokens used (reservations in flight included), its requests in flight,
+// its budgets.
+func (s *Store) QuotaUsage(ctx context.Context, q *Quota) (Usage, error) {
+	if q == nil || q.s != s {
+		return Usage{}, invalid("quota usage: a quota that is not this Store's (make it with Store.Quota)")
+	}
+	c := s.newCall(ctx, nil)
+	defer c.free()
+	err := s.usageFor(c, &c.direct, q.id, q.pol)
+	return c.u, err
+}

@@ -38,6 +38,10 @@ func TestQuota(t *testing.T) {
 		require.Equal(t, "window", d.Reason)
 		require.Contains(t, err.Error(), "quota upstream:openai-a")
 		require.Zero(t, e.usage(kb.ID).Used, "a refusal takes nothing from the key")
+		qu, err := e.ks.QuotaUsage(ctx, q)
+		require.NoError(t, err)
+		require.EqualValues(t, 60, qu.Used, "the reservation in flight")
+		require.Equal(t, 1, qu.InFlight)
 
 		_, err = a.Finish(ctx, 30)
 		require.NoError(t, err)
@@ -48,6 +52,10 @@ func TestQuota(t *testing.T) {
 		require.ErrorIs(t, err, keystore.ErrLimited, "101 would not")
 		_, err = b.Finish(ctx, 60)
 		require.NoError(t, err)
+		qu, err = e.ks.QuotaUsage(ctx, q)
+		require.NoError(t, err)
+		require.EqualValues(t, 90, qu.Used, "30 and 60 charged")
+		require.Zero(t, qu.InFlight)
 
 		// A minute later the quota's window is empty again.
 		e.clock.Advance(time.Minute)
