@@ -116,3 +116,52 @@ func ExampleOpen_redis() {
 	}
 	fmt.Println(u.Remaining)
 }
+
+// ExampleStore_Quota meters two keys' requests against one upstream's
+// quota of 10,000 tokens a minute: each request is checked against its
+// key and the quota in one decision, and a request over the quota is
+// refused by it, taking nothing from the key.
+func ExampleStore_Quota() {
+	dir, err := os.MkdirTemp("", "keystore-quota")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	now := time.Date(2026, 1, 18, 9, 0, 0, 0, time.UTC)
+	db, err := ratestore.Open(filepath.Join(dir, "keys.db"), ratestore.Options{Now: func() time.Time { return now }})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	ks, err := keystore.Open(db, keystore.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	upstream, err := ks.Quota("upstream:openai-a", keystore.Policy{
+		Windows: []keystore.Window{{Limit: 10_000, Window: time.Minute}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, a, _ := ks.Create(ctx, keystore.Spec{Name: "a", TokenLimit: 100_000})
+	_, b, _ := ks.Create(ctx, keystore.Spec{Name: "b", TokenLimit: 100_000})
+
+	first, err := ks.Admit(ctx, a, keystore.Request{Reserve: 8_000, Quotas: []*keystore.Quota{upstream}})
+	fmt.Println("a admitted:", err == nil)
+	_, err = ks.Admit(ctx, b, keystore.Request{Reserve: 8_000, Quotas: []*keystore.Quota{upstream}})
+	var d *keystore.Denial
+	if errors.As(err, &d) {
+		fmt.Println("b refused by", d.Quota, d.Limit)
+	}
+	first.Finish(ctx, 1_200) // it used less than it held
+	_, err = ks.Admit(ctx, b, keystore.Request{Reserve: 8_000, Quotas: []*keystore.Quota{upstream}})
+	fmt.Println("b admitted:", err == nil)
+	u, _ := ks.QuotaUsage(ctx, upstream)
+	fmt.Println("quota used:", u.Used)
+	// Output:
+	// a admitted: true
+	// b refused by upstream:openai-a window 1m0s
+	// b admitted: true
+	// quota used: 9200
+}
