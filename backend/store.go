@@ -16,8 +16,9 @@ import (
 //	func Open(db backend.Store) (*Thing, error)
 //
 // Two things differ by nature, and each is a method that does nothing on
-// the embedded DB: Update's locks (a DB serializes its callers itself) and
-// Reread (only this process changes a DB's records, so what it last stored
+// the embedded DB: Update's locks (on a DB, the only writer is this
+// process, whose callers order a check and its take with locks of their
+// own, as the key store does with a mutex per key) and Reread (only this process changes a DB's records, so what it last stored
 // is what is stored). Prefetch, which saves round trips, is free on a DB
 // as well.
 type Store interface {
