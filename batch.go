@@ -43,8 +43,9 @@ import (
 // an order across commits (write this, then that) call Flush between two
 // Updates.
 //
-// locks is for the backend contract (backend.Store): a DB serializes its callers
-// itself, and ignores it.
+// locks is for the backend contract (backend.Store), and a DB ignores it:
+// this process is its only writer, and callers that check before they
+// take order the two with locks of their own.
 //
 // On a DB opened read-only fn runs as on any other, and its Batch reads
 // (PeekN, Inspect, Get); its changes fail with ErrReadOnly, changing
