@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ratestore/ratestore/backend"
@@ -162,12 +163,11 @@ var (
 // Store is the key store of one database. It is safe for concurrent use.
 type Store struct {
 	db         backend.Store
-	shared     bool         // other processes change the store (Redis): reads are batches, one round trip each
-	readOnly   bool         // the database is open read-only: nothing is written (see unwritten)
-	opts       Options      // with the defaults applied
-	reserved   reservations // the tokens of this process's admissions in flight, by key
-	quotaLocks quotaLocks   // held by an Admit from its quotas' checks to their takes
-	usage      Window       // the window of Spec.TokenLimit and of legacy keys
+	shared     bool       // other processes change the store (Redis): reads are batches, one round trip each
+	readOnly   bool       // the database is open read-only: nothing is written (see unwritten)
+	opts       Options    // with the defaults applied
+	quotaLocks quotaLocks // held by an Admit from its quotas' checks to their takes
+	usage      Window     // the window of Spec.TokenLimit and of legacy keys
 
 	mu      sync.RWMutex
 	byID    map[string]*entry
@@ -193,6 +193,9 @@ type entry struct {
 	rec   record
 	moved int64 // how far the key's policy changes have moved reservations: the sum of their reach (see adjust)
 	ix    ixed  // what the indexes hold of it (see index.go)
+	// reserved is the tokens this process's admissions of the key in
+	// flight hold (see Store.Reserved).
+	reserved atomic.Int64
 }
 
 func newEntry(id string, rec record) *entry { return &entry{id: id, rec: rec} }

@@ -1,30 +1,13 @@
 package keystore
 
-import (
-	"sync"
-	"sync/atomic"
-)
-
-// reservations are the tokens that one Store's admissions in flight hold,
-// summed by key: what Admit reserved and Finish has not yet settled. They
-// are this process's only (a Store shared through Redis does not count
-// another process's), and kept in memory only: a process that stops has
-// no admission in flight.
-type reservations struct {
-	byKey sync.Map // key ID -> *atomic.Int64; kept once made, 8 bytes a key that was ever admitted
-}
-
-// add adds n to the tokens key id's admissions in flight hold.
-func (r *reservations) add(id string, n int64) {
-	v, ok := r.byKey.Load(id)
-	if !ok {
-		v, _ = r.byKey.LoadOrStore(id, new(atomic.Int64))
-	}
-	v.(*atomic.Int64).Add(n)
-}
+// The tokens a key's admissions in flight hold (what Admit reserved and
+// Finish has not yet settled) are counted on the key's entry, where the
+// admission keeps its key: this process's only (a Store shared through
+// Redis does not count another process's), and in memory only, since a
+// process that stops has no admission in flight.
 
 // held notes that a holds its reservation, from its Admit on.
-func (s *Store) held(a *Admission) { s.reserved.add(a.e.id, a.reserve) }
+func (s *Store) held(a *Admission) { a.e.reserved.Add(a.reserve) }
 
 // unheld notes that a no longer holds its reservation: its Finish was
 // called, whatever it returned (a Finish that failed is not tried again:
@@ -32,17 +15,20 @@ func (s *Store) held(a *Admission) { s.reserved.add(a.e.id, a.reserve) }
 // first call counts.
 func (s *Store) unheld(a *Admission) {
 	if a.settled.CompareAndSwap(false, true) {
-		s.reserved.add(a.e.id, -a.reserve)
+		a.e.reserved.Add(-a.reserve)
 	}
 }
 
 // Reserved returns the tokens that this process's admissions of key id
 // in flight hold (Admission.Reserved, for every admission of the key not
 // yet finished): the part of the key's used tokens (Usage) not yet
-// charged.
+// charged. A key this process does not hold has none.
 func (s *Store) Reserved(id string) int64 {
-	if v, ok := s.reserved.byKey.Load(id); ok {
-		return max(v.(*atomic.Int64).Load(), 0)
+	s.mu.RLock()
+	e := s.byID[id]
+	s.mu.RUnlock()
+	if e == nil {
+		return 0
 	}
-	return 0
+	return max(e.reserved.Load(), 0)
 }
