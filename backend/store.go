@@ -135,3 +135,11 @@ type Batch interface {
 	// clock read before it.
 	Now() time.Time
 }
+
+// ReadOnly reports whether s was opened read-only (ratestore.Options.ReadOnly),
+// when nothing it holds may change: a backend with no read-only mode
+// (Redis) never is.
+func ReadOnly(s Store) bool {
+	ro, ok := s.(interface{ ReadOnly() bool })
+	return ok && ro.ReadOnly()
+}

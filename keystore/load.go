@@ -21,11 +21,7 @@ func open(db backend.Store, o Options) (*Store, error) {
 		teams:   make(map[string]*team),
 		lease:   strategies.SlidingLog{Window: o.LeaseTTL},
 	}
-	// A DB opened read-only says so; a backend that has no read-only
-	// mode (Redis) has no such method.
-	if ro, ok := db.(interface{ ReadOnly() bool }); ok {
-		s.readOnly = ro.ReadOnly()
-	}
+	s.readOnly = backend.ReadOnly(db)
 	ctx := context.Background()
 	// Reread answers for the keys of a shared store, and nothing for one
 	// only this process changes (see backend.Store).

@@ -106,7 +106,7 @@ func Open(db backend.Store, opts Options) (*Ledger, error) {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
-	if ro, ok := any(db).(interface{ ReadOnly() bool }); ok && ro.ReadOnly() {
+	if backend.ReadOnly(db) {
 		opts.ReadOnly = true
 	}
 	var id [8]byte
