@@ -109,7 +109,8 @@ type Admission struct {
 	team     *team    // the key's team at Admit; nil: none
 	tpol     *policy  // the team's policy the reservation went to
 	tmoved   int64    // team.moved at Admit
-	quotas   []*Quota // Request.Quotas
+	quotas   []*Quota // Request.Quotas, or those of Move
+	qat      int64    // when the quotas' holds were taken: at, or Move's instant
 
 	finished bool        // guarded by e.mu
 	settled  atomic.Bool // its reservation is no longer in flight (Store.Reserved)
@@ -288,7 +289,7 @@ func (c *call) take(b batch, t *team, lim Limits, now int64) (*Admission, error)
 			return nil, err
 		}
 	}
-	a.quotas = slices.Clone(req.Quotas)
+	a.quotas, a.qat = slices.Clone(req.Quotas), now
 	return a, nil
 }
 
@@ -493,6 +494,7 @@ func (a *Admission) finishIn(c *call, b batch) error {
 		return notFound(e.id)
 	}
 	now := b.Now().UnixNano()
+	c.at = a.at // the key's and team's holds; finishQuotas sets the quotas'
 	if err := c.settle(b, now); err != nil {
 		return err
 	}
@@ -589,7 +591,7 @@ func (c *call) settleBudgets(b batch, now int64, id string, pol, apol *policy) e
 		delta = 0 // past its lease: the reservation stays charged
 	}
 	for i, bud := range pol.pub.Budgets {
-		c.bud, c.now = bud, a.at
+		c.bud, c.now = bud, c.at
 		if slices.ContainsFunc(apol.pub.Budgets, bud.sameSpan) {
 			c.delta = delta
 			if _, err := b.Modify(pol.budgets[i], id, c.settleBudget); err != nil {

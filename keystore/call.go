@@ -45,16 +45,18 @@ type call struct {
 	now   int64
 	n     int64
 	wu    *WindowUsage
+	ru    WindowUsage // the request rate's minute, which wu points to while usageFor reads it
 	bud   Budget
 	delta pricing.USD
 	bu    *BudgetUsage
 	moved int64 // how far policy changes moved the reservation settled (see adjust)
+	at    int64 // the instant of the hold settled: the admission's, or its quotas' (Admission.Move)
 
-	admit, finish, check, usageIn func(batch) error
-	merge, adjust                 func(st strategies.State, now int64) (strategies.State, error)
-	reserveBudget, settleBudget   func(st strategies.State, now int64) (strategies.State, error)
-	release                       func(st strategies.State, now int64) (strategies.State, error)
-	inflight, usage, budgetUsage  func(st strategies.State, now int64) error
+	admit, finish, move, check, usageIn func(batch) error
+	merge, adjust                       func(st strategies.State, now int64) (strategies.State, error)
+	reserveBudget, settleBudget         func(st strategies.State, now int64) (strategies.State, error)
+	release                             func(st strategies.State, now int64) (strategies.State, error)
+	inflight, usage, budgetUsage        func(st strategies.State, now int64) error
 }
 
 var calls = sync.Pool{New: func() any { return newCall() }}
@@ -67,14 +69,14 @@ func newCall() *call {
 		return err
 	}
 	c.finish = func(b batch) error { return c.a.finishIn(c, b) }
+	c.move = func(b batch) error { return c.moveIn(b) }
 	c.check = func(b batch) error { return c.s.checkIn(c, b) }
 	c.usageIn = func(b batch) error { return c.s.usageFrom(c, b) }
 	c.merge = func(st strategies.State, at int64) (strategies.State, error) {
 		return st, c.rw.Merge(st, at, min(c.now, at), c.n)
 	}
 	c.adjust = func(st strategies.State, now int64) (strategies.State, error) {
-		a := c.a
-		return st, adjust(c.rw, st, now, a.at, c.moved, c.n)
+		return st, adjust(c.rw, st, now, c.at, c.moved, c.n)
 	}
 	c.reserveBudget = func(st strategies.State, now int64) (strategies.State, error) {
 		return st, reserveIn(c.bud, st, now, c.now, c.cost)
@@ -84,7 +86,7 @@ func newCall() *call {
 	}
 	c.budgetUsage = func(st strategies.State, now int64) error { return budgetUsage(c.bud, c.bu, st, now) }
 	c.release = func(st strategies.State, now int64) (strategies.State, error) {
-		_, err := c.s.lease.Release(st, now, c.a.at, 1)
+		_, err := c.s.lease.Release(st, now, c.at, 1)
 		return st, err
 	}
 	c.inflight = func(st strategies.State, now int64) error {

@@ -634,6 +634,15 @@ func (s *Store) usageFor(c *call, r reader, id string, pol *policy) error {
 		}
 	}
 	c.u.Bind()
+	if pol.rate != nil {
+		w := rateWindow
+		w.Limit = pol.pub.RequestsPerMinute
+		c.wu, c.rw, c.ru = &c.ru, w.strategy(), WindowUsage{}
+		if err := r.Inspect(pol.rate, id, c.usage); err != nil {
+			return fmt.Errorf("keystore: %s: request rate: %w", id, err)
+		}
+		c.u.Requests = c.ru.Used
+	}
 	if len(pol.budgets) > 0 {
 		c.u.Budgets = make([]BudgetUsage, len(pol.budgets))
 	}

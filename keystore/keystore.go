@@ -81,8 +81,9 @@ type Usage struct {
 	ResetAfter time.Duration
 	WindowEnd  time.Time // when the binding window's Used next goes down; zero when it is 0
 
-	Binding  int // the index in Windows of the binding window: over its limit, else with the least Remaining; -1: none
-	InFlight int // admissions not finished (and not past Options.LeaseTTL)
+	Binding  int   // the index in Windows of the binding window: over its limit, else with the least Remaining; -1: none
+	InFlight int   // admissions not finished (and not past Options.LeaseTTL)
+	Requests int64 // admitted in the rolling minute of Policy.RequestsPerMinute; 0 without one
 
 	Budgets []BudgetUsage // one for each of the policy's budgets
 }

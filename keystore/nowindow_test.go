@@ -80,7 +80,9 @@ func TestNoWindowAdmit(t *testing.T) {
 		u, err := a.FinishSpend(ctx, 700, cents(50))
 		require.NoError(t, err)
 		spent := keystore.BudgetUsage{Budget: pol.Budgets[0], Spent: cents(50), Remaining: cents(50), ResetsAt: t0.Add(24 * time.Hour)}
-		require.Equal(t, noWindowUsage(0, spent), u)
+		want := noWindowUsage(0, spent)
+		want.Requests = 1 // of its 2 a minute
+		require.Equal(t, want, u)
 		got := e.get(k.ID)
 		require.Equal(t, [2]any{int64(700), cents(50)}, [2]any{got.LifetimeTokens, got.LifetimeSpend})
 		require.Equal(t, int64(1000), e.windowState(k.ID).Remaining, "nothing reserved or charged in a window")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"slices"
 	"sync"
 
 	"github.com/ratestore/ratestore/internal/text"
@@ -124,6 +125,7 @@ func (s *Store) quotaChecks(ctx context.Context, b batch, req Request) (Limits, 
 // finishQuotas settles c's admission in its quotas: its tokens and cost in
 // place of the reservation, and its slot.
 func (c *call) finishQuotas(b batch, now int64) error {
+	c.at = c.a.qat
 	for _, q := range c.a.quotas {
 		c.moved = 0 // a quota's policy is the one it was admitted under
 		if err := c.settleFor(b, now, q.id, q.pol, q.pol); err != nil {
@@ -147,4 +149,60 @@ func (s *Store) QuotaUsage(ctx context.Context, q *Quota) (Usage, error) {
 	defer c.free()
 	err := s.usageFor(c, &c.direct, q.id, q.pol)
 	return c.u, err
+}
+
+// Move moves a's hold from its quotas to qs, in one decision: every quota
+// of qs must admit a's reservation and cost (else a *Denial naming the
+// one that refuses, and nothing changes); they are then held in qs, and
+// what a held in its old quotas is given back there, its slot and its
+// reservation, as a Finish of nothing would. The key's and its team's
+// holds stay as they are: a request an upstream refused goes on to the
+// next without being counted again against its key.
+//
+// A finished admission cannot move (ErrInvalid). When only the wait for
+// the commit fails, Move returns the error with the move done, as Admit
+// does.
+func (a *Admission) Move(ctx context.Context, qs []*Quota) error {
+	for _, q := range qs {
+		if q == nil || q.s != a.s {
+			return invalid("move: a quota that is not this Store's (make it with Store.Quota)")
+		}
+	}
+	c := a.s.newCall(ctx, a.e)
+	defer c.free()
+	c.a, c.req = a, Request{Reserve: a.reserve, Cost: a.cost, Quotas: qs}
+	c.lockQuotas(a.quotas)
+	c.lockQuotas(qs)
+	return a.s.update(ctx, c.locks(), c.move)
+}
+
+// moveIn is Move in the batch b, with the state of c.
+func (c *call) moveIn(b batch) error {
+	s, a := c.s, c.a
+	a.e.mu.Lock()
+	defer a.e.mu.Unlock()
+	if a.finished {
+		return errFinished
+	}
+	all := append(slices.Clone(a.quotas), c.req.Quotas...)
+	defer s.quotaLocks.unlock(s.quotaLocks.lock(all))
+	if _, err := s.quotaChecks(c.ctx, b, c.req); err != nil {
+		return err
+	}
+	now := b.Now().UnixNano()
+	c.tokens, c.cost = 0, 0
+	if err := c.finishQuotas(b, now); err != nil {
+		return err
+	}
+	c.cost = a.cost // holdFor reserves c.req.Cost, which is a's
+	for _, q := range c.req.Quotas {
+		if err := takeRate(b, q.id, q.pol); err != nil {
+			return err
+		}
+		if err := c.holdFor(b, q.id, q.pol, now, a.reserve); err != nil {
+			return err
+		}
+	}
+	a.quotas, a.qat = slices.Clone(c.req.Quotas), now
+	return nil
 }

@@ -153,3 +153,49 @@ func TestQuotaInvalid(t *testing.T) {
 		require.ErrorIs(t, err, keystore.ErrInvalid, "a quota not made by the Store")
 	}
 }
+
+// TestQuotaMove: an admission moved to another quota is held there, and
+// what it held in the first is given back (tokens, slot); the key's own
+// hold is not taken twice, and a quota without room refuses the move and
+// changes nothing.
+func TestQuotaMove(t *testing.T) {
+	forEach(t, func(t *testing.T, e *env) {
+		qa, err := e.ks.Quota("upstream:a", quotaPolicy)
+		require.NoError(t, err)
+		qb, err := e.ks.Quota("upstream:b", keystore.Policy{Windows: quotaPolicy.Windows, MaxConcurrent: 1, RequestsPerMinute: 5})
+		require.NoError(t, err)
+		k, s := e.create("k", 1000)
+		usage := func(q *keystore.Quota) keystore.Usage {
+			u, err := e.ks.QuotaUsage(ctx, q)
+			require.NoError(t, err)
+			return u
+		}
+		a, err := e.ks.Admit(ctx, s, keystore.Request{Reserve: 60, Quotas: []*keystore.Quota{qa}})
+		require.NoError(t, err)
+		e.clock.Advance(3 * time.Second) // the move's holds are taken at its own instant
+		require.NoError(t, a.Move(ctx, []*keystore.Quota{qb}))
+		require.Zero(t, usage(qa).Used, "given back")
+		require.Zero(t, usage(qa).InFlight)
+		require.EqualValues(t, 60, usage(qb).Used)
+		require.Equal(t, 1, usage(qb).InFlight)
+		require.EqualValues(t, 1, usage(qb).Requests, "the request counted in the rate of the quota it moved to")
+		require.EqualValues(t, 60, e.usage(k.ID).Used, "the key's hold, once")
+
+		_, s2 := e.create("k2", 1000)
+		b, err := e.ks.Admit(ctx, s2, keystore.Request{Reserve: 50, Quotas: []*keystore.Quota{qa}})
+		require.NoError(t, err)
+		err = b.Move(ctx, []*keystore.Quota{qb})
+		var d *keystore.Denial
+		require.True(t, errors.As(err, &d), "%v", err)
+		require.Equal(t, "upstream:b", d.Quota)
+		require.EqualValues(t, 50, usage(qa).Used, "a refused move changes nothing")
+		require.EqualValues(t, 60, usage(qb).Used)
+
+		_, err = a.Finish(ctx, 20)
+		require.NoError(t, err)
+		require.EqualValues(t, 20, usage(qb).Used, "settled where it moved")
+		require.Zero(t, usage(qb).InFlight, "its slot freed")
+		require.EqualValues(t, 20, e.usage(k.ID).Used)
+		require.ErrorIs(t, a.Move(ctx, []*keystore.Quota{qa}), keystore.ErrInvalid, "finished")
+	})
+}
