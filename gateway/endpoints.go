@@ -47,6 +47,14 @@ type endpoint struct {
 	// (stream_options.include_usage).
 	askUsage bool
 	query    []string // the query parameters forwarded; every other is dropped
+	// azure: a path of the Azure OpenAI client's, served by azure-openai
+	// upstreams alone; its model is a deployment's (in the path, or, for
+	// responses, the body), read back through the upstreams' deployments.
+	azure bool
+	// op is the operation an azure-openai upstream is sent an OpenAI
+	// request of on the path of a deployment ("chat/completions",
+	// "completions", "embeddings"), or "responses"; "" for the others.
+	op string
 }
 
 // body reports whether requests of e carry a JSON body.
@@ -55,10 +63,10 @@ func (e *endpoint) body() bool { return e.method == http.MethodPost }
 // The endpoints. A path segment "*" matches one segment of a resource ID;
 // Gemini's "{model}:action" segments are matched by geminiAction.
 var (
-	epChat        = endpoint{name: "chat completions", dialect: openAI, method: "POST", model: true, generates: true, output: true, askUsage: true}
-	epCompletions = endpoint{name: "completions", dialect: openAI, method: "POST", model: true, generates: true, output: true, askUsage: true}
-	epResponses   = endpoint{name: "responses", dialect: openAI, method: "POST", model: true, generates: true, output: true}
-	epEmbeddings  = endpoint{name: "embeddings", dialect: openAI, method: "POST", model: true, generates: true}
+	epChat        = endpoint{name: "chat completions", dialect: openAI, method: "POST", model: true, generates: true, output: true, askUsage: true, op: "chat/completions"}
+	epCompletions = endpoint{name: "completions", dialect: openAI, method: "POST", model: true, generates: true, output: true, askUsage: true, op: "completions"}
+	epResponses   = endpoint{name: "responses", dialect: openAI, method: "POST", model: true, generates: true, output: true, op: "responses"}
+	epEmbeddings  = endpoint{name: "embeddings", dialect: openAI, method: "POST", model: true, generates: true, op: "embeddings"}
 	epMessages    = endpoint{name: "messages", dialect: anthropic, method: "POST", model: true, generates: true, output: true, query: []string{"beta"}}
 	epCount       = endpoint{name: "count tokens", dialect: anthropic, method: "POST", model: true, query: []string{"beta"}}
 
@@ -67,6 +75,11 @@ var (
 	epInputItems     = endpoint{name: "list input items", dialect: openAI, method: "GET", retrieve: true, query: []string{"after", "before", "limit", "order", "include", "include[]"}}
 	epModels         = endpoint{name: "list models", dialect: openAI | anthropic, method: "GET", query: []string{"after_id", "before_id", "limit"}}
 	epModel          = endpoint{name: "retrieve a model", dialect: openAI | anthropic, method: "GET"}
+
+	epAzureChat        = endpoint{name: "chat completions", dialect: openAI, azure: true, method: "POST", model: true, modelInPath: true, generates: true, output: true, askUsage: true, op: "chat/completions", query: []string{"api-version"}}
+	epAzureCompletions = endpoint{name: "completions", dialect: openAI, azure: true, method: "POST", model: true, modelInPath: true, generates: true, output: true, askUsage: true, op: "completions", query: []string{"api-version"}}
+	epAzureEmbeddings  = endpoint{name: "embeddings", dialect: openAI, azure: true, method: "POST", model: true, modelInPath: true, generates: true, op: "embeddings", query: []string{"api-version"}}
+	epAzureResponses   = endpoint{name: "responses", dialect: openAI, azure: true, method: "POST", model: true, generates: true, output: true, op: "responses", query: []string{"api-version"}}
 
 	epGenerate       = endpoint{name: "generate content", dialect: gemini, method: "POST", model: true, modelInPath: true, generates: true, output: true}
 	epStreamGenerate = endpoint{name: "stream generated content", dialect: gemini, method: "POST", model: true, modelInPath: true, generates: true, output: true, query: []string{"alt"}}
@@ -90,7 +103,14 @@ var paths = map[string][]*endpoint{
 	"/v1/models":                  {&epModels},
 	"/v1/models/*":                {&epModel},
 	"/v1beta/models":              {&epGeminiModels},
-	"/v1beta/models/*":            {&epGeminiModel},
+
+	// The Azure OpenAI client's paths (api-version in the query, the
+	// caller's secret in api-key).
+	"/openai/deployments/*/chat/completions": {&epAzureChat},
+	"/openai/deployments/*/completions":      {&epAzureCompletions},
+	"/openai/deployments/*/embeddings":       {&epAzureEmbeddings},
+	"/openai/responses":                      {&epAzureResponses},
+	"/v1beta/models/*":                       {&epGeminiModel},
 }
 
 // geminiActions are the actions of Gemini's /{version}/models/{model}:action
@@ -138,6 +158,9 @@ func lookup(method, p, rawPath string) (*endpoint, string, *refusal) {
 	}
 	allow := make([]string, 0, len(eps))
 	for _, ep := range eps {
+		if ep.method == method && ep.modelInPath { // an Azure deployment's
+			return ep, strings.SplitN(p, "/", 5)[3], nil
+		}
 		if ep.method == method {
 			return ep, "", nil
 		}
@@ -158,9 +181,10 @@ func cleanPath(p, rawPath string) bool {
 }
 
 // pattern is p with its resource IDs replaced by "*": the segment after
-// /v1/responses/ and /v1/models/ (and /v1beta/models/).
+// /v1/responses/ and /v1/models/ (and /v1beta/models/), and an Azure
+// deployment.
 func pattern(p string) string {
-	for _, pre := range [...]string{"/v1/responses/", "/v1/models/", "/v1beta/models/"} {
+	for _, pre := range [...]string{"/v1/responses/", "/v1/models/", "/v1beta/models/", "/openai/deployments/"} {
 		rest, ok := strings.CutPrefix(p, pre)
 		if !ok || rest == "" {
 			continue

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/ratestore/ratestore/admin"
@@ -80,7 +81,7 @@ type Options struct {
 	// an optional path prefix that the request's path is appended to. It
 	// is the default route, for the paths that no route of Routes
 	// matches; without it, such paths are answered 404 and never
-	// forwarded. Required unless Routes are given.
+	// forwarded. Required unless Routes or Upstreams are given.
 	Upstream *url.URL
 	// UpstreamKey, when set, is the credential sent to the upstream with
 	// every request. The caller's own key fields are never forwarded.
@@ -93,6 +94,20 @@ type Options struct {
 	// own, each with its own credential: the longest prefix that matches
 	// a request's path wins (see Route), and Upstream takes the rest.
 	Routes []Route
+	// Upstreams are the pools of upstreams that serve requests by api and
+	// model (see Upstreams in the package documentation): a request goes
+	// to one whose api serves its endpoint and whose models match its
+	// model, with room in its limits, else to its route (Routes and
+	// Upstream). SetUpstreams replaces them.
+	Upstreams []Upstream
+	// UpstreamAttempts bounds the upstreams one request is sent to, the
+	// first included, when they answer 429 or 5xx or cannot be reached;
+	// 0 means DefaultUpstreamAttempts, 1 no failover.
+	UpstreamAttempts int
+	// UpstreamQueueTimeout bounds the wait of a request for an upstream
+	// with room in its limits; 0 means DefaultUpstreamQueueTimeout, a
+	// negative value no wait (429 upstream_capacity at once).
+	UpstreamQueueTimeout time.Duration
 
 	// Shadow serves the requests that a key's limits or models would
 	// refuse, and logs that they would have been refused: to roll limits
@@ -190,11 +205,14 @@ type Gateway struct {
 	ledger      *ledger.Ledger // nil: Options.NoLedger
 	alerts      *alert.Notifier
 	transport   http.RoundTripper
-	rate        *httplimit.Middleware // Options.RPS; nil: none
-	buffers     buffers               // of the responses' copies
-	routes      []route               // longest prefix first, the default route last
-	shadow      bool                  // Options.Shadow
-	active      *activity             // the requests being served, for Wait and Abort
+	rate        *httplimit.Middleware     // Options.RPS; nil: none
+	buffers     buffers                   // of the responses' copies
+	ups         atomic.Pointer[upstreams] // the pools and routes in force (SetUpstreams)
+	attempts    int                       // Options.UpstreamAttempts
+	queue       time.Duration             // Options.UpstreamQueueTimeout; 0: no wait
+	lines       lines                     // the requests waiting for an upstream with room
+	shadow      bool                      // Options.Shadow
+	active      *activity                 // the requests being served, for Wait and Abort
 	statsPath   string
 	weights     Weights
 	drain       time.Duration // < 0: none
@@ -236,9 +254,15 @@ func New(db backend.Store, opts Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	if g.routes, err = newRoutes(opts); err != nil {
+	routes, err := newRoutes(opts)
+	if err != nil {
 		return nil, err
 	}
+	ups, err := newUpstreams(keys, opts.Upstreams, routes)
+	if err != nil {
+		return nil, err
+	}
+	g.ups.Store(ups)
 	g.keys, g.active = keys, newActivity()
 	if !opts.NoLedger {
 		if g.ledger, err = ledger.Open(db, opts.Ledger); err != nil {
@@ -282,6 +306,11 @@ func withDefaults(opts Options) (*Gateway, error) {
 		bodyTimeout: timeout(opts.BodyTimeout, DefaultBodyTimeout),
 		idle:        timeout(opts.IdleTimeout, DefaultIdleTimeout),
 		log:         opts.Logger,
+		attempts:    cmp.Or(opts.UpstreamAttempts, DefaultUpstreamAttempts),
+		queue:       timeout(opts.UpstreamQueueTimeout, DefaultUpstreamQueueTimeout),
+	}
+	if g.attempts < 1 {
+		return nil, fmt.Errorf("gateway: UpstreamAttempts %d: want at least 1: %w", opts.UpstreamAttempts, backend.ErrInvalid)
 	}
 	if !strings.HasPrefix(g.statsPath, "/") {
 		return nil, fmt.Errorf("gateway: stats path %q: want an absolute path: %w", g.statsPath, backend.ErrInvalid)

@@ -5,6 +5,7 @@ import (
 	"path"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -75,6 +76,13 @@ type metrics struct {
 	reservedToken prometheus.Gauge
 	spend         *prometheus.CounterVec
 	budgetLeft    *prometheus.GaugeVec
+
+	// By upstream (Options.Upstreams' names, a route's prefix), whose
+	// values an operator wrote.
+	upRequests *prometheus.CounterVec
+	upTokens   *prometheus.CounterVec
+	upInFlight *prometheus.GaugeVec
+	queue      prometheus.Histogram
 
 	mu     sync.Mutex
 	models map[string]struct{} // the values of gen_ai_request_model but "other"
@@ -158,11 +166,13 @@ func newMetrics(stats prometheus.Collector) *metrics {
 			Help: "The least any budget of a key has left, in USD, as of the key's latest request to end.",
 		}, []string{"key_id"}),
 	}
+	m.newUpstreamMetrics()
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.tokens, m.charged, m.tokenUsage, m.upLatency,
 		m.inFlight, m.reservations, m.reservedToken, m.spend, m.budgetLeft,
+		m.upRequests, m.upTokens, m.upInFlight, m.queue,
 	)
 	if stats != nil {
 		m.reg.MustRegister(stats)
@@ -243,6 +253,9 @@ func (m *metrics) charge(rq *request, ad *admission, ch *charged, model string) 
 	} {
 		if t.n > 0 {
 			m.tokens.WithLabelValues(rq.keyID, t.typ).Add(float64(t.n))
+			if rq.member != nil {
+				m.upTokens.WithLabelValues(rq.member.name, t.typ).Add(float64(t.n))
+			}
 		}
 	}
 	if ch.tokens > 0 {
@@ -292,4 +305,43 @@ func (m *metrics) model(model string, allowed []string) string {
 	}
 	m.models[label] = struct{}{}
 	return label
+}
+
+// newUpstreamMetrics makes the metrics by upstream.
+func (m *metrics) newUpstreamMetrics() {
+	m.upRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ratestore_upstream_requests_total",
+		Help: "Requests sent to each upstream, failovers included, by the status it answered (\"error\": none, it could not be reached or failed).",
+	}, []string{"upstream", "status"})
+	m.upTokens = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ratestore_upstream_tokens_total",
+		Help: "Tokens each upstream reported, by type (as ratestore_gateway_tokens_total).",
+	}, []string{"upstream", "type"})
+	m.upInFlight = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "ratestore_upstream_in_flight",
+		Help: "Requests sent to each upstream whose response has not ended.",
+	}, []string{"upstream"})
+	m.queue = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "ratestore_upstream_queue_seconds",
+		Help:    "How long the requests that found no upstream with room waited for one, served or not.",
+		Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60},
+	})
+}
+
+// queued notes a request's wait for an upstream with room.
+func (m *metrics) queued(d time.Duration) { m.queue.Observe(d.Seconds()) }
+
+// sent notes a request sent to upstream name, and returns what notes its
+// answer: its status, 0 for none.
+func (m *metrics) sent(name string) (answered func(status int)) {
+	g := m.upInFlight.WithLabelValues(name)
+	g.Inc()
+	return func(status int) {
+		g.Dec()
+		s := "error"
+		if status != 0 {
+			s = strconv.Itoa(status)
+		}
+		m.upRequests.WithLabelValues(name, s).Inc()
+	}
 }

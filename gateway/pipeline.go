@@ -46,13 +46,17 @@ type request struct {
 	team  string   // the key's team, once authenticated
 	allow []string // the key's Policy.Models, for the metrics' model label
 
-	ep    *endpoint
-	path  string // its path's pattern (routePath), for the ledger
-	route *route // where it is forwarded to
-	model string
+	ep     *endpoint
+	path   string     // its path's pattern (routePath), for the ledger
+	ups    *upstreams // the upstreams in force when it came
+	apis   []string   // those that may serve its endpoint
+	route  *route     // the route of its path; nil: none
+	member *member    // the upstream it goes to, once admitted
+	model  string
 	// stripUsage: the gateway asked the upstream for the stream's usage,
 	// which the caller did not (askUsage), and takes it out of the stream.
 	stripUsage bool
+	modelAt    [2]int // where the body's model is, for Azure (bodyFields)
 
 	// Its prompt, estimated, and the most output it may produce (read),
 	// and its price (Gateway.priceFor; priced false: $0).
@@ -142,6 +146,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// gone away: the admission is finished on a context of its own.
 		if ad.adm != nil || ad.shadowed != nil {
 			ch = g.finish(context.WithoutCancel(r.Context()), rq, &ad, &up, sw.Status)
+			g.lines.finished() // its upstream may have room now
 		}
 		if ad.short {
 			g.short.end(rq.keyID) // once charged: see Gateway.admit
@@ -170,12 +175,15 @@ func (g *Gateway) logRequest(r *http.Request, rq *request, ad *admission, up *up
 	if !g.log.Enabled(ctx, slog.LevelInfo) {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 13)
+	attrs := make([]slog.Attr, 0, 14)
 	attrs = append(attrs,
 		slog.String("request_id", rq.id), slog.String("method", r.Method), slog.String("path", r.URL.Path),
 		slog.String("key_id", rq.keyID), slog.String("model", rq.model), slog.Int("status", status),
 		slog.Int64("tokens", ch.tokens), slog.Int64("reserved", ad.reserve),
 		slog.Duration("latency", time.Since(rq.start)))
+	if rq.member != nil && up.forwarded {
+		attrs = append(attrs, slog.String("upstream", rq.member.name))
+	}
 	if ch.estimated {
 		attrs = append(attrs, slog.Bool("estimated", true))
 	}
@@ -203,7 +211,7 @@ func (g *Gateway) serve(w *httpstatus.Writer, r *http.Request, rq *request, ad *
 	secret := requestSecret(r)
 	if secret == "" {
 		return &refusal{status: http.StatusUnauthorized, typ: typeAuth, code: "missing_api_key",
-			msg: "no API key: send it as Authorization: Bearer <key>, x-api-key or x-goog-api-key"}
+			msg: "no API key: send it as Authorization: Bearer <key>, x-api-key, x-goog-api-key or api-key"}
 	}
 	if r.URL.Path == g.statsPath {
 		return g.stats(w, r, rq, secret)
@@ -245,12 +253,15 @@ func (g *Gateway) serve(w *httpstatus.Writer, r *http.Request, rq *request, ad *
 }
 
 // requestSecret is the secret r carries: a bearer token, x-api-key
-// (Anthropic's) or x-goog-api-key (Gemini's).
+// (Anthropic's), x-goog-api-key (Gemini's) or api-key (Azure OpenAI's).
 func requestSecret(r *http.Request) string {
 	if s := httplimit.APISecret(r); s != "" {
 		return s
 	}
-	return strings.TrimSpace(r.Header.Get("X-Goog-Api-Key"))
+	if s := strings.TrimSpace(r.Header.Get("X-Goog-Api-Key")); s != "" {
+		return s
+	}
+	return strings.TrimSpace(r.Header.Get("Api-Key"))
 }
 
 // operatorPath reports whether p is the operator's (the admin API, its
@@ -295,7 +306,8 @@ func (g *Gateway) endpoint(r *http.Request, rq *request) (model string, rf *refu
 		return "", rf
 	}
 	rq.ep, rq.path = ep, routePath(r.URL.Path)
-	if rq.route = match(g.routes, r.URL.Path); rq.route == nil {
+	rq.ups, rq.apis = g.ups.Load(), apisOf(ep, r.Header)
+	if rq.route = match(rq.ups.routes, r.URL.Path); rq.route == nil && !rq.ups.serves(rq.apis, "") {
 		return "", invalid(http.StatusNotFound, "no_route", "no upstream serves this path on this gateway")
 	}
 	return model, acceptable(r, ep)
@@ -365,11 +377,18 @@ func (g *Gateway) read(rq *request, ad *admission, model string, body []byte) (k
 		if !ep.modelInPath {
 			model = f.model
 		}
+		rq.modelAt = f.modelAt
+	}
+	if ep.azure {
+		model = rq.ups.modelOf(model) // the caller named a deployment
 	}
 	if ep.model {
 		if why := checkModel(model); why != "" {
 			return keystore.Request{}, nil, invalid(http.StatusBadRequest, "invalid_model", "the model name "+why)
 		}
+	}
+	if rf := upstreamFor(rq, model); rf != nil {
+		return keystore.Request{}, nil, rf
 	}
 	req := keystore.Request{Model: model}
 	if ep.generates {
@@ -416,8 +435,11 @@ func (g *Gateway) admit(r *http.Request, rq *request, ad *admission, k keystore.
 		return rf
 	}
 	since := g.short.epochOf(k.ID)
-	a, err := g.keys.Admit(ctx, secret, req)
+	a, err := g.admitOn(ctx, rq, secret, req)
+	var ce *capacityError
 	switch {
+	case errors.As(err, &ce):
+		return capacityRefusal(rq, ce)
 	case a == nil && g.shadowServes(ctx, rq, ad, err):
 		return nil // served without an admission; finish charges its usage
 	case a == nil:

@@ -37,8 +37,9 @@ import (
 type bodyFields struct {
 	model     string
 	hasModel  bool
-	maxOutput int64 // the maximum output named; 0: none
-	choices   int64 // n, best_of or candidateCount: outputs generated; 0: one
+	modelAt   [2]int // where the model's value is (start and end offsets), for Azure's responses
+	maxOutput int64  // the maximum output named; 0: none
+	choices   int64  // n, best_of or candidateCount: outputs generated; 0: one
 	stream    bool
 
 	// For askUsage: where the stream_options value and its include_usage
@@ -168,14 +169,19 @@ func object(dec *jsontext.Decoder, fields []string, member func(name string) err
 func (f *bodyFields) member(dec *jsontext.Decoder, d dialect, name string) error {
 	switch name {
 	case "model":
-		tok, err := dec.ReadToken()
+		v, err := dec.ReadValue()
 		if err != nil {
 			return err
 		}
-		if tok.Kind() != '"' {
+		if v.Kind() != '"' {
 			return bodyErrorf("has a model that is not a string")
 		}
-		f.model, f.hasModel = tok.String(), true
+		name, err := jsontext.AppendUnquote(nil, v)
+		if err != nil {
+			return err
+		}
+		end := int(dec.InputOffset())
+		f.model, f.hasModel, f.modelAt = string(name), true, [2]int{end - len(v), end}
 	case "max_tokens", "max_completion_tokens", "max_output_tokens":
 		n, err := count(dec, name)
 		f.maxOutput = max(f.maxOutput, n)

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -9,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/ratestore/ratestore/backend"
+	"github.com/ratestore/ratestore/gateway/pool"
 )
 
 // Route sends the requests under a path prefix to an upstream of its own,
@@ -29,29 +31,31 @@ type Route struct {
 	UpstreamKeyHeader string
 }
 
-// route is a Route as the gateway uses it.
+// route is a Route as the gateway uses it: a pool of one upstream, for
+// the paths under its prefix.
 type route struct {
-	prefix   string // without a trailing "/"; "" matches every path
-	upstream *url.URL
-	keyField string // "": no credential
-	keyValue string
+	prefix string // without a trailing "/"; "" matches every path
+	m      *member
 }
 
 // newRoute checks the upstream and credential of r and returns the route
 // of prefix (r.Prefix, normalized) they make; name names it in errors.
+// Its upstream is named by its prefix ("/" for the default route) in the
+// metrics, the ledger and /admin/upstreams.
 func newRoute(name, prefix string, r Route) (route, error) {
 	u := r.Upstream
 	if u == nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return route{}, fmt.Errorf("gateway: %s: upstream %s: want an http or https URL with a host: %w", name, redacted(u), backend.ErrInvalid)
 	}
-	rt := route{prefix: prefix, upstream: u}
+	m := &member{name: cmp.Or(prefix, "/"), url: u}
+	m.pu = &pool.Upstream{Name: m.name}
 	if r.UpstreamKey != "" {
-		rt.keyField, rt.keyValue = http.CanonicalHeaderKey(r.UpstreamKeyHeader), r.UpstreamKey
-		if rt.keyField == "" || rt.keyField == "Authorization" {
-			rt.keyField, rt.keyValue = "Authorization", "Bearer "+r.UpstreamKey
+		m.keyField, m.keyValue = http.CanonicalHeaderKey(r.UpstreamKeyHeader), r.UpstreamKey
+		if m.keyField == "" || m.keyField == "Authorization" {
+			m.keyField, m.keyValue = "Authorization", "Bearer "+r.UpstreamKey
 		}
 	}
-	return rt, nil
+	return route{prefix: prefix, m: m}, nil
 }
 
 // newRoutes returns the routes of opts, longest prefix first, the default
@@ -59,7 +63,7 @@ func newRoute(name, prefix string, r Route) (route, error) {
 func newRoutes(opts Options) ([]route, error) {
 	routes := make([]route, 0, len(opts.Routes)+1)
 	seen := make(map[string]bool, len(opts.Routes)+1)
-	if opts.Upstream != nil || len(opts.Routes) == 0 {
+	if opts.Upstream != nil || (len(opts.Routes) == 0 && len(opts.Upstreams) == 0) {
 		rt, err := newRoute("default route", "", Route{Upstream: opts.Upstream, UpstreamKey: opts.UpstreamKey, UpstreamKeyHeader: opts.UpstreamKeyHeader})
 		if err != nil {
 			return nil, err

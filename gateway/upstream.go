@@ -43,8 +43,12 @@ var errIdle = errors.New("gateway: upstream idle timeout: no data within the idl
 var errDrain = errors.New("gateway: the caller hung up, and the upstream did not end within the drain timeout")
 
 // forward sends the admitted request upstream with body, and streams the
-// response back to w through its meter. A request that gets no response
-// is refused: 504 when it timed out, else 502.
+// response back to w through its meter. An upstream of a pool that
+// answers 429 or 5xx, or cannot be reached, before anything went to the
+// caller cools down, and the request goes to the next with room (failover),
+// up to Options.UpstreamAttempts; the last answer is the caller's. A
+// request that gets no response is refused: 504 when it timed out, else
+// 502.
 func (g *Gateway) forward(w *httpstatus.Writer, r *http.Request, rq *request, ad *admission, up *upstreamResult, body []byte) *refusal {
 	ctx, cancel, done := g.upstreamContext(r.Context(), rq.ep.generates)
 	defer func() { // also when the copy panics
@@ -53,20 +57,62 @@ func (g *Gateway) forward(w *httpstatus.Writer, r *http.Request, rq *request, ad
 		}
 		done()
 	}()
-	out := outbound(ctx, r, rq, body)
+	var tried []*member
+	for {
+		m := rq.member
+		answered := g.metrics.sent(m.name)
+		res, err := g.send(ctx, r, rq, up, m, body)
+		v := g.verdict(ctx, rq, res, err)
+		m.noteAnswer(v, g.now())
+		tried = append(tried, m)
+		if v.next && len(tried) < g.attempts && g.failover(ctx, rq, ad, tried) {
+			answered(statusOf(res))
+			g.log.LogAttrs(ctx, slog.LevelWarn, "gateway: upstream failed, trying the next",
+				slog.String("request_id", rq.id), slog.String("upstream", m.name), slog.String("next", rq.member.name),
+				slog.Int("status", statusOf(res)), slog.Any("error", err))
+			if res != nil {
+				discard(res.Body)
+			}
+			continue
+		}
+		defer answered(statusOf(res))
+		if err != nil {
+			return upstreamFailed(ctx, up, err)
+		}
+		g.respond(w, r, res, rq, ad, up, cancel)
+		return nil
+	}
+}
+
+// send sends the request to upstream m, and returns its response or why
+// there is none.
+func (g *Gateway) send(ctx context.Context, r *http.Request, rq *request, up *upstreamResult, m *member, body []byte) (*http.Response, error) {
+	out := outbound(ctx, r, rq, m, body)
 	up.forwarded, up.sent = true, time.Now()
 	res, err := g.transport.RoundTrip(out)
 	if err == nil && res.StatusCode == http.StatusSwitchingProtocols {
 		up.status, up.latency = res.StatusCode, time.Since(up.sent)
 		res.Body.Close()
-		err = fmt.Errorf("gateway: the upstream switched protocols (to %q), which no endpoint asks for", res.Header.Get("Upgrade"))
+		return nil, fmt.Errorf("gateway: the upstream switched protocols (to %q), which no endpoint asks for", res.Header.Get("Upgrade"))
 	}
-	if err != nil {
-		return upstreamFailed(ctx, up, err)
+	if err == nil {
+		up.status, up.latency = res.StatusCode, time.Since(up.sent)
 	}
-	up.status, up.latency = res.StatusCode, time.Since(up.sent)
-	g.respond(w, r, res, rq, ad, up, cancel)
-	return nil
+	return res, err
+}
+
+func statusOf(res *http.Response) int {
+	if res == nil {
+		return 0
+	}
+	return res.StatusCode
+}
+
+// discard drains a little of a response that is not passed on, so that
+// its connection may serve again, and closes it.
+func discard(body io.ReadCloser) {
+	io.Copy(io.Discard, io.LimitReader(body, 64<<10))
+	body.Close()
 }
 
 // upstreamContext returns the context of a request's upstream call, ended
@@ -110,14 +156,19 @@ func (g *Gateway) upstreamContext(caller context.Context, generates bool) (ctx c
 // transport would otherwise send Go's).
 var noUserAgent = []string{""}
 
-// outbound is the upstream request of r on ctx: see Headers in the
-// package documentation.
-func outbound(ctx context.Context, r *http.Request, rq *request, body []byte) *http.Request {
+// outbound is the upstream request of r on ctx, to upstream m: see
+// Headers in the package documentation.
+func outbound(ctx context.Context, r *http.Request, rq *request, m *member, body []byte) *http.Request {
 	out := r.WithContext(ctx)
 	u := *r.URL
 	out.URL = &u
-	(&httputil.ProxyRequest{Out: out}).SetURL(rq.route.upstream)
-	out.URL.RawQuery = forwardQuery(r.URL.RawQuery, rq.ep.query)
+	query := forwardQuery(r.URL.RawQuery, rq.ep.query)
+	if m.api == APIAzureOpenAI {
+		out.URL.Path, out.URL.RawPath, body = azurePath(rq, m, r.URL.Path, body)
+		query = azureQuery(rq.ep, query, m.version)
+	}
+	(&httputil.ProxyRequest{Out: out}).SetURL(m.url)
+	out.URL.RawQuery = query
 	out.Header = forwardHeader(r.Header, rq.ep.dialect)
 	out.Header["User-Agent"] = noUserAgent
 	out.Body, out.ContentLength, out.TransferEncoding, out.Trailer, out.Close = nil, 0, nil, nil, false
@@ -125,10 +176,11 @@ func outbound(ctx context.Context, r *http.Request, rq *request, body []byte) *h
 		out.Header.Set("Content-Type", "application/json")
 		if len(body) > 0 {
 			out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+			out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 		}
 	}
-	if rt := rq.route; rt.keyField != "" {
-		out.Header.Set(rt.keyField, rt.keyValue)
+	if m.keyField != "" {
+		out.Header.Set(m.keyField, m.keyValue)
 	}
 	return out
 }

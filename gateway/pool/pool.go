@@ -13,6 +13,7 @@ package pool
 
 import (
 	"path"
+	"slices"
 	"sync"
 	"time"
 )
@@ -29,6 +30,7 @@ type Upstream struct {
 	API    string   // what it speaks: its requests' endpoints are that api's
 	Models []string // globs (path.Match) of the models it serves; none: all
 	Weight int      // its share among the upstreams that can serve; at least 1
+	Index  int      // its place in its pool (New): which of the caller's upstreams it is
 
 	mu       sync.Mutex
 	until    time.Time     // cooling down until then
@@ -37,10 +39,11 @@ type Upstream struct {
 	current  int           // smooth weighted round robin's running weight
 }
 
-// Serves reports whether u serves model on api; model "" (an endpoint
-// that names none, as a model list) is served by every upstream of api.
-func (u *Upstream) Serves(api, model string) bool {
-	if u.API != api {
+// Serves reports whether u serves model on one of apis; model "" (an
+// endpoint that names none, as a model list) is served by every upstream
+// of those apis.
+func (u *Upstream) Serves(apis []string, model string) bool {
+	if !slices.Contains(apis, u.API) {
 		return false
 	}
 	if model == "" || len(u.Models) == 0 {
@@ -93,10 +96,11 @@ type Pool struct {
 	mu  sync.Mutex // guards the round robin's running weights
 }
 
-// New returns the pool of ups, in their order (which breaks ties).
+// New returns the pool of ups, in their order (which breaks ties), and
+// sets their Index.
 func New(ups []*Upstream) *Pool {
-	for _, u := range ups {
-		u.Weight = max(u.Weight, 1)
+	for i, u := range ups {
+		u.Weight, u.Index = max(u.Weight, 1), i
 	}
 	return &Pool{ups: ups}
 }
@@ -104,17 +108,17 @@ func New(ups []*Upstream) *Pool {
 // Upstreams returns the pool's upstreams, in their order.
 func (p *Pool) Upstreams() []*Upstream { return p.ups }
 
-// Order returns the upstreams that serve model on api and are not cooling
+// Order returns the upstreams that serve model on one of apis and are not cooling
 // down at now, the one to try first first: the pick of a smooth weighted
 // round robin (nginx's: each candidate's running weight grows by its
 // weight, the largest is picked and loses the sum), so that over any run
 // of requests each candidate gets its weight's share, evenly spread. The
 // others follow by weight, heaviest first, for the caller's failover. It
 // appends to dst.
-func (p *Pool) Order(dst []*Upstream, api, model string, now time.Time) []*Upstream {
+func (p *Pool) Order(dst []*Upstream, apis []string, model string, now time.Time) []*Upstream {
 	start := len(dst)
 	for _, u := range p.ups {
-		if u.Serves(api, model) && u.CoolingUntil(now).IsZero() {
+		if u.Serves(apis, model) && u.CoolingUntil(now).IsZero() {
 			dst = append(dst, u)
 		}
 	}

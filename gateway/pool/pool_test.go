@@ -7,6 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+var openAI = []string{"openai"}
+
 var t0 = time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
 
 func names(us []*Upstream) []string {
@@ -28,7 +30,7 @@ func TestOrderWeights(t *testing.T) {
 	first := map[string]int{}
 	var seq []string
 	for range 7 {
-		o := p.Order(nil, "openai", "gpt-4o", t0)
+		o := p.Order(nil, openAI, "gpt-4o", t0)
 		require.Len(t, o, 3)
 		first[o[0].Name]++
 		seq = append(seq, o[0].Name)
@@ -48,12 +50,12 @@ func TestOrderServes(t *testing.T) {
 		{Name: "all", API: "openai"},
 		{Name: "claude", API: "anthropic", Models: []string{"claude-*"}},
 	})
-	require.ElementsMatch(t, []string{"mini", "all"}, names(p.Order(nil, "openai", "gpt-4o-mini-2024-07-18", t0)))
-	require.Equal(t, []string{"all"}, names(p.Order(nil, "openai", "gpt-4o", t0)))
-	require.Equal(t, []string{"claude"}, names(p.Order(nil, "anthropic", "claude-sonnet-4", t0)))
-	require.Empty(t, p.Order(nil, "anthropic", "gpt-4o", t0))
-	require.Empty(t, p.Order(nil, "gemini", "gemini-2.5-pro", t0))
-	require.ElementsMatch(t, []string{"mini", "all"}, names(p.Order(nil, "openai", "", t0)), "a model list")
+	require.ElementsMatch(t, []string{"mini", "all"}, names(p.Order(nil, openAI, "gpt-4o-mini-2024-07-18", t0)))
+	require.Equal(t, []string{"all"}, names(p.Order(nil, openAI, "gpt-4o", t0)))
+	require.Equal(t, []string{"claude"}, names(p.Order(nil, []string{"anthropic"}, "claude-sonnet-4", t0)))
+	require.Empty(t, p.Order(nil, []string{"anthropic"}, "gpt-4o", t0))
+	require.Empty(t, p.Order(nil, []string{"gemini"}, "gemini-2.5-pro", t0))
+	require.ElementsMatch(t, []string{"mini", "all"}, names(p.Order(nil, openAI, "", t0)), "a model list")
 }
 
 // TestCooldown: a failure cools an upstream down for its Retry-After, else
@@ -65,8 +67,8 @@ func TestCooldown(t *testing.T) {
 	now := t0
 	a.Failed(now, 0)
 	require.Equal(t, now.Add(time.Second), a.CoolingUntil(now))
-	require.Equal(t, []string{"b"}, names(p.Order(nil, "openai", "m", now)))
-	require.Len(t, p.Order(nil, "openai", "m", now.Add(time.Second)), 2, "back once cooled down")
+	require.Equal(t, []string{"b"}, names(p.Order(nil, openAI, "m", now)))
+	require.Len(t, p.Order(nil, openAI, "m", now.Add(time.Second)), 2, "back once cooled down")
 
 	var waits []time.Duration
 	for range 8 {
@@ -98,6 +100,6 @@ func BenchmarkOrder(b *testing.B) {
 	dst := make([]*Upstream, 0, 16)
 	b.ReportAllocs()
 	for b.Loop() {
-		dst = p.Order(dst[:0], "openai", "gpt-4o-mini", t0)
+		dst = p.Order(dst[:0], openAI, "gpt-4o-mini", t0)
 	}
 }
