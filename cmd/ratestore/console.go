@@ -142,7 +142,7 @@ func (c *cli) runConsole(f *consoleFlags) error {
 	if out.TLS {
 		out.URL = "https://" + out.Listen + "/admin/"
 	}
-	return c.serve(ln, h, nil, closeAll, log, defaultShutdown, func() error {
+	return c.serve(ln, h, nil, nil, closeAll, log, defaultShutdown, func() error {
 		if beyondLoopback(ln) && !out.TLS {
 			warnClearText(log, cmd, out.Listen)
 		}

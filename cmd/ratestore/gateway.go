@@ -104,16 +104,21 @@ func (p *perRoute) set(v string) error {
 func gatewayCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 	f := gatewayFlagSet(fs)
 	return func([]string) error {
-		if err := applyConfig("gateway", fs, f.config); err != nil {
+		ups, err := applyConfig("gateway", fs, f.config)
+		if err != nil {
 			return err
 		}
+		f.pools = ups
 		return c.runGateway(f)
 	}
 }
 
 // gatewayFlags are the values of the gateway command's flags.
 type gatewayFlags struct {
-	config         string // --config
+	config         string             // --config
+	pools          []gateway.Upstream // the upstreams of --config
+	attempts       int                // --upstream-attempts
+	queue          time.Duration      // --upstream-queue-timeout
 	listen         string
 	upstreams      *perRoute // --upstream, by route
 	upstreamKey    string
@@ -189,6 +194,8 @@ func gatewayFlagSet(fs *flag.FlagSet) *gatewayFlags {
 	fs.Int64Var(&f.maxCharge, "max-tokens-per-request", gateway.DefaultMaxTokensPerRequest, "the most `tokens` one response may be charged: an upstream that reports more is charged this, logged at error (default 10000000)")
 	fs.DurationVar(&f.idle, "idle-timeout", gateway.DefaultIdleTimeout, "how long the upstream may leave a response body silent between reads; a stream silent longer is ended (default 1m; 0: no bound)")
 	fs.StringVar(&f.prices, "prices", "", "a price `file` in LiteLLM's format (model_prices_and_context_window.json) over the built-in table; SIGHUP and POST /admin/prices/reload read it again")
+	fs.IntVar(&f.attempts, "upstream-attempts", gateway.DefaultUpstreamAttempts, "the most upstreams of a pool one request is sent to when they answer 429 or 5xx or cannot be reached (default 3; 1: no failover)")
+	fs.DurationVar(&f.queue, "upstream-queue-timeout", gateway.DefaultUpstreamQueueTimeout, "how long a request waits for an upstream of its pool with room in its limits before 429 upstream_capacity (default 30s; 0: no wait)")
 	fs.StringVar(&f.unpriced, "unpriced", "refuse", "what a model with no price costs a key with a budget: refuse (403), zero ($0, logged), or default (--default-price-file)")
 	fs.StringVar(&f.defaultPrice, "default-price-file", "", "a price `file` in LiteLLM's format with one entry: the price of unpriced models with --unpriced default")
 	tlsFlagSet(fs, &f.tlsCert, &f.tlsKey)
@@ -360,7 +367,7 @@ func (c *cli) runGateway(f *gatewayFlags) error {
 		closeAudit(alog)
 		return st.close()
 	}
-	return c.serve(ln, h, g, closeAll, log, f.shutdown, func() error {
+	return c.serve(ln, h, g, reloader(g, f.config), closeAll, log, f.shutdown, func() error {
 		logListening(ln, log, out)
 		return c.emit(out, out.text)
 	})
@@ -411,6 +418,8 @@ func (f *gatewayFlags) validate(cmd string) (map[string]*url.URL, ratestore.Dura
 		return nil, 0, usagef(cmd, "%s: --upstream-key and a bare --upstream-key-env both name the default route's credential: give one", cmd)
 	case !(f.rps >= 0) || math.IsInf(f.rps, 0) || f.burst < 0 || (f.burst > 0 && f.rps == 0):
 		return nil, 0, usagef(cmd, "%s: --rps %v --burst %d: want a rate >= 0, and a burst >= 0 only with a rate", cmd, f.rps, f.burst)
+	case f.attempts < 1 || f.queue < 0:
+		return nil, 0, usagef(cmd, "%s: --upstream-attempts %d --upstream-queue-timeout %v: want at least 1 attempt and a wait >= 0", cmd, f.attempts, f.queue)
 	case f.shutdown <= 0:
 		return nil, 0, usagef(cmd, "%s: --shutdown-timeout %v: want a positive duration", cmd, f.shutdown)
 	case f.maxTokens <= 0:
@@ -437,8 +446,8 @@ func (f *gatewayFlags) validate(cmd string) (map[string]*url.URL, ratestore.Dura
 // upstreamURLs parses the --upstream URLs, by prefix, and checks that
 // every route given a credential's variable or field has one.
 func (f *gatewayFlags) upstreamURLs(cmd string) (map[string]*url.URL, error) {
-	if len(f.upstreams.prefixes) == 0 {
-		return nil, usagef(cmd, "%s: --upstream is required", cmd)
+	if len(f.upstreams.prefixes) == 0 && len(f.pools) == 0 {
+		return nil, usagef(cmd, "%s: --upstream is required, or upstreams in --config", cmd)
 	}
 	urls := make(map[string]*url.URL, len(f.upstreams.prefixes))
 	for _, prefix := range f.upstreams.prefixes {
@@ -472,6 +481,7 @@ func (f *gatewayFlags) options(cmd string, urls map[string]*url.URL, dur ratesto
 		BodyTimeout:  noBound(f.bodyTimeout), MaxTokensPerRequest: f.maxCharge,
 		Weights: f.weights, PricesFile: f.prices,
 		Ledger: ledger.Options{Retention: f.retention}, NoLedger: f.noLedger,
+		Upstreams: f.pools, UpstreamAttempts: f.attempts, UpstreamQueueTimeout: noBound(f.queue),
 	}
 	out := gatewayOut{Routes: []routeOut{}, StatsPath: f.statsPath, RPS: f.rps, Burst: f.burst, Durability: dur.String(), Shadow: f.shadow,
 		Prices: f.prices, Unpriced: f.unpriced}

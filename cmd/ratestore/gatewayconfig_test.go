@@ -44,7 +44,6 @@ func TestGatewayConfigErrors(t *testing.T) {
 		{"config in config", "config: other.yaml\n", `line 1: "config" is not a setting`},
 		{"a key twice", "rps: 1\nrps: 2\n", `line 2: "rps" is set at line 1 already`},
 		{"not YAML", "rps: [\n", "yaml:"},
-		{"upstreams", "upstreams:\n  - name: a\n    api: openai\n    url: https://x.example\n", "line 2: upstreams: pools of upstreams are not served by this version"},
 		{"a bad upstream", "upstreams:\n  - name: a\n    api: bedrock\n    url: https://x.example\n", `line 2: upstream "a": api "bedrock"`},
 	} {
 		path := filepath.Join(dir, c.name+".yaml")

@@ -133,7 +133,7 @@ func (c *cli) logger() *slog.Logger {
 // cuts those that do not, waits for every request to have recorded its
 // usage, and closes the store with closeDB. announce logs and prints that
 // it listens, once it does.
-func (c *cli) serve(ln net.Listener, h http.Handler, g *gateway.Gateway, closeDB func() error, log *slog.Logger, timeout time.Duration, announce func() error) error {
+func (c *cli) serve(ln net.Listener, h http.Handler, g *gateway.Gateway, reload reloadFunc, closeDB func() error, log *slog.Logger, timeout time.Duration, announce func() error) error {
 	ctx, stop := signal.NotifyContext(c.ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	srv := &http.Server{
@@ -144,8 +144,8 @@ func (c *cli) serve(ln net.Listener, h http.Handler, g *gateway.Gateway, closeDB
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	if g != nil {
-		defer reloadOnHangup(ctx, g, log)()
+	if reload != nil {
+		defer reloadOnHangup(ctx, reload, log)()
 	}
 
 	err := announce()
@@ -173,10 +173,10 @@ func (c *cli) serve(ln net.Listener, h http.Handler, g *gateway.Gateway, closeDB
 	return err
 }
 
-// reloadOnHangup reloads g's prices on every SIGHUP until the returned
-// function is called: a price file that does not parse is logged and the
-// running table stays.
-func reloadOnHangup(ctx context.Context, g *gateway.Gateway, log *slog.Logger) (stop func()) {
+// reloadOnHangup calls reload on every SIGHUP until the returned function
+// is called: a configuration that does not parse is logged and the
+// running one stays.
+func reloadOnHangup(ctx context.Context, reload reloadFunc, log *slog.Logger) (stop func()) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	done := make(chan struct{})
@@ -184,10 +184,10 @@ func reloadOnHangup(ctx context.Context, g *gateway.Gateway, log *slog.Logger) (
 		for {
 			select {
 			case <-hup:
-				if n, err := g.ReloadPrices(); err != nil {
-					log.Error("gateway: prices not reloaded: the running table stays", "error", err.Error())
+				if ups, models, err := reload(); err != nil {
+					log.Error("gateway: not reloaded: the running configuration stays", "error", err.Error())
 				} else {
-					log.Info("gateway: prices reloaded", "models", n)
+					log.Info("gateway: reloaded", "upstreams", ups, "models", models)
 				}
 			case <-done:
 				return
