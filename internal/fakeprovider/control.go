@@ -53,12 +53,12 @@ func (p *Provider) Heal() { p.failure.Store(nil) }
 // is for walkthroughs, in real time: a test holds calls with Hold.
 func (p *Provider) SetDelay(d time.Duration) { p.delay.Store(int64(d)) }
 
-// Hold makes the calls admitted from now on wait, in flight with their
-// quotas held, before they answer (a stream after its first event), until
-// release is called or their context ends: a test keeps calls in flight
-// as long as it needs, without sleeping. WaitHeld tells when they are
-// there. release may be called more than once; a later Hold's calls wait
-// for its own release.
+// Hold makes the calls that come to their answer while it stands wait,
+// admitted (in flight, their quotas held) and unanswered (a stream after
+// its first event), until release is called or their context ends: a
+// test keeps calls in flight as long as it needs, without sleeping.
+// WaitHeld tells when they are there. release may be called more than
+// once; a later Hold's calls wait for its own release.
 func (p *Provider) Hold() (release func()) {
 	gate := make(chan struct{})
 	p.mu.Lock()

@@ -57,7 +57,7 @@ func TestFailShapes(t *testing.T) {
 		want      string
 	}{
 		{fakeprovider.AzureOpenAI, "/openai/deployments/d/chat/completions?api-version=1", 429,
-			`{"error":{"code":"rate_limit_exceeded","message":"Too Many Requests (fakeprovider: set to fail with 429)"}}`},
+			`{"error":{"code":"429","message":"Too Many Requests (fakeprovider: set to fail with 429)"}}`},
 		{fakeprovider.AzureOpenAI, "/openai/deployments/d/chat/completions?api-version=1", 500,
 			`{"error":{"code":"500","message":"Internal Server Error (fakeprovider: set to fail with 500)"}}`},
 		{fakeprovider.Anthropic, "/v1/messages", 529,

@@ -12,7 +12,8 @@ import (
 // as they read the real one's.
 type problem struct {
 	status int
-	code   string // OpenAI's and Azure's error code; "": none (Azure: the status)
+	code   string // OpenAI's error code; "": none
+	azure  string // Azure's own code (DeploymentNotFound, BadRequest); "": the status, as Azure's other errors say
 	typ    string // OpenAI's error type; "": by status
 	msg    string
 	retry  time.Duration // > 0: the Retry-After field, in whole seconds rounded up
@@ -60,7 +61,7 @@ func (p *Provider) writeProblem(w http.ResponseWriter, pr *problem) {
 		status := byStatus(geminiStatuses, pr.status, "FAILED_PRECONDITION", "INTERNAL")
 		body = map[string]any{"error": map[string]any{"code": pr.status, "message": pr.msg, "status": status}}
 	case AzureOpenAI:
-		code := pr.code
+		code := pr.azure
 		if code == "" {
 			code = strconv.Itoa(pr.status)
 		}

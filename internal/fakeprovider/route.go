@@ -82,9 +82,13 @@ func (f *fields) maxOut() int64 {
 	return max(f.MaxTokens, f.MaxCompletionTokens, f.MaxOutputTokens, f.GenerationConfig.MaxOutputTokens)
 }
 
-// parse reads r, whose body is body, into its call: its credential, its
-// path (and for Azure its api-version and deployment), its body, and its
-// model. A request the provider would not take gets its problem.
+// maxBody bounds a request body: a larger one gets 413.
+const maxBody = 64 << 20
+
+// parse reads r, whose body is body (up to a byte past maxBody), into
+// its call: its credential, its path (and for Azure its api-version and
+// deployment), its body, and its model. A request the provider would not
+// take gets its problem.
 func (p *Provider) parse(r *http.Request, body []byte) (*call, *problem) {
 	if !p.authorized(r) {
 		return nil, p.unauthorized()
@@ -92,6 +96,9 @@ func (p *Provider) parse(r *http.Request, body []byte) (*call, *problem) {
 	c, model, pr := p.route(r)
 	if pr != nil {
 		return nil, pr
+	}
+	if len(body) > maxBody {
+		return nil, &problem{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("the body is over %d bytes (fakeprovider)", maxBody)}
 	}
 	var f fields
 	if r.Method == http.MethodPost {
@@ -136,7 +143,6 @@ func (p *Provider) authorized(r *http.Request) bool {
 func (p *Provider) unauthorized() *problem {
 	pr := &problem{status: http.StatusUnauthorized, code: "invalid_api_key", msg: "Incorrect API key provided (fakeprovider)."}
 	if p.opts.API == AzureOpenAI {
-		pr.code = "401"
 		pr.msg = "Access denied due to invalid subscription key or wrong API endpoint (fakeprovider)."
 	}
 	return pr
@@ -180,7 +186,7 @@ func (p *Provider) azureRoute(r *http.Request) (*call, string, *problem) {
 		return nil, "", notAllowed(r, http.MethodPost)
 	}
 	if v := r.URL.Query().Get("api-version"); v == "" || (p.opts.APIVersion != "" && v != p.opts.APIVersion) {
-		return nil, "", &problem{status: http.StatusBadRequest, code: "BadRequest",
+		return nil, "", &problem{status: http.StatusBadRequest, azure: "BadRequest",
 			msg: fmt.Sprintf("API version %q not supported: this resource serves api-version=%s (fakeprovider)", v, p.opts.APIVersion)}
 	}
 	return c, deployment, nil
@@ -221,7 +227,7 @@ func (p *Provider) checkModel(c *call, path string) *problem {
 	}
 	if p.opts.API == AzureOpenAI {
 		if p.opts.Deployments != nil && !slices.Contains(p.opts.Deployments, c.model) {
-			return &problem{status: http.StatusNotFound, code: "DeploymentNotFound",
+			return &problem{status: http.StatusNotFound, azure: "DeploymentNotFound",
 				msg: fmt.Sprintf("The API deployment %q for this resource does not exist (fakeprovider).", c.model)}
 		}
 		return nil

@@ -8,9 +8,6 @@ import (
 	"time"
 )
 
-// maxBody bounds a request body: a larger one gets 413.
-const maxBody = 64 << 20
-
 // ServeHTTP answers r: by the failure mode, if one is set; else as the
 // API would refuse it, if it would; else by the quotas, if it does not
 // fit; else with the answer, once any hold or delay is over.
@@ -27,9 +24,6 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c, pr := p.parse(r, body)
-	if pr == nil && len(body) > maxBody {
-		pr = &problem{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("the body is over %d bytes (fakeprovider)", maxBody)}
-	}
 	if pr != nil {
 		p.count(&p.stats.Refused)
 		p.writeProblem(w, pr)
