@@ -188,7 +188,8 @@ func (s Spend) WriteCSV(w io.Writer) error {
 }
 
 // RequestColumns are the CSV columns of GET /admin/requests: the fields
-// of ledger.Entry's JSON, in its order.
+// of ledger.Entry's JSON, in its order, but "upstream", which the JSON
+// has and the CSV does not yet.
 var RequestColumns = []string{"time", "request_id", "key", "team", "model", "route", "status", "latency_ms",
 	"input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens", "cost_usd", "estimated"}
 

@@ -42,6 +42,12 @@ func encodeBlock(first uint32, items []item) []byte {
 		}
 		return i
 	}
+	opt := func(s string) uint64 { // an optional string: 0 for none
+		if s == "" {
+			return 0
+		}
+		return ref(s) + 1
+	}
 	var body []byte
 	seq, ms := first, base
 	for _, it := range items {
@@ -50,11 +56,7 @@ func encodeBlock(first uint32, items []item) []byte {
 		body = binary.AppendVarint(body, millis(e.Time)-ms)
 		seq, ms = it.seq, millis(e.Time)
 		body = appendString(body, e.RequestID)
-		team := uint64(0)
-		if e.Team != "" {
-			team = ref(e.Team) + 1
-		}
-		for _, v := range [...]uint64{ref(e.Key), team, ref(e.Model), ref(e.Route)} {
+		for _, v := range [...]uint64{ref(e.Key), opt(e.Team), ref(e.Model), ref(e.Route), opt(e.Upstream)} {
 			body = binary.AppendUvarint(body, v)
 		}
 		body = appendEntryCounts(body, e)
@@ -63,7 +65,7 @@ func encodeBlock(first uint32, items []item) []byte {
 	for _, it := range items {
 		last = max(last, millis(it.e.Time))
 	}
-	b := []byte{codecVersion}
+	b := []byte{blockVersion}
 	b = binary.AppendVarint(b, base)
 	b = binary.AppendUvarint(b, uint64(last-base))
 	b = binary.AppendUvarint(b, uint64(len(table)))
@@ -94,6 +96,7 @@ func appendEntryCounts(b []byte, e *Entry) []byte {
 // query, not one per block.
 type blockReader struct {
 	r      reader
+	nrefs  int      // the table references of an entry: 5, or 4 in a block of version 1 (no upstream)
 	base   int64    // the first entry's time, Unix ms
 	last   int64    // the latest entry's
 	raw    []byte   // the string table, encoded
@@ -109,7 +112,12 @@ type blockReader struct {
 func openBlock(v []byte, in *interner) (*blockReader, error) {
 	br := &blockReader{r: reader{b: v}, in: in}
 	r := &br.r
-	if r.byte() != codecVersion {
+	switch r.byte() {
+	case blockVersion:
+		br.nrefs = len(head{}.refs)
+	case 1: // before upstreams
+		br.nrefs = len(head{}.refs) - 1
+	default:
 		return nil, fmt.Errorf("%w: block version", errCorrupt)
 	}
 	br.base = r.varint()
@@ -130,7 +138,7 @@ type head struct {
 	seq    uint32
 	ms     int64
 	reqID  []byte    // encoded
-	refs   [4]uint64 // key, team+1 (0: none), model, route
+	refs   [5]uint64 // key, team+1 (0: none), model, route, upstream+1 (0: none; always in a block of version 1)
 	status int
 }
 
@@ -155,7 +163,7 @@ func (br *blockReader) walk(first uint32, keep func(h *head) bool, full func(h *
 		}
 		ms += r.varint()
 		h.seq, h.ms, h.reqID = seq, ms, r.rawString()
-		for j := range h.refs {
+		for j := range br.nrefs {
 			h.refs[j] = r.uvarint()
 		}
 		h.status = int(min(max(r.varint()+200, 0), 999))
@@ -167,6 +175,7 @@ func (br *blockReader) walk(first uint32, keep func(h *head) bool, full func(h *
 		}
 		e.Time, e.RequestID, e.Status = time.UnixMilli(ms).UTC(), decodeString(h.reqID), h.status
 		e.Key, e.Team, e.Model, e.Route = br.str(h.refs[0], 0), br.str(h.refs[1], 1), br.str(h.refs[2], 0), br.str(h.refs[3], 0)
+		e.Upstream = br.str(h.refs[4], 1)
 		br.counts(&e)
 		if r.err == nil {
 			full(&h, &e)
@@ -227,25 +236,36 @@ func (br *blockReader) counts(e *Entry) {
 }
 
 // appendSingle appends the block of one entry, e with seq first, as
-// encodeBlock would with a table in the order key, model, route, team.
+// encodeBlock would with a table in the order key, model, route, team,
+// upstream (the last two when not ""). The upstream comes last: a
+// query's filter finds a key, team or model at its first place in the
+// table, which an upstream of the same name must not take.
 func appendSingle(b []byte, e *Entry) []byte {
-	b = append(b, codecVersion)
+	b = append(b, blockVersion)
 	b = binary.AppendVarint(b, millis(e.Time))
 	b = append(b, 0) // its last entry is its first
-	n, team := uint64(3), uint64(0)
+	n, team, upstream := byte(3), byte(0), byte(0)
 	if e.Team != "" {
-		n, team = 4, 4
+		n++
+		team = n // its index + 1
 	}
-	b = binary.AppendUvarint(b, n)
+	if e.Upstream != "" {
+		n++
+		upstream = n
+	}
+	b = append(b, n)
 	b = appendString(b, e.Key)
 	b = appendString(b, e.Model)
 	b = appendString(b, e.Route)
 	if e.Team != "" {
 		b = appendString(b, e.Team)
 	}
+	if e.Upstream != "" {
+		b = appendString(b, e.Upstream)
+	}
 	b = append(b, 1, 0, 0) // one entry, at offset 0, at the base time
 	b = appendString(b, e.RequestID)
-	b = append(b, 0, byte(team), 1, 2)
+	b = append(b, 0, team, 1, 2, upstream)
 	return appendEntryCounts(b, e)
 }
 

@@ -1,7 +1,7 @@
 // Package ledger keeps a spend ledger in a ratestore backend: an entry
-// per finished request (time, request id, key, team, model, route,
-// tokens by type, cost, status, latency, and whether its usage was
-// estimated), and rollups of requests, tokens, cost and refusals by
+// per finished request (time, request id, key, team, model, route, the
+// upstream that served it, tokens by type, cost, status, latency, and
+// whether its usage was estimated), and rollups of requests, tokens, cost and refusals by
 // reason per (day, key) and per (day, team), with a row per model. It
 // answers what a team spent last month on which models, and which key is
 // burning through its budget, from the embedded database, without a
@@ -46,10 +46,10 @@
 // store (Redis), where batches may commit in another order than they
 // wrote, a chunk holds one entry. A few seconds after 4096 entries are
 // written they are rewritten as one block, which keeps each key, team,
-// model and route once in a table its entries refer to, ids (key_, team_,
-// req_ and 16 hex digits) in 8 bytes, and times as differences from the
-// block's first: an entry costs about 40 bytes and the block's overhead
-// is spread over 4096. A day total costs about 30 bytes a model, written
+// model, route and upstream once in a table its entries refer to, ids
+// (key_, team_, req_ and 16 hex digits) in 8 bytes, and times as
+// differences from the block's first: an entry costs about 40 bytes and
+// the block's overhead is spread over 4096. A day total costs about 30 bytes a model, written
 // once a day per writer. Figures are in bench/REPORT.md.
 //
 // # Refusals, counted in memory

@@ -1,22 +1,35 @@
 package ledger
 
 import (
+	"encoding/hex"
 	"testing"
 	"time"
 
 	"github.com/ratestore/ratestore/pricing"
 )
 
-// seeds are values the ledger writes, for the fuzzers to mutate.
-func seeds() [][]byte {
-	e := Entry{Time: time.UnixMilli(1_700_000_000_123).UTC(), RequestID: "req_0123456789abcdef", Key: "key_0123456789abcdef",
+// seedEntries are the entries of the seeds' blocks, without upstreams:
+// e with a team, f without.
+func seedEntries() (e, f Entry) {
+	e = Entry{Time: time.UnixMilli(1_700_000_000_123).UTC(), RequestID: "req_0123456789abcdef", Key: "key_0123456789abcdef",
 		Team: "team_0123456789abcdef", Model: "gpt-4o", Route: "chat completions", Tokens: Tokens{1, 2, 3, 4, 5},
 		Cost: pricing.USD(123456789), Status: 200, Latency: 1500 * time.Millisecond, Estimated: true}
-	f := e
+	f = e
 	f.Team, f.Model, f.Time = "", "claude", e.Time.Add(-time.Second)
+	return e, f
+}
+
+// seeds are values the ledger writes, for the fuzzers to mutate: blocks
+// of version 2, e's naming its upstream and f's not, and of version 1.
+func seeds() [][]byte {
+	e, f := seedEntries()
+	e.Upstream = "openai-a"
 	rows := []row{{k: rowKey{"team_0123456789abcdef", "gpt-4o"}, Totals: Totals{Requests: 3, Cost: 9, Refused: 2, Reasons: map[string]int64{"window": 2}}}}
 	total := totalOf([]summary{{key: e.Key, team: e.Team, model: e.Model, Totals: rows[0].Totals}, {key: f.Key, model: f.Model, Totals: Totals{Requests: 1}}})
-	return [][]byte{appendSingle(nil, &e), encodeBlock(256, []item{{256, e}, {300, f}}), appendRows(nil, rows), appendDayTotal(nil, total)}
+	v1single, _ := hex.DecodeString(v1Single)
+	v1block, _ := hex.DecodeString(v1Block)
+	return [][]byte{appendSingle(nil, &e), encodeBlock(256, []item{{256, e}, {300, f}}), appendRows(nil, rows), appendDayTotal(nil, total),
+		appendSingle(nil, &f), v1single, v1block}
 }
 
 // FuzzDecode feeds corrupt values to every decoder: each returns an
@@ -70,7 +83,8 @@ func TestCodecRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(got) != 2 || got[0].RequestID != "req_0123456789abcdef" || got[1].Team != "" || got[0].Cost != 123456789 ||
-		got[0].Latency != 1500*time.Millisecond || !got[0].Estimated || got[1].Time != got[0].Time.Add(-time.Second) {
+		got[0].Latency != 1500*time.Millisecond || !got[0].Estimated || got[1].Time != got[0].Time.Add(-time.Second) ||
+		got[0].Upstream != "openai-a" || got[1].Upstream != "" {
 		t.Fatalf("round trip: %+v", got)
 	}
 }

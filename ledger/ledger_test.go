@@ -165,6 +165,8 @@ var (
 	keys   = []string{"key_00000000000000a1", "key_00000000000000a2", "key_00000000000000b1", "key_0000000000000c01", "legacy-key"}
 	teamOf = map[string]string{keys[0]: "team_000000000000000a", keys[1]: "team_000000000000000a", keys[2]: "team_000000000000000b"}
 	models = []string{"gpt-4o", "claude-sonnet-4", "gemini-2.5-pro"}
+	// upstreams are the upstreams of a random load's entries, "" for none.
+	upstreams = []string{"openai-a", "", "azure-east"}
 )
 
 // load records n entries, a few minutes apart, and returns them as
@@ -200,6 +202,7 @@ func randomEntry(r *rand.Rand, i int) ledger.Entry {
 	return ledger.Entry{
 		RequestID: fmt.Sprintf("req_%016x", r.Uint64()), Key: k, Team: teamOf[k], Model: models[r.IntN(len(models))],
 		Route: "/v1/chat/completions", Status: []int{200, 200, 200, 500}[r.IntN(4)], Latency: time.Duration(r.IntN(5000)) * time.Millisecond,
+		Upstream:  upstreams[i%len(upstreams)],
 		Tokens:    ledger.Tokens{Input: r.Int64N(5000), Output: r.Int64N(900), CacheRead: r.Int64N(3) * 100, CacheWrite: r.Int64N(2) * 7, Reasoning: r.Int64N(50)},
 		Cost:      pricing.USD(r.Int64N(3_000_000)),
 		Estimated: i%17 == 0,

@@ -53,7 +53,7 @@ type row struct {
 // names, and must not grow the ledger by choosing many.
 const (
 	maxID      = 128 // bytes of a key or team id
-	maxName    = 256 // bytes of a model, route or request id; longer ones are recorded as OtherModel
+	maxName    = 256 // bytes of a model, route, upstream or request id; longer ones are recorded as OtherModel
 	maxRows    = 256 // rows of a rollup; more land in OtherModel's
 	OtherModel = "(other)"
 )
@@ -85,7 +85,7 @@ func (l *Ledger) Note(e Entry) (*Note, error) {
 	if l.opts.ReadOnly {
 		return nil, ErrReadOnly
 	}
-	e.Model, e.Route, e.RequestID = bounded(e.Model), bounded(e.Route), bounded(e.RequestID)
+	e.Model, e.Route, e.Upstream, e.RequestID = bounded(e.Model), bounded(e.Route), bounded(e.Upstream), bounded(e.RequestID)
 	return &Note{l: l, e: e}, nil
 }
 

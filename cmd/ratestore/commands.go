@@ -270,11 +270,12 @@ WHEN is as for spend; the range is [--from, --to).
 
 ` + ledgerHelp,
 		json: `{"requests": [{"time" (RFC 3339 with milliseconds), "request_id", "key", "team" (left out
-for none), "model", "route", "status", "latency_ms", "input_tokens",
-"output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens",
-"cost_usd", "estimated" (no usage was reported: the tokens are the gateway's
-estimate)}, ...], "next_cursor" (left out on the last page)}: newest first, as
-GET /admin/requests answers.`,
+for none), "model", "route", "upstream" (the upstream that answered; left out
+for none), "status", "latency_ms", "input_tokens", "output_tokens",
+"cache_read_tokens", "cache_write_tokens", "reasoning_tokens", "cost_usd",
+"estimated" (no usage was reported: the tokens are the gateway's estimate)},
+...], "next_cursor" (left out on the last page)}: newest first, as GET
+/admin/requests answers.`,
 		setup: requestsCmd,
 	},
 	{

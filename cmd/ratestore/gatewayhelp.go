@@ -124,8 +124,8 @@ charged their estimate (logged at warn as estimated); once every request has
 recorded its usage, the database is closed, which writes every change to disk.
 
 The gateway keeps a spend ledger in its database (package ledger): an entry
-per finished request (its key, team, model, tokens by type, cost, status and
-latency; never a prompt) kept for --ledger-retention (a Go duration or days,
+per finished request (its key, team, model, the upstream that answered it,
+tokens by type, cost, status and latency; never a prompt) kept for --ledger-retention (a Go duration or days,
 90d by default), and totals per key, team, model and day kept for good, which
 GET /admin/spend and /admin/requests answer (and the spend and requests
 commands print). --ledger-export FILE also writes each entry to FILE as a JSON

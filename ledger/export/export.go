@@ -46,6 +46,7 @@ const (
 //	team                the key's team; absent when it has none
 //	model               the model asked for
 //	route               the endpoint, e.g. "/v1/chat/completions"
+//	upstream            the name of the upstream that answered, e.g. "azure-east"; absent when none did
 //	status              the HTTP status the caller got
 //	latency_ms          from the request's arrival to its end, whole milliseconds
 //	input_tokens        prompt tokens, not counting the cached ones

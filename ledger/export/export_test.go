@@ -69,6 +69,9 @@ func exportEntry(i int) ledger.Entry {
 	if i%3 == 0 {
 		e.Team = "" // absent from the line
 	}
+	if i%2 == 0 {
+		e.Upstream = "azure-east" // absent from the others
+	}
 	return e
 }
 
@@ -149,6 +152,9 @@ func checkExportLine(t *testing.T, line []byte, e ledger.Entry) {
 	}
 	if _, ok := fields["team"]; ok != (e.Team != "") {
 		t.Errorf("%s: team present %v, want %v", e.RequestID, ok, e.Team != "")
+	}
+	if _, ok := fields["upstream"]; ok != (e.Upstream != "") {
+		t.Errorf("%s: upstream present %v, want %v", e.RequestID, ok, e.Upstream != "")
 	}
 }
 
