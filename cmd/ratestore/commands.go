@@ -279,7 +279,7 @@ GET /admin/requests answers.`,
 	},
 	{
 		name: "audit", args: "[--target ID] [--from WHEN] [--to WHEN] [--limit N] [--cursor CURSOR]", maxArgs: 0,
-		summary: "list the changes made to keys, teams and prices, who made them and when, newest first",
+		summary: "list the changes made to keys, teams, prices and the configuration, who made them and when, newest first",
 		help:    auditHelp,
 		json:    auditJSON,
 		setup:   auditCmd,
