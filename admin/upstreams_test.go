@@ -14,25 +14,12 @@ import (
 	"github.com/ratestore/ratestore/admin"
 	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/console"
+	"github.com/ratestore/ratestore/internal/upstreamtest"
 )
 
-// testUpstreams are the fake gateway's upstreams: one with every limit,
-// half used; one cooling down after errors; an --upstream route, without
-// limits.
+// testUpstreams are the fake gateway's upstreams (upstreamtest.Three).
 func testUpstreams() []admin.Upstream {
-	until := auditT0.Add(42 * time.Second)
-	return []admin.Upstream{
-		{Name: "openai-a", API: "openai", URL: "https://api.openai.com", Models: []string{"gpt-4o*", "gpt-4.1*"},
-			Limits: admin.UpstreamLimits{RequestsPerMinute: 5000, TokensPerMinute: 800000, MaxConcurrent: 200}, Weight: 2,
-			Used:     admin.UpstreamUsed{RequestsPerMinute: 2500, TokensPerMinute: 400000, InFlight: 100},
-			Requests: 91234, Errors: 3},
-		{Name: "azure-east", API: "azure-openai", URL: "https://east.example.openai.azure.com", Models: []string{},
-			Limits: admin.UpstreamLimits{TokensPerMinute: 450000}, Weight: 1,
-			Used:             admin.UpstreamUsed{TokensPerMinute: 12000, InFlight: 1},
-			CoolingDownUntil: &until, Requests: 812, Errors: 57},
-		{Name: "anthropic", URL: "https://user:xxxxx@api.anthropic.com", Prefix: "/anthropic", Models: []string{}, Weight: 1,
-			Used: admin.UpstreamUsed{RequestsPerMinute: 7}, Requests: 7},
-	}
+	return upstreamtest.Three(auditT0.Add(42*time.Second), "anthropic")
 }
 
 // TestUpstreams: GET /admin/upstreams answers the gateway's upstreams as

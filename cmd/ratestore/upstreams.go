@@ -58,30 +58,31 @@ func runningFlags(fs *flag.FlagSet) *adminFlags {
 	return af
 }
 
-// gatewayClient is the client of the admin API of --admin, which command
-// cmd requires.
-func (c *cli) gatewayClient(cmd string, af *adminFlags) (*admin.Client, error) {
-	if af.url == "" {
-		return nil, usagef(cmd, "%s: --admin URL is required: only the running gateway knows this (its admin API, as http://%s)", cmd, defaultListen)
+// onGateway is the command cmd of --admin, which it requires: it runs fn
+// with the client of that admin API.
+func onGateway(c *cli, cmd string, fs *flag.FlagSet, fn func(*admin.Client) error) func([]string) error {
+	af := runningFlags(fs)
+	return func([]string) error {
+		if af.url == "" {
+			return usagef(cmd, "%s: --admin URL is required: only the running gateway knows this (its admin API, as http://%s)", cmd, defaultListen)
+		}
+		ac, err := adminClient(af.url, af.tokenFile, c.stderr)
+		if err != nil {
+			return err
+		}
+		return fn(ac)
 	}
-	return adminClient(af.url, af.tokenFile, c.stderr)
 }
 
 // upstreamsCmd is upstreams: GET /admin/upstreams.
 func upstreamsCmd(c *cli, fs *flag.FlagSet) func([]string) error {
-	af := runningFlags(fs)
-	return func([]string) error {
-		const cmd = "upstreams"
-		ac, err := c.gatewayClient(cmd, af)
-		if err != nil {
-			return err
-		}
+	return onGateway(c, "upstreams", fs, func(ac *admin.Client) error {
 		list, err := ac.Upstreams(c.ctx)
 		if err != nil {
-			return fmt.Errorf("%s: %w", cmd, err)
+			return fmt.Errorf("upstreams: %w", err)
 		}
 		return c.emit(admin.Upstreams{Upstreams: list}, func(w io.Writer) { writeUpstreams(w, list) })
-	}
+	})
 }
 
 // writeUpstreams writes list as a table, an upstream a line.
@@ -119,26 +120,20 @@ func usedOf(used, limit int64) string {
 
 // configReloadCmd is config reload: POST /admin/config/reload.
 func configReloadCmd(c *cli, fs *flag.FlagSet) func([]string) error {
-	af := runningFlags(fs)
-	return func([]string) error {
-		const cmd = "config reload"
-		ac, err := c.gatewayClient(cmd, af)
-		if err != nil {
-			return err
-		}
+	return onGateway(c, "config reload", fs, func(ac *admin.Client) error {
 		got, err := ac.ReloadConfig(c.ctx)
 		var ae *admin.Error
 		if errors.As(err, &ae) && ae.Code == "invalid_config" {
 			// Not wrapped: a file refused is the command failing (exit
 			// 1), not a wrong command line, as an admin.Error of a 400
 			// would say (it matches ErrInvalid).
-			return fmt.Errorf("%s: the gateway refused its configuration file and keeps the one it runs: %s", cmd, ae.Msg)
+			return fmt.Errorf("config reload: the gateway refused its configuration file and keeps the one it runs: %s", ae.Msg)
 		}
 		if err != nil {
-			return fmt.Errorf("%s: %w", cmd, err)
+			return fmt.Errorf("config reload: %w", err)
 		}
 		return c.emit(got, func(w io.Writer) {
 			fmt.Fprintf(w, "reloaded the configuration: %d upstream%s, %d model%s priced\n", got.Upstreams, plural(got.Upstreams), got.Models, plural(got.Models))
 		})
-	}
+	})
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/ratestore/ratestore/admin"
 	"github.com/ratestore/ratestore/audit"
 	"github.com/ratestore/ratestore/console"
+	"github.com/ratestore/ratestore/internal/upstreamtest"
 	"github.com/ratestore/ratestore/keystore"
 )
 
@@ -80,22 +81,10 @@ func (e *env) startUpstreamsGateway(g *upstreamsGateway, reload bool) (string, *
 	return srv.URL, alog
 }
 
-// testUpstreams are three upstreams: one with every limit, half used; one
-// cooling down after errors; an --upstream route, without limits, whose
-// name holds an escape sequence.
+// testUpstreams are the upstreams of upstreamtest.Three, the route's name
+// holding an escape sequence.
 func testUpstreams() []admin.Upstream {
-	until := now.Add(42 * time.Second)
-	return []admin.Upstream{
-		{Name: "openai-a", API: "openai", URL: "https://api.openai.com", Models: []string{"gpt-4o*", "gpt-4.1*"},
-			Limits: admin.UpstreamLimits{RequestsPerMinute: 5000, TokensPerMinute: 800000, MaxConcurrent: 200}, Weight: 2,
-			Used:     admin.UpstreamUsed{RequestsPerMinute: 2500, TokensPerMinute: 400000, InFlight: 100},
-			Requests: 91234, Errors: 3},
-		{Name: "azure-east", API: "azure-openai", URL: "https://east.example.openai.azure.com", Models: []string{},
-			Limits: admin.UpstreamLimits{TokensPerMinute: 450000}, Weight: 1, Used: admin.UpstreamUsed{TokensPerMinute: 12000, InFlight: 1},
-			CoolingDownUntil: &until, Requests: 812, Errors: 57},
-		{Name: "claude\x1b[31m", URL: "https://api.anthropic.com", Prefix: "/anthropic", Models: []string{}, Weight: 1,
-			Used: admin.UpstreamUsed{RequestsPerMinute: 7}, Requests: 7},
-	}
+	return upstreamtest.Three(now.Add(42*time.Second), "claude\x1b[31m")
 }
 
 // TestUpstreamsCommand: upstreams --admin prints a running gateway's
