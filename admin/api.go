@@ -3,6 +3,7 @@ package admin
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -40,8 +41,14 @@ type Options struct {
 	// nothing, and answers GET /admin/audit 404 no_audit.
 	Audit *audit.Log
 	// Gateway is the gateway that serves the keys in this process, if
-	// any: nil answers GET /admin/live and POST /admin/prices/reload 404.
+	// any: nil answers GET /admin/live, GET /admin/upstreams and POST
+	// /admin/prices/reload 404.
 	Gateway Gateway
+	// Reload reads the gateway's configuration file again and applies
+	// its upstreams and prices, or refuses the file whole, naming its
+	// line, and changes nothing: POST /admin/config/reload. The gateway
+	// command sets it when given --config; nil answers the route 404.
+	Reload func(ctx context.Context) (Reloaded, error)
 	// Now is the clock of GET /admin/live; nil means time.Now.
 	Now func() time.Time
 	// BodyTimeout bounds the wait for a request's body; 0 means
@@ -61,6 +68,10 @@ type Gateway interface {
 	// ReloadPrices reads the price table again and returns how many models
 	// it prices: POST /admin/prices/reload.
 	ReloadPrices() (int, error)
+	// Upstreams returns the upstreams requests are sent to, in the order
+	// of the gateway's configuration, with their use now: GET
+	// /admin/upstreams.
+	Upstreams(ctx context.Context) []Upstream
 }
 
 // API is the admin API: an http.Handler of the routes under /admin/ that
@@ -73,6 +84,7 @@ type API struct {
 	ledger      *ledger.Ledger
 	audit       *audit.Log
 	gw          Gateway
+	reload      func(context.Context) (Reloaded, error)
 	now         func() time.Time
 	bodyTimeout time.Duration
 	log         *slog.Logger
@@ -86,7 +98,7 @@ func New(opts Options) (*API, error) {
 		return nil, fmt.Errorf("admin: Options.Keys is nil: %w", backend.ErrInvalid)
 	}
 	api := &API{
-		keys: opts.Keys, ledger: opts.Ledger, audit: opts.Audit, gw: opts.Gateway, now: opts.Now,
+		keys: opts.Keys, ledger: opts.Ledger, audit: opts.Audit, gw: opts.Gateway, reload: opts.Reload, now: opts.Now,
 		bodyTimeout: cmp.Or(opts.BodyTimeout, DefaultBodyTimeout), log: opts.Log, mux: http.NewServeMux(),
 	}
 	if api.log == nil {
@@ -109,7 +121,9 @@ func New(opts Options) (*API, error) {
 	api.handle("GET /admin/spend", api.spend)
 	api.handle("GET /admin/requests", api.requests)
 	api.handle("POST /admin/prices/reload", api.reloadPrices)
+	api.handle("POST /admin/config/reload", api.reloadConfig)
 	api.handle("GET /admin/live", api.serveLive)
+	api.handle("GET /admin/upstreams", api.serveUpstreams)
 	api.handle("GET /admin/audit", api.serveAudit)
 	return api, nil
 }
@@ -275,11 +289,11 @@ func noteTeam(w http.ResponseWriter, id string) {
 
 // logCall logs call r at its end: method, path, status, key id and, for
 // a team's call, team id; never a body, which may hold a secret. A
-// successful poll of /admin/live is logged at level Debug: it comes every
-// few seconds.
+// successful poll of /admin/live or /admin/upstreams is logged at level
+// Debug: the console's pages of them poll every few seconds.
 func (api *API) logCall(r *http.Request, c *call) {
 	level := slog.LevelInfo
-	if r.URL.Path == "/admin/live" && c.Status < http.StatusBadRequest {
+	if (r.URL.Path == "/admin/live" || r.URL.Path == "/admin/upstreams") && c.Status < http.StatusBadRequest {
 		level = slog.LevelDebug
 	}
 	attrs := []slog.Attr{slog.String("method", r.Method), slog.String("path", r.URL.Path),

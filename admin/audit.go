@@ -41,10 +41,17 @@ const (
 	ActionTeamUpdate   = "team.update"
 	ActionTeamDelete   = "team.delete"
 	ActionPricesReload = "prices.reload" // target PricesTarget; "models", to how many the table prices
+	// ActionConfigReload is a reload of the gateway's configuration file
+	// (POST /admin/config/reload), target ConfigTarget: "upstreams" and
+	// "models", to how many upstreams it has and models its prices price.
+	ActionConfigReload = "config.reload"
 )
 
 // PricesTarget is the target of the events of ActionPricesReload.
 const PricesTarget = "prices"
+
+// ConfigTarget is the target of the events of ActionConfigReload.
+const ConfigTarget = "config"
 
 // AuditPage is the answer to GET /admin/audit: events newest first, in
 // audit.Event's JSON shape, and the cursor of the next page, left out
@@ -58,7 +65,7 @@ type AuditPage struct {
 var auditParams = []string{"target", "from", "to", "limit", "cursor"}
 
 // ParseAuditQuery reads the query of GET /admin/audit: target (a key's or
-// team's id, or PricesTarget), from and to as for ParseSpendQuery (left
+// team's id, PricesTarget or ConfigTarget), from and to as for ParseSpendQuery (left
 // out: the audit log's retention, and no bound), limit (1 to
 // audit.MaxLimit; left out, 100) and cursor (a page's next_cursor). Its
 // errors are ParamErrors; the range's bounds are the log's to check
@@ -351,5 +358,14 @@ func rotation(before state, k keystore.Key) map[string]audit.Change {
 func pricesReloaded(n int) map[string]audit.Change {
 	f := state{}
 	f.set("models", n)
+	return diff(nil, f)
+}
+
+// configReloaded is the changes of a reload of the configuration file,
+// which now has got's upstreams and prices got's models.
+func configReloaded(got Reloaded) map[string]audit.Change {
+	f := state{}
+	f.set("upstreams", got.Upstreams)
+	f.set("models", got.Models)
 	return diff(nil, f)
 }

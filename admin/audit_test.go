@@ -35,16 +35,28 @@ const auditToken = "audit-test-admin-token-0123456789abcdef"
 
 var auditT0 = time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
 
-// fakeGateway is the Gateway of the audit tests: prices reload to models
-// models, or fail with err.
+// fakeGateway is the Gateway of the audit and upstreams tests: prices
+// reload to models models, or fail with err; it has upstreams, and its
+// configuration file (Reload) reloads to them and the prices, or is
+// refused with err.
 type fakeGateway struct {
-	models int
-	err    error
+	models    int
+	err       error
+	upstreams []admin.Upstream
+	reloads   int // the calls of Reload
 }
 
-func (g *fakeGateway) Reserved(string) int64              { return 0 }
-func (g *fakeGateway) Traffic() (float64, float64, int64) { return 0, 0, 0 }
-func (g *fakeGateway) ReloadPrices() (int, error)         { return g.models, g.err }
+func (g *fakeGateway) Reserved(string) int64                      { return 0 }
+func (g *fakeGateway) Traffic() (float64, float64, int64)         { return 0, 0, 0 }
+func (g *fakeGateway) ReloadPrices() (int, error)                 { return g.models, g.err }
+func (g *fakeGateway) Upstreams(context.Context) []admin.Upstream { return g.upstreams }
+func (g *fakeGateway) Reload(context.Context) (admin.Reloaded, error) {
+	g.reloads++
+	if g.err != nil {
+		return admin.Reloaded{}, g.err
+	}
+	return admin.Reloaded{Upstreams: len(g.upstreams), Models: g.models}, nil
+}
 func (g *fakeGateway) set(models int, err error) *fakeGateway {
 	g.models, g.err = models, err
 	return g
@@ -78,7 +90,7 @@ type auditEnv struct {
 }
 
 func newAuditEnv(t *testing.T) *auditEnv {
-	e := &auditEnv{t: t, clock: fakeclock.New(auditT0), gw: &fakeGateway{models: 3}, logs: &syncBuffer{}}
+	e := &auditEnv{t: t, clock: fakeclock.New(auditT0), gw: &fakeGateway{models: 3, upstreams: testUpstreams()}, logs: &syncBuffer{}}
 	var err error
 	e.db, err = ratestore.Open(filepath.Join(t.TempDir(), "audit.db"), ratestore.Options{Now: e.clock.Now})
 	require.NoError(t, err)
@@ -89,7 +101,7 @@ func newAuditEnv(t *testing.T) *auditEnv {
 	require.NoError(t, err)
 	t.Cleanup(func() { e.audit.Close(context.Background()) })
 	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	e.api, err = admin.New(admin.Options{Keys: e.keys, Audit: e.audit, Gateway: e.gw, Now: e.clock.Now, Log: log})
+	e.api, err = admin.New(admin.Options{Keys: e.keys, Audit: e.audit, Gateway: e.gw, Reload: e.gw.Reload, Now: e.clock.Now, Log: log})
 	require.NoError(t, err)
 	e.console, err = console.New(console.Options{Token: auditToken, API: e.api, Now: e.clock.Now, Log: log})
 	require.NoError(t, err)
@@ -227,7 +239,7 @@ func TestAuditEveryChange(t *testing.T) {
 	secrets = append(secrets, auditToken, cookie, csrf, hex.EncodeToString(id[:]))
 	evs, err := json.Marshal(e.events())
 	require.NoError(t, err)
-	require.Len(t, e.events(), 3*12)
+	require.Len(t, e.events(), 3*13)
 	for _, secret := range secrets {
 		require.NotContains(t, string(evs), secret)
 		require.NotContains(t, e.logs.String(), secret)
@@ -270,6 +282,8 @@ func (e *auditEnv) changeAll(c caller) (secrets []string) {
 	e.change(c, "PATCH", "/admin/teams/"+team, `{"max_concurrent":4,"name":"t1"}`, http.StatusOK, admin.ActionTeamUpdate, team,
 		`{"max_concurrent":{"from":0,"to":4}}`)
 	e.change(c, "POST", "/admin/prices/reload", "", http.StatusOK, admin.ActionPricesReload, admin.PricesTarget, `{"models":{"from":null,"to":3}}`)
+	e.change(c, "POST", "/admin/config/reload", "", http.StatusOK, admin.ActionConfigReload, admin.ConfigTarget,
+		`{"upstreams":{"from":null,"to":3},"models":{"from":null,"to":3}}`)
 	e.refusals(c, key, team)
 	_, ev = e.change(c, "DELETE", kp, "", http.StatusNoContent, admin.ActionKeyDelete, key, "")
 	require.Equal(e.t, json.RawMessage(`"k2"`), ev.Changes["name"].From)
@@ -308,6 +322,8 @@ func (e *auditEnv) refusals(c caller, key, team string) {
 	e.refused(c, "DELETE", "/admin/teams/"+team, "", http.StatusConflict) // the key belongs to it
 	e.gw.set(0, errors.New("prices.json: line 3: not a price"))
 	e.refused(c, "POST", "/admin/prices/reload", "", http.StatusBadRequest)
+	e.gw.set(0, errors.New("ratestore.yaml: line 9: upstreams[0].api: \"grpc\": not an api"))
+	e.refused(c, "POST", "/admin/config/reload", "", http.StatusBadRequest)
 	e.gw.set(3, nil)
 }
 

@@ -285,6 +285,21 @@ func (c *Client) ReloadPrices(ctx context.Context) (Prices, error) {
 	return out, err
 }
 
+// Upstreams is GET /admin/upstreams: the gateway's upstreams, in the order
+// of its configuration.
+func (c *Client) Upstreams(ctx context.Context) ([]Upstream, error) {
+	var out Upstreams
+	err := c.call(ctx, http.MethodGet, "/admin/upstreams", nil, nil, &out, http.StatusOK)
+	return out.Upstreams, err
+}
+
+// ReloadConfig is POST /admin/config/reload.
+func (c *Client) ReloadConfig(ctx context.Context) (Reloaded, error) {
+	var out Reloaded
+	err := c.call(ctx, http.MethodPost, "/admin/config/reload", nil, nil, &out, http.StatusOK)
+	return out, err
+}
+
 // Audit is GET /admin/audit with the query q: a page of the audit log.
 func (c *Client) Audit(ctx context.Context, q url.Values) (AuditPage, error) {
 	var out AuditPage

@@ -23,9 +23,13 @@
 //	DELETE /admin/keys/{id}  -> 204
 //	POST   /admin/keys/{id}/rotate  {"grace":"24h"} -> 200 Created: a new secret
 //	POST   /admin/prices/reload     -> 200 {"models":N}, or 400 naming the entry
+//	POST   /admin/config/reload     -> 200 Reloaded {"upstreams":N,"models":N}, or 400 naming the file's line;
+//	       404 for a gateway started without --config
 //	POST   /admin/teams       {"name", and a key's policy fields} -> 201 Team
 //	GET    /admin/teams       -> 200 Teams {"teams":[TEAM,...],"next_cursor"}: a page
 //	GET    /admin/live        -> 200 Live: the gateway's requests and tokens per second, in flight
+//	GET    /admin/upstreams   -> 200 Upstreams {"upstreams":[UPSTREAM,...]}: every upstream, not paged;
+//	       each with its limits, their use now, its cooldown and its requests and errors
 //	GET, PATCH, DELETE /admin/teams/{id}  as for keys; DELETE 409 team_has_keys while keys belong
 //	GET    /admin/spend?from=&to=&group_by=key|team|model|day|hour&key=&team=&model=  -> 200 Spend
 //	GET    /admin/requests?key=&team=&model=&status=&from=&to=&limit=&cursor=      -> 200 Requests
@@ -53,6 +57,16 @@
 // with Allow. Every admin call is logged at level Info with its method,
 // path, status and key id, never a body.
 //
+// UPSTREAM is Upstream: "name"; "api" (openai, azure-openai, anthropic or
+// gemini; "" for an --upstream route, with its "prefix"); "url", without
+// a password; "models" (globs; [] for every model of its api); "limits"
+// ({"requests_per_minute", "tokens_per_minute", "max_concurrent"}, a limit
+// it does not have left out); "weight"; "used" (the requests and tokens of
+// the last minute and the requests in flight, counted with or without
+// limits); "cooling_down_until" (null when it is not); and "requests" and
+// "errors" (its 429s, 5xx and failed connections) since the gateway
+// started. The console's Upstreams page polls it.
+//
 // # Audit log
 //
 // With Options.Audit, every change made through the API is recorded in
@@ -71,7 +85,7 @@
 // it was made. A crash between the two loses the event of a change never
 // acknowledged, never the change of an event. GET /admin/audit pages
 // through the events, newest first: target keeps one key's or team's
-// (or "prices"), from and to bound their times as for /admin/requests
+// (or "prices", or "config"), from and to bound their times as for /admin/requests
 // (400 naming the parameter for a range before the log's retention or
 // past now + 1 day), limit is 1 to 1000 (100), cursor a next_cursor.
 package admin

@@ -26,12 +26,14 @@ import (
 const auditHelp = `Every change made to keys and teams through a gateway's admin API, its console
 or the command line (keys create, set-limit, set-expiry, disable, enable,
 rotate, delete; teams create, set, delete), and every reload of the prices
-through POST /admin/prices/reload, is recorded as one event: when, who
-("admin-token" for the admin token, "session:<8 hex digits>" for a console
-session, "cli" for the command line on a database or Redis it opens), what
-(key.create, key.update, key.disable, key.enable, key.rotate, key.delete,
-team.create, team.update, team.delete, prices.reload), to which key or team
-(the target; "prices" for the price table), and each field that changed, from
+through POST /admin/prices/reload and of the configuration file through POST
+/admin/config/reload, is recorded as one event: when, who ("admin-token" for
+the admin token, "session:<8 hex digits>" for a console session, "cli" for
+the command line on a database or Redis it opens), what (key.create,
+key.update, key.disable, key.enable, key.rotate, key.delete, team.create,
+team.update, team.delete, prices.reload, config.reload), to which key or team
+(the target; "prices" for the price table, "config" for the configuration
+file), and each field that changed, from
 and to, as a request to the admin API gives it: never a secret. A change is
 recorded before it is acknowledged; one that changes nothing is not. The
 gateway keeps events for its --audit-retention (400 days by default).
@@ -54,7 +56,7 @@ const auditJSON = `{"events": [{"time" (RFC 3339, UTC), "actor", "action", "targ
 // auditCmd is audit: GET /admin/audit, from the flags.
 func auditCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 	v := url.Values{}
-	paramFlag(fs, v, "target", "target", "only the changes of the key or team of this `ID` (prices: the reloads of the price table)")
+	paramFlag(fs, v, "target", "target", "only the changes of the key or team of this `ID` (prices: the reloads of the price table; config: of the configuration file)")
 	paramFlag(fs, v, "from", "from", "the start of the range, `WHEN`: an RFC 3339 instant (2026-11-26T14:00:00Z) or a date (2026-11-26: midnight UTC); default the log's retention, 400 days")
 	paramFlag(fs, v, "to", "to", "the end of the range, `WHEN`, excluded; default now")
 	paramFlag(fs, v, "limit", "limit", "print `N` events at most, 1 to "+strconv.Itoa(audit.MaxLimit)+" (default 100)")

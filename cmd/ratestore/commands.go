@@ -280,7 +280,7 @@ for none), "status", "latency_ms", "input_tokens", "output_tokens",
 	},
 	{
 		name: "audit", args: "[--target ID] [--from WHEN] [--to WHEN] [--limit N] [--cursor CURSOR]", maxArgs: 0,
-		summary: "list the changes made to keys, teams and prices, who made them and when, newest first",
+		summary: "list the changes made to keys, teams, prices and config, who made them and when, newest first",
 		help:    auditHelp,
 		json:    auditJSON,
 		setup:   auditCmd,
@@ -326,6 +326,20 @@ file and key are left out when not known; key is quoted as Go does.`,
 		setup: gatewayCmd,
 	},
 	{
+		name: "upstreams", args: "--admin URL", maxArgs: 0,
+		summary: "show a running gateway's upstreams: the use of their quotas, cooldowns and errors",
+		help:    upstreamsHelp,
+		json:    upstreamsJSON,
+		setup:   upstreamsCmd,
+	},
+	{
+		name: "config reload", args: "--admin URL", maxArgs: 0,
+		summary: "have a running gateway read its --config file again and apply its upstreams and prices",
+		help:    configReloadHelp,
+		json:    `{"upstreams" (how many the configuration has), "models" (how many its prices price)}`,
+		setup:   configReloadCmd,
+	},
+	{
 		name: "console", args: "[--listen ADDR] [--admin-token-file FILE] [--redis URL] [--tls-cert FILE --tls-key FILE]", maxArgs: 0,
 		summary: "serve the operator's web console, read-only, on a closed database",
 		help:    consoleHelp,
@@ -348,8 +362,9 @@ file and key are left out when not known; key is quoted as Go does.`,
 	},
 }
 
-// groups are the commands that have subcommands: keys create, teams list.
-var groups = []string{"keys", "teams"}
+// groups are the commands that have subcommands: keys create, teams list,
+// config reload.
+var groups = []string{"keys", "teams", "config"}
 
 // lookup finds the command that args start with and returns the rest.
 func lookup(args []string) (*command, []string, error) {
@@ -385,7 +400,7 @@ func (c *cli) help(args []string) error {
 	switch name := strings.Join(args, " "); name {
 	case "":
 		fmt.Fprint(c.stdout, mainUsage())
-	case "keys", "teams":
+	case "keys", "teams", "config":
 		var b strings.Builder
 		fmt.Fprintf(&b, "Usage: ratestore %s SUBCOMMAND [flags] [args]\n\n", name)
 		listCommands(&b, func(cmd *command) bool { return strings.HasPrefix(cmd.name, name+" ") })

@@ -29,6 +29,8 @@
 //	gateway --upstream [PREFIX=]URL... [--listen 127.0.0.1:8080] [--rps R --burst B] [--shadow] [--redis URL]
 //	        [--tls-cert FILE --tls-key FILE] [--ledger-retention 90d] [--ledger-export FILE] [--alert-webhook URL]
 //	                              a metering reverse proxy in front of a model API, its console at /admin/
+//	upstreams --admin URL         a running gateway's upstreams: the use of their quotas, cooldowns, errors
+//	config reload --admin URL     have a running gateway read its --config file again
 //	console [--listen 127.0.0.1:8090] [--redis URL] [--tls-cert FILE --tls-key FILE]
 //	                              the operator's console, read-only, on a database no gateway holds
 //	spend [--from --to --group-by key,team,model,day,hour --key --team --model] [--csv]

@@ -186,6 +186,8 @@ func TestJSONDocumented(t *testing.T) {
 		"version":         versionOut{},
 		"gateway":         gatewayOut{},
 		"serve":           serveOut{},
+		"upstreams":       admin.Upstreams{},
+		"config reload":   admin.Reloaded{},
 	}
 	require.Len(t, outputs, len(commands))
 	documented := func(text string, v any) {
@@ -211,6 +213,9 @@ func TestJSONDocumented(t *testing.T) {
 	documented(teamJSON, admin.Team{})
 	documented(keyJSON, admin.Window{})
 	documented(auditJSON, audit.Event{Address: "a"})
+	documented(upstreamsJSON, admin.Upstream{Prefix: "/p"})
+	documented(upstreamsJSON, admin.UpstreamLimits{RequestsPerMinute: 1, TokensPerMinute: 1, MaxConcurrent: 1})
+	documented(upstreamsJSON, admin.UpstreamUsed{})
 }
 
 func TestUsageErrors(t *testing.T) {

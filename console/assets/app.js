@@ -2,7 +2,7 @@
 // cookie (set by POST /admin/session) and the CSRF token, which it keeps in memory only (state.js). Everything shown
 // is built with DOM calls and textContent (dom.js), styled by classes or element.style, which the
 // Content-Security-Policy allows. Each page is a module: keys, teams, a key's or team's detail, spend, requests,
-// live, audit. Lists are pages of the server's (lists.js), and only the view on screen is polled, with its ETag.
+// live, upstreams, audit. Lists are pages of the server's (lists.js), and only the view on screen is polled, with its ETag.
 
 import { onSessionEnd } from './api.js';
 import { enterAudit, forgetAudit, wireAudit } from './audit.js';
@@ -18,6 +18,7 @@ import { enterRequests, forgetRequests, wireRequests } from './requests.js';
 import { enterSpend, forgetSpend, wireSpend } from './spend.js';
 import { S, stop } from './state.js';
 import { enterTeams, forgetTeams, wireTeams } from './teams.js';
+import { enterUpstreams, forgetUpstreams } from './upstreams.js';
 
 // PAGES are the console's pages by the first part of the hash (#keys, #key/key_..., #audit/team_...), each with
 // the navigation link it is under, its title, and what shows it (given the hash's second part).
@@ -29,6 +30,7 @@ const PAGES = {
   spend: { nav: 'spend', title: 'Spend', enter: enterSpend },
   requests: { nav: 'requests', title: 'Requests', enter: enterRequests },
   live: { nav: 'live', title: 'Live', enter: enterLive },
+  upstreams: { nav: 'upstreams', title: 'Upstreams', enter: enterUpstreams },
   audit: { nav: 'audit', title: 'Audit log', enter: (t) => enterAudit(t || '') },
 };
 
@@ -78,7 +80,8 @@ function showSignin(msg) {
 
 // forget drops everything read while signed in, from memory and from the page.
 function forget() {
-  forgetKeys(); forgetTeams(); forgetSpend(); forgetRequests(); forgetLive(); forgetAudit(); forgetNames(); forgetTables();
+  forgetKeys(); forgetTeams(); forgetSpend(); forgetRequests(); forgetLive(); forgetUpstreams(); forgetAudit(); forgetNames();
+  forgetTables();
   for (const id of ['#keys-updated']) $(id).textContent = '';
 }
 

@@ -1,5 +1,5 @@
-// The audit page: every change made to keys, teams and prices, newest first, a page at a time, each field's change
-// shown as from -> to; filtered on one key's or team's (their pages link here).
+// The audit page: every change made to keys, teams, prices and the configuration, newest first, a page at a time,
+// each field's change shown as from -> to; filtered on one key's or team's (their pages link here).
 
 import { failed } from './api.js';
 import { $, bdi, clear, h } from './dom.js';
@@ -15,6 +15,7 @@ events.query = { target: '' };
 const ACTIONS = {
   'key.create': 'created', 'key.update': 'changed', 'key.disable': 'disabled', 'key.enable': 'enabled', 'key.rotate': 'rotated',
   'key.delete': 'deleted', 'team.create': 'created', 'team.update': 'changed', 'team.delete': 'deleted', 'prices.reload': 'reloaded',
+  'config.reload': 'reloaded',
 };
 
 // enterAudit shows the newest events, of target when given ("" for all).

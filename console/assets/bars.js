@@ -1,4 +1,5 @@
-// The bars of token windows and budgets, shown by the keys and teams pages and a key's or team's detail.
+// The bars of token windows and budgets, shown by the keys and teams pages and a key's or team's detail, and of an
+// upstream's limits.
 
 import { h } from './dom.js';
 import { ago, budgetPer, durSeconds, fmtTime, level, nf, prettyDur, usd } from './format.js';
@@ -34,6 +35,20 @@ function windowBar(w, reserved) {
     title: `${nf.format(w.used)} of ${nf.format(w.limit)} tokens used in ${per} (${Math.round(frac * 100)}%)${heldText}${reset}`,
   }, h('div', { class: 'bar-track' }, fill), h('span', { class: 'bar-text', text: `${w.used} / ${w.limit}${held > 0 ? ` (${held} reserved)` : ''}` }));
   return h('div', { class: 'win' }, h('span', { class: 'win-label', text: per }), bar);
+}
+
+// limitBar is one limit of an upstream (upstreams.js): a bar of used / limit, coloured by how full it is, labelled, with
+// the figures beside it; what says what it counts ("tokens in the last minute").
+export function limitBar(label, used, limit, what) {
+  const frac = limit > 0 ? used / limit : 0;
+  const fill = h('div', { class: 'bar-fill' });
+  fill.style.width = fillWidth(frac);
+  return h('div', {
+    class: `limit ${level(frac)}`, 'data-used': used, 'data-limit': limit,
+    role: 'meter', 'aria-label': label, 'aria-valuemin': 0, 'aria-valuemax': limit, 'aria-valuenow': Math.min(used, limit),
+    'aria-valuetext': `${used} of ${limit} ${what}`, title: `${nf.format(used)} of ${nf.format(limit)} ${what} (${Math.round(frac * 100)}%)`,
+  }, h('span', { class: 'limit-label', text: label }), h('div', { class: 'bar-track' }, fill),
+  h('span', { class: 'bar-text', text: `${nf.format(used)} / ${nf.format(limit)}` }));
 }
 
 export function windowsCell(ws, reserved) {

@@ -36,6 +36,14 @@
 //
 //	RATESTORE_BROWSER_KEYS=1000000 flock /tmp/ratestore-bench.lock go test -count=1 ./console/browsertest -run TestConsoleLargeFleet -v
 //
+// TestConsoleUpstreams shows the upstreams page on a gateway the admin
+// API shows with three upstreams (TestConsoleNarrow too, at 390 pixels):
+// each limit's bar as full as its use, beside its figures; "no limits";
+// the one cooling down, and until when; a name that would be markup, as
+// text; a poll that finds nothing changed draws nothing, one that does
+// redraws only what changed. TestConsoleUpstreamsReadOnly: the read-only
+// console, with no gateway, says it has no upstreams.
+//
 // TestConsoleAudit reads the changes made with the console in the audit
 // log, from a key's and a team's pages. TestConsoleShellQuote has sh read
 // back hostile names quoted by the page's own shellQuote, and

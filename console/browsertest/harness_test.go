@@ -82,6 +82,10 @@ type env struct {
 	srv   *httptest.Server
 	logs  *logbuf.Buffer // the gateway's log
 	tab   context.Context
+	// shows is what the admin API shows of the gateway in place of the
+	// gateway itself (a fake's upstreams, see showGateway); nil: the
+	// gateway.
+	shows admin.Gateway
 
 	mu       sync.Mutex
 	problems []string // what the fake upstream found wrong
@@ -174,6 +178,9 @@ func (e *env) operator(keys *keystore.Store, l *ledger.Ledger, gw *gateway.Gatew
 	copts := console.Options{Token: adminToken, Log: e.logger(), ReadOnly: gw == nil}
 	if gw != nil {
 		aopts.Gateway = gw
+		if e.shows != nil {
+			aopts.Gateway = e.shows
+		}
 		copts.Metrics, copts.Next = gw.Metrics(), gw
 		copts.Sessions = console.StoreSessions(e.db)
 	}
@@ -187,6 +194,15 @@ func (e *env) operator(keys *keystore.Store, l *ledger.Ledger, gw *gateway.Gatew
 		e.t.Fatal(err)
 	}
 	return c
+}
+
+// showGateway has the admin API show g in place of the served gateway,
+// which still serves the proxy and the metrics: the console is served
+// again, on the same database.
+func (e *env) showGateway(g admin.Gateway) {
+	e.shows = g
+	gw := e.gw.Load()
+	e.front.Store(e.operator(gw.Keys(), gw.Ledger(), gw))
 }
 
 func (e *env) logger() *slog.Logger {

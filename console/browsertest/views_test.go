@@ -241,12 +241,15 @@ func (e *env) tabTo(id string, limit int) int {
 
 // TestConsoleNarrow uses the console as a phone would, 390 pixels wide:
 // no page of it is wider than the screen (a wide table scrolls inside its
-// own box), and the key dialog fits.
+// own box), the key dialog fits, and the upstreams' bars are drawn beside
+// their figures.
 func TestConsoleNarrow(t *testing.T) {
 	const width = 390
 	clock := fakeclock.New(time.Now().Add(-6 * 24 * time.Hour))
 	e := newEnvAt(t, viewport{width: width, height: 844, mobile: true}, clock)
 	fleet := e.seedFleet(clock)
+	e.showUpstreams()
+	e.setZone("UTC")
 	e.open()
 	e.visible("#signin-form #token")
 	e.checkWidth("the sign-in page", width)
@@ -271,10 +274,13 @@ func TestConsoleNarrow(t *testing.T) {
 	e.do("press Escape", chromedp.KeyEvent(kb.Escape))
 	waitFor[bool](e, "#key-dialog to close", "!("+dialogOpen("key-dialog")+")")
 
-	for _, p := range []string{"teams", "spend", "requests", "live", "audit"} {
+	for _, p := range []string{"teams", "spend", "requests", "live", "upstreams", "audit"} {
 		e.page(p)
-		if p == "spend" {
+		switch p {
+		case "spend":
 			waitFor[float64](e, "the spend chart", chartSum)
+		case "upstreams":
+			e.checkUpstreams(width)
 		}
 		e.checkWidth("the "+p+" page", width)
 		e.shot("narrow-" + p)
