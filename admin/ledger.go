@@ -188,9 +188,8 @@ func (s Spend) WriteCSV(w io.Writer) error {
 }
 
 // RequestColumns are the CSV columns of GET /admin/requests: the fields
-// of ledger.Entry's JSON, in its order, but "upstream", which the JSON
-// has and the CSV does not yet.
-var RequestColumns = []string{"time", "request_id", "key", "team", "model", "route", "status", "latency_ms",
+// of ledger.Entry's JSON, in its order.
+var RequestColumns = []string{"time", "request_id", "key", "team", "model", "route", "upstream", "status", "latency_ms",
 	"input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens", "cost_usd", "estimated"}
 
 // WriteCSV writes p as GET /admin/requests answers it to Accept: text/csv:
@@ -205,7 +204,7 @@ func (p Requests) WriteCSV(w io.Writer) error {
 		t := e.Tokens
 		cw.Write([]string{
 			e.Time.UTC().Format(ledger.TimeFormat), csvText(e.RequestID), csvText(e.Key), csvText(e.Team),
-			csvText(e.Model), csvText(e.Route), n(int64(e.Status), 10), n(e.Latency.Milliseconds(), 10),
+			csvText(e.Model), csvText(e.Route), csvText(e.Upstream), n(int64(e.Status), 10), n(e.Latency.Milliseconds(), 10),
 			n(t.Input, 10), n(t.Output, 10), n(t.CacheRead, 10), n(t.CacheWrite, 10), n(t.Reasoning, 10),
 			e.Cost.String(), strconv.FormatBool(e.Estimated),
 		})

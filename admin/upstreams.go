@@ -46,8 +46,9 @@ type UpstreamLimits struct {
 
 // UpstreamUsed is how much of an upstream's limits is in use now: the
 // requests and tokens of the last minute, reservations of the requests in
-// flight included, and those requests. It is counted whether or not the
-// upstream has limits.
+// flight included, and those requests. Only an upstream with limits is
+// counted (each of its limits that is set, and its requests in flight);
+// one without shows zeros.
 type UpstreamUsed struct {
 	RequestsPerMinute int64 `json:"requests_per_minute"`
 	TokensPerMinute   int64 `json:"tokens_per_minute"`

@@ -52,7 +52,9 @@ type request struct {
 	apis   []string   // those that may serve its endpoint
 	route  *route     // the route of its path; nil: none
 	member *member    // the upstream it goes to, once admitted
-	model  string
+	// upstream is the name of the upstream it was last sent to; "": none
+	upstream string
+	model    string
 	// stripUsage: the gateway asked the upstream for the stream's usage,
 	// which the caller did not (askUsage), and takes it out of the stream.
 	stripUsage bool
@@ -181,8 +183,8 @@ func (g *Gateway) logRequest(r *http.Request, rq *request, ad *admission, up *up
 		slog.String("key_id", rq.keyID), slog.String("model", rq.model), slog.Int("status", status),
 		slog.Int64("tokens", ch.tokens), slog.Int64("reserved", ad.reserve),
 		slog.Duration("latency", time.Since(rq.start)))
-	if rq.member != nil && up.forwarded {
-		attrs = append(attrs, slog.String("upstream", rq.member.name))
+	if rq.upstream != "" {
+		attrs = append(attrs, slog.String("upstream", rq.upstream))
 	}
 	if ch.estimated {
 		attrs = append(attrs, slog.Bool("estimated", true))

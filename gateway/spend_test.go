@@ -224,7 +224,7 @@ func TestAdminSpendRequests(t *testing.T) {
 	require.Len(t, first.Requests, 5)
 	require.Empty(t, first.NextCursor)
 	require.Equal(t, ledger.Entry{
-		Time: start.Add(time.Hour + 3*time.Minute), RequestID: f.ids[4], Key: f.c.ID, Model: openAIModel, Route: first.Requests[0].Route,
+		Time: start.Add(time.Hour + 3*time.Minute), RequestID: f.ids[4], Key: f.c.ID, Model: openAIModel, Route: first.Requests[0].Route, Upstream: "/",
 		Tokens: ledger.Tokens{Input: 400, Output: 100, CacheRead: 600, Reasoning: 200}, Cost: micro(1925), Status: http.StatusOK,
 		Latency: first.Requests[0].Latency,
 	}, first.Requests[0])
@@ -237,7 +237,7 @@ func TestAdminSpendRequests(t *testing.T) {
 	resp, body := e.admin("GET", "/admin/requests?key="+f.b.ID, adminToken, nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.JSONEq(t, `{"requests":[{"time":"2026-01-18T13:02:00.000Z","request_id":"`+f.ids[3]+`","key":"`+f.b.ID+`",
-		"model":"o4-mini","route":"`+first.Requests[0].Route+`","status":200,"latency_ms":`+jsonInt(page("?key=" + f.b.ID).Requests[0].Latency.Milliseconds())+`,
+		"model":"o4-mini","route":"`+first.Requests[0].Route+`","upstream":"/","status":200,"latency_ms":`+jsonInt(page("?key=" + f.b.ID).Requests[0].Latency.Milliseconds())+`,
 		"input_tokens":400,"output_tokens":100,"cache_read_tokens":600,"cache_write_tokens":0,"reasoning_tokens":200,
 		"cost_usd":0.001925,"estimated":false}]}`, string(body), "no team, no next_cursor: both left out")
 
@@ -310,14 +310,14 @@ func TestAdminSpendCSV(t *testing.T) {
 	p := adminOK[admin.Requests](e, "GET", "/admin/requests?limit=2", nil, http.StatusOK)
 	require.Equal(t, p.NextCursor, resp.Header.Get(admin.NextCursorHeader))
 	require.NotEmpty(t, p.NextCursor)
-	require.Equal(t, []string{"2026-01-18T12:00:02.000Z", p.Requests[0].RequestID, *k, "", "'" + evil, p.Requests[0].Route, "200",
+	require.Equal(t, []string{"2026-01-18T12:00:02.000Z", p.Requests[0].RequestID, *k, "", "'" + evil, p.Requests[0].Route, "/", "200",
 		jsonInt(p.Requests[0].Latency.Milliseconds()), "400", "100", "600", "0", "200", "0", "false"}, recs[1])
 	_, recs = getCSV(t, e, "/admin/requests?cursor="+url.QueryEscape(p.NextCursor))
 	require.Len(t, recs, 2)
-	require.Equal(t, "0.001925", recs[1][13])
+	require.Equal(t, "0.001925", recs[1][14])
 
 	// The columns are the JSON's fields, in order.
-	b, err := json.Marshal(ledger.Entry{Team: "t"})
+	b, err := json.Marshal(ledger.Entry{Team: "t", Upstream: "u"})
 	require.NoError(t, err)
 	dec := json.NewDecoder(bytes.NewReader(b))
 	_, err = dec.Token() // {

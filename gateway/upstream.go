@@ -60,6 +60,7 @@ func (g *Gateway) forward(w *httpstatus.Writer, r *http.Request, rq *request, ad
 	var tried []*member
 	for {
 		m := rq.member
+		rq.upstream = m.name
 		answered := g.metrics.sent(m.name)
 		res, err := g.send(ctx, r, rq, up, m, body)
 		v := g.verdict(ctx, rq, res, err)

@@ -345,8 +345,15 @@ func (c *cli) runGateway(f *gatewayFlags) error {
 		alog, err = st.audit(audit.Options{Retention: f.auditRetention, Log: log})
 	}
 	var h http.Handler = g
+	var reload, configReload reloadFunc
+	if err == nil {
+		reload = reloader(g, f.config)
+		if f.config != "" {
+			configReload = reload
+		}
+	}
 	if err == nil && token != "" {
-		h, err = operatorSurface(consoleConfig{token: token, log: log, now: c.now, bodyTimeout: noBound(f.bodyTimeout), access: f.access, sessions: st.sessions, audit: alog}, g.Keys(), g.Ledger(), g)
+		h, err = operatorSurface(consoleConfig{token: token, log: log, now: c.now, bodyTimeout: noBound(f.bodyTimeout), access: f.access, sessions: st.sessions, audit: alog, reload: configReload}, g.Keys(), g.Ledger(), g)
 	}
 	var ln net.Listener
 	if err == nil {
@@ -367,7 +374,7 @@ func (c *cli) runGateway(f *gatewayFlags) error {
 		closeAudit(alog)
 		return st.close()
 	}
-	return c.serve(ln, h, g, reloader(g, f.config), closeAll, log, f.shutdown, func() error {
+	return c.serve(ln, h, g, reload, closeAll, log, f.shutdown, func() error {
 		logListening(ln, log, out)
 		return c.emit(out, out.text)
 	})

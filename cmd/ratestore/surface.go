@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -29,6 +30,9 @@ type consoleConfig struct {
 	audit       *audit.Log // the audit log the API records changes in and reads; nil: none
 	access      accessFlags
 	sessions    *console.Sessions // where the sessions are kept; nil: in memory
+	// reload is POST /admin/config/reload's (the gateway's --config);
+	// nil: there is none
+	reload reloadFunc
 }
 
 // accessFlags are the flags of how browsers and proxies reach a serving
@@ -87,6 +91,12 @@ func operatorSurface(cfg consoleConfig, keys *keystore.Store, l *ledger.Ledger, 
 	if g != nil {
 		opts.Gateway = g
 		copts.Metrics, copts.Next = g.Metrics(), g
+	}
+	if reload := cfg.reload; reload != nil {
+		opts.Reload = func(context.Context) (admin.Reloaded, error) {
+			ups, models, err := reload()
+			return admin.Reloaded{Upstreams: ups, Models: models}, err
+		}
 	}
 	api, err := admin.New(opts)
 	if err != nil {
