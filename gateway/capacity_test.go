@@ -1,12 +1,17 @@
 package gateway
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratestore/ratestore/internal/fakeprovider"
+	"github.com/ratestore/ratestore/keystore"
 )
 
 // The capacity tests run the gateway's pools against fake providers that
@@ -33,8 +39,11 @@ func startFake(t *testing.T, opts fakeprovider.Options) (*fakeprovider.Provider,
 
 // laterClock is the clock of an env made after the fake providers that
 // need it: it reads the env's clock once there is one (start before).
+// As the gateway's Options.Now (gatewayNow) it counts the tries of the
+// gateway to admit a request on its upstreams.
 type laterClock struct {
-	e atomic.Pointer[env]
+	e     atomic.Pointer[env]
+	tries atomic.Int64
 }
 
 func (c *laterClock) Now() time.Time {
@@ -42,6 +51,25 @@ func (c *laterClock) Now() time.Time {
 		return e.clock.Now()
 	}
 	return start
+}
+
+// gatewayNow is Now for the gateway's Options.Now, counting the reads of
+// tryUpstreams (one a try; the gateway reads it elsewhere too, for the
+// requests it forwards and finishes).
+func (c *laterClock) gatewayNow() time.Time {
+	var pcs [4]uintptr
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs[:])])
+	for {
+		f, more := frames.Next()
+		if strings.HasSuffix(f.Function, ").tryUpstreams") {
+			c.tries.Add(1)
+			break
+		}
+		if !more {
+			break
+		}
+	}
+	return c.Now()
 }
 
 // chatBody is the body of a chat completion of about promptBytes bytes
@@ -70,6 +98,290 @@ func capacityUsage(_ string, body []byte) (prompt, completion int64) {
 		fmt.Sscanf(q.Messages[0].Content, "out=%d;", &completion)
 	}
 	return int64(len(body)) / 4, completion
+}
+
+// sim drives a gateway's clients on the fake clock: each client sends a
+// request, then sleeps a while on the clock; the test advances the clock
+// only once the gateway has settled, so that no request is admitted at
+// one instant and reaches its provider at another.
+type sim struct {
+	t       *testing.T
+	e       *env
+	clock   *laterClock
+	clients int
+	fakes   []*fakeprovider.Provider
+
+	mu       sync.Mutex
+	sleepers map[chan struct{}]time.Time // the clients waiting for the clock, until when
+}
+
+// sleepUntil parks the calling client until the clock reaches at, or ctx
+// ends (false).
+func (s *sim) sleepUntil(ctx context.Context, at time.Time) bool {
+	ch := make(chan struct{})
+	s.mu.Lock()
+	s.sleepers[ch] = at
+	s.mu.Unlock()
+	select {
+	case <-ch:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// quiet reports whether every client waits, for the clock or in the
+// gateway's line, and the gateway serves no request but those in its
+// line: none is on its way in, out, or finishing (which reads
+// Options.Now, and wakes the line's head).
+func (s *sim) quiet() bool {
+	s.mu.Lock()
+	sleeping := len(s.sleepers)
+	s.mu.Unlock()
+	g := s.e.gw
+	waiting := int(g.lines.waiting.Load())
+	g.active.mu.Lock()
+	active := g.active.n
+	g.active.mu.Unlock()
+	return sleeping+waiting == s.clients && active == waiting
+}
+
+// arrived is how many requests the fake providers got.
+func (s *sim) arrived() int64 {
+	var n int64
+	for _, p := range s.fakes {
+		n += p.Stats().Requests
+	}
+	return n
+}
+
+// usage returns the upstreams' quotas' usage, read without the gateway's
+// clock (Gateway.Upstreams reads it).
+func (s *sim) usage() []keystore.Usage {
+	var us []keystore.Usage
+	for _, m := range s.e.gw.ups.Load().members {
+		u, err := s.e.gw.keys.QuotaUsage(context.Background(), m.quotas[0])
+		require.NoError(s.t, err)
+		us = append(us, u)
+	}
+	return us
+}
+
+// inFlight is how many requests hold a slot of an upstream: admitted and
+// not finished.
+func (s *sim) inFlight() int {
+	n := 0
+	for _, u := range s.usage() {
+		n += u.InFlight
+	}
+	return n
+}
+
+// waitFor polls cond until it holds; a bound, not a timing.
+func (s *sim) waitFor(what string, cond func() bool) {
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("sim: waiting for %s: quiet %v, %d in flight", what, s.quiet(), s.inFlight())
+		}
+		time.Sleep(20 * time.Microsecond)
+	}
+}
+
+// settle waits until nothing can happen before the clock moves: the
+// gateway quiet, no request admitted and not finished, and the head of
+// the line (if any) refused, with nothing admitted since. Once the
+// gateway was seen so, the head is told to try again until it has begun
+// two tries: the second began once the first, which began after, was
+// refused. When no request reached a provider meanwhile and the gateway
+// is still quiet (an admitted request would be on its way, not quiet,
+// or arrived), nothing changed since that refusal, and every try is
+// refused until the clock moves.
+func (s *sim) settle() {
+	for {
+		s.waitFor("the gateway to be quiet", s.quiet)
+		arrived := s.arrived()
+		if s.inFlight() != 0 || !s.quiet() {
+			continue
+		}
+		if s.e.gw.lines.waiting.Load() == 0 {
+			return // only sleepers: the clock wakes them
+		}
+		tries := s.clock.tries.Load()
+		for i := int64(1); i <= 2; i++ {
+			s.e.gw.lines.finished() // the head tries again at once
+			s.waitFor("the head to try", func() bool {
+				return s.clock.tries.Load() >= tries+i || s.arrived() != arrived || !s.quiet()
+			})
+		}
+		if s.arrived() == arrived && s.quiet() && s.inFlight() == 0 {
+			return
+		}
+	}
+}
+
+// advance moves the clock by d and wakes the clients whose sleep is over.
+func (s *sim) advance(d time.Duration) {
+	if !s.quiet() || s.inFlight() != 0 {
+		s.t.Errorf("sim: the clock moves at %v with the gateway busy", s.e.clock.Now().Sub(start))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.e.clock.Advance(d)
+	now := s.e.clock.Now()
+	for ch, at := range s.sleepers {
+		if !at.After(now) {
+			delete(s.sleepers, ch)
+			close(ch)
+		}
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// charged is the tokens the fake providers charged, and the 429s they
+// answered.
+func (s *sim) charged() (tokens, limited int64) {
+	for _, p := range s.fakes {
+		st := p.Stats()
+		tokens, limited = tokens+st.TokensCharged, limited+st.Limited
+	}
+	return tokens, limited
+}
+
+// TestCapacitySustained is the target of issue 42: under sustained load
+// (many clients of several keys, more than the upstreams can take), a
+// pool of upstreams whose providers enforce their tokens per minute, the
+// gateway configured with the same limits, gets no 429 from them and
+// uses at least 95% of their capacity, the clients waiting in the
+// gateway's line instead of failing. The clock moves in uneven steps, so
+// that requests come at any instant of a second, not on the window's
+// bucket boundaries.
+func TestCapacitySustained(t *testing.T) {
+	tpm := []int64{10_000, 20_000}
+	const (
+		clients, keys = 32, 4
+		warmUp        = 2 * time.Minute
+		measured      = 4 * time.Minute
+	)
+	clock := &laterClock{}
+	var ups []Upstream
+	var fakes []*fakeprovider.Provider
+	for i, n := range tpm {
+		p, u := startFake(t, fakeprovider.Options{API: fakeprovider.OpenAI, TokensPerMinute: n, Now: clock.Now, Usage: capacityUsage})
+		fakes = append(fakes, p)
+		ups = append(ups, Upstream{Name: fmt.Sprintf("up%d", i), API: APIOpenAI, URL: u, Limits: UpstreamLimits{TokensPerMinute: n}})
+	}
+	e := newEnv(t, Options{Upstreams: ups, Now: clock.gatewayNow, UpstreamQueueTimeout: 5 * time.Minute})
+	clock.e.Store(e)
+	s := &sim{t: t, e: e, clock: clock, clients: clients, fakes: fakes, sleepers: map[chan struct{}]time.Time{}}
+	var secrets []string
+	for i := range keys {
+		_, secret := e.key(fmt.Sprintf("k%d", i), 1<<50)
+		secrets = append(secrets, secret)
+	}
+
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait() // also when the test fails: the clients end before the servers close
+	defer stop()
+	var served, refused atomic.Int64
+	for c := range clients {
+		rng := rand.New(rand.NewPCG(42, uint64(c)))
+		// The clients start one by one over the first minute, each
+		// sending a request 5 to 20 s after its last one's answer:
+		// together, once all started, about a third more than the
+		// upstreams can serve. A load that came all at once would be
+		// served in bursts, each a minute after the last, forever (the
+		// calls take no time on the clock): measured over minutes that
+		// hold 4 bursts or 5, it tells nothing.
+		next := start.Add(time.Duration(c) * warmUp / 2 / clients)
+		wg.Go(func() {
+			for s.sleepUntil(ctx, next) {
+				maxTokens := int64(50 + rng.IntN(350))
+				body := chatBody(80+rng.IntN(800), maxTokens, maxTokens*int64(30+rng.IntN(71))/100, false)
+				req, err := http.NewRequestWithContext(ctx, "POST", e.srv.URL+"/v1/chat/completions", bytes.NewReader(body))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				req.Header.Set("Authorization", "Bearer "+secrets[c%keys])
+				res, b, err := e.try(req)
+				switch {
+				case ctx.Err() != nil:
+					return
+				case err != nil:
+					t.Error(err)
+					return
+				case res.StatusCode == http.StatusOK:
+					served.Add(1)
+				default:
+					if refused.Add(1) == 1 {
+						t.Errorf("the first refusal: status %d: %s", res.StatusCode, b)
+					}
+				}
+				next = e.clock.Now().Add(5*time.Second + time.Duration(rng.IntN(15_000))*time.Millisecond)
+			}
+		})
+	}
+
+	// The clock moves in steps of 100 to 900 ms, landing on the
+	// measurement's start and end, and on the next second when it would
+	// pass it: the head of the line may be trying as it moves (settle
+	// saw it refused, and it tries again every 250 ms), and a decision
+	// of the embedded engine reads the clock at each step (the key
+	// store holds the reservation at the instant it read first, checks
+	// the windows at the instants they read): checked at 5.3 s, held at
+	// 4.8 s, a request's tokens would leave the upstream's window at
+	// 65 s, before the provider's minute of 5.3 s is over. Landing on
+	// the second keeps such a request within its bucket's margin.
+	rng := rand.New(rand.NewPCG(42, 42))
+	from, to := start.Add(warmUp), start.Add(warmUp+measured)
+	var tokensFrom int64
+	var fill float64 // the sum over the measured steps of the windows' use of their limits
+	steps := 0
+	for {
+		s.settle()
+		now := e.clock.Now()
+		if now.Equal(from) {
+			tokensFrom, _ = s.charged()
+		}
+		if now.After(from) {
+			for i, u := range s.usage() {
+				fill += float64(u.Windows[0].Used) / float64(tpm[i]) / float64(len(tpm))
+			}
+			steps++
+		}
+		if !now.Before(to) {
+			break
+		}
+		next := now.Add(time.Duration(100+rng.IntN(801)) * time.Millisecond)
+		if sec := next.Truncate(time.Second); sec.After(now) {
+			next = sec
+		}
+		if now.Before(from) {
+			next = minTime(next, from)
+		}
+		s.advance(minTime(next, to).Sub(now))
+	}
+	tokensTo, limited := s.charged()
+
+	capacity := float64(0)
+	for _, n := range tpm {
+		capacity += float64(n) * measured.Minutes()
+	}
+	used := float64(tokensTo-tokensFrom) / capacity
+	t.Logf("%d served (%d tries to admit); %d tokens charged in %v of %.0f: %.2f%% of the capacity; %d 429s from the providers; "+
+		"the gateway's windows held %.2f%% of their limits when the clock moved",
+		served.Load(), clock.tries.Load(), tokensTo-tokensFrom, measured, capacity, 100*used, limited, 100*fill/float64(steps))
+	require.Zero(t, refused.Load(), "the clients waited instead of failing")
+	require.Zero(t, limited, "no 429 from the providers")
+	require.GreaterOrEqual(t, used, 0.95, "the capacity used")
 }
 
 // sendBody sends body to e's chat completions for secret, and returns
