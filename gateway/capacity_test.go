@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ratestore/ratestore/admin"
 	"github.com/ratestore/ratestore/internal/fakeprovider"
 	"github.com/ratestore/ratestore/keystore"
 )
@@ -423,4 +424,128 @@ func TestCapacityBucketEdge(t *testing.T) {
 	st := fake.Stats()
 	require.Zero(t, st.Limited)
 	require.EqualValues(t, 2, st.Served)
+}
+
+// sharedUse is the use of upstream name that e's GET /admin/upstreams
+// reports.
+func sharedUse(e *env, name string) admin.UpstreamUsed {
+	e.t.Helper()
+	for _, u := range adminOK[admin.Upstreams](e, "GET", "/admin/upstreams", nil, http.StatusOK).Upstreams {
+		if u.Name == name {
+			return u.Used
+		}
+	}
+	e.t.Fatalf("no upstream %q", name)
+	return admin.UpstreamUsed{}
+}
+
+// TestRedisCapacityExact: two gateways on one Redis keep one upstream's
+// limits as one, exactly: requests sent through both at once are admitted
+// as long as the upstream's tokens per minute hold their reservations
+// (the sum of those admitted never passes it, and a request is refused
+// only when its own does not fit what is left) and its requests per
+// minute have room (exactly that many are admitted), and both gateways'
+// GET /admin/upstreams report the same use. The provider, enforcing the
+// same limits, refuses nothing.
+func TestRedisCapacityExact(t *testing.T) {
+	const tpm, rpm, name = 6000, 40, "shared"
+	clock := &laterClock{}
+	fake, u := startFake(t, fakeprovider.Options{API: fakeprovider.OpenAI, TokensPerMinute: tpm, RequestsPerMinute: rpm,
+		Now: clock.Now, Usage: capacityUsage})
+	gws := newRedisEnvs(t, 2, Options{UpstreamQueueTimeout: -1,
+		Upstreams: []Upstream{{Name: name, API: APIOpenAI, URL: u, Limits: UpstreamLimits{TokensPerMinute: tpm, RequestsPerMinute: rpm}}}})
+	clock.e.Store(gws[0])
+	_, secret := gws[0].key("k", 1<<50)
+
+	// send sends bodies at once, in turn through each gateway, and
+	// returns their statuses as they come (0 until then), and a wait for
+	// the last.
+	send := func(bodies [][]byte) ([]atomic.Int64, func()) {
+		statuses := make([]atomic.Int64, len(bodies))
+		var wg sync.WaitGroup
+		for i, body := range bodies {
+			e := gws[i%len(gws)]
+			wg.Go(func() {
+				res, b, err := e.try(e.request("POST", "/v1/chat/completions", secret, json.RawMessage(body)))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if res.StatusCode == http.StatusTooManyRequests && !strings.Contains(string(b), "upstream_capacity") {
+					t.Errorf("a 429 not the gateway's own: %s", b)
+				}
+				statuses[i].Store(int64(res.StatusCode))
+			})
+		}
+		return statuses, wg.Wait
+	}
+	count := func(statuses []atomic.Int64, status int64) int {
+		n := 0
+		for i := range statuses {
+			if statuses[i].Load() == status {
+				n++
+			}
+		}
+		return n
+	}
+
+	// The tokens: 40 requests of every size, held at the provider once
+	// admitted, so that each decision sees every reservation before it.
+	release := fake.Hold()
+	var bodies [][]byte
+	var reserves []int64
+	for i := range 40 {
+		maxTokens := int64(100 + 53*i%500)
+		b := chatBody(100+37*i%700, maxTokens, maxTokens/2, false)
+		bodies, reserves = append(bodies, b), append(reserves, int64(len(b))/4+maxTokens)
+	}
+	statuses, wait := send(bodies)
+	require.Eventually(t, func() bool {
+		return count(statuses, http.StatusTooManyRequests)+fake.Stats().InFlight == len(bodies)
+	}, 30*time.Second, time.Millisecond, "every request admitted or refused")
+	var held, admitted int64
+	for i := range statuses {
+		if statuses[i].Load() == 0 {
+			held += reserves[i]
+			admitted++
+		}
+	}
+	use := sharedUse(gws[0], name)
+	require.Equal(t, admin.UpstreamUsed{TokensPerMinute: held, RequestsPerMinute: admitted, InFlight: int(admitted)}, use,
+		"the reservations of the requests admitted, held")
+	require.Equal(t, use, sharedUse(gws[1], name), "the other gateway's report")
+	require.LessOrEqual(t, held, int64(tpm))
+	for i := range statuses {
+		if statuses[i].Load() == http.StatusTooManyRequests {
+			require.Greater(t, reserves[i], tpm-held, "request %d was refused only for want of room", i)
+		}
+	}
+	t.Logf("tokens: %d of %d requests admitted, holding %d of %d tokens", admitted, len(bodies), held, tpm)
+	release()
+	wait()
+	require.Equal(t, int(admitted), count(statuses, http.StatusOK))
+	st := fake.Stats()
+	use = sharedUse(gws[0], name)
+	require.Equal(t, admin.UpstreamUsed{TokensPerMinute: st.TokensCharged, RequestsPerMinute: admitted}, use,
+		"settled to what the provider charged")
+	require.Equal(t, use, sharedUse(gws[1], name))
+
+	// The requests: 100 small ones, a minute later, of which the request
+	// rate admits exactly 40.
+	gws[0].clock.Advance(quotaMinute)
+	bodies = bodies[:0]
+	for range 100 {
+		bodies = append(bodies, chatBody(60, 5, 5, false))
+	}
+	statuses, wait = send(bodies)
+	wait()
+	require.Equal(t, rpm, count(statuses, http.StatusOK))
+	require.Equal(t, 100-rpm, count(statuses, http.StatusTooManyRequests))
+	use = sharedUse(gws[0], name)
+	require.Equal(t, admin.UpstreamUsed{TokensPerMinute: fake.Stats().TokensCharged - st.TokensCharged, RequestsPerMinute: rpm}, use)
+	require.Equal(t, use, sharedUse(gws[1], name))
+	st = fake.Stats()
+	require.Zero(t, st.Limited, "the provider refused nothing")
+	require.EqualValues(t, admitted+rpm, st.Served)
+	t.Logf("requests: %d of 100 admitted; the provider served %d and refused %d", rpm, st.Served, st.Limited)
 }
