@@ -1,10 +1,12 @@
 package gateway
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -548,4 +550,67 @@ func TestRedisCapacityExact(t *testing.T) {
 	require.Zero(t, st.Limited, "the provider refused nothing")
 	require.EqualValues(t, admitted+rpm, st.Served)
 	t.Logf("requests: %d of 100 admitted; the provider served %d and refused %d", rpm, st.Served, st.Limited)
+}
+
+// TestFailoverNeverTwice: with fake providers, a request whose first
+// upstream is down (it closes the connection without a word) goes on to
+// the next, a stream too, charged once; a stream whose upstream is cut
+// off after its first event, which went to the caller, is never sent to
+// the next upstream (it sees no request), and the caller's stream ends
+// with an error.
+func TestFailoverNeverTwice(t *testing.T) {
+	clock := &laterClock{}
+	a, ua := startFake(t, fakeprovider.Options{API: fakeprovider.OpenAI, Now: clock.Now})
+	b, ub := startFake(t, fakeprovider.Options{API: fakeprovider.OpenAI, Now: clock.Now})
+	e := newEnv(t, Options{Upstreams: []Upstream{
+		{Name: "a", API: APIOpenAI, URL: ua, Weight: 100}, // first, whenever it is not cooling down
+		{Name: "b", API: APIOpenAI, URL: ub}}})
+	clock.e.Store(e)
+	k, secret := e.key("k", 1<<40)
+	cooling := func(name string) bool {
+		for _, u := range e.gw.Upstreams(t.Context()) {
+			if u.Name == name {
+				return u.CoolingDownUntil != nil
+			}
+		}
+		t.Fatalf("no upstream %q", name)
+		return false
+	}
+
+	// Down before answering: the next upstream answers, once.
+	a.Down()
+	status, body := sendBody(e, secret, chatBody(40, 10, 10, false))
+	require.Equal(t, http.StatusOK, status, body)
+	require.EqualValues(t, 1, a.Stats().Failed)
+	require.EqualValues(t, 1, b.Stats().Served)
+	require.Equal(t, b.Stats().TokensCharged, e.usage(k.ID).Used, "charged once, what b charged")
+	require.True(t, cooling("a"))
+
+	e.clock.Advance(5 * time.Second) // a's cooldown is over; it is still down
+	res, stream := e.call("POST", "/v1/chat/completions", secret, json.RawMessage(chatBody(40, 10, 10, true)))
+	require.Equal(t, http.StatusOK, res.StatusCode, "%s", stream)
+	require.Contains(t, string(stream), "data: [DONE]", "the whole stream, from b")
+	require.EqualValues(t, 2, a.Stats().Failed)
+	require.EqualValues(t, 2, b.Stats().Served)
+
+	// Cut off after the first event: the caller has a byte of it.
+	a.Heal()
+	e.clock.Advance(time.Minute)
+	release := a.Hold()
+	defer release()
+	res, err := e.client.Do(e.request("POST", "/v1/chat/completions", secret, json.RawMessage(chatBody(40, 10, 10, true))))
+	require.NoError(t, err)
+	defer res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	first, err := bufio.NewReader(res.Body).ReadString('\n')
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(first, "data: {"), "the first event: %q", first)
+	require.NoError(t, a.WaitHeld(t.Context(), 1))
+	a.Down()
+	release()
+	_, err = io.ReadAll(res.Body)
+	require.Error(t, err, "the caller's stream ends with an error, not its end")
+	<-e.served
+	require.EqualValues(t, 2, b.Stats().Requests, "never sent to b")
+	require.EqualValues(t, 3, a.Stats().Failed, "cut off")
 }
