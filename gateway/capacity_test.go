@@ -614,3 +614,68 @@ func TestFailoverNeverTwice(t *testing.T) {
 	require.EqualValues(t, 2, b.Stats().Requests, "never sent to b")
 	require.EqualValues(t, 3, a.Stats().Failed, "cut off")
 }
+
+// TestCapacityKnownGaps reproduces where the gateway still lets through
+// what a provider that enforces its quota refuses with 429 (issue 42's
+// report); each is skipped until its fix: remove the Skip to see it.
+func TestCapacityKnownGaps(t *testing.T) {
+	// env starts a gateway of one upstream with limits, on a fake
+	// provider enforcing the same, and returns them with a key's secret.
+	env := func(t *testing.T, limits UpstreamLimits) (*env, *fakeprovider.Provider, string) {
+		clock := &laterClock{}
+		fake, u := startFake(t, fakeprovider.Options{API: fakeprovider.OpenAI, Now: clock.Now,
+			TokensPerMinute: limits.TokensPerMinute, RequestsPerMinute: limits.RequestsPerMinute})
+		e := newEnv(t, Options{UpstreamQueueTimeout: -1, Upstreams: []Upstream{{Name: "a", API: APIOpenAI, URL: u, Limits: limits}}})
+		clock.e.Store(e)
+		_, secret := e.key("k", 1<<40)
+		return e, fake, secret
+	}
+
+	// The request rate is the key store's (keystore.Policy's
+	// RequestsPerMinute): a minute in one-second buckets, which forgets
+	// a request up to a second early, as the tokens' window did before
+	// quotaMinute. A request at 0.5 s counts until 60 s, where the
+	// provider's minute holds it until 60.5 s.
+	t.Run("requests per minute", func(t *testing.T) {
+		t.Skip("known: an upstream's requests per minute forget a request up to a bucket early (keystore's rateWindow)")
+		e, fake, secret := env(t, UpstreamLimits{RequestsPerMinute: 1})
+		e.clock.Advance(500 * time.Millisecond)
+		status, b := sendBody(e, secret, chatBody(40, 10, 10, false))
+		require.Equal(t, http.StatusOK, status, b)
+		e.clock.Set(start.Add(time.Minute))
+		status, b = sendBody(e, secret, chatBody(40, 10, 10, false))
+		require.Equal(t, http.StatusTooManyRequests, status, b)
+		require.Contains(t, b, "upstream_capacity", "the gateway's own refusal, not the provider's")
+		require.Zero(t, fake.Stats().Limited)
+	})
+
+	// A call's usage is settled in the bucket of its admission, while a
+	// provider that charges a call when its answer is produced (as
+	// fakeprovider does) counts it a minute from then: a call that took
+	// 30 s is forgotten 30 s early.
+	t.Run("long call", func(t *testing.T) {
+		t.Skip("known: an upstream's usage is settled at the admission's instant, not the call's end")
+		e, fake, secret := env(t, UpstreamLimits{TokensPerMinute: 1000})
+		body := chatBody(400, 500, 500, false) // 600 tokens, reserved and charged
+		release := fake.Hold()
+		done := make(chan int)
+		go func() {
+			res, _, err := e.try(e.request("POST", "/v1/chat/completions", secret, json.RawMessage(body)))
+			if err != nil {
+				t.Error(err)
+				close(done)
+				return
+			}
+			done <- res.StatusCode
+		}()
+		require.NoError(t, fake.WaitHeld(t.Context(), 1))
+		e.clock.Advance(30 * time.Second) // the call takes 30 s; the provider charges it at its end
+		release()
+		require.Equal(t, http.StatusOK, <-done)
+		e.clock.Set(start.Add(quotaMinute))
+		status, b := sendBody(e, secret, body)
+		require.Equal(t, http.StatusTooManyRequests, status, b)
+		require.Contains(t, b, "upstream_capacity", "the gateway's own refusal, not the provider's")
+		require.Zero(t, fake.Stats().Limited)
+	})
+}
