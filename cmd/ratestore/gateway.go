@@ -344,16 +344,9 @@ func (c *cli) runGateway(f *gatewayFlags) error {
 	if err == nil {
 		alog, err = st.audit(audit.Options{Retention: f.auditRetention, Log: log})
 	}
-	var h http.Handler = g
-	var reload, configReload reloadFunc
-	if err == nil {
-		reload = reloader(g, f.config)
-		if f.config != "" {
-			configReload = reload
-		}
-	}
+	h, reload := http.Handler(g), reloader(g, f.config)
 	if err == nil && token != "" {
-		h, err = operatorSurface(consoleConfig{token: token, log: log, now: c.now, bodyTimeout: noBound(f.bodyTimeout), access: f.access, sessions: st.sessions, audit: alog, reload: configReload}, g.Keys(), g.Ledger(), g)
+		h, err = operatorSurface(consoleConfig{token: token, log: log, now: c.now, bodyTimeout: noBound(f.bodyTimeout), access: f.access, sessions: st.sessions, audit: alog, reload: configReload(reload, f.config)}, g.Keys(), g.Ledger(), g)
 	}
 	var ln net.Listener
 	if err == nil {
