@@ -390,3 +390,39 @@ func TestPoolStoredResponse(t *testing.T) {
 	require.Equal(t, 404, res.StatusCode, "a model call's 404 is the caller's")
 	require.EqualValues(t, 1, ps["b"].hits.Load())
 }
+
+// TestPoolFailoverWaits: a request whose upstream failed, when the others
+// that serve it have no room, waits for one in its line rather than get
+// the failure.
+func TestPoolFailoverWaits(t *testing.T) {
+	e, ps := poolEnv(t, Options{},
+		Upstream{Name: "a", API: APIOpenAI, Weight: 10, Limits: UpstreamLimits{MaxConcurrent: 5}},
+		Upstream{Name: "b", API: APIOpenAI, Limits: UpstreamLimits{MaxConcurrent: 1}})
+	_, secret := e.key("k", 1_000_000)
+	ps["a"].status.Store(503)
+	release := ps["b"].holding()
+	first := make(chan int, 1)
+	go func() {
+		res, _, err := e.try(e.request("POST", "/v1/chat/completions", secret, chat("gpt-4o", 4, 3, 10)))
+		if err == nil {
+			first <- res.StatusCode
+		}
+		close(first)
+	}()
+	require.Eventually(t, func() bool { return ps["b"].hits.Load() == 1 }, 5*time.Second, time.Millisecond, "a failed, b holds the first")
+	e.clock.Advance(time.Minute) // a is back from its cooldown
+	second := make(chan int, 1)
+	go func() {
+		res, _, err := e.try(e.request("POST", "/v1/chat/completions", secret, chat("gpt-4o", 4, 3, 10)))
+		if err == nil {
+			second <- res.StatusCode
+		}
+		close(second)
+	}()
+	require.Eventually(t, func() bool { return ps["a"].hits.Load() == 2 && e.gw.lines.waiting.Load() == 1 }, 5*time.Second, time.Millisecond,
+		"a failed the second too, which waits for b")
+	release()
+	require.Equal(t, 200, <-first)
+	require.Equal(t, 200, <-second)
+	require.EqualValues(t, 2, ps["b"].hits.Load())
+}
