@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -83,4 +85,40 @@ func TestGatewayPools(t *testing.T) {
 	require.NotContains(t, logs, "sk-a")
 	require.Contains(t, logs, `"upstream":"b"`, "the request line names its upstream")
 	require.Contains(t, logs, "trying the next")
+}
+
+// TestGatewayHangup: SIGHUP reads --config again: its upstreams replace the
+// running ones, and a bad file is logged and changes nothing.
+func TestGatewayHangup(t *testing.T) {
+	t.Setenv(adminTokenEnv, testAdminToken)
+	e := newEnv(t)
+	path := filepath.Join(t.TempDir(), "gateway.yaml")
+	write := func(names ...string) {
+		var b strings.Builder
+		b.WriteString("upstreams:\n")
+		for _, n := range names {
+			b.WriteString("  - {name: " + n + ", api: openai, url: http://127.0.0.1:9}\n")
+		}
+		require.NoError(t, os.WriteFile(path, []byte(b.String()), 0o600))
+	}
+	write("a")
+	g := e.startGateway("--config", path)
+	base := "http://" + g.out.Listen
+	count := func() int {
+		resp, body := send(t, "GET", base+"/admin/upstreams", "", testAdminToken)
+		require.Equal(t, http.StatusOK, resp.StatusCode, body)
+		var ups admin.Upstreams
+		require.NoError(t, json.Unmarshal([]byte(body), &ups))
+		return len(ups.Upstreams)
+	}
+	require.Equal(t, 1, count())
+	write("a", "b", "c")
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
+	g.stderr.await(t, "gateway: reloaded")
+	require.Equal(t, 3, count())
+	write("a", "a")
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
+	g.stderr.await(t, "the running configuration stays")
+	require.Equal(t, 3, count())
+	require.Equal(t, exitOK, g.stop(), g.stderr.String())
 }
