@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -227,6 +228,22 @@ func TestPoolFailover(t *testing.T) {
 	res, body = e.call("POST", "/v1/chat/completions", secret, chat("gpt-4o", 4, 3, 10))
 	require.Equal(t, http.StatusTooManyRequests, res.StatusCode, "%s", body)
 	require.Contains(t, string(body), "upstream_capacity", "all cooling down: it waited, in vain")
+
+	rec := httptest.NewRecorder()
+	e.gw.Metrics().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, line := range []string{
+		`ratestore_upstream_requests_total{status="503",upstream="a"} 1`,
+		`ratestore_upstream_requests_total{status="error",upstream="a"} 1`,
+		`ratestore_upstream_requests_total{status="200",upstream="b"} 3`,
+		`ratestore_upstream_requests_total{status="429",upstream="b"} 1`,
+		`ratestore_upstream_requests_total{status="500",upstream="c"} 1`,
+		`ratestore_upstream_tokens_total{type="output",upstream="b"} 9`,
+		`ratestore_upstream_in_flight{upstream="a"} 0`,
+		`ratestore_upstream_queue_seconds_count 1`,
+		`ratestore_gateway_requests_total{http_response_status_code="429",key_id="` + k.ID + `",reason="upstream"} 1`,
+	} {
+		require.True(t, strings.Contains(rec.Body.String(), line+"\n"), "no line %s", line)
+	}
 }
 
 // TestPoolOneAttempt: with UpstreamAttempts 1 a failure is the caller's.
