@@ -55,6 +55,7 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/gateway"
 	"github.com/ratestore/ratestore/internal/logbuf"
 	"github.com/ratestore/ratestore/internal/redistest"
@@ -372,6 +373,22 @@ type result struct {
 }
 
 func TestSDKs(t *testing.T) {
+	node := needNode(t)
+	// The same clients through a gateway whose keys are in a bolt file,
+	// and in Redis (gateway.New on a redisstore.DB), as one of several
+	// instances would be.
+	for _, b := range backends {
+		t.Run(b, func(t *testing.T) {
+			ks, newGateway := openBackend(t, b)
+			runSDKs(t, node, ks, newGateway)
+		})
+	}
+}
+
+// needNode returns the path of node, and fails t when node or the npm
+// packages are missing.
+func needNode(t *testing.T) string {
+	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Fatal("node is not installed: install Node.js >= 20, then run `npm ci --prefix gateway/sdktest`")
@@ -381,34 +398,85 @@ func TestSDKs(t *testing.T) {
 			t.Fatalf("%s is missing: run `npm ci --prefix gateway/sdktest` from the repository root", p)
 		}
 	}
+	return node
+}
 
-	t.Run("bolt", func(t *testing.T) {
-		db, err := ratestore.Open(t.TempDir()+"/gateway.db", ratestore.Options{})
+// backends are the stores the scenarios run on: a bolt file, and Redis.
+var backends = []string{"bolt", "redis"}
+
+// openBackend opens a new store of backend b (see backends) for t, and
+// returns its key store and a maker of gateways on it.
+func openBackend(t *testing.T, b string) (*keystore.Store, func(gateway.Options) (*gateway.Gateway, error)) {
+	t.Helper()
+	var db backend.Store
+	switch b {
+	case "bolt":
+		bolt, err := ratestore.Open(t.TempDir()+"/gateway.db", ratestore.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { db.Close() })
-		ks, err := keystore.Open(db, keystore.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		runSDKs(t, node, ks, func(o gateway.Options) (*gateway.Gateway, error) { return gateway.New(db, o) })
-	})
-	// The same clients through a gateway whose keys are in Redis
-	// (gateway.New on a redisstore.DB), as one of several instances would be.
-	t.Run("redis", func(t *testing.T) {
+		t.Cleanup(func() { bolt.Close() })
+		db = bolt
+	case "redis":
 		srv := redistest.Start(t)
 		rdb, err := redisstore.Open(context.Background(), srv.URL(), redisstore.Options{Timeout: 10 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { rdb.Close() })
-		ks, err := keystore.Open(rdb, keystore.Options{})
-		if err != nil {
-			t.Fatal(err)
+		db = rdb
+	default:
+		t.Fatalf("no backend %q", b)
+	}
+	ks, err := keystore.Open(db, keystore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ks, func(o gateway.Options) (*gateway.Gateway, error) { return gateway.New(db, o) }
+}
+
+// runNode runs script with env added to this process's, within a minute,
+// and returns its lines by "sdk/scenario", each logged; onLine, if not
+// nil, is called with each as it comes, while the script runs on.
+func runNode(t *testing.T, node, script string, env []string, onLine func(result)) map[string]result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, script)
+	cmd.Env = append(os.Environ(), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]result{}
+	var bad error
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		var r result
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			bad = fmt.Errorf("line %q: %v", sc.Text(), err)
+			continue
 		}
-		runSDKs(t, node, ks, func(o gateway.Options) (*gateway.Gateway, error) { return gateway.New(rdb, o) })
-	})
+		t.Logf("%s", sc.Bytes())
+		got[r.SDK+"/"+r.Scenario] = r
+		if onLine != nil {
+			onLine(r)
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("node %s: %v\n%s", script, err, stderr.String())
+	}
+	if bad != nil {
+		t.Fatal(bad)
+	}
+	t.Logf("node %s ran in %v", script, time.Since(start).Round(time.Millisecond))
+	return got
 }
 
 // runSDKs runs every scenario of sdk.mjs through a gateway made by
@@ -485,31 +553,10 @@ func runSDKs(t *testing.T, node string, ks *keystore.Store, newGateway func(gate
 	}))
 	t.Cleanup(srv.Close)
 
-	nodeCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(nodeCtx, node, "sdk.mjs")
-	cmd.Env = append(os.Environ(), "BASE_URL="+srv.URL, "API_KEY="+secret,
-		"GEMINI_KEY="+geminiSecret, "RESPONSES_KEY="+respSecret, "ABORT_KEY="+abortSecret,
-		"FULL_KEY="+fullSecret, "NOMODEL_KEY="+noModelSecret, "SPENT_KEY="+bk.spentSecret, "TINY_KEY="+bk.tinySecret,
-		"HEADERS_KEY="+bk.headersSecret, "PLAIN_KEY="+bk.plainSecret, "TIMEOUT_MS=15000", "SCENARIOS=")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	start := time.Now()
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node sdk.mjs: %v\n%s", err, stderr.String())
-	}
-	t.Logf("node sdk.mjs ran in %v", time.Since(start).Round(time.Millisecond))
-	got := map[string]result{}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		var r result
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatalf("line %q: %v", sc.Text(), err)
-		}
-		t.Logf("%s", sc.Bytes())
-		got[r.SDK+"/"+r.Scenario] = r
-	}
+	got := runNode(t, node, "sdk.mjs", []string{"BASE_URL=" + srv.URL, "API_KEY=" + secret,
+		"GEMINI_KEY=" + geminiSecret, "RESPONSES_KEY=" + respSecret, "ABORT_KEY=" + abortSecret,
+		"FULL_KEY=" + fullSecret, "NOMODEL_KEY=" + noModelSecret, "SPENT_KEY=" + bk.spentSecret, "TINY_KEY=" + bk.tinySecret,
+		"HEADERS_KEY=" + bk.headersSecret, "PLAIN_KEY=" + bk.plainSecret, "TIMEOUT_MS=15000", "SCENARIOS="}, nil)
 	// Every request has been answered; the gateway records each one's usage
 	// after its caller has the last byte (the "abort" one after its upstream
 	// ends, once the gateway saw the hang-up).
