@@ -2,8 +2,8 @@
 // they run, and run, which runs one scenario and prints its JSON line
 // {sdk, scenario, ok, status, error_message, elapsed_ms, detail, ...}.
 //
-// Env: SCENARIOS (comma-separated "sdk/scenario" names or "sdk/" prefixes
-// to run; default all).
+// Env: SCENARIOS (comma-separated "sdk/scenario" names, "sdk/" prefixes, or
+// prefixes ending in "*", to run; default all).
 import { readFileSync } from 'node:fs';
 
 const only = (process.env.SCENARIOS || '').split(',').map((s) => s.trim()).filter(Boolean);
@@ -36,7 +36,8 @@ function apiError(e) {
 // SDK's error shows.
 export async function run(sdk, scenario, fn) {
   const name = `${sdk}/${scenario}`;
-  if (only.length && !only.some((o) => (o.endsWith('/') ? name.startsWith(o) : name === o))) return;
+  const match = (o) => (o.endsWith('/') ? name.startsWith(o) : o.endsWith('*') ? name.startsWith(o.slice(0, -1)) : name === o);
+  if (only.length && !only.some(match)) return;
   const t0 = Date.now();
   const line = { sdk, scenario, ok: false, status: 0, error_message: '', elapsed_ms: 0 };
   try {
