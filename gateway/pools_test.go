@@ -273,6 +273,34 @@ func TestPoolWait(t *testing.T) {
 	require.EqualValues(t, 2, ps["one"].hits.Load())
 }
 
+// TestPoolWaitTimeout: a request that waits in vain for an upstream's
+// one slot gets 429 upstream_capacity with a short Retry-After, worth
+// retrying: the slot frees when the request in flight ends, not at the
+// end of its lease.
+func TestPoolWaitTimeout(t *testing.T) {
+	e, ps := poolEnv(t, Options{UpstreamQueueTimeout: 20 * time.Millisecond},
+		Upstream{Name: "one", API: APIOpenAI, Limits: UpstreamLimits{MaxConcurrent: 1}})
+	_, secret := e.key("k", 1_000_000)
+	release := sync.OnceFunc(ps["one"].holding())
+	defer release()
+	first := make(chan int)
+	go func() {
+		res, _, err := e.try(e.request("POST", "/v1/chat/completions", secret, chat("gpt-4o", 4, 3, 10)))
+		if err == nil {
+			first <- res.StatusCode
+		}
+		close(first)
+	}()
+	require.Eventually(t, func() bool { return ps["one"].hits.Load() == 1 }, 5*time.Second, time.Millisecond)
+	res, body := e.call("POST", "/v1/chat/completions", secret, chat("gpt-4o", 4, 3, 10))
+	require.Equal(t, http.StatusTooManyRequests, res.StatusCode, "%s", body)
+	require.Contains(t, string(body), `"code":"upstream_capacity"`)
+	require.Equal(t, "1", res.Header.Get("Retry-After"), "%s", body)
+	require.Empty(t, res.Header.Get("X-Should-Retry"))
+	release()
+	require.Equal(t, 200, <-first)
+}
+
 // TestLineFairness: a line serves its keys in turn: a key with many
 // requests waiting holds up another's one by one turn at most.
 func TestLineFairness(t *testing.T) {

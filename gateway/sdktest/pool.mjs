@@ -122,3 +122,12 @@ await Promise.all([
   scenario('openai', 'wait_first', (o) => ends(chat(oa(o), 'gpt-4o'))),
   scenario('openai', 'wait_second', (o) => ends(chat(oa(o), 'gpt-4o'))),
 ]);
+
+// The wait bounded (the gateway's UpstreamQueueTimeout): the first call is
+// held at the provider until the test has seen the last line before it;
+// the others wait for it in vain, once without retries, once with the
+// client's default retries (2), which follow Retry-After.
+const first = scenario('openai', 'queue_first', (o) => chat(oa(o), 'gpt-4o'));
+await scenario('openai', 'queue_timeout', (o) => chat(oa(o, { maxRetries: 0 }), 'gpt-4o'));
+await scenario('openai', 'queue_timeout_retries', (o) => chat(oa(o), 'gpt-4o'));
+await first;

@@ -46,6 +46,8 @@ const (
 	azureIn, azureOut = 29, 7
 	poolIn, poolOut   = 13, 8
 	failIn, failOut   = 1000, 1000
+
+	queueTimeout = 50 * time.Millisecond
 )
 
 // usage is a fakeprovider's Options.Usage that reports in and out for
@@ -270,6 +272,7 @@ func TestPoolSDKs(t *testing.T) {
 			t.Run("azure", func(t *testing.T) { poolAzure(t, node, b) })
 			t.Run("failover", func(t *testing.T) { poolFailover(t, node, b) })
 			t.Run("wait", func(t *testing.T) { poolWait(t, node, b) })
+			t.Run("queue_timeout", func(t *testing.T) { poolQueueTimeout(t, node, b) })
 		})
 	}
 }
@@ -505,6 +508,73 @@ func poolWait(t *testing.T, node, b string) {
 	for _, s := range []string{"openai/wait_first", "openai/wait_second"} {
 		rg.requestsSeen(t, s, 1)
 		rg.charged(t, s, poolIn+poolOut)
+	}
+}
+
+// poolQueueTimeout: with UpstreamQueueTimeout 50ms, a call that finds the
+// one upstream busy (its call held at the provider) gets 429
+// upstream_capacity: what the openai client shows of it, without retries
+// and with its default ones.
+func poolQueueTimeout(t *testing.T, node, b string) {
+	rg := newPoolRig(t, b, "openai/queue_first", "openai/queue_timeout", "openai/queue_timeout_retries")
+	one := rg.provider(fakeprovider.Options{API: fakeprovider.OpenAI, Usage: usage(poolIn, poolOut)})
+	release := one.Hold()
+	defer release()
+	held := func(ctx context.Context) error { return one.WaitHeld(ctx, 1) }
+	rg.on("openai/queue_timeout", held)
+	rg.on("openai/queue_timeout_retries", held)
+	rg.start(gateway.Options{UpstreamQueueTimeout: queueTimeout, Upstreams: []gateway.Upstream{{Name: "one", API: gateway.APIOpenAI,
+		URL: one.url, Limits: gateway.UpstreamLimits{MaxConcurrent: 1}}}})
+	got := rg.run(node, "openai/queue_*", func(r result) {
+		if r.Scenario == "queue_timeout_retries" {
+			release()
+		}
+	})
+
+	t.Run("openai/queue_first", func(t *testing.T) {
+		succeeded(t, got, "openai/queue_first")
+		rg.requestsSeen(t, "openai/queue_first", 1)
+		rg.charged(t, "openai/queue_first", poolIn+poolOut)
+	})
+	for _, c := range []struct {
+		name    string
+		retries int
+	}{{"openai/queue_timeout", 0}, {"openai/queue_timeout_retries", 2}} {
+		t.Run(c.name, func(t *testing.T) {
+			r, ok := got[c.name]
+			if !ok {
+				t.Fatal("no result")
+			}
+			t.Logf("%s %d in %dms (Retry-After %s, x-should-retry %s): %s", r.ErrorName, r.Status, r.ElapsedMS,
+				deref(r.RetryAfter), deref(r.ShouldRetry), r.ErrorMessage)
+			if r.OK || r.Status != http.StatusTooManyRequests || r.ErrorName != "RateLimitError" {
+				t.Fatalf("ok %v, %s %d, want RateLimitError 429", r.OK, r.ErrorName, r.Status)
+			}
+			if deref(r.Code) != "upstream_capacity" || !strings.Contains(deref(r.APIMessage), `model "gpt-4o"`) {
+				t.Errorf("code %q, message %q; want upstream_capacity naming the model", deref(r.Code), deref(r.APIMessage))
+			}
+			// The slot frees when the held call ends, which nothing
+			// foretells: a short wait, which the client's retries honour (as
+			// for a key's own cap on its requests in flight).
+			wait, err := strconv.Atoi(deref(r.RetryAfter))
+			if err != nil || wait < 1 || wait > 5 || deref(r.ShouldRetry) == "false" {
+				t.Errorf("Retry-After %q, x-should-retry %q: want a wait of a few seconds, worth retrying", deref(r.RetryAfter), deref(r.ShouldRetry))
+			}
+			rg.requestsSeen(t, c.name, 1+c.retries)
+			if least := time.Duration(c.retries*wait) * time.Second; time.Duration(r.ElapsedMS)*time.Millisecond < least {
+				t.Errorf("took %dms: its %d retries did not wait Retry-After (%ds)", r.ElapsedMS, c.retries, wait)
+			}
+			rg.charged(t, c.name, 0)
+		})
+	}
+	if err := one.WaitIdle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := one.Stats(); st.Requests != 1 {
+		t.Errorf("the provider got %d requests, want 1: the refused calls never reached it", st.Requests)
+	}
+	if n, _ := queueWaits(t, rg.gw); n < 2 {
+		t.Errorf("%d requests waited for an upstream, want every refused one", n)
 	}
 }
 
