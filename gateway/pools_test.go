@@ -241,6 +241,21 @@ func TestPoolOneAttempt(t *testing.T) {
 	require.Zero(t, ps["b"].hits.Load())
 }
 
+// goChat sends a chat completion of gpt-4o with secret from a goroutine of
+// its own, and returns the channel of its status (closed without one when
+// it got no answer).
+func goChat(e *env, secret string) <-chan int {
+	status := make(chan int, 1)
+	go func() {
+		res, _, err := e.try(e.request("POST", "/v1/chat/completions", secret, chat("gpt-4o", 4, 3, 10)))
+		if err == nil {
+			status <- res.StatusCode
+		}
+		close(status)
+	}()
+	return status
+}
+
 // TestPoolWait: a request that finds no upstream with room waits for one,
 // holding nothing of its key's, and is served when a request ends.
 func TestPoolWait(t *testing.T) {
@@ -248,23 +263,9 @@ func TestPoolWait(t *testing.T) {
 		Upstream{Name: "one", API: APIOpenAI, Limits: UpstreamLimits{MaxConcurrent: 1}})
 	k, secret := e.key("k", 1_000_000)
 	release := ps["one"].holding()
-	first := make(chan int)
-	go func() {
-		res, _, err := e.try(e.request("POST", "/v1/chat/completions", secret, chat("gpt-4o", 4, 3, 10)))
-		if err == nil {
-			first <- res.StatusCode
-		}
-		close(first)
-	}()
+	first := goChat(e, secret)
 	require.Eventually(t, func() bool { return ps["one"].hits.Load() == 1 }, 5*time.Second, time.Millisecond)
-	second := make(chan int)
-	go func() {
-		res, _, err := e.try(e.request("POST", "/v1/chat/completions", secret, chat("gpt-4o", 4, 3, 10)))
-		if err == nil {
-			second <- res.StatusCode
-		}
-		close(second)
-	}()
+	second := goChat(e, secret)
 	require.Eventually(t, func() bool { return e.gw.lines.waiting.Load() == 1 }, 5*time.Second, time.Millisecond)
 	require.Equal(t, 1, e.usage(k.ID).InFlight, "the waiting request holds no slot of its key's")
 	release()
@@ -283,14 +284,7 @@ func TestPoolWaitTimeout(t *testing.T) {
 	_, secret := e.key("k", 1_000_000)
 	release := sync.OnceFunc(ps["one"].holding())
 	defer release()
-	first := make(chan int)
-	go func() {
-		res, _, err := e.try(e.request("POST", "/v1/chat/completions", secret, chat("gpt-4o", 4, 3, 10)))
-		if err == nil {
-			first <- res.StatusCode
-		}
-		close(first)
-	}()
+	first := goChat(e, secret)
 	require.Eventually(t, func() bool { return ps["one"].hits.Load() == 1 }, 5*time.Second, time.Millisecond)
 	res, body := e.call("POST", "/v1/chat/completions", secret, chat("gpt-4o", 4, 3, 10))
 	require.Equal(t, http.StatusTooManyRequests, res.StatusCode, "%s", body)
