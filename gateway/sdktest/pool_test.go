@@ -108,7 +108,6 @@ func (rg *poolRig) on(scenario string, do func(ctx context.Context) error) {
 type provider struct {
 	*fakeprovider.Provider
 	url *url.URL
-	rg  *poolRig
 
 	mu   sync.Mutex
 	seen []providerRequest
@@ -123,7 +122,7 @@ type providerRequest struct {
 
 // provider starts a fake provider of opts.
 func (rg *poolRig) provider(opts fakeprovider.Options) *provider {
-	p := &provider{Provider: fakeprovider.New(opts), rg: rg}
+	p := &provider{Provider: fakeprovider.New(opts)}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		var f struct {
@@ -411,29 +410,36 @@ func poolFailover(t *testing.T, node, b string) {
 	rg.start(gateway.Options{Upstreams: ups})
 	got := rg.run(node, "openai/failover_*,anthropic/failover_*", nil)
 
-	check := func(t *testing.T, scenario string, a, b *provider, want map[string]int64) {
+	check := func(t *testing.T, scenario string, a, b *provider, field, keyA, keyB string, want map[string]int64) {
 		d := succeeded(t, got, scenario)
 		if d.Text != fakeText {
 			t.Errorf("text %q, want %q", d.Text, fakeText)
 		}
 		usageIs(t, d.Usage, want) // the second upstream's
 		rg.requestsSeen(t, scenario, 1)
-		if n := len(a.requests(scenario)); n != 1 {
-			t.Errorf("the failing upstream got %d requests, want 1", n)
-		}
-		if n := len(b.requests(scenario)); n != 1 {
-			t.Errorf("the second upstream got %d requests, want 1", n)
+		for _, u := range []struct {
+			p         *provider
+			what, key string
+		}{{a, "the failing upstream", keyA}, {b, "the second upstream", keyB}} {
+			reqs := u.p.requests(scenario)
+			if len(reqs) != 1 {
+				t.Errorf("%s got %d requests, want 1", u.what, len(reqs))
+				continue
+			}
+			if got := reqs[0].header.Get(field); got != u.key {
+				t.Errorf("%s got %s %q, want %q", u.what, field, got, u.key)
+			}
 		}
 		rg.charged(t, scenario, poolIn+poolOut)
 	}
 	for _, f := range openai {
 		t.Run(f.scenario, func(t *testing.T) {
-			check(t, f.scenario, oaA, oaB, map[string]int64{"prompt_tokens": poolIn, "completion_tokens": poolOut})
+			check(t, f.scenario, oaA, oaB, "Authorization", "Bearer sk-a", "Bearer sk-b", map[string]int64{"prompt_tokens": poolIn, "completion_tokens": poolOut})
 		})
 	}
 	for _, f := range anthropic {
 		t.Run(f.scenario, func(t *testing.T) {
-			check(t, f.scenario, anA, anB, map[string]int64{"input_tokens": poolIn, "output_tokens": poolOut})
+			check(t, f.scenario, anA, anB, "X-Api-Key", "ant-a", "ant-b", map[string]int64{"input_tokens": poolIn, "output_tokens": poolOut})
 		})
 	}
 	for _, p := range []*provider{oaA, oaB, anA, anB} {
@@ -573,8 +579,11 @@ func poolQueueTimeout(t *testing.T, node, b string) {
 	if st := one.Stats(); st.Requests != 1 {
 		t.Errorf("the provider got %d requests, want 1: the refused calls never reached it", st.Requests)
 	}
-	if n, _ := queueWaits(t, rg.gw); n < 2 {
-		t.Errorf("%d requests waited for an upstream, want every refused one", n)
+	// The refused call, and the other's three tries.
+	if n, sum := queueWaits(t, rg.gw); n != 4 {
+		t.Errorf("%d requests waited for an upstream, want 4: every refused one", n)
+	} else {
+		t.Logf("the refused requests waited %v in all", time.Duration(sum*float64(time.Second)).Round(time.Millisecond))
 	}
 }
 

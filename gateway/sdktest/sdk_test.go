@@ -6,8 +6,9 @@
 //	npm ci --prefix gateway/sdktest
 //	go test ./gateway/sdktest -v
 //
-// sdk.mjs prints a JSON line per scenario, the first one the versions it
-// ran; TestSDKs logs them. As of the lock file (node v20.20.2, openai
+// sdk.mjs and pool.mjs print a JSON line per scenario (harness.mjs), the
+// first one the versions they ran; TestSDKs and TestPoolSDKs log them, each
+// on a bolt file and on Redis. As of the lock file (node v20.20.2, openai
 // 6.49.0, @anthropic-ai/sdk 1.12.0, @google/genai 2.32.0):
 //
 //   - chat completions (JSON, stream with and without include_usage),
@@ -34,6 +35,48 @@
 //     real APIs, from which sdk.mjs reads error.message.
 //   - budgets in money and the caller's rate-limit headers: see
 //     budget_test.go.
+//
+// In front of pools of upstreams (gateway.Options.Upstreams; pool_test.go
+// and pool.mjs), each upstream an internal/fakeprovider on loopback:
+//
+//   - Azure OpenAI: the AzureOpenAI client (endpoint the gateway, apiVersion
+//     2024-10-21, the secret as its apiKey; with and without its deployment
+//     option, and once with apiVersion 2025-04-01-preview) and the plain
+//     OpenAI client with model names, in front of an azure-openai upstream
+//     whose models gpt-4o and text-embedding-3-small are the deployments
+//     gpt4o-prod and embed-small: chat completions (JSON, stream with
+//     include_usage, and without it: the usage the gateway asked for is
+//     taken out), embeddings and the Responses API (JSON, stream) get their
+//     answers. The provider gets its own key in api-key (never the caller's
+//     secret, nor any Authorization), api-version=2024-10-21 whatever the
+//     client sent, the deployment's path (/openai/deployments/gpt4o-prod/
+//     chat/completions, /openai/deployments/embed-small/embeddings) and, for
+//     /openai/responses, the deployment as the body's model; each key is
+//     charged exactly the usage reported (36 tokens a call, 29 + 7; 29 an
+//     embedding), one request a call. The Azure client's deployment option
+//     names the path of chat and embeddings calls, not of responses ones,
+//     whose model must name the deployment. (Embeddings ask
+//     encoding_format float: the fake answers floats, and the SDK's default,
+//     base64, would decode them to nothing.)
+//   - failover: the first of two openai upstreams answers 503, or closes the
+//     connection unanswered (on a connection the gateway kept alive from the
+//     call before), and the first of two anthropic upstreams 529, before any
+//     byte went to the caller: each call, JSON or streamed, with the clients'
+//     default retries, gets the second's answer and usage (13 + 8, the key
+//     charged 21) in 15 to 110 ms, from one request: the client saw no
+//     failure and did not retry, and the first upstream got exactly one
+//     request a call.
+//   - waiting: two calls at once on an upstream of MaxConcurrent 1, the
+//     first held at the provider: the second waits in the gateway and is
+//     served once the first is let go (the provider never has two at once),
+//     each in about 110 ms.
+//   - with UpstreamQueueTimeout 50ms, the waiting call gets 429
+//     upstream_capacity, Retry-After: 1 and no x-should-retry: openai raises
+//     RateLimitError, its message '429 no upstream serving model "gpt-4o" has
+//     room for this request now; retry after 1s'. With maxRetries 0 that is
+//     one request, in about 140 ms; with the default 2 retries, which follow
+//     Retry-After, three, failing in about 2.3 s. A refused call is charged
+//     nothing and never reaches the provider.
 package sdktest
 
 import (
