@@ -448,7 +448,8 @@ func needNode(t *testing.T) string {
 var backends = []string{"bolt", "redis"}
 
 // openBackend opens a new store of backend b (see backends) for t, and
-// returns its key store and a maker of gateways on it.
+// returns its key store and a maker of gateways on it, each closed at the
+// end of t.
 func openBackend(t *testing.T, b string) (*keystore.Store, func(gateway.Options) (*gateway.Gateway, error)) {
 	t.Helper()
 	var db backend.Store
@@ -475,7 +476,21 @@ func openBackend(t *testing.T, b string) (*keystore.Store, func(gateway.Options)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ks, func(o gateway.Options) (*gateway.Gateway, error) { return gateway.New(db, o) }
+	return ks, func(o gateway.Options) (*gateway.Gateway, error) {
+		gw, err := gateway.New(db, o)
+		if err == nil {
+			// Before the database closes (cleanups run last first): the
+			// ledger's last writes.
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+				defer cancel()
+				if err := gw.Close(ctx); err != nil {
+					t.Errorf("closing the gateway: %v", err)
+				}
+			})
+		}
+		return gw, err
+	}
 }
 
 // runNode runs script with env added to this process's, within a minute,
