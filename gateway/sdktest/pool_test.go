@@ -590,10 +590,12 @@ func poolQueueTimeout(t *testing.T, node, b string) {
 // waitQueued waits until n requests wait in the gateway's lines for an
 // upstream with room, or ctx ends. The gateway tells no one (its metrics
 // time a wait once it is over), so it reads the stacks of the process's
-// goroutines: a waiting request's is blocked in a select of
-// (*Gateway).admitOn (runtime.Stack leaves out the runtime's own frames).
-// It looks every millisecond.
+// goroutines: a waiting request's is blocked in a select of package
+// gateway's own (runtime.Stack leaves out the runtime's frames), called
+// by (*Gateway).admitOn, the admission of a request to a pool. It looks
+// every millisecond.
 func waitQueued(ctx context.Context, n int) error {
+	const pkg = "github.com/ratestore/ratestore/gateway."
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	buf := make([]byte, 1<<20)
@@ -605,8 +607,8 @@ func waitQueued(ctx context.Context, n int) error {
 		}
 		waiting := 0
 		for _, g := range strings.Split(string(buf[:k]), "\n\n") {
-			head, top, _ := strings.Cut(g, "\n")
-			if strings.Contains(head, " [select") && strings.HasPrefix(top, "github.com/ratestore/ratestore/gateway.(*Gateway).admitOn(") {
+			head, frames, _ := strings.Cut(g, "\n")
+			if strings.Contains(head, " [select") && strings.HasPrefix(frames, pkg) && strings.Contains("\n"+frames, "\n"+pkg+"(*Gateway).admitOn(") {
 				waiting++
 			}
 		}
