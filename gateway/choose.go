@@ -111,8 +111,14 @@ func (g *Gateway) tryUpstreams(ctx context.Context, rq *request, secret string, 
 			rq.member = m
 			return a, err
 		}
-		if d.RetryAfter >= 0 && (wait < 0 || d.RetryAfter < wait) {
-			wait = d.RetryAfter
+		w := d.RetryAfter
+		if d.Reason == "concurrency" {
+			// The end of the oldest lease is a bound, not an estimate: a
+			// slot frees when a request in flight ends (see limitMessage).
+			w = concurrencyRetry
+		}
+		if w >= 0 && (wait < 0 || w < wait) {
+			wait = w
 		}
 	}
 	return nil, &capacityError{wait: wait}
