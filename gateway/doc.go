@@ -461,7 +461,8 @@
 //   - ratestore_upstream_in_flight{upstream}: requests sent to each whose
 //     response has not ended;
 //   - ratestore_upstream_queue_seconds: a histogram of the waits for an
-//     upstream with room, served or not.
+//     upstream with room, served or not, and ratestore_upstream_waiting,
+//     a gauge of the requests waiting now.
 //
 // upstream is an upstream's name, or a route's prefix: an operator's.
 // key_id has a value per key (never the secret; "" without a known key).

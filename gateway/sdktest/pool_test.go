@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -483,7 +482,7 @@ func poolWait(t *testing.T, node, b string) {
 			t.Error("the second call never came")
 			return
 		}
-		if err := waitQueued(ctx, 1); err != nil {
+		if err := waitQueued(ctx, rg.gw, 1); err != nil {
 			t.Error(err)
 		}
 		beforeRelease = one.Stats().Requests
@@ -587,29 +586,20 @@ func poolQueueTimeout(t *testing.T, node, b string) {
 	}
 }
 
-// waitQueued waits until n requests wait in the gateway's lines for an
-// upstream with room, or ctx ends. The gateway tells no one (its metrics
-// time a wait once it is over), so it reads the stacks of the process's
-// goroutines: a waiting request's is blocked in a select of package
-// gateway's own (runtime.Stack leaves out the runtime's frames), called
-// by (*Gateway).admitOn, the admission of a request to a pool. It looks
+// waitQueued waits until n requests wait in gw's lines for an upstream
+// with room (its gauge ratestore_upstream_waiting), or ctx ends. It looks
 // every millisecond.
-func waitQueued(ctx context.Context, n int) error {
-	const pkg = "github.com/ratestore/ratestore/gateway."
+func waitQueued(ctx context.Context, gw *gateway.Gateway, n int) error {
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
-	buf := make([]byte, 1<<20)
 	for {
-		k := runtime.Stack(buf, true)
-		if k == len(buf) {
-			buf = make([]byte, 2*len(buf))
-			continue
-		}
-		waiting := 0
-		for _, g := range strings.Split(string(buf[:k]), "\n\n") {
-			head, frames, _ := strings.Cut(g, "\n")
-			if strings.Contains(head, " [select") && strings.HasPrefix(frames, pkg) && strings.Contains("\n"+frames, "\n"+pkg+"(*Gateway).admitOn(") {
-				waiting++
+		rec := httptest.NewRecorder()
+		gw.Metrics().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		waiting := -1
+		for line := range strings.Lines(rec.Body.String()) {
+			if v, ok := strings.CutPrefix(line, "ratestore_upstream_waiting "); ok {
+				f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				waiting = int(f)
 			}
 		}
 		if waiting >= n {
