@@ -49,7 +49,9 @@ type Upstream struct {
 }
 
 // UpstreamLimits are the provider's quota on an upstream, which the
-// gateway keeps as it keeps a key's limits; 0: none.
+// gateway keeps as it keeps a key's limits; 0: none. TokensPerMinute is
+// counted over a minute and a second (quotaMinute), so that what the
+// gateway sends never passes a provider's exact rolling minute.
 type UpstreamLimits struct {
 	RequestsPerMinute int64
 	TokensPerMinute   int64
@@ -98,7 +100,7 @@ func newMember(ks *keystore.Store, u Upstream) (*member, error) {
 	if l := u.Limits; l != (UpstreamLimits{}) {
 		p := keystore.Policy{RequestsPerMinute: l.RequestsPerMinute, MaxConcurrent: l.MaxConcurrent}
 		if l.TokensPerMinute > 0 {
-			p.Windows = []keystore.Window{{Limit: l.TokensPerMinute, Window: time.Minute, Bucket: time.Second}}
+			p.Windows = []keystore.Window{{Limit: l.TokensPerMinute, Window: quotaMinute, Bucket: time.Second}}
 		}
 		q, err := ks.Quota("upstream:"+u.Name, p)
 		if err != nil {
@@ -108,6 +110,15 @@ func newMember(ks *keystore.Store, u Upstream) (*member, error) {
 	}
 	return m, nil
 }
+
+// quotaMinute is the window of an upstream's tokens per minute: a minute
+// and one bucket. A window in buckets forgets usage up to a bucket early
+// (package rollingwindow: what came at 12:00:00.9 stops counting at
+// 12:01:00), and a provider that counts an exact rolling minute would
+// still hold it, refusing with 429 what the gateway let through. With
+// the bucket added, usage counts at least a minute and at most a second
+// more, which costs under 2% of the provider's quota.
+const quotaMinute = time.Minute + time.Second
 
 // credentialField is the request field of each api's credential.
 var credentialField = map[string]string{

@@ -170,7 +170,7 @@ func TestPoolQuota(t *testing.T) {
 	require.NotEmpty(t, res.Header.Get("Retry-After"))
 	require.EqualValues(t, 3, ps["big"].hits.Load(), "its 3 requests a minute")
 
-	e.clock.Advance(time.Minute)
+	e.clock.Advance(quotaMinute) // an upstream's tokens count a minute and a bucket
 	res, _ = e.call("POST", "/v1/chat/completions", secret, chat("gpt-4o", 10, 20, 60))
 	require.Equal(t, 200, res.StatusCode, "a minute later")
 	require.EqualValues(t, 2, ps["small"].hits.Load())
