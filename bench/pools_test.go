@@ -3,7 +3,6 @@ package bench
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -55,6 +54,10 @@ import (
 // pool-16's requests spread over all sixteen, pool-16-full-15's all on
 // the last.
 //
+// The pool sides are in poolsides_test.go; poolsides_base9006258_test.go
+// builds impl=route alone in a checkout of 9006258, the commit before
+// pools, to compare the route with (see bench/README.md).
+//
 //	go test -run '^$' -bench '^BenchmarkGatewayPools$' -benchmem -count 6 -benchtime 1s . | tee pools.txt
 //	benchstat -col /impl pools.txt
 func BenchmarkGatewayPools(b *testing.B) {
@@ -66,7 +69,7 @@ func BenchmarkGatewayPools(b *testing.B) {
 				s.serve(b)
 			}
 			b.StopTimer()
-			s.checkSpread(b)
+			checkPoolsSpread(b, s)
 		})
 	}
 }
@@ -86,6 +89,9 @@ func BenchmarkGatewayPools(b *testing.B) {
 //	go test -run '^$' -bench '^BenchmarkGatewayPoolsPaired$' -count 6 -benchtime 20000x . | tee paired.txt
 //	benchstat paired.txt
 func BenchmarkGatewayPoolsPaired(b *testing.B) {
+	if len(poolsImpls) < 2 {
+		b.Skip("no pools to pair with the route")
+	}
 	for _, impl := range poolsImpls[1:] {
 		b.Run("impl="+impl, func(b *testing.B) {
 			sides := [2]*poolsSide{openPoolsSide(b, "route"), openPoolsSide(b, impl)}
@@ -108,7 +114,7 @@ func BenchmarkGatewayPoolsPaired(b *testing.B) {
 				added = append(added, float64(d[1]-d[0])/float64(n))
 			}
 			b.StopTimer()
-			sides[1].checkSpread(b)
+			checkPoolsSpread(b, sides[1])
 			slices.Sort(added)
 			b.ReportMetric(total[0].Seconds()*1e6/float64(b.N), "route-us")
 			b.ReportMetric(total[1].Seconds()*1e6/float64(b.N), "pool-us")
@@ -120,9 +126,6 @@ func BenchmarkGatewayPoolsPaired(b *testing.B) {
 // poolsBlock is how many requests a side of BenchmarkGatewayPoolsPaired
 // makes in a row.
 const poolsBlock = 8
-
-// poolsImpls are BenchmarkGatewayPools' sides, the baseline first.
-var poolsImpls = []string{"route", "pool-1", "pool-16-nolimits", "pool-16", "pool-16-full-15"}
 
 // poolsSide is a gateway of BenchmarkGatewayPools and its key's secret.
 type poolsSide struct {
@@ -179,34 +182,7 @@ func openPoolsSide(b *testing.B, impl string) *poolsSide {
 	}
 	up, _ := url.Parse("http://upstream.invalid")
 	opts := gateway.Options{Transport: poolsTransport{}}
-	room := gateway.UpstreamLimits{RequestsPerMinute: 1 << 40, TokensPerMinute: 1 << 50, MaxConcurrent: 1 << 20}
-	upstream := func(i int, weight int, limits gateway.UpstreamLimits) gateway.Upstream {
-		return gateway.Upstream{Name: fmt.Sprintf("openai-%02d", i), API: gateway.APIOpenAI, URL: up, Key: "sk-upstream",
-			Models: []string{"gpt-4o*", "gpt-4.1*"}, Limits: limits, Weight: weight}
-	}
-	switch impl {
-	case "route":
-		opts.Upstream, opts.UpstreamKey = up, "sk-upstream"
-	case "pool-1":
-		opts.Upstreams = []gateway.Upstream{upstream(0, 1, room)}
-	case "pool-16", "pool-16-nolimits":
-		limits := room
-		if impl == "pool-16-nolimits" {
-			limits = gateway.UpstreamLimits{}
-		}
-		for i := range 16 {
-			opts.Upstreams = append(opts.Upstreams, upstream(i, 1+i%3, limits))
-		}
-	case "pool-16-full-15":
-		full := room
-		full.TokensPerMinute = 10 // below any request's reservation
-		for i := range 15 {
-			opts.Upstreams = append(opts.Upstreams, upstream(i, 1000, full))
-		}
-		opts.Upstreams = append(opts.Upstreams, upstream(15, 1, room))
-	default:
-		b.Fatalf("impl %q", impl)
-	}
+	poolsOptions(b, impl, &opts, up)
 	g, err := gateway.New(db, opts)
 	if err != nil {
 		b.Fatal(err)
@@ -225,19 +201,4 @@ func openPoolsSide(b *testing.B, impl string) *poolsSide {
 		}
 	}
 	return s
-}
-
-// checkSpread checks where s's requests went: pool-16's (with limits or
-// without) to every upstream, pool-16-full-15's to the last alone.
-func (s *poolsSide) checkSpread(b *testing.B) {
-	impl := s.impl
-	ups := s.g.Upstreams(context.Background())
-	for i, u := range ups {
-		switch {
-		case (impl == "pool-16" || impl == "pool-16-nolimits") && u.Requests == 0:
-			b.Errorf("upstream %s served no request", u.Name)
-		case impl == "pool-16-full-15" && i < 15 && u.Requests != 0:
-			b.Errorf("upstream %s, full, served %d requests", u.Name, u.Requests)
-		}
-	}
 }
