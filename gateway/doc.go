@@ -186,8 +186,9 @@
 // round robin, the cooling down left out), and the request is admitted on
 // the first whose limits have room, in the same key store decision as its
 // key's: an upstream's limits are a keystore.Quota, "upstream:" and its
-// name (tokens per minute a rolling minute in 1 s buckets, requests per
-// minute, requests in flight), reserved with the request's estimate and
+// name (tokens per minute a rolling 61 s in 1 s buckets, which never
+// forgets usage before a provider's exact minute does; requests per
+// minute; requests in flight), reserved with the request's estimate and
 // settled to its reported usage, shared by every gateway on one Redis.
 // When none has room the request waits in a line (one per api and model),
 // which serves its keys in turn, a request each; only the line's head
