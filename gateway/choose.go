@@ -39,12 +39,26 @@ func (g *Gateway) admitOn(ctx context.Context, rq *request, secret string, req k
 	if rq.member != nil { // its route's: a pool of one, without limits
 		return g.keys.Admit(ctx, secret, req)
 	}
+	var a *keystore.Admission
+	err := g.inLine(ctx, rq, func(ctx context.Context) (err error) {
+		a, err = g.tryUpstreams(ctx, rq, secret, req)
+		return err
+	})
+	return a, err
+}
+
+// inLine calls try until it returns anything but a *capacityError with a
+// wait (>= 0): at once, if no request waits in rq's line, then, as long
+// as Options.UpstreamQueueTimeout and ctx allow, as the line's head, each
+// time a request ends or the wait try returned has passed. It returns
+// try's last error.
+func (g *Gateway) inLine(ctx context.Context, rq *request, try func(context.Context) error) error {
 	name := rq.apis[0] + "\x00" + rq.model
 	if !g.lines.busy(name) {
-		a, err := g.tryUpstreams(ctx, rq, secret, req)
+		err := try(ctx)
 		var ce *capacityError
 		if !errors.As(err, &ce) || ce.wait < 0 || g.queue <= 0 {
-			return a, err
+			return err
 		}
 	}
 	start := time.Now()
@@ -56,14 +70,14 @@ func (g *Gateway) admitOn(ctx context.Context, rq *request, secret string, req k
 	select {
 	case <-w.ready:
 	case <-ctx.Done():
-		return nil, &capacityError{wait: time.Second}
+		return &capacityError{wait: time.Second}
 	}
 	for {
 		room := g.lines.roomChan()
-		a, err := g.tryUpstreams(ctx, rq, secret, req)
+		err := try(ctx)
 		var ce *capacityError
 		if !errors.As(err, &ce) || ce.wait < 0 {
-			return a, err
+			return err
 		}
 		t := time.NewTimer(min(max(ce.wait, time.Millisecond), maxPoll))
 		select {
@@ -71,7 +85,7 @@ func (g *Gateway) admitOn(ctx context.Context, rq *request, secret string, req k
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return nil, ce
+			return ce
 		}
 		t.Stop()
 	}
@@ -97,8 +111,14 @@ func (g *Gateway) tryUpstreams(ctx context.Context, rq *request, secret string, 
 			rq.member = m
 			return a, err
 		}
-		if d.RetryAfter >= 0 && (wait < 0 || d.RetryAfter < wait) {
-			wait = d.RetryAfter
+		w := d.RetryAfter
+		if d.Reason == "concurrency" {
+			// The end of the oldest lease is a bound, not an estimate: a
+			// slot frees when a request in flight ends (see limitMessage).
+			w = concurrencyRetry
+		}
+		if w >= 0 && (wait < 0 || w < wait) {
+			wait = w
 		}
 	}
 	return nil, &capacityError{wait: wait}

@@ -162,12 +162,67 @@
 // longest prefix that matches its path on segment boundaries
 // ("/v1/messages" matches /v1/messages and /v1/messages/count_tokens, not
 // /v1/messagesX), else to the default route; it is clean (see Endpoints)
-// and forwarded as it came. A path that no route matches, when there is no default route, is answered
-// 404 once the key is authenticated, before its body is read: it is never
+// and forwarded as it came (a model that a pool serves goes there
+// instead: see Upstreams). Each route is a pool of one, without limits,
+// named by its prefix ("/" for the default route). A path that no route or
+// pool serves is answered 404 once the key is authenticated, before its body is read: it is never
 // forwarded, and charges nothing. New refuses (backend.ErrInvalid,
 // naming the route) a prefix that does not start with "/" or is not clean,
 // two routes of the same prefix (a trailing "/" is ignored, and "/" is the
 // default route's), and an upstream that is not an http or https URL.
+//
+// # Upstreams
+//
+// Options.Upstreams are pools of upstreams, each of an api (APIOpenAI,
+// APIAzureOpenAI, APIAnthropic, APIGemini) whose endpoints it serves, with
+// model globs, a weight and the provider's limits on it (UpstreamLimits).
+// A request for a model that an upstream serves goes to one of those, and
+// never to a route; any other goes to its route. The shared model lists
+// (/v1/models) are Anthropic's with an anthropic-version field, else
+// OpenAI's; Azure upstreams serve OpenAI's model calls and stored
+// responses, and the Azure client's own paths.
+//
+// The candidates are tried in the order of package pool (smooth weighted
+// round robin, the cooling down left out), and the request is admitted on
+// the first whose limits have room, in the same key store decision as its
+// key's: an upstream's limits are a keystore.Quota, "upstream:" and its
+// name (tokens per minute a rolling 61 s in 1 s buckets, which never
+// forgets usage before a provider's exact minute does; requests per
+// minute; requests in flight), reserved with the request's estimate and
+// settled to its reported usage, shared by every gateway on one Redis.
+// When none has room the request waits in a line (one per api and model),
+// which serves its keys in turn, a request each; only the line's head
+// tries again, when a request ends or the soonest refusal's wait has
+// passed (at most every 250 ms: another gateway frees room without telling
+// this one). A wait holds nothing of the key's in the store and charges
+// nothing; it ends at Options.UpstreamQueueTimeout or the caller's going
+// away with 429 upstream_capacity and Retry-After, and at once when the
+// request is larger than every upstream allows in a minute (429,
+// X-Should-Retry: false). The key's slot of Options' local bound (see
+// Slots) stays taken while it waits: it bounds the bodies held in memory.
+//
+// An upstream that answers 429 or 5xx, or cannot be reached, cools down
+// (its Retry-After or retry-after-ms, else 1 s doubling to 60 s) and the
+// request goes to the next candidate with room that was not tried, its
+// admission moved there (keystore.Admission.Move: the key is not counted
+// twice), up to Options.UpstreamAttempts sends; the last answer is the
+// caller's. The answer is judged from its status, before anything reaches
+// the caller, so a request is never sent twice once the caller got a byte;
+// a timeout is not retried (the upstream may be generating). A stored
+// response an upstream does not have (404 to /v1/responses/{id}) is asked
+// of the next, without a cooldown: it may be another organization's.
+//
+// For an Azure upstream, a model call on OpenAI's path goes to
+// /openai/deployments/{deployment}/chat/completions (completions,
+// embeddings) and a response to /openai/responses with the deployment as
+// its model, each with the upstream's api-version, and the credential in
+// api-key. The Azure client's paths (/openai/deployments/{d}/...,
+// /openai/responses, the caller's secret in api-key) are served too: the
+// deployment is read back as its model through the upstreams'
+// Deployments, so that the key's models and prices apply to the model,
+// and a request may fail over to a deployment of another name.
+// SetUpstreams replaces the pools whole; GET /admin/upstreams (Upstreams)
+// shows each upstream's limits and use, cooldown, requests and errors.
 //
 // # Shadow mode
 //
@@ -382,7 +437,8 @@
 //     reason}: requests ended, by the status the caller got and the
 //     refusal's reason ("window", "rate", "concurrency", "model",
 //     "unknown", "disabled", "expired", "short" (see Request bodies),
-//     "rps"; "" when not refused on a key's account);
+//     "rps", "upstream" (no upstream had room: see Upstreams); "" when
+//     not refused on a key's account);
 //   - ratestore_gateway_tokens_total{key_id, gen_ai_token_type}: tokens
 //     the upstream reported, by type: input (with the cache reads and
 //     writes), output (with the reasoning), cache_read, cache_write,
@@ -397,8 +453,19 @@
 //     600s;
 //   - ratestore_gateway_requests_in_flight, ratestore_gateway_reservations
 //     and ratestore_gateway_reserved_tokens: gauges of the requests in
-//     flight, of those admitted, and of the tokens they reserved.
+//     flight, of those admitted, and of the tokens they reserved;
+//   - ratestore_upstream_requests_total{upstream, status}: requests sent
+//     to each upstream, failovers included, by the status it answered
+//     ("error": none);
+//   - ratestore_upstream_tokens_total{upstream, type}: the tokens each
+//     reported, by type (as ratestore_gateway_tokens_total);
+//   - ratestore_upstream_in_flight{upstream}: requests sent to each whose
+//     response has not ended;
+//   - ratestore_upstream_queue_seconds: a histogram of the waits for an
+//     upstream with room, served or not, and ratestore_upstream_waiting,
+//     a gauge of the requests waiting now.
 //
+// upstream is an upstream's name, or a route's prefix: an operator's.
 // key_id has a value per key (never the secret; "" without a known key).
 // gen_ai_request_model is never a caller's string: it is the model of an
 // admitted request where its key's Policy.Models names it, or the glob

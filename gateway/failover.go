@@ -77,14 +77,36 @@ func retryAfter(h http.Header, now time.Time) time.Duration {
 }
 
 // failover moves rq's admission to the next upstream with room that has
-// not been tried, and makes it rq's member. It reports whether there was
-// one; when not, rq stays where it was.
+// not been tried, and makes it rq's member, waiting in rq's line for one
+// (holding the key's admission) when those that serve it have none. It
+// reports whether there was one; when not, rq stays where it was.
 func (g *Gateway) failover(ctx context.Context, rq *request, ad *admission, tried []*member) bool {
 	if rq.route != nil && rq.member == rq.route.m {
 		return false // a pool of one
 	}
+	err := g.inLine(ctx, rq, func(ctx context.Context) error { return g.moveOn(ctx, rq, ad, tried) })
+	if err != nil && !errors.As(err, new(*capacityError)) {
+		g.log.LogAttrs(ctx, slog.LevelError, "gateway: moving a request to another upstream failed",
+			slog.String("request_id", rq.id), slog.String("error", err.Error()))
+	}
+	return err == nil
+}
+
+// moveOn moves rq's admission to the first upstream, in the pool's order,
+// that has not been tried and has room. When none has, it returns a
+// *capacityError: with the soonest wait, or -1 when no untried upstream
+// serves the request at all.
+func (g *Gateway) moveOn(ctx context.Context, rq *request, ad *admission, tried []*member) error {
 	var buf [8]*pool.Upstream
-	for _, pu := range rq.ups.pool.Order(buf[:0], rq.apis, rq.model, g.now()) {
+	now := g.now()
+	wait := time.Duration(-1)
+	for _, m := range rq.ups.members {
+		until := m.pu.CoolingUntil(now)
+		if d := until.Sub(now); !until.IsZero() && !slices.Contains(tried, m) && m.pu.Serves(rq.apis, rq.model) && (wait < 0 || d < wait) {
+			wait = d
+		}
+	}
+	for _, pu := range rq.ups.pool.Order(buf[:0], rq.apis, rq.model, now) {
 		m := rq.ups.members[pu.Index]
 		if slices.Contains(tried, m) {
 			continue
@@ -93,16 +115,17 @@ func (g *Gateway) failover(ctx context.Context, rq *request, ad *admission, trie
 			err := ad.adm.Move(context.WithoutCancel(ctx), m.quotas)
 			var d *keystore.Denial
 			if errors.As(err, &d) {
+				if d.RetryAfter >= 0 && (wait < 0 || d.RetryAfter < wait) {
+					wait = d.RetryAfter
+				}
 				continue // no room there
 			}
 			if err != nil && !errors.Is(err, backend.ErrUncertain) {
-				g.log.LogAttrs(ctx, slog.LevelError, "gateway: moving a request to another upstream failed",
-					slog.String("request_id", rq.id), slog.String("upstream", m.name), slog.String("error", err.Error()))
-				return false
+				return err
 			}
 		}
 		rq.member = m
-		return true
+		return nil
 	}
-	return false
+	return &capacityError{wait: wait}
 }

@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/ratestore/ratestore/admin"
 	"github.com/ratestore/ratestore/alert"
 	"github.com/ratestore/ratestore/backend"
@@ -286,6 +288,10 @@ func New(db backend.Store, opts Options) (*Gateway, error) {
 		}
 	}
 	g.metrics = newMetrics(promstats.Of(db, nil))
+	g.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ratestore_upstream_waiting",
+		Help: "Requests waiting now for an upstream with room.",
+	}, func() float64 { return float64(g.lines.waiting.Load()) }))
 	if g.alerts = opts.Alerts; g.alerts != nil {
 		g.metrics.reg.MustRegister(newAlertCollector(g.alerts))
 	}

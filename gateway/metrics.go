@@ -167,6 +167,13 @@ func newMetrics(stats prometheus.Collector) *metrics {
 		}, []string{"key_id"}),
 	}
 	m.newUpstreamMetrics()
+	m.register(stats)
+	return m
+}
+
+// register registers the metrics, the runtime's and the process's, and
+// stats unless it is nil, and makes their handler.
+func (m *metrics) register(stats prometheus.Collector) {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -178,7 +185,6 @@ func newMetrics(stats prometheus.Collector) *metrics {
 		m.reg.MustRegister(stats)
 	}
 	m.handle = scrapeHandler(m.reg)
-	return m
 }
 
 // scrapeHandler serves the metrics of reg.

@@ -139,7 +139,7 @@ func checkUpstream(u Upstream) error {
 	case u.API != APIAzureOpenAI && (len(u.Deployments) > 0 || u.APIVersion != ""):
 		return fmt.Errorf("deployments and an api version are Azure OpenAI's")
 	case u.API == APIAzureOpenAI && (len(u.Deployments) == 0 || u.APIVersion == ""):
-		return fmt.Errorf("an azure-openai upstream needs deployments and an api version")
+		return fmt.Errorf("an Azure OpenAI upstream needs deployments and an api version")
 	}
 	for _, g := range u.Models {
 		if _, err := path.Match(g, ""); err != nil || g == "" {

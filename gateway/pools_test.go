@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -227,6 +228,22 @@ func TestPoolFailover(t *testing.T) {
 	res, body = e.call("POST", "/v1/chat/completions", secret, chat("gpt-4o", 4, 3, 10))
 	require.Equal(t, http.StatusTooManyRequests, res.StatusCode, "%s", body)
 	require.Contains(t, string(body), "upstream_capacity", "all cooling down: it waited, in vain")
+
+	rec := httptest.NewRecorder()
+	e.gw.Metrics().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, line := range []string{
+		`ratestore_upstream_requests_total{status="503",upstream="a"} 1`,
+		`ratestore_upstream_requests_total{status="error",upstream="a"} 1`,
+		`ratestore_upstream_requests_total{status="200",upstream="b"} 3`,
+		`ratestore_upstream_requests_total{status="429",upstream="b"} 1`,
+		`ratestore_upstream_requests_total{status="500",upstream="c"} 1`,
+		`ratestore_upstream_tokens_total{type="output",upstream="b"} 9`,
+		`ratestore_upstream_in_flight{upstream="a"} 0`,
+		`ratestore_upstream_queue_seconds_count 1`,
+		`ratestore_gateway_requests_total{http_response_status_code="429",key_id="` + k.ID + `",reason="upstream"} 1`,
+	} {
+		require.True(t, strings.Contains(rec.Body.String(), line+"\n"), "no line %s", line)
+	}
 }
 
 // TestPoolOneAttempt: with UpstreamAttempts 1 a failure is the caller's.
@@ -241,6 +258,21 @@ func TestPoolOneAttempt(t *testing.T) {
 	require.Zero(t, ps["b"].hits.Load())
 }
 
+// goChat sends a chat completion of gpt-4o with secret from a goroutine of
+// its own, and returns the channel of its status (closed without one when
+// it got no answer).
+func goChat(e *env, secret string) <-chan int {
+	status := make(chan int, 1)
+	go func() {
+		res, _, err := e.try(e.request("POST", "/v1/chat/completions", secret, chat("gpt-4o", 4, 3, 10)))
+		if err == nil {
+			status <- res.StatusCode
+		}
+		close(status)
+	}()
+	return status
+}
+
 // TestPoolWait: a request that finds no upstream with room waits for one,
 // holding nothing of its key's, and is served when a request ends.
 func TestPoolWait(t *testing.T) {
@@ -248,29 +280,36 @@ func TestPoolWait(t *testing.T) {
 		Upstream{Name: "one", API: APIOpenAI, Limits: UpstreamLimits{MaxConcurrent: 1}})
 	k, secret := e.key("k", 1_000_000)
 	release := ps["one"].holding()
-	first := make(chan int)
-	go func() {
-		res, _, err := e.try(e.request("POST", "/v1/chat/completions", secret, chat("gpt-4o", 4, 3, 10)))
-		if err == nil {
-			first <- res.StatusCode
-		}
-		close(first)
-	}()
+	first := goChat(e, secret)
 	require.Eventually(t, func() bool { return ps["one"].hits.Load() == 1 }, 5*time.Second, time.Millisecond)
-	second := make(chan int)
-	go func() {
-		res, _, err := e.try(e.request("POST", "/v1/chat/completions", secret, chat("gpt-4o", 4, 3, 10)))
-		if err == nil {
-			second <- res.StatusCode
-		}
-		close(second)
-	}()
+	second := goChat(e, secret)
 	require.Eventually(t, func() bool { return e.gw.lines.waiting.Load() == 1 }, 5*time.Second, time.Millisecond)
 	require.Equal(t, 1, e.usage(k.ID).InFlight, "the waiting request holds no slot of its key's")
 	release()
 	require.Equal(t, 200, <-first)
 	require.Equal(t, 200, <-second)
 	require.EqualValues(t, 2, ps["one"].hits.Load())
+}
+
+// TestPoolWaitTimeout: a request that waits in vain for an upstream's
+// one slot gets 429 upstream_capacity with a short Retry-After, worth
+// retrying: the slot frees when the request in flight ends, not at the
+// end of its lease.
+func TestPoolWaitTimeout(t *testing.T) {
+	e, ps := poolEnv(t, Options{UpstreamQueueTimeout: 20 * time.Millisecond},
+		Upstream{Name: "one", API: APIOpenAI, Limits: UpstreamLimits{MaxConcurrent: 1}})
+	_, secret := e.key("k", 1_000_000)
+	release := sync.OnceFunc(ps["one"].holding())
+	defer release()
+	first := goChat(e, secret)
+	require.Eventually(t, func() bool { return ps["one"].hits.Load() == 1 }, 5*time.Second, time.Millisecond)
+	res, body := e.call("POST", "/v1/chat/completions", secret, chat("gpt-4o", 4, 3, 10))
+	require.Equal(t, http.StatusTooManyRequests, res.StatusCode, "%s", body)
+	require.Contains(t, string(body), `"code":"upstream_capacity"`)
+	require.Equal(t, "1", res.Header.Get("Retry-After"), "%s", body)
+	require.Empty(t, res.Header.Get("X-Should-Retry"))
+	release()
+	require.Equal(t, 200, <-first)
 }
 
 // TestLineFairness: a line serves its keys in turn: a key with many
@@ -389,4 +428,40 @@ func TestPoolStoredResponse(t *testing.T) {
 	res, _ = e.call("POST", "/v1/chat/completions", secret, chat("gpt-4o", 4, 3, 10))
 	require.Equal(t, 404, res.StatusCode, "a model call's 404 is the caller's")
 	require.EqualValues(t, 1, ps["b"].hits.Load())
+}
+
+// TestPoolFailoverWaits: a request whose upstream failed, when the others
+// that serve it have no room, waits for one in its line rather than get
+// the failure.
+func TestPoolFailoverWaits(t *testing.T) {
+	e, ps := poolEnv(t, Options{},
+		Upstream{Name: "a", API: APIOpenAI, Weight: 10, Limits: UpstreamLimits{MaxConcurrent: 5}},
+		Upstream{Name: "b", API: APIOpenAI, Limits: UpstreamLimits{MaxConcurrent: 1}})
+	_, secret := e.key("k", 1_000_000)
+	ps["a"].status.Store(503)
+	release := ps["b"].holding()
+	first := make(chan int, 1)
+	go func() {
+		res, _, err := e.try(e.request("POST", "/v1/chat/completions", secret, chat("gpt-4o", 4, 3, 10)))
+		if err == nil {
+			first <- res.StatusCode
+		}
+		close(first)
+	}()
+	require.Eventually(t, func() bool { return ps["b"].hits.Load() == 1 }, 5*time.Second, time.Millisecond, "a failed, b holds the first")
+	e.clock.Advance(time.Minute) // a is back from its cooldown
+	second := make(chan int, 1)
+	go func() {
+		res, _, err := e.try(e.request("POST", "/v1/chat/completions", secret, chat("gpt-4o", 4, 3, 10)))
+		if err == nil {
+			second <- res.StatusCode
+		}
+		close(second)
+	}()
+	require.Eventually(t, func() bool { return ps["a"].hits.Load() == 2 && e.gw.lines.waiting.Load() == 1 }, 5*time.Second, time.Millisecond,
+		"a failed the second too, which waits for b")
+	release()
+	require.Equal(t, 200, <-first)
+	require.Equal(t, 200, <-second)
+	require.EqualValues(t, 2, ps["b"].hits.Load())
 }

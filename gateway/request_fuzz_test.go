@@ -463,6 +463,12 @@ var fzLookupSeeds = [][3]string{
 	{"POST", "/v1/chat//completions", ""},
 	{"POST", "/v1/./chat/completions", ""},
 	{"PUT", "/v1/messages", ""},
+	{"POST", "/openai/deployments/gpt4o-prod/chat/completions", ""},
+	{"POST", "/openai/deployments/a%2Fb/embeddings", "/openai/deployments/a%2Fb/embeddings"},
+	{"POST", "/openai/deployments//completions", ""},
+	{"POST", "/openai/deployments/x/chat/completions/", ""},
+	{"GET", "/openai/deployments/x/chat/completions", ""},
+	{"POST", "/openai/responses", ""},
 }
 
 // FuzzLookup: lookup never panics, and serves only clean paths whose
@@ -503,6 +509,12 @@ func fzLookup(t *testing.T, method, p, raw string) {
 	lower := strings.ToLower(raw)
 	require.NotContains(t, lower, "%2f")
 	require.NotContains(t, lower, "%5c")
+	if ep.azure && ep.modelInPath {
+		require.NotContains(t, model, "/")
+		require.Equal(t, "/openai/deployments/"+model+"/"+ep.op, p)
+		require.True(t, slices.Contains(paths[pattern(p)], ep), "%q", p)
+		return
+	}
 	if ep.modelInPath {
 		require.NotContains(t, model, "/")
 		action := p[strings.LastIndexByte(p, ':')+1:]
@@ -566,5 +578,28 @@ func FuzzForwardQuery(f *testing.F) {
 				require.Contains(t, names, n, "forwardQuery(%q, %q) = %q", query, names, out)
 			}
 		}
+	})
+}
+
+// FuzzWithDeployment: a body the gateway accepts, its model replaced by a
+// deployment's (Azure's responses), is accepted again with that model and
+// every other field it reads as it was.
+func FuzzWithDeployment(f *testing.F) {
+	for _, s := range fzRequestSeeds {
+		f.Add([]byte(s.body), "gpt4o-prod")
+	}
+	f.Add([]byte(`{"model":"gpt-\u0034o","stream":true}`), `dep"\`)
+	f.Fuzz(func(t *testing.T, body []byte, dep string) {
+		fields, err := parseBody(body, openAI)
+		if err != nil || !fields.hasModel || !utf8.ValidString(dep) {
+			return
+		}
+		out := withDeployment(body, fields.modelAt, dep)
+		again, err := parseBody(out, openAI)
+		require.NoError(t, err, "%s", out)
+		require.Equal(t, dep, again.model)
+		again.model, again.modelAt, fields.modelAt = fields.model, [2]int{}, [2]int{}
+		again.opts, again.includeUsage, fields.opts, fields.includeUsage = [2]int{}, [2]int{}, [2]int{}, [2]int{}
+		require.Equal(t, fields, again)
 	})
 }

@@ -43,7 +43,7 @@ func (g *Gateway) status(ctx context.Context, m *member, now time.Time) admin.Up
 		a.Models = []string{}
 	}
 	if until := m.pu.CoolingUntil(now); !until.IsZero() {
-		u := until.UTC()
+		u := until.UTC().Add(time.Second - 1).Truncate(time.Second) // the whole second it is back by
 		a.CoolingDownUntil = &u
 	}
 	if len(m.quotas) == 0 {

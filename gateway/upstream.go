@@ -72,7 +72,7 @@ func (g *Gateway) forward(w *httpstatus.Writer, r *http.Request, rq *request, ad
 				slog.String("request_id", rq.id), slog.String("upstream", m.name), slog.String("next", rq.member.name),
 				slog.Int("status", statusOf(res)), slog.Any("error", err))
 			if res != nil {
-				discard(res.Body)
+				res.Body.Close() // unread: a failing upstream may stall its body, and its connection is not worth keeping
 			}
 			continue
 		}
@@ -107,13 +107,6 @@ func statusOf(res *http.Response) int {
 		return 0
 	}
 	return res.StatusCode
-}
-
-// discard drains a little of a response that is not passed on, so that
-// its connection may serve again, and closes it.
-func discard(body io.ReadCloser) {
-	io.Copy(io.Discard, io.LimitReader(body, 64<<10))
-	body.Close()
 }
 
 // upstreamContext returns the context of a request's upstream call, ended

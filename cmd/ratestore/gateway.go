@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -45,8 +47,9 @@ const (
 // gatewayOut is what the gateway command prints once it listens.
 type gatewayOut struct {
 	Listen     string     `json:"listen"`
-	Upstream   string     `json:"upstream"` // the default route's; "" when there is none
-	Routes     []routeOut `json:"routes"`   // the routes by path prefix, as given
+	Upstream   string     `json:"upstream"`  // the default route's; "" when there is none
+	Routes     []routeOut `json:"routes"`    // the routes by path prefix, as given
+	Pools      []poolOut  `json:"upstreams"` // the upstreams of --config, in order
 	StatsPath  string     `json:"stats_path"`
 	RPS        float64    `json:"rps"`
 	Burst      int64      `json:"burst"`
@@ -57,6 +60,14 @@ type gatewayOut struct {
 	Prices     string     `json:"prices"` // --prices, over the built-in table; "" for none
 	Unpriced   string     `json:"unpriced"`
 	TLS        bool       `json:"tls"` // served over TLS (--tls-cert, --tls-key)
+}
+
+// poolOut is an upstream of gatewayOut's pools.
+type poolOut struct {
+	Name   string   `json:"name"`
+	API    string   `json:"api"`
+	URL    string   `json:"url"` // redacted
+	Models []string `json:"models"`
 }
 
 // routeOut is a route of gatewayOut.
@@ -344,16 +355,9 @@ func (c *cli) runGateway(f *gatewayFlags) error {
 	if err == nil {
 		alog, err = st.audit(audit.Options{Retention: f.auditRetention, Log: log})
 	}
-	var h http.Handler = g
-	var reload, configReload reloadFunc
-	if err == nil {
-		reload = reloader(g, f.config)
-		if f.config != "" {
-			configReload = reload
-		}
-	}
+	h, reload := http.Handler(g), reloader(g, f.config)
 	if err == nil && token != "" {
-		h, err = operatorSurface(consoleConfig{token: token, log: log, now: c.now, bodyTimeout: noBound(f.bodyTimeout), access: f.access, sessions: st.sessions, audit: alog, reload: configReload}, g.Keys(), g.Ledger(), g)
+		h, err = operatorSurface(consoleConfig{token: token, log: log, now: c.now, bodyTimeout: noBound(f.bodyTimeout), access: f.access, sessions: st.sessions, audit: alog, reload: configReload(reload, f.config)}, g.Keys(), g.Ledger(), g)
 	}
 	var ln net.Listener
 	if err == nil {
@@ -490,11 +494,18 @@ func (f *gatewayFlags) options(cmd string, urls map[string]*url.URL, dur ratesto
 		Ledger: ledger.Options{Retention: f.retention}, NoLedger: f.noLedger,
 		Upstreams: f.pools, UpstreamAttempts: f.attempts, UpstreamQueueTimeout: noBound(f.queue),
 	}
-	out := gatewayOut{Routes: []routeOut{}, StatsPath: f.statsPath, RPS: f.rps, Burst: f.burst, Durability: dur.String(), Shadow: f.shadow,
+	out := gatewayOut{Routes: []routeOut{}, Pools: []poolOut{}, StatsPath: f.statsPath, RPS: f.rps, Burst: f.burst, Durability: dur.String(), Shadow: f.shadow,
 		Prices: f.prices, Unpriced: f.unpriced}
 	var err error
 	if opts.Unpriced, opts.DefaultPrice, err = f.unpricedOptions(); err != nil {
 		return opts, out, "", fmt.Errorf("%s: %w", cmd, err)
+	}
+	for _, u := range f.pools {
+		models := u.Models
+		if len(models) == 0 && len(u.Deployments) > 0 {
+			models = slices.Sorted(maps.Keys(u.Deployments)) // Azure's: those it has a deployment of
+		}
+		out.Pools = append(out.Pools, poolOut{Name: u.Name, API: u.API, URL: u.URL.Redacted(), Models: models})
 	}
 	for _, prefix := range f.upstreams.prefixes {
 		key, env, err := f.credential(cmd, prefix)
@@ -646,7 +657,7 @@ func logListening(ln net.Listener, log *slog.Logger, out gatewayOut) {
 	if out.Shadow {
 		log.Warn("gateway: shadow mode: requests over a key's limits or models are served and logged, not refused")
 	}
-	log.Info("gateway: listening", "listen", out.Listen, "upstream", out.Upstream, "routes", out.Routes,
+	log.Info("gateway: listening", "listen", out.Listen, "upstream", out.Upstream, "routes", out.Routes, "upstreams", len(out.Pools),
 		"durability", out.Durability, "redis", out.Redis, "shadow", out.Shadow, "admin", out.Admin)
 }
 
@@ -660,11 +671,22 @@ func (out gatewayOut) text(w io.Writer) {
 	if out.Admin {
 		defer fmt.Fprintf(w, "console at %s://%s/admin/ (sign in with the admin token)\n", scheme, out.Listen)
 	}
-	if len(out.Routes) == 0 {
+	switch {
+	case len(out.Pools) > 0:
+		fmt.Fprintf(w, "gateway listening on %s://%s, forwarding by api and model, then by path:\n", scheme, out.Listen)
+		for _, p := range out.Pools {
+			models := "every model"
+			if len(p.Models) > 0 {
+				models = strings.Join(p.Models, ",")
+			}
+			fmt.Fprintf(w, "  %s %s (%s) -> %s\n", p.API, models, p.Name, p.URL)
+		}
+	case len(out.Routes) == 0:
 		fmt.Fprintf(w, "gateway listening on %s://%s, forwarding to %s\n", scheme, out.Listen, out.Upstream)
 		return
+	default:
+		fmt.Fprintf(w, "gateway listening on %s://%s, forwarding by path:\n", scheme, out.Listen)
 	}
-	fmt.Fprintf(w, "gateway listening on %s://%s, forwarding by path:\n", scheme, out.Listen)
 	for _, r := range out.Routes {
 		fmt.Fprintf(w, "  %s -> %s\n", r.Prefix, r.Upstream)
 	}

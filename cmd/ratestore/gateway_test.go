@@ -136,7 +136,7 @@ func TestGatewayCommand(t *testing.T) {
 	e := newEnv(t)
 	created := jsonOf[admin.Created](e, "keys", "create", "--name", "gw", "--limit", "1000")
 	g := e.startGateway("--upstream", up.URL, "--rps", "100")
-	require.Equal(t, gatewayOut{Listen: g.out.Listen, Upstream: up.URL, Routes: []routeOut{}, StatsPath: "/stats", RPS: 100, Burst: 0, Durability: "sync", Unpriced: "refuse"}, g.out)
+	require.Equal(t, gatewayOut{Listen: g.out.Listen, Upstream: up.URL, Routes: []routeOut{}, Pools: []poolOut{}, StatsPath: "/stats", RPS: 100, Burst: 0, Durability: "sync", Unpriced: "refuse"}, g.out)
 	host, _, err := net.SplitHostPort(g.out.Listen)
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.1", host)

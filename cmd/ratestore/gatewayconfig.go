@@ -89,3 +89,12 @@ func reloader(g *gateway.Gateway, path string) reloadFunc {
 		return ups, n, err
 	}
 }
+
+// configReload is reload as POST /admin/config/reload's, which only a
+// gateway given --config (path) has: nil without.
+func configReload(reload reloadFunc, path string) reloadFunc {
+	if path == "" {
+		return nil
+	}
+	return reload
+}

@@ -3,7 +3,8 @@ package main
 // gatewayHelp is the help text of the gateway command.
 const gatewayHelp = `A reverse proxy in front of a model API that meters tokens per API key (see
 package gateway). Callers send their ratestore secret as "Authorization:
-Bearer <secret>", "X-API-Key: <secret>" or "x-goog-api-key: <secret>".
+Bearer <secret>", "X-API-Key: <secret>", "x-goog-api-key: <secret>" or
+"api-key: <secret>" (Azure OpenAI's).
 Each key's whole policy is enforced (keys create --limit/--window, --rpm,
 --max-concurrent, --models): unknown keys get 401, disabled or expired ones
 and models the key may not use 403, a request over a token window, the
@@ -144,9 +145,45 @@ name, a repeatable one as a list; a flag given on the command line wins, and
 a file with anything wrong in it is refused whole, naming its line:
 
   listen: 127.0.0.1:8080
-  upstream: ["https://api.openai.com", "/v1/messages=https://api.anthropic.com"]
-  upstream-key-env: [OPENAI_API_KEY, /v1/messages=ANTHROPIC_API_KEY]
-  upstream-key-header: [/v1/messages=x-api-key]
   admin-token-file: /etc/ratestore/admin-token
   ledger-retention: 90d
+  upstream-attempts: 3          # failover: the most upstreams a request is sent to
+  upstream-queue-timeout: 30s   # the most a request waits for one with room
+  upstreams:
+    - name: openai-a            # in logs, metrics, the ledger, /admin/upstreams
+      api: openai               # openai | azure-openai | anthropic | gemini
+      url: https://api.openai.com
+      key_env: OPENAI_KEY_A     # the variable holding its credential
+      models: ["gpt-4o*", "gpt-4.1*"]   # globs; every model of its api when absent
+      limits: {requests_per_minute: 5000, tokens_per_minute: 800000, max_concurrent: 200}
+      weight: 2
+    - name: azure-east
+      api: azure-openai         # sent as api-key, to /openai/deployments/{d}/...
+      url: https://east.example.openai.azure.com
+      key_env: AZURE_EAST_KEY
+      api_version: "2024-10-21"
+      deployments: {gpt-4o: gpt4o-prod, gpt-4o-mini: mini}
+      limits: {tokens_per_minute: 450000}
+    - name: anthropic
+      api: anthropic
+      url: https://api.anthropic.com
+      key_env: ANTHROPIC_API_KEY
+
+Upstreams are pools: a request goes to one whose api serves its endpoint and
+whose models match its model, with room in its limits (the provider's quota,
+reserved with the key's in one decision: its tokens per minute, requests per
+minute and requests in flight, shared by every gateway on one --redis), by
+weight among those with room; a model no upstream serves goes to its
+--upstream route, if any (404 otherwise). An upstream that answers 429 or
+5xx, or cannot be reached, before the caller got a byte cools down (its
+Retry-After, else 1s doubling to 60s) and the request goes to the next, up
+to --upstream-attempts. When none has room the request waits, the keys
+served in turn, up to --upstream-queue-timeout (0: no wait), then gets 429
+upstream_capacity with Retry-After; a wait charges nothing. Azure OpenAI
+callers keep the OpenAI SDK and model names, or use the AzureOpenAI client
+(endpoint: the gateway; their ratestore secret as api-key). SIGHUP and POST
+/admin/config/reload read the file again for its upstreams and the prices;
+a file with anything wrong keeps the running ones (its other settings take
+effect at the next start). ratestore upstreams --admin URL shows each
+upstream's use of its limits, cooldown, requests and errors.
 `

@@ -96,7 +96,7 @@ func writeUpstreams(w io.Writer, list []admin.Upstream) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%d\n", printable(u.Name), apiText(u), printable(u.URL), models,
 			usedOf(u.Used.RequestsPerMinute, u.Limits.RequestsPerMinute), usedOf(u.Used.TokensPerMinute, u.Limits.TokensPerMinute),
-			usedOf(int64(u.Used.InFlight), int64(u.Limits.MaxConcurrent)), u.Weight, show(u.CoolingDownUntil, "-"), u.Requests, u.Errors)
+			inFlightOf(u), u.Weight, show(u.CoolingDownUntil, "-"), u.Requests, u.Errors)
 	}, "")
 }
 
@@ -109,13 +109,26 @@ func apiText(u admin.Upstream) string {
 	return "route " + printable(cmp.Or(u.Prefix, "/"))
 }
 
-// usedOf is the use of a limit as USED/LIMIT, USED/- for none.
+// usedOf is the use of a limit as USED/LIMIT; "-" for none, whose use is
+// not counted.
 func usedOf(used, limit int64) string {
-	l := "-"
-	if limit > 0 {
-		l = strconv.FormatInt(limit, 10)
+	if limit <= 0 {
+		return "-"
 	}
-	return strconv.FormatInt(used, 10) + "/" + l
+	return strconv.FormatInt(used, 10) + "/" + strconv.FormatInt(limit, 10)
+}
+
+// inFlightOf is u's requests in flight as USED/LIMIT; USED/- when it has
+// limits but no cap on them (they are counted all the same), "-" when it
+// has none.
+func inFlightOf(u admin.Upstream) string {
+	switch {
+	case u.Limits.MaxConcurrent > 0:
+		return usedOf(int64(u.Used.InFlight), int64(u.Limits.MaxConcurrent))
+	case u.Limits != (admin.UpstreamLimits{}):
+		return strconv.Itoa(u.Used.InFlight) + "/-"
+	}
+	return "-"
 }
 
 // configReloadCmd is config reload: POST /admin/config/reload.

@@ -101,8 +101,8 @@ func TestUpstreamsCommand(t *testing.T) {
 	require.Equal(t, strings.Join([]string{
 		`NAME              API               URL                                    MODELS            RPM        TPM            IN-FLIGHT  WEIGHT  COOLING-DOWN          REQUESTS  ERRORS`,
 		`openai-a          openai            https://api.openai.com                 gpt-4o*,gpt-4.1*  2500/5000  400000/800000  100/200    2       -                     91234     3`,
-		`azure-east        azure-openai      https://east.example.openai.azure.com  all               0/-        12000/450000   1/-        1       2026-01-18T12:00:42Z  812       57`,
-		`"claude\x1b[31m"  route /anthropic  https://api.anthropic.com              all               7/-        0/-            0/-        1       -                     7         0`,
+		`azure-east        azure-openai      https://east.example.openai.azure.com  all               -          12000/450000   1/-        1       2026-01-18T12:00:42Z  812       57`,
+		`"claude\x1b[31m"  route /anthropic  https://api.anthropic.com              all               -          -              -          1       -                     7         0`,
 	}, "\n")+"\n", r.stdout)
 
 	resp, body := send(t, "GET", base+"/admin/upstreams", "", testAdminToken)

@@ -67,7 +67,7 @@ function requestRow(e) {
     h('td', { class: 'time' }, h('time', { datetime: e.time, text: fmtTime(e.time) }), h('span', { class: 'sub mono', text: e.request_id })),
     h('td', {}, e.key ? nameRef('key', e.key, true) : h('span', { class: 'none', text: 'no key' })),
     h('td', { class: 'mono' }, bdi(e.model, { class: 'model' }), e.end_user ? h('span', { class: 'sub' }, 'for ', bdi(e.end_user, { class: 'end-user' })) : null),
-    h('td', { class: 'mono', text: e.route }),
+    h('td', { class: 'mono' }, e.route, e.upstream ? h('span', { class: 'sub' }, 'via ', bdi(e.upstream, { class: 'upstream' })) : null),
     h('td', { 'data-status': e.status }, h('span', { class: statusClass(e.status), text: String(e.status) })),
     h('td', { class: 'num', text: `${nf.format(e.latency_ms)} ms` }),
     h('td', { class: 'num', title: parts.join(', ') }, nf.format(tokensOf(e)), e.estimated ? h('span', { class: 'est sub', text: 'estimated' }) : null),

@@ -94,15 +94,16 @@ function apiOf(u) {
   return ['route ', h('code', { text: u.prefix || '/' })];
 }
 
-// limitsOf is a bar for each limit u has, then what is in use of what it has no limit on; "no limits" when it has
-// none.
+// limitsOf is a bar for each limit u has, and its requests in flight when it has no cap on them (an upstream with
+// limits counts them whatever they are); "no limits" when it has none: its use of what it has no limit on is not
+// counted, so it is not shown.
 function limitsOf(u) {
   const lim = u.limits || {}, used = u.used || {};
   const has = (l) => Number(lim[l.limit]) > 0;
   const bars = LIMITS.filter(has).map((l) => limitBar(l.label, Number(used[l.used]) || 0, Number(lim[l.limit]), l.what));
-  const free = LIMITS.filter((l) => !has(l)).map((l) => `${nf.format(Number(used[l.used]) || 0)} ${l.label.toLowerCase()}`).join(' · ');
-  if (!bars.length) return h('div', { class: 'meters' }, h('span', { class: 'none no-limits', text: 'no limits' }), h('span', { class: 'sub', text: free }));
-  return h('div', { class: 'meters' }, bars, free ? h('span', { class: 'sub', text: `no limit: ${free}` }) : null);
+  if (!bars.length) return h('div', { class: 'meters' }, h('span', { class: 'none no-limits', text: 'no limits' }));
+  const inFlight = has(LIMITS[2]) ? '' : `${nf.format(Number(used.in_flight) || 0)} in flight`;
+  return h('div', { class: 'meters' }, bars, inFlight ? h('span', { class: 'sub', text: inFlight }) : null);
 }
 
 // coolingUntil says, prominently, until when an upstream is not sent requests.

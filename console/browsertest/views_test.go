@@ -354,6 +354,9 @@ func TestConsoleSpendHistory(t *testing.T) {
 	e.page("requests")
 	n := waitFor[int](e, "the requests' rows", `document.querySelectorAll('#requests-table tr[data-request-id]').length`)
 	t.Logf("the requests page shows %d entries", n)
+	if via := eval[string](e, "the upstream of a request", `document.querySelector('#requests-table bdi.upstream')?.textContent ?? ''`); via == "" {
+		t.Error("the requests page names no upstream")
+	}
 	if !eval[bool](e, "#req-next", `!!document.getElementById('req-next')`) {
 		t.Error("the requests page has no #req-next")
 	}

@@ -15,11 +15,11 @@
 // only), TIMEOUT_MS (client timeout of the refusal scenarios,
 // default 15000: bounds retries that would otherwise wait for Retry-After),
 // SCENARIOS (comma-separated "sdk/scenario" names or "sdk/" prefixes to run;
-// default all).
-import { readFileSync } from 'node:fs';
+// default all: see harness.mjs).
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import { GoogleGenAI } from '@google/genai';
+import { printVersions, run } from './harness.mjs';
 
 const base = process.env.BASE_URL;
 const key = process.env.API_KEY;
@@ -33,63 +33,18 @@ const tinyKey = process.env.TINY_KEY || 'rs_unset';
 const headersKey = process.env.HEADERS_KEY || 'rs_unset';
 const plainKey = process.env.PLAIN_KEY || 'rs_unset';
 const timeout = Number(process.env.TIMEOUT_MS || 15000);
-const only = (process.env.SCENARIOS || '').split(',').map((s) => s.trim()).filter(Boolean);
 if (!base || !key) {
   console.error('sdk.mjs: set BASE_URL and API_KEY');
   process.exit(2);
 }
 
-const version = (pkg) => JSON.parse(readFileSync(new URL(`./node_modules/${pkg}/package.json`, import.meta.url), 'utf8')).version;
-console.log(JSON.stringify({
-  sdk: 'versions', scenario: 'versions', ok: true, node: process.version,
-  detail: { openai: version('openai'), '@anthropic-ai/sdk': version('@anthropic-ai/sdk'), '@google/genai': version('@google/genai') },
-}));
+printVersions(['openai', '@anthropic-ai/sdk', '@google/genai']);
 
 const oa = (apiKey, opts = {}) => new OpenAI({ apiKey, baseURL: base + '/v1', ...opts });
 const an = (apiKey, opts = {}) => new Anthropic({ apiKey, baseURL: base, ...opts });
 // The Gemini API's default version is v1beta: the SDK calls
 // {baseUrl}/v1beta/models/{model}:generateContent with x-goog-api-key.
 const gm = (apiKey, httpOptions = {}) => new GoogleGenAI({ apiKey, httpOptions: { baseUrl: base, apiVersion: 'v1beta', ...httpOptions } });
-
-// apiError reads the API's error object out of an SDK error: openai and
-// @anthropic-ai/sdk parse it (e.error); @google/genai's ApiError has the
-// whole JSON body as its message, as with the real Gemini API.
-function apiError(e) {
-  if (e?.error && typeof e.error === 'object') return e.error.error ?? e.error;
-  try {
-    const b = JSON.parse(e?.message);
-    return b?.error ?? null;
-  } catch {
-    return null;
-  }
-}
-
-async function run(sdk, scenario, fn) {
-  const name = `${sdk}/${scenario}`;
-  if (only.length && !only.some((o) => (o.endsWith('/') ? name.startsWith(o) : name === o))) return;
-  const t0 = Date.now();
-  const line = { sdk, scenario, ok: false, status: 0, error_message: '', elapsed_ms: 0 };
-  try {
-    line.detail = await fn();
-    line.ok = true;
-    line.status = 200;
-  } catch (e) {
-    const ae = apiError(e);
-    line.status = e?.status ?? 0;
-    line.error_message = String(e?.message ?? e);
-    line.error_name = e?.constructor?.name;
-    // What a program would show: the API's own message when the SDK parsed
-    // one (Anthropic's and Gemini's e.message is the whole JSON body, as with
-    // the real APIs).
-    line.api_message = e?.apiMessage ?? ae?.message ?? null;
-    line.error_type = e?.type ?? ae?.type ?? null;
-    line.code = e?.code ?? ae?.code ?? null;
-    line.retry_after = e?.headers?.get?.('retry-after') ?? null;
-    line.should_retry = e?.headers?.get?.('x-should-retry') ?? null;
-  }
-  line.elapsed_ms = Date.now() - t0;
-  console.log(JSON.stringify(line));
-}
 
 const msg = [{ role: 'user', content: 'hello' }];
 // Refusal scenarios keep the SDKs' default retries; only a timeout bounds them.

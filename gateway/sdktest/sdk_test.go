@@ -6,8 +6,9 @@
 //	npm ci --prefix gateway/sdktest
 //	go test ./gateway/sdktest -v
 //
-// sdk.mjs prints a JSON line per scenario, the first one the versions it
-// ran; TestSDKs logs them. As of the lock file (node v20.20.2, openai
+// sdk.mjs and pool.mjs print a JSON line per scenario (harness.mjs), the
+// first one the versions they ran; TestSDKs and TestPoolSDKs log them, each
+// on a bolt file and on Redis. As of the lock file (node v20.20.2, openai
 // 6.49.0, @anthropic-ai/sdk 1.12.0, @google/genai 2.32.0):
 //
 //   - chat completions (JSON, stream with and without include_usage),
@@ -34,6 +35,48 @@
 //     real APIs, from which sdk.mjs reads error.message.
 //   - budgets in money and the caller's rate-limit headers: see
 //     budget_test.go.
+//
+// In front of pools of upstreams (gateway.Options.Upstreams; pool_test.go
+// and pool.mjs), each upstream an internal/fakeprovider on loopback:
+//
+//   - Azure OpenAI: the AzureOpenAI client (endpoint the gateway, apiVersion
+//     2024-10-21, the secret as its apiKey; with and without its deployment
+//     option, and once with apiVersion 2025-04-01-preview) and the plain
+//     OpenAI client with model names, in front of an azure-openai upstream
+//     whose models gpt-4o and text-embedding-3-small are the deployments
+//     gpt4o-prod and embed-small: chat completions (JSON, stream with
+//     include_usage, and without it: the usage the gateway asked for is
+//     taken out), embeddings and the Responses API (JSON, stream) get their
+//     answers. The provider gets its own key in api-key (never the caller's
+//     secret, nor any Authorization), api-version=2024-10-21 whatever the
+//     client sent, the deployment's path (/openai/deployments/gpt4o-prod/
+//     chat/completions, /openai/deployments/embed-small/embeddings) and, for
+//     /openai/responses, the deployment as the body's model; each key is
+//     charged exactly the usage reported (36 tokens a call, 29 + 7; 29 an
+//     embedding), one request a call. The Azure client's deployment option
+//     names the path of chat and embeddings calls, not of responses ones,
+//     whose model must name the deployment. (Embeddings ask
+//     encoding_format float: the fake answers floats, and the SDK's default,
+//     base64, would decode them to nothing.)
+//   - failover: the first of two openai upstreams answers 503, or closes the
+//     connection unanswered (on a connection the gateway kept alive from the
+//     call before), and the first of two anthropic upstreams 529, before any
+//     byte went to the caller: each call, JSON or streamed, with the clients'
+//     default retries, gets the second's answer and usage (13 + 8, the key
+//     charged 21) in 15 to 110 ms, from one request: the client saw no
+//     failure and did not retry, and the first upstream got exactly one
+//     request a call.
+//   - waiting: two calls at once on an upstream of MaxConcurrent 1, the
+//     first held at the provider: the second waits in the gateway and is
+//     served once the first is let go (the provider never has two at once),
+//     each in about 110 ms.
+//   - with UpstreamQueueTimeout 50ms, the waiting call gets 429
+//     upstream_capacity, Retry-After: 1 and no x-should-retry: openai raises
+//     RateLimitError, its message '429 no upstream serving model "gpt-4o" has
+//     room for this request now; retry after 1s'. With maxRetries 0 that is
+//     one request, in about 140 ms; with the default 2 retries, which follow
+//     Retry-After, three, failing in about 2.3 s. A refused call is charged
+//     nothing and never reaches the provider.
 package sdktest
 
 import (
@@ -55,6 +98,7 @@ import (
 	"time"
 
 	"github.com/ratestore/ratestore"
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/gateway"
 	"github.com/ratestore/ratestore/internal/logbuf"
 	"github.com/ratestore/ratestore/internal/redistest"
@@ -372,6 +416,22 @@ type result struct {
 }
 
 func TestSDKs(t *testing.T) {
+	node := needNode(t)
+	// The same clients through a gateway whose keys are in a bolt file,
+	// and in Redis (gateway.New on a redisstore.DB), as one of several
+	// instances would be.
+	for _, b := range backends {
+		t.Run(b, func(t *testing.T) {
+			ks, newGateway := openBackend(t, b)
+			runSDKs(t, node, ks, newGateway)
+		})
+	}
+}
+
+// needNode returns the path of node, and fails t when node or the npm
+// packages are missing.
+func needNode(t *testing.T) string {
+	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Fatal("node is not installed: install Node.js >= 20, then run `npm ci --prefix gateway/sdktest`")
@@ -381,34 +441,100 @@ func TestSDKs(t *testing.T) {
 			t.Fatalf("%s is missing: run `npm ci --prefix gateway/sdktest` from the repository root", p)
 		}
 	}
+	return node
+}
 
-	t.Run("bolt", func(t *testing.T) {
-		db, err := ratestore.Open(t.TempDir()+"/gateway.db", ratestore.Options{})
+// backends are the stores the scenarios run on: a bolt file, and Redis.
+var backends = []string{"bolt", "redis"}
+
+// openBackend opens a new store of backend b (see backends) for t, and
+// returns its key store and a maker of gateways on it, each closed at the
+// end of t.
+func openBackend(t *testing.T, b string) (*keystore.Store, func(gateway.Options) (*gateway.Gateway, error)) {
+	t.Helper()
+	var db backend.Store
+	switch b {
+	case "bolt":
+		bolt, err := ratestore.Open(t.TempDir()+"/gateway.db", ratestore.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { db.Close() })
-		ks, err := keystore.Open(db, keystore.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		runSDKs(t, node, ks, func(o gateway.Options) (*gateway.Gateway, error) { return gateway.New(db, o) })
-	})
-	// The same clients through a gateway whose keys are in Redis
-	// (gateway.New on a redisstore.DB), as one of several instances would be.
-	t.Run("redis", func(t *testing.T) {
+		t.Cleanup(func() { bolt.Close() })
+		db = bolt
+	case "redis":
 		srv := redistest.Start(t)
 		rdb, err := redisstore.Open(context.Background(), srv.URL(), redisstore.Options{Timeout: 10 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { rdb.Close() })
-		ks, err := keystore.Open(rdb, keystore.Options{})
-		if err != nil {
-			t.Fatal(err)
+		db = rdb
+	default:
+		t.Fatalf("no backend %q", b)
+	}
+	ks, err := keystore.Open(db, keystore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ks, func(o gateway.Options) (*gateway.Gateway, error) {
+		gw, err := gateway.New(db, o)
+		if err == nil {
+			// Before the database closes (cleanups run last first): the
+			// ledger's last writes.
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+				defer cancel()
+				if err := gw.Close(ctx); err != nil {
+					t.Errorf("closing the gateway: %v", err)
+				}
+			})
 		}
-		runSDKs(t, node, ks, func(o gateway.Options) (*gateway.Gateway, error) { return gateway.New(rdb, o) })
-	})
+		return gw, err
+	}
+}
+
+// runNode runs script with env added to this process's, within a minute,
+// and returns its lines by "sdk/scenario", each logged; onLine, if not
+// nil, is called with each as it comes, while the script runs on.
+func runNode(t *testing.T, node, script string, env []string, onLine func(result)) map[string]result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, script)
+	cmd.Env = append(os.Environ(), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]result{}
+	var bad error
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		var r result
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			bad = fmt.Errorf("line %q: %v", sc.Text(), err)
+			continue
+		}
+		t.Logf("%s", sc.Bytes())
+		got[r.SDK+"/"+r.Scenario] = r
+		if onLine != nil {
+			onLine(r)
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("node %s: %v\n%s", script, err, stderr.String())
+	}
+	if bad != nil {
+		t.Fatal(bad)
+	}
+	t.Logf("node %s ran in %v", script, time.Since(start).Round(time.Millisecond))
+	return got
 }
 
 // runSDKs runs every scenario of sdk.mjs through a gateway made by
@@ -485,31 +611,10 @@ func runSDKs(t *testing.T, node string, ks *keystore.Store, newGateway func(gate
 	}))
 	t.Cleanup(srv.Close)
 
-	nodeCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(nodeCtx, node, "sdk.mjs")
-	cmd.Env = append(os.Environ(), "BASE_URL="+srv.URL, "API_KEY="+secret,
-		"GEMINI_KEY="+geminiSecret, "RESPONSES_KEY="+respSecret, "ABORT_KEY="+abortSecret,
-		"FULL_KEY="+fullSecret, "NOMODEL_KEY="+noModelSecret, "SPENT_KEY="+bk.spentSecret, "TINY_KEY="+bk.tinySecret,
-		"HEADERS_KEY="+bk.headersSecret, "PLAIN_KEY="+bk.plainSecret, "TIMEOUT_MS=15000", "SCENARIOS=")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	start := time.Now()
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node sdk.mjs: %v\n%s", err, stderr.String())
-	}
-	t.Logf("node sdk.mjs ran in %v", time.Since(start).Round(time.Millisecond))
-	got := map[string]result{}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		var r result
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatalf("line %q: %v", sc.Text(), err)
-		}
-		t.Logf("%s", sc.Bytes())
-		got[r.SDK+"/"+r.Scenario] = r
-	}
+	got := runNode(t, node, "sdk.mjs", []string{"BASE_URL=" + srv.URL, "API_KEY=" + secret,
+		"GEMINI_KEY=" + geminiSecret, "RESPONSES_KEY=" + respSecret, "ABORT_KEY=" + abortSecret,
+		"FULL_KEY=" + fullSecret, "NOMODEL_KEY=" + noModelSecret, "SPENT_KEY=" + bk.spentSecret, "TINY_KEY=" + bk.tinySecret,
+		"HEADERS_KEY=" + bk.headersSecret, "PLAIN_KEY=" + bk.plainSecret, "TIMEOUT_MS=15000", "SCENARIOS="}, nil)
 	// Every request has been answered; the gateway records each one's usage
 	// after its caller has the last byte (the "abort" one after its upstream
 	// ends, once the gateway saw the hang-up).
