@@ -190,7 +190,7 @@ func openPoolsSide(b *testing.B, impl string) *poolsSide {
 	b.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := g.Wait(ctx); err != nil {
+		if err := cmpErr(g.Wait(ctx), g.Close(ctx)); err != nil {
 			b.Error(err)
 		}
 	})

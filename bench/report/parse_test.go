@@ -108,6 +108,7 @@ func TestRender(t *testing.T) {
 		"| hot composite decision, 10k keys: <= 1.0× x/time/rate, 0 allocs (paired) | 1.50×, 0 allocs; keys in random order: 1.80× | **missed** |",
 		"23.5 GiB",
 		"![peers](report/peers.png)",
+		"## Upstream pools: choosing an upstream", // poolsFigures, as it is
 		"0.29s 27.36%",
 		// Not "(fsync)": that is for ratestore-sync-*, and "async" contains "sync".
 		"| ratestore-async-bolt | 75 ns | 13.33M/s | 0 | 0.50× | 50 ns | 20.00M/s | 0 | 0.50× |",

@@ -101,6 +101,7 @@ func Render(rep *Report, plots []string) string {
 	v.rolling(&b)
 	v.keys(&b)
 	v.gateway(&b)
+	b.WriteString(poolsFigures)
 	v.toolkit(&b)
 	v.surface(&b, "")
 	v.profiles(&b)
