@@ -159,6 +159,8 @@ func TestPoolQuota(t *testing.T) {
 	require.Equal(t, 200, res.StatusCode)
 	require.EqualValues(t, 1, ps["small"].hits.Load(), "30 used of 100: no room for 85 more")
 	require.EqualValues(t, 1, ps["big"].hits.Load())
+	require.Empty(t, res.Header.Get("X-Ratelimit-Limit-Requests"), "the upstream's quota is the operator's, not the caller's")
+	require.Equal(t, "1000000", res.Header.Get("X-Ratelimit-Limit-Tokens"), "the key's own window")
 	for range 2 {
 		res, _ = e.call("POST", "/v1/chat/completions", secret, chat("gpt-4o", 10, 20, 60))
 		require.Equal(t, 200, res.StatusCode)

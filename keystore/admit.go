@@ -116,9 +116,10 @@ type Admission struct {
 	settled  atomic.Bool // its reservation is no longer in flight (Store.Reserved)
 }
 
-// Limits is what an admission left of the key's limits, as its decision
-// saw them once it had taken its share: for the caller's rate-limit
-// headers.
+// Limits is what an admission left of the key's limits (and its team's),
+// as its decision saw them once it had taken its share: for the caller's
+// rate-limit headers. Its quotas' limits are not among them: an upstream's
+// quota is its operator's account, not the caller's.
 type Limits struct {
 	// Tokens is the binding token window's answer, when the key or its
 	// team has a token window (HasTokens): its Limit, what Remains once
@@ -245,7 +246,7 @@ func (s *Store) admit(c *call, b batch) (*Admission, error) {
 	if err != nil {
 		return nil, err
 	}
-	a, err := c.take(b, t, lim.tighter(ql), now)
+	a, err := c.take(b, t, lim, lim.tighter(ql), now)
 	if err != nil {
 		return nil, err
 	}
@@ -255,15 +256,20 @@ func (s *Store) admit(c *call, b batch) (*Admission, error) {
 // take takes what the checks of c's request allowed, for its key and its
 // team t (nil: none): one request from each request rate, the reservation
 // (Request.Reserve, and what fits of Request.Optional) in every window and
-// budget, and a slot of each. The caller holds the key's and t's locks.
-func (c *call) take(b batch, t *team, lim Limits, now int64) (*Admission, error) {
+// budget, and a slot of each. lim is what the checks left of the key's and
+// its team's limits, which the Admission reports; room is lim with its
+// quotas', which bounds the Optional tokens it takes. The caller holds the
+// key's and t's locks.
+func (c *call) take(b batch, t *team, lim, room Limits, now int64) (*Admission, error) {
 	s, e, req := c.s, c.e, c.req
 	if err := takeRate(b, e.id, e.rec.pol); err != nil {
 		return nil, err
 	}
 	optional := req.Optional // all of it, where no window limits it
+	if room.HasTokens {
+		optional = min(optional, room.Tokens.Remaining)
+	}
 	if lim.HasTokens {
-		optional = min(optional, lim.Tokens.Remaining)
 		lim.Tokens.Remaining -= optional
 	}
 	reserve := sat.Add(req.Reserve, optional)
