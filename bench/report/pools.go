@@ -47,6 +47,11 @@ benchstat paired.txt; benchstat -col /impl pools.txt; benchstat order.txt
 | pool-16 | +6.63 µs ± 9% | 47.3 µs ± 25% | 16.6 KiB | 168 |
 | pool-16-full-15 | +27.4 µs ± 6% | 79.0 µs ± 16% | 20.8 KiB | 273 |
 
+Taken again on main at add75ee (later changes to the pools: the one waiting loop of admissions and failovers, an
+upstream's tokens per minute over a minute and a bucket), the same way, 6 invocations: added +4.05 µs ± 5%
+(pool-1), +2.28 µs ± 3% (pool-16-nolimits), +6.13 µs ± 2% (pool-16), +25.3 µs ± 10% (pool-16-full-15); the same
+allocations a request, B/op within 0.4%.
+
 The pool's order alone (BenchmarkOrder, gateway/pool: 16 upstreams, two globs each, weights 1–3): 788 ns ± 16%,
 0 allocs. Target: the choice alone adds 2.6 µs (**met**); with the 16 upstreams' limits held, a request pays 6.6 µs
 more than with one route (**missed**, if the limits count), of which 4.6 µs is holding and settling one upstream's
