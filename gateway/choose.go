@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/ratestore/ratestore/gateway/pool"
@@ -53,8 +54,7 @@ func (g *Gateway) admitOn(ctx context.Context, rq *request, secret string, req k
 // time a request ends or the wait try returned has passed. It returns
 // try's last error.
 func (g *Gateway) inLine(ctx context.Context, rq *request, try func(context.Context) error) error {
-	name := rq.apis[0] + "\x00" + rq.model
-	if !g.lines.busy(name) {
+	if !g.lines.busy(rq.apis[0], rq.model) {
 		err := try(ctx)
 		var ce *capacityError
 		if !errors.As(err, &ce) || ce.wait < 0 || g.queue <= 0 {
@@ -65,7 +65,7 @@ func (g *Gateway) inLine(ctx context.Context, rq *request, try func(context.Cont
 	defer func() { g.metrics.queued(time.Since(start)) }()
 	ctx, cancel := context.WithTimeout(ctx, g.queue)
 	defer cancel()
-	w := g.lines.join(name, rq.keyID)
+	w := g.lines.join(lineName(rq.apis[0], rq.model), rq.keyID)
 	defer g.lines.leave(w)
 	select {
 	case <-w.ready:
@@ -100,7 +100,7 @@ func (g *Gateway) tryUpstreams(ctx context.Context, rq *request, secret string, 
 	cands := rq.ups.pool.Order(buf[:0], rq.apis, rq.model, now)
 	wait := time.Duration(-1)
 	if len(cands) == 0 { // every one cooling down
-		wait = rq.ups.coolingWait(rq.apis, rq.model, now)
+		wait = rq.ups.coolingWait(rq.apis, rq.model, now, nil)
 	}
 	for _, pu := range cands {
 		m := rq.ups.members[pu.Index]
@@ -111,28 +111,38 @@ func (g *Gateway) tryUpstreams(ctx context.Context, rq *request, secret string, 
 			rq.member = m
 			return a, err
 		}
-		w := d.RetryAfter
-		if d.Reason == "concurrency" {
-			// The end of the oldest lease is a bound, not an estimate: a
-			// slot frees when a request in flight ends (see limitMessage).
-			w = concurrencyRetry
-		}
-		if w >= 0 && (wait < 0 || w < wait) {
-			wait = w
-		}
+		wait = sooner(wait, quotaWait(d))
 	}
 	return nil, &capacityError{wait: wait}
 }
 
+// quotaWait is how long until an upstream's quota that refused with d may
+// have room: d's RetryAfter, but for its requests in flight, whose oldest
+// lease's end is a bound, not an estimate: a slot frees when a request in
+// flight ends (see limitMessage).
+func quotaWait(d *keystore.Denial) time.Duration {
+	if d.Reason == "concurrency" {
+		return concurrencyRetry
+	}
+	return d.RetryAfter
+}
+
+// sooner returns the sooner of two waits, either < 0 for none.
+func sooner(wait, w time.Duration) time.Duration {
+	if w >= 0 && (wait < 0 || w < wait) {
+		return w
+	}
+	return wait
+}
+
 // coolingWait returns how long until the first upstream that serves model
-// on apis is back from its cooldown.
-func (u *upstreams) coolingWait(apis []string, model string, now time.Time) time.Duration {
+// on apis, and is not one of tried, is back from its cooldown; -1 when none
+// cools down.
+func (u *upstreams) coolingWait(apis []string, model string, now time.Time, tried []*member) time.Duration {
 	wait := time.Duration(-1)
 	for _, m := range u.members {
-		if until := m.pu.CoolingUntil(now); !until.IsZero() && m.pu.Serves(apis, model) {
-			if d := until.Sub(now); wait < 0 || d < wait {
-				wait = d
-			}
+		if until := m.pu.CoolingUntil(now); !until.IsZero() && m.pu.Serves(apis, model) && !slices.Contains(tried, m) {
+			wait = sooner(wait, until.Sub(now))
 		}
 	}
 	return wait

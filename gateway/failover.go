@@ -99,13 +99,7 @@ func (g *Gateway) failover(ctx context.Context, rq *request, ad *admission, trie
 func (g *Gateway) moveOn(ctx context.Context, rq *request, ad *admission, tried []*member) error {
 	var buf [8]*pool.Upstream
 	now := g.now()
-	wait := time.Duration(-1)
-	for _, m := range rq.ups.members {
-		until := m.pu.CoolingUntil(now)
-		if d := until.Sub(now); !until.IsZero() && !slices.Contains(tried, m) && m.pu.Serves(rq.apis, rq.model) && (wait < 0 || d < wait) {
-			wait = d
-		}
-	}
+	wait := rq.ups.coolingWait(rq.apis, rq.model, now, tried)
 	for _, pu := range rq.ups.pool.Order(buf[:0], rq.apis, rq.model, now) {
 		m := rq.ups.members[pu.Index]
 		if slices.Contains(tried, m) {
@@ -115,9 +109,7 @@ func (g *Gateway) moveOn(ctx context.Context, rq *request, ad *admission, tried 
 			err := ad.adm.Move(context.WithoutCancel(ctx), m.quotas)
 			var d *keystore.Denial
 			if errors.As(err, &d) {
-				if d.RetryAfter >= 0 && (wait < 0 || d.RetryAfter < wait) {
-					wait = d.RetryAfter
-				}
+				wait = sooner(wait, quotaWait(d))
 				continue // no room there
 			}
 			if err != nil && !errors.Is(err, backend.ErrUncertain) {

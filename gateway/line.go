@@ -98,16 +98,22 @@ func (ls *lines) leave(w *waiter) {
 	}
 }
 
-// busy reports whether line name has requests waiting: a request that
-// finds it so queues behind them rather than trying first.
-func (ls *lines) busy(name string) bool {
+// busy reports whether the line of apis[0] and model has requests
+// waiting: a request that finds it so queues behind them rather than
+// trying first. Most of the time no line has any, which it tells without
+// a lock or the line's name.
+func (ls *lines) busy(api, model string) bool {
 	if ls.waiting.Load() == 0 {
 		return false
 	}
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	return ls.m[name] != nil
+	return ls.m[lineName(api, model)] != nil
 }
+
+// lineName is the name of the line of the requests for model that the
+// apis whose first is api serve.
+func lineName(api, model string) string { return api + "\x00" + model }
 
 // roomChan returns the channel closed when a request next ends. Take it
 // before trying an admission, so that one ending meanwhile is not missed.
