@@ -63,13 +63,15 @@ func (g *Gateway) inLine(ctx context.Context, rq *request, try func(context.Cont
 	}
 	start := time.Now()
 	defer func() { g.metrics.queued(time.Since(start)) }()
-	ctx, cancel := context.WithTimeout(ctx, g.queue)
+	// The wait is bounded, not the tries: a try cut off by the queue's
+	// deadline in the middle of its Admit would be a store failure (503).
+	queue, cancel := context.WithTimeout(ctx, g.queue)
 	defer cancel()
 	w := g.lines.join(lineName(rq.apis[0], rq.model), rq.keyID)
 	defer g.lines.leave(w)
 	select {
 	case <-w.ready:
-	case <-ctx.Done():
+	case <-queue.Done():
 		return &capacityError{wait: time.Second}
 	}
 	for {
@@ -83,7 +85,7 @@ func (g *Gateway) inLine(ctx context.Context, rq *request, try func(context.Cont
 		select {
 		case <-room:
 		case <-t.C:
-		case <-ctx.Done():
+		case <-queue.Done():
 			t.Stop()
 			return ce
 		}

@@ -467,3 +467,33 @@ func TestPoolFailoverWaits(t *testing.T) {
 	require.Equal(t, 200, <-second)
 	require.EqualValues(t, 2, ps["b"].hits.Load())
 }
+
+// TestPoolWaitTimeoutMany: many requests waiting in vain each get 429
+// upstream_capacity at the queue timeout, never a store failure: the
+// timeout bounds the wait, not the head's Admit under way when it ends.
+func TestPoolWaitTimeoutMany(t *testing.T) {
+	e, ps := poolEnv(t, Options{UpstreamQueueTimeout: 30 * time.Millisecond},
+		Upstream{Name: "one", API: APIOpenAI, Limits: UpstreamLimits{TokensPerMinute: 200}})
+	_, secret := e.key("k", 1_000_000)
+	res, body := e.call("POST", "/v1/chat/completions", secret, chat("gpt-4o", 40, 40, 80))
+	require.Equal(t, 200, res.StatusCode, "%s", body)
+	statuses := make(chan int, 100)
+	var wg sync.WaitGroup
+	for range 100 {
+		wg.Go(func() {
+			res, _, err := e.try(e.request("POST", "/v1/chat/completions", secret, chat("gpt-4o", 4, 4, 150)))
+			if err == nil {
+				statuses <- res.StatusCode
+			}
+		})
+	}
+	wg.Wait()
+	close(statuses)
+	n := 0
+	for s := range statuses {
+		require.Equal(t, http.StatusTooManyRequests, s)
+		n++
+	}
+	require.Equal(t, 100, n)
+	require.EqualValues(t, 1, ps["one"].hits.Load())
+}
