@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -34,6 +35,11 @@ type Request struct {
 	// keys' requests: checked after the key's and its team's, held and
 	// settled with them, in the same decision.
 	Quotas []*Quota
+	// EndUser names the key's customer the request is for, whose own
+	// limits (Policy.EndUsers of the key and of its team) it must pass:
+	// at most MaxEndUser bytes of printable UTF-8; "": the key's own
+	// traffic.
+	EndUser string
 }
 
 // Denial is the error of a refused Admit (and of Authenticate and Check
@@ -58,6 +64,12 @@ type Denial struct {
 	// Quota is the name of the quota (Request.Quotas) whose limit
 	// refused; "" when it is the key's or its team's.
 	Quota string
+	// EndUser is the end user (Request.EndUser) whose limit refused: the
+	// key's Policy.EndUsers, or its team's when Team is set.
+	EndUser string
+	// Models are the globs of the model limit (Policy.ModelLimits) that
+	// refused, the key's or (Team set) its team's; nil otherwise.
+	Models []string
 
 	key string // the id; "" for an unknown secret
 	err error  // the sentinel it matches
@@ -68,10 +80,17 @@ func (d *Denial) Error() string {
 	switch {
 	case d.Quota != "":
 		msg += "quota " + d.Quota + ": "
+	case d.EndUser != "" && d.Team != "":
+		msg += fmt.Sprintf("end user %q of team %s: ", d.EndUser, d.Team)
+	case d.EndUser != "":
+		msg += fmt.Sprintf("end user %q of key %s: ", d.EndUser, d.key)
 	case d.Team != "":
 		msg += "team " + d.Team + ": "
 	case d.key != "":
 		msg += "key " + d.key + ": "
+	}
+	if d.Models != nil {
+		msg += "limit of models " + strings.Join(d.Models, ",") + ": "
 	}
 	msg += d.err.Error()
 	if d.Limit != "" {
@@ -110,6 +129,7 @@ type Admission struct {
 	tpol     *policy  // the team's policy the reservation went to
 	tmoved   int64    // team.moved at Admit
 	quotas   []*Quota // Request.Quotas, or those of Move
+	subs     []held   // the sub-limits it holds (model limits, end user), at at
 	qat      int64    // when the quotas' holds were taken: at, or Move's instant
 
 	finished bool        // guarded by e.mu
@@ -177,6 +197,9 @@ func (s *Store) Admit(ctx context.Context, secret string, req Request) (*Admissi
 	if req.Reserve < 0 || req.Optional < 0 || req.Cost < 0 {
 		return nil, invalid("admit: negative Reserve %d, Optional %d or Cost %s", req.Reserve, req.Optional, req.Cost)
 	}
+	if why := checkEndUser(req.EndUser); why != "" && req.EndUser != "" {
+		return nil, fieldError("admit", "Request.EndUser", "%s", why)
+	}
 	for _, q := range req.Quotas {
 		if q == nil || q.s != s {
 			return nil, invalid("admit: a quota that is not this Store's (make it with Store.Quota)")
@@ -218,6 +241,9 @@ func (s *Store) admit(c *call, b batch) (*Admission, error) {
 	if e.rec.gone || c.hash != e.rec.hash && !e.previous(c.hash, b.Now().UnixNano()) {
 		return nil, &Denial{Reason: "unknown", RetryAfter: -1, err: ErrNotFound}
 	}
+	if err := c.prefetchSubs(b); err != nil {
+		return nil, err
+	}
 	// Before the checks, which count it; it stands even if they refuse.
 	if err := s.mergePending(c.ctx, b, e); err != nil {
 		return nil, err
@@ -238,6 +264,9 @@ func (s *Store) admit(c *call, b batch) (*Admission, error) {
 			return nil, err
 		}
 		lim = lim.tighter(tl)
+	}
+	if lim, err = c.subChecks(b, t, lim); err != nil {
+		return nil, err
 	}
 	if len(req.Quotas) > 0 {
 		defer s.quotaLocks.unlock(s.quotaLocks.lock(req.Quotas))
@@ -295,6 +324,9 @@ func (c *call) take(b batch, t *team, lim, room Limits, now int64) (*Admission, 
 			return nil, err
 		}
 	}
+	if err := c.takeSubs(b, a, now); err != nil {
+		return nil, err
+	}
 	a.quotas, a.qat = slices.Clone(req.Quotas), now
 	return a, nil
 }
@@ -319,6 +351,14 @@ func (l Limits) tighter(o Limits) Limits {
 // tokens in every window of pol, the request's cost in every budget, and a
 // concurrency slot. The caller holds id's lock.
 func (c *call) holdFor(b batch, id string, pol *policy, now, reserve int64) error {
+	if err := c.reserveFor(b, id, pol, now, reserve); err != nil {
+		return err
+	}
+	return takeSlot(b, id, pol)
+}
+
+// reserveFor is holdFor without the slot: the reservation and the cost.
+func (c *call) reserveFor(b batch, id string, pol *policy, now, reserve int64) error {
 	if reserve > 0 {
 		// At now, in every window: the instant Finish refunds at. A
 		// Record would decide at its own instant, which a moving clock
@@ -340,8 +380,13 @@ func (c *call) holdFor(b batch, id string, pol *policy, now, reserve int64) erro
 			}
 		}
 	}
-	// The slot, checked by admits: taken whatever the cap, which admits
-	// enforced, and whatever the log's Limit, which only bounds its size.
+	return nil
+}
+
+// takeSlot takes a concurrency slot of id: taken whatever the cap, which
+// checks enforced, and whatever the log's Limit, which only bounds its
+// size.
+func takeSlot(b batch, id string, pol *policy) error {
 	if _, err := b.Record(pol.inflight, id, 1); err != nil {
 		return fmt.Errorf("keystore: %s: taking a slot: %w", id, err)
 	}
@@ -508,6 +553,9 @@ func (a *Admission) finishIn(c *call, b batch) error {
 		return fmt.Errorf("keystore: key %s: freeing the slot: %w", e.id, err)
 	}
 	if err := c.finishTeam(b, now); err != nil {
+		return err
+	}
+	if err := c.finishSubs(b, now); err != nil {
 		return err
 	}
 	if err := c.finishQuotas(b, now); err != nil {

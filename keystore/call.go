@@ -25,6 +25,7 @@ type call struct {
 	direct direct // reads outside a batch, bounded by ctx
 	e      *entry
 	lock   []string // the locks of its batches: the key's id, its team's and its quotas'
+	subs   []held   // Admit's: the sub-limits of its request
 
 	req    Request
 	hash   [sha256.Size]byte // Admit's: the hash of the secret it was given
@@ -135,5 +136,7 @@ func (c *call) free() {
 	c.req, c.hash, c.a, c.tokens, c.cost, c.u, c.rec = Request{}, [sha256.Size]byte{}, nil, 0, 0, Usage{}, nil
 	c.rw, c.now, c.n, c.wu = strategies.RollingWindow{}, 0, 0, nil
 	c.bud, c.delta, c.bu, c.moved = Budget{}, 0, nil, 0
+	clear(c.subs)
+	c.subs = c.subs[:0]
 	calls.Put(c)
 }

@@ -47,6 +47,14 @@ type Policy struct {
 	MaxConcurrent     int      // requests in flight at once; 0: no limit
 	Models            []string // models the key may ask for (path.Match globs: "claude-*"); empty: any
 	Budgets           []Budget // limits on what the key spends, in money; empty: none
+
+	// ModelLimits are limits on the requests for some models only; every
+	// entry whose Models match a request applies to it. At most
+	// MaxModelLimits.
+	ModelLimits []ModelLimit
+	// EndUsers limits each end user of the key (Request.EndUser)
+	// separately; the zero value: none.
+	EndUsers EndUsers
 }
 
 // Window is one token window of a Policy: at most Limit tokens in any

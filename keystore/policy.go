@@ -46,6 +46,8 @@ type policy struct {
 	inflight limiter
 	budgets  []limiter // pub.Budgets[i]'s
 	all      []limiter // every limiter above: what a batch on the key prefetches
+	models   []sub     // pub.ModelLimits[i]'s
+	endUsers *sub      // pub.EndUsers' limits; nil: none
 }
 
 // policies interns the policies of a Store. Policies are few (most keys
@@ -70,12 +72,18 @@ func (s *Store) policy(op string, p Policy) (*policy, error) {
 		return nil, err
 	}
 	enc := string(appendPolicy(nil, &p))
+	if pol := s.knownPolicy([]byte(enc)); pol != nil {
+		return pol, nil
+	}
+	pol := &policy{pub: p, enc: enc, windows: make([]limiter, len(p.Windows))}
+	if err := s.compileSubs(op, &p, pol); err != nil { // before the lock: they are policies too
+		return nil, err
+	}
 	s.policies.mu.Lock()
 	defer s.policies.mu.Unlock()
 	if pol, ok := s.policies.m[enc]; ok {
 		return pol, nil
 	}
-	pol := &policy{pub: p, enc: enc, windows: make([]limiter, len(p.Windows))}
 	for i, w := range p.Windows {
 		if pol.windows[i], err = s.db.Handle(windowName(w.Window), w.strategy()); err != nil {
 			return nil, fmt.Errorf("keystore: %s: Policy.Windows[%d]: %w", op, i, err)
@@ -139,6 +147,9 @@ func normalize(op string, p Policy) (Policy, error) {
 	if err := normalizeBudgets(op, &p); err != nil {
 		return Policy{}, err
 	}
+	if err := normalizeSubs(op, &p); err != nil {
+		return Policy{}, err
+	}
 	if len(p.Models) == 0 {
 		p.Models = nil
 	} else {
@@ -184,7 +195,7 @@ func newModels(op string, p, old *Policy) error {
 			return fieldError(op, fmt.Sprintf("Policy.Models[%d]", i), "%s", why)
 		}
 	}
-	return nil
+	return newSubModels(op, p, old)
 }
 
 // normalizeWindows checks p.Windows and fills in their buckets, in a copy
@@ -262,6 +273,12 @@ func windowName(window time.Duration) string {
 func (p *Policy) clone() Policy {
 	c := *p
 	c.Windows, c.Models, c.Budgets = slices.Clone(p.Windows), slices.Clone(p.Models), slices.Clone(p.Budgets)
+	c.ModelLimits = slices.Clone(p.ModelLimits)
+	for i, m := range c.ModelLimits {
+		c.ModelLimits[i].Models, c.ModelLimits[i].Windows, c.ModelLimits[i].Budgets = slices.Clone(m.Models), slices.Clone(m.Windows), slices.Clone(m.Budgets)
+	}
+	u := &c.EndUsers
+	u.Windows, u.Budgets = slices.Clone(u.Windows), slices.Clone(u.Budgets)
 	return c
 }
 

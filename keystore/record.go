@@ -166,7 +166,7 @@ func appendPolicy(dst []byte, p *Policy) []byte {
 	for _, m := range p.Models {
 		dst = appendBytes(dst, m)
 	}
-	return appendBudgets(dst, p.Budgets)
+	return appendSubs(appendBudgets(dst, p.Budgets), p)
 }
 
 func appendBytes(dst []byte, s string) []byte {
@@ -203,6 +203,9 @@ func (r *stored) decodePolicy(d *decoder, v byte, known func(enc []byte) *policy
 	}
 	p := decoder{id: d.id, what: "record: policy", b: enc}
 	r.policy = p.policy(v >= recordVersion)
+	if v >= recordVersion {
+		p.subs(&r.policy)
+	}
 	d.err = p.done()
 }
 

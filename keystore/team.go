@@ -87,6 +87,7 @@ func (s *Store) loadTeam(id string, v []byte) (*team, error) {
 	var pub Policy
 	if d.err == nil {
 		pub = p.policy(true)
+		p.subs(&pub)
 		d.err = p.done()
 	}
 	if err := d.done(); err != nil {
