@@ -24,6 +24,7 @@ func NewKey(k keystore.Key, u keystore.Usage) Key {
 		LastUsed: utcPtr(k.LastUsed), CreatedAt: utcPtr(k.CreatedAt), InFlight: u.InFlight,
 		Budgets: budgetsOf(u), LifetimeUSD: k.LifetimeSpend,
 		PreviousSecretExpiresAt: utcPtr(k.PreviousSecretExpiresAt),
+		ModelLimits:             modelLimitsOf(k.Policy), EndUsers: endUsersOf(k.Policy),
 	}
 	return a
 }
@@ -38,7 +39,8 @@ func NewTeam(t keystore.Team, u keystore.Usage, keyCount int) Team {
 		Windows: windowsOf(u), Binding: u.Binding, Budgets: budgetsOf(u),
 		RequestsPerMinute: t.Policy.RequestsPerMinute, MaxConcurrent: t.Policy.MaxConcurrent,
 		InFlight: u.InFlight, CreatedAt: utcPtr(t.CreatedAt),
-		KeyCount: keyCount,
+		KeyCount:    keyCount,
+		ModelLimits: modelLimitsOf(t.Policy), EndUsers: endUsersOf(t.Policy),
 	}
 }
 
@@ -91,6 +93,7 @@ var fieldNames = map[string]string{
 	"RequestsPerMinute": "requests_per_minute", "MaxConcurrent": "max_concurrent", "Models": "models",
 	"Name": "name", "Model": "model", "ExpiresAt": "expires_at", "TokenLimit": "windows",
 	"Budgets": "budgets", "Period": "period", "Location": "timezone", "Grace": "grace", "Team": "team",
+	"ModelLimits": "model_limits", "EndUsers": "end_users", "Required": "required",
 }
 
 // fieldMessage is the message of err, an error of the key store about a
@@ -129,7 +132,15 @@ func fieldMessage(err error) string {
 // policyFields are the policy fields of an KeyRequest or an
 // TeamRequest as read and checked: nil for a field left out.
 type policyFields struct {
-	models        *[]string
+	models *[]string
+	limitsFields
+	modelLimits *[]keystore.ModelLimit
+	endUsers    *keystore.EndUsers
+}
+
+// limitsFields are the limits of a policy, a model limit or the end
+// users, as read and checked: nil for a field left out.
+type limitsFields struct {
 	windows       []keystore.Window // nil: left out
 	rpm           *int64
 	maxConcurrent *int
@@ -138,26 +149,38 @@ type policyFields struct {
 
 // changes reports whether f changes a field of a keystore.Policy.
 func (f *policyFields) changes() bool {
-	return f.models != nil || f.windows != nil || f.rpm != nil || f.maxConcurrent != nil || f.budgets != nil
+	return f.models != nil || f.windows != nil || f.rpm != nil || f.maxConcurrent != nil || f.budgets != nil ||
+		f.modelLimits != nil || f.endUsers != nil
 }
 
-// applyTo sets the fields of p that f gives. Windows and budgets replace
-// p's whole lists.
+// applyTo sets the fields of p that f gives. Lists (windows, budgets,
+// model limits) and the end users replace p's whole.
 func (f *policyFields) applyTo(p *keystore.Policy) {
 	if f.models != nil {
 		p.Models = *f.models
 	}
+	f.limitsFields.applyTo(&p.Windows, &p.Budgets, &p.RequestsPerMinute, &p.MaxConcurrent)
+	if f.modelLimits != nil {
+		p.ModelLimits = *f.modelLimits
+	}
+	if f.endUsers != nil {
+		p.EndUsers = *f.endUsers
+	}
+}
+
+// applyTo sets the limits f gives.
+func (f *limitsFields) applyTo(windows *[]keystore.Window, budgets *[]keystore.Budget, rpm *int64, maxConcurrent *int) {
 	if f.windows != nil {
-		p.Windows = f.windows
+		*windows = f.windows
 	}
 	if f.rpm != nil {
-		p.RequestsPerMinute = *f.rpm
+		*rpm = *f.rpm
 	}
 	if f.maxConcurrent != nil {
-		p.MaxConcurrent = *f.maxConcurrent
+		*maxConcurrent = *f.maxConcurrent
 	}
 	if f.budgets != nil {
-		p.Budgets = *f.budgets
+		*budgets = *f.budgets
 	}
 }
 

@@ -24,7 +24,15 @@ import (
 // any element is read (readList), and each window and budget apart, so
 // that an error names its index.
 type policyBody struct {
-	Models            json.RawMessage `json:"models"`
+	Models json.RawMessage `json:"models"`
+	limitsBody
+	ModelLimits json.RawMessage `json:"model_limits"`
+	EndUsers    json.RawMessage `json:"end_users"`
+}
+
+// limitsBody is the limits of a policy, of one of its model limits or of
+// its end users, as the API decodes them.
+type limitsBody struct {
 	Windows           json.RawMessage `json:"windows"`
 	RequestsPerMinute *int64          `json:"requests_per_minute"`
 	MaxConcurrent     *int            `json:"max_concurrent"`
@@ -128,67 +136,92 @@ func readTeamFields(w http.ResponseWriter, r *http.Request) (*teamFields, bool) 
 // when a field is wrong. "windows": [] is no token window (a policy of
 // budgets alone, or metered only), as a POST without "windows" is.
 func readPolicy(w http.ResponseWriter, b *policyBody, f *policyFields) bool {
-	bad := func(format string, args ...any) bool {
-		writeError(w, http.StatusBadRequest, apierror.Invalid, "invalid_field", fmt.Sprintf(format, args...))
-		return false
-	}
-	f.rpm, f.maxConcurrent = b.RequestsPerMinute, b.MaxConcurrent
 	models, msg := readList(b.Models, "models", keystore.MaxModels)
 	if msg == "" && models != nil {
-		f.models, msg = readModels(models)
+		f.models, msg = readModels(models, "models")
 	}
-	windows, msg2 := readList(b.Windows, "windows", keystore.MaxWindows)
-	budgets, msg3 := readList(b.Budgets, "budgets", keystore.MaxBudgets)
-	if msg = cmp.Or(msg, msg2, msg3); msg != "" {
-		return bad("%s", msg)
+	p := problem{status: http.StatusBadRequest, code: "invalid_field", msg: msg}
+	if msg == "" {
+		p = readLimits(&b.limitsBody, "", &f.limitsFields)
+	}
+	if p.status == 0 {
+		p = readSubs(b, f)
+	}
+	if p.status != 0 {
+		writeError(w, p.status, apierror.Invalid, p.code, p.msg)
+		return false
+	}
+	return true
+}
+
+// problem is what is wrong with a request's field: the answer's status,
+// error code and message; status 0 when nothing is.
+type problem struct {
+	status    int
+	code, msg string
+}
+
+// badField is a problem of status 400 invalid_field.
+func badField(format string, args ...any) problem {
+	return problem{http.StatusBadRequest, "invalid_field", fmt.Sprintf(format, args...)}
+}
+
+// readLimits reads the limits b of a policy, a model limit or the end
+// users, whose fields' names start with prefix ("model_limits[0]."),
+// into f.
+func readLimits(b *limitsBody, prefix string, f *limitsFields) problem {
+	f.rpm, f.maxConcurrent = b.RequestsPerMinute, b.MaxConcurrent
+	windows, msg := readList(b.Windows, prefix+"windows", keystore.MaxWindows)
+	budgets, msg2 := readList(b.Budgets, prefix+"budgets", keystore.MaxBudgets)
+	if msg = cmp.Or(msg, msg2); msg != "" {
+		return badField("%s", msg)
 	}
 	if windows != nil {
 		f.windows = make([]keystore.Window, len(windows))
 		for i, raw := range windows {
-			var status int
-			var code, msg string
-			if f.windows[i], status, code, msg = readWindow(raw, i, f.windows[:i]); status != 0 {
-				writeError(w, status, apierror.Invalid, code, msg)
-				return false
+			var p problem
+			if f.windows[i], p.status, p.code, p.msg = readWindow(raw, fmt.Sprintf("%swindows[%d]", prefix, i), f.windows[:i]); p.status != 0 {
+				return p
 			}
 		}
 	}
 	if budgets != nil {
 		bs := make([]keystore.Budget, len(budgets))
 		for i, raw := range budgets {
-			if !readBudget(w, raw, i, &bs[i]) {
-				return false
+			var p problem
+			if bs[i], p.status, p.code, p.msg = parseBudget(raw, fmt.Sprintf("%sbudgets[%d]", prefix, i)); p.status != 0 {
+				return p
 			}
 		}
 		f.budgets = &bs
 	}
 	if f.rpm != nil && *f.rpm < 0 {
-		return bad("requests_per_minute: want 0 (no limit) or more, got %d", *f.rpm)
+		return badField("%srequests_per_minute: want 0 (no limit) or more, got %d", prefix, *f.rpm)
 	}
 	if f.maxConcurrent != nil && *f.maxConcurrent < 0 {
-		return bad("max_concurrent: want 0 (no limit) or more, got %d", *f.maxConcurrent)
+		return badField("%smax_concurrent: want 0 (no limit) or more, got %d", prefix, *f.maxConcurrent)
 	}
-	return true
+	return problem{}
 }
 
 // readModels reads the elements of "models", each a model name or glob.
-func readModels(elems []json.RawMessage) (*[]string, string) {
+func readModels(elems []json.RawMessage, field string) (*[]string, string) {
 	models := make([]string, len(elems))
 	for i, raw := range elems {
 		if err := json.Unmarshal(raw, &models[i]); err != nil {
-			return nil, fmt.Sprintf("models[%d]: want a string, a model name or glob (gpt-4o, claude-*)", i)
+			return nil, fmt.Sprintf("%s[%d]: want a string, a model name or glob (gpt-4o, claude-*)", field, i)
 		}
 		if strings.TrimSpace(models[i]) == "" {
-			return nil, fmt.Sprintf("models[%d]: empty: want a model name or glob (gpt-4o, claude-*)", i)
+			return nil, fmt.Sprintf("%s[%d]: empty: want a model name or glob (gpt-4o, claude-*)", field, i)
 		}
 	}
 	return &models, ""
 }
 
-// readWindow reads windows[i] of a key request, the windows before it
-// read already: the answer's status, code and message when it is wrong.
-func readWindow(raw json.RawMessage, i int, before []keystore.Window) (win keystore.Window, status int, code, msg string) {
-	field := fmt.Sprintf("windows[%d]", i)
+// readWindow reads the window at field ("windows[1]") of a key request,
+// the windows before it read already: the answer's status, code and
+// message when it is wrong.
+func readWindow(raw json.RawMessage, field string, before []keystore.Window) (win keystore.Window, status int, code, msg string) {
 	var wr WindowRequest
 	if status, code, msg := decodeStrict(bytes.NewReader(raw), &wr, field); status != 0 {
 		return win, status, code, msg
@@ -210,28 +243,16 @@ func readWindow(raw json.RawMessage, i int, before []keystore.Window) (win keyst
 		}
 	}
 	if j := slices.IndexFunc(before, func(o keystore.Window) bool { return o.Window == win.Window }); j >= 0 {
-		return bad("%s.window: %q: windows[%d] is a %v window already: give each length once", field, wr.Window, j, win.Window)
+		return bad("%s.window: %q: window %d is a %v window already: give each length once", field, wr.Window, j, win.Window)
 	}
 	return win, 0, "", ""
 }
 
-// readBudget reads budgets[i] of a key request into b, or answers 400
-// naming the field and returns false. What the key store checks (a
-// positive limit, a bucket dividing the window) it reports itself.
-func readBudget(w http.ResponseWriter, raw json.RawMessage, i int, b *keystore.Budget) bool {
-	var status int
-	var code, msg string
-	if *b, status, code, msg = parseBudget(raw, i); status != 0 {
-		writeError(w, status, apierror.Invalid, code, msg)
-		return false
-	}
-	return true
-}
-
-// parseBudget is readBudget's parse: the answer's status, code and
-// message when budgets[i] is wrong.
-func parseBudget(raw json.RawMessage, i int) (b keystore.Budget, status int, code, msg string) {
-	field := fmt.Sprintf("budgets[%d]", i)
+// parseBudget reads the budget at field ("budgets[0]") of a key request:
+// the answer's status, code and message when it is wrong. What the key
+// store checks (a positive limit, a bucket dividing the window) it
+// reports itself.
+func parseBudget(raw json.RawMessage, field string) (b keystore.Budget, status int, code, msg string) {
 	var br struct { // BudgetRequest, the limit read apart to name it in errors
 		LimitUSD json.RawMessage `json:"limit_usd"`
 		Window   string          `json:"window"`

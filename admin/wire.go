@@ -16,23 +16,25 @@ import (
 // are whole seconds, rounded up, in fields named _seconds, as Retry-After
 // counts them.
 type Key struct {
-	ID                string      `json:"id"`
-	Name              string      `json:"name"`
-	Team              string      `json:"team,omitempty"` // its team's id (Team); left out for none
-	Model             string      `json:"model"`          // informational (legacy keys); Models restricts
-	Models            []string    `json:"models"`         // [] for any model
-	Windows           []Window    `json:"windows"`
-	Binding           int         `json:"binding"` // the index in Windows of the binding window (keystore.Usage.Bind)
-	Budgets           []Budget    `json:"budgets"` // [] for none
-	LifetimeUSD       pricing.USD `json:"lifetime_usd"`
-	RequestsPerMinute int64       `json:"requests_per_minute"` // 0: no limit
-	MaxConcurrent     int         `json:"max_concurrent"`      // 0: no limit
-	ExpiresAt         *time.Time  `json:"expires_at"`          // null: never
-	Disabled          bool        `json:"disabled"`
-	LifetimeTokens    int64       `json:"lifetime_tokens"`
-	LastUsed          *time.Time  `json:"last_used"`  // null: never
-	CreatedAt         *time.Time  `json:"created_at"` // null: unknown (an imported key)
-	InFlight          int         `json:"in_flight"`  // requests admitted and not finished
+	ID                string       `json:"id"`
+	Name              string       `json:"name"`
+	Team              string       `json:"team,omitempty"` // its team's id (Team); left out for none
+	Model             string       `json:"model"`          // informational (legacy keys); Models restricts
+	Models            []string     `json:"models"`         // [] for any model
+	Windows           []Window     `json:"windows"`
+	Binding           int          `json:"binding"` // the index in Windows of the binding window (keystore.Usage.Bind)
+	Budgets           []Budget     `json:"budgets"` // [] for none
+	LifetimeUSD       pricing.USD  `json:"lifetime_usd"`
+	RequestsPerMinute int64        `json:"requests_per_minute"` // 0: no limit
+	MaxConcurrent     int          `json:"max_concurrent"`      // 0: no limit
+	ModelLimits       []ModelLimit `json:"model_limits"`        // [] for none
+	EndUsers          *EndUsers    `json:"end_users"`           // null: no end-user limits
+	ExpiresAt         *time.Time   `json:"expires_at"`          // null: never
+	Disabled          bool         `json:"disabled"`
+	LifetimeTokens    int64        `json:"lifetime_tokens"`
+	LastUsed          *time.Time   `json:"last_used"`  // null: never
+	CreatedAt         *time.Time   `json:"created_at"` // null: unknown (an imported key)
+	InFlight          int          `json:"in_flight"`  // requests admitted and not finished
 	// ReservedTokens are the tokens this process's requests of the key in
 	// flight hold (keystore.Store.Reserved), counted in every window's used
 	// until they finish: the part of used not yet charged. 0 where no
@@ -95,7 +97,10 @@ type KeyRequest struct {
 	Windows           *[]WindowRequest `json:"windows,omitempty"`
 	RequestsPerMinute *int64           `json:"requests_per_minute,omitempty"`
 	MaxConcurrent     *int             `json:"max_concurrent,omitempty"`
-	Budgets           *[]BudgetRequest `json:"budgets,omitempty"` // []: none
+	Budgets           *[]BudgetRequest `json:"budgets,omitempty"`      // []: none
+	ModelLimits       *[]ModelLimit    `json:"model_limits,omitempty"` // []: none
+	// EndUsers replaces the end users' limits; &EndUsers{}: none.
+	EndUsers *EndUsers `json:"end_users,omitempty"`
 	// ExpiresAt is an RFC 3339 instant as a JSON string, or null (or "")
 	// for never; left out (nil), the expiry is not changed.
 	ExpiresAt json.RawMessage `json:"expires_at,omitempty"`
@@ -136,17 +141,19 @@ type Keys struct {
 // Key's, with the usage of all its keys together, and the ids of its
 // keys. The command line's --json output prints it too.
 type Team struct {
-	ID                string     `json:"id"`
-	Name              string     `json:"name"`
-	Models            []string   `json:"models"` // [] for any model
-	Windows           []Window   `json:"windows"`
-	Binding           int        `json:"binding"`             // the index in Windows of the binding window (keystore.Usage.Bind)
-	Budgets           []Budget   `json:"budgets"`             // [] for none
-	RequestsPerMinute int64      `json:"requests_per_minute"` // 0: no limit
-	MaxConcurrent     int        `json:"max_concurrent"`      // 0: no limit
-	InFlight          int        `json:"in_flight"`           // requests of its keys admitted and not finished
-	CreatedAt         *time.Time `json:"created_at"`
-	KeyCount          int        `json:"key_count"` // how many keys belong to it (GET /admin/keys?team=ID lists them)
+	ID                string       `json:"id"`
+	Name              string       `json:"name"`
+	Models            []string     `json:"models"` // [] for any model
+	Windows           []Window     `json:"windows"`
+	Binding           int          `json:"binding"`             // the index in Windows of the binding window (keystore.Usage.Bind)
+	Budgets           []Budget     `json:"budgets"`             // [] for none
+	RequestsPerMinute int64        `json:"requests_per_minute"` // 0: no limit
+	MaxConcurrent     int          `json:"max_concurrent"`      // 0: no limit
+	ModelLimits       []ModelLimit `json:"model_limits"`        // [] for none
+	EndUsers          *EndUsers    `json:"end_users"`           // null: no end-user limits
+	InFlight          int          `json:"in_flight"`           // requests of its keys admitted and not finished
+	CreatedAt         *time.Time   `json:"created_at"`
+	KeyCount          int          `json:"key_count"` // how many keys belong to it (GET /admin/keys?team=ID lists them)
 }
 
 // Teams is the answer to GET /admin/teams: a page of teams, and the
@@ -165,7 +172,9 @@ type TeamRequest struct {
 	Windows           *[]WindowRequest `json:"windows,omitempty"`
 	RequestsPerMinute *int64           `json:"requests_per_minute,omitempty"`
 	MaxConcurrent     *int             `json:"max_concurrent,omitempty"`
-	Budgets           *[]BudgetRequest `json:"budgets,omitempty"` // []: none
+	Budgets           *[]BudgetRequest `json:"budgets,omitempty"`      // []: none
+	ModelLimits       *[]ModelLimit    `json:"model_limits,omitempty"` // []: none
+	EndUsers          *EndUsers        `json:"end_users,omitempty"`    // &EndUsers{}: none
 }
 
 // Live is the answer to GET /admin/live: the gateway's traffic over the
