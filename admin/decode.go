@@ -136,22 +136,45 @@ func readTeamFields(w http.ResponseWriter, r *http.Request) (*teamFields, bool) 
 // when a field is wrong. "windows": [] is no token window (a policy of
 // budgets alone, or metered only), as a POST without "windows" is.
 func readPolicy(w http.ResponseWriter, b *policyBody, f *policyFields) bool {
-	models, msg := readList(b.Models, "models", keystore.MaxModels)
-	if msg == "" && models != nil {
-		f.models, msg = readModels(models, "models")
-	}
-	p := problem{status: http.StatusBadRequest, code: "invalid_field", msg: msg}
-	if msg == "" {
-		p = readLimits(&b.limitsBody, "", &f.limitsFields)
-	}
-	if p.status == 0 {
-		p = readSubs(b, f)
-	}
-	if p.status != 0 {
+	if p := parsePolicy(b, f); p.status != 0 {
 		writeError(w, p.status, apierror.Invalid, p.code, p.msg)
 		return false
 	}
 	return true
+}
+
+// parsePolicy is readPolicy's parse: what is wrong with b, if anything.
+func parsePolicy(b *policyBody, f *policyFields) problem {
+	models, msg := readList(b.Models, "models", keystore.MaxModels)
+	if msg == "" && models != nil {
+		f.models, msg = readModels(models, "models")
+	}
+	if msg != "" {
+		return badField("%s", msg)
+	}
+	if p := readLimits(&b.limitsBody, "", &f.limitsFields); p.status != 0 {
+		return p
+	}
+	return readSubs(b, f)
+}
+
+// ReadPolicy reads a policy written as the policy fields of a KeyRequest
+// ("windows", "budgets", "models", "requests_per_minute",
+// "max_concurrent", "model_limits", "end_users") from r, at most MaxBody
+// bytes, into p: the fields it gives replace p's. Its errors name the
+// field as the API's answers do ("model_limits[0].windows[1].limit");
+// what only the key store checks, it checks when p is used.
+func ReadPolicy(r io.Reader, p *keystore.Policy) error {
+	var b policyBody
+	if _, _, msg := decodeStrict(io.LimitReader(r, MaxBody+1), &b, ""); msg != "" {
+		return fmt.Errorf("%s: %w", msg, keystore.ErrInvalid)
+	}
+	var f policyFields
+	if pr := parsePolicy(&b, &f); pr.status != 0 {
+		return fmt.Errorf("%s: %w", pr.msg, keystore.ErrInvalid)
+	}
+	f.applyTo(p)
+	return nil
 }
 
 // problem is what is wrong with a request's field: the answer's status,

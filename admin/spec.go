@@ -21,6 +21,9 @@ import (
 // has them.
 func (k Key) Spec() (keystore.Spec, error) {
 	p, err := policyOf("key "+k.ID, k.Models, k.Windows, k.Budgets, k.RequestsPerMinute, k.MaxConcurrent)
+	if err == nil {
+		err = subsOf("key "+k.ID, k.ModelLimits, k.EndUsers, &p)
+	}
 	if err != nil {
 		return keystore.Spec{}, err
 	}
@@ -35,6 +38,9 @@ func (k Key) Spec() (keystore.Spec, error) {
 // has them.
 func (t Team) Spec() (keystore.TeamSpec, error) {
 	p, err := policyOf("team "+t.ID, t.Models, t.Windows, t.Budgets, t.RequestsPerMinute, t.MaxConcurrent)
+	if err == nil {
+		err = subsOf("team "+t.ID, t.ModelLimits, t.EndUsers, &p)
+	}
 	return keystore.TeamSpec{Name: t.Name, Policy: p}, err
 }
 
@@ -104,7 +110,8 @@ func NewKeyRequest(old, next keystore.Spec) KeyRequest {
 		next.Policy.Windows[0].Limit = next.TokenLimit // as keystore.Store.Update
 	}
 	p := newPolicyRequest(old.Policy, next.Policy)
-	req := KeyRequest{Models: p.Models, Windows: p.Windows, RequestsPerMinute: p.RequestsPerMinute, MaxConcurrent: p.MaxConcurrent, Budgets: p.Budgets}
+	req := KeyRequest{Models: p.Models, Windows: p.Windows, RequestsPerMinute: p.RequestsPerMinute, MaxConcurrent: p.MaxConcurrent, Budgets: p.Budgets,
+		ModelLimits: p.ModelLimits, EndUsers: p.EndUsers}
 	if next.Name != old.Name {
 		req.Name = &next.Name
 	}
@@ -151,6 +158,7 @@ func newPolicyRequest(old, next keystore.Policy) TeamRequest {
 	if next.MaxConcurrent != old.MaxConcurrent {
 		req.MaxConcurrent = &next.MaxConcurrent
 	}
+	newSubsRequest(old, next, &req)
 	return req
 }
 

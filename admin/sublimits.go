@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 
+	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/keystore"
 )
 
@@ -30,9 +32,12 @@ type EndUsers struct {
 	Required          bool            `json:"required"`
 }
 
-// modelLimitsOf is p's model limits as a Key or Team shows them: []
+// modelLimitsOf is p's model limits as a Key or Team shows them: nil
 // for none.
 func modelLimitsOf(p keystore.Policy) []ModelLimit {
+	if len(p.ModelLimits) == 0 {
+		return nil
+	}
 	ms := make([]ModelLimit, len(p.ModelLimits))
 	for i, m := range p.ModelLimits {
 		ms[i] = ModelLimit{Models: append([]string{}, m.Models...), Windows: windowSpecs(m.Windows),
@@ -52,29 +57,36 @@ func endUsersOf(p keystore.Policy) *EndUsers {
 }
 
 // windowSpecs is ws as a request gives them.
-func windowSpecs(ws []keystore.Window) []WindowRequest {
-	out := make([]WindowRequest, len(ws))
-	for i, w := range ws {
-		out[i] = WindowRequest{Limit: w.Limit, Window: w.Window.String(), Bucket: w.Bucket.String()}
-	}
-	return out
-}
+func windowSpecs(ws []keystore.Window) []WindowRequest { return *windowRequests(ws) }
 
 // budgetSpecs is bs as a request gives them.
-func budgetSpecs(bs []keystore.Budget) []BudgetRequest {
-	out := make([]BudgetRequest, len(bs))
-	for i, b := range bs {
-		out[i] = BudgetRequest{LimitUSD: b.Limit}
-		if b.Period == 0 {
-			out[i].Window = b.Window.String()
-			continue
-		}
-		out[i].Period, out[i].Timezone = b.Period.String(), "UTC"
-		if b.Location != nil {
-			out[i].Timezone = b.Location.String()
-		}
+func budgetSpecs(bs []keystore.Budget) []BudgetRequest { return *budgetRequests(bs) }
+
+// sameSubs reports whether two policies have the same model limits and
+// end users.
+func sameSubs(a, b keystore.Policy) bool {
+	same := func(x, y keystore.ModelLimit) bool {
+		return slices.Equal(x.Models, y.Models) && slices.Equal(x.Windows, y.Windows) && slices.Equal(x.Budgets, y.Budgets) &&
+			x.RequestsPerMinute == y.RequestsPerMinute && x.MaxConcurrent == y.MaxConcurrent
 	}
-	return out
+	u, v := a.EndUsers, b.EndUsers
+	return slices.EqualFunc(a.ModelLimits, b.ModelLimits, same) &&
+		slices.Equal(u.Windows, v.Windows) && slices.Equal(u.Budgets, v.Budgets) &&
+		u.RequestsPerMinute == v.RequestsPerMinute && u.MaxConcurrent == v.MaxConcurrent && u.Required == v.Required
+}
+
+// newSubsRequest sets in req the model limits and end users of next
+// where they differ from old's: both whole, as the API replaces them.
+func newSubsRequest(old, next keystore.Policy, req *TeamRequest) {
+	if sameSubs(old, next) {
+		return
+	}
+	ms := append([]ModelLimit{}, modelLimitsOf(next)...)
+	req.ModelLimits = &ms
+	req.EndUsers = endUsersOf(next)
+	if req.EndUsers == nil {
+		req.EndUsers = &EndUsers{}
+	}
 }
 
 // modelLimitBody is an element of "model_limits" as the API decodes it.
@@ -151,4 +163,20 @@ func readModelLimit(raw json.RawMessage, field string, m *keystore.ModelLimit) p
 	}
 	lf.applyTo(&m.Windows, &m.Budgets, &m.RequestsPerMinute, &m.MaxConcurrent)
 	return problem{}
+}
+
+// subsOf sets in p the model limits and end users of who as the API
+// answered them, read back as a request's are.
+func subsOf(who string, ms []ModelLimit, u *EndUsers, p *keystore.Policy) error {
+	raw, err := json.Marshal(struct {
+		ModelLimits []ModelLimit `json:"model_limits"`
+		EndUsers    *EndUsers    `json:"end_users"`
+	}{ms, u})
+	if err == nil {
+		err = ReadPolicy(bytes.NewReader(raw), p)
+	}
+	if err != nil {
+		return fmt.Errorf("admin API: %s: %w: %w", who, err, backend.ErrCorrupt)
+	}
+	return nil
 }

@@ -38,7 +38,11 @@ part of each window's used; 0 on a closed database), "budgets": [{"limit_usd", "
 "month") and "timezone", "spent_usd", "remaining_usd", "resets_at"}, ...],
 "lifetime_usd", "previous_secret_expires_at" (when the secret keys rotate
 replaced stops working; null: none), "team" (its team's id; left out for
-none)}: the key as the gateway's admin API answers it. Money is USD as a decimal number, exact to 1e-9. "used" includes
+none), "model_limits": [{"models", "windows": [{"limit", "window", "bucket"}],
+"budgets": [{"limit_usd", "window" or "period", "timezone"}],
+"requests_per_minute", "max_concurrent"}, ...] (left out for none),
+"end_users" ({"windows", "budgets", "requests_per_minute", "max_concurrent",
+"required"}, the limits of each end user; left out for none)}: the key as the gateway's admin API answers it. Money is USD as a decimal number, exact to 1e-9. "used" includes
 the tokens reserved by requests in flight and may exceed "limit"; "spent_usd"
 the cost they reserved.`
 
@@ -46,8 +50,8 @@ the cost they reserved.`
 // the gateway's admin API answers it), named in the teams commands' json
 // texts.
 const teamJSON = `TEAM is {"id", "name", "models", "windows", "binding", "budgets",
-"requests_per_minute", "max_concurrent", "in_flight", "created_at", "key_count"
-(how many keys belong to it: keys list --team ID lists them)}: its policy as a
+"requests_per_minute", "max_concurrent", "model_limits", "end_users",
+"in_flight", "created_at", "key_count" (how many keys belong to it: keys list --team ID lists them)}: its policy as a
 KEY's, with the usage of all its keys together, as the gateway's admin API
 answers it.`
 
@@ -59,7 +63,19 @@ counted in buckets of BUCKET (default DURATION/60, rounded to a divisor:
 request. DURATION and BUCKET are Go durations (90m, 5h, 168h for a week).
 --rpm caps the requests per minute, --max-concurrent those in flight at once,
 and --models the models a request may name (globs: "claude-*"). The gateway
-command enforces all of them on every request (keystore's Store.Admit).`
+command enforces all of them on every request (keystore's Store.Admit).
+
+--model-limit GLOBS:DURATION=LIMIT[/BUCKET] is a token window that counts the
+requests for those models only (gpt-4o*:24h=100000), besides the others;
+--model-limit gpt-4o:5h=1000 --model-limit gpt-4o:168h=5000 gives one limit
+two windows. --end-user-window, --end-user-budget, --end-user-rpm and
+--end-user-max-concurrent limit each end user (the key's own customers, whom a
+request names by the header X-Ratestore-End-User, OpenAI's "user" or
+Anthropic's metadata.user_id) separately; --end-user-required true refuses a
+request that names none. --policy FILE reads the policy as JSON, in the admin
+API's shape ({"windows": [...], "model_limits": [{"models": ["gpt-4o*"],
+"windows": [...]}], "end_users": {"windows": [...], "required": true}}), and
+the other flags then change it.`
 
 // ledgerHelp is the end of the help of spend and requests.
 const ledgerHelp = `Each reads a closed database (--db), the Redis of gateways started with
@@ -103,7 +119,7 @@ while gateways started with --redis go on serving.`,
 		setup: migrateCmd,
 	},
 	{
-		name: "keys create", args: "--name NAME (--limit TOKENS | --window DURATION=LIMIT[/BUCKET]...) [--rpm N] [--max-concurrent N] [--models GLOBS] [--model MODEL] [--expires WHEN] [--team ID]", maxArgs: 0,
+		name: "keys create", args: "--name NAME (--limit TOKENS | --window DURATION=LIMIT[/BUCKET]...) [--rpm N] [--max-concurrent N] [--models GLOBS] [--model-limit GLOBS:DURATION=LIMIT]... [--end-user-window DURATION=LIMIT]... [--end-user-budget USD=SPAN]... [--end-user-rpm N] [--end-user-max-concurrent N] [--end-user-required BOOL] [--policy FILE] [--model MODEL] [--expires WHEN] [--team ID]", maxArgs: 0,
 		summary: "create an API key; prints its secret, once",
 		help: `--limit TOKENS is the one-window shorthand: --window 5h=TOKENS. Give --window
 once per window, as --window 5h=100000 --window 168h=1000000.

@@ -159,7 +159,8 @@ const redisKeysUsage = "work on the keys of the key store in the Redis at `URL` 
 // unlimited reports whether key a has no limit of its own: no token
 // window, budget, request rate or concurrency cap.
 func unlimited(a admin.Key) bool {
-	return len(a.Windows) == 0 && len(a.Budgets) == 0 && a.RequestsPerMinute == 0 && a.MaxConcurrent == 0
+	return len(a.Windows) == 0 && len(a.Budgets) == 0 && a.RequestsPerMinute == 0 && a.MaxConcurrent == 0 &&
+		len(a.ModelLimits) == 0 && a.EndUsers == nil
 }
 
 // keyStatus is what the text output says of key a at now: "disabled",
@@ -231,6 +232,7 @@ func writeKey(w io.Writer, a admin.Key, now time.Time) {
 	}
 	fmt.Fprintf(tw, "status:\t%s\n", keyStatus(a, now))
 	writePolicy(tw, a.RequestsPerMinute, a.MaxConcurrent, a.Models)
+	writeSubs(tw, a.ModelLimits, a.EndUsers)
 	tw.Flush()
 	writeWindows(w, a.Windows, now)
 }
@@ -246,6 +248,7 @@ func writeUsage(w io.Writer, a admin.Key, now time.Time) {
 		writeBinding(tw, a.Windows, a.Binding, now)
 	}
 	writePolicy(tw, a.RequestsPerMinute, a.MaxConcurrent, a.Models)
+	writeSubs(tw, a.ModelLimits, a.EndUsers)
 	tw.Flush()
 	writeWindows(w, a.Windows, now)
 }
@@ -366,11 +369,9 @@ func keysCreate(c *cli, fs *flag.FlagSet) func([]string) error {
 				return err
 			}
 		}
-		for _, w := range p.windows {
-			spec.Policy.Windows = append(spec.Policy.Windows, w.win)
+		if _, err := p.apply(cmd, "the new key", &spec.Policy, nil); err != nil {
+			return err
 		}
-		spec.Policy.RequestsPerMinute, spec.Policy.MaxConcurrent, spec.Policy.Models = p.rpm, p.maxConcurrent, p.models
-		spec.Policy.Budgets = p.budgets
 		if spec.ExpiresAt, err = parseWhen(cmd, *expires, c.clock()); err != nil {
 			return err
 		}

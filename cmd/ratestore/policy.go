@@ -45,6 +45,7 @@ type policyFlagSet struct {
 	windows, drop              stringList
 	budgets, dropBudgets       stringList
 	rpm, maxConcurrent, models optional
+	subs                       subFlagSet
 }
 
 // policyFlags defines the policy flags on fs; update adds those that only
@@ -62,6 +63,7 @@ func policyFlags(fs *flag.FlagSet, update bool) *policyFlagSet {
 	fs.Var(&pf.rpm, "rpm", "at most `N` requests a minute; 0: no limit")
 	fs.Var(&pf.maxConcurrent, "max-concurrent", "at most `N` requests in flight at once; 0: no limit")
 	fs.Var(&pf.models, "models", "the models it may ask for, as `GLOBS`: comma-separated names or globs (gpt-4o,claude-*); \"\": any")
+	pf.subs.define(fs, update)
 	return pf
 }
 
@@ -77,6 +79,7 @@ type policyChange struct {
 	rpmSet        bool
 	maxSet        bool
 	modelsSet     bool
+	subs          subChange
 }
 
 // windowFlag is one --window.
@@ -88,14 +91,14 @@ type windowFlag struct {
 // empty reports whether no policy flag was given.
 func (p *policyChange) empty() bool {
 	return len(p.windows) == 0 && len(p.drop) == 0 && !p.rpmSet && !p.maxSet && !p.modelsSet &&
-		len(p.budgets) == 0 && len(p.dropBudgets) == 0
+		len(p.budgets) == 0 && len(p.dropBudgets) == 0 && p.subs.empty()
 }
 
 // parse checks the flags given for cmd.
 func (pf *policyFlagSet) parse(cmd string) (*policyChange, error) {
 	p := &policyChange{}
 	for _, s := range pf.windows {
-		w, err := parseWindow(cmd, s)
+		w, err := parseWindow(cmd, "--window", s)
 		if err != nil {
 			return nil, err
 		}
@@ -144,16 +147,19 @@ func (pf *policyFlagSet) parse(cmd string) (*policyChange, error) {
 		}
 		p.models, p.modelsSet = models, true
 	}
+	if p.subs, err = pf.subs.parse(cmd); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
-// parseWindow reads a --window: DURATION=LIMIT or DURATION=LIMIT/BUCKET.
+// parseWindow reads a window flag (--window): DURATION=LIMIT or DURATION=LIMIT/BUCKET.
 // It checks the shape of the window as the key store will (a bucket that
 // divides the window into at most rollingwindow.MaxBuckets), so that the
 // error names the flag rather than a field of keystore.Policy.
-func parseWindow(cmd, s string) (windowFlag, error) {
+func parseWindow(cmd, flag, s string) (windowFlag, error) {
 	bad := func(format string, args ...any) error {
-		return usagef(cmd, "%s: --window %q: %s", cmd, s, fmt.Sprintf(format, args...))
+		return usagef(cmd, "%s: %s %q: %s", cmd, flag, s, fmt.Sprintf(format, args...))
 	}
 	dur, rest, ok := strings.Cut(s, "=")
 	if !ok {
@@ -217,6 +223,10 @@ func parseModels(cmd, s string) ([]string, error) {
 // team_x"), and returns done with what it changed appended, for the
 // message of keys set-limit or teams set.
 func (p *policyChange) apply(cmd, who string, pol *keystore.Policy, done []string) ([]string, error) {
+	done, err := p.subs.applyFile(pol, done)
+	if err != nil {
+		return nil, err
+	}
 	for _, d := range p.drop {
 		i := slices.IndexFunc(pol.Windows, func(w keystore.Window) bool { return w.Window == d })
 		if i < 0 {
@@ -240,11 +250,11 @@ func (p *policyChange) apply(cmd, who string, pol *keystore.Policy, done []strin
 		}
 		done = append(done, msg)
 	}
-	done, err := p.applyBudgets(cmd, who, pol, done)
+	done, err = p.applyBudgets(cmd, who, pol, done)
 	if err != nil {
 		return nil, err
 	}
-	return p.applyRest(pol, done), nil
+	return p.subs.apply(cmd, who, pol, p.applyRest(pol, done))
 }
 
 // applyRest makes the changes of p besides windows and budgets.

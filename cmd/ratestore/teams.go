@@ -41,11 +41,9 @@ func teamsCreate(c *cli, fs *flag.FlagSet) func([]string) error {
 			return err
 		}
 		spec := keystore.TeamSpec{Name: *name}
-		for _, w := range p.windows {
-			spec.Policy.Windows = append(spec.Policy.Windows, w.win)
+		if _, err := p.apply(cmd, "the new team", &spec.Policy, nil); err != nil {
+			return err
 		}
-		spec.Policy.RequestsPerMinute, spec.Policy.MaxConcurrent, spec.Policy.Models = p.rpm, p.maxConcurrent, p.models
-		spec.Policy.Budgets = p.budgets
 		return c.withAdmin(af, true, false, func(ac *admin.Client) error {
 			t, err := ac.CreateTeam(c.ctx, admin.NewTeamRequest(keystore.TeamSpec{}, spec))
 			if err != nil {
@@ -159,6 +157,7 @@ func writeTeam(w io.Writer, a admin.Team, now time.Time) {
 	fmt.Fprintf(tw, "keys:\t%d (ratestore keys list --team %s)\n", a.KeyCount, a.ID)
 	fmt.Fprintf(tw, "in flight:\t%d\n", a.InFlight)
 	writePolicy(tw, a.RequestsPerMinute, a.MaxConcurrent, a.Models)
+	writeSubs(tw, a.ModelLimits, a.EndUsers)
 	tw.Flush()
 	writeWindows(w, a.Windows, now)
 	if len(a.Budgets) > 0 {
