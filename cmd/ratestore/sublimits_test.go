@@ -45,13 +45,13 @@ func TestKeysSubLimits(t *testing.T) {
 
 	require.NoError(t, os.WriteFile(file, []byte(`{"model_limits":[{"models":["a"],"windows":[{"limit":0,"window":"1h"}]}]}`), 0o600))
 	for args, msg := range map[*[]string]string{
-		{"--model-limit", "gpt-4o"}:                       "--model-limit",
-		{"--model-limit", "a:5h"}:                         "want DURATION=LIMIT",
-		{"--end-user-window", "24h=-1"}:                   "--end-user-window",
-		{"--end-user-required", "maybe"}:                  "--end-user-required",
-		{"--end-user-max-concurrent", "x"}:                "--end-user-max-concurrent",
-		{"--policy", file}:                                "model_limits[0].windows[0].limit",
-		{"--policy", filepath.Join(e.dir, "none.json")}:   "--policy",
+		{"--model-limit", "gpt-4o"}:                      "--model-limit",
+		{"--model-limit", "a:5h"}:                        "want DURATION=LIMIT",
+		{"--end-user-window", "24h=-1"}:                  "--end-user-window",
+		{"--end-user-required", "maybe"}:                 "--end-user-required",
+		{"--end-user-max-concurrent", "x"}:               "--end-user-max-concurrent",
+		{"--policy", file}:                               "model_limits[0].windows[0].limit",
+		{"--policy", filepath.Join(e.dir, "none.json")}:  "--policy",
 		{"--model-limit", "a:1h=1", "--model-limit", ""}: "--model-limit",
 	} {
 		r := e.run(append([]string{"keys", "create", "--name", "bad"}, *args...)...)
