@@ -266,7 +266,8 @@ func readWindow(raw json.RawMessage, field string, before []keystore.Window) (wi
 		}
 	}
 	if j := slices.IndexFunc(before, func(o keystore.Window) bool { return o.Window == win.Window }); j >= 0 {
-		return bad("%s.window: %q: window %d is a %v window already: give each length once", field, wr.Window, j, win.Window)
+		list := field[:strings.LastIndexByte(field, '[')] // "windows", "model_limits[0].windows"
+		return bad("%s.window: %q: %s[%d] is a %v window already: give each length once", field, wr.Window, list, j, win.Window)
 	}
 	return win, 0, "", ""
 }

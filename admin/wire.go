@@ -25,11 +25,11 @@ type Key struct {
 	Binding           int          `json:"binding"` // the index in Windows of the binding window (keystore.Usage.Bind)
 	Budgets           []Budget     `json:"budgets"` // [] for none
 	LifetimeUSD       pricing.USD  `json:"lifetime_usd"`
-	RequestsPerMinute int64        `json:"requests_per_minute"` // 0: no limit
-	MaxConcurrent     int          `json:"max_concurrent"`      // 0: no limit
-	ModelLimits       []ModelLimit `json:"model_limits"`        // [] for none
-	EndUsers          *EndUsers    `json:"end_users"`           // null: no end-user limits
-	ExpiresAt         *time.Time   `json:"expires_at"`          // null: never
+	RequestsPerMinute int64        `json:"requests_per_minute"`    // 0: no limit
+	MaxConcurrent     int          `json:"max_concurrent"`         // 0: no limit
+	ModelLimits       []ModelLimit `json:"model_limits,omitempty"` // left out for none
+	EndUsers          *EndUsers    `json:"end_users,omitempty"`    // left out for none
+	ExpiresAt         *time.Time   `json:"expires_at"`             // null: never
 	Disabled          bool         `json:"disabled"`
 	LifetimeTokens    int64        `json:"lifetime_tokens"`
 	LastUsed          *time.Time   `json:"last_used"`  // null: never
@@ -145,13 +145,13 @@ type Team struct {
 	Name              string       `json:"name"`
 	Models            []string     `json:"models"` // [] for any model
 	Windows           []Window     `json:"windows"`
-	Binding           int          `json:"binding"`             // the index in Windows of the binding window (keystore.Usage.Bind)
-	Budgets           []Budget     `json:"budgets"`             // [] for none
-	RequestsPerMinute int64        `json:"requests_per_minute"` // 0: no limit
-	MaxConcurrent     int          `json:"max_concurrent"`      // 0: no limit
-	ModelLimits       []ModelLimit `json:"model_limits"`        // [] for none
-	EndUsers          *EndUsers    `json:"end_users"`           // null: no end-user limits
-	InFlight          int          `json:"in_flight"`           // requests of its keys admitted and not finished
+	Binding           int          `json:"binding"`                // the index in Windows of the binding window (keystore.Usage.Bind)
+	Budgets           []Budget     `json:"budgets"`                // [] for none
+	RequestsPerMinute int64        `json:"requests_per_minute"`    // 0: no limit
+	MaxConcurrent     int          `json:"max_concurrent"`         // 0: no limit
+	ModelLimits       []ModelLimit `json:"model_limits,omitempty"` // left out for none
+	EndUsers          *EndUsers    `json:"end_users,omitempty"`    // left out for none
+	InFlight          int          `json:"in_flight"`              // requests of its keys admitted and not finished
 	CreatedAt         *time.Time   `json:"created_at"`
 	KeyCount          int          `json:"key_count"` // how many keys belong to it (GET /admin/keys?team=ID lists them)
 }

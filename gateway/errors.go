@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -82,6 +83,10 @@ func (g *Gateway) keyRefused(ctx context.Context, rq *request, k keystore.Key, e
 // returns its answer; reserve is the tokens it asked to reserve.
 func (g *Gateway) deny(ctx context.Context, rq *request, k keystore.Key, d *keystore.Denial, reserve int64) *refusal {
 	g.refused(ctx, rq, k, d)
+	if d.Reason == "end_user" {
+		return &refusal{status: http.StatusBadRequest, typ: typeInvalid, code: "end_user_required", reason: d.Reason,
+			msg: fmt.Sprintf("key %s requires each request to name its end user: send %s, or the body's user (OpenAI) or metadata.user_id (Anthropic)", k.ID, EndUserHeader)}
+	}
 	o := g.deniedBy(ctx, k, d)
 	if status, code, msg := keyRefusal(rq.model, k, o, d); status != 0 {
 		typ := typePermission
@@ -150,12 +155,33 @@ type owner struct {
 // admitted the key's requests; if the team is gone meanwhile, its policy
 // is empty and the messages leave its limits' figures out.
 func (g *Gateway) deniedBy(ctx context.Context, k keystore.Key, d *keystore.Denial) owner {
-	if d.Team == "" {
-		return owner{who: "key " + k.ID, pol: k.Policy}
+	o := owner{who: "key " + k.ID, pol: k.Policy}
+	if d.Team != "" {
+		o = owner{who: fmt.Sprintf("key %s's team %s", k.ID, d.Team)}
+		if t, err := g.keys.GetTeam(ctx, d.Team); err == nil {
+			o.pol = t.Policy
+		}
 	}
-	o := owner{who: fmt.Sprintf("key %s's team %s", k.ID, d.Team)}
-	if t, err := g.keys.GetTeam(ctx, d.Team); err == nil {
-		o.pol = t.Policy
+	return o.sub(d)
+}
+
+// sub is o narrowed to the sub-limit of its policy that d names, if any:
+// the end user's ("end user u-17 of key key_x", with the end users'
+// limits), or a model limit's ("key key_x's limit on models gpt-4o*").
+func (o owner) sub(d *keystore.Denial) owner {
+	u := o.pol.EndUsers
+	switch {
+	case d.EndUser != "":
+		return owner{who: fmt.Sprintf("end user %q of %s", d.EndUser, o.who),
+			pol: keystore.Policy{Windows: u.Windows, Budgets: u.Budgets, RequestsPerMinute: u.RequestsPerMinute, MaxConcurrent: u.MaxConcurrent}}
+	case d.Models != nil:
+		n := owner{who: fmt.Sprintf("%s's limit on models %s", o.who, strings.Join(d.Models, ","))}
+		for _, m := range o.pol.ModelLimits {
+			if slices.Equal(m.Models, d.Models) {
+				n.pol = keystore.Policy{Windows: m.Windows, Budgets: m.Budgets, RequestsPerMinute: m.RequestsPerMinute, MaxConcurrent: m.MaxConcurrent}
+			}
+		}
+		return n
 	}
 	return o
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -19,6 +20,7 @@ import (
 	"github.com/ratestore/ratestore/internal/apierror"
 	"github.com/ratestore/ratestore/internal/httpstatus"
 	"github.com/ratestore/ratestore/internal/sat"
+	"github.com/ratestore/ratestore/internal/text"
 	"github.com/ratestore/ratestore/keystore"
 	"github.com/ratestore/ratestore/pricing"
 )
@@ -55,6 +57,7 @@ type request struct {
 	// upstream is the name of the upstream it was last sent to; "": none
 	upstream string
 	model    string
+	endUser  string // the end user it names (EndUserHeader, or the body's); "": none
 	// stripUsage: the gateway asked the upstream for the stream's usage,
 	// which the caller did not (askUsage), and takes it out of the stream.
 	stripUsage bool
@@ -186,6 +189,9 @@ func (g *Gateway) logRequest(r *http.Request, rq *request, ad *admission, up *up
 	if rq.upstream != "" {
 		attrs = append(attrs, slog.String("upstream", rq.upstream))
 	}
+	if rq.endUser != "" {
+		attrs = append(attrs, slog.String("end_user", rq.endUser))
+	}
 	if ch.estimated {
 		attrs = append(attrs, slog.Bool("estimated", true))
 	}
@@ -227,6 +233,9 @@ func (g *Gateway) serve(w *httpstatus.Writer, r *http.Request, rq *request, ad *
 	if rf != nil {
 		return rf
 	}
+	if rq.endUser, rf = endUserHeader(r); rf != nil {
+		return rf
+	}
 	// The key's slots bound the bodies it holds in memory: one is taken
 	// before the body is read (see slots).
 	if n := k.Policy.MaxConcurrent; n > 0 && !g.shadow {
@@ -264,6 +273,29 @@ func requestSecret(r *http.Request) string {
 		return s
 	}
 	return strings.TrimSpace(r.Header.Get("Api-Key"))
+}
+
+// EndUserHeader names the end user of a request, ahead of the body's
+// fields (OpenAI's user or safety_identifier, Anthropic's
+// metadata.user_id): the key's own customer, whom Policy.EndUsers limits.
+// It is the gateway's, and not forwarded.
+const EndUserHeader = "X-Ratestore-End-User"
+
+// endUserHeader reads the end user r names in EndUserHeader: "" for none;
+// 400 for two of them or a name that is not at most
+// keystore.MaxEndUser bytes of printable UTF-8.
+func endUserHeader(r *http.Request) (string, *refusal) {
+	vs := r.Header.Values(EndUserHeader)
+	switch {
+	case len(vs) == 0:
+		return "", nil
+	case len(vs) > 1:
+		return "", invalid(http.StatusBadRequest, "invalid_end_user", EndUserHeader+" is given more than once")
+	}
+	if why := text.Problem(vs[0], keystore.MaxEndUser); why != "" {
+		return "", invalid(http.StatusBadRequest, "invalid_end_user", EndUserHeader+": the end user's name "+why)
+	}
+	return vs[0], nil
 }
 
 // operatorPath reports whether p is the operator's (the admin API, its
@@ -392,7 +424,14 @@ func (g *Gateway) read(rq *request, ad *admission, model string, body []byte) (k
 	if rf := upstreamFor(rq, model); rf != nil {
 		return keystore.Request{}, nil, rf
 	}
-	req := keystore.Request{Model: model}
+	if rq.endUser == "" {
+		rq.endUser = cmp.Or(f.endUser, f.safetyID)
+	}
+	if why := text.Problem(rq.endUser, keystore.MaxEndUser); why != "" && rq.endUser != "" {
+		rq.endUser = ""
+		return keystore.Request{}, nil, invalid(http.StatusBadRequest, "invalid_end_user", "the end user's name (user, safety_identifier or metadata.user_id) "+why)
+	}
+	req := keystore.Request{Model: model, EndUser: rq.endUser}
 	if ep.generates {
 		// The prompt as the caller wrote it: the stream options asked for
 		// below are no input.

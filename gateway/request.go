@@ -49,6 +49,10 @@ type bodyFields struct {
 	usageAsked   bool
 	background   bool
 	config       bool // a generationConfig was read
+
+	// endUser is the end user the body names: OpenAI's user, else its
+	// safety_identifier; Anthropic's metadata.user_id. "": none.
+	endUser, safetyID string
 }
 
 // bodyError is a body the gateway cannot read exactly as the upstream
@@ -63,8 +67,9 @@ func bodyErrorf(format string, args ...any) *bodyError {
 
 // The fields read, by dialect.
 var (
-	openAIFields    = []string{"model", "max_tokens", "max_completion_tokens", "max_output_tokens", "n", "best_of", "stream", "stream_options", "background"}
-	anthropicFields = []string{"model", "max_tokens", "stream"}
+	openAIFields    = []string{"model", "max_tokens", "max_completion_tokens", "max_output_tokens", "n", "best_of", "stream", "stream_options", "background", "user", "safety_identifier"}
+	anthropicFields = []string{"model", "max_tokens", "stream", "metadata"}
+	metadataFields  = []string{"user_id"}
 	geminiFields    = []string{"generationConfig", "generation_config"}
 	configFields    = []string{"maxOutputTokens", "max_output_tokens", "candidateCount", "candidate_count"}
 	optionFields    = []string{"include_usage"}
@@ -200,6 +205,16 @@ func (f *bodyFields) member(dec *jsontext.Decoder, d dialect, name string) error
 		return err
 	case "stream_options":
 		return f.streamOptions(dec)
+	case "user":
+		var err error
+		f.endUser, err = optionalString(dec, name)
+		return err
+	case "safety_identifier":
+		var err error
+		f.safetyID, err = optionalString(dec, name)
+		return err
+	case "metadata":
+		return f.metadata(dec)
 	case "generationConfig", "generation_config":
 		if f.config {
 			return bodyErrorf("has both generationConfig and generation_config")
@@ -235,6 +250,39 @@ func (f *bodyFields) streamOptions(dec *jsontext.Decoder) error {
 		f.usageAsked, f.includeUsage = asked, [2]int{at - n, at}
 		return err
 	})
+}
+
+// metadata reads Anthropic's metadata: null or an object, whose user_id
+// is a string or null.
+func (f *bodyFields) metadata(dec *jsontext.Decoder) error {
+	switch dec.PeekKind() {
+	case 'n':
+		_, err := dec.ReadToken()
+		return err
+	case '{':
+	default:
+		return bodyErrorf("has a metadata that is not an object")
+	}
+	return object(dec, metadataFields, func(string) error {
+		var err error
+		f.endUser, err = optionalString(dec, "metadata.user_id")
+		return err
+	})
+}
+
+// optionalString reads a string, or null (""), the value of field name.
+func optionalString(dec *jsontext.Decoder, name string) (string, error) {
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return "", err
+	}
+	switch tok.Kind() {
+	case 'n':
+		return "", nil
+	case '"':
+		return tok.String(), nil
+	}
+	return "", bodyErrorf("has a %s that is not a string", name)
 }
 
 // generationConfig reads Gemini's generationConfig (or generation_config,

@@ -1,0 +1,128 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratestore/ratestore/keystore"
+)
+
+// endUserKey is a key whose end users have 100 tokens an hour each, and
+// whose gpt-4o requests have 150 an hour together.
+func endUserKey(t *testing.T, e *env, required bool) (keystore.Key, string) {
+	t.Helper()
+	k, secret, err := e.keys().Create(context.Background(), keystore.Spec{Name: "eu", Policy: keystore.Policy{
+		Windows:     []keystore.Window{{Limit: 10000, Window: time.Hour}},
+		ModelLimits: []keystore.ModelLimit{{Models: []string{"gpt-4o*"}, Windows: []keystore.Window{{Limit: 150, Window: time.Hour}}}},
+		EndUsers:    keystore.EndUsers{Windows: []keystore.Window{{Limit: 100, Window: time.Hour}}, Required: required},
+	}})
+	require.NoError(t, err)
+	return k, secret
+}
+
+// userChat is a chat request body of testModel with the fields extra.
+func userChat(input, output int64, extra map[string]any) map[string]any {
+	m := map[string]any{"model": testModel, "input": input, "output": output, "max_tokens": 50}
+	for k, v := range extra {
+		m[k] = v
+	}
+	return m
+}
+
+// TestEndUsersNamed: the end user is named by the header, else OpenAI's
+// user, else its safety_identifier, else Anthropic's metadata.user_id;
+// each has its own window, the refusal names it, and the rate-limit
+// fields report the binding limit, the end user's.
+func TestEndUsersNamed(t *testing.T) {
+	e := newEnv(t, Options{})
+	k, secret := endUserKey(t, e, false)
+	send := func(path string, body map[string]any, header string) (*http.Response, []byte) {
+		req := e.request("POST", path, secret, body)
+		if header != "" {
+			req.Header.Set(EndUserHeader, header)
+		}
+		return e.do(req)
+	}
+	resp, body := send("/v1/chat/completions", userChat(10, 20, map[string]any{"user": "alice"}), "")
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	left, err := strconv.Atoi(resp.Header.Get("X-Ratelimit-Remaining-Tokens"))
+	require.NoError(t, err)
+	require.Less(t, left, 100, "alice's window binds (100 less the reservation), not the key's 10000")
+	require.Equal(t, "100", resp.Header.Get("X-Ratelimit-Limit-Tokens"))
+	resp, _ = send("/v1/chat/completions", userChat(10, 20, map[string]any{"user": "bob", "safety_identifier": "carol"}), "dave")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	resp, _ = send("/v1/chat/completions", userChat(10, 20, map[string]any{"safety_identifier": "carol"}), "")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	resp, body = send("/v1/messages", userChat(5, 5, map[string]any{"metadata": map[string]any{"user_id": "erin"}}), "")
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	for name, used := range map[string]int64{"alice": 30, "dave": 30, "bob": 0, "carol": 30, "erin": 10} {
+		u, err := e.keys().EndUserUsage(context.Background(), k.ID, name)
+		require.NoError(t, err)
+		require.Equal(t, used, u.Used, name)
+	}
+
+	// alice has 70 left: a request that may use 10/4 + 80 is refused, by name.
+	big := userChat(10, 20, map[string]any{"user": "alice", "max_tokens": 80})
+	resp, body = send("/v1/chat/completions", big, "")
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	msg := apiError(t, body, typeRate)["message"].(string)
+	require.Contains(t, msg, `end user "alice" of key `+k.ID+` is over its 1h0m0s token window: 100 tokens`)
+	require.NotEmpty(t, resp.Header.Get("Retry-After"))
+
+	// The model limit: 150 for gpt-4o* together, 120 used by the first.
+	resp, body = send("/v1/chat/completions", userChat(60, 60, map[string]any{"model": "gpt-4o", "max_tokens": 100}), "")
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	resp, body = send("/v1/chat/completions", userChat(10, 10, map[string]any{"model": "gpt-4o-mini", "max_tokens": 60}), "")
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, string(body))
+	require.Contains(t, apiError(t, body, typeRate)["message"], "key "+k.ID+"'s limit on models gpt-4o* is over its 1h0m0s token window: 150 tokens")
+}
+
+// TestEndUsersInvalid: a name over 256 bytes, not printable UTF-8, not a
+// string, or given twice is refused with 400 before the upstream sees
+// it; a key that requires an end user refuses a request naming none.
+func TestEndUsersInvalid(t *testing.T) {
+	e := newEnv(t, Options{})
+	k, secret := endUserKey(t, e, true)
+	for _, c := range []struct {
+		body   map[string]any
+		header []string
+		code   string
+	}{
+		{userChat(1, 1, map[string]any{"user": strings.Repeat("u", 257)}), nil, "invalid_end_user"},
+		{userChat(1, 1, map[string]any{"user": "a\u202eb"}), nil, "invalid_end_user"},
+		{userChat(1, 1, map[string]any{"user": 17}), nil, "invalid_body"},
+		{userChat(1, 1, map[string]any{"safety_identifier": []int{1}}), nil, "invalid_body"},
+		{userChat(1, 1, nil), []string{"a", "b"}, "invalid_end_user"},
+		{userChat(1, 1, nil), []string{"tab\there"}, "invalid_end_user"},
+		{userChat(1, 1, map[string]any{"user": ""}), nil, "end_user_required"},
+		{userChat(1, 1, nil), nil, "end_user_required"},
+	} {
+		req := e.request("POST", "/v1/chat/completions", secret, c.body)
+		for _, h := range c.header {
+			req.Header.Add(EndUserHeader, h)
+		}
+		resp, body := e.do(req)
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%v %v: %s", c.body, c.header, body)
+		require.Equal(t, c.code, apiError(t, body, typeInvalid)["code"], string(body))
+	}
+	for _, body := range []map[string]any{
+		{"model": testModel, "metadata": map[string]any{"user_id": 5}},
+		{"model": testModel, "metadata": "x"},
+	} {
+		resp, b := e.call("POST", "/v1/messages", secret, body)
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, string(b))
+	}
+	require.Zero(t, e.up.hits.Load(), "the upstream saw none of them")
+	require.Zero(t, e.usage(k.ID).Used)
+	req := e.request("POST", "/v1/chat/completions", secret, userChat(1, 1, nil))
+	req.Header.Set(EndUserHeader, "ok")
+	resp, body := e.do(req)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	require.Empty(t, e.up.lastHeaders().Get(EndUserHeader), "the header is the gateway's, not forwarded")
+}
