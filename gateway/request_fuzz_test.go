@@ -78,6 +78,13 @@ var fzRequestSeeds = []struct {
 	{`{"generationConfig":{"maxOutputTokens":10},"generation_config":{"maxOutputTokens":99999}}`, 2},
 	{`{"generationConfig":{"maxoutputtokens":99999}}`, 2},
 	{`{"model":"m"} {"model":"x"}`, 0},
+	// End users.
+	{`{"model":"gpt-4o","user":"u-17","safety_identifier":"s-1","messages":[]}`, 0},
+	{`{"model":"gpt-4o","user":"u-17","User":"admin"}`, 0},
+	{`{"model":"gpt-4o","safety_identifier":null,"user":null}`, 0},
+	{`{"model":"m","metadata":{"user_id":"u-1","User_Id":"u-2"}}`, 1},
+	{`{"model":"m","metadata":{"user_id":null},"Metadata":{"user_id":"x"}}`, 1},
+	{`{"model":"m","metadata":null}`, 1},
 }
 
 // FuzzRequest: parseBody never panics and refuses with a message of its
@@ -119,6 +126,39 @@ func FuzzRequest(f *testing.F) {
 	})
 }
 
+// fzEndUser checks the end user parseBody read of an accepted body
+// against what a Go upstream reads.
+func fzEndUser(t *testing.T, body []byte, d dialect, fields bodyFields) {
+	t.Helper()
+	var up struct {
+		Metadata *struct {
+			UserID *string `json:"user_id"`
+		} `json:"metadata"`
+	}
+	if d == anthropic {
+		require.NoError(t, json.Unmarshal(body, &up), "accepted, but a Go upstream refuses %q", body)
+		want := ""
+		if up.Metadata != nil && up.Metadata.UserID != nil {
+			want = *up.Metadata.UserID
+		}
+		require.Equal(t, want, fields.endUser, "metadata.user_id: %q", body)
+		return
+	}
+	var o struct {
+		User   *string `json:"user"`
+		Safety *string `json:"safety_identifier"`
+	}
+	require.NoError(t, json.Unmarshal(body, &o), "accepted, but a Go upstream refuses %q", body)
+	deref := func(p *string) string {
+		if p == nil {
+			return ""
+		}
+		return *p
+	}
+	require.Equal(t, deref(o.User), fields.endUser, "user: %q", body)
+	require.Equal(t, deref(o.Safety), fields.safetyID, "safety_identifier: %q", body)
+}
+
 // fzAccepted checks a body parseBody accepted (as fields) against
 // encoding/json.
 func fzAccepted(t *testing.T, body []byte, d dialect, fields bodyFields) {
@@ -137,7 +177,7 @@ func fzAccepted(t *testing.T, body []byte, d dialect, fields bodyFields) {
 	case openAI:
 		read[""], read["/stream_options"] = openAIFields, optionFields
 	case anthropic:
-		read[""] = anthropicFields
+		read[""], read["/metadata"] = anthropicFields, metadataFields
 	case gemini:
 		read[""] = geminiFields
 		read["/generationConfig"], read["/generation_config"] = configFields, configFields
@@ -193,6 +233,7 @@ func fzAccepted(t *testing.T, body []byte, d dialect, fields bodyFields) {
 		} else {
 			require.Empty(t, up.Model, "the gateway read no model, a Go upstream runs %q: %q", up.Model, body)
 		}
+		fzEndUser(t, body, d, fields)
 		fzMax(t, body, fields.maxOutput, up.MaxTokens, up.MaxCompletion, up.MaxOutput)
 		fzChoices(t, body, fields.choices, up.N)
 		require.Equal(t, fzTrue(up.Stream), fields.stream, "stream: %q", body)
