@@ -251,3 +251,62 @@ func budgetRace(t *testing.T, envs []*env) {
 	require.LessOrEqual(t, got.LifetimeSpend, pricing.Dollar, "never over the budget")
 	t.Logf("%d admitted, $%s spent of $1", ok.Load(), got.LifetimeSpend)
 }
+
+// TestRedisGatewaysEndUsers: an end user's window is exact across two
+// gateways on one Redis, as a key's is: clients of four end users of one
+// key hammer it through both; each end user's window is never overrun,
+// is filled, and holds exactly what the upstream reported for it.
+func TestRedisGatewaysEndUsers(t *testing.T) {
+	gws := newRedisEnvs(t, 2, Options{})
+	const limit, maxTokens = 3000, 300
+	created := adminOK[admin.Created](gws[0], "POST", "/admin/keys", map[string]any{
+		"name": "product", "windows": []map[string]any{{"limit": 1 << 40, "window": "5h"}},
+		"end_users": map[string]any{"windows": []map[string]any{{"limit": limit, "window": "5h"}}},
+	}, http.StatusCreated)
+	users := []string{"u-1", "u-2", "u-3", "u-4"}
+	var (
+		wg       sync.WaitGroup
+		reported [4]atomic.Int64
+		limited  [4]atomic.Int64
+	)
+	for c := range 16 {
+		wg.Go(func() {
+			e, u := gws[c%2], c%len(users)
+			for i := range 30 {
+				q := fakeReq{Model: "gpt-4o", MaxTokens: maxTokens, Input: int64(1 + (c+i)%10), Output: int64(1 + (c*7+i*13)%maxTokens)}
+				req := e.request("POST", "/v1/chat/completions", created.Secret, q)
+				req.Header.Set(EndUserHeader, users[u])
+				resp, body, err := e.try(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				switch resp.StatusCode {
+				case http.StatusOK:
+					reported[u].Add(q.Input + q.Output)
+				case http.StatusTooManyRequests:
+					limited[u].Add(1)
+					if !strings.Contains(string(body), `end user \"`+users[u]+`\"`) {
+						t.Errorf("a refusal that does not name %s: %s", users[u], body)
+					}
+				default:
+					t.Errorf("status %d: %s", resp.StatusCode, body)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var total int64
+	for i, name := range users {
+		u, err := gws[1].keys().EndUserUsage(context.Background(), created.Key.ID, name)
+		require.NoError(t, err)
+		t.Logf("%s: %d of %d tokens, %d refused", name, u.Used, limit, limited[i].Load())
+		require.Equal(t, reported[i].Load(), u.Used, "%s: every token reported is charged to it, once", name)
+		require.LessOrEqual(t, u.Used, int64(limit), "%s: its window is never overrun", name)
+		require.Positive(t, limited[i].Load(), "%s: its window was reached", name)
+		require.Greater(t, u.Used, int64(limit-maxTokens-50), "%s: refused only when one more request might not fit", name)
+		total += u.Used
+	}
+	got := adminOK[admin.Key](gws[0], "GET", "/admin/keys/"+created.Key.ID, nil, http.StatusOK)
+	require.Equal(t, total, got.Windows[0].Used, "the key's window counts every end user's")
+}
