@@ -555,7 +555,7 @@ func (a *Admission) finishIn(c *call, b batch) error {
 	if err := c.finishTeam(b, now); err != nil {
 		return err
 	}
-	if err := c.finishSubs(b, now); err != nil {
+	if err := c.finishSubs(b, now, false); err != nil {
 		return err
 	}
 	if err := c.finishQuotas(b, now); err != nil {
@@ -608,7 +608,7 @@ func (c *call) finishTeam(b batch, now int64) error {
 	if _, err := b.Modify(t.pol.inflight, t.id, c.release); err != nil {
 		return fmt.Errorf("keystore: team %s: freeing the slot: %w", t.id, err)
 	}
-	return nil
+	return c.finishSubs(b, now, true) // under the team's lock, as its Admits check them
 }
 
 // settleFor is settle for id, a key or its team, whose policy is now pol

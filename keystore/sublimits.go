@@ -382,12 +382,16 @@ func (c *call) takeSubs(b batch, a *Admission, now int64) error {
 	return nil
 }
 
-// finishSubs settles c's admission in its sub-limits, as finishQuotas
-// does in its quotas, at the admission's instant.
-func (c *call) finishSubs(b batch, now int64) error {
+// finishSubs settles c's admission in its sub-limits of the key (team
+// false) or of its team, as finishQuotas does in its quotas, at the
+// admission's instant. The caller holds the key's or the team's lock.
+func (c *call) finishSubs(b batch, now int64, team bool) error {
 	a := c.a
 	c.at, c.moved = a.at, 0
 	for _, h := range a.subs {
+		if h.team != team {
+			continue
+		}
 		if err := c.settleFor(b, now, h.id, h.pol, h.pol); err != nil {
 			return err
 		}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -233,5 +235,46 @@ func TestSubLimitsStored(t *testing.T) {
 		gt, err := e.ks.GetTeam(ctx, tm.ID)
 		require.NoError(t, err)
 		require.Equal(t, got, gt.Policy)
+	})
+}
+
+// TestTeamEndUserConcurrent: one end user of a team, hammered through two
+// of its keys at once, is never overrun, and its window holds exactly
+// what was charged.
+func TestTeamEndUserConcurrent(t *testing.T) {
+	forEach(t, func(t *testing.T, e *env) {
+		tm, err := e.ks.CreateTeam(ctx, keystore.TeamSpec{Name: "t", Policy: keystore.Policy{EndUsers: keystore.EndUsers{Windows: hour(1000)}}})
+		require.NoError(t, err)
+		_, s1 := e.createSpec(keystore.Spec{Name: "a", Team: tm.ID})
+		k2, s2 := e.createSpec(keystore.Spec{Name: "b", Team: tm.ID})
+		var charged atomic.Int64
+		var wg sync.WaitGroup
+		for g := range 4 {
+			wg.Go(func() {
+				s := []string{s1, s2}[g%2]
+				for i := range 20 {
+					a, err := e.ks.Admit(ctx, s, keystore.Request{EndUser: "shared", Reserve: 30})
+					if errors.Is(err, keystore.ErrLimited) {
+						continue
+					}
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					n := int64(1 + (g*7+i)%30)
+					if _, err := a.Finish(ctx, n); err != nil {
+						t.Error(err)
+						return
+					}
+					charged.Add(n)
+				}
+			})
+		}
+		wg.Wait()
+		u, err := e.ks.EndUserUsage(ctx, k2.ID, "shared")
+		require.NoError(t, err)
+		require.Equal(t, charged.Load(), u.Used)
+		require.LessOrEqual(t, u.Used, int64(1000))
+		require.Zero(t, u.InFlight)
 	})
 }
