@@ -379,6 +379,20 @@ func runEndUsers(t *testing.T, node, b string) {
 			wantType := "invalid_request_error"
 			if c.status == http.StatusTooManyRequests {
 				wantType = "rate_limit_error"
+				// The premise of these refusals: the call reserves (bytes/4 +
+				// max_tokens 10) more than the window has left after one call
+				// (40 - 18), and no more than the window holds, so that it fits
+				// again once the first call's charge leaves it. A client that
+				// sends a larger body breaks it: say so, not only that the
+				// message differs.
+				limit := int64(overWindow)
+				if c.role == "model" {
+					limit = modelWindow
+				}
+				if reserve := int64(bodyLen)/4 + 10; reserve <= limit-chatCharge || reserve > limit {
+					t.Errorf("the call reserved %d tokens (%d bytes/4 + 10): the scenario needs more than %d, at most %d",
+						reserve, bodyLen, limit-chatCharge, limit)
+				}
 				// An hour away: Retry-After says so, and x-should-retry:
 				// false keeps the clients from waiting it out.
 				wait, err := strconv.Atoi(deref(r.RetryAfter))
