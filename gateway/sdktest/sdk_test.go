@@ -6,9 +6,10 @@
 //	npm ci --prefix gateway/sdktest
 //	go test ./gateway/sdktest -v
 //
-// sdk.mjs and pool.mjs print a JSON line per scenario (harness.mjs), the
-// first one the versions they ran; TestSDKs and TestPoolSDKs log them, each
-// on a bolt file and on Redis. As of the lock file (node v20.20.2, openai
+// sdk.mjs, pool.mjs and endusers.mjs print a JSON line per scenario
+// (harness.mjs), the first one the versions they ran; TestSDKs,
+// TestPoolSDKs and TestSDKEndUsers log them, each on a bolt file and on
+// Redis. As of the lock file (node v20.20.2, openai
 // 6.49.0, @anthropic-ai/sdk 1.12.0, @google/genai 2.32.0):
 //
 //   - chat completions (JSON, stream with and without include_usage),
@@ -35,6 +36,16 @@
 //     real APIs, from which sdk.mjs reads error.message.
 //   - budgets in money and the caller's rate-limit headers: see
 //     budget_test.go.
+//   - end users (endusers.mjs, TestSDKEndUsers, on badger too): openai's
+//     user (chat completions) and safety_identifier (responses), Anthropic's
+//     metadata.user_id, and X-Ratestore-End-User in a client's
+//     defaultHeaders ahead of them, each end user charged exactly its usage
+//     in its own window; an end user over its window (RateLimitError naming
+//     it, x-should-retry: false, one request) while another passes; a key
+//     that requires an end user (400 end_user_required); names the gateway
+//     refuses (400 invalid_end_user, the upstream never sees them); a model
+//     limit on gpt-4o* that refuses gpt-4o and gpt-4o-mini, not other
+//     models.
 //
 // In front of pools of upstreams (gateway.Options.Upstreams; pool_test.go
 // and pool.mjs), each upstream an internal/fakeprovider on loopback:
@@ -99,6 +110,7 @@ import (
 
 	"github.com/ratestore/ratestore"
 	"github.com/ratestore/ratestore/backend"
+	"github.com/ratestore/ratestore/badger"
 	"github.com/ratestore/ratestore/gateway"
 	"github.com/ratestore/ratestore/internal/logbuf"
 	"github.com/ratestore/ratestore/internal/redistest"
@@ -447,7 +459,8 @@ func needNode(t *testing.T) string {
 // backends are the stores the scenarios run on: a bolt file, and Redis.
 var backends = []string{"bolt", "redis"}
 
-// openBackend opens a new store of backend b (see backends) for t, and
+// openBackend opens a new store of backend b (see backends; or "badger",
+// a badger directory, on which TestSDKEndUsers runs too) for t, and
 // returns its key store and a maker of gateways on it, each closed at the
 // end of t.
 func openBackend(t *testing.T, b string) (*keystore.Store, func(gateway.Options) (*gateway.Gateway, error)) {
@@ -461,6 +474,13 @@ func openBackend(t *testing.T, b string) (*keystore.Store, func(gateway.Options)
 		}
 		t.Cleanup(func() { bolt.Close() })
 		db = bolt
+	case "badger":
+		bdb, err := ratestore.Open(t.TempDir()+"/gateway.badger", ratestore.Options{Backend: badger.Backend})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { bdb.Close() })
+		db = bdb
 	case "redis":
 		srv := redistest.Start(t)
 		rdb, err := redisstore.Open(context.Background(), srv.URL(), redisstore.Options{Timeout: 10 * time.Second})
