@@ -245,7 +245,13 @@ func (api *API) key(ctx context.Context, id string) (Key, error) {
 	if err != nil {
 		return Key{}, err
 	}
-	return api.withReserved(NewKey(k, u)), nil
+	mu, err := api.keys.ModelUsage(ctx, id)
+	if err != nil {
+		return Key{}, err
+	}
+	a := NewKey(k, u)
+	a.ModelUsage = modelUsageOf(k.Policy, mu)
+	return api.withReserved(a), nil
 }
 
 // withReserved sets a's reserved tokens: those of the key's requests in

@@ -32,6 +32,30 @@ type EndUsers struct {
 	Required          bool            `json:"required"`
 }
 
+// ModelUsage is the usage of one of a key's model limits
+// (keystore.Store.ModelUsage): its windows and budgets with what they
+// hold, and its requests in flight where it caps them.
+type ModelUsage struct {
+	Models   []string `json:"models"`
+	Windows  []Window `json:"windows"`
+	Binding  int      `json:"binding"` // the index in Windows of the binding window; -1: none
+	Budgets  []Budget `json:"budgets"`
+	InFlight int      `json:"in_flight"`
+}
+
+// modelUsageOf is the usage us of p's model limits, as a Key shows it.
+func modelUsageOf(p keystore.Policy, us []keystore.Usage) []ModelUsage {
+	if len(us) != len(p.ModelLimits) || len(us) == 0 {
+		return nil // the policy changed between the two reads: left out
+	}
+	out := make([]ModelUsage, len(us))
+	for i, u := range us {
+		out[i] = ModelUsage{Models: append([]string{}, p.ModelLimits[i].Models...), Windows: windowsOf(u), Binding: u.Binding,
+			Budgets: budgetsOf(u), InFlight: u.InFlight}
+	}
+	return out
+}
+
 // modelLimitsOf is p's model limits as a Key or Team shows them: nil
 // for none.
 func modelLimitsOf(p keystore.Policy) []ModelLimit {

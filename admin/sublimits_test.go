@@ -37,6 +37,9 @@ func TestSubLimitsAPI(t *testing.T) {
 	ml := key["model_limits"].([]any)[0].(map[string]any)
 	require.Equal(t, "5h0m0s", ml["windows"].([]any)[0].(map[string]any)["window"])
 	require.Equal(t, true, key["end_users"].(map[string]any)["required"])
+	mu := key["model_usage"].([]any)[0].(map[string]any)
+	require.Equal(t, []any{"gpt-4o*"}, mu["models"])
+	require.EqualValues(t, 100, mu["windows"].([]any)[0].(map[string]any)["remaining"])
 
 	for _, c := range []struct{ body, msg string }{
 		{`{"model_limits":[{"windows":[{"limit":1,"window":"1h"}]}]}`, "model_limits[0].models: empty"},

@@ -29,12 +29,15 @@ type Key struct {
 	MaxConcurrent     int          `json:"max_concurrent"`         // 0: no limit
 	ModelLimits       []ModelLimit `json:"model_limits,omitempty"` // left out for none
 	EndUsers          *EndUsers    `json:"end_users,omitempty"`    // left out for none
-	ExpiresAt         *time.Time   `json:"expires_at"`             // null: never
-	Disabled          bool         `json:"disabled"`
-	LifetimeTokens    int64        `json:"lifetime_tokens"`
-	LastUsed          *time.Time   `json:"last_used"`  // null: never
-	CreatedAt         *time.Time   `json:"created_at"` // null: unknown (an imported key)
-	InFlight          int          `json:"in_flight"`  // requests admitted and not finished
+	// ModelUsage is the usage of each model limit, in their order: in the
+	// answers about one key (GET /admin/keys/{id}), not in pages of keys.
+	ModelUsage     []ModelUsage `json:"model_usage,omitempty"`
+	ExpiresAt      *time.Time   `json:"expires_at"` // null: never
+	Disabled       bool         `json:"disabled"`
+	LifetimeTokens int64        `json:"lifetime_tokens"`
+	LastUsed       *time.Time   `json:"last_used"`  // null: never
+	CreatedAt      *time.Time   `json:"created_at"` // null: unknown (an imported key)
+	InFlight       int          `json:"in_flight"`  // requests admitted and not finished
 	// ReservedTokens are the tokens this process's requests of the key in
 	// flight hold (keystore.Store.Reserved), counted in every window's used
 	// until they finish: the part of used not yet charged. 0 where no

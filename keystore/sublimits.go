@@ -406,7 +406,8 @@ func (c *call) finishSubs(b batch, now int64, team bool) error {
 }
 
 // EndUserUsage reports the usage of end user name of key id as Usage
-// reports a key's: under the key's Policy.EndUsers, or, when the key has
+// reports a key's (its requests in flight counted where the end users'
+// limits cap them, as ModelUsage counts them): under the key's Policy.EndUsers, or, when the key has
 // no end-user limits, under its team's. A key (and team) without them
 // reports a Usage with no window (Binding -1). It reads states only: an
 // end user never seen has an empty usage, and is not an error.
@@ -440,4 +441,32 @@ func (s *Store) EndUserUsage(ctx context.Context, id, name string) (Usage, error
 	defer c.free()
 	err = s.usageFor(c, &c.direct, endUserID(owner, name), sp.pol)
 	return c.u, err
+}
+
+// ModelUsage reports the usage of each of key id's model limits
+// (Policy.ModelLimits, in their order) as Usage reports a key's: their
+// windows, budgets and requests in flight (counted where the limit caps
+// them: one without MaxConcurrent takes no slot). A key without model
+// limits reports none.
+func (s *Store) ModelUsage(ctx context.Context, id string) ([]Usage, error) {
+	e, err := s.settled(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	pol := e.rec.pol
+	e.mu.Unlock()
+	if len(pol.models) == 0 {
+		return nil, nil
+	}
+	c := s.newCall(ctx, nil)
+	defer c.free()
+	us := make([]Usage, len(pol.models))
+	for i, m := range pol.models {
+		if err := s.usageFor(c, &c.direct, id+modelPrefix+m.models, m.pol); err != nil {
+			return nil, err
+		}
+		us[i] = c.u
+	}
+	return us, nil
 }

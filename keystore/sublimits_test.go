@@ -58,6 +58,12 @@ func TestModelLimits(t *testing.T) {
 		_, err = e.ks.Admit(ctx, s, keystore.Request{Model: "gpt-4o", Reserve: 40})
 		require.ErrorAs(t, err, &d, "61 used, 40 more is over 100")
 		e.admit(s, keystore.Request{Model: "gpt-4o", Reserve: 39})
+		mu, err := e.ks.ModelUsage(ctx, k.ID)
+		require.NoError(t, err)
+		require.Len(t, mu, 2)
+		require.EqualValues(t, 100, mu[0].Used, "61 charged and 39 held")
+		require.Zero(t, mu[0].InFlight, "a limit without max_concurrent takes no slot: it counts none")
+		require.EqualValues(t, 51, mu[1].Used, "the mini entry: 50 and 1")
 	})
 }
 

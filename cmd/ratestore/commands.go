@@ -42,7 +42,9 @@ none), "model_limits": [{"models", "windows": [{"limit", "window", "bucket"}],
 "budgets": [{"limit_usd", "window" or "period", "timezone"}],
 "requests_per_minute", "max_concurrent"}, ...] (left out for none),
 "end_users" ({"windows", "budgets", "requests_per_minute", "max_concurrent",
-"required"}, the limits of each end user; left out for none)}: the key as the gateway's admin API answers it. Money is USD as a decimal number, exact to 1e-9. "used" includes
+"required"}, the limits of each end user; left out for none), "model_usage"
+([{"models", "windows", "binding", "budgets", "in_flight"}, ...]: each model
+limit's usage, for one key, not in lists)}: the key as the gateway's admin API answers it. Money is USD as a decimal number, exact to 1e-9. "used" includes
 the tokens reserved by requests in flight and may exceed "limit"; "spent_usd"
 the cost they reserved.`
 
