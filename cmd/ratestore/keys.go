@@ -232,7 +232,7 @@ func writeKey(w io.Writer, a admin.Key, now time.Time) {
 	}
 	fmt.Fprintf(tw, "status:\t%s\n", keyStatus(a, now))
 	writePolicy(tw, a.RequestsPerMinute, a.MaxConcurrent, a.Models)
-	writeSubs(tw, a.ModelLimits, a.EndUsers)
+	writeSubs(tw, a.ModelLimits, a.ModelUsage, a.EndUsers)
 	tw.Flush()
 	writeWindows(w, a.Windows, now)
 }
@@ -248,7 +248,7 @@ func writeUsage(w io.Writer, a admin.Key, now time.Time) {
 		writeBinding(tw, a.Windows, a.Binding, now)
 	}
 	writePolicy(tw, a.RequestsPerMinute, a.MaxConcurrent, a.Models)
-	writeSubs(tw, a.ModelLimits, a.EndUsers)
+	writeSubs(tw, a.ModelLimits, a.ModelUsage, a.EndUsers)
 	tw.Flush()
 	writeWindows(w, a.Windows, now)
 }

@@ -232,11 +232,18 @@ func setWindow(ws []keystore.Window, w windowFlag) []keystore.Window {
 	return ws
 }
 
-// writeSubs writes a policy's model limits and end users as "field:
-// value" lines, after writePolicy's: nothing for a policy without them.
-func writeSubs(tw io.Writer, ms []admin.ModelLimit, u *admin.EndUsers) {
-	for _, m := range ms {
-		fmt.Fprintf(tw, "model limit:\t%s: %s\n", strings.Join(m.Models, ","), limitsText(m.Windows, m.Budgets, m.RequestsPerMinute, m.MaxConcurrent))
+// writeSubs writes a policy's model limits, with their usage mu when
+// known, and its end users as "field: value" lines, after writePolicy's:
+// nothing for a policy without them.
+func writeSubs(tw io.Writer, ms []admin.ModelLimit, mu []admin.ModelUsage, u *admin.EndUsers) {
+	for i, m := range ms {
+		text := limitsText(m.Windows, m.Budgets, m.RequestsPerMinute, m.MaxConcurrent)
+		if i < len(mu) {
+			for _, w := range mu[i].Windows {
+				text += fmt.Sprintf("; %d used in %s", w.Used, short(length(w.Window)))
+			}
+		}
+		fmt.Fprintf(tw, "model limit:\t%s: %s\n", strings.Join(m.Models, ","), text)
 	}
 	if u == nil {
 		return

@@ -157,7 +157,7 @@ func writeTeam(w io.Writer, a admin.Team, now time.Time) {
 	fmt.Fprintf(tw, "keys:\t%d (ratestore keys list --team %s)\n", a.KeyCount, a.ID)
 	fmt.Fprintf(tw, "in flight:\t%d\n", a.InFlight)
 	writePolicy(tw, a.RequestsPerMinute, a.MaxConcurrent, a.Models)
-	writeSubs(tw, a.ModelLimits, a.EndUsers)
+	writeSubs(tw, a.ModelLimits, nil, a.EndUsers)
 	tw.Flush()
 	writeWindows(w, a.Windows, now)
 	if len(a.Budgets) > 0 {
