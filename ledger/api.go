@@ -90,6 +90,7 @@ type Page struct {
 // of its key and team, by reason, and not entered in the ledger.
 type Refusal struct {
 	Key, Team, Model string
+	EndUser          string // as Entry.EndUser; "": none
 	Reason           string // keystore.Denial.Reason
 }
 

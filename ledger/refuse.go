@@ -50,6 +50,9 @@ func (l *Ledger) Refused(ctx context.Context, r Refusal) error {
 	if err := checkID("team", r.Team, false); err != nil {
 		return err
 	}
+	if err := checkEndUser(r.EndUser); err != nil {
+		return err
+	}
 	if l.opts.ReadOnly {
 		return ErrReadOnly
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/internal/sat"
+	"github.com/ratestore/ratestore/internal/text"
 	"github.com/ratestore/ratestore/keystore"
 )
 
@@ -82,6 +83,9 @@ func (l *Ledger) Note(e Entry) (*Note, error) {
 	if err := checkID("team", e.Team, false); err != nil {
 		return nil, err
 	}
+	if err := checkEndUser(e.EndUser); err != nil {
+		return nil, err
+	}
 	if l.opts.ReadOnly {
 		return nil, ErrReadOnly
 	}
@@ -95,6 +99,19 @@ func checkID(field, id string, required bool) error {
 		return fmt.Errorf("ledger: entry without a %s: %w", field, ErrInvalid)
 	case len(id) > maxID || strings.Contains(id, "/"):
 		return fmt.Errorf("ledger: %s %.40q: want at most %d bytes and no \"/\": %w", field, id, maxID, ErrInvalid)
+	}
+	return nil
+}
+
+// MaxEndUser is the longest end user's name, in bytes.
+const MaxEndUser = 256
+
+// checkEndUser refuses an end user that is not at most MaxEndUser bytes
+// of printable UTF-8, as the gateway does (400): the name is a part of
+// the directory's record keys, which no control character may break.
+func checkEndUser(endUser string) error {
+	if p := text.Problem(endUser, MaxEndUser); p != "" {
+		return fmt.Errorf("ledger: end user %.40q %s: want at most %d bytes of printable UTF-8: %w", endUser, p, MaxEndUser, ErrInvalid)
 	}
 	return nil
 }
