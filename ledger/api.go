@@ -67,6 +67,7 @@ type Spend struct {
 // RequestQuery selects entries, newest first.
 type RequestQuery struct {
 	Key, Team, Model string    // filters; "" matches all
+	EndUser          string    // a filter: the entries naming this end user; "" matches all
 	Status           int       // 0: any
 	From, To         time.Time // [From, To); zero: the retention's start, and now
 	Limit            int       // 1 to MaxLimit; 0: 100

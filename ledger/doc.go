@@ -103,7 +103,7 @@
 // entries reads none. A day is read block by block, skipping the blocks
 // whose table lacks the key, team or model asked for (checked in place,
 // without decoding the table), latest first, until the page is full. A
-// filter on the model or status alone has no such index: a page reads
+// filter on the model, end user or status alone has no such index: a page reads
 // days until it is full or has read 64 MiB of entries, and then ends,
 // with fewer entries than asked for, maybe none, and a cursor to go on.
 // Paging on, a query reads only the days older than its cursor.

@@ -181,5 +181,12 @@ func TestSpendAndRequests(t *testing.T) {
 		require.Equal(t, newestFirst(entries, func(x ledger.Entry) bool {
 			return x.Team == "team_000000000000000a" && x.Model == models[2] && x.Time.Before(mid)
 		}), byTeam)
+		for _, u := range endUsers[2:] {
+			byUser := pages(t, e, ledger.RequestQuery{EndUser: u, From: entries[0].Time, To: to, Limit: 7})
+			require.Equal(t, newestFirst(entries, func(x ledger.Entry) bool { return x.EndUser == u }), byUser, u)
+			require.NotEmpty(t, byUser)
+			byKeyUser := pages(t, e, ledger.RequestQuery{Key: keys[1], EndUser: u, Model: models[0], From: entries[0].Time, To: to, Limit: 1000})
+			require.Equal(t, newestFirst(entries, func(x ledger.Entry) bool { return x.EndUser == u && x.Key == keys[1] && x.Model == models[0] }), byKeyUser, u)
+		}
 	})
 }
