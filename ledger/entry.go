@@ -45,7 +45,6 @@ type entryJSON struct {
 	Model      string      `json:"model"`
 	Route      string      `json:"route"`
 	Upstream   string      `json:"upstream,omitempty"`
-	EndUser    string      `json:"end_user,omitempty"`
 	Status     int         `json:"status"`
 	LatencyMS  int64       `json:"latency_ms"`
 	Input      int64       `json:"input_tokens"`
@@ -55,6 +54,10 @@ type entryJSON struct {
 	Reasoning  int64       `json:"reasoning_tokens"`
 	Cost       pricing.USD `json:"cost_usd"`
 	Estimated  bool        `json:"estimated"`
+	// EndUser is last: the CSV of GET /admin/requests, whose columns are
+	// these fields in this order, keeps the places of the columns it had
+	// before entries named end users.
+	EndUser string `json:"end_user,omitempty"`
 }
 
 // TimeFormat is the layout of an Entry's time in JSON and CSV.

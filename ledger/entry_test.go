@@ -14,8 +14,8 @@ import (
 )
 
 // TestEntryJSON: an entry's JSON names its upstream after its route and
-// its end user after that, and leaves them out when "", as it does the
-// team; all read back.
+// its end user last, and leaves them out when "", as it does the team;
+// all read back.
 func TestEntryJSON(t *testing.T) {
 	en := ledger.Entry{Time: t0.Add(1234 * time.Millisecond), RequestID: "req_1", Key: "key_1", Model: "gpt-4o",
 		Route: "/v1/chat/completions", Upstream: "azure-east", Status: 200, Latency: 1500 * time.Millisecond,
@@ -26,8 +26,8 @@ func TestEntryJSON(t *testing.T) {
 	for _, c := range []struct{ upstream, endUser, json string }{
 		{"azure-east", "", head + `"upstream":"azure-east",` + tail},
 		{"", "", head + tail},
-		{"azure-east", "u-17", head + `"upstream":"azure-east","end_user":"u-17",` + tail},
-		{"", "u-17", head + `"end_user":"u-17",` + tail},
+		{"azure-east", "u-17", head + `"upstream":"azure-east",` + strings.TrimSuffix(tail, "}") + `,"end_user":"u-17"}`},
+		{"", "u-17", head + strings.TrimSuffix(tail, "}") + `,"end_user":"u-17"}`},
 	} {
 		en.Upstream, en.EndUser = c.upstream, c.endUser
 		b, err := json.Marshal(en)
