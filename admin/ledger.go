@@ -56,8 +56,11 @@ type SpendRow struct {
 	Key   *string `json:"key,omitempty"`
 	Team  *string `json:"team,omitempty"`
 	Model *string `json:"model,omitempty"`
-	Day   *string `json:"day,omitempty"`  // the UTC date: "2026-11-26"
-	Hour  *string `json:"hour,omitempty"` // the hour's start, RFC 3339 in UTC: "2026-11-26T14:00:00Z"
+	// EndUser: the end user the requests named ("" for those that named
+	// none, the key's own traffic).
+	EndUser *string `json:"end_user,omitempty"`
+	Day     *string `json:"day,omitempty"`  // the UTC date: "2026-11-26"
+	Hour    *string `json:"hour,omitempty"` // the hour's start, RFC 3339 in UTC: "2026-11-26T14:00:00Z"
 	// Other: the row adds up the groups past the query's limit (ranked by
 	// cost over the range); its grouped dimensions but time read "(other)".
 	Other bool `json:"other,omitempty"`
@@ -75,6 +78,8 @@ func (r SpendRow) Dimension(name string) (string, bool) {
 		v = r.Team
 	case ledger.ByModel:
 		v = r.Model
+	case ledger.ByEndUser:
+		v = r.EndUser
 	case ledger.ByDay:
 		v = r.Day
 	case ledger.ByHour:
@@ -126,6 +131,8 @@ func NewSpend(s ledger.Spend) Spend {
 				row.Team = &r.Team
 			case ledger.ByModel:
 				row.Model = &r.Model
+			case ledger.ByEndUser:
+				row.EndUser = &r.EndUser
 			case ledger.ByDay:
 				day := r.Day.UTC().Format(time.DateOnly)
 				row.Day = &day
@@ -188,9 +195,11 @@ func (s Spend) WriteCSV(w io.Writer) error {
 }
 
 // RequestColumns are the CSV columns of GET /admin/requests: the fields
-// of ledger.Entry's JSON, in its order.
+// of ledger.Entry's JSON, in its order. end_user is last: the columns
+// before it keep the places they had before entries named end users, for
+// the scripts that read them by place.
 var RequestColumns = []string{"time", "request_id", "key", "team", "model", "route", "upstream", "status", "latency_ms",
-	"input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens", "cost_usd", "estimated"}
+	"input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens", "cost_usd", "estimated", "end_user"}
 
 // WriteCSV writes p as GET /admin/requests answers it to Accept: text/csv:
 // a header of RequestColumns, then a record per entry, each value as in
@@ -206,7 +215,7 @@ func (p Requests) WriteCSV(w io.Writer) error {
 			e.Time.UTC().Format(ledger.TimeFormat), csvText(e.RequestID), csvText(e.Key), csvText(e.Team),
 			csvText(e.Model), csvText(e.Route), csvText(e.Upstream), n(int64(e.Status), 10), n(e.Latency.Milliseconds(), 10),
 			n(t.Input, 10), n(t.Output, 10), n(t.CacheRead, 10), n(t.CacheWrite, 10), n(t.Reasoning, 10),
-			e.Cost.String(), strconv.FormatBool(e.Estimated),
+			e.Cost.String(), strconv.FormatBool(e.Estimated), csvText(e.EndUser),
 		})
 	}
 	cw.Flush()
@@ -249,15 +258,17 @@ func (e *ParamError) Unwrap() error { return backend.ErrInvalid }
 // is refused, so that a misspelt filter (?modle=gpt-4o) is an error
 // rather than an answer about every model.
 var (
-	spendParams   = []string{"from", "to", "group_by", "key", "team", "model", "limit"}
-	requestParams = []string{"key", "team", "model", "status", "from", "to", "limit", "cursor"}
+	spendParams   = []string{"from", "to", "group_by", "key", "team", "model", "end_user", "limit"}
+	requestParams = []string{"key", "team", "model", "end_user", "status", "from", "to", "limit", "cursor"}
 )
 
 // ParseSpendQuery reads the query of GET /admin/spend: from and to (see
 // parseWhen; left out, the ledger's default, the last 30 days), group_by
-// (repeatable, each value a comma-separated list of key, team, model, day
-// or hour) and the filters key, team and model. A parameter with an empty
-// value is as if left out. Its errors are ParamErrors.
+// (repeatable, each value a comma-separated list of key, team, model,
+// end_user, day or hour) and the filters key, team, model and end_user. A
+// parameter with an empty value is as if left out. Its errors are
+// ParamErrors; end_user with model (grouped or filtered) is the ledger's
+// to refuse (a ledger.QueryError).
 func ParseSpendQuery(v url.Values) (ledger.SpendQuery, error) {
 	var q ledger.SpendQuery
 	if err := checkParams(v, spendParams, "group_by"); err != nil {
@@ -273,12 +284,12 @@ func ParseSpendQuery(v url.Values) (ledger.SpendQuery, error) {
 	if q.Limit, err = intParam(v, "limit", 1, ledger.MaxLimit, "a number of groups"); err != nil {
 		return q, err
 	}
-	q.Key, q.Team, q.Model = v.Get("key"), v.Get("team"), v.Get("model")
+	q.Key, q.Team, q.Model, q.EndUser = v.Get("key"), v.Get("team"), v.Get("model"), v.Get("end_user")
 	return q, nil
 }
 
 // ParseRequestQuery reads the query of GET /admin/requests: the filters
-// key, team, model and status (an HTTP status), from and to as for
+// key, team, model, end_user and status (an HTTP status), from and to as for
 // ParseSpendQuery (left out: the ledger's whole retention), limit (1 to
 // ledger.MaxLimit; left out, 100) and cursor (a page's next_cursor). A
 // parameter with an empty value is as if left out. Its errors are
@@ -300,6 +311,7 @@ func ParseRequestQuery(v url.Values) (ledger.RequestQuery, error) {
 		return q, err
 	}
 	q.Key, q.Team, q.Model, q.Cursor = v.Get("key"), v.Get("team"), v.Get("model"), v.Get("cursor")
+	q.EndUser = v.Get("end_user")
 	return q, nil
 }
 
@@ -362,8 +374,8 @@ func parseGroupBy(values []string) ([]string, error) {
 		for part := range strings.SplitSeq(v, ",") {
 			part = strings.TrimSpace(part)
 			switch {
-			case !slices.Contains([]string{ledger.ByKey, ledger.ByTeam, ledger.ByModel, ledger.ByDay, ledger.ByHour}, part):
-				return nil, &ParamError{Param: "group_by", Msg: fmt.Sprintf("%.40q: want key, team, model, day or hour", part)}
+			case !slices.Contains([]string{ledger.ByKey, ledger.ByTeam, ledger.ByModel, ledger.ByEndUser, ledger.ByDay, ledger.ByHour}, part):
+				return nil, &ParamError{Param: "group_by", Msg: fmt.Sprintf("%.40q: want key, team, model, end_user, day or hour", part)}
 			case slices.Contains(by, part):
 				return nil, &ParamError{Param: "group_by", Msg: fmt.Sprintf("%q given twice", part)}
 			}

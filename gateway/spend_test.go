@@ -311,13 +311,13 @@ func TestAdminSpendCSV(t *testing.T) {
 	require.Equal(t, p.NextCursor, resp.Header.Get(admin.NextCursorHeader))
 	require.NotEmpty(t, p.NextCursor)
 	require.Equal(t, []string{"2026-01-18T12:00:02.000Z", p.Requests[0].RequestID, *k, "", "'" + evil, p.Requests[0].Route, "/", "200",
-		jsonInt(p.Requests[0].Latency.Milliseconds()), "400", "100", "600", "0", "200", "0", "false"}, recs[1])
+		jsonInt(p.Requests[0].Latency.Milliseconds()), "400", "100", "600", "0", "200", "0", "false", ""}, recs[1])
 	_, recs = getCSV(t, e, "/admin/requests?cursor="+url.QueryEscape(p.NextCursor))
 	require.Len(t, recs, 2)
 	require.Equal(t, "0.001925", recs[1][14])
 
 	// The columns are the JSON's fields, in order.
-	b, err := json.Marshal(ledger.Entry{Team: "t", Upstream: "u"})
+	b, err := json.Marshal(ledger.Entry{Team: "t", Upstream: "u", EndUser: "e"})
 	require.NoError(t, err)
 	dec := json.NewDecoder(bytes.NewReader(b))
 	_, err = dec.Token() // {
@@ -343,12 +343,12 @@ func TestAdminSpendBadParams(t *testing.T) {
 		"/admin/spend?from=2026-01-19&to=2026-01-18":    "from: 2026-01-19T00:00:00Z is not before to 2026-01-18T00:00:00Z",
 		"/admin/spend?from=1990-01-01":                  "from: 1990-01-01T00:00:00Z: a range of",
 		"/admin/spend?from=2027-01-01":                  "from: 2027-01-01T00:00:00Z is not before to",
-		"/admin/spend?group_by=week":                    `group_by: "week": want key, team, model, day or hour`,
+		"/admin/spend?group_by=week":                    `group_by: "week": want key, team, model, end_user, day or hour`,
 		"/admin/spend?group_by=key,":                    `group_by: "": want key`,
 		"/admin/spend?group_by=key&group_by=key":        `group_by: "key" given twice`,
 		"/admin/spend?group_by=day,hour":                "group_by: day and hour: choose one",
 		"/admin/spend?key=a&key=b":                      "key: given more than once",
-		"/admin/spend?frm=2026-01-01":                   `unknown parameter "frm": the parameters are from, to, group_by, key, team, model`,
+		"/admin/spend?frm=2026-01-01":                   `unknown parameter "frm": the parameters are from, to, group_by, key, team, model, end_user`,
 		"/admin/spend?limit=0":                          `limit: "0": want a number of groups, 1 to 1000`,
 		"/admin/spend?limit=1&cursor=x":                 `unknown parameter "cursor"`,
 		"/admin/spend?a=%zz":                            "the query does not parse",
@@ -360,7 +360,7 @@ func TestAdminSpendBadParams(t *testing.T) {
 		"/admin/requests?cursor=bogus":                  `cursor: "bogus": not one this ledger gave`,
 		"/admin/requests?from=2026-01-18T25:00:00Z":     `from: "2026-01-18T25:00:00Z"`,
 		"/admin/requests?to=2026-01-18&from=2026-01-18": "from: 2026-01-18T00:00:00Z is not before to",
-		"/admin/requests?group_by=key":                  `unknown parameter "group_by": the parameters are key, team, model, status, from, to, limit, cursor`,
+		"/admin/requests?group_by=key":                  `unknown parameter "group_by": the parameters are key, team, model, end_user, status, from, to, limit, cursor`,
 		"/admin/requests?model=a&model=b":               "model: given more than once",
 	} {
 		m := e.adminFails("GET", query, nil, http.StatusBadRequest, "invalid_parameter", want)

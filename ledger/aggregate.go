@@ -39,6 +39,18 @@ type aggregator struct {
 	// group: all ones for a dimension grouped by, zero for another.
 	grouped [3]uint32
 	timed   int64
+	// endUsers: the query is of end users, held where the model would be
+	// (see endUserQuery).
+	endUsers bool
+}
+
+// modelOf is what an entry or a refusal counts as its model: its end
+// user in a query of end users.
+func (a *aggregator) modelOf(model, endUser string) string {
+	if a.endUsers {
+		return endUser
+	}
+	return model
 }
 
 func newAggregator(q SpendQuery, top map[[3]string]bool) *aggregator {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -56,7 +57,7 @@ func encodeBlock(first uint32, items []item) []byte {
 		body = binary.AppendVarint(body, millis(e.Time)-ms)
 		seq, ms = it.seq, millis(e.Time)
 		body = appendString(body, e.RequestID)
-		for _, v := range [...]uint64{ref(e.Key), opt(e.Team), ref(e.Model), ref(e.Route), opt(e.Upstream)} {
+		for _, v := range [...]uint64{ref(e.Key), opt(e.Team), ref(e.Model), ref(e.Route), opt(e.Upstream), opt(e.EndUser)} {
 			body = binary.AppendUvarint(body, v)
 		}
 		body = appendEntryCounts(body, e)
@@ -96,7 +97,7 @@ func appendEntryCounts(b []byte, e *Entry) []byte {
 // query, not one per block.
 type blockReader struct {
 	r      reader
-	nrefs  int      // the table references of an entry: 5, or 4 in a block of version 1 (no upstream)
+	nrefs  int      // the table references of an entry: 6; 5 in a block of version 2 (no end user), 4 in one of version 1 (nor upstream)
 	base   int64    // the first entry's time, Unix ms
 	last   int64    // the latest entry's
 	raw    []byte   // the string table, encoded
@@ -115,8 +116,10 @@ func openBlock(v []byte, in *interner) (*blockReader, error) {
 	switch r.byte() {
 	case blockVersion:
 		br.nrefs = len(head{}.refs)
-	case 1: // before upstreams
+	case 2: // before end users
 		br.nrefs = len(head{}.refs) - 1
+	case 1: // before upstreams
+		br.nrefs = len(head{}.refs) - 2
 	default:
 		return nil, fmt.Errorf("%w: block version", errCorrupt)
 	}
@@ -138,7 +141,7 @@ type head struct {
 	seq    uint32
 	ms     int64
 	reqID  []byte    // encoded
-	refs   [5]uint64 // key, team+1 (0: none), model, route, upstream+1 (0: none; always in a block of version 1)
+	refs   [6]uint64 // key, team+1 (0: none), model, route, upstream+1, end-user+1 (0: none; always in blocks of the versions without them)
 	status int
 }
 
@@ -175,7 +178,7 @@ func (br *blockReader) walk(first uint32, keep func(h *head) bool, full func(h *
 		}
 		e.Time, e.RequestID, e.Status = time.UnixMilli(ms).UTC(), decodeString(h.reqID), h.status
 		e.Key, e.Team, e.Model, e.Route = br.str(h.refs[0], 0), br.str(h.refs[1], 1), br.str(h.refs[2], 0), br.str(h.refs[3], 0)
-		e.Upstream = br.str(h.refs[4], 1)
+		e.Upstream, e.EndUser = br.str(h.refs[4], 1), br.str(h.refs[5], 1)
 		br.counts(&e)
 		if r.err == nil {
 			full(&h, &e)
@@ -237,35 +240,43 @@ func (br *blockReader) counts(e *Entry) {
 
 // appendSingle appends the block of one entry, e with seq first, as
 // encodeBlock would with a table in the order key, model, route, team,
-// upstream (the last two when not ""). The upstream comes last: a
-// query's filter finds a key, team or model at its first place in the
-// table, which an upstream of the same name must not take.
+// upstream, end user (the last three when not "", the end user only when
+// no string before it is the same). The upstream and the end user come
+// last: a query's filter finds a key, team or model at its first place in
+// the table, which an upstream of the same name must not take; and a
+// filter on the end user finds the first place of its name, which must be
+// the one the entry refers to, as in a block's table, where each string
+// is once.
 func appendSingle(b []byte, e *Entry) []byte {
 	b = append(b, blockVersion)
 	b = binary.AppendVarint(b, millis(e.Time))
 	b = append(b, 0) // its last entry is its first
-	n, team, upstream := byte(3), byte(0), byte(0)
-	if e.Team != "" {
+	strs := [6]string{e.Key, e.Model, e.Route}
+	n := byte(3)
+	opt := func(s string) byte { // its index + 1, 0 for none
+		if s == "" {
+			return 0
+		}
 		n++
-		team = n // its index + 1
+		strs[n-1] = s
+		return n
 	}
-	if e.Upstream != "" {
-		n++
-		upstream = n
+	team, upstream := opt(e.Team), opt(e.Upstream)
+	endUser := byte(0)
+	if e.EndUser != "" {
+		if i := slices.Index(strs[:n], e.EndUser); i >= 0 {
+			endUser = byte(i + 1)
+		} else {
+			endUser = opt(e.EndUser)
+		}
 	}
 	b = append(b, n)
-	b = appendString(b, e.Key)
-	b = appendString(b, e.Model)
-	b = appendString(b, e.Route)
-	if e.Team != "" {
-		b = appendString(b, e.Team)
-	}
-	if e.Upstream != "" {
-		b = appendString(b, e.Upstream)
+	for _, s := range strs[:n] {
+		b = appendString(b, s)
 	}
 	b = append(b, 1, 0, 0) // one entry, at offset 0, at the base time
 	b = appendString(b, e.RequestID)
-	b = append(b, 0, team, 1, 2, upstream)
+	b = append(b, 0, team, 1, 2, upstream, endUser)
 	return appendEntryCounts(b, e)
 }
 

@@ -107,15 +107,44 @@ func TestBlockVersion1(t *testing.T) {
 	require.Equal(t, []item{{7, e}, {8, e}}, records(t, chunkOf(single, single), 7, 'c'))
 	require.Equal(t, []item{{256, e}, {300, f}}, records(t, block, 256, 'b'))
 
-	require.Len(t, appendSingle(nil, &e), len(single)+1, "upstream+1, 0")
+	require.Len(t, appendSingle(nil, &e), len(single)+2, "upstream+1 and end-user+1, 0")
+	require.Len(t, encodeBlock(256, []item{{256, e}, {300, f}}), len(block)+4)
+}
+
+// v2Single and v2Block are blocks of version 2, as the code before end
+// users encoded seedEntries, e naming upstream openai-a: e alone, and e
+// at seq 256 with f at 300.
+const (
+	v2Single = "02f6a1abfef9620005010123456789abcdef00066770742d346f00106368617420636f6d706c6574696f6e73020123456789abcdef" +
+		"00086f70656e61692d61010000030123456789abcdef000401020500dc0b010102030405959aef3a"
+	v2Block = "02f6a1abfef9620006010123456789abcdef020123456789abcdef00066770742d346f00106368617420636f6d706c6574696f6e73" +
+		"00086f70656e61692d610006636c61756465020000030123456789abcdef000202030500dc0b010102030405959aef3a2ccf0f030123456789" +
+		"abcdef000005030000dc0b010102030405959aef3a"
+)
+
+// TestBlockVersion2 reads the blocks that the code before end users
+// stored: their entries with EndUser "". Written again, the same entries
+// cost a byte more each.
+func TestBlockVersion2(t *testing.T) {
+	e, f := seedEntries()
+	e.Upstream = "openai-a"
+	single, err := hex.DecodeString(v2Single)
+	require.NoError(t, err)
+	block, err := hex.DecodeString(v2Block)
+	require.NoError(t, err)
+	require.Equal(t, []item{{7, e}, {8, e}}, records(t, chunkOf(single, single), 7, 'c'))
+	require.Equal(t, []item{{256, e}, {300, f}}, records(t, block, 256, 'b'))
+
+	require.Len(t, appendSingle(nil, &e), len(single)+1, "end-user+1, 0")
 	require.Len(t, encodeBlock(256, []item{{256, e}, {300, f}}), len(block)+2)
 }
 
-// TestBlockVersions: a block of a version other than 1 and 2 is corrupt.
+// TestBlockVersions: a block of a version other than 1, 2 and 3 is
+// corrupt.
 func TestBlockVersions(t *testing.T) {
 	block, err := hex.DecodeString(v1Block)
 	require.NoError(t, err)
-	for _, v := range []byte{0, 3, 255} {
+	for _, v := range []byte{0, 4, 255} {
 		block[0] = v
 		_, err := openBlock(block, nil)
 		require.ErrorIs(t, err, backend.ErrCorrupt, "version %d", v)
@@ -144,4 +173,36 @@ func TestBlockUpstream(t *testing.T) {
 	br, err := openBlock(appendSingle(nil, &e), nil)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), br.index(appendString(nil, "gpt-4o"), 0), "the model's reference, not the upstream's")
+}
+
+// TestBlockEndUser: an entry's end user, or none, reads back from a
+// chunk and from a block, where a name many entries share is stored
+// once; in a chunk, an end user named as another string of the entry
+// refers to that string's place, the one a filter finds.
+func TestBlockEndUser(t *testing.T) {
+	names := []string{"u-17", "", "u-18", strings.Repeat("é", 128), "gpt-4o", "openai-a"}
+	items := benchItems(300)
+	var singles [][]byte
+	for i := range items {
+		items[i].e.Upstream = "openai-a"
+		items[i].e.EndUser = names[i%len(names)]
+		singles = append(singles, appendSingle(nil, &items[i].e))
+	}
+	require.Equal(t, items, records(t, chunkOf(singles...), 0, 'c'))
+	block := encodeBlock(0, items)
+	require.Equal(t, items, records(t, block, 0, 'b'))
+	require.Equal(t, 1, bytes.Count(block, []byte("u-18")), "a name once in the table")
+
+	e, _ := seedEntries() // its model is gpt-4o
+	for _, name := range []string{"gpt-4o", e.Key, e.Team, "chat completions"} {
+		e.EndUser = name
+		single := appendSingle(nil, &e)
+		br, err := openBlock(single, nil)
+		require.NoError(t, err)
+		var h head
+		require.NoError(t, br.walk(0, func(hh *head) bool { h = *hh; return false }, nil))
+		bias := uint64(1)
+		require.Equal(t, int64(h.refs[5]), br.index(appendString(nil, name), bias), name)
+		require.Equal(t, e, records(t, chunkOf(single), 0, 'c')[0].e, name)
+	}
 }

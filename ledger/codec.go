@@ -20,21 +20,23 @@ import (
 // about 40 bytes at 10k keys.
 //
 //	block  = version base-ms (latest-base)-ms nstrings string* nentries entry*
-//	entry  = seq-delta time-delta(zigzag) request-id(string) key team+1 model route upstream+1
+//	entry  = seq-delta time-delta(zigzag) request-id(string) key team+1 model route upstream+1 end-user+1
 //	         (status-200)(zigzag) latency-ms flags input output cache-read cache-write reasoning cost-nano
 //	string = 0 len bytes | tag 8-bytes  (tag 1..3: "key_", "team_", "req_" and 16 hex digits)
 //	rollup = version nrows (team model totals)*
 //	totals = requests input output cache-read cache-write reasoning cost refused nreasons (reason count)*
 //
-// key, team+1, model, route and upstream+1 are indexes into the block's
-// table; team+1 and upstream+1 are 0 for none, a byte. A block's version
-// is blockVersion, 2; a block of version 1, written before entries named
-// their upstream, has no upstream+1 and is read with Upstream "": both
-// are read, any other version is corrupt. Rollups, summaries and day
-// totals are of codecVersion.
+// key, team+1, model, route, upstream+1 and end-user+1 are indexes into
+// the block's table; team+1, upstream+1 and end-user+1 are 0 for none, a
+// byte. A block's version is blockVersion, 3; a block of version 2,
+// written before entries named their end user, has no end-user+1 and is
+// read with EndUser "", and one of version 1, written before they named
+// their upstream either, has neither: all three are read, any other
+// version is corrupt. Rollups, summaries, day totals and the end-user
+// directory are of codecVersion.
 const (
 	codecVersion = 1
-	blockVersion = 2
+	blockVersion = 3
 )
 
 // errCorrupt is matched by the errors of values that cannot be decoded.

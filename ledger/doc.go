@@ -1,7 +1,7 @@
 // Package ledger keeps a spend ledger in a ratestore backend: an entry
 // per finished request (time, request id, key, team, model, route, the
-// upstream that served it, tokens by type, cost, status, latency, and
-// whether its usage was estimated), and rollups of requests, tokens, cost and refusals by
+// upstream that served it, the end user it named, tokens by type, cost,
+// status, latency, and whether its usage was estimated), and rollups of requests, tokens, cost and refusals by
 // reason per (day, key) and per (day, team), with a row per model. It
 // answers what a team spent last month on which models, and which key is
 // burning through its budget, from the embedded database, without a
@@ -28,6 +28,8 @@
 //	L/e/day/writer/seq"b"   a block: 4096 entries, compacted from their chunks
 //	L/k/day/key/writer      a key's day: a row per team and model
 //	L/t/day/team/writer     a team's day: a row per model
+//	L/u/day/key/writer      a key's day by end user: a row per team and end user, at most 256
+//	L/d/key/enduser         an end user's totals over all time, and its last use: the directory, every writer's
 //	L/s/day/writer/n        a closed day's key rollups per key and team, in a few records
 //	L/m/day/writer/n        the same per key, team and model
 //	L/S/month/writer/n      a month the writer has left: its day summaries added up
@@ -68,13 +70,33 @@
 // refused request's model as (other) unless the key's policy allows it,
 // so that names a key may not use do not take the 256 rows of its rollup.
 //
+// # End users
+//
+// A request may name an end user, the key's own customer; a key may
+// have millions, most seen once, and nothing the ledger keeps grows
+// with them but the entries and the directory. A key's day has a rollup
+// of end users beside its rollup of models, bounded the same: at most 256
+// rows, which are the day's top end users by cost as the day goes (a new
+// end user in a full rollup takes the room of the one of least cost,
+// then requests, whose totals move into the row of end user (other)).
+// The requests that named none are the row of end user "", never moved:
+// the rows add up to the key's day, refusals included. Spend grouped or
+// filtered by end user reads these rollups (with a key asked for, one
+// per day and writer; without, every key's of each day, as there are no
+// summaries of them); by hour, the entries. The directory (L/d) holds
+// each end user's totals since it was first seen, one record for every
+// writer, read, added to and put in the batch of each entry (and of the
+// refusals written), under the key's lock: no write of its own, and
+// nothing of it held in memory. EndUsers pages through a key's end users
+// by name, reading at most a page and one record.
+//
 // # Retention
 //
 // Entries are kept for Options.Retention (90 days by default), in whole
 // UTC days: the days past it are dropped at Open and every hour, a day at
 // a time, by deleting the records under its prefix (a block per 4096
-// entries), not by reading entries. Rollups and summaries are kept for
-// good.
+// entries), not by reading entries. Rollups, summaries and the directory
+// of end users are kept for good.
 //
 // # Read-only
 //
@@ -103,7 +125,7 @@
 // entries reads none. A day is read block by block, skipping the blocks
 // whose table lacks the key, team or model asked for (checked in place,
 // without decoding the table), latest first, until the page is full. A
-// filter on the model or status alone has no such index: a page reads
+// filter on the model, end user or status alone has no such index: a page reads
 // days until it is full or has read 64 MiB of entries, and then ends,
 // with fewer entries than asked for, maybe none, and a cursor to go on.
 // Paging on, a query reads only the days older than its cursor.

@@ -25,6 +25,7 @@ type Entry struct {
 	Model     string    // the model asked for
 	Route     string    // the endpoint's path, ids as "*": "/v1/chat/completions", "/v1beta/models/{model}:generateContent"
 	Upstream  string    // the name of the upstream that answered it ("azure-east"); "": none did (refused), or a gateway of an earlier version
+	EndUser   string    // the key's own customer the request named ("u-17"): at most 256 bytes of printable UTF-8; "": none (the key's own traffic)
 	Tokens    Tokens
 	Cost      pricing.USD
 	Status    int           // the HTTP status the caller got
@@ -35,7 +36,7 @@ type Entry struct {
 // entryJSON is an Entry's JSON shape, that of GET /admin/requests and of
 // the export (package ledger/export): snake_case fields, the time in RFC 3339 with
 // milliseconds, the latency in milliseconds, money as a decimal number
-// of USD. The team and the upstream are left out when "".
+// of USD. The team, the upstream and the end user are left out when "".
 type entryJSON struct {
 	Time       string      `json:"time"`
 	RequestID  string      `json:"request_id"`
@@ -53,6 +54,10 @@ type entryJSON struct {
 	Reasoning  int64       `json:"reasoning_tokens"`
 	Cost       pricing.USD `json:"cost_usd"`
 	Estimated  bool        `json:"estimated"`
+	// EndUser is last: the CSV of GET /admin/requests, whose columns are
+	// these fields in this order, keeps the places of the columns it had
+	// before entries named end users.
+	EndUser string `json:"end_user,omitempty"`
 }
 
 // TimeFormat is the layout of an Entry's time in JSON and CSV.
@@ -63,7 +68,7 @@ func (e Entry) MarshalJSON() ([]byte, error) {
 	t := e.Tokens
 	return json.Marshal(entryJSON{
 		Time: e.Time.UTC().Format(TimeFormat), RequestID: e.RequestID, Key: e.Key, Team: e.Team,
-		Model: e.Model, Route: e.Route, Upstream: e.Upstream, Status: e.Status, LatencyMS: e.Latency.Milliseconds(),
+		Model: e.Model, Route: e.Route, Upstream: e.Upstream, EndUser: e.EndUser, Status: e.Status, LatencyMS: e.Latency.Milliseconds(),
 		Input: t.Input, Output: t.Output, CacheRead: t.CacheRead, CacheWrite: t.CacheWrite, Reasoning: t.Reasoning,
 		Cost: e.Cost, Estimated: e.Estimated,
 	})
@@ -80,7 +85,7 @@ func (e *Entry) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("ledger: entry time: %w", err)
 	}
 	*e = Entry{
-		Time: t.UTC(), RequestID: j.RequestID, Key: j.Key, Team: j.Team, Model: j.Model, Route: j.Route, Upstream: j.Upstream,
+		Time: t.UTC(), RequestID: j.RequestID, Key: j.Key, Team: j.Team, Model: j.Model, Route: j.Route, Upstream: j.Upstream, EndUser: j.EndUser,
 		Tokens: Tokens{Input: j.Input, Output: j.Output, CacheRead: j.CacheRead, CacheWrite: j.CacheWrite, Reasoning: j.Reasoning},
 		Cost:   j.Cost, Status: j.Status, Latency: time.Duration(j.LatencyMS) * time.Millisecond, Estimated: j.Estimated,
 	}

@@ -20,16 +20,19 @@ func seedEntries() (e, f Entry) {
 }
 
 // seeds are values the ledger writes, for the fuzzers to mutate: blocks
-// of version 2, e's naming its upstream and f's not, and of version 1.
+// of version 3, e's naming its upstream and end user and f's neither, and
+// of versions 1 and 2.
 func seeds() [][]byte {
 	e, f := seedEntries()
-	e.Upstream = "openai-a"
+	e.Upstream, e.EndUser = "openai-a", "u-17"
 	rows := []row{{k: rowKey{"team_0123456789abcdef", "gpt-4o"}, Totals: Totals{Requests: 3, Cost: 9, Refused: 2, Reasons: map[string]int64{"window": 2}}}}
 	total := totalOf([]summary{{key: e.Key, team: e.Team, model: e.Model, Totals: rows[0].Totals}, {key: f.Key, model: f.Model, Totals: Totals{Requests: 1}}})
 	v1single, _ := hex.DecodeString(v1Single)
 	v1block, _ := hex.DecodeString(v1Block)
+	v2single, _ := hex.DecodeString(v2Single)
+	v2block, _ := hex.DecodeString(v2Block)
 	return [][]byte{appendSingle(nil, &e), encodeBlock(256, []item{{256, e}, {300, f}}), appendRows(nil, rows), appendDayTotal(nil, total),
-		appendSingle(nil, &f), v1single, v1block}
+		appendSingle(nil, &f), v1single, v1block, v2single, v2block}
 }
 
 // FuzzDecode feeds corrupt values to every decoder: each returns an
@@ -84,7 +87,7 @@ func TestCodecRoundTrip(t *testing.T) {
 	}
 	if len(got) != 2 || got[0].RequestID != "req_0123456789abcdef" || got[1].Team != "" || got[0].Cost != 123456789 ||
 		got[0].Latency != 1500*time.Millisecond || !got[0].Estimated || got[1].Time != got[0].Time.Add(-time.Second) ||
-		got[0].Upstream != "openai-a" || got[1].Upstream != "" {
+		got[0].Upstream != "openai-a" || got[1].Upstream != "" || got[0].EndUser != "u-17" || got[1].EndUser != "" {
 		t.Fatalf("round trip: %+v", got)
 	}
 }

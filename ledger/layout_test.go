@@ -23,7 +23,7 @@ func TestRecordLayout(t *testing.T) {
 			documented = append(documented, p)
 		}
 	}
-	written := []string{entryPrefix, keyPrefix, teamPrefix, summaryPrefix, modelSummaryPrefix,
+	written := []string{entryPrefix, keyPrefix, teamPrefix, endUserPrefix, directoryPrefix, summaryPrefix, modelSummaryPrefix,
 		monthSummaryPrefix, monthModelSummaryPrefix, totalPrefix, writerPrefix, dayPrefix}
 	require.ElementsMatch(t, written, documented, "the records of the package doc, against the prefixes the ledger writes")
 

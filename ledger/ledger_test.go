@@ -167,6 +167,9 @@ var (
 	models = []string{"gpt-4o", "claude-sonnet-4", "gemini-2.5-pro"}
 	// upstreams are the upstreams of a random load's entries, "" for none.
 	upstreams = []string{"openai-a", "", "azure-east"}
+	// endUsers are the end users of a random load's entries, "" for none;
+	// one is named as a model.
+	endUsers = []string{"u-1", "", "u-2", "gpt-4o", "u-3"}
 )
 
 // load records n entries, a few minutes apart, and returns them as
@@ -203,6 +206,7 @@ func randomEntry(r *rand.Rand, i int) ledger.Entry {
 		RequestID: fmt.Sprintf("req_%016x", r.Uint64()), Key: k, Team: teamOf[k], Model: models[r.IntN(len(models))],
 		Route: "/v1/chat/completions", Status: []int{200, 200, 200, 500}[r.IntN(4)], Latency: time.Duration(r.IntN(5000)) * time.Millisecond,
 		Upstream:  upstreams[i%len(upstreams)],
+		EndUser:   endUsers[r.IntN(len(endUsers))],
 		Tokens:    ledger.Tokens{Input: r.Int64N(5000), Output: r.Int64N(900), CacheRead: r.Int64N(3) * 100, CacheWrite: r.Int64N(2) * 7, Reasoning: r.Int64N(50)},
 		Cost:      pricing.USD(r.Int64N(3_000_000)),
 		Estimated: i%17 == 0,

@@ -35,7 +35,7 @@ func (l *Ledger) Requests(ctx context.Context, q RequestQuery) (Page, error) {
 	}
 	for try := 0; ; try++ {
 		sel := &selection{q: q, after: after}
-		for i, s := range []string{q.Key, q.Team, q.Model} {
+		for i, s := range []string{q.Key, q.Team, q.Model, q.EndUser} {
 			if s != "" {
 				sel.want[i] = appendString(nil, s)
 			}
@@ -132,7 +132,7 @@ var errMoved = errors.New("ledger: entries compacted while read")
 type selection struct {
 	q       RequestQuery
 	after   *position
-	want    [3][]byte // the key, team and model asked for, encoded; nil: any
+	want    [4][]byte // the key, team, model and end user asked for, encoded; nil: any
 	top     []candidate
 	writers []string  // candidate.writer's
 	recs    []*record // candidate.rec's
@@ -228,7 +228,7 @@ func (sel *selection) offer(br *blockReader, first uint32, rec *record) error {
 	w := rec.writer
 	return br.walk(first, func(h *head) bool {
 		for i, ref := range refs {
-			if ref >= 0 && h.refs[i] != uint64(ref) {
+			if ref >= 0 && h.refs[wantRef[i]] != uint64(ref) {
 				return false
 			}
 		}
@@ -248,18 +248,22 @@ func (sel *selection) offer(br *blockReader, first uint32, rec *record) error {
 	}, nil)
 }
 
-// refs returns the references in br's table of the key, team and model
-// asked for (-2: none asked), and false when one is not there.
-func (sel *selection) refs(br *blockReader) ([3]int64, bool) {
-	var refs [3]int64
+// wantRef is the place in an entry's head.refs of each string of
+// selection.want: key, team, model, end user.
+var wantRef = [4]int{0, 1, 2, 5}
+
+// refs returns the references in br's table of the key, team, model and
+// end user asked for (-2: none asked), and false when one is not there.
+func (sel *selection) refs(br *blockReader) ([4]int64, bool) {
+	var refs [4]int64
 	for i, s := range sel.want {
 		refs[i] = -2
 		if s == nil {
 			continue
 		}
 		bias := uint64(0)
-		if i == 1 {
-			bias = 1 // a team's reference is its index + 1
+		if i == 1 || i == 3 {
+			bias = 1 // a team's and an end user's reference is its index + 1
 		}
 		if refs[i] = br.index(s, bias); refs[i] < 0 {
 			return refs, false

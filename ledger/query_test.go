@@ -15,14 +15,14 @@ import (
 // want is Spend computed from the entries themselves.
 func want(entries []ledger.Entry, q ledger.SpendQuery) ([]ledger.Row, ledger.Totals) {
 	type gk struct {
-		key, team, model string
-		day              time.Time
+		key, team, model, endUser string
+		day                       time.Time
 	}
 	groups := map[gk]*ledger.Totals{}
 	var total ledger.Totals
 	for _, e := range entries {
 		if e.Time.Before(q.From) || !e.Time.Before(q.To) || q.Key != "" && e.Key != q.Key ||
-			q.Team != "" && e.Team != q.Team || q.Model != "" && e.Model != q.Model {
+			q.Team != "" && e.Team != q.Team || q.Model != "" && e.Model != q.Model || q.EndUser != "" && e.EndUser != q.EndUser {
 			continue
 		}
 		var g gk
@@ -34,6 +34,8 @@ func want(entries []ledger.Entry, q ledger.SpendQuery) ([]ledger.Row, ledger.Tot
 				g.team = e.Team
 			case ledger.ByModel:
 				g.model = e.Model
+			case ledger.ByEndUser:
+				g.endUser = e.EndUser
 			case ledger.ByDay:
 				g.day = e.Time.Truncate(24 * time.Hour)
 			case ledger.ByHour:
@@ -57,10 +59,10 @@ func want(entries []ledger.Entry, q ledger.SpendQuery) ([]ledger.Row, ledger.Tot
 	}
 	var rows []ledger.Row
 	for g, t := range groups {
-		rows = append(rows, ledger.Row{Key: g.key, Team: g.team, Model: g.model, Day: g.day, Totals: *t})
+		rows = append(rows, ledger.Row{Key: g.key, Team: g.team, Model: g.model, EndUser: g.endUser, Day: g.day, Totals: *t})
 	}
 	slices.SortFunc(rows, func(a, b ledger.Row) int {
-		return cmp.Or(a.Day.Compare(b.Day), cmp.Compare(a.Key, b.Key), cmp.Compare(a.Team, b.Team), cmp.Compare(a.Model, b.Model))
+		return cmp.Or(a.Day.Compare(b.Day), cmp.Compare(a.Key, b.Key), cmp.Compare(a.Team, b.Team), cmp.Compare(a.Model, b.Model), cmp.Compare(a.EndUser, b.EndUser))
 	})
 	return rows, total
 }
@@ -80,6 +82,12 @@ var queries = []ledger.SpendQuery{
 	{GroupBy: []string{ledger.ByDay, ledger.ByModel}, Team: "team_000000000000000b", Model: models[1]},
 	{GroupBy: []string{ledger.ByTeam, ledger.ByKey}, Model: models[0]},
 	{Key: keys[4], Team: "team_000000000000000a"},
+	{GroupBy: []string{ledger.ByEndUser}},
+	{GroupBy: []string{ledger.ByKey, ledger.ByEndUser, ledger.ByDay}},
+	{GroupBy: []string{ledger.ByHour, ledger.ByEndUser}, Team: "team_000000000000000a"},
+	{GroupBy: []string{ledger.ByTeam}, EndUser: endUsers[0]},
+	{GroupBy: []string{ledger.ByEndUser, ledger.ByDay}, Key: keys[1]},
+	{EndUser: endUsers[3], Key: keys[0]},
 }
 
 // check asserts that every query of queries, over the whole load and
@@ -181,5 +189,12 @@ func TestSpendAndRequests(t *testing.T) {
 		require.Equal(t, newestFirst(entries, func(x ledger.Entry) bool {
 			return x.Team == "team_000000000000000a" && x.Model == models[2] && x.Time.Before(mid)
 		}), byTeam)
+		for _, u := range endUsers[2:] {
+			byUser := pages(t, e, ledger.RequestQuery{EndUser: u, From: entries[0].Time, To: to, Limit: 7})
+			require.Equal(t, newestFirst(entries, func(x ledger.Entry) bool { return x.EndUser == u }), byUser, u)
+			require.NotEmpty(t, byUser)
+			byKeyUser := pages(t, e, ledger.RequestQuery{Key: keys[1], EndUser: u, Model: models[0], From: entries[0].Time, To: to, Limit: 1000})
+			require.Equal(t, newestFirst(entries, func(x ledger.Entry) bool { return x.EndUser == u && x.Key == keys[1] && x.Model == models[0] }), byKeyUser, u)
+		}
 	})
 }

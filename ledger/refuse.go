@@ -29,8 +29,8 @@ const (
 
 // refusalID is what refusals are counted by.
 type refusalID struct {
-	d                        day
-	key, team, model, reason string
+	d                                 day
+	key, team, model, endUser, reason string
 }
 
 // refusal is the count of the refused requests of one refusalID.
@@ -50,10 +50,13 @@ func (l *Ledger) Refused(ctx context.Context, r Refusal) error {
 	if err := checkID("team", r.Team, false); err != nil {
 		return err
 	}
+	if err := checkEndUser(r.EndUser); err != nil {
+		return err
+	}
 	if l.opts.ReadOnly {
 		return ErrReadOnly
 	}
-	id := refusalID{dayOf(l.db.Now()), r.Key, r.Team, bounded(r.Model), bounded(r.Reason)}
+	id := refusalID{dayOf(l.db.Now()), r.Key, r.Team, bounded(r.Model), r.EndUser, bounded(r.Reason)}
 	l.mu.Lock()
 	_, known := l.refusals[id]
 	full := !known && len(l.refusals) >= maxRefusals
@@ -100,7 +103,7 @@ func (l *Ledger) Flush(ctx context.Context) error {
 	var applied int
 	err := l.db.Update(ctx, slices.Compact(locks), func(w backend.Batch) error {
 		for _, c := range counts {
-			if err := l.preload(w, c.d, c.key, c.team); err != nil {
+			if err := l.preload(w, c.d, c.key, c.team, c.endUser); err != nil {
 				return err
 			}
 		}
@@ -150,7 +153,7 @@ func (l *Ledger) takeRefusals(cached bool) []refusal {
 	}
 	slices.SortFunc(out, func(a, b refusal) int {
 		return cmp.Or(cmp.Compare(a.d, b.d), cmp.Compare(a.key, b.key), cmp.Compare(a.team, b.team),
-			cmp.Compare(a.model, b.model), cmp.Compare(a.reason, b.reason))
+			cmp.Compare(a.model, b.model), cmp.Compare(a.endUser, b.endUser), cmp.Compare(a.reason, b.reason))
 	})
 	return out
 }
@@ -166,6 +169,12 @@ func (l *Ledger) count(w batch, counts []refusal, applied *int) error {
 		if err := l.addAll(w, c.d, c.key, c.team, c.model, &t); err != nil {
 			return err
 		}
+		if err := l.addEndUser(w, c.d, c.key, c.team, c.endUser, &t); err != nil {
+			return err
+		}
+		if err := l.addDirectory(w, c.key, c.endUser, &t, 0); err != nil {
+			return err
+		}
 		*applied++
 	}
 	return nil
@@ -177,7 +186,9 @@ func (l *Ledger) count(w batch, counts []refusal, applied *int) error {
 func (l *Ledger) giveBack(counts []refusal, applied int) {
 	for _, c := range counts[:applied] {
 		if !l.shared {
-			l.uncount(c.d, c.key, c.team, c.model, &Totals{Refused: -c.n, Reasons: map[string]int64{c.reason: -c.n}})
+			back := Totals{Refused: -c.n, Reasons: map[string]int64{c.reason: -c.n}}
+			l.uncount(c.d, c.key, c.team, c.model, &back)
+			l.uncountEndUser(c.d, c.key, c.team, c.endUser, &back)
 		}
 	}
 	l.restore(counts)
@@ -255,7 +266,7 @@ func (l *Ledger) addWaiting(a *aggregator) {
 	for id, n := range l.refusals {
 		if id.d >= first && id.d <= last {
 			t := Totals{Refused: n, Reasons: map[string]int64{id.reason: n}}
-			a.add(a.in.idOf(id.key), a.in.idOf(id.team), a.in.idOf(id.model), id.d.time().Unix(), &t)
+			a.add(a.in.idOf(id.key), a.in.idOf(id.team), a.in.idOf(a.modelOf(id.model, id.endUser)), id.d.time().Unix(), &t)
 		}
 	}
 }

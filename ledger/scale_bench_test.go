@@ -31,7 +31,7 @@ const (
 // benchFormat names the format of the records in the directory of a
 // benchmark's database: a build that writes another format builds its
 // own.
-const benchFormat = "v11"
+const benchFormat = "v12"
 
 // scale is the shape of a benchmark's ledger.
 type scale struct{ entries, keys int }

@@ -32,19 +32,61 @@ func (l *Ledger) Spend(ctx context.Context, q SpendQuery) (Spend, error) {
 	if err != nil {
 		return Spend{}, err
 	}
+	inner, endUsers, err := endUserQuery(q)
+	if err != nil {
+		return Spend{}, err
+	}
 	var top map[[3]string]bool
-	if ranked := withoutTime(q); timed(q) && len(ranked.GroupBy) > 0 {
+	if ranked := withoutTime(inner); timed(inner) && len(ranked.GroupBy) > 0 {
 		r := newAggregator(ranked, nil)
+		r.endUsers = endUsers
 		if err := l.read(ctx, r, slices.Contains(q.GroupBy, ByHour)); err != nil {
 			return Spend{}, err
 		}
 		top = r.ranking()
 	}
-	a := newAggregator(q, top)
+	a := newAggregator(inner, top)
+	a.endUsers = endUsers
 	if err := l.read(ctx, a, slices.Contains(q.GroupBy, ByHour)); err != nil {
 		return Spend{}, err
 	}
-	return a.result(), nil
+	s := a.result()
+	if endUsers {
+		s = asEndUsers(s, q)
+	}
+	return s, nil
+}
+
+// endUserQuery returns q as the aggregator reads it, and true, when q
+// groups or filters by end user: the end user in the place of the model,
+// which the rollups of end users do not have (a QueryError when q asks
+// for it). Otherwise it returns q and false.
+func endUserQuery(q SpendQuery) (SpendQuery, bool, error) {
+	if !slices.Contains(q.GroupBy, ByEndUser) && q.EndUser == "" {
+		return q, false, nil
+	}
+	switch {
+	case q.Model != "":
+		return q, false, &QueryError{Param: "model", Msg: fmt.Sprintf("%.40q with end_user: want one of them (spend by end user is kept per key and team, not per model)", q.Model)}
+	case slices.Contains(q.GroupBy, ByModel):
+		return q, false, &QueryError{Param: "group_by", Msg: "model with end_user: want one of them (spend by end user is kept per key and team, not per model)"}
+	}
+	q.GroupBy = slices.Clone(q.GroupBy)
+	if i := slices.Index(q.GroupBy, ByEndUser); i >= 0 {
+		q.GroupBy[i] = ByModel
+	}
+	q.Model, q.EndUser = q.EndUser, ""
+	return q, true, nil
+}
+
+// asEndUsers is s, the answer to endUserQuery(q), as the answer to q:
+// the end users its rows hold as models are their end users.
+func asEndUsers(s Spend, q SpendQuery) Spend {
+	for i := range s.Rows {
+		s.Rows[i].EndUser, s.Rows[i].Model = s.Rows[i].Model, ""
+	}
+	s.GroupBy, s.query = q.GroupBy, q
+	return s
 }
 
 // read adds up into a the entries (hourly) or the rollups of its query,
@@ -53,7 +95,11 @@ func (l *Ledger) read(ctx context.Context, a *aggregator, hourly bool) error {
 	if hourly {
 		return l.spendFromEntries(ctx, a)
 	}
-	if err := l.spendFromRollups(ctx, a); err != nil {
+	read := l.spendFromRollups
+	if a.endUsers {
+		read = l.spendOfEndUsers
+	}
+	if err := read(ctx, a); err != nil {
 		return err
 	}
 	l.addWaiting(a) // after the reads: a count written meanwhile is missed once, never added twice
@@ -130,8 +176,8 @@ func checkGroupBy(groupBy []string) (map[string]bool, error) {
 	seen := map[string]bool{}
 	for _, by := range groupBy {
 		switch {
-		case !slices.Contains([]string{ByKey, ByTeam, ByModel, ByDay, ByHour}, by):
-			return nil, &QueryError{Param: "group_by", Msg: fmt.Sprintf("%.40q: want key, team, model, day or hour", by)}
+		case !slices.Contains([]string{ByKey, ByTeam, ByModel, ByEndUser, ByDay, ByHour}, by):
+			return nil, &QueryError{Param: "group_by", Msg: fmt.Sprintf("%.40q: want key, team, model, end_user, day or hour", by)}
 		case seen[by]:
 			return nil, &QueryError{Param: "group_by", Msg: fmt.Sprintf("%q given twice", by)}
 		}
@@ -230,7 +276,7 @@ func (l *Ledger) spendFromEntries(ctx context.Context, a *aggregator) error {
 				return
 			}
 			t := Totals{Requests: 1, Tokens: e.Tokens, Cost: e.Cost}
-			a.add(a.in.idOf(e.Key), a.in.idOf(e.Team), a.in.idOf(e.Model), e.Time.Truncate(time.Hour).Unix(), &t)
+			a.add(a.in.idOf(e.Key), a.in.idOf(e.Team), a.in.idOf(a.modelOf(e.Model, e.EndUser)), e.Time.Truncate(time.Hour).Unix(), &t)
 		})
 		if err != nil {
 			return err
@@ -337,6 +383,7 @@ func (l *Ledger) inParallel(a *aggregator, n int, fn func(p *aggregator, i int) 
 	var wg sync.WaitGroup
 	for i := range k {
 		parts[i] = newAggregator(a.q, a.top)
+		parts[i].endUsers = a.endUsers
 		wg.Go(func() {
 			for j := i; j < n && errs[i] == nil; j += k {
 				errs[i] = fn(parts[i], j)
@@ -351,4 +398,33 @@ func (l *Ledger) inParallel(a *aggregator, n int, fn func(p *aggregator, i int) 
 		a.absorb(p)
 	}
 	return nil
+}
+
+// spendOfEndUsers adds up the rollups of end users of a's days that have
+// writers: a key's by direct reads of each writer's, all keys' by a scan
+// of each day's.
+func (l *Ledger) spendOfEndUsers(ctx context.Context, a *aggregator) error {
+	q := a.q
+	writers, err := l.writers(ctx, dayOf(q.From), dayOf(q.To.Add(-time.Nanosecond)))
+	if err != nil {
+		return err
+	}
+	ds := slices.Sorted(maps.Keys(writers))
+	if q.Key != "" {
+		_, vals, at, err := l.rollupsOf(ctx, endUserPrefix, q.Key, ds, writers)
+		for i := 0; i < len(vals) && err == nil; i++ {
+			err = a.addRollup(vals[i], a.key, 0, at[i])
+		}
+		return err
+	}
+	return l.inParallel(a, len(ds), func(p *aggregator, i int) error {
+		d := ds[i]
+		return l.db.Scan(ctx, appendKey(nil, endUserPrefix, d, ""), func(k, v []byte) error {
+			name, ok := rollupName(k, endUserPrefix)
+			if !ok {
+				return fmt.Errorf("%w: rollup key %q", errCorrupt, k)
+			}
+			return p.addRollup(v, p.name(name), 0, d)
+		})
+	})
 }

@@ -118,7 +118,7 @@ func (l *Ledger) summaryRows(d day) []summary {
 	defer l.mu.Unlock()
 	var rows []summary
 	for id, r := range l.rollups {
-		if id.team || id.d != d {
+		if id.team || id.endUsers || id.d != d {
 			continue
 		}
 		for i := range r.rows {

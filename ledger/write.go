@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratestore/ratestore/backend"
 	"github.com/ratestore/ratestore/internal/sat"
+	"github.com/ratestore/ratestore/internal/text"
 	"github.com/ratestore/ratestore/keystore"
 )
 
@@ -36,9 +37,10 @@ type span struct {
 
 // rollupID names a rollup of the writer: a key's day, or a team's.
 type rollupID struct {
-	team bool
-	d    day
-	name string
+	team     bool
+	endUsers bool // a key's rollup of end users (see addEndUser)
+	d        day
+	name     string
 }
 
 // rollup is a rollup's rows, sorted by key.
@@ -82,6 +84,9 @@ func (l *Ledger) Note(e Entry) (*Note, error) {
 	if err := checkID("team", e.Team, false); err != nil {
 		return nil, err
 	}
+	if err := checkEndUser(e.EndUser); err != nil {
+		return nil, err
+	}
 	if l.opts.ReadOnly {
 		return nil, ErrReadOnly
 	}
@@ -95,6 +100,19 @@ func checkID(field, id string, required bool) error {
 		return fmt.Errorf("ledger: entry without a %s: %w", field, ErrInvalid)
 	case len(id) > maxID || strings.Contains(id, "/"):
 		return fmt.Errorf("ledger: %s %.40q: want at most %d bytes and no \"/\": %w", field, id, maxID, ErrInvalid)
+	}
+	return nil
+}
+
+// MaxEndUser is the longest end user's name, in bytes.
+const MaxEndUser = 256
+
+// checkEndUser refuses an end user that is not at most MaxEndUser bytes
+// of printable UTF-8, as the gateway does (400): the name is a part of
+// the directory's record keys, which no control character may break.
+func checkEndUser(endUser string) error {
+	if p := text.Problem(endUser, MaxEndUser); p != "" {
+		return fmt.Errorf("ledger: end user %.40q %s: want at most %d bytes of printable UTF-8: %w", endUser, p, MaxEndUser, ErrInvalid)
 	}
 	return nil
 }
@@ -117,7 +135,7 @@ func (n *Note) Record(w keystore.Records, now time.Time) error {
 	l, e := n.l, &n.e
 	e.Time = now.UTC().Truncate(time.Millisecond)
 	d := dayOf(e.Time)
-	if err := l.preload(w, d, e.Key, e.Team); err != nil {
+	if err := l.preload(w, d, e.Key, e.Team, e.EndUser); err != nil {
 		return err
 	}
 	l.mu.Lock()
@@ -139,6 +157,12 @@ func (n *Note) Record(w keystore.Records, now time.Time) error {
 	n.recorded = true
 	add := Totals{Requests: 1, Tokens: e.Tokens, Cost: e.Cost}
 	if err := l.addAll(w, d, e.Key, e.Team, e.Model, &add); err != nil {
+		return err
+	}
+	if err := l.addEndUser(w, d, e.Key, e.Team, e.EndUser, &add); err != nil {
+		return err
+	}
+	if err := l.addDirectory(w, e.Key, e.EndUser, &add, millis(e.Time)); err != nil {
 		return err
 	}
 	if l.w.seq%blockSize == 0 {
@@ -184,6 +208,7 @@ func (n *Note) Discard() {
 	e := &n.e
 	back := Totals{Requests: -1, Tokens: Tokens{-e.Tokens.Input, -e.Tokens.Output, -e.Tokens.CacheRead, -e.Tokens.CacheWrite, -e.Tokens.Reasoning}, Cost: -e.Cost}
 	l.uncount(dayOf(e.Time), e.Key, e.Team, e.Model, &back)
+	l.uncountEndUser(dayOf(e.Time), e.Key, e.Team, e.EndUser, &back)
 }
 
 // uncount adds back, a negative count, to the cached rollups of key's
@@ -290,21 +315,27 @@ func (l *Ledger) add(w batch, id rollupID, r *rollup, k rowKey, t *Totals) error
 }
 
 // preload reads in w, on a shared store, the rollups of key's and team's
-// day d that rollupIn reads: before the ledger's lock is taken, since a
-// read may wait for the locks of another batch, which may be waiting for
-// the ledger's lock.
-func (l *Ledger) preload(w batch, d day, key, team string) error {
+// day d that rollupIn reads, and key's end users' of that day, and the
+// directory's record of key's end user that addDirectory reads: before
+// the ledger's lock is taken, since a read may wait for the locks of
+// another batch, which may be waiting for the ledger's lock.
+func (l *Ledger) preload(w batch, d day, key, team, endUser string) error {
 	if !l.shared {
 		return nil
 	}
-	if _, err := w.Get(rollupID{d: d, name: key}.key(l.writer)); err != nil {
-		return err
+	recs := [][]byte{rollupID{d: d, name: key}.key(l.writer), rollupID{endUsers: true, d: d, name: key}.key(l.writer)}
+	if team != "" {
+		recs = append(recs, rollupID{team: true, d: d, name: team}.key(l.writer))
 	}
-	if team == "" {
-		return nil
+	if endUser != "" {
+		recs = append(recs, directoryKey(key, endUser))
 	}
-	_, err := w.Get(rollupID{team: true, d: d, name: team}.key(l.writer))
-	return err
+	for _, k := range recs {
+		if _, err := w.Get(k); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // rollupIn returns the rollup id to add to in w: on a shared store, the
@@ -327,8 +358,11 @@ func (id rollupID) key(writer string) []byte { return id.appendKey(nil, writer) 
 // appendKey appends the record key of the rollup id of writer to b.
 func (id rollupID) appendKey(b []byte, writer string) []byte {
 	prefix := keyPrefix
-	if id.team {
+	switch {
+	case id.team:
 		prefix = teamPrefix
+	case id.endUsers:
+		prefix = endUserPrefix
 	}
 	return appendKey(b, prefix, id.d, id.name, writer)
 }

@@ -47,14 +47,15 @@ func paramFlag(fs *flag.FlagSet, v url.Values, name, param, usage string) {
 	})
 }
 
-// rangeFlags registers --from and --to, and the filters --key, --team and
-// --model, the flags both commands have.
+// rangeFlags registers --from and --to, and the filters --key, --team,
+// --model and --end-user, the flags both commands have.
 func rangeFlags(fs *flag.FlagSet, v url.Values, defaultFrom string) {
 	paramFlag(fs, v, "from", "from", "the start of the range, `WHEN`: an RFC 3339 instant (2026-11-26T14:00:00Z) or a date (2026-11-26: midnight UTC); default "+defaultFrom)
 	paramFlag(fs, v, "to", "to", "the end of the range, `WHEN`, excluded; default now")
 	paramFlag(fs, v, "key", "key", "only the requests of the key of this `ID`")
 	paramFlag(fs, v, "team", "team", "only the requests of the keys of the team of this `ID`")
 	paramFlag(fs, v, "model", "model", "only the requests for this `MODEL`")
+	paramFlag(fs, v, "end-user", "end_user", "only the requests that named this end user, `NAME` (a key's own customer)")
 }
 
 // paramError is err, an error of a query of command cmd, with the
@@ -72,7 +73,7 @@ func paramError(cmd string, err error) error {
 func spendCmd(c *cli, fs *flag.FlagSet) func([]string) error {
 	v := url.Values{}
 	rangeFlags(fs, v, "30 days before --to")
-	fs.Func("group-by", "split the total by `DIMS`: key, team, model, day or hour (UTC; at most 24 hours), comma-separated; repeatable", func(s string) error {
+	fs.Func("group-by", "split the total by `DIMS`: key, team, model, end_user, day or hour (UTC; at most 24 hours), comma-separated; repeatable", func(s string) error {
 		v.Add("group_by", s)
 		return nil
 	})

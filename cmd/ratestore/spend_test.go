@@ -146,6 +146,15 @@ func TestSpendCommands(t *testing.T) {
 	r = e.ok("requests", "--csv", "--limit", "3")
 	require.Contains(t, r.stderr, "more requests: add --cursor ")
 	require.Len(t, readCSV(t, r.stdout), 4)
+	// By end user: the gateway's requests named none, the row of end user "".
+	var byUser admin.Spend
+	require.NoError(t, json.Unmarshal([]byte(e.ok("spend", "--group-by", "end_user", "--json").stdout), &byUser))
+	require.Len(t, byUser.Rows, 1)
+	require.Equal(t, "", *byUser.Rows[0].EndUser)
+	require.Equal(t, byUser.Total, byUser.Rows[0].Counters)
+	require.Contains(t, e.ok("spend", "--end-user", "u-17").stdout, "no requests")
+	require.Contains(t, e.ok("requests", "--end-user", "u-17").stdout, "no requests")
+	require.Equal(t, "end_user", readCSV(t, requestsCSV)[0][len(admin.RequestColumns)-1])
 	require.Equal(t, "spend from 2026-01-01T00:00:00Z to 2026-01-02T00:00:00Z\nno requests\n",
 		e.ok("spend", "--from", "2026-01-01", "--to", "2026-01-02").stdout)
 }
@@ -224,7 +233,7 @@ func TestSpendErrors(t *testing.T) {
 		msg  string
 	}{
 		{[]string{"spend", "--from", "yesterday"}, `spend: --from: "yesterday": want an RFC 3339 instant`},
-		{[]string{"spend", "--group-by", "week"}, `spend: --group-by: "week": want key, team, model, day or hour`},
+		{[]string{"spend", "--group-by", "week"}, `spend: --group-by: "week": want key, team, model, end_user, day or hour`},
 		{[]string{"spend", "--group-by", "day", "--group-by", "hour"}, "spend: --group-by: day and hour: choose one"},
 		{[]string{"spend", "--from", "2026-01-02", "--to", "2026-01-01"}, "spend: --from: 2026-01-02T00:00:00Z is not before to"},
 		{[]string{"spend", "--csv", "--json"}, "spend: --csv and --json: give one"},
@@ -243,7 +252,7 @@ func TestSpendErrors(t *testing.T) {
 	g := e.startGateway("--upstream", spendUpstream(t))
 	r := e.run("spend", "--group-by", "week", "--admin", "http://"+g.out.Listen)
 	require.Equal(t, exitUsage, r.code, r.stderr)
-	require.Contains(t, r.stderr, `spend: --group-by: "week": want key, team, model, day or hour`)
+	require.Contains(t, r.stderr, `spend: --group-by: "week": want key, team, model, end_user, day or hour`)
 	require.Equal(t, exitOK, g.stop())
 
 	off := e.startGateway("--upstream", spendUpstream(t), "--no-ledger")

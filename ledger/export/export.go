@@ -56,6 +56,7 @@ const (
 //	reasoning_tokens    reasoning tokens
 //	cost_usd            the cost, a decimal number of USD exact to 1e-9 (0.000125, never 1.25e-04)
 //	estimated           true when no usage was reported and the tokens are the gateway's estimate
+//	end_user            the end user the request named, e.g. "u-17"; absent when it named none
 //
 // Lines are in the order the entries were written, which is their commit
 // order: concurrent requests commit in batches, so it may differ slightly

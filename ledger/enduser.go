@@ -1,0 +1,109 @@
+package ledger
+
+import (
+	"cmp"
+	"slices"
+)
+
+// End users are a key's own customers, named by its requests: a key may
+// have millions, most seen once. The ledger keeps them in three places:
+// each entry names its own (Entry.EndUser); a (day, key) rollup of end
+// users, bounded as a key's rollup of models is (see addToEndUsers); and
+// the directory, a record per (key, end user) with its all-time totals
+// (see EndUsers).
+//
+//	L/u/day/key/writer   a key's day: a row per team and end user, at most maxEndUserRows
+const endUserPrefix = "L/u/"
+
+// maxEndUserRows bounds the rows of a (day, key) rollup of end users,
+// as maxRows bounds a rollup's models: what a day of a key with a
+// million end users costs is one record of at most 256 rows, rewritten
+// with each entry (about 8 KB at its largest), not a record per end user.
+const maxEndUserRows = maxRows
+
+// addToEndUsers adds t to the row k (team, end user) of r, the end-user
+// rollup id, and puts it. A new end user in a full rollup takes the room
+// of the end user of least cost, then requests, whose totals move into
+// its team's OtherModel row: the rows kept are the day's top end users by
+// cost as the day goes, the other row adds up the rest, and the rows add
+// up to the key's day exactly. An end user moved into the other row and
+// seen again starts a row again, which counts it from then on. The key's
+// own traffic (end user "") is never moved: its row says what of the key
+// named no end user.
+func (l *Ledger) addToEndUsers(w batch, id rollupID, r *rollup, k rowKey, t *Totals) error {
+	i, ok := r.find(k)
+	if !ok {
+		r.makeRoom(maxEndUserRows - 1)
+		i, ok = r.find(k)
+		if !ok {
+			r.rows = slices.Insert(r.rows, i, row{k: k})
+		}
+	}
+	r.rows[i].add(t)
+	key := id.appendKey(l.buf[:0], l.writer)
+	val := appendRows(key[len(key):], r.rows)
+	l.buf = val[:0]
+	return w.Put(key, val)
+}
+
+// makeRoom moves the end users of least cost into their teams' other
+// rows until r has at most n rows, or only rows that do not move (the
+// other rows, the key's own).
+func (r *rollup) makeRoom(n int) {
+	for len(r.rows) > n {
+		v := r.least()
+		if v < 0 {
+			return
+		}
+		moved := r.rows[v]
+		r.rows = slices.Delete(r.rows, v, v+1)
+		o, ok := r.find(rowKey{moved.k.team, OtherModel})
+		if !ok {
+			r.rows = slices.Insert(r.rows, o, row{k: rowKey{moved.k.team, OtherModel}})
+		}
+		r.rows[o].add(&moved.Totals)
+	}
+}
+
+// least returns the index of the row of least cost, then requests, that
+// may move into the other row; -1 if none may.
+func (r *rollup) least() int {
+	v := -1
+	for i := range r.rows {
+		if e := r.rows[i].k.model; e == "" || e == OtherModel {
+			continue
+		}
+		if v < 0 || cmp.Or(cmp.Compare(r.rows[i].Cost, r.rows[v].Cost), cmp.Compare(r.rows[i].Requests, r.rows[v].Requests)) < 0 {
+			v = i
+		}
+	}
+	return v
+}
+
+// addEndUser adds t, of key's team and end user, to the writer's rollup
+// of key's end users of day d.
+func (l *Ledger) addEndUser(w batch, d day, key, team, endUser string, t *Totals) error {
+	id := rollupID{endUsers: true, d: d, name: key}
+	r, err := l.rollupIn(w, id)
+	if err != nil {
+		return err
+	}
+	return l.addToEndUsers(w, id, r, rowKey{team, endUser}, t)
+}
+
+// uncountEndUser adds back, a negative count, to the cached rollup of
+// key's end users of day d: to the end user's row, or its team's other
+// row when it moved there meanwhile.
+func (l *Ledger) uncountEndUser(d day, key, team, endUser string, back *Totals) {
+	r := l.rollups[rollupID{endUsers: true, d: d, name: key}]
+	if r == nil {
+		return
+	}
+	i, ok := r.find(rowKey{team, endUser})
+	if !ok {
+		i, ok = r.find(rowKey{team, OtherModel})
+	}
+	if ok {
+		r.rows[i].add(back)
+	}
+}
