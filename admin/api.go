@@ -113,6 +113,8 @@ func New(opts Options) (*API, error) {
 	api.handle("PATCH /admin/keys/{id}", api.patchKey)
 	api.handle("DELETE /admin/keys/{id}", api.deleteKey)
 	api.handle("POST /admin/keys/{id}/rotate", api.rotateKey)
+	api.handle("GET /admin/keys/{id}/end-users", api.listEndUsers)
+	api.handle("GET /admin/keys/{id}/end-users/{name}", api.getEndUser)
 	api.handle("POST /admin/teams", api.createTeam)
 	api.handle("GET /admin/teams", api.listTeams)
 	api.handle("GET /admin/teams/{id}", api.getTeam)

@@ -196,7 +196,7 @@ func (g *Gateway) note(rq *request, ch *charged, cost pricing.USD, status int) *
 		t = ledger.Tokens{Input: u.Input, Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite + u.CacheWrite1h, Reasoning: u.Reasoning}
 	}
 	n, err := g.ledger.Note(ledger.Entry{
-		RequestID: rq.id, Key: rq.keyID, Team: rq.team, Model: rq.model, Route: rq.path, Upstream: rq.upstream,
+		RequestID: rq.id, Key: rq.keyID, Team: rq.team, Model: rq.model, Route: rq.path, Upstream: rq.upstream, EndUser: rq.endUser,
 		Tokens: t, Cost: cost, Status: status, Latency: time.Since(rq.start), Estimated: ch.estimated,
 	})
 	if err != nil {

@@ -97,7 +97,7 @@ func (e *env) adminRouteList() []adminRoute {
 	for _, p := range append(api.Patterns(), "GET /metrics") {
 		method, path, ok := strings.Cut(p, " ")
 		require.True(e.t, ok, p)
-		path = strings.NewReplacer("/keys/{id}", "/keys/key_0123456789abcdef", "/teams/{id}", "/teams/team_0123456789abcdef").Replace(path)
+		path = strings.NewReplacer("/keys/{id}", "/keys/key_0123456789abcdef", "/teams/{id}", "/teams/team_0123456789abcdef", "/end-users/{name}", "/end-users/u-1").Replace(path)
 		require.NotContains(e.t, path, "{", p)
 		routes = append(routes, adminRoute{method, path})
 	}

@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ratestore/ratestore/admin"
 	"github.com/ratestore/ratestore/keystore"
 )
 
@@ -125,4 +128,66 @@ func TestEndUsersInvalid(t *testing.T) {
 	resp, body := e.do(req)
 	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
 	require.Empty(t, e.up.lastHeaders().Get(EndUserHeader), "the header is the gateway's, not forwarded")
+}
+
+// TestAdminEndUsers: the end users of a key are listed by the admin API,
+// a page at a time, searched by the start of their names, each with its
+// window and its totals; one is read by name; spend groups by end user
+// and the ledger's requests are filtered by one.
+func TestAdminEndUsers(t *testing.T) {
+	e := newAdminEnv(t, Options{})
+	k, secret := endUserKey(t, e, false)
+	send := func(name string, in, out int64) {
+		req := e.request("POST", "/v1/chat/completions", secret, userChat(in, out, nil))
+		if name != "" {
+			req.Header.Set(EndUserHeader, name)
+		}
+		resp, body := e.do(req)
+		require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	}
+	for i := range 5 {
+		send(fmt.Sprintf("u-%d", i), 10, int64(i))
+	}
+	send("u-3", 1, 1)
+	send("v/with slash", 2, 2)
+	send("", 7, 7)
+
+	base := "/admin/keys/" + k.ID + "/end-users"
+	p := adminOK[admin.EndUserPage](e, "GET", base+"?limit=2&q=u-", nil, http.StatusOK)
+	var names []string
+	for {
+		for _, u := range p.EndUsers {
+			names = append(names, u.ID)
+		}
+		if p.NextCursor == "" {
+			break
+		}
+		p = adminOK[admin.EndUserPage](e, "GET", base+"?limit=2&q=u-&cursor="+url.QueryEscape(p.NextCursor), nil, http.StatusOK)
+	}
+	require.Equal(t, []string{"u-0", "u-1", "u-2", "u-3", "u-4"}, names)
+
+	u3 := adminOK[admin.EndUser](e, "GET", base+"/u-3", nil, http.StatusOK)
+	require.EqualValues(t, 2, u3.Requests)
+	require.EqualValues(t, 15, u3.Tokens)
+	require.EqualValues(t, 15, u3.Windows[0].Used)
+	require.EqualValues(t, 100, u3.Windows[0].Limit)
+	require.NotNil(t, u3.LastUsed)
+	slash := adminOK[admin.EndUser](e, "GET", base+"/"+url.PathEscape("v/with slash"), nil, http.StatusOK)
+	require.EqualValues(t, 4, slash.Tokens)
+	resp, body := e.admin("GET", base+"/nobody", adminToken, nil)
+	require.Equal(t, http.StatusNotFound, resp.StatusCode, string(body))
+	resp, body = e.admin("GET", "/admin/keys/key_0123456789abcdef/end-users", adminToken, nil)
+	require.Equal(t, http.StatusNotFound, resp.StatusCode, string(body))
+	resp, body = e.admin("GET", base+"?cursor=forged", adminToken, nil)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, string(body))
+
+	s := adminOK[admin.Spend](e, "GET", "/admin/spend?group_by=end_user&key="+k.ID, nil, http.StatusOK)
+	byName := map[string]int64{}
+	for _, r := range s.Rows {
+		byName[*r.EndUser] = r.Requests
+	}
+	require.Equal(t, map[string]int64{"u-0": 1, "u-1": 1, "u-2": 1, "u-3": 2, "u-4": 1, "v/with slash": 1, "": 1}, byName)
+	reqs := adminOK[admin.Requests](e, "GET", "/admin/requests?end_user=u-3", nil, http.StatusOK)
+	require.Len(t, reqs.Requests, 2)
+	require.Equal(t, "u-3", reqs.Requests[0].EndUser)
 }

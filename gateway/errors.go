@@ -112,7 +112,7 @@ func (g *Gateway) refused(ctx context.Context, rq *request, k keystore.Key, d *k
 	if g.ledger == nil || k.ID == "" || d.Reason == "unknown" {
 		return
 	}
-	err := g.ledger.Refused(context.WithoutCancel(ctx), ledger.Refusal{Key: k.ID, Team: k.Team, Model: refusedModel(rq.model, k, d), Reason: d.Reason})
+	err := g.ledger.Refused(context.WithoutCancel(ctx), ledger.Refusal{Key: k.ID, Team: k.Team, Model: refusedModel(rq.model, k, d), EndUser: rq.endUser, Reason: d.Reason})
 	g.ledgerFailed(ctx, rq, err)
 }
 

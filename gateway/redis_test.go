@@ -296,6 +296,22 @@ func TestRedisGatewaysEndUsers(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	// Filled: one at a time, each end user is refused only when its
+	// next request might not fit (while others were in flight, their
+	// reservations refused requests that then had room).
+	for i, name := range users {
+		for {
+			q := fakeReq{Model: "gpt-4o", MaxTokens: maxTokens, Input: 1, Output: maxTokens}
+			req := gws[i%2].request("POST", "/v1/chat/completions", created.Secret, q)
+			req.Header.Set(EndUserHeader, name)
+			resp, _ := gws[i%2].do(req)
+			if resp.StatusCode != http.StatusOK {
+				require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+				break
+			}
+			reported[i].Add(q.Input + q.Output)
+		}
+	}
 	var total int64
 	for i, name := range users {
 		u, err := gws[1].keys().EndUserUsage(context.Background(), created.Key.ID, name)

@@ -344,6 +344,15 @@ file and key are left out when not known; key is quoted as Go does.`,
 		setup: gatewayCmd,
 	},
 	{
+		name: "end-users", args: "KEY-ID [NAME] [--q TEXT] [--limit N] [--cursor CURSOR] [--all]", minArgs: 1, maxArgs: 2,
+		summary: "list the end users of a key, a page at a time, with their usage and totals",
+		help:    endUsersHelp,
+		json: `{"end_users": [END USER, ...], "next_cursor" (left out on the last page)}; with NAME, one END USER:
+{"id" (its name), "windows", "binding", "budgets" (as a KEY's, of the end users' limits), "in_flight",
+"requests", "tokens", "cost_usd", "refused", "last_used"}. As GET /admin/keys/{id}/end-users answers.`,
+		setup: endUsersCmd,
+	},
+	{
 		name: "upstreams", args: "--admin URL", maxArgs: 0,
 		summary: "show a running gateway's upstreams: the use of their quotas, cooldowns and errors",
 		help:    upstreamsHelp,

@@ -188,6 +188,7 @@ func TestJSONDocumented(t *testing.T) {
 		"serve":           serveOut{},
 		"upstreams":       admin.Upstreams{},
 		"config reload":   admin.Reloaded{},
+		"end-users":       admin.EndUserPage{EndUsers: []admin.EndUser{{}}, NextCursor: "c"},
 	}
 	require.Len(t, outputs, len(commands))
 	documented := func(text string, v any) {

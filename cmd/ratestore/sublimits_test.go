@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -59,4 +61,45 @@ func TestKeysSubLimits(t *testing.T) {
 		require.Contains(t, r.stderr, msg, "%v", *args)
 	}
 	require.Len(t, jsonOf[admin.Keys](e, "keys", "list").Keys, 2, "nothing was created")
+}
+
+// TestEndUsersCommand: end-users lists a key's end users through a
+// running gateway's admin API as the route answers, and the same on the
+// closed database; with a NAME, one; --q searches by the name's start.
+func TestEndUsersCommand(t *testing.T) {
+	e := newEnv(t)
+	k := jsonOf[admin.Created](e, "keys", "create", "--name", "app", "--window", "5h=1000000", "--end-user-window", "24h=20000")
+	t.Setenv(adminTokenEnv, testAdminToken)
+	g := e.startGateway("--upstream", spendUpstream(t))
+	base := "http://" + g.out.Listen
+	for _, user := range []string{"alice", "bob", "alice", "carol"} {
+		body := `{"model":"o4-mini","max_tokens":10,"user":"` + user + `"}`
+		resp, b := send(t, "POST", base+"/v1/chat/completions", body, k.Secret)
+		require.Equal(t, http.StatusOK, resp.StatusCode, b)
+	}
+	viaAdmin := func(args ...string) []string { return append(args, "--admin", base) }
+	page := e.ok(viaAdmin("end-users", k.Key.ID, "--json")...).stdout
+	resp, body := send(t, "GET", base+"/admin/keys/"+k.Key.ID+"/end-users", "", testAdminToken)
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	require.JSONEq(t, body, page)
+	var p admin.EndUserPage
+	require.NoError(t, json.Unmarshal([]byte(page), &p))
+	require.Len(t, p.EndUsers, 3)
+	require.Equal(t, "alice", p.EndUsers[0].ID)
+	require.EqualValues(t, 2, p.EndUsers[0].Requests)
+	require.EqualValues(t, 2600, p.EndUsers[0].Windows[0].Used)
+	text := e.ok(viaAdmin("end-users", k.Key.ID, "--q", "b")...).stdout
+	require.Contains(t, text, "bob")
+	require.NotContains(t, text, "alice")
+	one := e.ok(viaAdmin("end-users", k.Key.ID, "carol", "--json")...).stdout
+
+	require.Equal(t, exitOK, g.stop(), g.stderr.String())
+	require.JSONEq(t, page, e.ok("end-users", k.Key.ID, "--json").stdout)
+	require.JSONEq(t, one, e.ok("end-users", k.Key.ID, "carol", "--json").stdout)
+	all := e.ok("end-users", k.Key.ID, "--all", "--limit", "1").stdout
+	for _, name := range []string{"alice", "bob", "carol"} {
+		require.Contains(t, all, name)
+	}
+	r := e.run("end-users", k.Key.ID, "nobody")
+	require.Equal(t, exitError, r.code)
 }
