@@ -31,8 +31,11 @@
 //	GET    /admin/upstreams   -> 200 Upstreams {"upstreams":[UPSTREAM,...]}: every upstream, not paged;
 //	       each with its limits, their use now, its cooldown and its requests and errors
 //	GET, PATCH, DELETE /admin/teams/{id}  as for keys; DELETE 409 team_has_keys while keys belong
-//	GET    /admin/spend?from=&to=&group_by=key|team|model|day|hour&key=&team=&model=  -> 200 Spend
-//	GET    /admin/requests?key=&team=&model=&status=&from=&to=&limit=&cursor=      -> 200 Requests
+//	GET    /admin/keys/{id}/end-users?limit=&cursor=&q=  -> 200 EndUserPage {"end_users":[END USER,...],"next_cursor"}:
+//	       a page of the key's end users by name, q the start of their names; 404 no_ledger without a ledger
+//	GET    /admin/keys/{id}/end-users/{name}  -> 200 END USER, 404 for one the ledger has not seen
+//	GET    /admin/spend?from=&to=&group_by=key|team|model|end_user|day|hour&key=&team=&model=&end_user=  -> 200 Spend
+//	GET    /admin/requests?key=&team=&model=&end_user=&status=&from=&to=&limit=&cursor=      -> 200 Requests
 //	       (both as text/csv with Accept: text/csv; the next cursor also in X-Next-Cursor)
 //	GET    /admin/audit?target=&from=&to=&limit=&cursor=  -> 200 AuditPage {"events":[EVENT,...],"next_cursor"}
 //
@@ -41,8 +44,17 @@
 // bucket optional), "requests_per_minute", "max_concurrent" (0: no limit),
 // "budgets" ([{"limit_usd":5,"window":"24h"}, {"limit_usd":500,"period":
 // "month","timezone":"Europe/Paris"}]; [] for none), "expires_at" (RFC
-// 3339; null for never), "team" (a team's id; "" for none) and
-// "disabled". A rotated key keeps its id, usage,
+// 3339; null for never), "team" (a team's id; "" for none),
+// "model_limits" ([{"models":["gpt-4o*"],"windows":[...],"budgets":[...],
+// "requests_per_minute","max_concurrent"}]: limits on the requests for
+// those models; [] for none), "end_users" ({"windows","budgets",
+// "requests_per_minute","max_concurrent","required"}: the limits of each
+// end user; null or {} for none) and "disabled". A KEY of one key also has
+// "model_usage", each model limit's windows and budgets with their use.
+// END USER is EndUser: "id" (its name), its "windows", "binding",
+// "budgets" and "in_flight" under the key's end-user limits (or its
+// team's), and its "requests", "tokens", "cost_usd", "refused" and
+// "last_used" over all time, as the ledger keeps them. A rotated key keeps its id, usage,
 // budgets and history; its old secret works until the grace ends
 // ("previous_secret_expires_at"). A POST needs
 // "windows". A PATCH changes the fields it gives and no other; its

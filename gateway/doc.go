@@ -224,6 +224,22 @@
 // SetUpstreams replaces the pools whole; GET /admin/upstreams (Upstreams)
 // shows each upstream's limits and use, cooldown, requests and errors.
 //
+// # End users
+//
+// A request may name the end user it is for, the key's own customer: the
+// header X-Ratestore-End-User (EndUserHeader), else OpenAI's body field
+// user, else its safety_identifier, else Anthropic's metadata.user_id. The
+// name is at most 256 bytes of printable UTF-8 (400 invalid_end_user
+// otherwise, or for the header given twice), read as strictly as the
+// model. The key store checks the end user's limits (keystore.EndUsers)
+// and the key's model limits in the key's decision; a refusal names the
+// end user ("end user "u-17" of key key_x is over its 1h0m0s token
+// window"), a key whose policy requires one answers a request naming none
+// with 400 end_user_required, and the rate-limit fields report the binding
+// limit among the key's, its model limit's and its end user's. The header
+// is the gateway's: never forwarded; the body's fields go to the upstream
+// as they were. The ledger's entries name the end user.
+//
 // # Shadow mode
 //
 // With Options.Shadow, a request that a key's token windows, request rate,

@@ -157,6 +157,29 @@
 // else: quotas have no records, and a Store may have as many as its engine
 // has states.
 //
+// # Model limits and end users
+//
+// A policy's ModelLimits are limits on the requests for some models only:
+// every entry whose globs match a request's model applies to it, besides
+// the policy's own limits. Its EndUsers are the limits of each end user of
+// the key (the key's own customer, Request.EndUser) separately, or of each
+// end user of a team's keys together. Admit checks them after the key and
+// its team, and takes from all of them or none, in the same decision.
+//
+// They are limiter states and nothing else, as quotas are: a model limit's
+// under the owner's id, "/m:" and its globs; an end user's under the
+// owner's id, "/u:" and its name. An end user has no record, is never
+// loaded for a name never seen (the engine's filter of stored keys), is
+// cached while used and evicted when idle, so a key may have millions. A
+// sub-limit takes a slot for a request in flight only when it caps them
+// (MaxConcurrent): an end user of one window is one state. Its states are
+// its owner's to lock: the key's lock guards a key's sub-limits, the
+// team's a team's. A refusal by one is a *Denial whose EndUser or Models
+// name it; a request naming no end user to a policy that requires one
+// (EndUsers.Required) is refused with ErrNoEndUser. EndUserUsage and
+// ModelUsage read them. Changing a model limit's globs starts its count
+// anew; changing its limits keeps it.
+//
 // # Pages of keys and teams
 //
 // Keys and Teams answer a page at a time, searched, filtered and sorted on
