@@ -23,8 +23,10 @@ import (
 // cached end user costs (BenchmarkKeysEndUsersMemory), and the round trips
 // to Redis (BenchmarkKeysEndUsersRedis).
 
-// endUsersN is how many end users the benchmarks name: 1M.
-const endUsersN = 1_000_000
+// endUsersN is how many end users the benchmarks name: bigKeys(), 1M
+// with RATESTORE_BENCH_FULL=1 (the targets' size), else 20k, so that the
+// CI's smoke run (-benchtime 1x) takes seconds.
+var endUsersN = bigKeys()
 
 // endUsersModel is the model every request names; the model limit's glob
 // (gpt-4o*) matches it.
@@ -45,7 +47,7 @@ func endUserNames() []string {
 // endUserPerm is a random permutation of the end users, from a fixed seed:
 // the first-touch side names each end user once, in this order.
 func endUserPerm() []int32 {
-	r := rand.New(rand.NewPCG(2, endUsersN))
+	r := rand.New(rand.NewPCG(2, uint64(endUsersN)))
 	p := make([]int32, endUsersN)
 	for i, j := range r.Perm(endUsersN) {
 		p[i] = int32(j)
@@ -111,8 +113,9 @@ func endUserRequest(ctx context.Context, ks *keystore.Store, secret, name string
 
 // BenchmarkKeysEndUsers: Admit (Model gpt-4o, a reservation, an end user)
 // and Finish on one key, Async bbolt, the system clock, one goroutine, a
-// cache that holds every state (2M), every request naming one of 1M end
-// users (names user-000000 ..., built before timing). In this order:
+// cache that holds every state (2·endUsersN), every request naming one of
+// endUsersN end users (names user-000000 ..., built before timing): 1M
+// with RATESTORE_BENCH_FULL=1, the targets' size, else 20k. In this order:
 //
 //   - side=plain, the baseline: a key with two token windows and no
 //     sub-limits (the request names an end user and a model all the same:
@@ -123,10 +126,11 @@ func endUserRequest(ctx context.Context, ks *keystore.Store, secret, name string
 //     their states hot and written once a commit, as the key's are.
 //   - side=endusers: the same key with EndUsers (one 24h window) and one
 //     ModelLimit (gpt-4o*, one 24h window): each request names an end user
-//     never seen before (endUserPerm's order, b.N < 1M): its state is
+//     never seen before (endUserPerm's order; at 1M, b.N stays below
+//     it at -benchtime 1s, where at 20k it cycles): its state is
 //     made, and not looked for on disk (loads/op: the requests that read
 //     the store; evictions/op those that dropped a state).
-//   - side=endusers-hot: the same policy after a request of each of the 1M
+//   - side=endusers-hot: the same policy after a request of each of the
 //     end users (untimed, then a Flush, then quiesce: the store's
 //     checkpoints of them done): the steady state, end users drawn
 //     uniformly (keyOrder), each in memory.
@@ -137,7 +141,7 @@ func endUserRequest(ctx context.Context, ks *keystore.Store, secret, name string
 func BenchmarkKeysEndUsers(b *testing.B) {
 	ctx := context.Background()
 	names, perm := endUserNames(), endUserPerm()
-	const cache = 2 * endUsersN
+	cache := 2 * endUsersN
 	var baseNs, baseCPU float64
 	// run times b.N requests of the end users of order, cycling, and
 	// reports the store's loads and the process's CPU time per request
@@ -196,7 +200,7 @@ func BenchmarkKeysEndUsers(b *testing.B) {
 		db, ks, secret := openEndUsersStore(b, b.TempDir(), cache, endUsersPolicy())
 		// The last end user of the permutation before timing: the key's
 		// windows and its model limit's have a state; the b.N timed
-		// requests (fewer than 1M) each name an end user first.
+		// requests each name an end user first, while b.N < endUsersN.
 		if err := endUserRequest(ctx, ks, secret, names[perm[len(perm)-1]]); err != nil {
 			b.Fatal(err)
 		}
@@ -239,22 +243,23 @@ func quiesce() {
 const endUsersMemoryStep = 100_000
 
 // BenchmarkKeysEndUsersMemory: the heap an end user costs once cached. A
-// key whose policy is EndUsers alone (one 24h window), Async bbolt; 1M end
-// users each make one request (Admit+Finish, Model "", so the key's own
-// window and the end user's), in order, then a Flush. Each iteration does
-// this on a new database (b.Loop: one iteration is the usual; ns/op is
-// 1M requests).
+// key whose policy is endUsersPlain's two windows and EndUsers (one 24h
+// window), Async bbolt; endUsersN end users (1M with
+// RATESTORE_BENCH_FULL=1) each make one request (Admit+Finish, Model "":
+// the key's windows and the end user's), in order, then a Flush. Each
+// iteration does this on a new database (run it with -benchtime 1x; ns/op
+// is endUsersN requests).
 //
-//   - cache=all: MaxCachedKeys 2M, every end user stays in memory.
+//   - cache=all: MaxCachedKeys 2·endUsersN, every end user stays in memory.
 //     B/enduser is the heap in use (runtime.MemStats.HeapInuse after two
-//     GCs) that the 1M end users added, over 1M; live-B/enduser the same of
-//     HeapAlloc; name-B/enduser the length of a name (user-000000), whose
+//     GCs) that the end users added, over their number; live-B/enduser the
+//     same of HeapAlloc; name-B/enduser the length of a name (user-000000), whose
 //     bytes the caller holds. The target is <= 200 B per cached end user
 //     beyond its name: B/enduser - name-B/enduser.
 //   - cache=default: DefaultMaxCachedKeys (262,144): idle end users are
 //     evicted. peak-cached-keys is the most states in memory at any reading
 //     (every 100k end users, and at the end), peak-heap-MiB the most heap
-//     in use the 1M end users added at those readings (after GCs), and
+//     in use the end users added at those readings (after GCs), and
 //     B/enduser here is that peak over the cached states.
 func BenchmarkKeysEndUsersMemory(b *testing.B) {
 	ctx := context.Background()
@@ -313,12 +318,12 @@ func BenchmarkKeysEndUsersMemory(b *testing.B) {
 				}
 				b.StartTimer()
 			}
-			b.ReportMetric(float64(nameBytes)/endUsersN, "name-B/enduser")
+			b.ReportMetric(float64(nameBytes)/float64(endUsersN), "name-B/enduser")
 			b.ReportMetric(float64(peakCached), "peak-cached-keys")
 			b.ReportMetric(peakInuse/(1<<20), "peak-heap-MiB")
 			if side.cache != 0 {
-				b.ReportMetric(inuse/endUsersN, "B/enduser")
-				b.ReportMetric(alloc/endUsersN, "live-B/enduser")
+				b.ReportMetric(inuse/float64(endUsersN), "B/enduser")
+				b.ReportMetric(alloc/float64(endUsersN), "live-B/enduser")
 			} else if peakCached > 0 {
 				b.ReportMetric(peakInuse/float64(peakCached), "B/enduser")
 			}

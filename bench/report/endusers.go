@@ -9,7 +9,8 @@ package main
 const endUsersFigures = `## End users and model limits (BenchmarkKeysEndUsers, BenchmarkKeysEndUsersMemory, BenchmarkKeysEndUsersRedis)
 
 *Measured by hand on 2026-11-28, 15:58–16:04 UTC, not by this report's run, and not rerun by it: the tree at
-b27b248 (the sub-limits, and their states prefetched with the key's on Redis) with the bench module at 3857b0f.
+b27b248 (the sub-limits, and their states prefetched with the key's on Redis) with the bench module at 3857b0f
+(1M end users; since, the benchmarks name 1M only with RATESTORE_BENCH_FULL=1, else 20k).
 2 vCPUs (nproc 2, Intel Xeon, Go 1.26.8), shared with other agents' runs: every invocation under
 /tmp/ratestore-bench.lock; the 1-minute load average was 2.9–4.1 as invocations began. Raw output:
 [results/2026-11-28-endusers](results/2026-11-28-endusers). ± is benchstat's 95% interval; a ratio is the median of
@@ -29,6 +30,7 @@ uniformly over the 1M: the steady state. Target (DESIGN.md, "End users"): <= 1.3
 
 ` + "```sh" + `
 cd bench && go test -c -o /tmp/bench.test .
+export RATESTORE_BENCH_FULL=1   # 1M end users (else 20k)
 for i in 1 2 3 4 5 6; do
   /tmp/bench.test -test.run '^$' -test.bench 'KeysEndUsers$' -test.count 1 -test.benchmem >> endusers.txt
 done
