@@ -235,14 +235,16 @@ func (s *Store) admit(c *call, b batch) (*Admission, error) {
 	e, req := c.e, c.req
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	// The sub-limits' states, as far as the policy held tells, go in the
+	// read of refresh: one round trip for them all.
+	if err := c.prefetchSubs(b); err != nil {
+		return nil, err
+	}
 	if err := s.refresh(b, e); err != nil {
 		return nil, err
 	}
 	if e.rec.gone || c.hash != e.rec.hash && !e.previous(c.hash, b.Now().UnixNano()) {
 		return nil, &Denial{Reason: "unknown", RetryAfter: -1, err: ErrNotFound}
-	}
-	if err := c.prefetchSubs(b); err != nil {
-		return nil, err
 	}
 	// Before the checks, which count it; it stands even if they refuse.
 	if err := s.mergePending(c.ctx, b, e); err != nil {

@@ -109,6 +109,8 @@ func TestRender(t *testing.T) {
 		"23.5 GiB",
 		"![peers](report/peers.png)",
 		"## Upstream pools: choosing an upstream", // poolsFigures, as it is
+		"## End users and model limits",           // endUsersFigures, as it is
+		"| first touch of a never-seen end user: no store read (Async bolt) |",
 		"0.29s 27.36%",
 		// Not "(fsync)": that is for ratestore-sync-*, and "async" contains "sync".
 		"| ratestore-async-bolt | 75 ns | 13.33M/s | 0 | 0.50× | 50 ns | 20.00M/s | 0 | 0.50× |",

@@ -100,6 +100,7 @@ func Render(rep *Report, plots []string) string {
 	v.disk(&b)
 	v.rolling(&b)
 	v.keys(&b)
+	b.WriteString(endUsersFigures)
 	v.gateway(&b)
 	b.WriteString(poolsFigures)
 	v.toolkit(&b)

@@ -74,6 +74,7 @@ func (v *view) checks() []check {
 			measured: fmt.Sprintf("%.0f keys in memory, RSS %.0f MiB", cached, rss), ok: ok, met: cached <= defaultMaxCachedKeys+fillBatch})
 	}
 	cs = append(cs, v.keyChecks()...)
+	cs = append(cs, endUsersChecks()...)
 	cs = append(cs, v.gatewayChecks()...)
 	cs = append(cs, v.surfaceChecks()...)
 	return append(cs, v.toolkitChecks()...)
@@ -110,6 +111,9 @@ func checksTable(b *strings.Builder, cs []check, h string) {
 	}
 	for _, c := range missed {
 		why, ok := explanations[c.id]
+		if !ok {
+			why, ok = endUsersWhy[c.id]
+		}
 		if !ok {
 			why = "No analysis of this miss is recorded in the generator (bench/report/targets.go). Profile it with " +
 				"`go test -run '^$' -bench <that benchmark> -cpuprofile cpu.prof` (also -memprofile, -mutexprofile, " +
