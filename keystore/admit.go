@@ -536,6 +536,13 @@ func (a *Admission) finishIn(c *call, b batch) error {
 	s, e := a.s, a.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	// The sub-limits' states go in the read of refresh, under the key's
+	// lock alone: read later, under the team's, a read that takes the
+	// shared store's locks would wait for an Admit that holds them and
+	// waits for the team's lock.
+	if err := a.prefetchSubs(b); err != nil {
+		return err
+	}
 	if err := s.refresh(b, e); err != nil {
 		return err
 	}

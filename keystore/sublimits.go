@@ -318,6 +318,27 @@ func (c *call) prefetchSubs(b batch) error {
 	return nil
 }
 
+// prefetchSubs gathers the states of the sub-limits a holds into the
+// batch's next read, on a shared store.
+func (a *Admission) prefetchSubs(b batch) error {
+	if !a.s.shared {
+		return nil
+	}
+	for _, h := range a.subs {
+		// What finishSubs changes, no more: a limiter never written (the
+		// request rate's, a slot log of a limit without a cap) has no
+		// value this process holds, and would cost a read.
+		ls := append(slices.Clip(h.pol.windows), h.pol.budgets...)
+		if h.pol.pub.MaxConcurrent > 0 {
+			ls = append(ls, h.pol.inflight)
+		}
+		if err := b.Prefetch(nil, h.id, ls...); err != nil {
+			return fmt.Errorf("keystore: %s: %w", h.id, err)
+		}
+	}
+	return nil
+}
+
 // subChecks checks the sub-limits of c's request under its key's policy
 // and its team t's (nil: none), into c.subs, and returns lim tightened by
 // what they leave. A request that names no end user where a policy
