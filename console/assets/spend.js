@@ -140,7 +140,7 @@ function topTable(table, title, rows, dim, cell, others) {
     h('th', { scope: 'col', class: 'num', text: 'Tokens' }), h('th', { scope: 'col', class: 'num', text: 'Cost' }))));
   const tb = h('tbody');
   const top = rows.filter((r) => r.requests || r.refused || Number(r.cost_usd))
-    .sort((a, b) => (a.other - b.other) || (b.cost_usd - a.cost_usd) || (b.requests - a.requests));
+    .sort((a, b) => (!!a.other - !!b.other) || (b.cost_usd - a.cost_usd) || (b.requests - a.requests));
   for (const r of top) {
     const v = dim(r) || '';
     tb.append(h('tr', { 'data-id': r.other ? '' : v, 'data-other': r.other ? 'true' : null },
@@ -192,9 +192,10 @@ function renderChart() {
   const byCost = all.some((r) => Number(r.cost_usd) > 0) || !all.some((r) => r.requests > 0);
   const val = (r) => (byCost ? Number(r.cost_usd) || 0 : r.requests || 0);
   const c = chartCells(sp, val);
+  const by = sp.stack === 'end_user' ? 'end user of the key' : sp.stack;
   $('#spend-caption').textContent = byCost
-    ? `Cost per day (USD), by ${sp.stack}`
-    : `Requests per day, by ${sp.stack}: nothing had a cost (no price for these models)`;
+    ? `Cost per day (USD), by ${by}`
+    : `Requests per day, by ${by}: nothing had a cost (no price for these models)`;
   let maxDay = 0;
   for (const m of c.cells.values()) { let t = 0; for (const x of m.values()) t += x.v; maxDay = Math.max(maxDay, t); }
   const W = Math.max(300, Math.floor($('#spend-chart-box').clientWidth || 800));
