@@ -40,7 +40,9 @@ type endUserKey struct {
 func (e *env) sendEndUsers() endUserKey {
 	t := e.t
 	t.Helper()
-	win := func(limit int64, window string) map[string]any { return map[string]any{"limit": limit, "window": window} }
+	win := func(limit int64, window string) map[string]any {
+		return map[string]any{"limit": limit, "window": window}
+	}
 	var k endUserKey
 	k.id, k.secret = e.createKeyAPI(map[string]any{
 		"name": "storefront", "windows": []any{win(100_000_000, "5h")},
@@ -216,7 +218,7 @@ func TestConsoleEndUsers(t *testing.T) {
 			t.Errorf("the team's page: %q lacks %q", text, want)
 		}
 	}
-	e.shot("endusers-team")
+	e.topShot("endusers-team")
 
 	// The read-only console: the same, and nothing sent but GETs.
 	e.readOnly()
@@ -238,11 +240,15 @@ func TestConsoleEndUsers(t *testing.T) {
 	e.setValue("#enduser-search", "")
 	waitFor[bool](e, "the end users at 390 px", `document.querySelectorAll('#endusers-table tbody tr').length >= 25`)
 	e.checkWidth("the key's page with its end users", width)
-	e.shot("endusers-narrow-key")
+	e.topShot("endusers-narrow-key")
+	e.typeInto("#enduser-search", "acme")
+	e.shownEndUsers("the search for acme at 390 px", []string{"acme-1", "acme-2"})
+	e.checkWidth("the key's page with two end users", width)
+	e.topShot("endusers-narrow-search")
 	e.goHash("#spend/" + k.id)
 	waitFor[float64](e, "the spend chart at 390 px", chartSum)
 	e.checkWidth("the spend page by end user", width)
-	e.shot("endusers-narrow-spend")
+	e.topShot("endusers-narrow-spend")
 }
 
 // goHash goes to a page of the console by its hash.
@@ -296,7 +302,7 @@ func (e *env) checkEndUsers(k endUserKey, prefix string) {
 		t.Fatalf("the admin API's first page: %d end users, next %q", len(p1.EndUsers), p1.NextCursor)
 	}
 	e.shownEndUsers("the first page of end users", p1.names())
-	e.shot(prefix + "endusers-key")
+	e.topShot(prefix + "endusers-key")
 	p2 := e.endUsersPage(k.id, url.Values{"limit": {"25"}, "cursor": {p1.NextCursor}})
 	e.click(`#endusers-pager [data-go="next"]`)
 	e.shownEndUsers("the second page of end users", p2.names())
@@ -334,7 +340,7 @@ func (e *env) checkEndUsers(k endUserKey, prefix string) {
 			t.Errorf("the page has %d <img> elements: a name became markup", n)
 		}
 	}
-	e.shot(prefix + "endusers-rtl")
+	e.topShot(prefix + "endusers-rtl")
 	e.setValue("#enduser-search", "")
 	e.shownEndUsers("the first page after the search", p1.names())
 
@@ -353,7 +359,7 @@ func (e *env) checkEndUsers(k endUserKey, prefix string) {
 	if len(shownReqs) != 1 || shownReqs[0] != "acme-1" {
 		t.Errorf("acme-1's requests: the page shows %q, the admin API %d", shownReqs, len(reqs.Requests))
 	}
-	e.shot(prefix + "endusers-requests")
+	e.topShot(prefix + "endusers-requests")
 
 	// The spend page, of the key, stacked by end user.
 	e.goHash("#spend/" + k.id)
@@ -408,7 +414,7 @@ func (e *env) checkEndUsers(k endUserKey, prefix string) {
 		t.Errorf("the top table is titled %q", got)
 	}
 	e.checkTablesFit("the spend page by end user")
-	e.shot(prefix + "endusers-spend")
+	e.topShot(prefix + "endusers-spend")
 }
 
 // sameSet reports whether a and b hold the same strings.
@@ -417,4 +423,12 @@ func sameSet(a, b []string) bool {
 	slices.Sort(a)
 	slices.Sort(b)
 	return slices.Equal(a, b)
+}
+
+// topShot is shot from the top of the page: a full-page screenshot of a
+// page scrolled down draws its sticky header where the view was.
+func (e *env) topShot(name string) {
+	e.t.Helper()
+	e.do("scroll to the top", chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
+	e.shot(name)
 }
