@@ -8,6 +8,7 @@ import { onSessionEnd } from './api.js';
 import { enterAudit, forgetAudit, wireAudit } from './audit.js';
 import { enterDetail } from './detail.js';
 import { $, $$, say } from './dom.js';
+import { forgetEndUsers, wireEndUsers } from './endusers.js';
 import { waitText } from './format.js';
 import { baseURL, wireForms } from './forms.js';
 import { enterKeys, forgetKeys, wireKeys } from './keys.js';
@@ -27,7 +28,7 @@ const PAGES = {
   key: { nav: 'keys', title: 'Key', enter: (id) => enterDetail('key', id) },
   teams: { nav: 'teams', title: 'Teams', enter: enterTeams },
   team: { nav: 'teams', title: 'Team', enter: (id) => enterDetail('team', id) },
-  spend: { nav: 'spend', title: 'Spend', enter: enterSpend },
+  spend: { nav: 'spend', title: 'Spend', enter: (key) => enterSpend(key) },
   requests: { nav: 'requests', title: 'Requests', enter: enterRequests },
   live: { nav: 'live', title: 'Live', enter: enterLive },
   upstreams: { nav: 'upstreams', title: 'Upstreams', enter: enterUpstreams },
@@ -80,7 +81,7 @@ function showSignin(msg) {
 
 // forget drops everything read while signed in, from memory and from the page.
 function forget() {
-  forgetKeys(); forgetTeams(); forgetSpend(); forgetRequests(); forgetLive(); forgetUpstreams(); forgetAudit(); forgetNames();
+  forgetKeys(); forgetTeams(); forgetEndUsers(); forgetSpend(); forgetRequests(); forgetLive(); forgetUpstreams(); forgetAudit(); forgetNames();
   forgetTables();
   for (const id of ['#keys-updated']) $(id).textContent = '';
 }
@@ -169,6 +170,7 @@ function wire() {
   wireKeys();
   wireTeams();
   wireForms();
+  wireEndUsers();
   wireSpend();
   wireRequests();
   wireAudit();

@@ -11,7 +11,7 @@ function fillWidth(frac) {
 
 // windowBar is one token window: a bar of used / limit, coloured by how full it is, the part of used that
 // requests in flight reserve (not charged yet) drawn lighter at its end.
-function windowBar(w, reserved) {
+function windowBar(w, reserved, binding = false) {
   const frac = w.limit > 0 ? w.used / w.limit : 0;
   const held = Math.min(reserved || 0, w.used);
   const fill = h('div', { class: 'bar-fill' });
@@ -34,7 +34,9 @@ function windowBar(w, reserved) {
     'aria-label': `${per} token window`, 'aria-valuetext': `${w.used} of ${w.limit} tokens used${heldText}${reset}`,
     title: `${nf.format(w.used)} of ${nf.format(w.limit)} tokens used in ${per} (${Math.round(frac * 100)}%)${heldText}${reset}`,
   }, h('div', { class: 'bar-track' }, fill), h('span', { class: 'bar-text', text: `${w.used} / ${w.limit}${held > 0 ? ` (${held} reserved)` : ''}` }));
-  return h('div', { class: 'win' }, h('span', { class: 'win-label', text: per }), bar);
+  const label = h('span', { class: 'win-label', text: per });
+  if (binding) label.title = 'The binding window: the one that refuses first';
+  return h('div', { class: binding ? 'win binding' : 'win', 'data-binding': binding ? 'true' : null }, label, bar);
 }
 
 // limitBar is one limit of an upstream (upstreams.js): a bar of used / limit, coloured by how full it is, labelled, with
@@ -51,9 +53,11 @@ export function limitBar(label, used, limit, what) {
   h('span', { class: 'bar-text', text: `${nf.format(used)} / ${nf.format(limit)}` }));
 }
 
-export function windowsCell(ws, reserved) {
+// windowsCell is the bars of windows ws, the requests in flight reserving reserved tokens of each; binding is the
+// index of the binding window (a model limit's, an end user's), marked when there are more windows than one.
+export function windowsCell(ws, reserved, binding = -1) {
   if (!ws || !ws.length) return h('span', { class: 'none', text: 'none' });
-  return h('div', { class: 'meters' }, ws.map((w) => windowBar(w, reserved)));
+  return h('div', { class: 'meters' }, ws.map((w, i) => windowBar(w, reserved, ws.length > 1 && i === binding)));
 }
 
 function budgetLine(b) {
@@ -90,4 +94,15 @@ export function limitsOf(x, anyModel = false) {
 // models shows model names or globs, each in its own <bdi>, comma-separated.
 export function models(list) {
   return h('span', { class: 'models' }, list.flatMap((m, i) => (i ? [', ', h('bdi', { class: 'model', text: m })] : [h('bdi', { class: 'model', text: m })])));
+}
+
+// limitSpecs are limits as a policy sets them, without their usage (a team's model limits, the limits of each end
+// user): "100,000 tokens per 5h", "$2.00 per day (UTC)", "10/min", "2 at once".
+export function limitSpecs(x) {
+  const parts = [];
+  for (const w of x.windows || []) parts.push(`${nf.format(w.limit)} tokens per ${prettyDur(durSeconds(w.window))}`);
+  for (const b of x.budgets || []) parts.push(`${usd(b.limit_usd)} per ${budgetPer(b)}`);
+  if (x.requests_per_minute) parts.push(`${nf.format(x.requests_per_minute)}/min`);
+  if (x.max_concurrent) parts.push(`${nf.format(x.max_concurrent)} at once`);
+  return parts.flatMap((p, i) => (i ? [' · ', p] : [p]));
 }

@@ -2,9 +2,10 @@
 // its keys and its changes in the audit log.
 
 import { failed, item, revalidate } from './api.js';
-import { budgetsCell, limitsOf, models, windowsCell } from './bars.js';
+import { budgetsCell, limitSpecs, limitsOf, models, windowsCell } from './bars.js';
 import { $, bdi, clear, h, isolate } from './dom.js';
-import { ago, compact, fmtTime, usd } from './format.js';
+import { enterEndUsers, refreshEndUsers } from './endusers.js';
+import { ago, compact, fmtTime, nf, usd } from './format.js';
 import { keyAct, keyButtons, keyStatus, keysOfTeam, statusNotes } from './keys.js';
 import { fillNames, nameRef, remember } from './names.js';
 import { REFRESH_MS, S, onChange, show } from './state.js';
@@ -22,6 +23,7 @@ export function enterDetail(kind, id) {
   clear($(`#${kind}-body`));
   clear($(`#${kind}-actions`));
   $(`#${kind}-title`).textContent = kind === 'key' ? 'Key' : 'Team';
+  if (kind === 'key') enterEndUsers(id);
   const view = {
     every: REFRESH_MS,
     refresh: async ({ first, force } = {}) => {
@@ -31,10 +33,12 @@ export function enterDetail(kind, id) {
         if (shown !== me) return;
         if (!r) {
           page.dataset.unchanged = String(Number(page.dataset.unchanged) + 1);
-          return;
+        } else {
+          me.etag = r.etag;
+          render(me, r.data);
         }
-        me.etag = r.etag;
-        render(me, r.data);
+        // A key's end users: one page of them, with its own ETag, after the key (which says whether it limits them).
+        if (kind === 'key' && me.obj) await refreshEndUsers(id, !!me.obj.end_users, { first, force });
       } catch (e) {
         if (shown !== me) return;
         if (e.status === 404) {
@@ -108,10 +112,64 @@ function renderKey(k) {
       ])),
       h('div', { class: 'card' }, h('h2', { text: 'Token windows' }), windowsCell(k.windows, k.reserved_tokens),
         h('h2', { class: 'second', text: 'Budgets' }), budgetsCell(k.budgets))),
+    subLimits(k, k.model_usage || []),
     h('p', { class: 'links' },
       h('a', { href: `#requests/${encodeURIComponent(k.id)}`, text: 'Its requests' }), ' · ',
+      h('a', { href: `#spend/${encodeURIComponent(k.id)}`, text: 'Its spend by end user' }), ' · ',
       h('a', { href: `#audit/${encodeURIComponent(k.id)}`, text: 'Its changes' })));
   fillNames(body);
+}
+
+// subLimits are the cards of a key's or team's limits per model (with their usage, from a key's model_usage) and
+// of each of its end users; nothing when it has neither.
+function subLimits(x, usage) {
+  const cards = [];
+  const ms = x.model_limits || [];
+  if (ms.length) {
+    const team = !usage;
+    cards.push(h('div', { class: 'card sublimits', id: 'model-limits' },
+      h('h2', { text: team ? 'Limits per model, shared by its keys' : 'Limits per model' }),
+      h('ul', { class: 'model-limits' }, ms.map((m, i) => modelLimit(m, usage && usage[i] && sameGlobs(usage[i].models, m.models) ? usage[i] : null, team)))));
+  }
+  const eu = x.end_users;
+  if (eu) {
+    const specs = limitSpecs(eu);
+    cards.push(h('div', { class: 'card sublimits', id: 'end-user-policy' },
+      h('h2', { text: 'Limits of each end user' }),
+      facts([
+        ['Each end user', specs.length ? h('span', { class: 'specs' }, specs) : h('span', { class: 'none', text: 'no limit' })],
+        ['Required', eu.required ? h('span', { class: 'required' }, h('span', { class: 'pill', text: 'required' }),
+          h('span', { class: 'sub', text: 'a request that names no end user is refused' })) : h('span', { class: 'none', text: 'no: a request may name none' })],
+      ]),
+      h('p', { class: 'muted note', text: usage ? 'An end user is the key’s own customer, named by the request: see End users below.'
+        : 'Each end user of its keys has these limits, counted across its keys.' })));
+  }
+  return cards.length ? h('div', { class: 'detail-grid subs' }, cards) : null;
+}
+
+function sameGlobs(a, b) {
+  return JSON.stringify(a || []) === JSON.stringify(b || []);
+}
+
+// modelLimit is one limit per model: its globs, then its usage (a key's) or its limits as set (a team's).
+function modelLimit(m, u, team) {
+  const li = h('li', { class: 'model-limit', 'data-models': JSON.stringify(m.models || []) },
+    h('div', { class: 'ml-models' }, models(m.models || [])));
+  if (u) {
+    if (u.windows && u.windows.length) li.append(windowsCell(u.windows, 0, u.binding));
+    if (u.budgets && u.budgets.length) li.append(budgetsCell(u.budgets));
+    const other = [];
+    if (m.requests_per_minute) other.push(`${nf.format(m.requests_per_minute)}/min`);
+    if (m.max_concurrent) other.push(`${nf.format(m.max_concurrent)} at once`);
+    if (u.in_flight) other.push(`${nf.format(u.in_flight)} in flight`);
+    if (other.length) li.append(h('span', { class: 'sub', text: other.join(' · ') }));
+    if (!u.windows?.length && !u.budgets?.length && !other.length) li.append(h('span', { class: 'none', text: 'no limit' }));
+  } else {
+    const specs = limitSpecs(m);
+    li.append(specs.length ? h('span', { class: 'specs' }, specs) : h('span', { class: 'none', text: 'no limit' }));
+    if (!team) li.append(h('span', { class: 'sub', text: 'usage not known yet' }));
+  }
+  return li;
 }
 
 function renderTeam(t) {
@@ -139,6 +197,7 @@ function renderTeam(t) {
       ])),
       h('div', { class: 'card' }, h('h2', { text: 'Token windows, shared by its keys' }), windowsCell(t.windows),
         h('h2', { class: 'second', text: 'Budgets' }), budgetsCell(t.budgets))),
+    subLimits(t, null),
     h('p', { class: 'links' }, h('a', { href: `#audit/${encodeURIComponent(t.id)}`, text: 'Its changes' })));
 }
 

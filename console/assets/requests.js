@@ -12,10 +12,16 @@ const LIMIT = 50;
 
 const R = { stack: [], cursor: '', next: '', gen: 0, lastKey: '', lastAt: 0 };
 
-// enterRequests shows the newest requests, of key when given (a key's page links here).
-export function enterRequests(key) {
+// enterRequests shows the newest requests, filtered as arg says when given: a key's id (a key's page links here),
+// or the filters as a query string, "key=ID&end_user=NAME" (an end user's link).
+export function enterRequests(arg) {
   stop();
-  if (key !== undefined && key !== '') $('#req-key').value = key;
+  if (arg) {
+    const f = arg.includes('=') ? new URLSearchParams(arg) : new URLSearchParams({ key: arg });
+    $('#req-key').value = f.get('key') || '';
+    $('#req-end-user').value = f.get('end_user') || '';
+    if (f.has('model')) $('#req-model').value = f.get('model');
+  }
   const ml = clear($('#req-model-list'));
   for (const m of spendModels()) ml.append(h('option', { value: m }));
   R.stack = [];
@@ -23,7 +29,8 @@ export function enterRequests(key) {
 }
 
 function reqFilters() {
-  return { key: $('#req-key').value.trim(), model: $('#req-model').value.trim(), status: $('#req-status').value.trim() };
+  // An end user's name is matched as it is, spaces and all: it is not trimmed.
+  return { key: $('#req-key').value.trim(), model: $('#req-model').value.trim(), end_user: $('#req-end-user').value, status: $('#req-status').value.trim() };
 }
 
 // applyFilters loads the first page for the filters shown; a change event and the submit that follows it (Enter)
@@ -58,7 +65,7 @@ function statusClass(st) {
   return st >= 500 ? 'st-bad' : st >= 400 ? 'st-warn' : 'st-ok';
 }
 
-function requestRow(e) {
+function requestRow(e, endUsers) {
   const parts = [`input ${e.input_tokens}`, `output ${e.output_tokens}`];
   if (e.cache_read_tokens) parts.push(`cache read ${e.cache_read_tokens}`);
   if (e.cache_write_tokens) parts.push(`cache write ${e.cache_write_tokens}`);
@@ -66,7 +73,8 @@ function requestRow(e) {
   return h('tr', { 'data-request-id': e.request_id },
     h('td', { class: 'time' }, h('time', { datetime: e.time, text: fmtTime(e.time) }), h('span', { class: 'sub mono', text: e.request_id })),
     h('td', {}, e.key ? nameRef('key', e.key, true) : h('span', { class: 'none', text: 'no key' })),
-    h('td', { class: 'mono' }, bdi(e.model, { class: 'model' }), e.end_user ? h('span', { class: 'sub' }, 'for ', bdi(e.end_user, { class: 'end-user' })) : null),
+    h('td', { class: 'mono' }, bdi(e.model, { class: 'model' })),
+    endUsers ? h('td', { class: 'req-end-user' }, e.end_user ? bdi(e.end_user, { class: 'end-user' }) : h('span', { class: 'none', text: '—' })) : null,
     h('td', { class: 'mono' }, e.route, e.upstream ? h('span', { class: 'sub' }, 'via ', bdi(e.upstream, { class: 'upstream' })) : null),
     h('td', { 'data-status': e.status }, h('span', { class: statusClass(e.status), text: String(e.status) })),
     h('td', { class: 'num', text: `${nf.format(e.latency_ms)} ms` }),
@@ -76,15 +84,18 @@ function requestRow(e) {
 
 function renderRequests(list, f) {
   const table = $('#requests-table');
-  clear(table.tHead).append(h('tr', {}, ['Time', 'Key', 'Model', 'Route', 'Status', 'Latency', 'Tokens', 'Cost'].map((l, i) =>
-    h('th', { scope: 'col', class: i >= 5 ? 'num' : '', text: l }))));
+  // The end user column is there when a request of the page named one, or the page is filtered on one.
+  const endUsers = !!f.end_user || list.some((e) => e.end_user);
+  const cols = ['Time', 'Key', 'Model', ...(endUsers ? ['End user'] : []), 'Route', 'Status', 'Latency', 'Tokens', 'Cost'];
+  clear(table.tHead).append(h('tr', {}, cols.map((l, i) =>
+    h('th', { scope: 'col', class: i >= cols.length - 3 ? 'num' : '', text: l }))));
   const tb = clear(table.tBodies[0]);
-  tb.append(...list.map(requestRow));
+  tb.append(...list.map((e) => requestRow(e, endUsers)));
   fillNames(tb);
   const empty = $('#requests-empty');
   empty.hidden = list.length > 0;
   table.parentElement.hidden = !list.length;
-  const filtered = f.key || f.model || f.status;
+  const filtered = f.key || f.model || f.end_user || f.status;
   empty.textContent = R.next ? 'No request on this part of the ledger: Older reads on.'
     : filtered ? 'No request matches these filters.'
       : R.cursor ? 'No older requests.' : `No requests yet. Send one to ${baseURL()} with a key's secret: it shows here when it ends.`;
@@ -97,12 +108,13 @@ function renderRequests(list, f) {
 export function forgetRequests() {
   Object.assign(R, { stack: [], cursor: '', next: '', gen: R.gen + 1, lastKey: '', lastAt: 0 });
   for (const id of ['#req-key-list', '#req-model-list']) clear($(id));
+  $('#req-end-user').value = '';
   $('#requests-empty').textContent = '';
 }
 
 export function wireRequests() {
   $('#req-form').addEventListener('submit', applyFilters);
-  for (const id of ['#req-key', '#req-model', '#req-status']) $(id).addEventListener('change', applyFilters);
+  for (const id of ['#req-key', '#req-model', '#req-end-user', '#req-status']) $(id).addEventListener('change', applyFilters);
   suggest($('#req-key'), $('#req-key-list'), 'key');
   $('#req-next').addEventListener('click', () => {
     if (!R.next) return;

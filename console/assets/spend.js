@@ -1,9 +1,11 @@
-// The spend page: cost per day stacked by model, key or team, the top keys and models, and the refusals.
+// The spend page: cost per day stacked by model, key or team (or, of one key, by its end users), the top keys (of one
+// key, its end users) and models, and the refusals.
 
 import { api, failed, path } from './api.js';
 import { $, bdi, clear, h, isolate, s, say } from './dom.js';
 import { compact, dayFmt, nf, tokensOf, usd } from './format.js';
-import { fillNames, label, nameRef } from './names.js';
+import { requestsOf } from './endusers.js';
+import { fillNames, label, nameRef, suggest } from './names.js';
 import { S } from './state.js';
 
 const PALETTE = ['#4e79a7', '#f28e2b', '#59a14f', '#e15759', '#76b7b2', '#edc948', '#b07aa1', '#ff9da7', '#9c755f'];
@@ -28,7 +30,14 @@ function addDays(day, n) {
   return d.toISOString().slice(0, 10);
 }
 
-export function enterSpend() {
+// enterSpend shows the spend page; arg, when given, is a key's id (a key's page links here): its spend, stacked by
+// its end users.
+export function enterSpend(arg) {
+  if (arg) {
+    $('#spend-key').value = arg;
+    $('#spend-stack').value = 'end_user';
+  }
+  keyChosen();
   if (!$('#spend-to').value) $('#spend-to').value = todayUTC();
   if (!$('#spend-from').value) $('#spend-from').value = addDays($('#spend-to').value, -13);
   loadSpend();
@@ -38,18 +47,20 @@ export function enterSpend() {
 // dimension (its top SERIES and one "other" row a day), and the top keys and models over the range. Only the keys
 // and teams those name are looked up, for their names.
 async function loadSpend() {
-  const from = $('#spend-from').value, to = $('#spend-to').value, stack = $('#spend-stack').value;
+  keyChosen();
+  const from = $('#spend-from').value, to = $('#spend-to').value, stack = $('#spend-stack').value, key = $('#spend-key').value.trim();
   if (!/^\d{4}-\d{2}-\d{2}$/.test(from) || !/^\d{4}-\d{2}-\d{2}$/.test(to)) { say('Spend: choose both days.', true); return; }
   if (from > to) { say('Spend: the first day is after the last.', true); return; }
   const g = ++gen;
-  const range = { from, to: addDays(to, 1) };
+  const range = { from, to: addDays(to, 1), key };
   const get = (group, limit) => api('GET', `${path('/admin/spend', { ...range, limit })}&${group.map((x) => `group_by=${x}`).join('&')}`);
   try {
-    const [byDay, byKey, byModel] = await Promise.all([get(['day', stack], SERIES), get(['key'], TOP), get(['model'], TOP)]);
+    // Of one key, the top table is of its end users rather than of keys (it would have one row).
+    const [byDay, byKey, byModel] = await Promise.all([get(['day', stack], SERIES), get([key ? 'end_user' : 'key'], TOP), get(['model'], TOP)]);
     if (g !== gen || S.page !== 'spend') return;
     if (stack === 'key' || stack === 'team') await namesOf(stack, byDay.rows);
     if (g !== gen || S.page !== 'spend') return;
-    spend = { from, to, stack, byDay, byKey, byModel };
+    spend = { from, to, stack, key, byDay, byKey, byModel };
     renderSpend();
   } catch (e) {
     if (g === gen) failed(e);
@@ -63,7 +74,23 @@ async function namesOf(kind, rows) {
   await fillNames(h('div', {}, ids.map((id) => nameRef(kind, id))));
 }
 
+// keyChosen enables stacking by end user when a key is chosen, and falls back to stacking by model when none is:
+// the API would read every key's rollups of end users for it, the console asks for one key's.
+function keyChosen(ev) {
+  const key = $('#spend-key').value.trim();
+  const opt = $('#spend-stack option[value="end_user"]');
+  opt.disabled = !key;
+  if (!key && $('#spend-stack').value === 'end_user') $('#spend-stack').value = 'model';
+  if (ev && ev.type === 'input') return; // its name once chosen, not at each letter typed
+  const box = clear($('#spend-key-name'));
+  if (key) {
+    box.append(nameRef('key', key));
+    fillNames(box);
+  }
+}
+
 function seriesLabel(stack, v) {
+  if (stack === 'end_user') return v || '(no end user named)';
   if (stack === 'key') return v ? label('key', v) : '(no key)';
   if (stack === 'team') return v ? label('team', v) : '(no team)';
   return v || '(no model)';
@@ -79,7 +106,15 @@ function renderSpend() {
     sum.append(h('div', { class: 'card' }, h('div', { class: 'v', text: v }), h('div', { class: 'l', text: l })));
   }
   renderChart();
-  topTable($('#top-keys'), 'Key', sp.byKey.rows || [], (r) => r.key, (v) => nameRef('key', v, true), 'all other keys');
+  if (sp.key) {
+    $('#top-keys-title').textContent = 'Top end users of the key';
+    topTable($('#top-keys'), 'End user', sp.byKey.rows || [], (r) => r.end_user,
+      (v) => (v ? h('a', { href: requestsOf(sp.key, v), title: `The requests of ${isolate(v)}` }, bdi(v, { class: 'end-user' })) : h('span', { class: 'none', text: '(no end user named)' })),
+      'all other end users');
+  } else {
+    $('#top-keys-title').textContent = 'Top keys';
+    topTable($('#top-keys'), 'Key', sp.byKey.rows || [], (r) => r.key, (v) => nameRef('key', v, true), 'all other keys');
+  }
   topTable($('#top-models'), 'Model', sp.byModel.rows || [], (r) => r.model, (v) => bdi(v || '(none)', { class: 'mono' }), 'all other models');
   fillNames($('#top-keys'));
   renderRefusals(t);
@@ -105,14 +140,14 @@ function topTable(table, title, rows, dim, cell, others) {
     h('th', { scope: 'col', class: 'num', text: 'Tokens' }), h('th', { scope: 'col', class: 'num', text: 'Cost' }))));
   const tb = h('tbody');
   const top = rows.filter((r) => r.requests || r.refused || Number(r.cost_usd))
-    .sort((a, b) => (a.other - b.other) || (b.cost_usd - a.cost_usd) || (b.requests - a.requests));
+    .sort((a, b) => (!!a.other - !!b.other) || (b.cost_usd - a.cost_usd) || (b.requests - a.requests));
   for (const r of top) {
     const v = dim(r) || '';
     tb.append(h('tr', { 'data-id': r.other ? '' : v, 'data-other': r.other ? 'true' : null },
       h('td', {}, r.other ? h('span', { class: 'none', text: others }) : cell(v)),
       h('td', { class: 'num' }, nf.format(r.requests || 0), r.refused ? h('span', { class: 'sub', text: `${nf.format(r.refused)} refused` }) : null),
       h('td', { class: 'num', text: compact.format(tokensOf(r)), title: `${nf.format(tokensOf(r))} tokens` }),
-      h('td', { class: 'num', text: usd(r.cost_usd) })));
+      h('td', { class: 'num', 'data-cost': r.cost_usd, text: usd(r.cost_usd) })));
   }
   if (!top.length) tb.append(h('tr', {}, h('td', { colspan: 4, class: 'none', text: 'Nothing in this range.' })));
   table.append(tb);
@@ -157,9 +192,10 @@ function renderChart() {
   const byCost = all.some((r) => Number(r.cost_usd) > 0) || !all.some((r) => r.requests > 0);
   const val = (r) => (byCost ? Number(r.cost_usd) || 0 : r.requests || 0);
   const c = chartCells(sp, val);
+  const by = sp.stack === 'end_user' ? 'end user of the key' : sp.stack;
   $('#spend-caption').textContent = byCost
-    ? `Cost per day (USD), by ${sp.stack}`
-    : `Requests per day, by ${sp.stack}: nothing had a cost (no price for these models)`;
+    ? `Cost per day (USD), by ${by}`
+    : `Requests per day, by ${by}: nothing had a cost (no price for these models)`;
   let maxDay = 0;
   for (const m of c.cells.values()) { let t = 0; for (const x of m.values()) t += x.v; maxDay = Math.max(maxDay, t); }
   const W = Math.max(300, Math.floor($('#spend-chart-box').clientWidth || 800));
@@ -258,12 +294,16 @@ export function spendModels() {
 export function forgetSpend() {
   spend = null;
   gen++;
-  for (const id of ['#spend-chart', '#spend-legend', '#spend-summary', '#top-keys', '#top-models', '#refusals']) clear($(id));
+  for (const id of ['#spend-chart', '#spend-legend', '#spend-summary', '#top-keys', '#top-models', '#refusals', '#spend-key-name']) clear($(id));
+  $('#spend-key').value = '';
 }
 
 export function wireSpend() {
   $('#spend-form').addEventListener('submit', (e) => { e.preventDefault(); loadSpend(); });
   $('#spend-stack').addEventListener('change', loadSpend);
+  $('#spend-key').addEventListener('change', loadSpend);
+  $('#spend-key').addEventListener('input', keyChosen);
+  suggest($('#spend-key'), $('#spend-key-list'), 'key');
   for (const id of ['#spend-from', '#spend-to']) $(id).addEventListener('change', () => { if ($(id).value) loadSpend(); });
   let resize = 0;
   window.addEventListener('resize', () => {

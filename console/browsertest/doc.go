@@ -44,6 +44,17 @@
 // redraws only what changed. TestConsoleUpstreamsReadOnly: the read-only
 // console, with no gateway, says it has no upstreams.
 //
+// TestConsoleEndUsers sends a key's requests naming about thirty end
+// users (a name that is markup, one written right to left; one with a
+// right-to-left override is refused by the gateway) and checks the key's
+// page: its model limit's bars are its model_usage, its end users are the
+// admin API's pages (25 a page, Next, Previous), searched by the start of
+// the name, the one over its window drawn full; a name links to its
+// requests; the spend page stacked by the key's end users and its top end
+// users are the ledger's; a team's page shows its limits as set; the
+// read-only console shows the same and sends nothing but GETs; and at 390
+// pixels nothing sticks out.
+//
 // TestConsoleAudit reads the changes made with the console in the audit
 // log, from a key's and a team's pages. TestConsoleShellQuote has sh read
 // back hostile names quoted by the page's own shellQuote, and
