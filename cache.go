@@ -426,6 +426,19 @@ func (sh *shard) markDirty(i int, g uint64) {
 	}
 }
 
+// liveKeys appends the names (joinKey) of sh's entries to dst, under
+// sh's lock.
+func (sh *shard) liveKeys(dst []string) []string {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	for j := range sh.slots {
+		if e := &sh.slots[j]; e.ctl == slotLive {
+			dst = append(dst, e.sk)
+		}
+	}
+	return dst
+}
+
 // CachedKeys reports how many key states are held in memory.
 func (db *DB) CachedKeys() int {
 	return db.sumShards(func(sh *shard) int { return sh.live })
