@@ -52,6 +52,12 @@ type entry struct {
 	ctl   uint8 // slotFree, slotLive or slotGone
 	dirty bool  // changed since its last commit; listed in shard.dirty
 	ref   bool  // used since the eviction clock last passed it
+	// stored is false while the store is known to hold no state of the
+	// key: it was not found there (or the filter said it was never
+	// stored), and no commit has written it since. A state back at its
+	// initial value by the time its commit sweeps it is then not written
+	// at all (see DB.sweepShard): there is nothing to delete.
+	stored bool
 
 	sk string           // joinKey(limiter name, key)
 	st strategies.State // nil: the initial state, nothing stored
@@ -187,7 +193,7 @@ func (db *DB) lookupWait(ctx context.Context, sh *shard, at slot, name, key stri
 func (db *DB) miss(ctx context.Context, sh *shard, at slot, name, key string, d strategies.Decider, now int64, load bool) (int, error) {
 	// A copy of the key, which may be a slice of a larger buffer (a request
 	// header) that must not stay alive with the entry.
-	e := entry{sk: joinKey(name, key), ref: true}
+	e := entry{sk: joinKey(name, key), ref: true, stored: true}
 	for waits, unlocked := 0, false; ; unlocked = true {
 		if unlocked {
 			// The shard was unlocked: another call may have loaded the key.
@@ -215,7 +221,7 @@ func (db *DB) miss(ctx context.Context, sh *shard, at slot, name, key string, d 
 		waits++
 	}
 	if load && !db.filter.mayHold(at.h) {
-		load = false // never stored: a new key, with nothing to read
+		load, e.stored = false, false // never stored: a new key, with nothing to read
 		db.noteNew(at.h)
 	}
 	if load {
@@ -247,6 +253,7 @@ func (db *DB) loadUnlocked(sh *shard, at slot, e *entry, d strategies.Decider, n
 		return err
 	}
 	if e.st == nil {
+		e.stored = false
 		db.noteNew(at.h) // stored from its next commit on
 	}
 	if clamped {
@@ -417,6 +424,19 @@ func (sh *shard) markDirty(i int, g uint64) {
 		e.dirty = true
 		sh.dirty = append(sh.dirty, uint32(i))
 	}
+}
+
+// liveKeys appends the names (joinKey) of sh's entries to dst, under
+// sh's lock.
+func (sh *shard) liveKeys(dst []string) []string {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	for j := range sh.slots {
+		if e := &sh.slots[j]; e.ctl == slotLive {
+			dst = append(dst, e.sk)
+		}
+	}
+	return dst
 }
 
 // CachedKeys reports how many key states are held in memory.

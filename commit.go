@@ -184,8 +184,9 @@ func (db *DB) sweep() (*generation, sweptChanges) {
 	db.gen.Store(&generation{seq: old.seq + 1, done: make(chan struct{})})
 
 	sw := sweptChanges{ops: db.ops[:0], arena: db.arena[:0], keys: db.swept[:0]}
+	now := db.now()
 	for i := range db.shards {
-		db.sweepShard(&db.shards[i], old.seq, &sw)
+		db.sweepShard(&db.shards[i], old.seq, now, &sw)
 	}
 	sw.ops = db.records.sweep(sw.ops)
 	return old, sw
@@ -194,12 +195,28 @@ func (db *DB) sweep() (*generation, sweptChanges) {
 // sweepShard appends an op for every dirty entry of sh to sw and marks the
 // entries clean. seq is the generation being committed: an entry marked
 // in a later one is swept ahead (see commit).
-func (db *DB) sweepShard(sh *shard, seq uint64, sw *sweptChanges) {
+//
+// A state back at its initial value at now (see dropIfIdle) is a delete,
+// and a delete of a key the store holds nothing of (entry.stored false) is
+// no op at all: a key used once and idle before its commit, or reset
+// before it was ever stored, costs the committer nothing. Whatever the
+// commit's outcome, the store then holds what memory says, nothing, so
+// the entry need not be retried (redirty) nor undone (rollback). A put
+// marks the key stored, for good: a later delete must be written, and
+// must be retried if its commit fails.
+func (db *DB) sweepShard(sh *shard, seq uint64, now int64, sw *sweptChanges) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	for _, j := range sh.dirty {
 		e := &sh.slots[j]
 		e.dirty = false
+		if e.st != nil && e.idleAt <= now {
+			e.st = nil
+		}
+		if e.st == nil && !e.stored {
+			continue
+		}
+		e.stored = true
 		sw.ahead = sw.ahead || e.gen > seq
 		kstart := len(sw.arena)
 		sw.arena = appendStoreKey(sw.arena, e.sk)

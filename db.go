@@ -453,16 +453,18 @@ func (db *DB) rebuildFilter() {
 	defer db.filter.rebuilding.Store(false)
 	next := newBloom(int(2 * db.filter.cur.Load().keys.Load()))
 	db.filter.next.Store(next)
+	var sks []string
 	for i := range db.shards {
-		sh := &db.shards[i]
-		sh.mu.Lock()
-		for j := range sh.slots {
-			if e := &sh.slots[j]; e.ctl == slotLive {
-				next.add(db.hashKey(e.sk))
-			}
+		// The keys are hashed with the shard unlocked: hashing a shard of
+		// 8k keys takes about half a millisecond, for which every call on
+		// the shard would wait; copying their names, a few microseconds.
+		// A key added meanwhile goes to next itself (see stored).
+		sks = db.shards[i].liveKeys(sks[:0])
+		for _, sk := range sks {
+			next.add(db.hashKey(sk))
 		}
-		sh.mu.Unlock()
 	}
+	clear(sks)
 	if _, err := db.scanStates(next, nil, -1); err != nil {
 		db.filter.next.Store(nil)
 		if !errors.Is(err, errClosing) {
