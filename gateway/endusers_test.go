@@ -191,3 +191,13 @@ func TestAdminEndUsers(t *testing.T) {
 	require.Len(t, reqs.Requests, 2)
 	require.Equal(t, "u-3", reqs.Requests[0].EndUser)
 }
+
+// TestEndUserOtherName: the ledger's name of the row of end users past a
+// day's top ones is no end user's name.
+func TestEndUserOtherName(t *testing.T) {
+	e := newEnv(t, Options{})
+	_, secret := endUserKey(t, e, false)
+	resp, body := e.call("POST", "/v1/chat/completions", secret, userChat(1, 1, map[string]any{"user": "(other)"}))
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, string(body))
+	require.Equal(t, "invalid_end_user", apiError(t, body, typeInvalid)["code"])
+}

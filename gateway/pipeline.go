@@ -22,6 +22,7 @@ import (
 	"github.com/ratestore/ratestore/internal/sat"
 	"github.com/ratestore/ratestore/internal/text"
 	"github.com/ratestore/ratestore/keystore"
+	"github.com/ratestore/ratestore/ledger"
 	"github.com/ratestore/ratestore/pricing"
 )
 
@@ -426,6 +427,10 @@ func (g *Gateway) read(rq *request, ad *admission, model string, body []byte) (k
 	}
 	if rq.endUser == "" {
 		rq.endUser = cmp.Or(f.endUser, f.safetyID)
+	}
+	if rq.endUser == ledger.OtherModel {
+		rq.endUser = ""
+		return keystore.Request{}, nil, invalid(http.StatusBadRequest, "invalid_end_user", "the end user's name "+ledger.OtherModel+" is the ledger's row of the end users past a day's top ones: name them otherwise")
 	}
 	if why := text.Problem(rq.endUser, keystore.MaxEndUser); why != "" && rq.endUser != "" {
 		rq.endUser = ""

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"strings"
 
 	"github.com/ratestore/ratestore/admin"
 )
@@ -73,13 +74,23 @@ func (c *cli) emitEndUsers(page admin.EndUserPage, all, first bool) error {
 // writeEndUsers writes end users as a table, its header when header is
 // set.
 func writeEndUsers(w io.Writer, us []admin.EndUser, header bool, next string) {
-	empty, head := "no end users", "END USER\tTOKENS/WINDOW\tREQUESTS\tTOKENS\tCOST USD\tREFUSED\tLAST USED"
+	empty, head := "no end users", "END USER\tUSED/LIMIT\tREQUESTS\tTOKENS\tCOST USD\tREFUSED\tLAST USED"
 	if !header {
 		empty, head = "", ""
 	}
 	writeTable(w, empty, head, len(us), func(tw io.Writer, i int) {
 		u := us[i]
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%s\n", printable(u.ID), orDash(windowsText(u.Windows)), u.Requests, u.Tokens,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%s\n", printable(u.ID), orDash(windowsUsed(u.Windows)), u.Requests, u.Tokens,
 			u.CostUSD, u.Refused, show(u.LastUsed, "never"))
 	}, next)
+}
+
+// windowsUsed is the use of token windows: "642/20000 per 24h", one
+// after another.
+func windowsUsed(ws []admin.Window) string {
+	parts := make([]string, len(ws))
+	for i, w := range ws {
+		parts[i] = fmt.Sprintf("%d/%d per %s", w.Used, w.Limit, short(length(w.Window)))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -90,7 +90,7 @@ function keyChosen(ev) {
 }
 
 function seriesLabel(stack, v) {
-  if (stack === 'end_user') return v || '(no end user named)';
+  if (stack === 'end_user') return v === '(other)' ? '(past the day\u2019s top 256)' : v || '(no end user named)';
   if (stack === 'key') return v ? label('key', v) : '(no key)';
   if (stack === 'team') return v ? label('team', v) : '(no team)';
   return v || '(no model)';
@@ -109,7 +109,7 @@ function renderSpend() {
   if (sp.key) {
     $('#top-keys-title').textContent = 'Top end users of the key';
     topTable($('#top-keys'), 'End user', sp.byKey.rows || [], (r) => r.end_user,
-      (v) => (v ? h('a', { href: requestsOf(sp.key, v), title: `The requests of ${isolate(v)}` }, bdi(v, { class: 'end-user' })) : h('span', { class: 'none', text: '(no end user named)' })),
+      (v) => endUserCell(sp.key, v),
       'all other end users');
   } else {
     $('#top-keys-title').textContent = 'Top keys';
@@ -134,6 +134,14 @@ function renderRefusals(t) {
 }
 
 // topTable lists the top rows by cost, the row of all the others last.
+// endUserCell is an end user's name in the top table, linked to its requests; the ledger's row of the end users
+// past a day's top ones (its rollups keep 256 a day) and the requests that named none are not names.
+function endUserCell(key, v) {
+  if (!v) return h('span', { class: 'none', text: '(no end user named)' });
+  if (v === '(other)') return h('span', { class: 'none', title: "The end users past each day's top 256, which the ledger adds up in one row", text: '(past the day\u2019s top 256)' });
+  return h('a', { href: requestsOf(key, v), title: `The requests of ${isolate(v)}` }, bdi(v, { class: 'end-user' }));
+}
+
 function topTable(table, title, rows, dim, cell, others) {
   clear(table);
   table.append(h('thead', {}, h('tr', {}, h('th', { scope: 'col', text: title }), h('th', { scope: 'col', class: 'num', text: 'Requests' }),
