@@ -39,11 +39,7 @@ func (l *Ledger) addToEndUsers(w batch, id rollupID, r *rollup, k rowKey, t *Tot
 			r.rows = slices.Insert(r.rows, i, row{k: k})
 		}
 	}
-	r.rows[i].add(t)
-	key := id.appendKey(l.buf[:0], l.writer)
-	val := appendRows(key[len(key):], r.rows)
-	l.buf = val[:0]
-	return w.Put(key, val)
+	return l.addAt(w, id, r, i, t)
 }
 
 // makeRoom moves the end users of least cost into their teams' other

@@ -307,6 +307,11 @@ func (l *Ledger) add(w batch, id rollupID, r *rollup, k rowKey, t *Totals) error
 			r.rows = slices.Insert(r.rows, i, row{k: k})
 		}
 	}
+	return l.addAt(w, id, r, i, t)
+}
+
+// addAt adds t to the row i of r, the rollup id, and puts it.
+func (l *Ledger) addAt(w batch, id rollupID, r *rollup, i int, t *Totals) error {
 	r.rows[i].add(t)
 	key := id.appendKey(l.buf[:0], l.writer)
 	val := appendRows(key[len(key):], r.rows)
