@@ -259,7 +259,7 @@ recorded after the fact).`,
 		setup: usageCmd,
 	},
 	{
-		name: "spend", args: "[--from WHEN] [--to WHEN] [--group-by key,team,model,day,hour]... [--key ID] [--team ID] [--model MODEL] [--csv]", maxArgs: 0,
+		name: "spend", args: "[--from WHEN] [--to WHEN] [--group-by key,team,model,end_user,day,hour]... [--key ID] [--team ID] [--model MODEL] [--end-user NAME] [--csv]", maxArgs: 0,
 		summary: "add up what the requests served used and cost, and those refused",
 		help: `Reads the spend ledger the gateway keeps in its database: a rollup per key,
 team, model and UTC day, and an entry per finished request. Prints the
@@ -278,7 +278,7 @@ default), and counts no refusals. WHEN is an RFC 3339 instant
 		setup: spendCmd,
 	},
 	{
-		name: "requests", args: "[--key ID] [--team ID] [--model MODEL] [--status STATUS] [--from WHEN] [--to WHEN] [--limit N] [--cursor CURSOR] [--csv]", maxArgs: 0,
+		name: "requests", args: "[--key ID] [--team ID] [--model MODEL] [--end-user NAME] [--status STATUS] [--from WHEN] [--to WHEN] [--limit N] [--cursor CURSOR] [--csv]", maxArgs: 0,
 		summary: "list the requests the gateway served, newest first, a page at a time",
 		help: `Reads the entries of the spend ledger the gateway keeps in its database, one
 per finished request (kept for the gateway's --ledger-retention, 90 days by
