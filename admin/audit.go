@@ -246,6 +246,14 @@ func policyState(p keystore.Policy) state {
 	f.set("budgets", budgetRequests(p.Budgets))
 	f.set("requests_per_minute", p.RequestsPerMinute)
 	f.set("max_concurrent", p.MaxConcurrent)
+	// Left out when none, as the API leaves them out of a KEY: their
+	// removal reads as a change to null.
+	if ms := modelLimitsOf(p); ms != nil {
+		f.set("model_limits", ms)
+	}
+	if u := endUsersOf(p); u != nil {
+		f.set("end_users", u)
+	}
 	return f
 }
 

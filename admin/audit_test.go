@@ -493,3 +493,19 @@ func TestAuditClient(t *testing.T) {
 	require.Equal(t, "limit", ae.Param)
 	require.ErrorIs(t, err, ratestore.ErrInvalid)
 }
+
+// TestAuditSubLimits: a change of a key's model limits or end users'
+// limits is an event naming them, from and to; their removal reads as a
+// change to null.
+func TestAuditSubLimits(t *testing.T) {
+	e := newAuditEnv(t)
+	c := e.bearer()
+	_, ev := e.change(c, "POST", "/admin/keys", `{"name":"k","windows":[{"limit":1000,"window":"5h"}]}`, http.StatusCreated, admin.ActionKeyCreate, "", "")
+	id := ev.Target
+	e.change(c, "PATCH", "/admin/keys/"+id, `{"end_users":{"windows":[{"limit":20,"window":"24h"}],"required":true},
+		"model_limits":[{"models":["gpt-4o*"],"requests_per_minute":5}]}`, http.StatusOK, admin.ActionKeyUpdate, id, `{
+		"end_users":{"from":null,"to":{"windows":[{"limit":20,"window":"24h0m0s","bucket":"24m0s"}],"budgets":[],"requests_per_minute":0,"max_concurrent":0,"required":true}},
+		"model_limits":{"from":null,"to":[{"models":["gpt-4o*"],"windows":[],"budgets":[],"requests_per_minute":5,"max_concurrent":0}]}}`)
+	e.change(c, "PATCH", "/admin/keys/"+id, `{"end_users":null}`, http.StatusOK, admin.ActionKeyUpdate, id, `{
+		"end_users":{"from":{"windows":[{"limit":20,"window":"24h0m0s","bucket":"24m0s"}],"budgets":[],"requests_per_minute":0,"max_concurrent":0,"required":true},"to":null}}`)
+}
