@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"cmp"
-	"slices"
 )
 
 // End users are a key's own customers, named by its requests: a key may
@@ -36,7 +35,7 @@ func (l *Ledger) addToEndUsers(w batch, id rollupID, r *rollup, k rowKey, t *Tot
 		r.makeRoom(maxEndUserRows - 1)
 		i, ok = r.find(k)
 		if !ok {
-			r.rows = slices.Insert(r.rows, i, row{k: k})
+			r.insert(i, k)
 		}
 	}
 	return l.addAt(w, id, r, i, t)
@@ -52,12 +51,12 @@ func (r *rollup) makeRoom(n int) {
 			return
 		}
 		moved := r.rows[v]
-		r.rows = slices.Delete(r.rows, v, v+1)
+		r.remove(v)
 		o, ok := r.find(rowKey{moved.k.team, OtherModel})
 		if !ok {
-			r.rows = slices.Insert(r.rows, o, row{k: rowKey{moved.k.team, OtherModel}})
+			r.insert(o, rowKey{moved.k.team, OtherModel})
 		}
-		r.rows[o].add(&moved.Totals)
+		r.addTo(o, &moved.Totals)
 	}
 }
 
@@ -100,6 +99,6 @@ func (l *Ledger) uncountEndUser(d day, key, team, endUser string, back *Totals) 
 		i, ok = r.find(rowKey{team, OtherModel})
 	}
 	if ok {
-		r.rows[i].add(back)
+		r.addTo(i, back)
 	}
 }

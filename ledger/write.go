@@ -43,8 +43,12 @@ type rollupID struct {
 	name     string
 }
 
-// rollup is a rollup's rows, sorted by key.
-type rollup struct{ rows []row }
+// rollup is a rollup's rows, sorted by key, and their encoding (see
+// rowCode). Its rows change only through addTo, insert and remove.
+type rollup struct {
+	rows []row
+	code rowCode
+}
 
 type row struct {
 	k rowKey
@@ -222,7 +226,7 @@ func (l *Ledger) uncount(d day, key, team, model string, back *Totals) {
 				k.team = ""
 			}
 			if i, ok := r.find(k); ok {
-				r.rows[i].add(back)
+				r.addTo(i, back)
 			}
 		}
 	}
@@ -304,7 +308,7 @@ func (l *Ledger) add(w batch, id rollupID, r *rollup, k rowKey, t *Totals) error
 			i, ok = r.find(k)
 		}
 		if !ok {
-			r.rows = slices.Insert(r.rows, i, row{k: k})
+			r.insert(i, k)
 		}
 	}
 	return l.addAt(w, id, r, i, t)
@@ -312,9 +316,9 @@ func (l *Ledger) add(w batch, id rollupID, r *rollup, k rowKey, t *Totals) error
 
 // addAt adds t to the row i of r, the rollup id, and puts it.
 func (l *Ledger) addAt(w batch, id rollupID, r *rollup, i int, t *Totals) error {
-	r.rows[i].add(t)
+	r.addTo(i, t)
 	key := id.appendKey(l.buf[:0], l.writer)
-	val := appendRows(key[len(key):], r.rows)
+	val := r.value(key[len(key):])
 	l.buf = val[:0]
 	return w.Put(key, val)
 }
