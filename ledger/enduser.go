@@ -30,15 +30,37 @@ const maxEndUserRows = maxRows
 // own traffic (end user "") is never moved: its row says what of the key
 // named no end user.
 func (l *Ledger) addToEndUsers(w batch, id rollupID, r *rollup, k rowKey, t *Totals) error {
+	return l.addAt(w, id, r, r.endUserRow(k), t)
+}
+
+// endUserRow returns the index of the row of k in r, an end-user
+// rollup, making one if there is none (see addToEndUsers). In a full
+// rollup whose end user of least cost has its team's other row already,
+// the new row takes its place with one shift of the rows between the
+// two, not two shifts of the rows after each: a day of a key with many
+// end users makes room with nearly every entry.
+func (r *rollup) endUserRow(k rowKey) int {
 	i, ok := r.find(k)
-	if !ok {
-		r.makeRoom(maxEndUserRows - 1)
-		i, ok = r.find(k)
-		if !ok {
-			r.insert(i, k)
+	if ok {
+		return i
+	}
+	if len(r.rows) == maxEndUserRows {
+		if v := r.least(); v >= 0 {
+			if o, ok := r.find(rowKey{r.rows[v].k.team, OtherModel}); ok {
+				r.addTo(o, &r.rows[v].Totals)
+				if i > v {
+					i-- // its place once v is out
+				}
+				r.replace(v, i, k)
+				return i
+			}
 		}
 	}
-	return l.addAt(w, id, r, i, t)
+	r.makeRoom(maxEndUserRows - 1)
+	if i, ok = r.find(k); !ok {
+		r.insert(i, k)
+	}
+	return i
 }
 
 // makeRoom moves the end users of least cost into their teams' other

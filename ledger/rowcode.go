@@ -13,9 +13,9 @@ import (
 // ledger (about 10 of its 18 µs). Kept encoded, an entry re-encodes its
 // one or two rows and splices them in, and the value put is a copy.
 //
-// The rows of a rollup change only through addTo, insert and remove,
-// which keep the encoding; a rollup built otherwise (decodeRows) is
-// encoded whole by its first value.
+// The rows of a rollup change only through addTo, insert, remove and
+// replace, which keep the encoding; a rollup built otherwise
+// (decodeRows) is encoded whole by its first value.
 
 // rowCode is a rollup's rows encoded: enc holds each row as appendRow
 // encodes it, back to back, sizes their lengths; kept is false until
@@ -79,7 +79,33 @@ func (r *rollup) addTo(i int, t *Totals) {
 // insert inserts an empty row of k at i.
 func (r *rollup) insert(i int, k rowKey) {
 	r.rows = slices.Insert(r.rows, i, row{k: k})
-	if c := &r.code; c.kept {
+	r.code.inserted(r, i)
+}
+
+// remove removes row i.
+func (r *rollup) remove(i int) {
+	r.code.removed(i)
+	r.rows = slices.Delete(r.rows, i, i+1)
+}
+
+// replace removes row v and inserts an empty row of k at i, its index
+// once v is out, shifting only the rows between the two: rows hold
+// pointers, and a shift of them costs a write barrier each while the
+// collector runs, where the encoding's bytes cost none.
+func (r *rollup) replace(v, i int, k rowKey) {
+	r.code.removed(v)
+	if v < i {
+		copy(r.rows[v:i], r.rows[v+1:i+1])
+	} else {
+		copy(r.rows[i+1:v+1], r.rows[i:v])
+	}
+	r.rows[i] = row{k: k}
+	r.code.inserted(r, i)
+}
+
+// inserted encodes row i of r, just inserted.
+func (c *rowCode) inserted(r *rollup, i int) {
+	if c.kept {
 		var a [64]byte
 		e := appendRow(a[:0], &r.rows[i])
 		c.enc = slices.Insert(c.enc, c.offset(i), e...)
@@ -87,12 +113,11 @@ func (r *rollup) insert(i int, k rowKey) {
 	}
 }
 
-// remove removes row i.
-func (r *rollup) remove(i int) {
-	if c := &r.code; c.kept {
+// removed drops the encoding of row i, being removed.
+func (c *rowCode) removed(i int) {
+	if c.kept {
 		off := c.offset(i)
 		c.enc = slices.Delete(c.enc, off, off+int(c.sizes[i]))
 		c.sizes = slices.Delete(c.sizes, i, i+1)
 	}
-	r.rows = slices.Delete(r.rows, i, i+1)
 }

@@ -12,10 +12,11 @@ import (
 // TestRowCodeKeepsValue changes a rollup of end users as entries,
 // refusals, moves into the other row and counts taken back do, and
 // checks after each change that the value kept encoded is the one
-// appendRows encodes from the rows.
+// appendRows encodes from the rows, and that the rows are those of a
+// rollup that makes room the plain way (makeRoom, then insert).
 func TestRowCodeKeepsValue(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	r := &rollup{}
+	r, ref := &rollup{}, &rollup{}
 	for step := range 5000 {
 		team := []string{"", "team_a"}[rng.IntN(2)]
 		k := rowKey{team, "u-" + strconv.Itoa(rng.IntN(600))}
@@ -29,16 +30,21 @@ func TestRowCodeKeepsValue(t *testing.T) {
 		case 1:
 			add = Totals{Requests: -1, Cost: -1}
 		}
-		i, ok := r.find(k)
+		r.addTo(r.endUserRow(k), &add)
+		i, ok := ref.find(k)
 		if !ok {
-			r.makeRoom(maxEndUserRows - 1)
-			if i, ok = r.find(k); !ok {
-				r.insert(i, k)
+			ref.makeRoom(maxEndUserRows - 1)
+			if i, ok = ref.find(k); !ok {
+				ref.insert(i, k)
 			}
 		}
-		r.addTo(i, &add)
-		if got, want := r.value(nil), appendRows(nil, r.rows); !bytes.Equal(got, want) {
+		ref.addTo(i, &add)
+		got := r.value(nil)
+		if want := appendRows(nil, r.rows); !bytes.Equal(got, want) {
 			t.Fatalf("step %d: value kept differs from the rows encoded", step)
+		}
+		if want := appendRows(nil, ref.rows); !bytes.Equal(got, want) {
+			t.Fatalf("step %d: rows differ from those made room for the plain way", step)
 		}
 	}
 	if len(r.rows) > maxEndUserRows {

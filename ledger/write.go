@@ -44,7 +44,8 @@ type rollupID struct {
 }
 
 // rollup is a rollup's rows, sorted by key, and their encoding (see
-// rowCode). Its rows change only through addTo, insert and remove.
+// rowCode). Its rows change only through addTo, insert, remove and
+// replace.
 type rollup struct {
 	rows []row
 	code rowCode
