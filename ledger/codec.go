@@ -199,9 +199,7 @@ func appendRows(b []byte, rows []row) []byte {
 	b = append(b, codecVersion)
 	b = binary.AppendUvarint(b, uint64(len(rows)))
 	for i := range rows {
-		b = appendString(b, rows[i].k.team)
-		b = appendString(b, rows[i].k.model)
-		b = appendTotals(b, &rows[i].Totals)
+		b = appendRow(b, &rows[i])
 	}
 	return b
 }

@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 
 	"github.com/ratestore/ratestore/backend"
@@ -14,6 +15,7 @@ type reads struct {
 	scans   [256]atomic.Int64 // by the letter after "L/"
 	records atomic.Int64
 	updates atomic.Int64 // batches written
+	rollups atomic.Int64 // puts of rollups (L/k, L/t, L/u)
 }
 
 func (r *reads) scan(prefix []byte) {
@@ -31,6 +33,7 @@ func (r *reads) reset() {
 	}
 	r.records.Store(0)
 	r.updates.Store(0)
+	r.rollups.Store(0)
 }
 
 // counted is a store whose reads are counted in n.
@@ -66,7 +69,20 @@ func (c counted) ScanFrom(ctx context.Context, prefix, start []byte, fn func(k, 
 
 func (c counted) Update(ctx context.Context, locks []string, fn func(backend.Batch) error) error {
 	c.n.updates.Add(1)
-	return c.Store.Update(ctx, locks, fn)
+	return c.Store.Update(ctx, locks, func(b backend.Batch) error { return fn(countedBatch{b, c.n}) })
+}
+
+// countedBatch is a batch whose puts of rollups are counted in n.
+type countedBatch struct {
+	backend.Batch
+	n *reads
+}
+
+func (b countedBatch) Put(key, value []byte) error {
+	if len(key) > 3 && key[0] == 'L' && key[1] == '/' && strings.IndexByte("ktu", key[2]) >= 0 && key[3] == '/' {
+		b.n.rollups.Add(1)
+	}
+	return b.Batch.Put(key, value)
 }
 
 func (c counted) Get(ctx context.Context, key []byte) ([]byte, error) {

@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"cmp"
-	"slices"
 )
 
 // End users are a key's own customers, named by its requests: a key may
@@ -31,15 +30,37 @@ const maxEndUserRows = maxRows
 // own traffic (end user "") is never moved: its row says what of the key
 // named no end user.
 func (l *Ledger) addToEndUsers(w batch, id rollupID, r *rollup, k rowKey, t *Totals) error {
+	return l.addAt(w, id, r, r.endUserRow(k), t)
+}
+
+// endUserRow returns the index of the row of k in r, an end-user
+// rollup, making one if there is none (see addToEndUsers). In a full
+// rollup whose end user of least cost has its team's other row already,
+// the new row takes its place with one shift of the rows between the
+// two, not two shifts of the rows after each: a day of a key with many
+// end users makes room with nearly every entry.
+func (r *rollup) endUserRow(k rowKey) int {
 	i, ok := r.find(k)
-	if !ok {
-		r.makeRoom(maxEndUserRows - 1)
-		i, ok = r.find(k)
-		if !ok {
-			r.rows = slices.Insert(r.rows, i, row{k: k})
+	if ok {
+		return i
+	}
+	if len(r.rows) == maxEndUserRows {
+		if v := r.least(); v >= 0 {
+			if o, ok := r.find(rowKey{r.rows[v].k.team, OtherModel}); ok {
+				r.addTo(o, &r.rows[v].Totals)
+				if i > v {
+					i-- // its place once v is out
+				}
+				r.replace(v, i, k)
+				return i
+			}
 		}
 	}
-	return l.addAt(w, id, r, i, t)
+	r.makeRoom(maxEndUserRows - 1)
+	if i, ok = r.find(k); !ok {
+		r.insert(i, k)
+	}
+	return i
 }
 
 // makeRoom moves the end users of least cost into their teams' other
@@ -52,12 +73,12 @@ func (r *rollup) makeRoom(n int) {
 			return
 		}
 		moved := r.rows[v]
-		r.rows = slices.Delete(r.rows, v, v+1)
+		r.remove(v)
 		o, ok := r.find(rowKey{moved.k.team, OtherModel})
 		if !ok {
-			r.rows = slices.Insert(r.rows, o, row{k: rowKey{moved.k.team, OtherModel}})
+			r.insert(o, rowKey{moved.k.team, OtherModel})
 		}
-		r.rows[o].add(&moved.Totals)
+		r.addTo(o, &moved.Totals)
 	}
 }
 
@@ -100,6 +121,6 @@ func (l *Ledger) uncountEndUser(d day, key, team, endUser string, back *Totals) 
 		i, ok = r.find(rowKey{team, OtherModel})
 	}
 	if ok {
-		r.rows[i].add(back)
+		r.addTo(i, back)
 	}
 }

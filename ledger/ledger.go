@@ -74,8 +74,9 @@ type Ledger struct {
 	mu      sync.Mutex
 	w       writing
 	rollups map[rollupID]*rollup
-	pending []span // blocks of chunks ready to be compacted
-	closed  []day  // days to summarize
+	changed []changed // cached rollups the batch under way changed (see addAt)
+	pending []span    // blocks of chunks ready to be compacted
+	closed  []day     // days to summarize
 	buf     []byte
 	// refusals are counted, not yet written (see Refused).
 	refusals map[refusalID]int64

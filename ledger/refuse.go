@@ -110,7 +110,7 @@ func (l *Ledger) Flush(ctx context.Context) error {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		applied = 0
-		return l.count(w, counts, &applied)
+		return l.putChanged(w, l.count(w, counts, &applied))
 	})
 	if err != nil {
 		l.mu.Lock()

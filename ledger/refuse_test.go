@@ -41,6 +41,7 @@ func TestRefusalsWrittenWithNextEntry(t *testing.T) {
 		require.EqualValues(t, 300, refusedIn(t, e.led).Refused, "the counting process sees its counts")
 		e.record(ledger.Entry{Key: keys[1], Model: models[0], Cost: 3})
 		require.EqualValues(t, 1, e.reads.updates.Load(), "the entry's batch writes the counts")
+		require.LessOrEqual(t, e.reads.rollups.Load(), int64(6), "each rollup the batch changed put once, not once per count")
 		stored := refusedIn(t, e.stored)
 		require.EqualValues(t, 300, stored.Refused)
 		require.Equal(t, map[string]int64{"model": 300}, stored.Reasons)

@@ -43,8 +43,14 @@ type rollupID struct {
 	name     string
 }
 
-// rollup is a rollup's rows, sorted by key.
-type rollup struct{ rows []row }
+// rollup is a rollup's rows, sorted by key, and their encoding (see
+// rowCode). Its rows change only through addTo, insert, remove and
+// replace.
+type rollup struct {
+	rows    []row
+	code    rowCode
+	changed bool // in Ledger.changed, to put at the end of the batch
+}
 
 type row struct {
 	k rowKey
@@ -143,6 +149,13 @@ func (n *Note) Record(w keystore.Records, now time.Time) error {
 	if n.recorded {
 		return nil
 	}
+	return l.putChanged(w, n.record(w, d))
+}
+
+// record is Record's work under the ledger's lock, but for the puts of
+// the rollups it changed (putChanged).
+func (n *Note) record(w batch, d day) error {
+	l, e := n.l, &n.e
 	if err := l.register(w, d); err != nil {
 		return err
 	}
@@ -222,7 +235,7 @@ func (l *Ledger) uncount(d day, key, team, model string, back *Totals) {
 				k.team = ""
 			}
 			if i, ok := r.find(k); ok {
-				r.rows[i].add(back)
+				r.addTo(i, back)
 			}
 		}
 	}
@@ -304,17 +317,56 @@ func (l *Ledger) add(w batch, id rollupID, r *rollup, k rowKey, t *Totals) error
 			i, ok = r.find(k)
 		}
 		if !ok {
-			r.rows = slices.Insert(r.rows, i, row{k: k})
+			r.insert(i, k)
 		}
 	}
 	return l.addAt(w, id, r, i, t)
 }
 
-// addAt adds t to the row i of r, the rollup id, and puts it.
+// addAt adds t to the row i of r, the rollup id, and puts it: on a
+// shared store at once, as the batch reads it again from what it put; on
+// a DB, where r is the cached rollup, by putChanged at the end of the
+// batch, once however many entries or refusals of the batch changed it
+// (a flush of refusals may add thousands of counts to one rollup of 8
+// KB). Either way it is put in the batch that changed it.
 func (l *Ledger) addAt(w batch, id rollupID, r *rollup, i int, t *Totals) error {
-	r.rows[i].add(t)
+	r.addTo(i, t)
+	if !l.shared {
+		if !r.changed {
+			r.changed = true
+			l.changed = append(l.changed, changed{id, r})
+		}
+		return nil
+	}
+	return l.put(w, id, r)
+}
+
+// changed is a cached rollup changed in the batch under way, to put.
+type changed struct {
+	id rollupID
+	r  *rollup
+}
+
+// putChanged puts in w, once each, the cached rollups the batch changed:
+// whatever err the batch's work ended with, as what it changed of them
+// before the error was put before too, and returns err or the first
+// error of a put. The caller holds l.mu.
+func (l *Ledger) putChanged(w batch, err error) error {
+	for _, c := range l.changed {
+		c.r.changed = false
+		if perr := l.put(w, c.id, c.r); err == nil {
+			err = perr
+		}
+	}
+	clear(l.changed)
+	l.changed = l.changed[:0]
+	return err
+}
+
+// put puts r, the rollup id, in w.
+func (l *Ledger) put(w batch, id rollupID, r *rollup) error {
 	key := id.appendKey(l.buf[:0], l.writer)
-	val := appendRows(key[len(key):], r.rows)
+	val := r.value(key[len(key):])
 	l.buf = val[:0]
 	return w.Put(key, val)
 }
