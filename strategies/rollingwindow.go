@@ -125,7 +125,7 @@ func (rw *rollingDecider) Decide(st State, c Call) (res Result, err error) {
 		rw.dryRun(&v, c, used, &res)
 	default:
 		if w != &s.win {
-			s.win = *w // the configuration changed: the moved copy is the state now
+			s.win.Set(w) // the configuration changed: the moved copy is the state now
 		}
 		s.win.Add(c.Now, c.N)
 		used = s.win.Used(c.Now)
@@ -213,7 +213,7 @@ func (rw *rollingDecider) Clamp(st State, now int64) bool {
 		s.win.Reset()
 		return true
 	}
-	s.win = *w
+	s.win.Set(w)
 	return true
 }
 
@@ -291,7 +291,7 @@ func (rw RollingWindow) Merge(st State, now, at, n int64) error {
 		return err
 	}
 	if w != &s.win {
-		s.win = *w
+		s.win.Set(w)
 	}
 	s.win.AddAt(now, at, n)
 	return nil
@@ -337,7 +337,7 @@ func (rw RollingWindow) Refund(st State, now, at, n int64) (int64, error) {
 		return 0, err
 	}
 	if w != &s.win {
-		s.win = *w
+		s.win.Set(w)
 	}
 	return s.win.SubAt(now, at, n), nil
 }
