@@ -263,11 +263,16 @@ func (s *State) push(start int64, cum uint64) {
 }
 
 // grow doubles the ring, from minRing slots up to ringLimit. A State whose
-// invariant was broken would keep doubling rather than lose usage.
+// invariant was broken would keep doubling rather than lose usage, up to
+// MaxBuckets slots, the most that head (16 bits) indexes: past that it
+// panics rather than count wrong.
 func (s *State) grow() {
 	n := min(max(2*len(s.ring), minRing), s.ringLimit())
 	if n <= len(s.ring) {
 		n = 2 * len(s.ring)
+	}
+	if n > MaxBuckets {
+		panic(fmt.Sprintf("rollingwindow: %d buckets held, more than a window of %d holds", s.count, s.span+1))
 	}
 	s.resize(n)
 }
