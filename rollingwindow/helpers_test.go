@@ -68,8 +68,11 @@ func checkState(t testing.TB, s *State) {
 
 func checkInvariants(s *State) error {
 	c := s.Config()
-	if s.count > c.Buckets() {
+	if s.Len() > c.Buckets() {
 		return fmt.Errorf("%d buckets, more than %d", s.count, c.Buckets())
+	}
+	if len(s.ring) == 1 && &s.ring[0] != &s.one[0] {
+		return fmt.Errorf("a ring of one slot that is not the State's own")
 	}
 	if l := len(s.ring); l&(l-1) != 0 || l > s.ringLimit() || l >= 2*c.Buckets() && l > minRing {
 		return fmt.Errorf("ring of %d slots for %d buckets", l, c.Buckets())

@@ -25,23 +25,23 @@ func (s *State) AddAt(now, t, n int64) {
 	if n = s.room(n); n == 0 {
 		return
 	}
-	start := s.cfg.BucketStart(min(t, now))
+	start := s.Config().BucketStart(min(t, now))
 	if s.older(start, now) {
 		return
 	}
-	if s.count == 0 || start > s.at(s.count-1).start {
+	if s.count == 0 || start > s.at(s.Len()-1).start {
 		// Every bucket held starts after now - Window >= start - Window.
 		s.push(start, s.top()+uint64(n))
 		return
 	}
-	if newest := s.at(s.count - 1).start; s.older(start, newest) {
-		start = newest - int64(s.cfg.Window) + int64(s.cfg.Bucket)
+	if newest := s.at(s.Len() - 1).start; s.older(start, newest) {
+		start = newest - s.window() + s.bucket
 	}
 	i := s.search(start)
 	if s.at(i).start != start {
 		s.insert(i, start)
 	}
-	for ; i < s.count; i++ {
+	for ; i < s.Len(); i++ {
 		s.at(i).cum += uint64(n)
 	}
 }
@@ -49,7 +49,7 @@ func (s *State) AddAt(now, t, n int64) {
 // search returns the index of the first bucket that starts at or after
 // start, for a start no later than the newest bucket's.
 func (s *State) search(start int64) int {
-	lo, hi := 0, s.count-1
+	lo, hi := 0, s.Len()-1
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
 		if s.at(mid).start >= start {
@@ -61,13 +61,13 @@ func (s *State) search(start int64) int {
 	return lo
 }
 
-// insert makes room at index i < s.count for an empty bucket at start,
+// insert makes room at index i < s.Len() for an empty bucket at start,
 // shifting the newer buckets one slot toward the newest end.
 func (s *State) insert(i int, start int64) {
-	if s.count == len(s.ring) {
+	if s.Len() == len(s.ring) {
 		s.grow()
 	}
-	for j := s.count; j > i; j-- {
+	for j := s.Len(); j > i; j-- {
 		*s.at(j) = *s.at(j - 1)
 	}
 	prev := s.base
@@ -93,15 +93,15 @@ func (s *State) Reconfigure(c Config) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	s.cfg = c
+	s.setConfig(c)
 	if s.count == 0 {
 		s.ring, s.head = nil, 0
 		return nil
 	}
 	b, w := int64(c.Bucket), int64(c.Window)
-	newest := c.alignUp(s.at(s.count - 1).start)
+	newest := c.alignUp(s.at(s.Len() - 1).start)
 	kept := 0
-	for i := range s.count {
+	for i := range s.Len() {
 		from := *s.at(i)
 		start := c.alignUp(from.start)
 		if s.older(start, newest) {
@@ -114,7 +114,7 @@ func (s *State) Reconfigure(c Config) error {
 		*s.at(kept) = slot{start, from.cum}
 		kept++
 	}
-	s.count = kept
+	s.count = uint32(kept)
 	if len(s.ring) > s.ringLimit() {
 		s.resize(s.ringLimit()) // a shorter window, or a coarser Bucket
 	}

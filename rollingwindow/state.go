@@ -20,13 +20,20 @@ import (
 // ring.
 // So a shallow copy (c := *s) may be queried, expired included, without
 // changing s; strategies.RollingWindow relies on it for calls that must
-// change nothing.
+// change nothing. A copy shares s's ring, even the one slot that s holds in
+// itself (see one below); Set copies a State without that.
+//
+// A State is 64 bytes, one of Go's size classes, its ring of one bucket
+// included: most keys of a large population (the end users of an API key,
+// most seen once) hold a single bucket.
 type State struct {
-	cfg   Config
-	ring  []slot // len is 0 or a power of two
-	head  int    // the ring index of the oldest bucket
-	count int    // live buckets, at ring[head], ring[(head+1)&mask], ...
-	base  uint64 // the cumulative count of the buckets popped, 0 when empty
+	ring   []slot  // len is 0 or a power of two; a ring of 1 is one[:]
+	bucket int64   // Config.Bucket
+	base   uint64  // the cumulative count of the buckets popped, 0 when empty
+	one    [1]slot // the ring while it has one slot: no allocation of its own
+	span   uint16  // Config.Buckets() - 1: Window is bucket * (span + 1)
+	head   uint16  // the ring index of the oldest bucket: < len(ring) <= MaxBuckets
+	count  uint32  // live buckets, at ring[head], ring[(head+1)&mask], ...
 }
 
 // slot is one bucket: its start and the cumulative count c_i of every
@@ -36,11 +43,9 @@ type slot struct {
 	cum   uint64
 }
 
-// minRing is the ring's first size: one bucket, 16 bytes. Most keys of a
-// large population (the end users of an API key, most seen once) hold a
-// single bucket, and a ring of 4 would triple their State's bytes beyond
-// its fixed 64; a key that uses more buckets doubles its ring to 2 and 4
-// as it goes, two copies of 16 and 32 bytes.
+// minRing is the ring's first size: one bucket, held in the State itself
+// (one). A key that uses more buckets doubles its ring to 2 and 4 as it
+// goes, two allocations of 32 and 64 bytes.
 const minRing = 1
 
 // New returns an empty State for c, or c's error from Validate.
@@ -48,28 +53,51 @@ func New(c Config) (*State, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	return &State{cfg: c}, nil
+	s := new(State)
+	s.setConfig(c)
+	return s, nil
 }
 
 // Config returns the configuration of s.
-func (s *State) Config() Config { return s.cfg }
+func (s *State) Config() Config {
+	return Config{Window: time.Duration(s.window()), Bucket: time.Duration(s.bucket)}
+}
+
+// setConfig makes c, valid, the configuration of s.
+func (s *State) setConfig(c Config) {
+	s.bucket, s.span = int64(c.Bucket), uint16(c.Buckets()-1)
+}
+
+// window returns Config.Window, which fits in an int64: 0 for the zero State.
+func (s *State) window() int64 { return s.bucket * (int64(s.span) + 1) }
+
+// Set makes s a copy of w: *s = *w, except that a ring of one slot, which
+// w holds in itself, is copied to s's own, so that s refers to nothing of
+// w. A larger ring is shared, as by a shallow copy: w must not be changed
+// afterwards.
+func (s *State) Set(w *State) {
+	*s = *w
+	if len(s.ring) == 1 {
+		s.ring = s.one[:]
+	}
+}
 
 // Len returns the number of buckets s holds, as of the last instant it
 // was given: the buckets All yields.
-func (s *State) Len() int { return s.count }
+func (s *State) Len() int { return int(s.count) }
 
 // Reset empties s, keeping its ring for reuse.
 func (s *State) Reset() { s.head, s.count, s.base = 0, 0, 0 }
 
-// at returns the i-th bucket from the oldest, 0 <= i < s.count.
-func (s *State) at(i int) *slot { return &s.ring[(s.head+i)&(len(s.ring)-1)] }
+// at returns the i-th bucket from the oldest, 0 <= i < s.Len().
+func (s *State) at(i int) *slot { return &s.ring[(int(s.head)+i)&(len(s.ring)-1)] }
 
 // top returns the cumulative count of the newest bucket: base when empty.
 func (s *State) top() uint64 {
 	if s.count == 0 {
 		return s.base
 	}
-	return s.at(s.count - 1).cum
+	return s.at(int(s.Len()) - 1).cum
 }
 
 // used returns the usage in the buckets held.
@@ -82,14 +110,14 @@ func (s *State) room(n int64) int64 { return min(max(n, 0), math.MaxInt64-s.used
 // older reports whether a is Window or more before b: a <= b - Window,
 // computed without overflow. A bucket that starts at a is expired at b.
 func (s *State) older(a, b int64) bool {
-	return a <= b && uint64(b)-uint64(a) >= uint64(s.cfg.Window)
+	return a <= b && uint64(b)-uint64(a) >= uint64(s.window())
 }
 
 // until returns the time from now until the bucket starting at start, live
 // at now, stops counting: start + Window - now, at least 1ns, saturated at
 // math.MaxInt64.
 func (s *State) until(start, now int64) time.Duration {
-	w := uint64(s.cfg.Window)
+	w := uint64(s.window())
 	if now >= start {
 		return time.Duration(w - (uint64(now) - uint64(start))) // live: now - start < w
 	}
@@ -110,8 +138,8 @@ func (s *State) Expire(now int64) {
 	// The starts increase, so the expired buckets are a prefix: find the
 	// first live one, 1 <= lo <= count, by a galloping search, probing 1,
 	// 2, 4, ... then bisecting the last gap: O(1 + log j) for j expired.
-	lo, hi := 1, s.count
-	for p := 1; p < s.count; p *= 2 {
+	lo, hi := 1, s.Len()
+	for p := 1; p < s.Len(); p *= 2 {
 		if !s.older(s.at(p).start, now) {
 			hi = p
 			break
@@ -126,13 +154,13 @@ func (s *State) Expire(now int64) {
 			hi = mid
 		}
 	}
-	if lo == s.count {
+	if lo == s.Len() {
 		s.Reset()
 		return
 	}
 	s.base = s.at(lo - 1).cum
-	s.head = (s.head + lo) & (len(s.ring) - 1)
-	s.count -= lo
+	s.head = uint16((int(s.head) + lo) & (len(s.ring) - 1))
+	s.count -= uint32(lo)
 }
 
 // Used returns the usage that counts at now.
@@ -150,9 +178,9 @@ func (s *State) Add(now, n int64) {
 	if n = s.room(n); n == 0 {
 		return
 	}
-	start := s.cfg.BucketStart(now)
+	start := s.Config().BucketStart(now)
 	if s.count > 0 {
-		if newest := s.at(s.count - 1); start <= newest.start {
+		if newest := s.at(s.Len() - 1); start <= newest.start {
 			newest.cum += uint64(n)
 			return
 		}
@@ -195,8 +223,8 @@ func (s *State) SubAt(now, at, n int64) int64 {
 	if n <= 0 || s.count == 0 {
 		return 0
 	}
-	start := s.cfg.BucketStart(at)
-	if start > s.at(s.count-1).start {
+	start := s.Config().BucketStart(at)
+	if start > s.at(s.Len()-1).start {
 		return 0 // later than the newest: never used
 	}
 	i := s.search(start)
@@ -208,7 +236,7 @@ func (s *State) SubAt(now, at, n int64) int64 {
 		prev = s.at(i - 1).cum
 	}
 	k := min(n, int64(s.at(i).cum-prev)) // n_i <= used <= math.MaxInt64
-	for j := i; j < s.count; j++ {
+	for j := i; j < s.Len(); j++ {
 		s.at(j).cum -= uint64(k)
 	}
 	if s.at(i).cum != prev {
@@ -216,7 +244,7 @@ func (s *State) SubAt(now, at, n int64) int64 {
 	}
 	// Emptied: drop it. Its cumulative count is c_(i-1), so the newer
 	// buckets' counts stay as they are.
-	for j := i + 1; j < s.count; j++ {
+	for j := i + 1; j < s.Len(); j++ {
 		*s.at(j - 1) = *s.at(j)
 	}
 	if s.count--; s.count == 0 {
@@ -227,19 +255,24 @@ func (s *State) SubAt(now, at, n int64) int64 {
 
 // push appends a bucket newer than every bucket held.
 func (s *State) push(start int64, cum uint64) {
-	if s.count == len(s.ring) {
+	if s.Len() == len(s.ring) {
 		s.grow()
 	}
-	*s.at(s.count) = slot{start, cum}
+	*s.at(s.Len()) = slot{start, cum}
 	s.count++
 }
 
 // grow doubles the ring, from minRing slots up to ringLimit. A State whose
-// invariant was broken would keep doubling rather than lose usage.
+// invariant was broken would keep doubling rather than lose usage, up to
+// MaxBuckets slots, the most that head (16 bits) indexes: past that it
+// panics rather than count wrong.
 func (s *State) grow() {
 	n := min(max(2*len(s.ring), minRing), s.ringLimit())
 	if n <= len(s.ring) {
 		n = 2 * len(s.ring)
+	}
+	if n > MaxBuckets {
+		panic(fmt.Sprintf("rollingwindow: %d buckets held, more than a window of %d holds", s.count, s.span+1))
 	}
 	s.resize(n)
 }
@@ -248,17 +281,24 @@ func (s *State) grow() {
 // Window/Bucket, which holds every bucket of a window.
 func (s *State) ringLimit() int {
 	limit := 1
-	for limit < s.cfg.Buckets() {
+	for limit < int(s.span)+1 {
 		limit <<= 1
 	}
 	return limit
 }
 
-// resize moves the buckets into a new ring of n >= s.count slots, a power
+// resize moves the buckets into a new ring of n >= s.Len() slots, a power
 // of two, the oldest first.
 func (s *State) resize(n int) {
+	if n == 1 { // held in s itself: s.Len() <= 1
+		if s.count == 1 {
+			s.one[0] = *s.at(0)
+		}
+		s.ring, s.head = s.one[:], 0
+		return
+	}
 	ring := make([]slot, n)
-	for i := range s.count {
+	for i := range s.Len() {
 		ring[i] = *s.at(i)
 	}
 	s.ring, s.head = ring, 0
@@ -283,7 +323,7 @@ func (s *State) RetryAfter(now, limit, n int64) time.Duration {
 	// goes, at its start + Window, every newer bucket still counts. The
 	// newest reaches it (need <= used, as n <= limit), so lo ends on one.
 	need := uint64(used - (limit - n))
-	lo, hi := 0, s.count-1
+	lo, hi := 0, s.Len()-1
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
 		if s.at(mid).cum-s.base >= need {
@@ -303,7 +343,7 @@ func (s *State) ResetAfter(now int64) time.Duration {
 	if s.count == 0 {
 		return 0
 	}
-	return s.until(s.at(s.count-1).start, now)
+	return s.until(s.at(s.Len()-1).start, now)
 }
 
 // All yields the buckets of s as (start, n), oldest first: the starts
@@ -314,7 +354,7 @@ func (s *State) ResetAfter(now int64) time.Duration {
 func (s *State) All() iter.Seq2[int64, int64] {
 	return func(yield func(start, n int64) bool) {
 		prev := s.base
-		for i := range s.count {
+		for i := range s.Len() {
 			b := s.at(i)
 			if !yield(b.start, int64(b.cum-prev)) {
 				return
@@ -348,18 +388,18 @@ func Rebuild(c Config, buckets iter.Seq2[int64, int64]) (*State, error) {
 // oldest bucket's (so s never holds more than Window/Bucket buckets), an n
 // that is not positive, or one that takes the total past math.MaxInt64.
 func (s *State) Append(start, n int64) error {
-	if err := s.cfg.Validate(); err != nil {
+	if err := s.Config().Validate(); err != nil {
 		return err
 	}
 	switch {
 	case n <= 0:
 		return s.corrupt(start, n, "count is not positive")
-	case start%int64(s.cfg.Bucket) != 0:
-		return s.corrupt(start, n, fmt.Sprintf("start is not a multiple of Bucket %v", s.cfg.Bucket))
-	case s.count > 0 && start <= s.at(s.count-1).start:
-		return s.corrupt(start, n, fmt.Sprintf("start is not after the previous bucket's, %d", s.at(s.count-1).start))
+	case s.bucket == 0 || start%s.bucket != 0:
+		return s.corrupt(start, n, fmt.Sprintf("start is not a multiple of Bucket %v", time.Duration(s.bucket)))
+	case s.count > 0 && start <= s.at(s.Len()-1).start:
+		return s.corrupt(start, n, fmt.Sprintf("start is not after the previous bucket's, %d", s.at(s.Len()-1).start))
 	case s.count > 0 && s.older(s.at(0).start, start):
-		return s.corrupt(start, n, fmt.Sprintf("start is Window %v or more after the oldest bucket's, %d", s.cfg.Window, s.at(0).start))
+		return s.corrupt(start, n, fmt.Sprintf("start is Window %v or more after the oldest bucket's, %d", time.Duration(s.window()), s.at(0).start))
 	case n > math.MaxInt64-s.used():
 		return s.corrupt(start, n, "the total passes math.MaxInt64")
 	}
@@ -368,5 +408,5 @@ func (s *State) Append(start, n int64) error {
 }
 
 func (s *State) corrupt(start, n int64, why string) error {
-	return fmt.Errorf("rollingwindow: bucket %d (start %d, n %d): %s: %w", s.count, start, n, why, ErrCorrupt)
+	return fmt.Errorf("rollingwindow: bucket %d (start %d, n %d): %s: %w", s.Len(), start, n, why, ErrCorrupt)
 }

@@ -4,6 +4,7 @@ import (
 	"math"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // TestBoundaries checks the counting rule at bucket boundaries: a bucket
@@ -392,5 +393,44 @@ func TestNoAllocs(t *testing.T) {
 	m := int64(time.Minute)
 	if a := testing.AllocsPerRun(100, func() { s.AddAt(now, now-60*m, 1) }); a != 0 {
 		t.Errorf("AddAt: %v allocations per call", a)
+	}
+}
+
+// TestOneBucketInline checks that a State is 64 bytes, one of Go's size
+// classes, and holds its first bucket in itself: New then Add allocates the
+// State alone. Set copies one so that the copy holds its bucket in its own
+// slot, while a shallow copy shares it, as it shares a larger ring.
+func TestOneBucketInline(t *testing.T) {
+	if size := unsafe.Sizeof(State{}); size != 64 {
+		t.Errorf("a State is %d bytes, not 64", size)
+	}
+	c := Config{Window: 24 * time.Hour, Bucket: 24 * time.Minute}
+	var s *State
+	if a := testing.AllocsPerRun(100, func() {
+		s, _ = New(c)
+		s.Add(t0, 1)
+	}); a != 1 {
+		t.Errorf("New then Add: %v allocations, not 1", a)
+	}
+	checkState(t, s)
+	if got := s.Config(); got != c {
+		t.Errorf("Config = %+v, not %+v", got, c)
+	}
+	var w State
+	w.Set(s)
+	checkState(t, &w)
+	w.Add(t0, 2)
+	if s.Used(t0) != 1 || w.Used(t0) != 3 {
+		t.Errorf("after Set and Add: Used %d and %d, not 1 and 3", s.Used(t0), w.Used(t0))
+	}
+	v := *s // shallow: shares the slot
+	if &v.ring[0] != &s.one[0] {
+		t.Error("a shallow copy does not share the slot")
+	}
+	s.Add(t0+int64(c.Bucket), 1) // grows to 2, leaving the slot behind
+	checkState(t, s)
+	w.Set(s)
+	if len(w.ring) != 2 || &w.ring[0] != &s.ring[0] || w.Used(t0+int64(c.Bucket)) != 2 {
+		t.Errorf("Set of a ring of 2: %d slots, Used %d", len(w.ring), w.Used(t0+int64(c.Bucket)))
 	}
 }

@@ -207,7 +207,7 @@ func TestSubAtRing(t *testing.T) {
 	s.Add(17, 2)
 	s.Add(18, 3)
 	require.Equal(t, []bk{{3, 1}, {17, 2}, {18, 3}}, bucketsOf(s))
-	require.Equal(t, 3, s.head)
+	require.Equal(t, 3, int(s.head))
 
 	require.Equal(t, int64(1), s.SubAt(18, 3, 5)) // the oldest goes: 17 and 18 shift across the end
 	checkState(t, s)

@@ -85,16 +85,20 @@ func (rw RollingWindow) Prepare() Decider {
 	if err := rw.Validate(); err != nil {
 		return refused{err}
 	}
-	return &rollingDecider{rw}
+	empty, _ := rollingwindow.New(rw.config()) // valid: checked above
+	return &rollingDecider{rw, *empty}
 }
 
 // rollingDecider is a prepared RollingWindow.
-type rollingDecider struct{ RollingWindow }
+type rollingDecider struct {
+	RollingWindow
+	empty rollingwindow.State // of its configuration, holding nothing (no ring): what a new state copies
+}
 
-// NewState implements Decider: nothing counted.
+// NewState implements Decider: nothing counted. It copies rw.empty, one
+// allocation, the state's own.
 func (rw *rollingDecider) NewState() State {
-	w, _ := rollingwindow.New(rw.config()) // valid: Prepare checked
-	return &rollingWindowState{win: *w}
+	return &rollingWindowState{win: rw.empty}
 }
 
 // Decide implements Decider.
@@ -125,7 +129,7 @@ func (rw *rollingDecider) Decide(st State, c Call) (res Result, err error) {
 		rw.dryRun(&v, c, used, &res)
 	default:
 		if w != &s.win {
-			s.win = *w // the configuration changed: the moved copy is the state now
+			s.win.Set(w) // the configuration changed: the moved copy is the state now
 		}
 		s.win.Add(c.Now, c.N)
 		used = s.win.Used(c.Now)
@@ -213,7 +217,7 @@ func (rw *rollingDecider) Clamp(st State, now int64) bool {
 		s.win.Reset()
 		return true
 	}
-	s.win = *w
+	s.win.Set(w)
 	return true
 }
 
@@ -291,7 +295,7 @@ func (rw RollingWindow) Merge(st State, now, at, n int64) error {
 		return err
 	}
 	if w != &s.win {
-		s.win = *w
+		s.win.Set(w)
 	}
 	s.win.AddAt(now, at, n)
 	return nil
@@ -337,7 +341,7 @@ func (rw RollingWindow) Refund(st State, now, at, n int64) (int64, error) {
 		return 0, err
 	}
 	if w != &s.win {
-		s.win = *w
+		s.win.Set(w)
 	}
 	return s.win.SubAt(now, at, n), nil
 }
@@ -362,11 +366,14 @@ func (rw *rollingDecider) Decode(b []byte) (State, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
-	w, err := rollingwindow.New(cfg)
-	if err != nil {
-		return nil, corrupt(kindRollingWindow, "fields 2-3 (window, bucket): %v", err)
+	s := &rollingWindowState{win: rw.empty}
+	if cfg != rw.empty.Config() { // written under another configuration, or rw is no prepared one
+		w, err := rollingwindow.New(cfg)
+		if err != nil {
+			return nil, corrupt(kindRollingWindow, "fields 2-3 (window, bucket): %v", err)
+		}
+		s.win = *w // empty: no ring to share
 	}
-	s := &rollingWindowState{win: *w}
 	bucket := uint64(cfg.Bucket)
 	var prev int64
 	for i := 0; r.more && r.err == nil; i++ {

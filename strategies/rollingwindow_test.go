@@ -682,3 +682,20 @@ func TestRollingWindowRefundErrors(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, removed)
 }
+
+// TestRollingWindowFirstTouchAllocs checks that a new state and its first
+// call, which uses one bucket, allocate one 64-byte object: the State with
+// its bucket inside it (the most common state of a large population of
+// keys, an API key's end users).
+func TestRollingWindowFirstTouchAllocs(t *testing.T) {
+	d := RollingWindow{Limit: 20000, Window: 24 * time.Hour, Bucket: 24 * time.Minute}.Prepare()
+	var st State
+	allocs := testing.AllocsPerRun(100, func() {
+		st = d.NewState()
+		if _, err := d.Decide(st, Call{Now: t0, N: 1}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	require.Equal(t, 1.0, allocs)
+	require.Equal(t, "72|86400000000000|1440000000000|"+strconv.FormatInt(t0-t0%int64(24*time.Minute), 10)+"|1", string(st.AppendEncode(nil)))
+}
