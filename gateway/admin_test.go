@@ -480,10 +480,13 @@ func TestAdminReservedTokens(t *testing.T) {
 	t.Cleanup(up.Close)
 	var once sync.Once
 	free := func() { once.Do(func() { close(release) }) }
-	t.Cleanup(free) // before up.Close, which waits for the held request
 	u, err := url.Parse(up.URL)
 	require.NoError(t, err)
 	e := newAdminEnv(t, Options{Upstream: u})
+	// Registered last, run first: before the gateway's shutdown and
+	// up.Close, which wait for the held request, so that a failure ends
+	// the test rather than hang it.
+	t.Cleanup(free)
 	k, secret := e.key("r", 1_000_000)
 	done := make(chan struct{})
 	go func() {
