@@ -52,7 +52,7 @@ func (api *API) listEndUsers(w http.ResponseWriter, r *http.Request) {
 		api.keyFailed(w, r, id, err)
 		return
 	}
-	if !api.hasLedger(w) {
+	if !api.hasLedger(w, "it keeps no list of end users") {
 		return
 	}
 	v, err := query(r, endUserParams)
@@ -132,12 +132,12 @@ func (api *API) endUser(ctx context.Context, id string, t ledger.EndUserTotals) 
 	}, nil
 }
 
-// hasLedger answers 404 no_ledger and returns false when the gateway
-// keeps no ledger.
-func (api *API) hasLedger(w http.ResponseWriter) bool {
+// hasLedger answers 404 no_ledger, saying what the route therefore
+// lacks, and returns false when the gateway keeps no ledger.
+func (api *API) hasLedger(w http.ResponseWriter, lacks string) bool {
 	if api.ledger == nil {
 		writeError(w, http.StatusNotFound, apierror.Invalid, "no_ledger",
-			"the gateway runs without a spend ledger (Options.NoLedger, --no-ledger): it keeps no list of end users")
+			"the gateway runs without a spend ledger (Options.NoLedger, --no-ledger): "+lacks)
 		return false
 	}
 	return true

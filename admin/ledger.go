@@ -454,9 +454,7 @@ func (api *API) requests(w http.ResponseWriter, r *http.Request) {
 // or answers 404 when the gateway keeps no ledger and 400 when the query
 // does not parse, and returns false.
 func (api *API) ledgerQuery(w http.ResponseWriter, r *http.Request) (url.Values, bool) {
-	if api.ledger == nil {
-		writeError(w, http.StatusNotFound, apierror.Invalid, "no_ledger",
-			"the gateway runs without a spend ledger (Options.NoLedger, --no-ledger): it has no spend or requests to show")
+	if !api.hasLedger(w, "it has no spend or requests to show") {
 		return nil, false
 	}
 	v, err := url.ParseQuery(r.URL.RawQuery)

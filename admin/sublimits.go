@@ -64,8 +64,8 @@ func modelLimitsOf(p keystore.Policy) []ModelLimit {
 	}
 	ms := make([]ModelLimit, len(p.ModelLimits))
 	for i, m := range p.ModelLimits {
-		ms[i] = ModelLimit{Models: append([]string{}, m.Models...), Windows: windowSpecs(m.Windows),
-			Budgets: budgetSpecs(m.Budgets), RequestsPerMinute: m.RequestsPerMinute, MaxConcurrent: m.MaxConcurrent}
+		ms[i] = ModelLimit{Models: append([]string{}, m.Models...), Windows: *windowRequests(m.Windows),
+			Budgets: *budgetRequests(m.Budgets), RequestsPerMinute: m.RequestsPerMinute, MaxConcurrent: m.MaxConcurrent}
 	}
 	return ms
 }
@@ -76,15 +76,9 @@ func endUsersOf(p keystore.Policy) *EndUsers {
 	if u.IsZero() {
 		return nil
 	}
-	return &EndUsers{Windows: windowSpecs(u.Windows), Budgets: budgetSpecs(u.Budgets),
+	return &EndUsers{Windows: *windowRequests(u.Windows), Budgets: *budgetRequests(u.Budgets),
 		RequestsPerMinute: u.RequestsPerMinute, MaxConcurrent: u.MaxConcurrent, Required: u.Required}
 }
-
-// windowSpecs is ws as a request gives them.
-func windowSpecs(ws []keystore.Window) []WindowRequest { return *windowRequests(ws) }
-
-// budgetSpecs is bs as a request gives them.
-func budgetSpecs(bs []keystore.Budget) []BudgetRequest { return *budgetRequests(bs) }
 
 // sameSubs reports whether two policies have the same model limits and
 // end users.

@@ -173,12 +173,12 @@ func (o owner) sub(d *keystore.Denial) owner {
 	switch {
 	case d.EndUser != "":
 		return owner{who: fmt.Sprintf("end user %q of %s", d.EndUser, o.who),
-			pol: keystore.Policy{Windows: u.Windows, Budgets: u.Budgets, RequestsPerMinute: u.RequestsPerMinute, MaxConcurrent: u.MaxConcurrent}}
+			pol: u.Policy()}
 	case d.Models != nil:
 		n := owner{who: fmt.Sprintf("%s's limit on models %s", o.who, strings.Join(d.Models, ","))}
 		for _, m := range o.pol.ModelLimits {
 			if slices.Equal(m.Models, d.Models) {
-				n.pol = keystore.Policy{Windows: m.Windows, Budgets: m.Budgets, RequestsPerMinute: m.RequestsPerMinute, MaxConcurrent: m.MaxConcurrent}
+				n.pol = m.Policy()
 			}
 		}
 		return n

@@ -59,13 +59,15 @@ func (u *EndUsers) limits() bool {
 	return len(u.Windows) > 0 || len(u.Budgets) > 0 || u.RequestsPerMinute != 0 || u.MaxConcurrent != 0
 }
 
-// policy is the Policy u holds for each end user.
-func (u *EndUsers) policy() Policy {
+// Policy is the limits u holds for each end user, as a Policy without
+// models.
+func (u *EndUsers) Policy() Policy {
 	return Policy{Windows: u.Windows, Budgets: u.Budgets, RequestsPerMinute: u.RequestsPerMinute, MaxConcurrent: u.MaxConcurrent}
 }
 
-// policy is the Policy m holds for its models' requests.
-func (m *ModelLimit) policy() Policy {
+// Policy is the limits m holds for its models' requests, as a Policy
+// without models.
+func (m *ModelLimit) Policy() Policy {
 	return Policy{Windows: m.Windows, Budgets: m.Budgets, RequestsPerMinute: m.RequestsPerMinute, MaxConcurrent: m.MaxConcurrent}
 }
 
@@ -111,7 +113,7 @@ func normalizeSubs(op string, p *Policy) error {
 		return nil
 	}
 	u := &p.EndUsers
-	sp, err := normalizeSub(op, "Policy.EndUsers", u.policy())
+	sp, err := normalizeSub(op, "Policy.EndUsers", u.Policy())
 	if err != nil {
 		return err
 	}
@@ -143,7 +145,7 @@ func normalizeModelLimit(op, field string, m *ModelLimit) error {
 			return fieldError(op, f, "%q is not a valid pattern: %v", g, err)
 		}
 	}
-	sp, err := normalizeSub(op, field, m.policy())
+	sp, err := normalizeSub(op, field, m.Policy())
 	if err != nil {
 		return err
 	}
@@ -187,14 +189,14 @@ func newSubModels(op string, p, old *Policy) error {
 func (s *Store) compileSubs(op string, p *Policy, pol *policy) error {
 	for i := range p.ModelLimits {
 		m := &p.ModelLimits[i]
-		sp, err := s.policy(op, m.policy())
+		sp, err := s.policy(op, m.Policy())
 		if err != nil {
 			return fmt.Errorf("keystore: %s: Policy.ModelLimits[%d]: %w", op, i, err)
 		}
 		pol.models = append(pol.models, sub{models: strings.Join(m.Models, ","), pol: sp})
 	}
 	if p.EndUsers.limits() {
-		sp, err := s.policy(op, p.EndUsers.policy())
+		sp, err := s.policy(op, p.EndUsers.Policy())
 		if err != nil {
 			return fmt.Errorf("keystore: %s: Policy.EndUsers: %w", op, err)
 		}
@@ -230,9 +232,9 @@ func appendSubs(dst []byte, p *Policy) []byte {
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(p.ModelLimits)))
 	for i := range p.ModelLimits {
-		m := &p.ModelLimits[i]
-		dst = appendPolicy(dst, &Policy{Models: m.Models, Windows: m.Windows, Budgets: m.Budgets,
-			RequestsPerMinute: m.RequestsPerMinute, MaxConcurrent: m.MaxConcurrent})
+		mp := p.ModelLimits[i].Policy()
+		mp.Models = p.ModelLimits[i].Models
+		dst = appendPolicy(dst, &mp)
 	}
 	u := &p.EndUsers
 	required := byte(0)
@@ -240,7 +242,8 @@ func appendSubs(dst []byte, p *Policy) []byte {
 		required = 1
 	}
 	dst = append(dst, required)
-	return appendPolicy(dst, &Policy{Windows: u.Windows, Budgets: u.Budgets, RequestsPerMinute: u.RequestsPerMinute, MaxConcurrent: u.MaxConcurrent})
+	up := u.Policy()
+	return appendPolicy(dst, &up)
 }
 
 // subs reads what appendSubs wrote, if anything is left to read.
